@@ -1,0 +1,32 @@
+/*
+ * cli.h — the commands of the `ampc` executable (main.c parses, cli.c carries them out). Only the
+ * executable links these; the library never prints.
+ */
+#ifndef AMPC_CLI_H
+#define AMPC_CLI_H
+
+#include "ampc.h"
+
+enum { AMPC_CLI_MAX_LIST = 64 };
+
+typedef struct ampc_cli_options {
+    const char *command;   /* NULL (compile), "inspect" or "run" */
+    const char *model;
+    const char *output;    /* -o */
+    const char *emit;      /* --emit */
+    const char *dump_after;
+    const char *save_dir;
+    const char *shapes[AMPC_CLI_MAX_LIST];
+    const char *disable[AMPC_CLI_MAX_LIST];
+    const char *inputs[AMPC_CLI_MAX_LIST];
+    int n_shapes, n_disable, n_inputs;
+    int64_t max_batch;
+    bool verbose, print_pipeline, reference;
+} ampc_cli_options;
+
+/* Each returns the process exit code (0 success, 1 failure, 2 usage) after printing. */
+int ampc_cli_compile(const ampc_cli_options *o);
+int ampc_cli_inspect(const ampc_cli_options *o);
+int ampc_cli_run(const ampc_cli_options *o);
+
+#endif

@@ -1,0 +1,133 @@
+/*
+ * main.c — the `ampc` command line.
+ *
+ *   ampc MODEL [-o FILE] [--emit ir] [--shape NAME=DxDxD] [--max-batch N]
+ *              [--disable-pass PASS] [--dump-after PASS] [--print-pipeline] [-v]
+ *   ampc inspect MODEL
+ *   ampc run MODEL --reference [--input NAME=FILE.npy|FILE.pb]... [--save-outputs DIR]
+ *
+ * MODEL is an ONNX file (.onnx) or ampc IR text (anything else). This file only parses options
+ * and prints; all work is done by the library (include/ampc.h), which never prints.
+ */
+#include "ampc.h"
+#include "compiler/cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char usage[] =
+    "usage: ampc MODEL [options]            compile MODEL (.onnx or ampc IR text)\n"
+    "       ampc inspect MODEL              summary: inputs, outputs, ops, coverage\n"
+    "       ampc run MODEL --reference [--input NAME=FILE]... [--save-outputs DIR]\n"
+    "                                       evaluate with the reference evaluator (CPU)\n"
+    "       ampc --version | --help\n"
+    "\n"
+    "options:\n"
+    "  -o FILE               output file ('-' for stdout)\n"
+    "  --emit ir             write the optimised IR as text\n"
+    "  --shape NAME=DxDx..   give the shape of an input with symbolic dims (repeatable)\n"
+    "  --max-batch N         bound for a symbolic batch dimension\n"
+    "  --disable-pass PASS   skip a pass of the pipeline (repeatable)\n"
+    "  --dump-after PASS     print the IR after PASS to stderr\n"
+    "  --print-pipeline      list the passes in order and exit\n"
+    "  --input NAME=FILE     an input for `run` (.npy or ONNX TensorProto .pb)\n"
+    "  --save-outputs DIR    write each output of `run` to DIR/<output name>.npy\n"
+    "  -v                    one line per pass: name, changed, time\n";
+
+static int fail(const char *fmt, const char *a, const char *b) {
+    fprintf(stderr, "ampc: ");
+    fprintf(stderr, fmt, a, b);
+    fprintf(stderr, "\n");
+    return 1;
+}
+
+/* Pulls the value of option argv[*i] (either "--opt=value" or "--opt value"). */
+static const char *opt_value(int argc, char **argv, int *i, const char *opt) {
+    size_t n = strlen(opt);
+    if (!strncmp(argv[*i], opt, n) && argv[*i][n] == '=') return argv[*i] + n + 1;
+    if (*i + 1 < argc) return argv[++*i];
+    fprintf(stderr, "ampc: option %s needs a value\n", opt);
+    return NULL;
+}
+
+static bool is_opt(const char *arg, const char *opt) {
+    size_t n = strlen(opt);
+    return !strncmp(arg, opt, n) && (arg[n] == 0 || arg[n] == '=');
+}
+
+/* Parses argv into o; returns 0, or the process exit code on error. */
+static int parse_args(int argc, char **argv, ampc_cli_options *o) {
+    int i = 1;
+    if (i < argc && (!strcmp(argv[i], "inspect") || !strcmp(argv[i], "run"))) o->command = argv[i++];
+    for (; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(usage, stdout);
+            exit(0);
+        } else if (!strcmp(a, "--version")) {
+            printf("ampc %s\n", AMPC_VERSION_STRING);
+            exit(0);
+        } else if (!strcmp(a, "-v")) {
+            o->verbose = true;
+        } else if (!strcmp(a, "--print-pipeline")) {
+            o->print_pipeline = true;
+        } else if (!strcmp(a, "--reference")) {
+            o->reference = true;
+        } else if (!strcmp(a, "-o")) {
+            if (!(o->output = opt_value(argc, argv, &i, "-o"))) return 2;
+        } else if (is_opt(a, "--emit")) {
+            if (!(v = opt_value(argc, argv, &i, "--emit"))) return 2;
+            if (strcmp(v, "ir")) return fail("--emit %s is not available (available: ir)", v, ""), 2;
+            o->emit = v;
+        } else if (is_opt(a, "--shape")) {
+            if (!(v = opt_value(argc, argv, &i, "--shape"))) return 2;
+            if (o->n_shapes == AMPC_CLI_MAX_LIST) return fail("too many --shape options", "", ""), 2;
+            o->shapes[o->n_shapes++] = v;
+        } else if (is_opt(a, "--max-batch")) {
+            if (!(v = opt_value(argc, argv, &i, "--max-batch"))) return 2;
+            char *end;
+            o->max_batch = strtoll(v, &end, 10);
+            if (*end || o->max_batch < 1)
+                return fail("--max-batch needs a positive integer, got '%s'", v, ""), 2;
+        } else if (is_opt(a, "--disable-pass")) {
+            if (!(v = opt_value(argc, argv, &i, "--disable-pass"))) return 2;
+            if (o->n_disable == AMPC_CLI_MAX_LIST) return fail("too many --disable-pass", "", ""), 2;
+            o->disable[o->n_disable++] = v;
+        } else if (is_opt(a, "--dump-after")) {
+            if (!(o->dump_after = opt_value(argc, argv, &i, "--dump-after"))) return 2;
+        } else if (is_opt(a, "--input")) {
+            if (!(v = opt_value(argc, argv, &i, "--input"))) return 2;
+            if (o->n_inputs == AMPC_CLI_MAX_LIST) return fail("too many --input options", "", ""), 2;
+            o->inputs[o->n_inputs++] = v;
+        } else if (is_opt(a, "--save-outputs")) {
+            if (!(o->save_dir = opt_value(argc, argv, &i, "--save-outputs"))) return 2;
+        } else if (a[0] == '-' && a[1]) {
+            return fail("unknown option '%s' (see ampc --help)", a, ""), 2;
+        } else if (!o->model) {
+            o->model = a;
+        } else {
+            return fail("more than one model given: '%s' and '%s'", o->model, a), 2;
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    ampc_cli_options o = {0};
+    int rc = parse_args(argc, argv, &o);
+    if (rc) return rc;
+    if (o.print_pipeline) {
+        ampc_pipeline_print(stdout);
+        return 0;
+    }
+    if (!o.model) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    if (o.command && !strcmp(o.command, "inspect")) return ampc_cli_inspect(&o);
+    if (o.command && !strcmp(o.command, "run")) return ampc_cli_run(&o);
+    return ampc_cli_compile(&o);
+}

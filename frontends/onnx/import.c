@@ -1,0 +1,1660 @@
+/*
+ * import.c — the ONNX importer: a ModelProto becomes an ampc graph built through
+ * ampc_ir_node_build, so every node runs the op table's inference (and small all-constant nodes
+ * are evaluated as they are built: shape arithmetic resolves at import).
+ *
+ * Stages, each reporting every problem it finds in one message before the import gives up:
+ *   1. versions     ir_version 3..14, opset_import (one entry per domain, default opset <= 28)
+ *   2. coverage     every node: its op (table row or model-local function, expanded recursively)
+ *                   at its opset, and its attribute kinds/combinations. One line per node.
+ *   3. structure    duplicate and dangling value names, graph outputs, cycles; nodes out of
+ *                   topological order are sorted (stable) rather than refused
+ *   4. inputs       options checked; symbolic dims bound from --shape, constant bindings and
+ *                   --max-batch; each unresolved dim named with its input and symbol
+ *   5. build        inputs, used initializers (every encoding, see tensor_io.c), nodes through
+ *                   opset.c's per-version rewriting, functions expanded inline, Constant nodes
+ *                   as constants; inference diagnostics re-worded against the ONNX node
+ *   6. outputs      graph outputs named as in the model; value_info compared (notes only)
+ *
+ * Graph inputs that also have an initializer are constants (ONNX IR >= 4 semantics: a compiler
+ * cannot take an override for them). Fields newer than the onnx.proto we were generated from
+ * (NodeProto.overload, FunctionProto.overload and attribute_proto) are read from protobuf-c's
+ * unknown fields (pb.c); other newer fields (metadata_props, device configurations) carry nothing
+ * a single-device inference compiler uses and are skipped.
+ */
+#include "onnx_internal.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    MAX_ERROR_LINES = 100, /* lines of one message; the rest are counted */
+    MAX_FN_DEPTH = 16,     /* function calls nested in function bodies */
+    /* Tags of fields the ONNX 1.12 schema lacks. */
+    TAG_NODE_OVERLOAD = 8,
+    TAG_FN_ATTRIBUTE_PROTO = 11,
+    TAG_FN_OVERLOAD = 13,
+};
+
+/* A model-local function (ModelProto.functions). */
+typedef struct fn_def {
+    const Onnx__FunctionProto *proto;
+    const char *overload;  /* not NUL-terminated; overload_len bytes */
+    size_t overload_len;
+    Onnx__AttributeProto **defaults; /* attribute_proto: attributes with default values */
+    int32_t n_defaults;
+    int64_t opset;         /* the default-domain opset of its body */
+    bool active;           /* on the current check/expansion stack (recursion guard) */
+} fn_def;
+
+/* An attribute of a node after ref_attr_name resolution: `a`'s value under the name `name`. */
+typedef struct attr_ref {
+    const char *name;
+    const Onnx__AttributeProto *a;
+} attr_ref;
+
+/* What ref_attr_name resolves against inside a function body. */
+typedef struct attr_env {
+    const attr_ref *call;  /* the call site's attributes */
+    int32_t n_call;
+    Onnx__AttributeProto *const *dflt; /* the function's defaults */
+    int32_t n_dflt;
+} attr_env;
+
+/* Names in scope: the main graph, or one function expansion. */
+typedef struct scope {
+    ampc_strmap vals;      /* ONNX name -> ampc_value (or &absent) */
+    ampc_strmap outs;      /* function bodies: formal output -> call-site output name */
+    const char *prefix;    /* function bodies: hint prefix for internal value names */
+    bool in_fn;
+} scope;
+
+/* The value standing for an absent optional function input. */
+static ampc_value absent;
+
+struct ampc_onnx_ctx {
+    ampc_graph *g;
+    const Onnx__ModelProto *m;
+    const char *base_dir;
+    ampc_import_options opt;
+    ampc_strbuf errs;
+    int32_t n_errs;
+    ampc_status first;
+    ampc_strmap model_names; /* every value name of the main graph */
+    ampc_onnx_pb_pool pool;
+    fn_def *fns;
+    int32_t n_fns;
+    int64_t opset;           /* default-domain opset (0: not imported) */
+    ampc_strbuf *notes;
+    ampc_strmap needed;      /* constants_if_needed: names whose value must be known */
+    bool needed_done;
+};
+
+/* ---- errors --------------------------------------------------------------------------------- */
+
+static ampc_status ctx_verr(ampc_onnx_ctx *c, ampc_status code, const char *fmt, va_list ap) {
+    if (c->first == AMPC_OK) c->first = code;
+    if (++c->n_errs > MAX_ERROR_LINES) return code;
+    if (c->errs.len) ampc_sb_putc(&c->errs, '\n');
+    ampc_sb_vprintf(&c->errs, fmt, ap);
+    return code;
+}
+
+/* Records one error line (the first status wins); lines past MAX_ERROR_LINES are only
+ * counted, so a model with thousands of bad nodes still gets a readable message. */
+static ampc_status __attribute__((format(printf, 3, 4)))
+ctx_err(ampc_onnx_ctx *c, ampc_status code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    ctx_verr(c, code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+/* An error about the node being imported, prefixed with where it is (see onnx_internal.h). */
+ampc_status ampc_onnx_fail(ampc_onnx_ctx *c, const ampc_onnx_node *nd, ampc_status code,
+                           const char *fmt, ...) {
+    ampc_strbuf sb = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    ampc_sb_vprintf(&sb, fmt, ap);
+    va_end(ap);
+    ctx_err(c, code, "%s: %s", nd->where, sb.data);
+    ampc_sb_free(&sb);
+    return code;
+}
+
+/* Moves the collected errors into err, with a count of those past the line limit. */
+static ampc_status ctx_finish_errors(ampc_onnx_ctx *c, ampc_strbuf *err) {
+    if (c->n_errs > MAX_ERROR_LINES)
+        ampc_sb_printf(&c->errs, "\n... and %d more errors", c->n_errs - MAX_ERROR_LINES);
+    ampc_sb_puts(err, c->errs.data ? c->errs.data : "");
+    ampc_sb_free(&c->errs);
+    return c->first;
+}
+
+/* ---- small helpers -------------------------------------------------------------------------- */
+
+static bool is_default_domain(const char *d) { return !d || !*d || !strcmp(d, "ai.onnx"); }
+
+/* Domain equality, with "" and "ai.onnx" the same domain. */
+static bool same_domain(const char *a, const char *b) {
+    if (is_default_domain(a) || is_default_domain(b))
+        return is_default_domain(a) && is_default_domain(b);
+    return !strcmp(a, b);
+}
+
+/* Protobuf strings are NULL when absent. */
+static const char *str_or(const char *s, const char *dflt) { return s ? s : dflt; }
+
+/* True for values whose construction failed (reported where it failed). */
+static bool poisoned(const ampc_value *v) { return v && (v->flags & AMPC_VALUE_POISON); }
+
+/* The version a list of opset imports gives a domain; -1 when the domain is not imported. */
+static int64_t domain_version(Onnx__OperatorSetIdProto *const *ops, size_t n, const char *domain) {
+    for (size_t i = 0; i < n; i++)
+        if (ops[i] && same_domain(ops[i]->domain, domain)) return ops[i]->version;
+    return -1;
+}
+
+/* "node 12 'conv_5' (ai.onnx.ml::LabelEncoder)", nested under `parent` for function bodies. */
+static void node_where(ampc_strbuf *sb, const char *parent, size_t idx, const Onnx__NodeProto *n) {
+    if (parent) ampc_sb_printf(sb, "%s > body ", parent);
+    ampc_sb_printf(sb, "node %zu '%s' (", idx, str_or(n->name, ""));
+    if (!is_default_domain(n->domain)) ampc_sb_printf(sb, "%s::", n->domain);
+    ampc_sb_printf(sb, "%s)", str_or(n->op_type, "?"));
+}
+
+/* Accessors and helpers opset.c builds through (contracts in onnx_internal.h). */
+ampc_graph *ampc_onnx_graph(ampc_onnx_ctx *c) { return c->g; }
+
+/* Tries `hint`, then `hint.1`, `hint.2`...: the first name neither the model nor the graph uses.
+ * Model names are reserved up front so a generated name can never take one that a later node's
+ * output (whose IR name must be the ONNX name) still needs. */
+const char *ampc_onnx_fresh_name(ampc_onnx_ctx *c, const char *hint) {
+    ampc_strbuf sb = {0};
+    ampc_sb_puts(&sb, hint && *hint ? hint : "v");
+    for (int64_t k = 1;
+         ampc_strmap_get(&c->model_names, sb.data) || ampc_ir_value_find(c->g, sb.data); k++) {
+        sb.len = 0;
+        ampc_sb_printf(&sb, "%s.%lld", hint && *hint ? hint : "v", (long long)k);
+    }
+    const char *s = ampc_arena_strdup(&c->g->arena, sb.data);
+    ampc_sb_free(&sb);
+    return s ? s : "v";
+}
+
+ampc_value *ampc_onnx_const(ampc_onnx_ctx *c, const char *hint, ampc_dtype dt, const ampc_shape *s,
+                            const void *data) {
+    ampc_value *v = ampc_ir_const_new(c->g, ampc_onnx_fresh_name(c, hint), dt, s, data);
+    if (!v) ctx_err(c, AMPC_E_OOM, "out of host memory creating constant '%s'", hint);
+    return v;
+}
+
+/* A poisoned value standing for an output that could not be built. */
+static ampc_value *poison(ampc_onnx_ctx *c, const char *hint) {
+    ampc_value *v = ampc_ir_poison_new(c->g, ampc_onnx_fresh_name(c, hint));
+    AMPC_ASSERT(v); /* a few bytes; the arena aborts before this fails in practice */
+    return v;
+}
+
+/* ---- building one IR node ------------------------------------------------------------------- */
+
+ampc_status ampc_onnx_build(ampc_onnx_ctx *c, const ampc_onnx_node *nd, ampc_opcode op,
+                            const char *name, ampc_value *const *in, int32_t n_in,
+                            const ampc_attr *attrs, int32_t n_attrs, int32_t n_out,
+                            const char *const *out_names, ampc_value **outs) {
+    ampc_graph *g = c->g;
+    const char *names[64] = {0};
+    if (n_out < 0 || n_out > AMPC_ARRAY_LEN(names))
+        return ampc_onnx_fail(c, nd, AMPC_E_UNSUPPORTED, "%d outputs; ampc supports at most %d",
+                              n_out, AMPC_ARRAY_LEN(names));
+    for (int32_t i = 0; i < n_out; i++) {
+        if (out_names && out_names[i]) {
+            names[i] = out_names[i];
+        } else {
+            ampc_strbuf h = {0};
+            ampc_sb_printf(&h, "%s/out%d", name ? name : ampc_op_get(op)->onnx, i);
+            names[i] = ampc_onnx_fresh_name(c, h.data);
+            ampc_sb_free(&h);
+        }
+    }
+    int32_t before = g->diag.n;
+    ampc_node *node = NULL;
+    ampc_status st = ampc_ir_node_build(g, op, name, in, n_in, attrs, n_attrs, n_out, names, &node);
+    for (int32_t i = 0; i < n_out; i++) outs[i] = node ? node->outputs[i] : NULL;
+    if (st == AMPC_OK) return st;
+
+    /* Re-word the IR's diagnostics ("node 7 (Flatten 'x/flatten'): ...") against the ONNX node. */
+    const char *row = ampc_op_get(op)->onnx;
+    const char *ot = nd->proto && nd->proto->op_type ? nd->proto->op_type : row;
+    bool helper = strcmp(row, ot) != 0;
+    char prefix[512] = "";
+    if (node) snprintf(prefix, sizeof prefix, "node %d (%s '%s'): ", node->id, row, node->name);
+    size_t pl = strlen(prefix);
+    for (int32_t i = before; i < g->diag.n; i++) {
+        const char *msg = g->diag.entries[i].msg;
+        if (pl && !strncmp(msg, prefix, pl)) msg += pl;
+        ctx_err(c, g->diag.entries[i].code, "%s: %s%s%s%s", nd->where, helper ? "in the " : "",
+                helper ? row : "", helper ? " ampc inserts for this form: " : "", msg);
+    }
+    bool quiet = false; /* a poisoned input: reported where it arose */
+    for (int32_t i = 0; i < n_in; i++) quiet |= poisoned(in[i]);
+    if (g->diag.n == before && !quiet)
+        ctx_err(c, st, "%s: building %s failed (%s)", nd->where, row, ampc_status_str(st));
+    ampc_diag_clear(&g->diag);
+    for (int32_t i = 0; i < n_out; i++)
+        if (!outs[i]) outs[i] = poison(c, names[i]);
+    return st;
+}
+
+/* ---- attributes ----------------------------------------------------------------------------- */
+
+static const char *attr_type_name(int t) {
+    switch (t) {
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH: return "a graph";
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS: return "a list of graphs";
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSOR: return "a sparse tensor";
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSORS: return "a list of sparse tensors";
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSORS: return "a list of tensors";
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTO: return "a type";
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTOS: return "a list of types";
+    default: return "of an unknown type";
+    }
+}
+
+/* Checks the kind of an attribute the importer will convert; false with the reason in why. */
+static bool attr_kind_ok(const Onnx__AttributeProto *a, ampc_strbuf *why) {
+    char nb[32];
+    switch (a->type) {
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT:
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT:
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING:
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS:
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS:
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS: return true;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR:
+        if (!a->t) {
+            ampc_sb_printf(why, "attribute '%s' is a tensor without a value", a->name);
+            return false;
+        }
+        if (a->t->has_data_type && ampc_dtype_from_onnx(a->t->data_type) == AMPC_DTYPE_UNDEFINED) {
+            ampc_sb_printf(why,
+                           "attribute '%s' is a tensor of element type %s, which ampc does "
+                           "not support",
+                           a->name, ampc_onnx_dtype_name(a->t->data_type, nb, sizeof nb));
+            return false;
+        }
+        return true;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED:
+        ampc_sb_printf(why, "attribute '%s' has no type", a->name);
+        return false;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH:
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS:
+        ampc_sb_printf(why, "attribute '%s' is %s: control flow with subgraphs is not imported yet",
+                       a->name, attr_type_name(a->type));
+        return false;
+    default:
+        ampc_sb_printf(why, "attribute '%s' is %s, which ampc does not support", a->name,
+                       attr_type_name(a->type));
+        return false;
+    }
+}
+
+/* The value a ref_attr_name resolves to: the call site's attribute, else the function's
+ * default; NULL when neither has it (the attribute is then left unset). */
+static const Onnx__AttributeProto *env_lookup(const attr_env *env, const char *name) {
+    for (int32_t i = 0; env && i < env->n_call; i++)
+        if (!strcmp(env->call[i].name, name)) return env->call[i].a;
+    for (int32_t i = 0; env && i < env->n_dflt; i++)
+        if (env->dflt[i] && env->dflt[i]->name && !strcmp(env->dflt[i]->name, name))
+            return env->dflt[i];
+    return NULL;
+}
+
+/* Resolves a node's attributes (ref_attr_name against env); attributes a reference leaves unset
+ * are dropped, as ONNX says. Returns the count, the array in *out (malloc'ed). */
+static int32_t resolve_attrs(const Onnx__NodeProto *n, const attr_env *env, attr_ref **out) {
+    attr_ref *r = ampc_xmalloc((n->n_attribute + 1) * sizeof *r);
+    int32_t k = 0;
+    for (size_t i = 0; i < n->n_attribute; i++) {
+        const Onnx__AttributeProto *a = n->attribute[i];
+        if (!a || !a->name) continue;
+        if (a->ref_attr_name && *a->ref_attr_name) {
+            const Onnx__AttributeProto *src = env_lookup(env, a->ref_attr_name);
+            if (!src) continue;
+            r[k++] = (attr_ref){a->name, src};
+        } else {
+            r[k++] = (attr_ref){a->name, a};
+        }
+    }
+    *out = r;
+    return k;
+}
+
+/* A TensorProto attribute as a constant outside graph->values (ampc_attr's tensor contract). */
+static ampc_value *tensor_attr_value(ampc_onnx_ctx *c, const Onnx__TensorProto *t,
+                                     const char *what) {
+    ampc_strbuf err = {0};
+    ampc_dtype dt;
+    ampc_shape s;
+    ampc_status st = ampc_onnx_tensor_type(t, what, &dt, &s, &err);
+    if (st == AMPC_OK) st = ampc_onnx_tensor_data(t, what, c->base_dir, dt, &s, NULL, &err);
+    ampc_value *v = NULL;
+    if (st == AMPC_OK) {
+        size_t nb = (size_t)ampc_shape_numel(&s) * ampc_dtype_size(dt);
+        v = ampc_ir_alloc(c->g, sizeof *v);
+        void *data = ampc_ir_alloc(c->g, nb ? nb : 1);
+        if (!v || !data) {
+            ampc_diag_clear(&c->g->diag);
+            ctx_err(c, AMPC_E_OOM, "%s: out of host memory (%zu bytes)", what, nb);
+            ampc_sb_free(&err);
+            return NULL;
+        }
+        v->id = -1;
+        v->name = ampc_arena_strdup(&c->g->arena, t->name && *t->name ? t->name : "value");
+        v->dtype = dt;
+        v->shape = s;
+        v->data = data;
+        st = ampc_onnx_tensor_data(t, what, c->base_dir, dt, &s, data, &err);
+    }
+    if (st != AMPC_OK) {
+        ctx_err(c, st, "%s", err.data);
+        v = NULL;
+    }
+    ampc_sb_free(&err);
+    return v;
+}
+
+/* Converts resolved attributes into the node's ampc_attr list (strings and lists point into the
+ * model or the graph's arena; ampc_ir_node_build copies them). */
+static bool convert_attrs(ampc_onnx_ctx *c, ampc_onnx_node *nd, const attr_ref *r, int32_t n) {
+    nd->cap_attrs = n + 4;
+    nd->attrs = ampc_xcalloc((size_t)nd->cap_attrs, sizeof *nd->attrs);
+    nd->n_attrs = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const Onnx__AttributeProto *a = r[i].a;
+        ampc_attr o = {.name = r[i].name};
+        ampc_strbuf why = {0};
+        if (!attr_kind_ok(a, &why)) {
+            ampc_onnx_fail(c, nd, AMPC_E_UNSUPPORTED, "%s", why.data);
+            ampc_sb_free(&why);
+            return false;
+        }
+        switch (a->type) {
+        case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT:
+            o.kind = AMPC_ATTR_FLOAT, o.f = a->f;
+            break;
+        case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT: o.kind = AMPC_ATTR_INT, o.i = a->i; break;
+        case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING: {
+            char *s = ampc_ir_alloc(c->g, a->s.len + 1);
+            if (!s) return false;
+            if (a->s.len) memcpy(s, a->s.data, a->s.len);
+            o.kind = AMPC_ATTR_STRING, o.s = s;
+            break;
+        }
+        case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS:
+            o.kind = AMPC_ATTR_FLOATS, o.floats = a->floats, o.n = (int32_t)a->n_floats;
+            break;
+        case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS:
+            o.kind = AMPC_ATTR_INTS, o.ints = a->ints, o.n = (int32_t)a->n_ints;
+            break;
+        case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS: {
+            const char **ss = ampc_ir_alloc(c->g, (a->n_strings + 1) * sizeof *ss);
+            if (!ss) return false;
+            for (size_t j = 0; j < a->n_strings; j++) {
+                char *s = ampc_ir_alloc(c->g, a->strings[j].len + 1);
+                if (!s) return false;
+                if (a->strings[j].len) memcpy(s, a->strings[j].data, a->strings[j].len);
+                ss[j] = s;
+            }
+            o.kind = AMPC_ATTR_STRINGS, o.strings = ss, o.n = (int32_t)a->n_strings;
+            break;
+        }
+        case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR: {
+            ampc_strbuf what = {0};
+            ampc_sb_printf(&what, "%s: attribute '%s'", nd->where, r[i].name);
+            o.kind = AMPC_ATTR_TENSOR, o.tensor = tensor_attr_value(c, a->t, what.data);
+            ampc_sb_free(&what);
+            if (!o.tensor) return false;
+            break;
+        }
+        default: AMPC_ASSERT(!"attr_kind_ok let an unhandled kind through");
+        }
+        nd->attrs[nd->n_attrs++] = o;
+    }
+    return true;
+}
+
+/* ---- functions ------------------------------------------------------------------------------ */
+
+static fn_def *find_fn(ampc_onnx_ctx *c, const Onnx__NodeProto *n) {
+    if (!n->op_type || !c->n_fns) return NULL;
+    const char *ov = "";
+    size_t ovl = 0;
+    ampc_onnx_pb_string(&n->base, TAG_NODE_OVERLOAD, &ov, &ovl);
+    for (int32_t i = 0; i < c->n_fns; i++) {
+        fn_def *f = &c->fns[i];
+        if (f->proto->name && !strcmp(f->proto->name, n->op_type) &&
+            same_domain(f->proto->domain, n->domain) && f->overload_len == ovl &&
+            (!ovl || !memcmp(f->overload, ov, ovl)))
+            return f;
+    }
+    return NULL;
+}
+
+/* Reads ModelProto.functions into c->fns; duplicate identities are errors. */
+static void load_functions(ampc_onnx_ctx *c) {
+    const Onnx__ModelProto *m = c->m;
+    c->fns = ampc_xcalloc(m->n_functions + 1, sizeof *c->fns);
+    for (size_t i = 0; i < m->n_functions; i++) {
+        const Onnx__FunctionProto *fp = m->functions[i];
+        if (!fp || !fp->name) {
+            ctx_err(c, AMPC_E_PARSE, "model function %zu has no name", i);
+            continue;
+        }
+        fn_def *f = &c->fns[c->n_fns];
+        f->proto = fp;
+        f->overload = "";
+        ampc_onnx_pb_string(&fp->base, TAG_FN_OVERLOAD, &f->overload, &f->overload_len);
+        ProtobufCMessage *const *d;
+        int32_t nd = ampc_onnx_pb_messages(&fp->base, TAG_FN_ATTRIBUTE_PROTO,
+                                           &onnx__attribute_proto__descriptor, &c->pool, &d);
+        f->defaults = ampc_xcalloc((size_t)nd + 1, sizeof *f->defaults);
+        for (int32_t j = 0; j < nd; j++) f->defaults[j] = (Onnx__AttributeProto *)d[j];
+        f->n_defaults = nd;
+        int64_t v = domain_version(fp->opset_import, fp->n_opset_import, "");
+        f->opset = v > 0 ? v : c->opset;
+        for (int32_t j = 0; j < c->n_fns; j++) {
+            const fn_def *o = &c->fns[j];
+            if (!strcmp(o->proto->name, fp->name) && same_domain(o->proto->domain, fp->domain) &&
+                o->overload_len == f->overload_len &&
+                (!f->overload_len || !memcmp(o->overload, f->overload, f->overload_len)))
+                ctx_err(c, AMPC_E_VERIFY, "model function '%s' (domain '%s') is defined twice",
+                        fp->name, str_or(fp->domain, ""));
+        }
+        c->n_fns++;
+    }
+}
+
+/* ---- 1. versions ---------------------------------------------------------------------------- */
+
+static ampc_status check_versions(ampc_onnx_ctx *c) {
+    const Onnx__ModelProto *m = c->m;
+    if (!m->has_ir_version || m->ir_version == 0)
+        return ctx_err(c, AMPC_E_PARSE, "not an ONNX model: ir_version is missing (is this a .onnx "
+                       "file?)");
+    if (m->ir_version < AMPC_ONNX_IR_OLDEST)
+        return ctx_err(c, AMPC_E_UNSUPPORTED, "the model's ir_version %lld is too old: ampc reads "
+                       "IR versions %d to %d (older models have no opset_import; re-export it)",
+                       (long long)m->ir_version, AMPC_ONNX_IR_OLDEST, AMPC_ONNX_IR_NEWEST);
+    if (m->ir_version > AMPC_ONNX_IR_NEWEST)
+        return ctx_err(c, AMPC_E_UNSUPPORTED, "the model's ir_version %lld is newer than ampc "
+                       "knows: it reads IR versions %d to %d", (long long)m->ir_version,
+                       AMPC_ONNX_IR_OLDEST, AMPC_ONNX_IR_NEWEST);
+    if (!m->graph) return ctx_err(c, AMPC_E_PARSE, "not an ONNX model: it has no graph");
+    for (size_t i = 0; i < m->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *a = m->opset_import[i];
+        if (!a) continue;
+        for (size_t j = 0; j < i; j++)
+            if (m->opset_import[j] && same_domain(m->opset_import[j]->domain, a->domain))
+                ctx_err(c, AMPC_E_PARSE, "opset_import lists domain '%s' twice (versions %lld "
+                        "and %lld)", str_or(a->domain, ""), (long long)m->opset_import[j]->version,
+                        (long long)a->version);
+        if (a->version < 1)
+            ctx_err(c, AMPC_E_PARSE, "opset_import gives domain '%s' version %lld; versions "
+                    "start at 1", str_or(a->domain, ""), (long long)a->version);
+    }
+    int64_t v = domain_version(m->opset_import, m->n_opset_import, "");
+    c->opset = v > 0 ? v : 0;
+    if (v > AMPC_ONNX_OPSET_NEWEST)
+        ctx_err(c, AMPC_E_UNSUPPORTED, "the model imports opset %lld of the default domain, newer "
+                "than ampc knows (%d): ops may have changed meaning there", (long long)v,
+                AMPC_ONNX_OPSET_NEWEST);
+    return c->first;
+}
+
+/* ---- 2. coverage ---------------------------------------------------------------------------- */
+
+/* Why a Constant node cannot be imported (an unsupported value attribute); "" when it can. */
+static void constant_support(const attr_ref *r, int32_t n, ampc_strbuf *why) {
+    int32_t values = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const char *nm = r[i].name;
+        if (!strcmp(nm, "value_string") || !strcmp(nm, "value_strings")) {
+            ampc_sb_printf(why, "a Constant with attribute '%s' makes a string tensor, which ampc "
+                           "does not support", nm);
+            return;
+        }
+        if (!strcmp(nm, "sparse_value")) {
+            ampc_sb_puts(why, "a Constant with attribute 'sparse_value' makes a sparse tensor, "
+                         "which ampc does not support");
+            return;
+        }
+        values += !strcmp(nm, "value") || !strcmp(nm, "value_float") ||
+                  !strcmp(nm, "value_floats") || !strcmp(nm, "value_int") ||
+                  !strcmp(nm, "value_ints");
+    }
+    if (values != 1)
+        ampc_sb_printf(why, "a Constant needs exactly one value attribute (value, value_float(s), "
+                       "value_int(s)), got %d", values);
+}
+
+/* Appends one line to `lines` for a node ampc cannot import (function bodies: one per body
+ * node), counting them in *count. */
+static void cover_node(ampc_onnx_ctx *c, const Onnx__NodeProto *n, int64_t opset,
+                       const attr_env *env, const char *where, ampc_strbuf *lines,
+                       int32_t *count, int depth) {
+    ampc_strbuf why = {0};
+    fn_def *f;
+    ampc_opcode op;
+    if (!n->op_type || !*n->op_type) {
+        ampc_sb_puts(&why, "the node has no op_type");
+    } else if ((f = find_fn(c, n))) {
+        if (f->active || depth >= MAX_FN_DEPTH) {
+            ampc_sb_printf(&why, "function '%s' calls itself (directly or through others)",
+                           f->proto->name);
+        } else {
+            attr_ref *r;
+            int32_t nr = resolve_attrs(n, env, &r);
+            attr_env inner = {r, nr, f->defaults, f->n_defaults};
+            f->active = true;
+            for (size_t j = 0; j < f->proto->n_node; j++) {
+                if (!f->proto->node[j]) continue;
+                ampc_strbuf w = {0};
+                node_where(&w, where, j, f->proto->node[j]);
+                cover_node(c, f->proto->node[j], f->opset, &inner, w.data, lines, count, depth + 1);
+                ampc_sb_free(&w);
+            }
+            f->active = false;
+            free(r);
+        }
+    } else if (!is_default_domain(n->domain)) {
+        if (domain_version(c->m->opset_import, c->m->n_opset_import, n->domain) < 0)
+            ampc_sb_printf(&why, "op not in ampc's op table (and domain '%s' is not in the model's "
+                           "opset_import)", n->domain);
+        else
+            ampc_sb_puts(&why, "op not in ampc's op table (ampc implements the default ONNX "
+                         "domain)");
+    } else if (opset <= 0) {
+        ampc_sb_puts(&why, "the model does not import the default ONNX domain (opset_import)");
+    } else if (ampc_onnx_op_lookup(n->op_type, opset, &op, &why)) {
+        attr_ref *r;
+        int32_t nr = resolve_attrs(n, env, &r);
+        for (size_t i = 0; i < n->n_attribute && !why.len; i++) {
+            const Onnx__AttributeProto *a = n->attribute[i];
+            if (a && a->name && a->ref_attr_name && *a->ref_attr_name && !env)
+                ampc_sb_printf(&why, "attribute '%s' refers to '%s', which only a function body "
+                               "may do", a->name, a->ref_attr_name);
+            else if (!a || !a->name)
+                ampc_sb_puts(&why, "an attribute has no name");
+        }
+        for (int32_t i = 0; i < nr && !why.len; i++) attr_kind_ok(r[i].a, &why);
+        if (!why.len && op == AMPC_OP_CONSTANT) constant_support(r, nr, &why);
+        if (!why.len) ampc_onnx_node_supported(n, op, opset, &why);
+        free(r);
+    }
+    if (why.len && ++*count <= MAX_ERROR_LINES)
+        ampc_sb_printf(lines, "\n  %s: %s", where, why.data);
+    ampc_sb_free(&why);
+}
+
+/* Runs cover_node over the main graph; returns the number of unsupported nodes. */
+static int32_t coverage(ampc_onnx_ctx *c, ampc_strbuf *lines) {
+    int32_t count = 0;
+    const Onnx__GraphProto *gp = c->m->graph;
+    for (size_t i = 0; i < gp->n_node; i++) {
+        if (!gp->node[i]) continue;
+        ampc_strbuf w = {0};
+        node_where(&w, NULL, i, gp->node[i]);
+        cover_node(c, gp->node[i], c->opset, NULL, w.data, lines, &count, 0);
+        ampc_sb_free(&w);
+    }
+    if (count > MAX_ERROR_LINES)
+        ampc_sb_printf(lines, "\n  ... and %d more", count - MAX_ERROR_LINES);
+    return count;
+}
+
+/* ---- 3. structure --------------------------------------------------------------------------- */
+
+/* Who defines a name: a graph input, an initializer, or node k (stored as k + 3). */
+enum { DEF_INPUT = 1, DEF_INIT = 2 };
+
+/* Describes a definition for messages: "a graph input", "node 3 'x' (Relu)". */
+static void def_desc(const Onnx__GraphProto *gp, intptr_t d, ampc_strbuf *sb) {
+    if (d == DEF_INPUT) ampc_sb_puts(sb, "a graph input");
+    else if (d == DEF_INIT) ampc_sb_puts(sb, "an initializer");
+    else node_where(sb, NULL, (size_t)(d - 3), gp->node[d - 3]);
+}
+
+/* Checks names and order; on success *order holds the node indices in a topological order. */
+static ampc_status check_structure(ampc_onnx_ctx *c, int32_t **order_out) {
+    const Onnx__GraphProto *gp = c->m->graph;
+    const int32_t nn = (int32_t)gp->n_node;
+    ampc_strmap defs = {0};
+    ampc_strbuf w = {0}, o = {0};
+    *order_out = NULL;
+
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const Onnx__TensorProto *t = gp->initializer[i];
+        if (!t || !t->name || !*t->name) {
+            ctx_err(c, AMPC_E_PARSE, "initializer %zu has no name", i);
+            continue;
+        }
+        if (ampc_strmap_get(&defs, t->name))
+            ctx_err(c, AMPC_E_VERIFY, "initializer '%s' is defined twice", t->name);
+        ampc_strmap_put(&defs, t->name, (void *)(intptr_t)DEF_INIT);
+    }
+    ampc_strmap inputs = {0};
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const Onnx__ValueInfoProto *v = gp->input[i];
+        if (!v || !v->name || !*v->name) {
+            ctx_err(c, AMPC_E_PARSE, "graph input %zu has no name", i);
+            continue;
+        }
+        if (ampc_strmap_get(&inputs, v->name))
+            ctx_err(c, AMPC_E_VERIFY, "graph input '%s' is listed twice", v->name);
+        ampc_strmap_put(&inputs, v->name, (void *)1);
+        if (!ampc_strmap_get(&defs, v->name))
+            ampc_strmap_put(&defs, v->name, (void *)(intptr_t)DEF_INPUT);
+    }
+    ampc_strmap_free(&inputs);
+    for (int32_t k = 0; k < nn; k++) {
+        const Onnx__NodeProto *n = gp->node[k];
+        if (!n) continue;
+        for (size_t j = 0; j < n->n_output; j++) {
+            const char *nm = n->output[j];
+            if (!nm || !*nm) continue;
+            intptr_t d = (intptr_t)ampc_strmap_get(&defs, nm);
+            if (d) {
+                w.len = o.len = 0;
+                node_where(&w, NULL, (size_t)k, n);
+                def_desc(gp, d, &o);
+                ctx_err(c, AMPC_E_VERIFY, "%s: output %zu '%s' is already defined by %s (ONNX "
+                        "values are assigned once)", w.data, j, nm, o.data);
+                continue;
+            }
+            ampc_strmap_put(&defs, nm, (void *)(intptr_t)(k + 3));
+        }
+    }
+    for (int32_t k = 0; k < nn; k++) {
+        const Onnx__NodeProto *n = gp->node[k];
+        if (!n) {
+            ctx_err(c, AMPC_E_PARSE, "node %d is empty", k);
+            continue;
+        }
+        for (size_t j = 0; j < n->n_input; j++) {
+            const char *nm = n->input[j];
+            if (!nm || !*nm || ampc_strmap_get(&defs, nm)) continue;
+            w.len = 0;
+            node_where(&w, NULL, (size_t)k, n);
+            ctx_err(c, AMPC_E_VERIFY, "%s: input %zu '%s' is not produced by any node, nor a "
+                    "graph input or an initializer", w.data, j, nm);
+        }
+    }
+    ampc_strmap outs = {0};
+    for (size_t i = 0; i < gp->n_output; i++) {
+        const Onnx__ValueInfoProto *v = gp->output[i];
+        if (!v || !v->name || !*v->name) {
+            ctx_err(c, AMPC_E_PARSE, "graph output %zu has no name", i);
+            continue;
+        }
+        if (ampc_strmap_get(&outs, v->name))
+            ctx_err(c, AMPC_E_VERIFY, "graph output '%s' is listed twice (duplicate output names)",
+                    v->name);
+        ampc_strmap_put(&outs, v->name, (void *)1);
+        if (!ampc_strmap_get(&defs, v->name))
+            ctx_err(c, AMPC_E_VERIFY, "graph output '%s' is not produced by any node, nor a graph "
+                    "input or an initializer", v->name);
+    }
+    ampc_strmap_free(&outs);
+    if (!gp->n_output) ctx_err(c, AMPC_E_VERIFY, "the graph has no outputs");
+    if (c->first != AMPC_OK) goto done;
+
+    /* Order: Kahn's algorithm over node-to-node edges, seeded and fed in index order, so a
+     * sorted graph keeps its order. */
+    int32_t *indeg = ampc_xcalloc((size_t)nn + 1, sizeof *indeg);
+    int32_t *order = ampc_xmalloc(((size_t)nn + 1) * sizeof *order);
+    int32_t *first = ampc_xmalloc(((size_t)nn + 1) * sizeof *first);
+    size_t n_edges = 0;
+    for (int32_t k = 0; k < nn; k++) n_edges += gp->node[k]->n_input;
+    int32_t *next = ampc_xmalloc((n_edges + 1) * sizeof *next),
+            *dst = ampc_xmalloc((n_edges + 1) * sizeof *dst);
+    for (int32_t k = 0; k < nn; k++) first[k] = -1;
+    int32_t e = 0;
+    bool sorted = true;
+    for (int32_t k = 0; k < nn; k++) {
+        const Onnx__NodeProto *n = gp->node[k];
+        for (size_t j = 0; j < n->n_input; j++) {
+            if (!n->input[j] || !*n->input[j]) continue;
+            intptr_t d = (intptr_t)ampc_strmap_get(&defs, n->input[j]);
+            if (d < 3) continue;
+            int32_t p = (int32_t)(d - 3);
+            sorted &= p < k;
+            dst[e] = k, next[e] = first[p], first[p] = e++;
+            indeg[k]++;
+        }
+    }
+    int32_t head = 0, tail = 0;
+    if (sorted) {
+        for (int32_t k = 0; k < nn; k++) order[tail++] = k;
+    } else { /* FIFO queue seeded in index order: deterministic, and close to the original */
+        for (int32_t k = 0; k < nn; k++)
+            if (indeg[k] == 0) order[tail++] = k;
+        while (head < tail) {
+            int32_t k = order[head++];
+            for (int32_t x = first[k]; x >= 0; x = next[x])
+                if (--indeg[dst[x]] == 0) order[tail++] = dst[x];
+        }
+        if (tail < nn) {
+            ampc_strbuf lines = {0};
+            int32_t shown = 0;
+            for (int32_t k = 0; k < nn && shown < 8; k++) {
+                if (indeg[k] == 0) continue;
+                const Onnx__NodeProto *n = gp->node[k];
+                w.len = 0;
+                node_where(&w, NULL, (size_t)k, n);
+                for (size_t j = 0; j < n->n_input; j++) {
+                    intptr_t d = n->input[j] && *n->input[j]
+                                     ? (intptr_t)ampc_strmap_get(&defs, n->input[j]) : 0;
+                    if (d >= 3 && indeg[d - 3] != 0) {
+                        o.len = 0;
+                        def_desc(gp, d, &o);
+                        ampc_sb_printf(&lines, "\n  %s needs '%s' from %s", w.data, n->input[j],
+                                       o.data);
+                        break;
+                    }
+                }
+                shown++;
+            }
+            ctx_err(c, AMPC_E_VERIFY, "the graph has a cycle: %d nodes can never run, each waiting "
+                    "on another:%s", nn - tail, lines.data ? lines.data : "");
+            ampc_sb_free(&lines);
+        }
+    }
+    free(indeg);
+    free(first);
+    free(next);
+    free(dst);
+    if (c->first == AMPC_OK) *order_out = order;
+    else free(order);
+done:
+    ampc_strmap_free(&defs);
+    ampc_sb_free(&w);
+    ampc_sb_free(&o);
+    return c->first;
+}
+
+/* ---- 4. graph inputs and symbolic dims ------------------------------------------------------ */
+
+/* The declared tensor type of a value info; NULL (with a message) when it is not a tensor. */
+static const Onnx__TypeProto__Tensor *tensor_type(const Onnx__ValueInfoProto *v) {
+    return v->type && v->type->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE
+               ? v->type->tensor_type : NULL;
+}
+
+/* Symbol -> value bindings, with where each came from for messages. */
+typedef struct symtab {
+    ampc_strmap idx;     /* symbol -> index + 1 */
+    int64_t *val;
+    const char **from;
+    int32_t n, cap;
+} symtab;
+
+/* The value bound to symbol s (and which input bound it); false when unbound. */
+static bool sym_get(const symtab *t, const char *s, int64_t *v, const char **from) {
+    intptr_t i = (intptr_t)ampc_strmap_get(&t->idx, s);
+    if (!i) return false;
+    *v = t->val[i - 1];
+    if (from) *from = t->from[i - 1];
+    return true;
+}
+
+/* Binds symbol s to v; `from` names the input (or option) that fixed it. */
+static void sym_set(symtab *t, const char *s, int64_t v, const char *from) {
+    if (t->n == t->cap) {
+        t->cap = t->cap ? t->cap * 2 : 8;
+        t->val = ampc_xrealloc(t->val, (size_t)t->cap * sizeof *t->val);
+        t->from = ampc_xrealloc(t->from, (size_t)t->cap * sizeof *t->from);
+    }
+    t->val[t->n] = v;
+    t->from[t->n] = from;
+    ampc_strmap_put(&t->idx, s, (void *)(intptr_t)++t->n);
+}
+
+static void sym_free(symtab *t) {
+    ampc_strmap_free(&t->idx);
+    free(t->val);
+    free(t->from);
+}
+
+/* The declared dims as text ("[N,3,224,224]") for messages. */
+static void decl_dims(const Onnx__TensorShapeProto *sh, ampc_strbuf *sb) {
+    ampc_sb_putc(sb, '[');
+    for (size_t d = 0; sh && d < sh->n_dim; d++) {
+        const Onnx__TensorShapeProto__Dimension *dm = sh->dim[d];
+        if (d) ampc_sb_putc(sb, ',');
+        if (dm && dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
+            ampc_sb_printf(sb, "%lld", (long long)dm->dim_value);
+        else if (dm && dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
+                 dm->dim_param && *dm->dim_param)
+            ampc_sb_puts(sb, dm->dim_param);
+        else
+            ampc_sb_putc(sb, '?');
+    }
+    ampc_sb_putc(sb, ']');
+}
+
+/* Whether a graph input has an initializer (which makes it a constant). */
+static bool is_initializer(const Onnx__GraphProto *gp, const char *name) {
+    for (size_t i = 0; i < gp->n_initializer; i++)
+        if (gp->initializer[i] && gp->initializer[i]->name &&
+            !strcmp(gp->initializer[i]->name, name))
+            return true;
+    return false;
+}
+
+static bool unnamed(const ampc_input_binding *b) { return !b->name || !*b->name; }
+
+/* The caller's binding for an input, named or by position (see ampc_input_binding), or NULL. */
+static const ampc_input_binding *any_binding(const ampc_onnx_ctx *c, const char *name) {
+    const Onnx__GraphProto *gp = c->m->graph;
+    for (int32_t i = 0; i < c->opt.n_constants; i++)
+        if (!unnamed(&c->opt.constants[i]) && !strcmp(c->opt.constants[i].name, name))
+            return &c->opt.constants[i];
+    for (size_t i = 0, k = 0; i < gp->n_input; i++) {
+        if (is_initializer(gp, gp->input[i]->name)) continue;
+        if (!strcmp(gp->input[i]->name, name))
+            return k < (size_t)c->opt.n_constants && unnamed(&c->opt.constants[k])
+                       ? &c->opt.constants[k]
+                       : NULL;
+        k++;
+    }
+    return NULL;
+}
+
+/* For constants_if_needed: marks every name whose value must be known at compile time. A node
+ * input at a position the op table marks compile-time is needed; every input of a node whose
+ * output is needed is needed too. One backward sweep over the nodes in their given order (the
+ * ONNX order is topological; an out-of-order model is sorted later and may bind less). */
+static void compute_needed(ampc_onnx_ctx *c) {
+    const Onnx__GraphProto *gp = c->m->graph;
+    c->needed_done = true;
+    for (size_t k = gp->n_node; k-- > 0;) {
+        const Onnx__NodeProto *n = gp->node[k];
+        ampc_opcode op;
+        ampc_strbuf why = {0};
+        bool known_op = (!n->domain || !*n->domain || !strcmp(n->domain, "ai.onnx")) &&
+                        ampc_onnx_op_lookup(n->op_type, c->opset, &op, &why);
+        ampc_sb_free(&why);
+        bool out_needed = false;
+        for (size_t j = 0; j < n->n_output; j++)
+            out_needed |= n->output[j] && ampc_strmap_get(&c->needed, n->output[j]) != NULL;
+        for (size_t j = 0; j < n->n_input; j++) {
+            if (!n->input[j] || !*n->input[j]) continue;
+            bool cin = known_op && j < 32 && (ampc_op_get(op)->const_inputs & (1u << j));
+            if (out_needed || cin) ampc_strmap_put(&c->needed, n->input[j], (void *)1);
+        }
+    }
+}
+
+/* The binding that makes an input a constant, or NULL (with constants_if_needed, only when the
+ * input's value must be known). */
+static const ampc_input_binding *binding(ampc_onnx_ctx *c, const char *name) {
+    const ampc_input_binding *b = any_binding(c, name);
+    if (!b || !c->opt.constants_if_needed) return b;
+    if (!c->needed_done) compute_needed(c);
+    return ampc_strmap_get(&c->needed, name) ? b : NULL;
+}
+
+/* The caller's shape for an input: from options.shapes or a binding (bound or not). */
+static const ampc_shape *given_shape(const ampc_onnx_ctx *c, const char *name) {
+    for (int32_t i = 0; i < c->opt.n_shapes; i++)
+        if (c->opt.shapes[i].name && !strcmp(c->opt.shapes[i].name, name))
+            return &c->opt.shapes[i].shape;
+    const ampc_input_binding *b = any_binding(c, name);
+    return b ? &b->value.shape : NULL;
+}
+
+/* Checks the options against the model's inputs. */
+static ampc_status check_options(ampc_onnx_ctx *c) {
+    const Onnx__GraphProto *gp = c->m->graph;
+    ampc_strbuf list = {0};
+    for (size_t i = 0, k = 0; i < gp->n_input; i++)
+        if (!is_initializer(gp, gp->input[i]->name))
+            ampc_sb_printf(&list, "%s'%s'", k++ ? ", " : "", gp->input[i]->name);
+    if (c->opt.max_batch < 0)
+        ctx_err(c, AMPC_E_INVALID_ARG, "--max-batch %lld: the bound must be positive",
+                (long long)c->opt.max_batch);
+    for (int32_t pass = 0; pass < 2; pass++) {
+        int32_t n = pass ? c->opt.n_constants : c->opt.n_shapes;
+        const char *what = pass ? "constant binding" : "--shape";
+        for (int32_t i = 0; i < n; i++) {
+            const char *name = pass ? c->opt.constants[i].name : c->opt.shapes[i].name;
+            const ampc_shape *s = pass ? &c->opt.constants[i].value.shape : &c->opt.shapes[i].shape;
+            if (pass && (!name || !*name)) { /* positional: the runtime input at index i */
+                size_t k = 0;
+                for (size_t j = 0; j < gp->n_input; j++) k += !is_initializer(gp, gp->input[j]->name);
+                if ((size_t)i >= k)
+                    ctx_err(c, AMPC_E_INVALID_ARG, "constant binding %d has no name and the model "
+                            "has only %zu inputs without an initializer", i, k);
+                continue;
+            }
+            if (!name) {
+                ctx_err(c, AMPC_E_INVALID_ARG, "%s %d has no input name", what, i);
+                continue;
+            }
+            bool found = false;
+            for (size_t j = 0; j < gp->n_input; j++) found |= !strcmp(gp->input[j]->name, name);
+            if (!found) {
+                ctx_err(c, AMPC_E_INVALID_ARG, "%s names '%s', which is not a graph input (the "
+                        "inputs are %s)", what, name, list.data ? list.data : "none");
+                continue;
+            }
+            if (is_initializer(gp, name))
+                ctx_err(c, AMPC_E_INVALID_ARG, "%s names '%s', which has an initializer: it is a "
+                        "constant of the model, not an input", what, name);
+            for (int32_t j = 0; j < i; j++)
+                if (!strcmp(pass ? (unnamed(&c->opt.constants[j]) ? "" : c->opt.constants[j].name)
+                                 : c->opt.shapes[j].name,
+                            name))
+                    ctx_err(c, AMPC_E_INVALID_ARG, "%s gives input '%s' twice", what, name);
+            if (pass)
+                for (int32_t j = 0; j < c->opt.n_shapes; j++)
+                    if (c->opt.shapes[j].name && !strcmp(c->opt.shapes[j].name, name))
+                        ctx_err(c, AMPC_E_INVALID_ARG, "input '%s' has both a --shape and a "
+                                "constant binding", name);
+            bool bad = s->rank < 0 || s->rank > AMPC_MAX_RANK;
+            for (int32_t d = 0; !bad && d < s->rank; d++) bad |= s->dims[d] < 0;
+            if (bad) ctx_err(c, AMPC_E_INVALID_ARG, "%s for input '%s': the shape has a rank "
+                             "outside 0..%d or a negative dim", what, name, AMPC_MAX_RANK);
+            if (pass) {
+                const ampc_tensor *t = &c->opt.constants[i].value;
+                if (t->dtype <= AMPC_DTYPE_UNDEFINED || t->dtype >= AMPC_DTYPE_COUNT)
+                    ctx_err(c, AMPC_E_INVALID_ARG, "constant binding for input '%s' has an "
+                            "invalid dtype %d", name, (int)t->dtype);
+                else if (!bad && !t->data && ampc_shape_numel(&t->shape))
+                    ctx_err(c, AMPC_E_INVALID_ARG, "constant binding for input '%s' has no data",
+                            name);
+            }
+        }
+    }
+    ampc_sb_free(&list);
+    return c->first;
+}
+
+/* Resolves every non-constant graph input's dtype and shape into dts/shapes (indexed like
+ * graph.input); all problems are reported together. */
+static ampc_status resolve_inputs(ampc_onnx_ctx *c, ampc_dtype *dts, ampc_shape *shapes) {
+    const Onnx__GraphProto *gp = c->m->graph;
+    symtab syms = {0};
+    char nb[32];
+    ampc_strbuf dd = {0};
+
+    /* Pass 1: what the caller gives binds the symbols it covers. */
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const Onnx__ValueInfoProto *v = gp->input[i];
+        if (is_initializer(gp, v->name)) continue;
+        const Onnx__TypeProto__Tensor *tt = tensor_type(v);
+        const ampc_shape *s = given_shape(c, v->name);
+        if (!tt) {
+            ctx_err(c, AMPC_E_UNSUPPORTED, "graph input '%s' %s; ampc imports tensor inputs only",
+                    v->name,
+                    v->type ? "is not a tensor (a sequence, map or optional)" : "has no type");
+            continue;
+        }
+        dts[i] = ampc_dtype_from_onnx(tt->has_elem_type ? tt->elem_type : 0);
+        if (dts[i] == AMPC_DTYPE_UNDEFINED) {
+            ctx_err(c, AMPC_E_UNSUPPORTED, "graph input '%s' has element type %s, which ampc does "
+                    "not support", v->name,
+                    ampc_onnx_dtype_name(tt->has_elem_type ? tt->elem_type : 0, nb, sizeof nb));
+            continue;
+        }
+        const ampc_input_binding *b = binding(c, v->name);
+        if (b && b->value.dtype != dts[i])
+            ctx_err(c, AMPC_E_DTYPE,
+                    "constant binding for input '%s' is %s, but the model "
+                    "declares %s",
+                    v->name, ampc_dtype_name(b->value.dtype), ampc_dtype_name(dts[i]));
+        if (!s) continue;
+        const Onnx__TensorShapeProto *sh = tt->shape;
+        shapes[i] = *s;
+        if (!sh) continue;
+        dd.len = 0;
+        decl_dims(sh, &dd);
+        if ((int32_t)sh->n_dim != s->rank) {
+            ctx_err(c, AMPC_E_SHAPE, "the shape given for input '%s' has rank %d, but the model "
+                    "declares rank %zu %s", v->name, s->rank, sh->n_dim, dd.data);
+            continue;
+        }
+        for (int32_t d = 0; d < s->rank; d++) {
+            const Onnx__TensorShapeProto__Dimension *dm = sh->dim[d];
+            int64_t had;
+            const char *from;
+            if (dm && dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+                dm->dim_value != s->dims[d])
+                ctx_err(c, AMPC_E_SHAPE, "the shape given for input '%s' has dim %d = %lld, but "
+                        "the model fixes it to %lld %s", v->name, d, (long long)s->dims[d],
+                        (long long)dm->dim_value, dd.data);
+            else if (dm && dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
+                     dm->dim_param && *dm->dim_param) {
+                if (!sym_get(&syms, dm->dim_param, &had, &from))
+                    sym_set(&syms, dm->dim_param, s->dims[d], v->name);
+                else if (had != s->dims[d])
+                    ctx_err(c, AMPC_E_SHAPE, "symbol '%s' is %lld in the shape given for input "
+                            "'%s' but %lld in the one given for '%s'", dm->dim_param,
+                            (long long)s->dims[d], v->name, (long long)had, from);
+            }
+        }
+    }
+    /* Pass 2: --max-batch binds the symbols of unbound batch dims (dim 0). */
+    for (size_t i = 0; i < gp->n_input && c->opt.max_batch > 0; i++) {
+        const Onnx__ValueInfoProto *v = gp->input[i];
+        const Onnx__TypeProto__Tensor *tt = tensor_type(v);
+        if (is_initializer(gp, v->name) || given_shape(c, v->name) || !tt || !tt->shape ||
+            !tt->shape->n_dim)
+            continue;
+        const Onnx__TensorShapeProto__Dimension *dm = tt->shape->dim[0];
+        int64_t had;
+        if (dm && dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
+            dm->dim_param && *dm->dim_param && !sym_get(&syms, dm->dim_param, &had, NULL))
+            sym_set(&syms, dm->dim_param, c->opt.max_batch, "--max-batch");
+    }
+    /* Pass 3: every other input's dims. */
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const Onnx__ValueInfoProto *v = gp->input[i];
+        const Onnx__TypeProto__Tensor *tt = tensor_type(v);
+        if (is_initializer(gp, v->name) || given_shape(c, v->name) || !tt ||
+            dts[i] == AMPC_DTYPE_UNDEFINED)
+            continue;
+        const Onnx__TensorShapeProto *sh = tt->shape;
+        if (!sh) {
+            ctx_err(c, AMPC_E_SHAPE, "graph input '%s' has no shape in the model (not even a "
+                    "rank): give it with --shape %s=AxBxC", v->name, v->name);
+            continue;
+        }
+        if (sh->n_dim > AMPC_MAX_RANK) {
+            ctx_err(c, AMPC_E_UNSUPPORTED, "graph input '%s' has rank %zu; ampc supports ranks up "
+                    "to %d", v->name, sh->n_dim, AMPC_MAX_RANK);
+            continue;
+        }
+        dd.len = 0;
+        decl_dims(sh, &dd);
+        shapes[i].rank = (int32_t)sh->n_dim;
+        for (int32_t d = 0; d < shapes[i].rank; d++) {
+            const Onnx__TensorShapeProto__Dimension *dm = sh->dim[d];
+            int64_t val;
+            if (dm && dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+                if (dm->dim_value < 0)
+                    ctx_err(c, AMPC_E_SHAPE, "graph input '%s' dim %d is %lld; dims must be >= 0",
+                            v->name, d, (long long)dm->dim_value);
+                shapes[i].dims[d] = dm->dim_value;
+            } else if (dm &&
+                       dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
+                       dm->dim_param && *dm->dim_param) {
+                if (sym_get(&syms, dm->dim_param, &val, NULL)) shapes[i].dims[d] = val;
+                else
+                    ctx_err(c, AMPC_E_SHAPE, "graph input '%s' dim %d is the symbol '%s', which "
+                            "has no value: give the input's shape with --shape %s=AxBxC (declared "
+                            "%s), or bound a batch dim 0 with --max-batch N", v->name, d,
+                            dm->dim_param, v->name, dd.data);
+            } else if (d == 0 && c->opt.max_batch > 0) {
+                shapes[i].dims[d] = c->opt.max_batch;
+            } else {
+                ctx_err(c, AMPC_E_SHAPE, "graph input '%s' dim %d has no size (neither a value "
+                        "nor a symbol): give the input's shape with --shape %s=AxBxC (declared "
+                        "%s), or bound a batch dim 0 with --max-batch N", v->name, d, v->name,
+                        dd.data);
+            }
+        }
+        int64_t numel = 1, bytes;
+        bool ok = true;
+        for (int32_t d = 0; d < shapes[i].rank; d++)
+            ok &= shapes[i].dims[d] < 0 || ampc_mul_ok(numel, shapes[i].dims[d], &numel);
+        if (!ok || !ampc_mul_ok(numel, (int64_t)ampc_dtype_size(dts[i]), &bytes))
+            ctx_err(c, AMPC_E_OVERFLOW, "graph input '%s' has dims %s whose size overflows 64 "
+                    "bits", v->name, dd.data);
+    }
+    sym_free(&syms);
+    ampc_sb_free(&dd);
+    return c->first;
+}
+
+/* ---- 5. build ------------------------------------------------------------------------------- */
+
+/* A constant of the graph from a TensorProto, named `name`. */
+static ampc_value *const_from_proto(ampc_onnx_ctx *c, const Onnx__TensorProto *t,
+                                    const char *name, const char *what) {
+    ampc_strbuf err = {0};
+    ampc_dtype dt;
+    ampc_shape s;
+    ampc_value *v = NULL;
+    ampc_status st = ampc_onnx_tensor_type(t, what, &dt, &s, &err);
+    if (st == AMPC_OK) st = ampc_onnx_tensor_data(t, what, c->base_dir, dt, &s, NULL, &err);
+    if (st == AMPC_OK) {
+        v = ampc_ir_const_new(c->g, name, dt, &s, NULL);
+        if (!v) {
+            ampc_diag_clear(&c->g->diag);
+            ctx_err(c, AMPC_E_OOM, "%s: out of host memory (%zu bytes)", what,
+                    (size_t)ampc_shape_numel(&s) * ampc_dtype_size(dt));
+            ampc_sb_free(&err);
+            return NULL;
+        }
+        st = ampc_onnx_tensor_data(t, what, c->base_dir, dt, &s, v->data, &err);
+    }
+    if (st != AMPC_OK) {
+        ctx_err(c, st, "%s", err.data);
+        v = NULL;
+    }
+    ampc_sb_free(&err);
+    return v;
+}
+
+/* Imports one node in scope sc: a function call is expanded, a Constant becomes a constant, any
+ * other op goes through opset.c onto its table row. Its outputs are bound in sc (poison when it
+ * fails, after the error is recorded). */
+static void import_node(ampc_onnx_ctx *c, const Onnx__NodeProto *n, scope *sc, int64_t opset,
+                        const attr_env *env, const char *where, int depth);
+
+/* The IR name for output j of a node in scope sc: the model's name in the main graph; in a
+ * function body the call site's name for the function's outputs, a fresh one otherwise. */
+static const char *out_name(ampc_onnx_ctx *c, const scope *sc, const Onnx__NodeProto *n, size_t j) {
+    const char *nm = n->output[j];
+    if (!sc->in_fn) return nm && *nm ? nm : NULL;
+    if (nm && *nm) {
+        const char *call = ampc_strmap_get(&sc->outs, nm);
+        if (call) return call;
+    }
+    ampc_strbuf h = {0};
+    ampc_sb_printf(&h, "%s/%s", sc->prefix, nm && *nm ? nm : "unused");
+    const char *s = ampc_onnx_fresh_name(c, h.data);
+    ampc_sb_free(&h);
+    return s;
+}
+
+/* Makes an ONNX name stand for a value in a scope ("" names nothing). */
+static void bind(scope *sc, const char *name, ampc_value *v) {
+    if (name && *name) ampc_strmap_put(&sc->vals, name, v);
+}
+
+/* Binds every named output of a node that could not be built to poison, so later nodes that
+ * use them fail silently instead of reporting the same root cause again. */
+static void bind_poison(ampc_onnx_ctx *c, scope *sc, const Onnx__NodeProto *n) {
+    for (size_t j = 0; j < n->n_output; j++)
+        if (n->output[j] && *n->output[j]) bind(sc, n->output[j], poison(c, n->output[j]));
+}
+
+/* Constant: the value attribute becomes a constant of the graph. */
+static void import_constant(ampc_onnx_ctx *c, const Onnx__NodeProto *n, scope *sc,
+                            const attr_env *env, const char *where) {
+    attr_ref *r;
+    int32_t nr = resolve_attrs(n, env, &r);
+    const char *name = n->n_output ? out_name(c, sc, n, 0) : NULL;
+    if (!name) name = ampc_onnx_fresh_name(c, "constant");
+    ampc_value *v = NULL;
+    ampc_strbuf why = {0};
+    constant_support(r, nr, &why);
+    if (why.len) ctx_err(c, AMPC_E_UNSUPPORTED, "%s: %s", where, why.data);
+    for (int32_t i = 0; i < nr && !why.len; i++) {
+        const Onnx__AttributeProto *a = r[i].a;
+        const char *nm = r[i].name;
+        ampc_shape s = {0};
+        if (!strcmp(nm, "value") && a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR &&
+            a->t) {
+            ampc_strbuf what = {0};
+            ampc_sb_printf(&what, "%s: attribute 'value'", where);
+            v = const_from_proto(c, a->t, name, what.data);
+            ampc_sb_free(&what);
+            if (!v) goto poisoned;
+        } else if (!strcmp(nm, "value_float") &&
+                   a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT) {
+            v = ampc_ir_const_new(c->g, name, AMPC_DTYPE_F32, &s, &a->f);
+        } else if (!strcmp(nm, "value_int") &&
+                   a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT) {
+            v = ampc_ir_const_new(c->g, name, AMPC_DTYPE_I64, &s, &a->i);
+        } else if (!strcmp(nm, "value_floats") &&
+                   a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS) {
+            s = (ampc_shape){1, {(int64_t)a->n_floats}};
+            v = ampc_ir_const_new(c->g, name, AMPC_DTYPE_F32, &s, a->floats);
+        } else if (!strcmp(nm, "value_ints") &&
+                   a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS) {
+            s = (ampc_shape){1, {(int64_t)a->n_ints}};
+            v = ampc_ir_const_new(c->g, name, AMPC_DTYPE_I64, &s, a->ints);
+        } else {
+            continue;
+        }
+        if (!v) {
+            ctx_err(c, AMPC_E_OOM, "%s: out of host memory", where);
+            goto poisoned;
+        }
+    }
+    if (!v && !why.len) {
+        ctx_err(c, AMPC_E_ATTR, "%s: the value attribute has the wrong type", where);
+        goto poisoned;
+    }
+    if (!v) goto poisoned;
+    if (n->n_output) bind(sc, n->output[0], v);
+    free(r);
+    ampc_sb_free(&why);
+    return;
+poisoned:
+    bind_poison(c, sc, n);
+    free(r);
+    ampc_sb_free(&why);
+}
+
+/* A call of a model-local function: its body is imported inline in a scope of its own. */
+static void expand_function(ampc_onnx_ctx *c, const Onnx__NodeProto *n, fn_def *f, scope *sc,
+                            const attr_env *env, const char *where, int depth) {
+    const Onnx__FunctionProto *fp = f->proto;
+    if (f->active || depth >= MAX_FN_DEPTH) { /* coverage reports this first */
+        ctx_err(c, AMPC_E_UNSUPPORTED, "%s: function '%s' calls itself", where, fp->name);
+        bind_poison(c, sc, n);
+        return;
+    }
+    attr_ref *r;
+    int32_t nr = resolve_attrs(n, env, &r);
+    attr_env inner_env = {r, nr, f->defaults, f->n_defaults};
+    scope inner = {.in_fn = true};
+    ampc_strbuf pre = {0};
+    ampc_sb_printf(&pre, "%s", n->name && *n->name ? n->name : fp->name);
+    inner.prefix = pre.data;
+    bool bad = false;
+    for (size_t i = 0; i < fp->n_input; i++) {
+        const char *actual = i < n->n_input ? n->input[i] : NULL;
+        ampc_value *v = &absent;
+        if (actual && *actual) {
+            v = ampc_strmap_get(&sc->vals, actual);
+            if (!v) {
+                ctx_err(c, AMPC_E_VERIFY, "%s: input %zu '%s' is not defined before this node",
+                        where, i, actual);
+                bad = true;
+                continue;
+            }
+        }
+        if (fp->input[i]) ampc_strmap_put(&inner.vals, fp->input[i], v);
+    }
+    for (size_t i = 0; i < fp->n_output && i < n->n_output; i++)
+        if (fp->output[i] && n->output[i] && *n->output[i])
+            ampc_strmap_put(&inner.outs, fp->output[i], (void *)(sc->in_fn ? out_name(c, sc, n, i)
+                                                                           : n->output[i]));
+    if (!bad) {
+        f->active = true;
+        for (size_t j = 0; j < fp->n_node; j++) {
+            if (!fp->node[j]) continue;
+            ampc_strbuf w = {0};
+            node_where(&w, where, j, fp->node[j]);
+            import_node(c, fp->node[j], &inner, f->opset, &inner_env, w.data, depth + 1);
+            ampc_sb_free(&w);
+        }
+        f->active = false;
+    }
+    for (size_t i = 0; i < n->n_output; i++) {
+        if (!n->output[i] || !*n->output[i]) continue;
+        ampc_value *v = !bad && i < fp->n_output && fp->output[i]
+                            ? ampc_strmap_get(&inner.vals, fp->output[i]) : NULL;
+        if (!bad && (!v || v == &absent)) {
+            ctx_err(c, AMPC_E_VERIFY, "%s: function '%s' does not produce its output %zu '%s'",
+                    where, fp->name, i, i < fp->n_output ? str_or(fp->output[i], "") : "");
+            v = NULL;
+        }
+        bind(sc, n->output[i], v && v != &absent ? v : poison(c, n->output[i]));
+    }
+    ampc_strmap_free(&inner.vals);
+    ampc_strmap_free(&inner.outs);
+    ampc_sb_free(&pre);
+    free(r);
+}
+
+static void import_node(ampc_onnx_ctx *c, const Onnx__NodeProto *n, scope *sc, int64_t opset,
+                        const attr_env *env, const char *where, int depth) {
+    fn_def *f = find_fn(c, n);
+    if (f) {
+        expand_function(c, n, f, sc, env, where, depth);
+        return;
+    }
+    ampc_strbuf why = {0};
+    ampc_onnx_node nd = {.proto = n, .where = where, .opset = opset};
+    if (!is_default_domain(n->domain) || !n->op_type ||
+        !ampc_onnx_op_lookup(n->op_type, opset, &nd.op, &why)) { /* coverage reports these */
+        ctx_err(c, AMPC_E_UNSUPPORTED, "%s: %s", where, why.len ? why.data : "op not supported");
+        ampc_sb_free(&why);
+        bind_poison(c, sc, n);
+        return;
+    }
+    ampc_sb_free(&why);
+    if (nd.op == AMPC_OP_CONSTANT) {
+        import_constant(c, n, sc, env, where);
+        return;
+    }
+
+    /* Inputs: "" is an absent optional input; a poisoned one poisons the outputs silently. */
+    nd.cap_in = (int32_t)n->n_input + 8;
+    nd.in = ampc_xcalloc((size_t)nd.cap_in, sizeof *nd.in);
+    nd.n_in = (int32_t)n->n_input;
+    bool ok = true, quiet = false;
+    for (size_t i = 0; i < n->n_input; i++) {
+        const char *nm = n->input[i];
+        if (!nm || !*nm) continue;
+        ampc_value *v = ampc_strmap_get(&sc->vals, nm);
+        if (!v) {
+            ctx_err(c, AMPC_E_VERIFY, "%s: input %zu '%s' is not defined before this node", where,
+                    i, nm);
+            ok = false;
+        } else if (v != &absent) {
+            nd.in[i] = v;
+            quiet |= poisoned(v);
+        }
+    }
+    /* Trailing absent inputs carry nothing; dropping them keeps arity checks exact. */
+    while (nd.n_in > 0 && !nd.in[nd.n_in - 1]) nd.n_in--;
+    nd.name = !sc->in_fn && n->name && *n->name ? n->name : NULL;
+    if (sc->in_fn && n->name && *n->name) {
+        ampc_strbuf h = {0};
+        ampc_sb_printf(&h, "%s/%s", sc->prefix, n->name);
+        nd.name = ampc_arena_strdup(&c->g->arena, h.data);
+        ampc_sb_free(&h);
+    }
+    nd.n_out = (int32_t)n->n_output;
+    nd.out_names = ampc_xcalloc((size_t)nd.n_out + 1, sizeof *nd.out_names);
+    nd.outs = ampc_xcalloc((size_t)nd.n_out + 1, sizeof *nd.outs);
+    for (int32_t j = 0; j < nd.n_out; j++) nd.out_names[j] = out_name(c, sc, n, (size_t)j);
+
+    attr_ref *r;
+    int32_t nr = resolve_attrs(n, env, &r);
+    ok = ok && !quiet && convert_attrs(c, &nd, r, nr);
+    if (ok) ampc_onnx_emit(c, &nd);
+    for (int32_t j = 0; j < nd.n_out; j++) {
+        if (!n->output[j] || !*n->output[j]) continue;
+        bind(sc, n->output[j], ok && nd.outs[j] ? nd.outs[j] : poison(c, n->output[j]));
+    }
+    free(r);
+    free(nd.in);
+    free(nd.attrs);
+    free(nd.out_names);
+    free(nd.outs);
+}
+
+/* value_info and graph outputs whose declared static type disagrees with inference. */
+static void compare_value_info(ampc_onnx_ctx *c, const Onnx__ValueInfoProto *vi, const scope *sc) {
+    if (!c->notes || !vi || !vi->name) return;
+    const Onnx__TypeProto__Tensor *tt = tensor_type(vi);
+    const ampc_value *v = ampc_strmap_get(&sc->vals, vi->name);
+    if (!tt || !v || v == &absent || poisoned(v)) return;
+    ampc_dtype dt = ampc_dtype_from_onnx(tt->has_elem_type ? tt->elem_type : 0);
+    bool differs = dt != AMPC_DTYPE_UNDEFINED && dt != v->dtype;
+    const Onnx__TensorShapeProto *sh = tt->shape;
+    if (sh && (int32_t)sh->n_dim != v->shape.rank) differs = true;
+    for (size_t d = 0; sh && !differs && d < sh->n_dim; d++)
+        differs = sh->dim[d] && sh->dim[d]->value_case ==
+                                    ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+                  sh->dim[d]->dim_value != v->shape.dims[d];
+    if (!differs) return;
+    char got[AMPC_TYPE_STR_MAX], nb[32];
+    ampc_strbuf dd = {0};
+    decl_dims(sh, &dd);
+    ampc_sb_printf(c->notes, "value_info '%s' declares %s%s, inference gives %s\n", vi->name,
+                   dt ? ampc_dtype_name(dt) : ampc_onnx_dtype_name(tt->elem_type, nb, sizeof nb),
+                   sh ? dd.data : "", ampc_value_type_str(v, got, sizeof got));
+    ampc_sb_free(&dd);
+}
+
+/* Stage 5 and 6: graph inputs (constants where an initializer or a binding gives the value),
+ * the initializers nodes use (unused ones are never decoded), the nodes in `order`, then the
+ * graph outputs under their ONNX names. */
+static ampc_status build(ampc_onnx_ctx *c, const int32_t *order, const ampc_dtype *dts,
+                         const ampc_shape *shapes) {
+    const Onnx__GraphProto *gp = c->m->graph;
+    scope sc = {0};
+    ampc_strmap inits = {0}, used = {0};
+    for (size_t i = 0; i < gp->n_initializer; i++)
+        ampc_strmap_put(&inits, gp->initializer[i]->name, gp->initializer[i]);
+    for (size_t k = 0; k < gp->n_node; k++)
+        for (size_t j = 0; j < gp->node[k]->n_input; j++)
+            if (gp->node[k]->input[j] && *gp->node[k]->input[j])
+                ampc_strmap_put(&used, gp->node[k]->input[j], (void *)1);
+    for (size_t i = 0; i < gp->n_output; i++)
+        ampc_strmap_put(&used, gp->output[i]->name, (void *)1);
+
+    /* Graph inputs: constants when an initializer or a binding gives the value. */
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const char *nm = gp->input[i]->name;
+        const Onnx__TensorProto *t = ampc_strmap_get(&inits, nm);
+        const ampc_input_binding *b = binding(c, nm);
+        ampc_value *v = NULL;
+        if (t) {
+            ampc_strbuf what = {0};
+            ampc_sb_printf(&what, "initializer '%s'", nm);
+            v = ampc_strmap_get(&used, nm) ? const_from_proto(c, t, nm, what.data) : NULL;
+            ampc_sb_free(&what);
+        } else if (b) {
+            v = ampc_ir_const_new(c->g, nm, b->value.dtype, &b->value.shape, b->value.data);
+            if (!v) ctx_err(c, AMPC_E_OOM, "out of host memory binding input '%s'", nm);
+        } else {
+            v = ampc_ir_value_new(c->g, nm, dts[i], &shapes[i]);
+            if (v) ampc_ir_graph_add_input(c->g, v);
+            else ctx_err(c, AMPC_E_OOM, "out of host memory");
+        }
+        bind(&sc, nm, v ? v : poison(c, nm));
+    }
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const Onnx__TensorProto *t = gp->initializer[i];
+        if (ampc_strmap_get(&sc.vals, t->name) || !ampc_strmap_get(&used, t->name)) continue;
+        ampc_strbuf what = {0};
+        ampc_sb_printf(&what, "initializer '%s'", t->name);
+        ampc_value *v = const_from_proto(c, t, t->name, what.data);
+        ampc_sb_free(&what);
+        bind(&sc, t->name, v ? v : poison(c, t->name));
+    }
+
+    for (size_t k = 0; k < gp->n_node; k++) {
+        const Onnx__NodeProto *n = gp->node[order[k]];
+        ampc_strbuf w = {0};
+        node_where(&w, NULL, (size_t)order[k], n);
+        import_node(c, n, &sc, c->opset, NULL, w.data, 0);
+        ampc_sb_free(&w);
+    }
+
+    /* Graph outputs, named as the model names them. */
+    for (size_t i = 0; i < gp->n_output; i++) {
+        const char *nm = gp->output[i]->name;
+        ampc_value *v = ampc_strmap_get(&sc.vals, nm);
+        if (!v || poisoned(v)) continue;
+        if (strcmp(v->name, nm) != 0 || (v->flags & AMPC_VALUE_OUTPUT)) {
+            ampc_onnx_node nd = {.where = "graph output"};
+            ampc_value *out;
+            if (ampc_onnx_build(c, &nd, AMPC_OP_IDENTITY, NULL, &v, 1, NULL, 0, 1, &nm, &out) !=
+                AMPC_OK)
+                continue;
+            v = out;
+        }
+        ampc_ir_graph_add_output(c->g, v);
+    }
+    if (c->first == AMPC_OK) {
+        for (size_t i = 0; i < gp->n_value_info; i++) compare_value_info(c, gp->value_info[i], &sc);
+        for (size_t i = 0; i < gp->n_output; i++) compare_value_info(c, gp->output[i], &sc);
+    }
+    ampc_strmap_free(&sc.vals);
+    ampc_strmap_free(&inits);
+    ampc_strmap_free(&used);
+    return c->first;
+}
+
+/* ---- entry points --------------------------------------------------------------------------- */
+
+static void ctx_init(ampc_onnx_ctx *c, const Onnx__ModelProto *m, const char *base_dir,
+                     const ampc_import_options *o) {
+    memset(c, 0, sizeof *c);
+    c->m = m;
+    c->base_dir = base_dir;
+    if (o) c->opt = *o;
+}
+
+/* Frees what the context owns (not the graph: it goes to the caller or is destroyed). */
+static void ctx_free(ampc_onnx_ctx *c) {
+    for (int32_t i = 0; i < c->n_fns; i++) free(c->fns[i].defaults);
+    free(c->fns);
+    ampc_onnx_pb_pool_free(&c->pool);
+    ampc_strmap_free(&c->model_names);
+    ampc_strmap_free(&c->needed);
+    ampc_sb_free(&c->errs);
+}
+
+/* Every value name the main graph uses, so generated names never take one. */
+static void collect_names(ampc_onnx_ctx *c) {
+    const Onnx__GraphProto *gp = c->m->graph;
+    for (size_t i = 0; i < gp->n_input; i++)
+        if (gp->input[i] && gp->input[i]->name)
+            ampc_strmap_put(&c->model_names, gp->input[i]->name, (void *)1);
+    for (size_t i = 0; i < gp->n_output; i++)
+        if (gp->output[i] && gp->output[i]->name)
+            ampc_strmap_put(&c->model_names, gp->output[i]->name, (void *)1);
+    for (size_t i = 0; i < gp->n_initializer; i++)
+        if (gp->initializer[i] && gp->initializer[i]->name)
+            ampc_strmap_put(&c->model_names, gp->initializer[i]->name, (void *)1);
+    for (size_t k = 0; k < gp->n_node; k++) {
+        const Onnx__NodeProto *n = gp->node[k];
+        if (!n) continue;
+        for (size_t j = 0; j < n->n_output; j++)
+            if (n->output[j] && *n->output[j])
+                ampc_strmap_put(&c->model_names, n->output[j], (void *)1);
+    }
+}
+
+/* Stages 1 and 2 only, for inspect (contract in onnx_internal.h). */
+int32_t ampc_onnx_model_coverage(const Onnx__ModelProto *m, ampc_strbuf *lines) {
+    ampc_onnx_ctx c;
+    ctx_init(&c, m, NULL, NULL);
+    int32_t count = -1;
+    if (check_versions(&c) == AMPC_OK) {
+        load_functions(&c);
+        count = coverage(&c, lines);
+    } else {
+        ampc_sb_puts(lines, c.errs.data);
+    }
+    ctx_free(&c);
+    return count;
+}
+
+/* The whole pipeline of stages for a parsed model (contract in onnx_internal.h). */
+ampc_status ampc_onnx_model_import(const Onnx__ModelProto *m, const char *base_dir,
+                                   const ampc_import_options *o, ampc_graph **out,
+                                   ampc_strbuf *err, ampc_strbuf *notes) {
+    ampc_onnx_ctx c;
+    ctx_init(&c, m, base_dir, o);
+    c.notes = notes;
+    *out = NULL;
+    int32_t *order = NULL;
+    ampc_dtype *dts = NULL;
+    ampc_shape *shapes = NULL;
+    if (check_versions(&c) != AMPC_OK) goto fail;
+    load_functions(&c);
+    if (c.first != AMPC_OK) goto fail;
+
+    ampc_strbuf lines = {0};
+    int32_t unsupported = coverage(&c, &lines);
+    if (unsupported) {
+        ctx_err(&c, AMPC_E_UNSUPPORTED, "%d node%s not supported:%s", unsupported,
+                unsupported == 1 ? " is" : "s are", lines.data);
+        ampc_sb_free(&lines);
+        goto fail;
+    }
+    ampc_sb_free(&lines);
+    if (check_structure(&c, &order) != AMPC_OK || check_options(&c) != AMPC_OK) goto fail;
+    const Onnx__GraphProto *gp = m->graph;
+    dts = ampc_xcalloc(gp->n_input + 1, sizeof *dts);
+    shapes = ampc_xcalloc(gp->n_input + 1, sizeof *shapes);
+    if (resolve_inputs(&c, dts, shapes) != AMPC_OK) goto fail;
+
+    c.g = ampc_graph_create(gp->name && *gp->name ? gp->name : "model");
+    if (!c.g) {
+        ctx_err(&c, AMPC_E_OOM, "out of host memory creating the graph");
+        goto fail;
+    }
+    c.g->opset = c.opset;
+    collect_names(&c);
+    if (build(&c, order, dts, shapes) != AMPC_OK) goto fail;
+    *out = c.g;
+    free(order);
+    free(dts);
+    free(shapes);
+    ctx_free(&c);
+    return AMPC_OK;
+fail:
+    free(order);
+    free(dts);
+    free(shapes);
+    ampc_graph_destroy(c.g);
+    ampc_status st = ctx_finish_errors(&c, err);
+    ctx_free(&c);
+    return st != AMPC_OK ? st : AMPC_E_INTERNAL;
+}
+
+/* Hands a message to the caller's err (or drops it when err is NULL). */
+static void give_err(char **err, ampc_strbuf *sb) {
+    if (err) *err = ampc_sb_take(sb);
+    else ampc_sb_free(sb);
+}
+
+/* Public entry points (contracts in ampc.h): argument checks, the parse, then the import. */
+ampc_status ampc_onnx_import_buffer(const void *data, size_t len, const char *base_dir,
+                                    const ampc_import_options *o, ampc_graph **out, char **err) {
+    if (err) *err = NULL;
+    if (out) *out = NULL;
+    ampc_strbuf sb = {0};
+    if (!out || (!data && len)) {
+        ampc_sb_puts(&sb, "ampc_onnx_import_buffer: out is NULL, or data is NULL with len > 0");
+        give_err(err, &sb);
+        return AMPC_E_INVALID_ARG;
+    }
+    if (o && ((o->n_shapes && !o->shapes) || (o->n_constants && !o->constants) ||
+              o->n_shapes < 0 || o->n_constants < 0)) {
+        ampc_sb_puts(&sb, "ampc_import_options: a count is negative or its array is NULL");
+        give_err(err, &sb);
+        return AMPC_E_INVALID_ARG;
+    }
+    Onnx__ModelProto *m = ampc_onnx_model_parse(data, len, &sb);
+    if (!m) {
+        give_err(err, &sb);
+        return AMPC_E_PARSE;
+    }
+    ampc_status st = ampc_onnx_model_import(m, base_dir, o, out, &sb, NULL);
+    onnx__model_proto__free_unpacked(m, NULL);
+    if (st != AMPC_OK) give_err(err, &sb);
+    else ampc_sb_free(&sb);
+    return st;
+}
+
+/* Reads the file whole, takes its folder as the base of external data, and prefixes any error
+ * with the path. */
+ampc_status ampc_onnx_import_file(const char *path, const ampc_import_options *o, ampc_graph **out,
+                                  char **err) {
+    if (err) *err = NULL;
+    if (out) *out = NULL;
+    ampc_strbuf sb = {0};
+    if (!path || !out) {
+        ampc_sb_puts(&sb, "ampc_onnx_import_file: path or out is NULL");
+        give_err(err, &sb);
+        return AMPC_E_INVALID_ARG;
+    }
+    uint8_t *buf;
+    size_t len;
+    ampc_status st = ampc_onnx_slurp(path, &buf, &len, &sb);
+    if (st != AMPC_OK) {
+        give_err(err, &sb);
+        return st;
+    }
+    ampc_sb_free(&sb);
+    char *dir = ampc_onnx_dir_of(path);
+    char *e = NULL;
+    st = ampc_onnx_import_buffer(buf, len, dir, o, out, err ? &e : NULL);
+    free(dir);
+    free(buf);
+    if (st != AMPC_OK && err) {
+        ampc_sb_printf(&sb, "%s: %s", path, e ? e : "");
+        free(e);
+        *err = ampc_sb_take(&sb);
+    }
+    return st;
+}

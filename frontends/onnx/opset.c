@@ -1,0 +1,456 @@
+/*
+ * opset.c — per-version mapping of ONNX nodes onto the op table's form.
+ *
+ * The IR implements each op in the form of its newest opset (attributes that later became inputs
+ * are inputs, newer defaults apply). A model built against an older opset is rewritten here, node
+ * by node, before the node is built:
+ *
+ *   1. Attributes that later became inputs become constant inputs (attr_rules): the `axes` of the
+ *      reductions (opset < 13 for ReduceSum, < 18 for the others), Squeeze/Unsqueeze (< 13),
+ *      Split's `split` (< 13), Clip's min/max (< 11), Pad's pads and value (< 11), Slice's starts,
+ *      ends and axes (< 10), TopK's k (< 10), Dropout's ratio (< 12), Reshape's shape (< 5),
+ *      Upsample's scales (< 9).
+ *   2. Attributes that carried no semantics are dropped: consumed_inputs (< 6), is_test (< 7),
+ *      BatchNormalization's spatial=1 (< 9), Gemm's broadcast (< 7).
+ *   3. Semantics that changed are re-expressed with other ops: legacy broadcasting of binary ops
+ *      (opset < 7, `broadcast`/`axis`: the second input is reshaped so numpy rules give the same
+ *      result), Softmax/LogSoftmax/Hardmax before opset 13 (the input is coerced to 2-D at `axis`,
+ *      default 1: Flatten, the op on axis 1, Reshape back), Split before 18 (num_outputs),
+ *      Concat before 4 (axis default 1), Cast-1's string `to`, Resize-10 as the newest Resize
+ *      (asymmetric coordinates, floor rounding for nearest), PRelu before 7 (a
+ *      slope [C] applies per channel: reshaped to [C,1,...]).
+ *
+ * Which ops and opsets the importer takes is the op table's opset_lo/opset_hi, extended downwards
+ * by op_floors where a rewrite here covers the older forms. Ops that name a different table row
+ * (Scatter -> ScatterElements) are looked up by name at run time, so a row
+ * that is not in the table yet simply leaves the op unsupported.
+ */
+#include "onnx_internal.h"
+
+#include "ir/ref/ref.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- which opsets are taken ----------------------------------------------------------------- */
+
+/* Ops accepted below the table's opset_lo, down to `floor`, thanks to the rewrites in this file
+ * (the forms in between differ only in what the rewrites cover). */
+static const struct {
+    const char *onnx;
+    int16_t floor;
+} op_floors[] = {
+    /* legacy broadcast attributes (opset < 7) and consumed_inputs (< 6) */
+    {"Add", 1}, {"Sub", 1}, {"Mul", 1}, {"Div", 1}, {"Pow", 1}, {"And", 1}, {"Or", 1},
+    {"Xor", 1}, {"Equal", 1}, {"Less", 1}, {"Greater", 1},
+    /* consumed_inputs only (opset < 6) */
+    {"Abs", 1}, {"Neg", 1}, {"Reciprocal", 1}, {"Sqrt", 1}, {"Exp", 1}, {"Log", 1},
+    {"Relu", 1}, {"Sigmoid", 1}, {"Tanh", 1}, {"Floor", 1}, {"Ceil", 1},
+    {"LeakyRelu", 1}, {"Elu", 1}, {"Selu", 1}, {"PRelu", 1}, {"HardSigmoid", 1},
+    /* no broadcasting before 8: a subset of the newest form */
+    {"Max", 1}, {"Min", 1}, {"Sum", 1}, {"Mean", 1},
+    /* attributes that became inputs, or semantics re-expressed here */
+    {"Clip", 1}, {"Pad", 1}, {"Slice", 1}, {"Reshape", 1}, {"TopK", 1}, {"Dropout", 1},
+    {"BatchNormalization", 1}, {"Gemm", 1}, {"Concat", 1}, {"Cast", 1}, {"Split", 2},
+    {"Softmax", 1}, {"LogSoftmax", 1}, {"Hardmax", 1}, {"Resize", 10},
+    /* forms that only gained types, optional attributes or outputs (defaults keep the old
+     * meaning) */
+    {"MaxPool", 1}, {"AveragePool", 1}, {"MatMul", 1}, {"ArgMax", 1}, {"ArgMin", 1},
+    {"InstanceNormalization", 1}, {"DepthToSpace", 1}, {"SpaceToDepth", 1}, {"Flatten", 1},
+    {"Transpose", 1}, {"Gather", 1}, {"Identity", 1}, {"Shape", 1}, {"Size", 1},
+};
+
+/* ONNX ops that the importer expresses with another table row: (ONNX name, row's ONNX name). */
+static const struct {
+    const char *onnx, *row;
+    int16_t lo, hi; /* the ONNX op's own opsets (hi: last opset that has it) */
+} op_aliases[] = {
+    {"Scatter", "ScatterElements", 9, 11}, /* deprecated in 11 */
+};
+
+/* The oldest opset taken for a row: min(opset_lo, its op_floors entry). */
+static int32_t floor_of(const char *onnx, int32_t lo) {
+    for (int i = 0; i < AMPC_ARRAY_LEN(op_floors); i++)
+        if (!strcmp(op_floors[i].onnx, onnx)) return AMPC_MIN(lo, op_floors[i].floor);
+    return lo;
+}
+
+int32_t ampc_onnx_opset_floor(ampc_opcode op) {
+    const ampc_op_info *info = ampc_op_get(op);
+    return floor_of(info->onnx, info->opset_lo);
+}
+
+bool ampc_onnx_op_lookup(const char *op_type, int64_t opset, ampc_opcode *op, ampc_strbuf *why) {
+    for (int i = 0; i < AMPC_ARRAY_LEN(op_aliases); i++) {
+        if (strcmp(op_aliases[i].onnx, op_type)) continue;
+        if (opset < op_aliases[i].lo || opset > op_aliases[i].hi) {
+            ampc_sb_printf(why, "%s exists in opsets %d to %d only, the model imports opset %lld",
+                           op_type, op_aliases[i].lo, op_aliases[i].hi, (long long)opset);
+            return false;
+        }
+        if (!ampc_op_from_onnx(op_aliases[i].row, op)) {
+            ampc_sb_printf(why, "op not in ampc's op table (it maps to %s, which is not either)",
+                           op_aliases[i].row);
+            return false;
+        }
+        return true;
+    }
+    if (!ampc_op_from_onnx(op_type, op)) {
+        ampc_sb_puts(why, "op not in ampc's op table");
+        return false;
+    }
+    const ampc_op_info *info = ampc_op_get(*op);
+    int32_t lo = floor_of(info->onnx, info->opset_lo);
+    if (opset < lo) {
+        char hi[16] = "the newest";
+        if (info->opset_hi) snprintf(hi, sizeof hi, "%d", info->opset_hi);
+        ampc_sb_printf(why, "opset %lld is older than ampc supports for %s (opsets %d to %s)",
+                       (long long)opset, op_type, lo, hi);
+        return false;
+    }
+    if (info->opset_hi && opset > info->opset_hi) {
+        ampc_sb_printf(why, "opset %lld is newer than ampc supports for %s (opsets %d to %d)",
+                       (long long)opset, op_type, lo, info->opset_hi);
+        return false;
+    }
+    return true;
+}
+
+/* ---- attribute combinations ----------------------------------------------------------------- */
+
+static const Onnx__AttributeProto *proto_attr(const Onnx__NodeProto *n, const char *name) {
+    for (size_t i = 0; i < n->n_attribute; i++)
+        if (n->attribute[i] && n->attribute[i]->name && !strcmp(n->attribute[i]->name, name))
+            return n->attribute[i];
+    return NULL;
+}
+
+/* Cast-1 names its target type with a string. */
+static int32_t cast_type_code(const char *s) {
+    static const char *const names[] = {"", "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32",
+                                        "INT64", "STRING", "BOOL", "FLOAT16", "DOUBLE", "UINT32",
+                                        "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16"};
+    for (int i = 1; i < AMPC_ARRAY_LEN(names); i++)
+        if (!strcmp(s, names[i])) return i;
+    return 0;
+}
+
+bool ampc_onnx_node_supported(const Onnx__NodeProto *n, ampc_opcode op, int64_t opset,
+                              ampc_strbuf *why) {
+    const char *row = ampc_op_get(op)->onnx;
+    const Onnx__AttributeProto *a;
+    if (!strcmp(row, "BatchNormalization") && opset < 9 && (a = proto_attr(n, "spatial")) &&
+        a->i != 1) {
+        ampc_sb_printf(why, "attribute spatial=%lld (opset %lld) is not supported: only the "
+                       "per-channel form (spatial=1) is", (long long)a->i, (long long)opset);
+        return false;
+    }
+    if (!strcmp(row, "Cast") && opset < 6 && (a = proto_attr(n, "to")) &&
+        a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING) {
+        char buf[64] = "";
+        size_t k = AMPC_MIN(a->s.len, sizeof buf - 1);
+        if (k) memcpy(buf, a->s.data, k);
+        buf[k] = 0;
+        if (!cast_type_code(buf)) {
+            ampc_sb_printf(why, "attribute to='%s' names no ONNX element type", buf);
+            return false;
+        }
+    }
+    if (n->op_type && !strcmp(n->op_type, "Upsample") && (a = proto_attr(n, "mode")) &&
+        a->s.len && !(a->s.len == 7 && !memcmp(a->s.data, "nearest", 7)) &&
+        !(a->s.len == 6 && !memcmp(a->s.data, "linear", 6)) &&
+        !(a->s.len == 8 && !memcmp(a->s.data, "bilinear", 8))) {
+        ampc_sb_printf(why, "attribute mode='%.*s' is not one of nearest, linear, bilinear",
+                       (int)AMPC_MIN(a->s.len, 64), (const char *)a->s.data);
+        return false;
+    }
+    return true;
+}
+
+/* ---- helpers on the node being built -------------------------------------------------------- */
+
+const ampc_attr *ampc_onnx_attr(const ampc_onnx_node *nd, const char *name) {
+    for (int32_t i = 0; i < nd->n_attrs; i++)
+        if (!strcmp(nd->attrs[i].name, name)) return &nd->attrs[i];
+    return NULL;
+}
+
+void ampc_onnx_attr_remove(ampc_onnx_node *nd, const char *name) {
+    for (int32_t i = 0; i < nd->n_attrs; i++)
+        if (!strcmp(nd->attrs[i].name, name)) {
+            memmove(&nd->attrs[i], &nd->attrs[i + 1],
+                    (size_t)(nd->n_attrs - i - 1) * sizeof *nd->attrs);
+            nd->n_attrs--;
+            return;
+        }
+}
+
+/* Sets (adds or replaces) an attribute of the node. */
+static void attr_set(ampc_onnx_node *nd, ampc_attr a) {
+    ampc_onnx_attr_remove(nd, a.name);
+    if (nd->n_attrs == nd->cap_attrs) {
+        nd->cap_attrs = nd->cap_attrs ? nd->cap_attrs * 2 : 4;
+        nd->attrs = ampc_xrealloc(nd->attrs, (size_t)nd->cap_attrs * sizeof *nd->attrs);
+    }
+    nd->attrs[nd->n_attrs++] = a;
+}
+
+void ampc_onnx_set_input(ampc_onnx_node *nd, int32_t i, ampc_value *v) {
+    if (i >= nd->cap_in) {
+        int32_t cap = AMPC_MAX(i + 1, nd->cap_in * 2);
+        nd->in = ampc_xrealloc(nd->in, (size_t)cap * sizeof *nd->in);
+        nd->cap_in = cap;
+    }
+    while (nd->n_in <= i) nd->in[nd->n_in++] = NULL;
+    nd->in[i] = v;
+}
+
+/* Whether the node's table row is the one for ONNX op `onnx`. Rows are compared by name so that
+ * this file needs no enum constant of rows other helpers may add or rename. */
+static bool row_is(const ampc_onnx_node *nd, const char *onnx) {
+    return !strcmp(ampc_op_get(nd->op)->onnx, onnx);
+}
+
+/* The node's ONNX op type (which differs from the row's for aliases). */
+static const char *op_type(const ampc_onnx_node *nd) {
+    return nd->proto && nd->proto->op_type ? nd->proto->op_type : ampc_op_get(nd->op)->onnx;
+}
+
+/* A hint for a helper value's name: "<node name or op>/<what>". */
+static const char *hint(ampc_onnx_ctx *c, const ampc_onnx_node *nd, const char *what) {
+    ampc_strbuf sb = {0};
+    ampc_sb_printf(&sb, "%s/%s", nd->name ? nd->name : op_type(nd), what);
+    const char *s = ampc_onnx_fresh_name(c, sb.data);
+    ampc_sb_free(&sb);
+    return s;
+}
+
+/* ---- 1. attributes that became inputs ------------------------------------------------------- */
+
+typedef enum {
+    AS_INTS,      /* ints (or one int) -> i64 [n] */
+    AS_LIKE_X,    /* float -> scalar of input 0's dtype */
+    AS_F32,       /* float -> f32 scalar */
+    AS_FLOATS,    /* floats -> f32 [n] */
+} as_kind;
+
+static const struct {
+    const char *onnx;   /* the node's ONNX op type */
+    int16_t below;      /* the rule applies to opsets below this */
+    const char *attr;
+    int8_t input;
+    as_kind kind;
+} attr_rules[] = {
+    {"ReduceSum", 13, "axes", 1, AS_INTS},       {"ReduceMean", 18, "axes", 1, AS_INTS},
+    {"ReduceMax", 18, "axes", 1, AS_INTS},       {"ReduceMin", 18, "axes", 1, AS_INTS},
+    {"ReduceProd", 18, "axes", 1, AS_INTS},      {"ReduceL1", 18, "axes", 1, AS_INTS},
+    {"ReduceL2", 18, "axes", 1, AS_INTS},        {"ReduceLogSum", 18, "axes", 1, AS_INTS},
+    {"ReduceLogSumExp", 18, "axes", 1, AS_INTS}, {"ReduceSumSquare", 18, "axes", 1, AS_INTS},
+    {"Squeeze", 13, "axes", 1, AS_INTS},         {"Unsqueeze", 13, "axes", 1, AS_INTS},
+    {"Split", 13, "split", 1, AS_INTS},          {"Reshape", 5, "shape", 1, AS_INTS},
+    {"Clip", 11, "min", 1, AS_LIKE_X},           {"Clip", 11, "max", 2, AS_LIKE_X},
+    {"Pad", 2, "paddings", 1, AS_INTS},          {"Pad", 11, "pads", 1, AS_INTS},
+    {"Pad", 11, "value", 2, AS_LIKE_X},          {"Slice", 10, "starts", 1, AS_INTS},
+    {"Slice", 10, "ends", 2, AS_INTS},           {"Slice", 10, "axes", 3, AS_INTS},
+    {"TopK", 10, "k", 1, AS_INTS},               {"Dropout", 12, "ratio", 1, AS_F32},
+    {"Upsample", 9, "scales", 1, AS_FLOATS},
+};
+
+/* Makes attribute a the constant input idx of the node, converted as `kind` says. */
+static ampc_status attr_to_input(ampc_onnx_ctx *c, ampc_onnx_node *nd, const ampc_attr *a,
+                                 int32_t idx, as_kind kind) {
+    if (idx < nd->n_in && nd->in[idx])
+        return ampc_onnx_fail(c, nd, AMPC_E_ATTR, "attribute '%s' (opset %lld) and input %d give "
+                              "the same thing; only one may be present", a->name,
+                              (long long)nd->opset, idx);
+    ampc_shape s = {0};
+    ampc_value *v = NULL;
+    switch (kind) {
+    case AS_INTS: {
+        if (a->kind != AMPC_ATTR_INTS && a->kind != AMPC_ATTR_INT) goto mistyped;
+        s.rank = 1;
+        s.dims[0] = a->kind == AMPC_ATTR_INT ? 1 : a->n;
+        v = ampc_onnx_const(c, hint(c, nd, a->name), AMPC_DTYPE_I64, &s,
+                            a->kind == AMPC_ATTR_INT ? (const void *)&a->i : (const void *)a->ints);
+        break;
+    }
+    case AS_LIKE_X:
+    case AS_F32: {
+        if (a->kind != AMPC_ATTR_FLOAT) goto mistyped;
+        ampc_dtype dt = kind == AS_F32 || !nd->in[0] ? AMPC_DTYPE_F32 : nd->in[0]->dtype;
+        uint8_t buf[8];
+        ampc_ref_store_f64(buf, dt, 0, a->f);
+        v = ampc_onnx_const(c, hint(c, nd, a->name), dt, &s, buf);
+        break;
+    }
+    case AS_FLOATS:
+        if (a->kind != AMPC_ATTR_FLOATS) goto mistyped;
+        s.rank = 1;
+        s.dims[0] = a->n;
+        v = ampc_onnx_const(c, hint(c, nd, a->name), AMPC_DTYPE_F32, &s, a->floats);
+        break;
+    }
+    if (!v) return AMPC_E_OOM;
+    ampc_onnx_set_input(nd, idx, v);
+    return AMPC_OK;
+mistyped:
+    return ampc_onnx_fail(c, nd, AMPC_E_ATTR, "attribute '%s' (opset %lld) has the wrong type for "
+                          "%s", a->name, (long long)nd->opset, op_type(nd));
+}
+
+/* ---- 3. re-expressed semantics -------------------------------------------------------------- */
+
+/* Reshapes input i of nd to its shape followed by `ones` dims of 1. */
+static ampc_status append_ones(ampc_onnx_ctx *c, ampc_onnx_node *nd, int32_t i, int32_t ones) {
+    ampc_value *y = nd->in[i];
+    int32_t r = y->shape.rank;
+    if (ones <= 0) return AMPC_OK;
+    if (r + ones > AMPC_MAX_RANK)
+        return ampc_onnx_fail(c, nd, AMPC_E_UNSUPPORTED, "input %d '%s' would need rank %d; ampc "
+                              "supports ranks up to %d", i, y->name, r + ones, AMPC_MAX_RANK);
+    ampc_shape s = {1, {r + ones}};
+    int64_t dims[AMPC_MAX_RANK];
+    for (int32_t k = 0; k < r + ones; k++) dims[k] = k < r ? y->shape.dims[k] : 1;
+    ampc_value *shape = ampc_onnx_const(c, hint(c, nd, "bcast_shape"), AMPC_DTYPE_I64, &s, dims);
+    if (!shape) return AMPC_E_OOM;
+    ampc_value *in[2] = {y, shape}, *out;
+    ampc_status st = ampc_onnx_build(c, nd, AMPC_OP_RESHAPE, hint(c, nd, "bcast"), in, 2, NULL, 0,
+                                     1, NULL, &out);
+    if (st == AMPC_OK) nd->in[i] = out;
+    return st;
+}
+
+/* Legacy broadcasting (opset < 7): with broadcast=1, input 1 is broadcast to input 0 either as a
+ * suffix of its shape or aligned at `axis`. Appending ones to input 1's shape makes numpy
+ * broadcasting give the same result. */
+static ampc_status legacy_broadcast(ampc_onnx_ctx *c, ampc_onnx_node *nd) {
+    const ampc_attr *b = ampc_onnx_attr(nd, "broadcast"), *ax = ampc_onnx_attr(nd, "axis");
+    bool on = b && b->kind == AMPC_ATTR_INT && b->i == 1;
+    int64_t axis = ax && ax->kind == AMPC_ATTR_INT ? ax->i : INT64_MIN;
+    ampc_onnx_attr_remove(nd, "broadcast");
+    ampc_onnx_attr_remove(nd, "axis");
+    if (!on || axis == INT64_MIN || nd->n_in < 2 || !nd->in[0] || !nd->in[1]) return AMPC_OK;
+    ampc_value *x = nd->in[0], *y = nd->in[1];
+    int32_t ra = x->shape.rank, rb = y->shape.rank;
+    if (axis < 0) axis += ra;
+    int64_t trailing = (int64_t)ra - axis - rb;
+    if (axis < 0 || axis > ra || trailing < 0)
+        return ampc_onnx_fail(c, nd, AMPC_E_ATTR, "legacy broadcast (opset %lld): axis %lld does "
+                              "not fit input 1 '%s' (rank %d) into input 0 '%s' (rank %d)",
+                              (long long)nd->opset, (long long)(ax ? ax->i : 0), y->name, rb,
+                              x->name, ra);
+    return append_ones(c, nd, 1, (int32_t)trailing);
+}
+
+/* PRelu before opset 7 applies a slope of shape [C] per channel (dim 1); from 7 on the slope
+ * broadcasts numpy-style (from the right), so it becomes [C, 1, ...]. */
+static ampc_status prelu_channels(ampc_onnx_ctx *c, ampc_onnx_node *nd) {
+    if (nd->n_in < 2 || !nd->in[0] || !nd->in[1]) return AMPC_OK;
+    const ampc_value *x = nd->in[0], *slope = nd->in[1];
+    if (slope->shape.rank != 1 || x->shape.rank < 3 || slope->shape.dims[0] != x->shape.dims[1] ||
+        slope->shape.dims[0] == 1)
+        return AMPC_OK;
+    return append_ones(c, nd, 1, x->shape.rank - 2);
+}
+
+/* Softmax, LogSoftmax and Hardmax before opset 13 work on the input coerced to 2-D at `axis`
+ * (default 1): [prod(dims before axis), prod(dims from axis)]. */
+static ampc_status coerced_softmax(ampc_onnx_ctx *c, ampc_onnx_node *nd) {
+    const ampc_attr *ax = ampc_onnx_attr(nd, "axis");
+    int64_t axis = ax && ax->kind == AMPC_ATTR_INT ? ax->i : 1;
+    ampc_value *x = nd->in[0];
+    int32_t r = x->shape.rank;
+    if (axis < -r || axis >= (r ? r : 1))
+        return ampc_onnx_fail(c, nd, AMPC_E_ATTR, "attribute axis %lld is out of range for input "
+                              "0 '%s' of rank %d (opset %lld)", (long long)axis, x->name, r,
+                              (long long)nd->opset);
+    if (axis < 0) axis += r;
+    ampc_attr last = {.name = "axis", .kind = AMPC_ATTR_INT, .i = -1};
+    if (axis == r - 1 || r == 0) { /* the 2-D view changes nothing */
+        attr_set(nd, last);
+        return ampc_onnx_build(c, nd, nd->op, nd->name, nd->in, nd->n_in, nd->attrs, nd->n_attrs,
+                               nd->n_out, nd->out_names, nd->outs);
+    }
+    ampc_attr fa = {.name = "axis", .kind = AMPC_ATTR_INT, .i = axis};
+    ampc_value *flat, *y;
+    ampc_status st = ampc_onnx_build(c, nd, AMPC_OP_FLATTEN, hint(c, nd, "flatten"), &x, 1, &fa, 1,
+                                     1, NULL, &flat);
+    if (st != AMPC_OK) return st;
+    attr_set(nd, last);
+    st = ampc_onnx_build(c, nd, nd->op, nd->name, &flat, 1, nd->attrs, nd->n_attrs, 1, NULL, &y);
+    if (st != AMPC_OK) return st;
+    ampc_shape s = {1, {r}};
+    ampc_value *shape = ampc_onnx_const(c, hint(c, nd, "shape"), AMPC_DTYPE_I64, &s, x->shape.dims);
+    if (!shape) return AMPC_E_OOM;
+    ampc_value *in[2] = {y, shape};
+    ampc_attr az = {.name = "allowzero", .kind = AMPC_ATTR_INT, .i = 1};
+    return ampc_onnx_build(c, nd, AMPC_OP_RESHAPE, hint(c, nd, "reshape"), in, 2, &az, 1, 1,
+                           nd->out_names, nd->outs);
+}
+
+/* Resize-10 as the newest Resize: inputs (X, roi, scales), asymmetric coordinates, and floor
+ * rounding for nearest (Upsample has a row of its own). */
+static void upsample_to_resize(ampc_onnx_node *nd) {
+    if (nd->n_in == 2) { /* Resize-10 gives scales as input 1; Resize's is 2 */
+        ampc_value *scales = nd->in[1];
+        nd->in[1] = NULL;
+        ampc_onnx_set_input(nd, 2, scales);
+    }
+    const ampc_attr *m = ampc_onnx_attr(nd, "mode");
+    if (m && m->kind == AMPC_ATTR_STRING && !strcmp(m->s, "bilinear"))
+        attr_set(nd, (ampc_attr){.name = "mode", .kind = AMPC_ATTR_STRING, .s = "linear"});
+    attr_set(nd, (ampc_attr){.name = "coordinate_transformation_mode", .kind = AMPC_ATTR_STRING,
+                             .s = "asymmetric"});
+    attr_set(nd, (ampc_attr){.name = "nearest_mode", .kind = AMPC_ATTR_STRING, .s = "floor"});
+}
+
+/* ---- the entry ------------------------------------------------------------------------------ */
+
+ampc_status ampc_onnx_emit(ampc_onnx_ctx *c, ampc_onnx_node *nd) {
+    const char *ot = op_type(nd);
+    const int64_t opset = nd->opset;
+    ampc_status st;
+
+    /* 2. attributes without semantics in the newest form */
+    if (opset < 6) ampc_onnx_attr_remove(nd, "consumed_inputs");
+    if (opset < 7) ampc_onnx_attr_remove(nd, "is_test");
+    if (row_is(nd, "BatchNormalization") && opset < 9) ampc_onnx_attr_remove(nd, "spatial");
+    if (row_is(nd, "Gemm") && opset < 7) ampc_onnx_attr_remove(nd, "broadcast");
+
+    /* 1. attributes that became inputs */
+    for (int i = 0; i < AMPC_ARRAY_LEN(attr_rules); i++) {
+        if (strcmp(attr_rules[i].onnx, ot) || opset >= attr_rules[i].below) continue;
+        const ampc_attr *a = ampc_onnx_attr(nd, attr_rules[i].attr);
+        if (!a) continue;
+        st = attr_to_input(c, nd, a, attr_rules[i].input, attr_rules[i].kind);
+        if (st != AMPC_OK) return st;
+        ampc_onnx_attr_remove(nd, attr_rules[i].attr);
+    }
+
+    /* 3. semantics that changed */
+    static const char *const legacy_bcast[] = {"Add", "Sub", "Mul", "Div", "Pow", "And",
+                                               "Or", "Xor", "Equal", "Less", "Greater"};
+    if (opset < 7)
+        for (int i = 0; i < AMPC_ARRAY_LEN(legacy_bcast); i++)
+            if (!strcmp(ot, legacy_bcast[i]) && (st = legacy_broadcast(c, nd)) != AMPC_OK)
+                return st;
+    if (row_is(nd, "PRelu") && opset < 7 && (st = prelu_channels(c, nd)) != AMPC_OK) return st;
+    if (row_is(nd, "Concat") && opset < 4 && !ampc_onnx_attr(nd, "axis"))
+        attr_set(nd, (ampc_attr){.name = "axis", .kind = AMPC_ATTR_INT, .i = 1});
+    if (row_is(nd, "Cast") && opset < 6) {
+        const ampc_attr *to = ampc_onnx_attr(nd, "to");
+        if (to && to->kind == AMPC_ATTR_STRING)
+            attr_set(nd,
+                     (ampc_attr){.name = "to", .kind = AMPC_ATTR_INT, .i = cast_type_code(to->s)});
+    }
+    if (row_is(nd, "Split") && opset < 18 && (nd->n_in < 2 || !nd->in[1]) &&
+        !ampc_onnx_attr(nd, "num_outputs"))
+        attr_set(nd, (ampc_attr){.name = "num_outputs", .kind = AMPC_ATTR_INT, .i = nd->n_out});
+    if (!strcmp(ot, "Resize") && opset < 11) upsample_to_resize(nd);
+    if ((row_is(nd, "Softmax") || row_is(nd, "LogSoftmax") || row_is(nd, "Hardmax")) &&
+        opset < 13 && nd->n_in >= 1 && nd->in[0])
+        return coerced_softmax(c, nd);
+
+    return ampc_onnx_build(c, nd, nd->op, nd->name, nd->in, nd->n_in, nd->attrs, nd->n_attrs,
+                           nd->n_out, nd->out_names, nd->outs);
+}

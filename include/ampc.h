@@ -1,0 +1,412 @@
+/*
+ * ampc.h — build, import, optimise and evaluate inference graphs.
+ *
+ * ampc compiles neural-network inference graphs for NVIDIA GPUs. This header is the compile-side
+ * API: build a graph with the C DSL (or import one), run the optimisation pipeline, and evaluate
+ * it with the reference evaluator (plain C, the numerical oracle of every GPU path).
+ *
+ * A complete program:
+ *
+ *     #include <ampc.h>
+ *     #include <stdio.h>
+ *
+ *     int main(void) {
+ *         ampc_graph *g = ampc_graph_create("affine");
+ *         int64_t xd[2] = {1, 3}, wd[2] = {3, 2};
+ *         float w[6] = {1, 2, 3, 4, 5, 6};
+ *         ampc_value *x = ampc_input(g, "x", AMPC_DTYPE_F32, 2, xd);
+ *         ampc_value *y = ampc_relu(g, ampc_matmul(g, x, ampc_constant(g, "w", AMPC_DTYPE_F32, 2, wd, w)));
+ *         ampc_output(g, y, "y");
+ *         if (ampc_graph_status(g) != AMPC_OK) { fprintf(stderr, "%s\n", ampc_graph_errors(g)); return 1; }
+ *
+ *         float xv[3] = {1, -1, 1};
+ *         ampc_tensor in = {AMPC_DTYPE_F32, {2, {1, 3}}, xv}, out;
+ *         if (ampc_graph_evaluate(g, &in, 1, &out, 1) != AMPC_OK) return 1;
+ *         printf("%g %g\n", ((float *)out.data)[0], ((float *)out.data)[1]);   // 3 4
+ *         ampc_tensor_free(&out);
+ *         ampc_graph_destroy(g);
+ *     }
+ *
+ * Conventions
+ *   - Every handle is opaque. A graph owns everything built in it (values, nodes, constant data);
+ *     ampc_graph_destroy frees all of it at once.
+ *   - Errors the caller can cause never abort: functions return an ampc_status, and the graph
+ *     keeps a diagnostic per problem that names the node (index, op, name) and says what was
+ *     expected and what was found. A DSL constructor that fails returns a "poisoned" value:
+ *     later constructors accept it silently and produce poison too, so a chain of calls needs
+ *     one check at the end (ampc_graph_status).
+ *   - Tensors are dense, row-major (C order). Element types are listed in ampc_dtype; f16 and
+ *     bf16 elements are stored as their 16-bit patterns.
+ */
+#ifndef AMPC_H
+#define AMPC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AMPC_VERSION_MAJOR 0
+#define AMPC_VERSION_MINOR 1
+#define AMPC_VERSION_PATCH 0
+#define AMPC_VERSION_STRING "0.1.0"
+
+#if defined(AMPC_BUILDING)
+#define AMPC_API __attribute__((visibility("default")))
+#else
+#define AMPC_API
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Status codes
+ * ------------------------------------------------------------------------------------------- */
+
+/* Result of every fallible call. AMPC_OK is zero; everything else is an error class, with the
+ * details in the diagnostic text (ampc_graph_errors). */
+typedef enum ampc_status {
+    AMPC_OK = 0,
+    AMPC_E_INVALID_ARG,  /* a NULL or out-of-range argument to an API call */
+    AMPC_E_PARSE,        /* malformed text, protobuf or tensor file */
+    AMPC_E_SHAPE,        /* shapes that an op's rules do not accept */
+    AMPC_E_DTYPE,        /* element types that an op's rules do not accept */
+    AMPC_E_ATTR,         /* a missing, mistyped or out-of-range attribute */
+    AMPC_E_UNSUPPORTED,  /* an op, dtype or attribute combination ampc does not implement */
+    AMPC_E_OVERFLOW,     /* sizes whose arithmetic overflows 64-bit integers */
+    AMPC_E_VERIFY,       /* a graph that breaks an IR invariant (dangling value, cycle...) */
+    AMPC_E_EVAL,         /* a value-dependent failure while evaluating (index out of range...) */
+    AMPC_E_IO,           /* a file that cannot be opened, read or written */
+    AMPC_E_OOM,          /* host memory exhausted */
+    AMPC_E_NO_DEVICE,    /* no CUDA device (or driver) on this machine */
+    AMPC_E_CUDA,         /* a CUDA runtime or library call failed */
+    AMPC_E_NVRTC,        /* NVRTC rejected generated source */
+    AMPC_E_INTERNAL,     /* a bug in ampc: please report it with the diagnostic */
+    AMPC_STATUS_COUNT
+} ampc_status;
+
+/* Short name of a status ("shape error"); never NULL. */
+AMPC_API const char *ampc_status_str(ampc_status s);
+
+/* ---------------------------------------------------------------------------------------------
+ * Element types, shapes, tensors
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum ampc_dtype {
+    AMPC_DTYPE_UNDEFINED = 0,
+    AMPC_DTYPE_F32,
+    AMPC_DTYPE_F16,
+    AMPC_DTYPE_BF16,
+    AMPC_DTYPE_F64,
+    AMPC_DTYPE_I64,
+    AMPC_DTYPE_I32,
+    AMPC_DTYPE_I16,
+    AMPC_DTYPE_I8,
+    AMPC_DTYPE_U64,
+    AMPC_DTYPE_U32,
+    AMPC_DTYPE_U16,
+    AMPC_DTYPE_U8,
+    AMPC_DTYPE_BOOL,
+    AMPC_DTYPE_COUNT
+} ampc_dtype;
+
+/* Short name of a dtype as the IR text writes it ("f32", "bool"); "?" for invalid values. */
+AMPC_API const char *ampc_dtype_name(ampc_dtype t);
+/* Bytes per element; 0 for AMPC_DTYPE_UNDEFINED. */
+AMPC_API size_t ampc_dtype_size(ampc_dtype t);
+
+/* The largest rank ampc represents. */
+#define AMPC_MAX_RANK 8
+
+/* A static shape: rank dims, each >= 0. A scalar has rank 0 and one element. */
+typedef struct ampc_shape {
+    int32_t rank;
+    int64_t dims[AMPC_MAX_RANK];
+} ampc_shape;
+
+/* A dense row-major tensor. `data` holds numel * dtype_size bytes. Who owns `data` is said by the
+ * function that fills or takes the tensor. */
+typedef struct ampc_tensor {
+    ampc_dtype dtype;
+    ampc_shape shape;
+    void *data;
+} ampc_tensor;
+
+/* Number of elements of a shape (1 for a scalar). Shapes in a graph never overflow. */
+AMPC_API int64_t ampc_shape_numel(const ampc_shape *s);
+/* Frees the data of a tensor returned by ampc (ampc_graph_evaluate) and clears the pointer. */
+AMPC_API void ampc_tensor_free(ampc_tensor *t);
+
+/* ---------------------------------------------------------------------------------------------
+ * Graphs
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct ampc_graph ampc_graph;
+typedef struct ampc_value ampc_value;
+
+/* Creates an empty graph. `name` is copied (NULL gives "graph"). Returns NULL only when host
+ * memory is exhausted. */
+AMPC_API ampc_graph *ampc_graph_create(const char *name);
+/* Frees the graph and everything built in it. NULL is allowed. */
+AMPC_API void ampc_graph_destroy(ampc_graph *g);
+
+/* The first error recorded in the graph, or AMPC_OK. */
+AMPC_API ampc_status ampc_graph_status(const ampc_graph *g);
+/* All diagnostics recorded so far, one per line ("" when there are none). The string is owned by
+ * the graph and valid until the next call that changes the graph. */
+AMPC_API const char *ampc_graph_errors(ampc_graph *g);
+/* Forgets the diagnostics recorded so far (the graph itself is unchanged). */
+AMPC_API void ampc_graph_clear_errors(ampc_graph *g);
+
+/* Number of nodes, graph inputs and graph outputs. */
+AMPC_API int32_t ampc_graph_node_count(const ampc_graph *g);
+AMPC_API int32_t ampc_graph_input_count(const ampc_graph *g);
+AMPC_API int32_t ampc_graph_output_count(const ampc_graph *g);
+/* The i-th graph input / output, or NULL when i is out of range. */
+AMPC_API ampc_value *ampc_graph_input(const ampc_graph *g, int32_t i);
+AMPC_API ampc_value *ampc_graph_output(const ampc_graph *g, int32_t i);
+
+/* Facts about a value. A poisoned value (one whose construction failed) reports
+ * AMPC_DTYPE_UNDEFINED and rank 0. */
+AMPC_API const char *ampc_value_name(const ampc_value *v);
+AMPC_API ampc_dtype ampc_value_dtype(const ampc_value *v);
+AMPC_API ampc_shape ampc_value_shape(const ampc_value *v);
+AMPC_API bool ampc_value_is_poisoned(const ampc_value *v);
+
+/* ---------------------------------------------------------------------------------------------
+ * The C DSL: graph inputs, constants, outputs and op constructors
+ *
+ * Each constructor adds one node, runs the op's shape and dtype inference (the same code the ONNX
+ * importer runs) and returns the node's output value. On a rule violation it records a
+ * diagnostic and returns a poisoned value; on a poisoned input it returns poison silently.
+ * ------------------------------------------------------------------------------------------- */
+
+/* A graph input of the given dtype and shape. `name` must be unique in the graph. */
+AMPC_API ampc_value *ampc_input(ampc_graph *g, const char *name, ampc_dtype dtype, int32_t rank,
+                                const int64_t *dims);
+/* A constant (a weight): the data (numel * dtype_size bytes) is copied into the graph. `name` may
+ * be NULL, which generates one. */
+AMPC_API ampc_value *ampc_constant(ampc_graph *g, const char *name, ampc_dtype dtype, int32_t rank,
+                                   const int64_t *dims, const void *data);
+/* A scalar (rank 0) f32 / i64 constant. */
+AMPC_API ampc_value *ampc_scalar_f32(ampc_graph *g, float v);
+AMPC_API ampc_value *ampc_scalar_i64(ampc_graph *g, int64_t v);
+/* A rank-1 i64 constant, the form ONNX uses for shapes, axes and pads. */
+AMPC_API ampc_value *ampc_const_i64s(ampc_graph *g, const int64_t *v, int32_t n);
+/* Marks `v` as a graph output, renaming it to `name` when `name` is not NULL. */
+AMPC_API ampc_status ampc_output(ampc_graph *g, ampc_value *v, const char *name);
+
+/* Attribute kinds, as ONNX has them. */
+typedef enum ampc_attr_kind {
+    AMPC_ATTR_UNDEFINED = 0,
+    AMPC_ATTR_INT,
+    AMPC_ATTR_FLOAT,
+    AMPC_ATTR_STRING,
+    AMPC_ATTR_INTS,
+    AMPC_ATTR_FLOATS,
+    AMPC_ATTR_STRINGS,
+    AMPC_ATTR_TENSOR,
+    AMPC_ATTR_GRAPH,
+} ampc_attr_kind;
+
+/* One attribute handed to ampc_op. Arrays are copied into the graph. */
+typedef struct ampc_attr_arg {
+    const char *name;
+    ampc_attr_kind kind;
+    int64_t i;               /* AMPC_ATTR_INT */
+    float f;                 /* AMPC_ATTR_FLOAT */
+    const char *s;           /* AMPC_ATTR_STRING */
+    const int64_t *ints;     /* AMPC_ATTR_INTS, n entries */
+    const float *floats;     /* AMPC_ATTR_FLOATS, n entries */
+    const char *const *strings; /* AMPC_ATTR_STRINGS, n entries */
+    const ampc_value *tensor;   /* AMPC_ATTR_TENSOR: a constant of this graph */
+    int32_t n;
+} ampc_attr_arg;
+
+#define AMPC_ATTR_I(name_, v_) ((ampc_attr_arg){.name = (name_), .kind = AMPC_ATTR_INT, .i = (v_)})
+#define AMPC_ATTR_F(name_, v_) ((ampc_attr_arg){.name = (name_), .kind = AMPC_ATTR_FLOAT, .f = (v_)})
+#define AMPC_ATTR_S(name_, v_) ((ampc_attr_arg){.name = (name_), .kind = AMPC_ATTR_STRING, .s = (v_)})
+#define AMPC_ATTR_IS(name_, v_, n_) \
+    ((ampc_attr_arg){.name = (name_), .kind = AMPC_ATTR_INTS, .ints = (v_), .n = (n_)})
+#define AMPC_ATTR_FS(name_, v_, n_) \
+    ((ampc_attr_arg){.name = (name_), .kind = AMPC_ATTR_FLOATS, .floats = (v_), .n = (n_)})
+
+/* The generic constructor: adds a node of the ONNX op `op` (e.g. "Conv") with inputs `in` (NULL
+ * entries stand for absent optional inputs) and attributes, and returns its first output. Any op of
+ * the op table can be built this way. */
+AMPC_API ampc_value *ampc_op(ampc_graph *g, const char *op, ampc_value *const *in, int32_t n_in,
+                             const ampc_attr_arg *attrs, int32_t n_attrs);
+/* Like ampc_op for ops with several outputs: fills out[0..n_out-1] (poisoned values on error). */
+AMPC_API ampc_status ampc_op_multi(ampc_graph *g, const char *op, ampc_value *const *in,
+                                   int32_t n_in, const ampc_attr_arg *attrs, int32_t n_attrs,
+                                   ampc_value **out, int32_t n_out);
+
+/* Convenience constructors for the common ops (each is ampc_op with the ONNX defaults). */
+AMPC_API ampc_value *ampc_add(ampc_graph *g, ampc_value *a, ampc_value *b);
+AMPC_API ampc_value *ampc_sub(ampc_graph *g, ampc_value *a, ampc_value *b);
+AMPC_API ampc_value *ampc_mul(ampc_graph *g, ampc_value *a, ampc_value *b);
+AMPC_API ampc_value *ampc_div(ampc_graph *g, ampc_value *a, ampc_value *b);
+AMPC_API ampc_value *ampc_pow(ampc_graph *g, ampc_value *a, ampc_value *b);
+AMPC_API ampc_value *ampc_relu(ampc_graph *g, ampc_value *x);
+AMPC_API ampc_value *ampc_sigmoid(ampc_graph *g, ampc_value *x);
+AMPC_API ampc_value *ampc_tanh(ampc_graph *g, ampc_value *x);
+AMPC_API ampc_value *ampc_gelu(ampc_graph *g, ampc_value *x);
+AMPC_API ampc_value *ampc_exp(ampc_graph *g, ampc_value *x);
+AMPC_API ampc_value *ampc_sqrt(ampc_graph *g, ampc_value *x);
+AMPC_API ampc_value *ampc_matmul(ampc_graph *g, ampc_value *a, ampc_value *b);
+/* Gemm: alpha * op(a) @ op(b) + beta * c, op = transpose when trans_* is set; c may be NULL. */
+AMPC_API ampc_value *ampc_gemm(ampc_graph *g, ampc_value *a, ampc_value *b, ampc_value *c,
+                               bool trans_a, bool trans_b);
+/* 2-D convolution, NCHW, weight [M, C/group, kH, kW]; bias may be NULL. pads is {top, left,
+ * bottom, right}; NULL strides/pads/dilations mean 1/0/1. */
+AMPC_API ampc_value *ampc_conv2d(ampc_graph *g, ampc_value *x, ampc_value *w, ampc_value *bias,
+                                 const int64_t strides[2], const int64_t pads[4],
+                                 const int64_t dilations[2], int64_t group);
+AMPC_API ampc_value *ampc_softmax(ampc_graph *g, ampc_value *x, int64_t axis);
+AMPC_API ampc_value *ampc_layer_norm(ampc_graph *g, ampc_value *x, ampc_value *scale,
+                                     ampc_value *bias, int64_t axis, float epsilon);
+AMPC_API ampc_value *ampc_reshape(ampc_graph *g, ampc_value *x, const int64_t *dims, int32_t rank);
+AMPC_API ampc_value *ampc_transpose(ampc_graph *g, ampc_value *x, const int64_t *perm, int32_t rank);
+AMPC_API ampc_value *ampc_concat(ampc_graph *g, ampc_value *const *xs, int32_t n, int64_t axis);
+AMPC_API ampc_value *ampc_cast(ampc_graph *g, ampc_value *x, ampc_dtype to);
+
+/* ---------------------------------------------------------------------------------------------
+ * IR text: print and parse
+ * ------------------------------------------------------------------------------------------- */
+
+/* Writes the graph's textual IR to `f`. Constants are written in full when `full_data` is set;
+ * otherwise those above 16 elements are elided (and the text can no longer be parsed back). */
+AMPC_API ampc_status ampc_graph_print(const ampc_graph *g, FILE *f, bool full_data);
+/* The same text in a malloc'ed string the caller frees; NULL on OOM. */
+AMPC_API char *ampc_graph_to_text(const ampc_graph *g, bool full_data);
+/* Parses IR text (as ampc_graph_print writes it) into a new graph. On success *out owns the graph.
+ * On failure *out is NULL and, when `err` is not NULL, *err receives a malloc'ed message with the
+ * line and column (the caller frees it). */
+AMPC_API ampc_status ampc_graph_parse(const char *text, size_t len, ampc_graph **out, char **err);
+
+/* ---------------------------------------------------------------------------------------------
+ * Reference evaluation
+ * ------------------------------------------------------------------------------------------- */
+
+/* Evaluates the graph on the CPU with the reference evaluator. `inputs` are matched to the graph
+ * inputs by position and must have their dtype and shape exactly. On success outputs[i] receives
+ * a tensor whose data the caller frees with ampc_tensor_free; on failure no output is allocated
+ * and the graph's diagnostics say why. */
+AMPC_API ampc_status ampc_graph_evaluate(ampc_graph *g, const ampc_tensor *inputs, int32_t n_inputs,
+                                         ampc_tensor *outputs, int32_t n_outputs);
+
+/* ---------------------------------------------------------------------------------------------
+ * The optimisation pipeline
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct ampc_pipeline_options {
+    const char *const *disable; /* names of passes to skip (n_disable of them) */
+    int32_t n_disable;
+    const char *dump_after;     /* pass name: print the IR to dump_file after it runs */
+    FILE *dump_file;            /* NULL: stderr */
+    bool verify;                /* run the verifier after every pass (tests always do) */
+    FILE *trace;                /* when not NULL, one line per pass: name, changed, time */
+} ampc_pipeline_options;
+
+/* Runs the default pass pipeline over the graph. `o` may be NULL (defaults: verify on). */
+AMPC_API ampc_status ampc_graph_optimize(ampc_graph *g, const ampc_pipeline_options *o);
+/* Writes the pipeline, one pass a line with its description. */
+AMPC_API void ampc_pipeline_print(FILE *f);
+/* Checks every IR invariant; AMPC_OK or AMPC_E_VERIFY with diagnostics. */
+AMPC_API ampc_status ampc_graph_verify(ampc_graph *g);
+
+/* ---------------------------------------------------------------------------------------------
+ * ONNX import, and tensor files (.pb, .npy)
+ *
+ * The importer reads a ModelProto (IR version 3 to 14, default-domain opsets 1 to 28; each op is
+ * accepted in the opsets ampc's op table lists, older forms being rewritten to the newest one) and
+ * builds a graph through the same inference as the C DSL. It first checks coverage: every
+ * unsupported op, domain or attribute is listed in ONE message ("3 nodes are not supported:"
+ * then a line per node with its index, name, domain and op type). Then it checks structure:
+ * dangling and duplicate value names, cycles (nodes out of order are sorted), dims. Graph inputs
+ * that have an initializer are constants. Model-local functions are expanded inline.
+ *
+ * Shapes are static. A graph input whose ONNX type has symbolic dims ("batch") needs a shape from
+ * the caller (ampc_import_options.shapes, the CLI's --shape name=AxBxC); a symbol bound once holds
+ * for every input that uses it. With max_batch set, a symbolic dim 0 left unbound becomes
+ * max_batch: the graph is compiled for its largest batch.
+ *
+ * Every function below that takes `char **err` sets *err (when err is not NULL) to a malloc'ed
+ * message on failure (the caller frees it) and to NULL on success.
+ * ------------------------------------------------------------------------------------------- */
+
+/* The static shape to give a graph input (--shape name=1x3x224x224). It must have the rank the
+ * model declares and agree with the model's fixed dims; it fixes the input's symbolic dims. */
+typedef struct ampc_input_shape {
+    const char *name;  /* the ONNX graph input */
+    ampc_shape shape;
+} ampc_input_shape;
+
+/* A graph input bound at import time to a known value: it becomes a constant of the graph (not an
+ * input), so positions that must be known at compile time (Reshape's shape, Pad's pads...) can be
+ * fed from it. The tensor's dtype must be the input's ONNX element type and its shape must agree
+ * with the declared dims; its data is copied. */
+typedef struct ampc_input_binding {
+    const char *name;  /* the ONNX graph input; NULL or "": the input at this entry's position in
+                        * `constants` among the graph inputs without an initializer */
+    ampc_tensor value;
+} ampc_input_binding;
+
+/* Options of the ONNX import; a zeroed struct (or NULL) means none. Arrays are read during the
+ * call only. */
+typedef struct ampc_import_options {
+    const ampc_input_shape *shapes;       /* n_shapes entries, names unique and naming inputs */
+    int32_t n_shapes;
+    int64_t max_batch;                    /* > 0: bound for a symbolic dim 0 no shape fixes */
+    const ampc_input_binding *constants;  /* n_constants entries */
+    int32_t n_constants;
+    /* Bind only the inputs whose value must be known at compile time: those that reach a
+     * compile-time position (Reshape's shape, Slice's starts...) through the nodes that compute
+     * it. The others stay graph inputs (their binding still gives their shape). Test runners use
+     * this to keep as much of a graph as possible running on its inputs. */
+    bool constants_if_needed;
+} ampc_import_options;
+
+/* Imports the ONNX model file at `path`. External data files are resolved relative to the model's
+ * folder and must stay inside it. On success *out owns the new graph (ampc_graph_destroy); on
+ * failure *out is NULL and *err says why: AMPC_E_IO (cannot read), AMPC_E_PARSE (not an ONNX
+ * model, bad tensor data), AMPC_E_UNSUPPORTED (the coverage list), AMPC_E_VERIFY (dangling or
+ * duplicate names, cycles), AMPC_E_SHAPE (unresolved or bad dims, inference), ... `o` may be NULL. */
+AMPC_API ampc_status ampc_onnx_import_file(const char *path, const ampc_import_options *o,
+                                           ampc_graph **out, char **err);
+/* The same from a serialized ModelProto in memory (len bytes, read during the call only).
+ * `base_dir` is the folder external data is relative to; NULL rejects models with external data. */
+AMPC_API ampc_status ampc_onnx_import_buffer(const void *data, size_t len, const char *base_dir,
+                                             const ampc_import_options *o, ampc_graph **out,
+                                             char **err);
+/* Writes a summary of the model at `path` to `f`: IR version, producer, opsets, graph inputs and
+ * outputs with their types, an op histogram, coverage (the unsupported nodes), initializer count
+ * and bytes, then whether the import (without options; when only symbolic dims stop it, again
+ * with max_batch 1) succeeds and, if not, why. Never crashes on a bad file: it prints the error.
+ * Returns AMPC_OK when the model imports, else the status of the first problem found
+ * (AMPC_E_PARSE for a file that is not a model, AMPC_E_UNSUPPORTED when coverage fails...). */
+AMPC_API ampc_status ampc_onnx_inspect(const char *path, FILE *f);
+
+/* Reads a tensor file: numpy .npy (format 1.0 to 3.0, C order, little-endian or byte-sized
+ * elements: '<f4' '<f8' '<f2' '<i8' '<i4' '<i2' '|i1' '<u8' '<u4' '<u2' '|u1' '|b1') or an ONNX
+ * TensorProto .pb (every encoding; external data relative to the file's folder), told apart by
+ * content. numpy has no bfloat16: bf16 tensors come only from .pb files. On success t->data is
+ * malloc'ed (ampc_tensor_free) and, when `name` is not NULL, *name receives a malloc'ed name (the
+ * TensorProto's name, possibly ""; for .npy the file name without folder and extension). On
+ * failure t is zeroed, *name is NULL and *err says why (AMPC_E_IO, AMPC_E_PARSE,
+ * AMPC_E_UNSUPPORTED for element types ampc lacks). */
+AMPC_API ampc_status ampc_tensor_read_file(const char *path, ampc_tensor *t, char **name,
+                                           char **err);
+/* Writes `t` as a numpy .npy file (format 1.0). bf16 has no numpy type: it is written as '<f4'
+ * (exact: every bf16 value is an f32 value). On failure the file may be partly written. */
+AMPC_API ampc_status ampc_tensor_write_npy(const char *path, const ampc_tensor *t, char **err);
+/* Writes `t` as an ONNX TensorProto .pb file (raw_data, little-endian) named `name` (NULL: ""). */
+AMPC_API ampc_status ampc_tensor_write_pb(const char *path, const ampc_tensor *t, const char *name,
+                                          char **err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AMPC_H */

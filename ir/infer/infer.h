@@ -1,0 +1,48 @@
+/*
+ * infer.h — shape and dtype inference: the declarations of every ampc_infer_* function named in
+ * ops.def, and the helpers the family files share (broadcasting, axis normalisation, reading
+ * constant inputs, dtype checks). Each helper that fails records a diagnostic against the node.
+ */
+#ifndef AMPC_INFER_H
+#define AMPC_INFER_H
+
+#include "../ir.h"
+
+#define OP(id, onnx, lo, hi, min_in, max_in, min_out, max_out, cin, traits, infer, ref, lower)     \
+    ampc_status ampc_infer_##infer(ampc_graph *g, ampc_node *n);
+#include "../ops.def"
+#undef OP
+
+/* Dtype classes for ampc_infer_check_dtype. */
+enum {
+    DT_FLOAT = 1u << 0, /* f32 f16 bf16 f64 */
+    DT_SINT = 1u << 1,  /* i8 .. i64 */
+    DT_UINT = 1u << 2,  /* u8 .. u64 */
+    DT_BOOL = 1u << 3,
+    DT_INT = DT_SINT | DT_UINT,
+    DT_NUM = DT_FLOAT | DT_INT,
+    DT_ANY = DT_NUM | DT_BOOL,
+};
+
+/* True when dtype t is in the class mask. */
+bool ampc_dtype_in(ampc_dtype t, uint32_t mask);
+/* Checks input i's dtype against mask; records "input i 'x' must be <classes>, got <dtype>". */
+bool ampc_infer_check_dtype(ampc_graph *g, const ampc_node *n, int32_t i, uint32_t mask);
+/* Checks that inputs i and j have one dtype. */
+bool ampc_infer_same_dtype(ampc_graph *g, const ampc_node *n, int32_t i, int32_t j);
+/* Sets output i's dtype and shape. */
+void ampc_infer_set(ampc_node *n, int32_t i, ampc_dtype t, const ampc_shape *s);
+/* Numpy (multidirectional) broadcasting of the present inputs among in[0..k-1]; false with a
+ * diagnostic naming both shapes when a dimension pair is neither equal nor 1. */
+bool ampc_infer_bcast_shapes(ampc_graph *g, const ampc_node *n, const ampc_value *const *in,
+                          int32_t k, ampc_shape *out);
+/* Normalises a possibly negative axis against `rank` (axis in [-rank, rank-1]); `what` names the
+ * attribute or input in the message. */
+bool ampc_infer_axis(ampc_graph *g, const ampc_node *n, int64_t axis, int32_t rank,
+                     const char *what, int32_t *out);
+/* Reads constant input i (an integer tensor of rank 0 or 1) into buf (at most cap entries);
+ * returns the count, or -1 with a diagnostic. An absent input gives 0 entries. */
+int32_t ampc_infer_const_ints(ampc_graph *g, const ampc_node *n, int32_t i, int64_t *buf,
+                              int32_t cap);
+
+#endif /* AMPC_INFER_H */

@@ -1,0 +1,26 @@
+/*
+ * op.c — the op info table, expanded from ops.def, and lookup by ONNX name.
+ */
+#include "ir.h"
+#include "infer/infer.h"
+#include "ref/ref.h"
+
+#include <string.h>
+
+const ampc_op_info ampc_op_table[AMPC_OP_COUNT] = {
+#define OP(id, onnx, lo, hi, min_in, max_in, min_out, max_out, cin, traits, infer, ref, lower)     \
+    [AMPC_OP_##id] = {#id,        onnx,    lo,     hi,                 min_in,          max_in,    \
+                      min_out,    max_out, cin,    traits,             ampc_infer_##infer,         \
+                      ampc_ref_##ref,      LOWER_##lower},
+#include "ops.def"
+#undef OP
+};
+
+bool ampc_op_from_onnx(const char *onnx, ampc_opcode *out) {
+    for (int i = 0; i < AMPC_OP_COUNT; i++) /* ~200 rows; called once per imported node */
+        if (strcmp(ampc_op_table[i].onnx, onnx) == 0) {
+            *out = (ampc_opcode)i;
+            return true;
+        }
+    return false;
+}

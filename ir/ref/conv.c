@@ -1,0 +1,349 @@
+/*
+ * conv.c — reference kernels for convolution and pooling (NCHW, any number of spatial dims).
+ *
+ * Direct loops, no im2col: each output element is a sum over its window, accumulated in double
+ * and rounded once to the output dtype. Conv costs O(output * kernel * C/group), ConvTranspose
+ * the same scattered from the input side, pools O(output * kernel). Inputs are widened to
+ * double once up front so the inner loops carry no dtype dispatch.
+ *
+ * Inference (ir/infer/conv.c) has validated the attributes and fixed the output shape; the
+ * kernels re-derive only the padding at the beginning of each dim from the attributes and the
+ * shapes (geom_init), which is what places the windows.
+ */
+#include "ref.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Window geometry along the k spatial dims. */
+typedef struct geom {
+    int32_t k;
+    int64_t in[AMPC_MAX_RANK], out[AMPC_MAX_RANK], kern[AMPC_MAX_RANK];
+    int64_t stride[AMPC_MAX_RANK], dil[AMPC_MAX_RANK];
+    int64_t pb[AMPC_MAX_RANK], pe[AMPC_MAX_RANK]; /* padding at the beginning and end */
+    int64_t in_n, out_n, kern_n;                  /* element counts of the spatial blocks */
+    int64_t *kc;                                  /* kern_n x k kernel coordinates */
+} geom;
+
+/* An ints attribute copied into out[0..count-1]; `dflt` everywhere when absent. */
+static void attr_ints(ampc_graph *g, const ampc_node *n, const char *name, int32_t count,
+                      int64_t dflt, int64_t *out) {
+    int32_t c;
+    const int64_t *v = ampc_ir_attr_ints(g, n, name, &c);
+    for (int32_t i = 0; i < count; i++) out[i] = v && c >= count ? v[c - count + i] : dflt;
+}
+
+static int64_t floor_div2(int64_t t) { return t / 2 - (t % 2 < 0); }
+
+/* Fills the geometry of node n from its attributes, the input and output shapes and the kernel
+ * dims (from W, or NULL for pools: kernel_shape). ConvTranspose swaps the roles: the padding
+ * is derived from how much the full output exceeds the one asked for. */
+static ampc_status geom_init(ampc_graph *g, const ampc_node *n, const ampc_shape *x,
+                             const ampc_shape *y, const int64_t *kernel, geom *gm) {
+    int32_t k = x->rank - 2;
+    int64_t pads[2 * AMPC_MAX_RANK], opad[AMPC_MAX_RANK];
+    memset(gm, 0, sizeof *gm);
+    gm->k = k;
+    if (kernel)
+        memcpy(gm->kern, kernel, (size_t)k * sizeof *kernel);
+    else
+        attr_ints(g, n, "kernel_shape", k, 1, gm->kern);
+    attr_ints(g, n, "strides", k, 1, gm->stride);
+    attr_ints(g, n, "dilations", k, 1, gm->dil);
+    attr_ints(g, n, "pads", 2 * k, 0, pads);
+    attr_ints(g, n, "output_padding", k, 0, opad);
+    const char *ap = ampc_ir_attr_string(g, n, "auto_pad", "NOTSET");
+    bool same = !strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER");
+    bool upper = !strcmp(ap, "SAME_UPPER"), valid = !strcmp(ap, "VALID");
+    bool transpose = n->op == AMPC_OP_CONV_TRANSPOSE;
+    bool from_out = transpose && (same || ampc_ir_attr_find(n, "output_shape"));
+    gm->in_n = gm->out_n = gm->kern_n = 1;
+    for (int32_t i = 0; i < k; i++) {
+        int64_t in = x->dims[2 + i], out = y->dims[2 + i];
+        int64_t ext = (gm->kern[i] - 1) * gm->dil[i] + 1, t;
+        gm->in[i] = in;
+        gm->out[i] = out;
+        if (from_out) { /* ONNX: odd total padding goes to the end for SAME_UPPER only */
+            t = gm->stride[i] * (in - 1) + opad[i] + ext - out;
+            gm->pb[i] = upper ? floor_div2(t) : t - floor_div2(t);
+            gm->pe[i] = t - gm->pb[i];
+        } else if (same && !transpose) {
+            t = (out - 1) * gm->stride[i] + ext - in;
+            if (t < 0) t = 0;
+            gm->pb[i] = upper ? t / 2 : t - t / 2;
+            gm->pe[i] = t - gm->pb[i];
+        } else if (!valid && !same) {
+            gm->pb[i] = pads[i];
+            gm->pe[i] = pads[k + i];
+        }
+        gm->in_n *= in;
+        gm->out_n *= out;
+        gm->kern_n *= gm->kern[i];
+    }
+    /* Kernel offsets listed once, row-major, so the window loops are flat. */
+    gm->kc = malloc((size_t)AMPC_MAX(gm->kern_n * k, 1) * sizeof *gm->kc);
+    if (!gm->kc) return AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory");
+    for (int64_t j = 0; j < gm->kern_n; j++)
+        for (int64_t i = k - 1, r = j; i >= 0; i--) {
+            gm->kc[j * k + i] = r % gm->kern[i];
+            r /= gm->kern[i];
+        }
+    return AMPC_OK;
+}
+
+/* Advances a row-major coordinate over dims (the spatial odometer). */
+static void next_coord(int64_t *c, const int64_t *dims, int32_t k) {
+    for (int32_t i = k - 1; i >= 0; i--) {
+        if (++c[i] < dims[i]) return;
+        c[i] = 0;
+    }
+}
+
+/* Input coordinates of kernel offset j placed at output coordinate oc: oc * stride + kc * dil -
+ * pad_begin. Returns the row-major spatial offset, or -1 when the point lies in the padding. */
+static int64_t window_point(const geom *gm, const int64_t *oc, int64_t j, int64_t *pt) {
+    int64_t off = 0;
+    for (int32_t i = 0; i < gm->k; i++) {
+        int64_t c = oc[i] * gm->stride[i] + gm->kc[j * gm->k + i] * gm->dil[i] - gm->pb[i];
+        pt[i] = c;
+        if (c < 0 || c >= gm->in[i])
+            off = -1;
+        else if (off >= 0)
+            off = off * gm->in[i] + c;
+    }
+    return off;
+}
+
+/* The whole tensor widened to double (malloc'ed), or NULL with an OOM diagnostic. */
+static double *load_all(ampc_graph *g, const ampc_node *n, const ampc_tensor *t) {
+    int64_t cnt = ampc_shape_numel(&t->shape);
+    double *d = malloc((size_t)(cnt ? cnt : 1) * sizeof *d);
+    if (!d) {
+        AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory widening a %lld-element tensor",
+                  (long long)cnt);
+        return NULL;
+    }
+    for (int64_t i = 0; i < cnt; i++) d[i] = ampc_ref_load_f64(t->data, t->dtype, i);
+    return d;
+}
+
+ampc_status ampc_ref_conv(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                          ampc_tensor *const *out) {
+    const ampc_tensor *x = in[0], *w = in[1], *b = n->n_inputs > 2 ? in[2] : NULL;
+    ampc_tensor *y = out[0];
+    geom gm;
+    ampc_status st = geom_init(g, n, &x->shape, &y->shape, &w->shape.dims[2], &gm);
+    if (st) return st;
+    int64_t nb = x->shape.dims[0], c = x->shape.dims[1], m = y->shape.dims[1];
+    int64_t group = ampc_ir_attr_int(g, n, "group", 1), cg = c / group, mg = m / group;
+    int64_t q = gm.in_n, kn = gm.kern_n, oc[AMPC_MAX_RANK], pt[AMPC_MAX_RANK];
+    double *xd = load_all(g, n, x), *wd = xd ? load_all(g, n, w) : NULL;
+    double *acc = wd ? malloc((size_t)(m ? m : 1) * sizeof *acc) : NULL;
+    if (!acc) {
+        st = xd && wd ? AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory") : AMPC_E_OOM;
+        goto done;
+    }
+    for (int64_t b0 = 0; b0 < nb; b0++) {
+        memset(oc, 0, sizeof oc);
+        for (int64_t p = 0; p < gm.out_n; p++, next_coord(oc, gm.out, gm.k)) {
+            for (int64_t j = 0; j < m; j++)
+                acc[j] = b ? ampc_ref_load_f64(b->data, b->dtype, j) : 0;
+            for (int64_t j = 0; j < kn; j++) {
+                int64_t off = window_point(&gm, oc, j, pt);
+                if (off < 0) continue;
+                for (int64_t gi = 0; gi < group; gi++) {
+                    const double *xp = xd + (b0 * c + gi * cg) * q + off;
+                    for (int64_t mi = gi * mg; mi < (gi + 1) * mg; mi++) {
+                        const double *wp = wd + mi * cg * kn + j;
+                        double s = 0;
+                        for (int64_t ci = 0; ci < cg; ci++) s += xp[ci * q] * wp[ci * kn];
+                        acc[mi] += s;
+                    }
+                }
+            }
+            for (int64_t j = 0; j < m; j++)
+                ampc_ref_store_f64(y->data, y->dtype, (b0 * m + j) * gm.out_n + p, acc[j]);
+        }
+    }
+done:
+    free(gm.kc);
+    free(xd);
+    free(wd);
+    free(acc);
+    return st;
+}
+
+/* ConvTranspose scatters each input element through the kernel: input point q of channel c adds
+ * x * W[c, m, j] to output point q * stride + j * dilation - pad_begin of channel m. */
+ampc_status ampc_ref_conv_transpose(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                                    ampc_tensor *const *out) {
+    const ampc_tensor *x = in[0], *w = in[1], *b = n->n_inputs > 2 ? in[2] : NULL;
+    ampc_tensor *y = out[0];
+    geom gm;
+    ampc_status st = geom_init(g, n, &x->shape, &y->shape, &w->shape.dims[2], &gm);
+    if (st) return st;
+    int64_t nb = x->shape.dims[0], c = x->shape.dims[1], m = y->shape.dims[1];
+    int64_t group = ampc_ir_attr_int(g, n, "group", 1), cg = c / group, mg = m / group;
+    int64_t q = gm.in_n, kn = gm.kern_n, P = gm.out_n, ic[AMPC_MAX_RANK];
+    int64_t ycount = ampc_shape_numel(&y->shape);
+    double *xd = load_all(g, n, x), *wd = xd ? load_all(g, n, w) : NULL;
+    double *acc = wd ? calloc((size_t)(ycount ? ycount : 1), sizeof *acc) : NULL;
+    if (!acc) {
+        st = xd && wd ? AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory") : AMPC_E_OOM;
+        goto done;
+    }
+    for (int64_t b0 = 0; b0 < nb; b0++) {
+        memset(ic, 0, sizeof ic);
+        for (int64_t p = 0; p < q; p++, next_coord(ic, gm.in, gm.k)) {
+            for (int64_t j = 0; j < kn; j++) {
+                int64_t off = 0;
+                for (int32_t i = 0; i < gm.k && off >= 0; i++) {
+                    int64_t o = ic[i] * gm.stride[i] + gm.kc[j * gm.k + i] * gm.dil[i] - gm.pb[i];
+                    off = o < 0 || o >= gm.out[i] ? -1 : off * gm.out[i] + o;
+                }
+                if (off < 0) continue;
+                for (int64_t ci = 0; ci < c; ci++) {
+                    int64_t gi = ci / cg;
+                    double xv = xd[(b0 * c + ci) * q + p];
+                    const double *wp = wd + ci * mg * kn + j;
+                    double *yp = acc + (b0 * m + gi * mg) * P + off;
+                    for (int64_t mi = 0; mi < mg; mi++) yp[mi * P] += xv * wp[mi * kn];
+                }
+            }
+        }
+    }
+    for (int64_t i = 0; i < ycount; i++) {
+        double bias = b ? ampc_ref_load_f64(b->data, b->dtype, (i / P) % m) : 0;
+        ampc_ref_store_f64(y->data, y->dtype, i, acc[i] + bias);
+    }
+done:
+    free(gm.kc);
+    free(xd);
+    free(wd);
+    free(acc);
+    return st;
+}
+
+/* The value a max over no element gives: -inf, or the smallest integer of the dtype. */
+static double lowest(ampc_dtype t) {
+    switch (t) {
+    case AMPC_DTYPE_I8: return INT8_MIN;
+    case AMPC_DTYPE_U8: return 0;
+    default: return -INFINITY;
+    }
+}
+
+/* MaxPool: the largest element of each window (NaN wins, the first maximum wins ties); the
+ * optional Indices output holds its position in the input flattened N, C, then the spatial dims
+ * row-major (storage_order 0) or column-major (storage_order 1). A window lying wholly in the
+ * padding gives the dtype's lowest value and index -1. */
+ampc_status ampc_ref_max_pool(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                              ampc_tensor *const *out) {
+    const ampc_tensor *x = in[0];
+    ampc_tensor *y = out[0], *yi = n->n_outputs > 1 ? out[1] : NULL;
+    geom gm;
+    ampc_status st = geom_init(g, n, &x->shape, &y->shape, NULL, &gm);
+    if (st) return st;
+    bool col_major = ampc_ir_attr_int(g, n, "storage_order", 0) != 0;
+    int64_t nc = x->shape.dims[0] * x->shape.dims[1], oc[AMPC_MAX_RANK], pt[AMPC_MAX_RANK];
+    double *xd = load_all(g, n, x);
+    if (!xd) {
+        free(gm.kc);
+        return AMPC_E_OOM;
+    }
+    for (int64_t r = 0; r < nc; r++) {
+        memset(oc, 0, sizeof oc);
+        for (int64_t p = 0; p < gm.out_n; p++, next_coord(oc, gm.out, gm.k)) {
+            double best = lowest(x->dtype);
+            int64_t arg = -1, argpt[AMPC_MAX_RANK];
+            for (int64_t j = 0; j < gm.kern_n; j++) {
+                int64_t off = window_point(&gm, oc, j, pt);
+                if (off < 0) continue;
+                double v = xd[r * gm.in_n + off];
+                if (arg < 0 || v > best || (isnan(v) && !isnan(best))) {
+                    best = v;
+                    arg = off;
+                    memcpy(argpt, pt, sizeof argpt);
+                }
+            }
+            ampc_ref_store_f64(y->data, y->dtype, r * gm.out_n + p, best);
+            if (!yi) continue;
+            if (arg >= 0 && col_major) {
+                arg = 0;
+                for (int32_t i = gm.k - 1; i >= 0; i--) arg = arg * gm.in[i] + argpt[i];
+            }
+            ampc_ref_store_i64(yi->data, AMPC_DTYPE_I64, r * gm.out_n + p,
+                               arg < 0 ? -1 : r * gm.in_n + arg);
+        }
+    }
+    free(gm.kc);
+    free(xd);
+    return AMPC_OK;
+}
+
+/* AveragePool: the mean of each window. The divisor counts the window's points inside the input
+ * (count_include_pad 0) or inside the padded input (1); points past the end padding, which
+ * ceil_mode can produce, never count. */
+ampc_status ampc_ref_avg_pool(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                              ampc_tensor *const *out) {
+    const ampc_tensor *x = in[0];
+    ampc_tensor *y = out[0];
+    geom gm;
+    ampc_status st = geom_init(g, n, &x->shape, &y->shape, NULL, &gm);
+    if (st) return st;
+    bool include_pad = ampc_ir_attr_int(g, n, "count_include_pad", 0) != 0;
+    int64_t nc = x->shape.dims[0] * x->shape.dims[1], oc[AMPC_MAX_RANK], pt[AMPC_MAX_RANK];
+    double *xd = load_all(g, n, x);
+    if (!xd) {
+        free(gm.kc);
+        return AMPC_E_OOM;
+    }
+    for (int64_t r = 0; r < nc; r++) {
+        memset(oc, 0, sizeof oc);
+        for (int64_t p = 0; p < gm.out_n; p++, next_coord(oc, gm.out, gm.k)) {
+            double sum = 0;
+            int64_t inside = 0, padded = 0;
+            for (int64_t j = 0; j < gm.kern_n; j++) {
+                int64_t off = window_point(&gm, oc, j, pt);
+                if (off >= 0) {
+                    sum += xd[r * gm.in_n + off];
+                    inside++;
+                }
+                bool in_pad = true;
+                for (int32_t i = 0; i < gm.k; i++)
+                    in_pad &= pt[i] >= -gm.pb[i] && pt[i] < gm.in[i] + gm.pe[i];
+                padded += in_pad;
+            }
+            double cnt = (double)(include_pad ? padded : inside);
+            ampc_ref_store_f64(y->data, y->dtype, r * gm.out_n + p, sum / cnt);
+        }
+    }
+    free(gm.kc);
+    free(xd);
+    return AMPC_OK;
+}
+
+/* GlobalAveragePool / GlobalMaxPool: one mean or max per (n, c) over all spatial points. */
+ampc_status ampc_ref_global_pool(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                                 ampc_tensor *const *out) {
+    (void)g;
+    const ampc_tensor *x = in[0];
+    ampc_tensor *y = out[0];
+    bool is_max = n->op == AMPC_OP_GLOBAL_MAX_POOL;
+    int64_t nc = x->shape.dims[0] * x->shape.dims[1];
+    int64_t q = nc ? ampc_shape_numel(&x->shape) / nc : 0;
+    if (!nc) return AMPC_OK;
+    for (int64_t r = 0; r < nc; r++) {
+        double acc = is_max ? -INFINITY : 0;
+        for (int64_t i = 0; i < q; i++) {
+            double v = ampc_ref_load_f64(x->data, x->dtype, r * q + i);
+            if (!is_max)
+                acc += v;
+            else if (v > acc || (isnan(v) && !isnan(acc)))
+                acc = v;
+        }
+        ampc_ref_store_f64(y->data, y->dtype, r, is_max ? acc : acc / (double)q);
+    }
+    return AMPC_OK;
+}

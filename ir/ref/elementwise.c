@@ -1,0 +1,478 @@
+/*
+ * elementwise.c — reference kernels for the elementwise family. Float math is done in double and
+ * rounded once to the output dtype; integer math in 64-bit two's complement, wrapping like numpy
+ * (division or modulus by zero gives 0 rather than trapping). Activations are written so that
+ * NaN propagates and nothing overflows in an intermediate (Softplus, Sigmoid-based Swish).
+ */
+#include "ref.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- unary ---------------------------------------------------------------------------------- */
+
+/* True for the unsigned integer dtypes. */
+static bool is_unsigned(ampc_dtype t) {
+    return ampc_dtype_is_int(t) && !ampc_dtype_is_signed(t);
+}
+
+static double gelu(double x, bool tanh_approx) {
+    if (tanh_approx) return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    return 0.5 * x * (1.0 + erf(x * 0.7071067811865476));
+}
+
+/* log(1 + e^x) without overflow for large x. */
+static double softplus(double x) { return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)); }
+
+/* 1 / (1 + e^-x), without overflow for large |x|. */
+static double sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x)); }
+
+/* v limited to [0, 1]; NaN stays NaN (fmin/fmax would drop it). */
+static double clamp01(double v) { return v < 0 ? 0.0 : v > 1 ? 1.0 : v; }
+
+static double unary_f(ampc_opcode op, double x, bool flag) {
+    switch (op) {
+    case AMPC_OP_ABS: return fabs(x);
+    case AMPC_OP_NEG: return -x;
+    case AMPC_OP_RECIPROCAL: return 1.0 / x;
+    case AMPC_OP_SQRT: return sqrt(x);
+    case AMPC_OP_EXP: return exp(x);
+    case AMPC_OP_LOG: return log(x);
+    case AMPC_OP_ERF: return erf(x);
+    case AMPC_OP_RELU: return x > 0 ? x : (x == x ? 0.0 : x);
+    case AMPC_OP_SIGMOID: return sigmoid(x);
+    case AMPC_OP_TANH: return tanh(x);
+    case AMPC_OP_GELU: return gelu(x, flag);
+    case AMPC_OP_FLOOR: return floor(x);
+    case AMPC_OP_CEIL: return ceil(x);
+    case AMPC_OP_ACOS: return acos(x);
+    case AMPC_OP_ACOSH: return acosh(x);
+    case AMPC_OP_ASIN: return asin(x);
+    case AMPC_OP_ASINH: return asinh(x);
+    case AMPC_OP_ATAN: return atan(x);
+    case AMPC_OP_ATANH: return atanh(x);
+    case AMPC_OP_COS: return cos(x);
+    case AMPC_OP_COSH: return cosh(x);
+    case AMPC_OP_SIN: return sin(x);
+    case AMPC_OP_SINH: return sinh(x);
+    case AMPC_OP_TAN: return tan(x);
+    case AMPC_OP_SIGN: return x > 0 ? 1.0 : x < 0 ? -1.0 : x; /* 0, -0 and NaN map to themselves */
+    case AMPC_OP_ROUND: return nearbyint(x); /* the default rounding mode: half to even */
+    case AMPC_OP_SOFTPLUS: return softplus(x);
+    case AMPC_OP_SOFTSIGN: return x / (1.0 + fabs(x));
+    case AMPC_OP_MISH: return x * tanh(softplus(x));
+    case AMPC_OP_HARD_SWISH: return x * clamp01(x / 6.0 + 0.5); /* alpha = 1/6, beta = 0.5 */
+    default: AMPC_ASSERT(!"not a float unary op"); return 0;
+    }
+}
+
+/* Integer unary ops; `u` marks unsigned data, whose loaded value is never negative (u64 above
+ * INT64_MAX loads as a negative int64 and must not be treated as one). */
+static int64_t unary_i(ampc_opcode op, int64_t x, bool u) {
+    switch (op) {
+    case AMPC_OP_ABS: return !u && x < 0 ? (int64_t)(0 - (uint64_t)x) : x;
+    case AMPC_OP_NEG: return (int64_t)(0 - (uint64_t)x);
+    case AMPC_OP_RELU: return x > 0 ? x : 0;
+    case AMPC_OP_NOT: return !x;
+    case AMPC_OP_SIGN: return u ? x != 0 : (x > 0) - (x < 0);
+    case AMPC_OP_BITWISE_NOT: return (int64_t)~(uint64_t)x; /* the store keeps the low bits */
+    default: AMPC_ASSERT(!"not an integer unary op"); return 0;
+    }
+}
+
+ampc_status ampc_ref_unary(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                           ampc_tensor *const *out) {
+    const ampc_tensor *x = in[0];
+    ampc_tensor *y = out[0];
+    int64_t count = ampc_shape_numel(&x->shape);
+    bool flag = false;
+    if (n->op == AMPC_OP_GELU) {
+        const ampc_attr *a = ampc_ir_attr_find(n, "approximate");
+        flag = a && a->kind == AMPC_ATTR_STRING && !strcmp(a->s, "tanh");
+    }
+    (void)g;
+    if (ampc_dtype_is_float(x->dtype)) {
+        for (int64_t i = 0; i < count; i++)
+            ampc_ref_store_f64(y->data, y->dtype, i,
+                               unary_f(n->op, ampc_ref_load_f64(x->data, x->dtype, i), flag));
+    } else {
+        const bool u = is_unsigned(x->dtype);
+        for (int64_t i = 0; i < count; i++)
+            ampc_ref_store_i64(y->data, y->dtype, i,
+                               unary_i(n->op, ampc_ref_load_i64(x->data, x->dtype, i), u));
+    }
+    return AMPC_OK;
+}
+
+ampc_status ampc_ref_identity(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                              ampc_tensor *const *out) {
+    (void)g, (void)n;
+    size_t nb = (size_t)ampc_shape_numel(&in[0]->shape) * ampc_dtype_size(in[0]->dtype);
+    if (nb) memcpy(out[0]->data, in[0]->data, nb);
+    return AMPC_OK;
+}
+
+ampc_status ampc_ref_dropout(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                             ampc_tensor *const *out) {
+    ampc_ref_identity(g, n, in, out);
+    if (n->n_outputs > 1) memset(out[1]->data, 1, (size_t)ampc_shape_numel(&out[1]->shape));
+    return AMPC_OK;
+}
+
+ampc_status ampc_ref_clip(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                          ampc_tensor *const *out) {
+    (void)g;
+    const ampc_tensor *x = in[0];
+    const ampc_tensor *lo = n->n_inputs > 1 ? in[1] : NULL, *hi = n->n_inputs > 2 ? in[2] : NULL;
+    int64_t count = ampc_shape_numel(&x->shape);
+    if (ampc_dtype_is_float(x->dtype)) {
+        double l = lo ? ampc_ref_load_f64(lo->data, lo->dtype, 0) : -INFINITY;
+        double h = hi ? ampc_ref_load_f64(hi->data, hi->dtype, 0) : INFINITY;
+        for (int64_t i = 0; i < count; i++) {
+            double v = ampc_ref_load_f64(x->data, x->dtype, i);
+            if (v < l) v = l;
+            if (v > h) v = h;
+            ampc_ref_store_f64(out[0]->data, x->dtype, i, v);
+        }
+    } else {
+        bool u64 = x->dtype == AMPC_DTYPE_U64;
+        for (int64_t i = 0; i < count; i++) {
+            int64_t v = ampc_ref_load_i64(x->data, x->dtype, i);
+            if (lo) {
+                int64_t l = ampc_ref_load_i64(lo->data, lo->dtype, 0);
+                if (u64 ? (uint64_t)v < (uint64_t)l : v < l) v = l;
+            }
+            if (hi) {
+                int64_t h = ampc_ref_load_i64(hi->data, hi->dtype, 0);
+                if (u64 ? (uint64_t)v > (uint64_t)h : v > h) v = h;
+            }
+            ampc_ref_store_i64(out[0]->data, x->dtype, i, v);
+        }
+    }
+    return AMPC_OK;
+}
+
+ampc_status ampc_ref_cast(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                          ampc_tensor *const *out) {
+    (void)g, (void)n;
+    const ampc_tensor *x = in[0];
+    ampc_tensor *y = out[0];
+    int64_t count = ampc_shape_numel(&x->shape);
+    bool via_float = ampc_dtype_is_float(x->dtype) || ampc_dtype_is_float(y->dtype);
+    for (int64_t i = 0; i < count; i++) {
+        if (via_float) /* truncates toward zero into integers; bool is != 0 */
+            ampc_ref_store_f64(y->data, y->dtype, i, ampc_ref_load_f64(x->data, x->dtype, i));
+        else /* integers wrap modulo 2^bits, as numpy's astype does */
+            ampc_ref_store_i64(y->data, y->dtype, i, ampc_ref_load_i64(x->data, x->dtype, i));
+    }
+    return AMPC_OK;
+}
+
+/* ---- binary --------------------------------------------------------------------------------- */
+
+static double binary_f(ampc_opcode op, double a, double b) {
+    switch (op) {
+    case AMPC_OP_ADD: case AMPC_OP_SUM: case AMPC_OP_MEAN: return a + b;
+    case AMPC_OP_SUB: return a - b;
+    case AMPC_OP_MUL: return a * b;
+    case AMPC_OP_DIV: return a / b;
+    case AMPC_OP_POW: return pow(a, b);
+    case AMPC_OP_MAX: return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
+    case AMPC_OP_MIN: return isnan(a) || isnan(b) ? NAN : a < b ? a : b;
+    case AMPC_OP_EQUAL: return a == b;
+    case AMPC_OP_LESS: return a < b;
+    case AMPC_OP_LESS_EQUAL: return a <= b;
+    case AMPC_OP_GREATER: return a > b;
+    case AMPC_OP_GREATER_EQUAL: return a >= b;
+    default: AMPC_ASSERT(!"not a float binary op"); return 0;
+    }
+}
+
+/* Integer binary ops; `u` selects unsigned 64-bit comparison and division. */
+static int64_t binary_i(ampc_opcode op, int64_t a, int64_t b, bool u) {
+    uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
+    switch (op) {
+    case AMPC_OP_ADD: case AMPC_OP_SUM: case AMPC_OP_MEAN: return (int64_t)(ua + ub);
+    case AMPC_OP_SUB: return (int64_t)(ua - ub);
+    case AMPC_OP_MUL: return (int64_t)(ua * ub);
+    case AMPC_OP_DIV:
+        if (b == 0) return 0;
+        if (u) return (int64_t)(ua / ub);
+        if (a == INT64_MIN && b == -1) return a;
+        return a / b;
+    case AMPC_OP_MAX: return (u ? ua > ub : a > b) ? a : b;
+    case AMPC_OP_MIN: return (u ? ua < ub : a < b) ? a : b;
+    case AMPC_OP_EQUAL: return a == b;
+    case AMPC_OP_LESS: return u ? ua < ub : a < b;
+    case AMPC_OP_LESS_EQUAL: return u ? ua <= ub : a <= b;
+    case AMPC_OP_GREATER: return u ? ua > ub : a > b;
+    case AMPC_OP_GREATER_EQUAL: return u ? ua >= ub : a >= b;
+    case AMPC_OP_AND: return a && b;
+    case AMPC_OP_OR: return a || b;
+    case AMPC_OP_XOR: return !a != !b;
+    default: AMPC_ASSERT(!"not an integer binary op"); return 0;
+    }
+}
+
+/* out = op(a, b) with broadcasting; a and b share a dtype except for Pow's exponent. */
+static void binary_loop(ampc_opcode op, const ampc_tensor *a, const ampc_tensor *b, ampc_tensor *y) {
+    const ampc_shape *shapes[2] = {&a->shape, &b->shape};
+    ampc_bcast_iter it;
+    ampc_bcast_iter_init(&it, &y->shape, shapes, 2);
+    int64_t count = ampc_shape_numel(&y->shape);
+    bool fl = ampc_dtype_is_float(a->dtype) || (op == AMPC_OP_POW);
+    bool u = a->dtype == AMPC_DTYPE_U64;
+    for (int64_t i = 0; i < count; i++, ampc_bcast_iter_next(&it)) {
+        if (fl) {
+            double r = binary_f(op, ampc_ref_load_f64(a->data, a->dtype, it.off[0]),
+                                ampc_ref_load_f64(b->data, b->dtype, it.off[1]));
+            ampc_ref_store_f64(y->data, y->dtype, i, r);
+        } else {
+            int64_t r = binary_i(op, ampc_ref_load_i64(a->data, a->dtype, it.off[0]),
+                                 ampc_ref_load_i64(b->data, b->dtype, it.off[1]), u);
+            ampc_ref_store_i64(y->data, y->dtype, i, r);
+        }
+    }
+}
+
+ampc_status ampc_ref_binary(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                            ampc_tensor *const *out) {
+    (void)g;
+    binary_loop(n->op, in[0], in[1], out[0]);
+    return AMPC_OK;
+}
+
+/* Max, Min, Sum, Mean over any number of inputs: folded left to right into a wide accumulator of
+ * the output shape, rounded once at the end. */
+ampc_status ampc_ref_variadic(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                              ampc_tensor *const *out) {
+    ampc_tensor *y = out[0];
+    int64_t count = ampc_shape_numel(&y->shape);
+    bool fl = ampc_dtype_is_float(y->dtype), u = y->dtype == AMPC_DTYPE_U64;
+    size_t esz = fl ? sizeof(double) : sizeof(int64_t);
+    void *acc = calloc((size_t)(count ? count : 1), esz);
+    if (!acc) return AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory");
+    for (int32_t k = 0; k < n->n_inputs; k++) {
+        const ampc_shape *shapes[1] = {&in[k]->shape};
+        ampc_bcast_iter it;
+        ampc_bcast_iter_init(&it, &y->shape, shapes, 1);
+        for (int64_t i = 0; i < count; i++, ampc_bcast_iter_next(&it)) {
+            if (fl) {
+                double v = ampc_ref_load_f64(in[k]->data, in[k]->dtype, it.off[0]), *a = acc;
+                a[i] = k ? binary_f(n->op, a[i], v) : v;
+            } else {
+                int64_t v = ampc_ref_load_i64(in[k]->data, in[k]->dtype, it.off[0]), *a = acc;
+                a[i] = k ? binary_i(n->op, a[i], v, u) : v;
+            }
+        }
+    }
+    for (int64_t i = 0; i < count; i++) {
+        if (fl) {
+            double v = ((double *)acc)[i];
+            ampc_ref_store_f64(y->data, y->dtype, i, n->op == AMPC_OP_MEAN ? v / n->n_inputs : v);
+        } else {
+            int64_t v = ((int64_t *)acc)[i];
+            ampc_ref_store_i64(y->data, y->dtype, i, n->op == AMPC_OP_MEAN ? v / n->n_inputs : v);
+        }
+    }
+    free(acc);
+    return AMPC_OK;
+}
+
+ampc_status ampc_ref_where(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                           ampc_tensor *const *out) {
+    (void)g, (void)n;
+    const ampc_shape *shapes[3] = {&in[0]->shape, &in[1]->shape, &in[2]->shape};
+    ampc_bcast_iter it;
+    ampc_bcast_iter_init(&it, &out[0]->shape, shapes, 3);
+    int64_t count = ampc_shape_numel(&out[0]->shape);
+    size_t esz = ampc_dtype_size(out[0]->dtype);
+    const uint8_t *c = in[0]->data;
+    for (int64_t i = 0; i < count; i++, ampc_bcast_iter_next(&it)) {
+        bool pick = c[it.off[0]] != 0;
+        ampc_ref_copy_elem(out[0]->data, i, pick ? in[1]->data : in[2]->data,
+                           pick ? it.off[1] : it.off[2], esz);
+    }
+    return AMPC_OK;
+}
+
+/* ---- activations with attributes, IsNaN / IsInf -------------------------------------------- */
+
+/* A float attribute, or `dflt` when absent (inference has checked its kind). */
+static double attr_f(const ampc_node *n, const char *name, double dflt) {
+    const ampc_attr *a = ampc_ir_attr_find(n, name);
+    return a && a->kind == AMPC_ATTR_FLOAT ? (double)a->f : dflt;
+}
+
+/* The activation's two parameters (p, q), with the ONNX defaults taken as float32 constants
+ * widened to double, as a runtime reading the attribute would see them. */
+typedef struct act_params {
+    double p, q;
+} act_params;
+
+static act_params act_read(const ampc_node *n) {
+    act_params a = {0, 0};
+    switch (n->op) {
+    case AMPC_OP_HARD_SIGMOID:
+        a.p = attr_f(n, "alpha", 0.2f), a.q = attr_f(n, "beta", 0.5f);
+        break;
+    case AMPC_OP_LEAKY_RELU: a.p = attr_f(n, "alpha", 0.01f); break;
+    case AMPC_OP_SELU:
+        a.p = attr_f(n, "alpha", 1.67326319217681884765625f);
+        a.q = attr_f(n, "gamma", 1.05070102214813232421875f);
+        break;
+    case AMPC_OP_SHRINK:
+        a.p = attr_f(n, "lambd", 0.5f), a.q = attr_f(n, "bias", 0.0f);
+        break;
+    default: a.p = attr_f(n, "alpha", 1.0f); break; /* Elu, Celu, ThresholdedRelu, Swish */
+    }
+    return a;
+}
+
+static double act_f(ampc_opcode op, double x, act_params a) {
+    switch (op) {
+    case AMPC_OP_HARD_SIGMOID: return clamp01(a.p * x + a.q);
+    case AMPC_OP_LEAKY_RELU: return x < 0 ? a.p * x : x;
+    case AMPC_OP_ELU: return x < 0 ? a.p * expm1(x) : x;
+    case AMPC_OP_SELU: return x <= 0 ? a.q * a.p * expm1(x) : a.q * x;
+    /* max(0, x) + min(0, alpha * (exp(x / alpha) - 1)): for x > 0 the second term is 0 whatever
+     * alpha's sign, for x <= 0 the first is; NaN takes the second branch and stays NaN. */
+    case AMPC_OP_CELU: return x > 0 ? x : a.p * expm1(x / a.p);
+    case AMPC_OP_THRESHOLDED_RELU: return x > a.p ? x : 0.0;
+    case AMPC_OP_SHRINK: return x < -a.p ? x + a.q : x > a.p ? x - a.q : 0.0;
+    case AMPC_OP_SWISH: return x * sigmoid(a.p * x);
+    default: AMPC_ASSERT(!"not an activation"); return 0;
+    }
+}
+
+/* The activations with attributes. All are float-only except Shrink, whose integer form computes
+ * in double (the bias is a float) and truncates on store, as ONNX's astype does. */
+ampc_status ampc_ref_activation(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                                ampc_tensor *const *out) {
+    (void)g;
+    const ampc_tensor *x = in[0];
+    ampc_tensor *y = out[0];
+    const act_params a = act_read(n);
+    const int64_t count = ampc_shape_numel(&x->shape);
+    for (int64_t i = 0; i < count; i++)
+        ampc_ref_store_f64(y->data, y->dtype, i,
+                           act_f(n->op, ampc_ref_load_f64(x->data, x->dtype, i), a));
+    return AMPC_OK;
+}
+
+/* IsNaN, and IsInf with its detect_negative / detect_positive flags (default 1). */
+ampc_status ampc_ref_is_class(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                              ampc_tensor *const *out) {
+    (void)g;
+    const ampc_tensor *x = in[0];
+    uint8_t *y = out[0]->data;
+    const ampc_attr *an = ampc_ir_attr_find(n, "detect_negative");
+    const ampc_attr *ap = ampc_ir_attr_find(n, "detect_positive");
+    const bool neg = !an || an->kind != AMPC_ATTR_INT || an->i;
+    const bool pos = !ap || ap->kind != AMPC_ATTR_INT || ap->i;
+    const int64_t count = ampc_shape_numel(&x->shape);
+    for (int64_t i = 0; i < count; i++) {
+        double v = ampc_ref_load_f64(x->data, x->dtype, i);
+        y[i] = n->op == AMPC_OP_IS_NAN ? isnan(v) != 0
+                                       : isinf(v) && (v > 0 ? pos : neg);
+    }
+    return AMPC_OK;
+}
+
+/* ---- Mod, bitwise ops, PRelu ---------------------------------------------------------------- */
+
+/* Integer remainder. fmod: truncated (C's %, the dividend's sign); otherwise floored (numpy's
+ * mod, the divisor's sign). `u` divides as unsigned 64-bit. A zero divisor gives 0. */
+static int64_t mod_i(int64_t a, int64_t b, bool fmod, bool u) {
+    if (b == 0) return 0;
+    if (u) return (int64_t)((uint64_t)a % (uint64_t)b);
+    if (b == -1) return 0; /* INT64_MIN % -1 traps in C */
+    int64_t r = a % b;
+    if (!fmod && r != 0 && (r < 0) != (b < 0)) r += b;
+    return r;
+}
+
+ampc_status ampc_ref_mod(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                         ampc_tensor *const *out) {
+    (void)g;
+    const ampc_tensor *a = in[0], *b = in[1];
+    ampc_tensor *y = out[0];
+    const ampc_attr *f = ampc_ir_attr_find(n, "fmod");
+    const bool use_fmod = f && f->kind == AMPC_ATTR_INT && f->i;
+    const bool fl = ampc_dtype_is_float(a->dtype), u = is_unsigned(a->dtype);
+    const ampc_shape *shapes[2] = {&a->shape, &b->shape};
+    ampc_bcast_iter it;
+    ampc_bcast_iter_init(&it, &y->shape, shapes, 2);
+    const int64_t count = ampc_shape_numel(&y->shape);
+    for (int64_t i = 0; i < count; i++, ampc_bcast_iter_next(&it)) {
+        if (fl) /* floats require fmod=1 (inference checks): C's fmod, exact */
+            ampc_ref_store_f64(y->data, y->dtype, i,
+                               fmod(ampc_ref_load_f64(a->data, a->dtype, it.off[0]),
+                                    ampc_ref_load_f64(b->data, b->dtype, it.off[1])));
+        else
+            ampc_ref_store_i64(y->data, y->dtype, i,
+                               mod_i(ampc_ref_load_i64(a->data, a->dtype, it.off[0]),
+                                     ampc_ref_load_i64(b->data, b->dtype, it.off[1]), use_fmod, u));
+    }
+    return AMPC_OK;
+}
+
+/* BitShift and BitwiseAnd/Or/Xor on the 64-bit patterns; the store keeps the dtype's low bits.
+ * Shifting by the bit width or more gives 0 (every bit shifted out), where C would be undefined. */
+ampc_status ampc_ref_bitwise(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                             ampc_tensor *const *out) {
+    (void)g;
+    const ampc_tensor *a = in[0], *b = in[1];
+    ampc_tensor *y = out[0];
+    const uint64_t bits = 8 * (uint64_t)ampc_dtype_size(a->dtype);
+    bool left = false;
+    if (n->op == AMPC_OP_BIT_SHIFT) {
+        const ampc_attr *d = ampc_ir_attr_find(n, "direction");
+        left = d && d->kind == AMPC_ATTR_STRING && !strcmp(d->s, "LEFT");
+    }
+    const ampc_shape *shapes[2] = {&a->shape, &b->shape};
+    ampc_bcast_iter it;
+    ampc_bcast_iter_init(&it, &y->shape, shapes, 2);
+    const int64_t count = ampc_shape_numel(&y->shape);
+    for (int64_t i = 0; i < count; i++, ampc_bcast_iter_next(&it)) {
+        uint64_t x = (uint64_t)ampc_ref_load_i64(a->data, a->dtype, it.off[0]);
+        uint64_t s = (uint64_t)ampc_ref_load_i64(b->data, b->dtype, it.off[1]), r;
+        switch (n->op) {
+        case AMPC_OP_BIT_SHIFT: r = s >= bits ? 0 : left ? x << s : x >> s; break;
+        case AMPC_OP_BITWISE_AND: r = x & s; break;
+        case AMPC_OP_BITWISE_OR: r = x | s; break;
+        case AMPC_OP_BITWISE_XOR: r = x ^ s; break;
+        default: AMPC_ASSERT(!"not a bitwise op"); r = 0; break;
+        }
+        ampc_ref_store_i64(y->data, y->dtype, i, (int64_t)r);
+    }
+    return AMPC_OK;
+}
+
+/* PRelu: x < 0 ? slope * x : x, slope broadcast to X's shape. */
+ampc_status ampc_ref_prelu(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                           ampc_tensor *const *out) {
+    (void)g, (void)n;
+    const ampc_tensor *x = in[0], *slope = in[1];
+    ampc_tensor *y = out[0];
+    const bool fl = ampc_dtype_is_float(x->dtype), u = is_unsigned(x->dtype);
+    const ampc_shape *shapes[2] = {&x->shape, &slope->shape};
+    ampc_bcast_iter it;
+    ampc_bcast_iter_init(&it, &y->shape, shapes, 2);
+    const int64_t count = ampc_shape_numel(&y->shape);
+    for (int64_t i = 0; i < count; i++, ampc_bcast_iter_next(&it)) {
+        if (fl) {
+            double v = ampc_ref_load_f64(x->data, x->dtype, it.off[0]);
+            if (v < 0) v *= ampc_ref_load_f64(slope->data, slope->dtype, it.off[1]);
+            ampc_ref_store_f64(y->data, y->dtype, i, v);
+        } else {
+            int64_t v = ampc_ref_load_i64(x->data, x->dtype, it.off[0]);
+            if (!u && v < 0) /* wraps like numpy's integer multiply */
+                v = (int64_t)((uint64_t)v *
+                              (uint64_t)ampc_ref_load_i64(slope->data, slope->dtype, it.off[1]));
+            ampc_ref_store_i64(y->data, y->dtype, i, v);
+        }
+    }
+    return AMPC_OK;
+}

@@ -1,0 +1,282 @@
+/*
+ * eval.c — the reference interpreter: element access helpers, the broadcasting iterator, single
+ * node folding (used while building and by the fold pass) and whole-graph evaluation with buffers
+ * freed after their last use.
+ */
+#include "ref.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- element access ------------------------------------------------------------------------- */
+
+double ampc_ref_load_f64(const void *p, ampc_dtype t, int64_t i) {
+    switch (t) {
+    case AMPC_DTYPE_F32: return ((const float *)p)[i];
+    case AMPC_DTYPE_F64: return ((const double *)p)[i];
+    case AMPC_DTYPE_F16: return ampc_f16_to_f32(((const uint16_t *)p)[i]);
+    case AMPC_DTYPE_BF16: return ampc_bf16_to_f32(((const uint16_t *)p)[i]);
+    case AMPC_DTYPE_U64: return (double)((const uint64_t *)p)[i];
+    default: return (double)ampc_ref_load_i64(p, t, i);
+    }
+}
+
+int64_t ampc_ref_load_i64(const void *p, ampc_dtype t, int64_t i) {
+    switch (t) {
+    case AMPC_DTYPE_I64: return ((const int64_t *)p)[i];
+    case AMPC_DTYPE_I32: return ((const int32_t *)p)[i];
+    case AMPC_DTYPE_I16: return ((const int16_t *)p)[i];
+    case AMPC_DTYPE_I8: return ((const int8_t *)p)[i];
+    case AMPC_DTYPE_U64: return (int64_t)((const uint64_t *)p)[i];
+    case AMPC_DTYPE_U32: return ((const uint32_t *)p)[i];
+    case AMPC_DTYPE_U16: return ((const uint16_t *)p)[i];
+    case AMPC_DTYPE_U8: return ((const uint8_t *)p)[i];
+    case AMPC_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0;
+    default: {
+        double d = ampc_ref_load_f64(p, t, i);
+        if (isnan(d)) return 0;
+        if (d >= 9.2233720368547758e18) return INT64_MAX;
+        if (d <= -9.2233720368547758e18) return INT64_MIN;
+        return (int64_t)d;
+    }
+    }
+}
+
+void ampc_ref_store_f64(void *p, ampc_dtype t, int64_t i, double v) {
+    switch (t) {
+    case AMPC_DTYPE_F32: ((float *)p)[i] = (float)v; return;
+    case AMPC_DTYPE_F64: ((double *)p)[i] = v; return;
+    case AMPC_DTYPE_F16: {
+        /* Round once: double -> f16 through f32 could round twice; exact when v is an f32. */
+        float f = (float)v;
+        ((uint16_t *)p)[i] = ampc_f32_to_f16(f);
+        return;
+    }
+    case AMPC_DTYPE_BF16: ((uint16_t *)p)[i] = ampc_f32_to_bf16((float)v); return;
+    case AMPC_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0; return;
+    case AMPC_DTYPE_U64:
+        ((uint64_t *)p)[i] = isnan(v) || v <= 0 ? 0 : v >= 1.8446744073709552e19 ? UINT64_MAX : (uint64_t)v;
+        return;
+    default: {
+        int64_t x;
+        if (isnan(v)) x = 0;
+        else if (v >= 9.2233720368547758e18) x = INT64_MAX;
+        else if (v <= -9.2233720368547758e18) x = INT64_MIN;
+        else x = (int64_t)v; /* truncation toward zero, as ONNX Cast does */
+        ampc_ref_store_i64(p, t, i, x);
+    }
+    }
+}
+
+void ampc_ref_store_i64(void *p, ampc_dtype t, int64_t i, int64_t v) {
+    switch (t) {
+    case AMPC_DTYPE_I64: ((int64_t *)p)[i] = v; return;
+    case AMPC_DTYPE_I32: ((int32_t *)p)[i] = (int32_t)(uint32_t)(uint64_t)v; return;
+    case AMPC_DTYPE_I16: ((int16_t *)p)[i] = (int16_t)(uint16_t)(uint64_t)v; return;
+    case AMPC_DTYPE_I8: ((int8_t *)p)[i] = (int8_t)(uint8_t)(uint64_t)v; return;
+    case AMPC_DTYPE_U64: ((uint64_t *)p)[i] = (uint64_t)v; return;
+    case AMPC_DTYPE_U32: ((uint32_t *)p)[i] = (uint32_t)(uint64_t)v; return;
+    case AMPC_DTYPE_U16: ((uint16_t *)p)[i] = (uint16_t)(uint64_t)v; return;
+    case AMPC_DTYPE_U8: ((uint8_t *)p)[i] = (uint8_t)(uint64_t)v; return;
+    case AMPC_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0; return;
+    default: ampc_ref_store_f64(p, t, i, (double)v); return;
+    }
+}
+
+void ampc_ref_strides(const ampc_shape *s, int64_t strides[AMPC_MAX_RANK]) {
+    int64_t st = 1;
+    for (int32_t d = s->rank - 1; d >= 0; d--) {
+        strides[d] = st;
+        st *= s->dims[d];
+    }
+}
+
+/* ---- broadcasting iterator ------------------------------------------------------------------ */
+
+void ampc_bcast_iter_init(ampc_bcast_iter *it, const ampc_shape *out, const ampc_shape *const *ins,
+                          int32_t k) {
+    AMPC_ASSERT(k <= AMPC_ITER_MAX_OPERANDS);
+    memset(it, 0, sizeof *it);
+    it->rank = out->rank;
+    it->k = k;
+    memcpy(it->dims, out->dims, sizeof it->dims);
+    for (int32_t j = 0; j < k; j++) {
+        const ampc_shape *s = ins[j];
+        int64_t st[AMPC_MAX_RANK];
+        ampc_ref_strides(s, st);
+        for (int32_t d = 0; d < out->rank; d++) {
+            int32_t sd = d - (out->rank - s->rank);
+            it->strides[j][d] = sd < 0 || s->dims[sd] == 1 ? 0 : st[sd];
+        }
+    }
+}
+
+void ampc_bcast_iter_next(ampc_bcast_iter *it) {
+    for (int32_t d = it->rank - 1; d >= 0; d--) {
+        if (++it->idx[d] < it->dims[d]) {
+            for (int32_t j = 0; j < it->k; j++) it->off[j] += it->strides[j][d];
+            return;
+        }
+        it->idx[d] = 0;
+        for (int32_t j = 0; j < it->k; j++) it->off[j] -= it->strides[j][d] * (it->dims[d] - 1);
+    }
+}
+
+/* ---- evaluation ----------------------------------------------------------------------------- */
+
+/* Runs node n on tensors bound to its inputs; outputs are allocated in the graph arena (folding)
+ * or with calloc (evaluation, freed by the caller). */
+static ampc_status run_node(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                            ampc_tensor *out, bool in_arena) {
+    ampc_tensor *outp[64];
+    AMPC_ASSERT(n->n_outputs <= AMPC_ARRAY_LEN(outp));
+    for (int32_t i = 0; i < n->n_outputs; i++) {
+        const ampc_value *v = n->outputs[i];
+        size_t nb = ampc_ir_nbytes(v);
+        out[i] = (ampc_tensor){v->dtype, v->shape, NULL};
+        out[i].data = in_arena ? ampc_arena_alloc(&g->arena, nb ? nb : 1) : calloc(1, nb ? nb : 1);
+        if (!out[i].data) {
+            if (!in_arena)
+                for (int32_t j = 0; j < i; j++) free(out[j].data);
+            return AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory allocating output %d (%zu bytes)",
+                             i, nb);
+        }
+        outp[i] = &out[i];
+    }
+    ampc_status st = ampc_op_get(n->op)->ref(g, n, in, outp);
+    if (st != AMPC_OK && !in_arena)
+        for (int32_t i = 0; i < n->n_outputs; i++) free(out[i].data);
+    return st;
+}
+
+ampc_status ampc_ref_fold_node(ampc_graph *g, ampc_node *n) {
+    ampc_tensor tin[64], tout[64];
+    const ampc_tensor *pin[64];
+    if (n->n_inputs > 64 || n->n_outputs > 64)
+        return AMPC_FAIL(g, n, AMPC_E_UNSUPPORTED, "more than 64 inputs or outputs");
+    for (int32_t i = 0; i < n->n_inputs; i++) {
+        const ampc_value *v = n->inputs[i];
+        if (!v) {
+            pin[i] = NULL;
+            continue;
+        }
+        AMPC_ASSERT(v->data || ampc_op_has(n->op, T_SHAPEONLY)); /* Shape reads no data */
+        tin[i] = (ampc_tensor){v->dtype, v->shape, v->data};
+        pin[i] = &tin[i];
+    }
+    ampc_status st = run_node(g, n, pin, tout, true);
+    if (st != AMPC_OK) return st;
+    for (int32_t i = 0; i < n->n_outputs; i++) n->outputs[i]->data = tout[i].data;
+    return AMPC_OK;
+}
+
+ampc_status ampc_graph_evaluate(ampc_graph *g, const ampc_tensor *inputs, int32_t n_inputs,
+                                ampc_tensor *outputs, int32_t n_outputs) {
+    if (!g || (n_inputs && !inputs) || (n_outputs && !outputs)) return AMPC_E_INVALID_ARG;
+    if (ampc_graph_status(g) != AMPC_OK) return ampc_graph_status(g);
+    for (int32_t i = 0; i < g->n_values; i++) /* diagnostics may have been cleared since */
+        if (g->values[i]->flags & AMPC_VALUE_POISON)
+            return AMPC_FAIL(g, g->values[i]->producer, AMPC_E_VERIFY,
+                             "value '%s' comes from a node that failed to build; fix the graph "
+                             "before evaluating it", g->values[i]->name);
+    if (n_inputs != g->n_inputs)
+        return AMPC_FAIL(g, NULL, AMPC_E_INVALID_ARG, "graph '%s' has %d inputs, got %d", g->name,
+                         g->n_inputs, n_inputs);
+    if (n_outputs != g->n_outputs)
+        return AMPC_FAIL(g, NULL, AMPC_E_INVALID_ARG, "graph '%s' has %d outputs, %d were asked for",
+                         g->name, g->n_outputs, n_outputs);
+    for (int32_t i = 0; i < n_inputs; i++) {
+        const ampc_value *v = g->inputs[i];
+        char want[AMPC_TYPE_STR_MAX], got[AMPC_SHAPE_STR_MAX];
+        if (inputs[i].dtype != v->dtype || !ampc_shape_eq(&inputs[i].shape, &v->shape))
+            return AMPC_FAIL(g, NULL, AMPC_E_INVALID_ARG, "input %d '%s' must be %s, got %s%s", i,
+                             v->name, ampc_value_type_str(v, want, sizeof want),
+                             ampc_dtype_name(inputs[i].dtype),
+                             ampc_shape_str(&inputs[i].shape, got, sizeof got));
+        if (!inputs[i].data && ampc_shape_numel(&inputs[i].shape))
+            return AMPC_FAIL(g, NULL, AMPC_E_INVALID_ARG, "input %d '%s' has no data (NULL)", i,
+                             v->name);
+    }
+
+    /* Each value's buffer: constants and inputs are borrowed; node outputs are owned until their
+     * last use (use counts), graph outputs are handed to the caller. */
+    int32_t nv = g->n_values;
+    ampc_tensor *buf = ampc_xcalloc((size_t)nv, sizeof *buf);
+    int32_t *uses = ampc_xcalloc((size_t)nv, sizeof *uses);
+    bool *owned = ampc_xcalloc((size_t)nv, sizeof *owned);
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ampc_node *n = g->nodes[i];
+        if (n->dead) continue;
+        for (int32_t j = 0; j < n->n_inputs; j++)
+            if (n->inputs[j]) uses[n->inputs[j]->id]++;
+    }
+    for (int32_t i = 0; i < g->n_outputs; i++) uses[g->outputs[i]->id] += 1 << 20; /* pinned */
+    for (int32_t i = 0; i < nv; i++) {
+        const ampc_value *v = g->values[i];
+        if (v->data) buf[i] = (ampc_tensor){v->dtype, v->shape, v->data};
+    }
+    for (int32_t i = 0; i < n_inputs; i++) buf[g->inputs[i]->id] = inputs[i];
+
+    ampc_status st = AMPC_OK;
+    for (int32_t i = 0; i < g->n_nodes && st == AMPC_OK; i++) {
+        const ampc_node *n = g->nodes[i];
+        if (n->dead) continue;
+        ampc_tensor tout[64];
+        const ampc_tensor *pin[64];
+        for (int32_t j = 0; j < n->n_inputs; j++) pin[j] = n->inputs[j] ? &buf[n->inputs[j]->id] : NULL;
+        bool known = true; /* outputs already known (folded while building): no work */
+        for (int32_t j = 0; j < n->n_outputs; j++) known &= n->outputs[j]->data != NULL;
+        if (!known) {
+            st = run_node(g, n, pin, tout, false);
+            if (st != AMPC_OK) break;
+            for (int32_t j = 0; j < n->n_outputs; j++) {
+                int32_t id = n->outputs[j]->id;
+                buf[id] = tout[j];
+                owned[id] = true;
+            }
+        }
+        for (int32_t j = 0; j < n->n_inputs; j++) {
+            if (!n->inputs[j]) continue;
+            int32_t id = n->inputs[j]->id;
+            if (--uses[id] == 0 && owned[id]) {
+                free(buf[id].data);
+                buf[id].data = NULL;
+                owned[id] = false;
+            }
+        }
+        for (int32_t j = 0; j < n->n_outputs; j++) { /* outputs nobody reads */
+            int32_t id = n->outputs[j]->id;
+            if (uses[id] == 0 && owned[id]) {
+                free(buf[id].data);
+                buf[id].data = NULL;
+                owned[id] = false;
+            }
+        }
+    }
+    if (st == AMPC_OK) {
+        for (int32_t i = 0; i < n_outputs; i++) {
+            int32_t id = g->outputs[i]->id;
+            outputs[i] = buf[id];
+            size_t nb = (size_t)ampc_shape_numel(&buf[id].shape) * ampc_dtype_size(buf[id].dtype);
+            if (owned[id]) {
+                owned[id] = false; /* ownership moves to the caller */
+            } else {
+                /* A constant, an input or a repeated output: hand out a copy. */
+                outputs[i].data = malloc(nb ? nb : 1);
+                if (!outputs[i].data) {
+                    for (int32_t j = 0; j < i; j++) ampc_tensor_free(&outputs[j]);
+                    st = AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory copying output %d", i);
+                    break;
+                }
+                if (nb) memcpy(outputs[i].data, buf[id].data, nb);
+            }
+        }
+    }
+    for (int32_t i = 0; i < nv; i++)
+        if (owned[i]) free(buf[i].data);
+    free(buf);
+    free(uses);
+    free(owned);
+    return st;
+}

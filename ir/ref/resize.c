@@ -1,0 +1,558 @@
+/*
+ * resize.c — reference kernels for resampling: Resize and Upsample (one separable interpolation
+ * core), GridSample, RoiAlign and MaxUnpool. They follow the ONNX reference implementation
+ * (onnx/reference/ops) step for step, including its conventions at the edges:
+ *
+ *   Resize: every output coordinate x of an axis maps to x_ori in the input by the coordinate
+ *   transformation mode. An interpolation of n taps (2 for nearest and linear, 4 for cubic, more
+ *   with antialias when downsampling) takes the n input positions nearest to x_ori (ties to the
+ *   lower one; when x_ori is an integer it counts as the right end of its left interval,
+ *   ratio 1), reads positions outside the input from the nearest edge and weights them by the
+ *   mode's coefficients of ratio = x_ori - floor. With exclude_outside, taps outside the input
+ *   get weight 0 and the rest are renormalised. tf_crop_and_resize gives extrapolation_value
+ *   where x_ori falls outside the input along any axis. Axes interpolate independently, so an
+ *   output element is the sum over the product of the per-axis taps: the tap tables are built
+ *   once per axis, and the cost is (output elements) x (taps per output element).
+ *
+ * Arithmetic is double throughout; the results round once to the output dtype (integer outputs
+ * truncate, as numpy's astype does).
+ */
+#include "ref.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- Resize and Upsample -------------------------------------------------------------------- */
+
+enum { M_NEAREST, M_LINEAR, M_CUBIC };
+enum { C_HALF_PIXEL, C_HALF_PIXEL_SYM, C_PYTORCH, C_ALIGN, C_ASYM, C_CROP, C_TF_NN };
+enum { N_ROUND_FLOOR, N_ROUND_CEIL, N_FLOOR, N_CEIL };
+
+typedef struct resize_cfg {
+    int mode, coord, nearest;
+    double cubic_a, extrapolation;
+    bool exclude_outside, antialias;
+    bool f32_scales; /* the scales came from an f32 input: in * scale is an f32 product */
+} resize_cfg;
+
+static int index_of(const char *s, const char *const *opts, int count) {
+    for (int i = 0; i < count; i++)
+        if (!strcmp(s, opts[i])) return i;
+    return 0;
+}
+
+/* The interpolation weights of one output coordinate along one axis: n taps at input positions
+ * first, first + 1, ... (before edge clamping), some of which may have weight 0. */
+enum { MAX_TAPS = 64 };
+
+/* Coefficients for `ratio` in (0, 1] at the tap offsets 1 - n/2 .. n/2 from floor; returns n. */
+static int coeffs(const resize_cfg *c, double ratio, double scale, double *w) {
+    if (c->mode == M_NEAREST) {
+        bool right;
+        if (ratio == 1)
+            right = true;
+        else if (c->nearest == N_ROUND_FLOOR)
+            right = ratio > 0.5;
+        else if (c->nearest == N_ROUND_CEIL)
+            right = ratio >= 0.5;
+        else
+            right = c->nearest == N_CEIL;
+        w[0] = !right, w[1] = right;
+        return 2;
+    }
+    if (!c->antialias || scale >= 1) {
+        if (c->mode == M_LINEAR) {
+            w[0] = 1 - ratio, w[1] = ratio;
+            return 2;
+        }
+        double A = c->cubic_a, r = ratio, q = 1 - ratio;
+        w[0] = ((A * (r + 1) - 5 * A) * (r + 1) + 8 * A) * (r + 1) - 4 * A;
+        w[1] = ((A + 2) * r - (A + 3)) * r * r + 1;
+        w[2] = ((A + 2) * q - (A + 3)) * q * q + 1;
+        w[3] = ((A * (q + 1) - 5 * A) * (q + 1) + 8 * A) * (q + 1) - 4 * A;
+        return 4;
+    }
+    /* Antialias (downsampling): the kernel is stretched by 1 / scale and normalised. */
+    double sum = 0;
+    int start, cnt;
+    if (c->mode == M_LINEAR) {
+        start = (int)floor(-1 / scale) + 1;
+        cnt = 2 - 2 * start;
+    } else {
+        start = (int)floor(-2 / scale) + 1;
+        cnt = 2 - 2 * start;
+    }
+    if (cnt > MAX_TAPS) cnt = MAX_TAPS; /* scale >= 1/31 or so: guarded by the caller */
+    for (int i = 0; i < cnt; i++) {
+        double x = fabs(scale * (start + i - ratio)), v;
+        if (c->mode == M_LINEAR) {
+            v = 1 - x;
+            v = v < 0 ? 0 : v > 1 ? 1 : v;
+        } else {
+            double A = c->cubic_a, x2 = x * x, x3 = x2 * x;
+            v = x <= 1  ? (A + 2) * x3 - (A + 3) * x2 + 1
+                : x < 2 ? A * x3 - 5 * A * x2 + 8 * A * x - 4 * A
+                        : 0;
+        }
+        w[i] = v;
+        sum += v;
+    }
+    for (int i = 0; i < cnt; i++) w[i] /= sum;
+    return cnt;
+}
+
+/* One axis of the resize: per output coordinate, `cnt` taps (clamped input index, weight) and
+ * whether the coordinate extrapolates. */
+typedef struct axis_taps {
+    int32_t per;  /* taps stored per output coordinate */
+    int32_t *cnt; /* [out] taps with non-zero weight */
+    int64_t *idx; /* [out * per] */
+    double *w;    /* [out * per] */
+    bool *extrap; /* [out] */
+} axis_taps;
+
+static ampc_status axis_build(ampc_graph *g, const ampc_node *n, const resize_cfg *c, int64_t in,
+                              int64_t out, double scale, double roi_s, double roi_e, axis_taps *t) {
+    double w[MAX_TAPS];
+    int32_t per = c->mode == M_NEAREST ? 2 : c->mode == M_LINEAR ? 2 : 4;
+    if (c->antialias && c->mode != M_NEAREST && scale < 1) per = coeffs(c, 0.5, scale, w);
+    t->per = per;
+    t->cnt = malloc((size_t)(out ? out : 1) * sizeof *t->cnt);
+    t->idx = malloc((size_t)(out ? out : 1) * (size_t)per * sizeof *t->idx);
+    t->w = malloc((size_t)(out ? out : 1) * (size_t)per * sizeof *t->w);
+    t->extrap = malloc((size_t)(out ? out : 1) * sizeof *t->extrap);
+    if (!t->cnt || !t->idx || !t->w || !t->extrap)
+        return AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory building the resize taps");
+    /* The reference's output_width: scale * in, an f32 product when the scales are f32. */
+    double ow = c->f32_scales ? (double)(float)(scale * (double)in) : scale * (double)in;
+    double roi_len = roi_e - roi_s;
+    for (int64_t x = 0; x < out; x++) {
+        double xo;
+        switch (c->coord) {
+        case C_ALIGN: xo = ow == 1 ? 0 : (double)x * (double)(in - 1) / (ow - 1); break;
+        case C_ASYM: xo = (double)x / scale; break;
+        case C_TF_NN: xo = ((double)x + 0.5) / scale; break;
+        case C_CROP:
+            xo = ow == 1 ? roi_len * (double)(in - 1) / 2
+                         : (double)x * roi_len * (double)(in - 1) / (ow - 1);
+            xo += roi_s * (double)(in - 1);
+            break;
+        case C_PYTORCH: xo = ow == 1 ? -0.5 : ((double)x + 0.5) / scale - 0.5; break;
+        case C_HALF_PIXEL_SYM: {
+            double adj = (double)out / ow, center = (double)in / 2;
+            xo = center * (1 - adj) + ((double)x + 0.5) / scale - 0.5;
+            break;
+        }
+        default: xo = ((double)x + 0.5) / scale - 0.5; break;
+        }
+        t->extrap[x] = c->coord == C_CROP && (xo < 0 || xo > (double)(in - 1));
+        double f = floor(xo), ratio = xo - f;
+        if (ratio == 0) f -= 1, ratio = 1; /* an integer x_ori: the right end of [f, f+1] */
+        int k = coeffs(c, ratio, scale, w);
+        AMPC_ASSERT(k == per);
+        /* The k nearest positions of the edge-padded input (pad k/2 each side). */
+        int64_t pad = k / 2;
+        double first_d = f - k / 2 + 1, lo = (double)-pad, hi = (double)(in + pad - k);
+        first_d = first_d < lo ? lo : first_d > hi ? hi : first_d;
+        int64_t first = (int64_t)first_d;
+        if (c->exclude_outside) {
+            double sum = 0;
+            for (int i = 0; i < k; i++) {
+                if (first + i < 0 || first + i >= in) w[i] = 0;
+                sum += w[i];
+            }
+            for (int i = 0; i < k; i++) w[i] /= sum;
+        }
+        int32_t m = 0;
+        for (int i = 0; i < k; i++) {
+            if (w[i] == 0) continue;
+            int64_t p = first + i;
+            t->idx[x * per + m] = p < 0 ? 0 : p >= in ? in - 1 : p;
+            t->w[x * per + m] = w[i];
+            m++;
+        }
+        t->cnt[x] = m;
+    }
+    return AMPC_OK;
+}
+
+static void axis_free(axis_taps *t) { free(t->cnt), free(t->idx), free(t->w), free(t->extrap); }
+
+/* The separable resize of x into y with per-axis scales and roi (starts, ends). */
+static ampc_status resize_core(ampc_graph *g, const ampc_node *n, const resize_cfg *c,
+                               const ampc_tensor *x, ampc_tensor *y, const double *scale,
+                               const double *roi_s, const double *roi_e) {
+    int32_t r = x->shape.rank;
+    axis_taps taps[AMPC_MAX_RANK];
+    memset(taps, 0, sizeof taps);
+    ampc_status st = AMPC_OK;
+    for (int32_t d = 0; d < r && !st; d++) {
+        if (c->antialias && c->mode != M_NEAREST && scale[d] < 1.0 / 16)
+            st = AMPC_FAIL(g, n, AMPC_E_UNSUPPORTED,
+                           "antialiased downsampling by %g along axis %d needs more than %d taps",
+                           scale[d], d, MAX_TAPS);
+        else
+            st = axis_build(g, n, c, x->shape.dims[d], y->shape.dims[d], scale[d], roi_s[d],
+                            roi_e[d], &taps[d]);
+    }
+    int64_t count = ampc_shape_numel(&y->shape), xs[AMPC_MAX_RANK], oc[AMPC_MAX_RANK] = {0};
+    ampc_ref_strides(&x->shape, xs);
+    for (int64_t e = 0; e < count && !st; e++) {
+        bool ex = false;
+        for (int32_t d = 0; d < r; d++) ex |= taps[d].extrap[oc[d]];
+        double acc = 0;
+        if (ex) {
+            acc = c->extrapolation;
+        } else {
+            int32_t tc[AMPC_MAX_RANK] = {0};
+            bool empty = false;
+            for (int32_t d = 0; d < r; d++) empty |= taps[d].cnt[oc[d]] == 0;
+            while (!empty) {
+                double w = 1;
+                int64_t off = 0;
+                for (int32_t d = 0; d < r; d++) {
+                    int64_t at = oc[d] * taps[d].per + tc[d];
+                    w *= taps[d].w[at];
+                    off += taps[d].idx[at] * xs[d];
+                }
+                acc += w * ampc_ref_load_f64(x->data, x->dtype, off);
+                int32_t d = r - 1;
+                for (; d >= 0; d--) {
+                    if (++tc[d] < taps[d].cnt[oc[d]]) break;
+                    tc[d] = 0;
+                }
+                if (d < 0) break;
+            }
+        }
+        ampc_ref_store_f64(y->data, y->dtype, e, acc);
+        for (int32_t d = r - 1; d >= 0; d--) {
+            if (++oc[d] < y->shape.dims[d]) break;
+            oc[d] = 0;
+        }
+    }
+    for (int32_t d = 0; d < r; d++) axis_free(&taps[d]);
+    return st;
+}
+
+ampc_status ampc_ref_resize(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                            ampc_tensor *const *out) {
+    static const char *const modes[] = {"nearest", "linear", "cubic"};
+    static const char *const coords[] = {
+        "half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",  "align_corners",
+        "asymmetric", "tf_crop_and_resize",   "tf_half_pixel_for_nn"};
+    static const char *const nearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
+                                          "ceil"};
+    const ampc_tensor *x = in[0];
+    const ampc_tensor *roi = n->n_inputs > 1 ? in[1] : NULL, *sc = n->n_inputs > 2 ? in[2] : NULL;
+    const ampc_tensor *sz = n->n_inputs > 3 ? in[3] : NULL;
+    if (roi && !ampc_shape_numel(&roi->shape)) roi = NULL;
+    if (sc && !ampc_shape_numel(&sc->shape)) sc = NULL;
+    resize_cfg c = {
+        .mode = index_of(ampc_ir_attr_string(g, n, "mode", "nearest"), modes, 3),
+        .coord = index_of(ampc_ir_attr_string(g, n, "coordinate_transformation_mode", "half_pixel"),
+                          coords, 7),
+        .nearest =
+            index_of(ampc_ir_attr_string(g, n, "nearest_mode", "round_prefer_floor"), nearest, 4),
+        .cubic_a = ampc_ir_attr_float(g, n, "cubic_coeff_a", -0.75f),
+        .extrapolation = ampc_ir_attr_float(g, n, "extrapolation_value", 0.0f),
+        .exclude_outside = ampc_ir_attr_int(g, n, "exclude_outside", 0) != 0,
+        .antialias = ampc_ir_attr_int(g, n, "antialias", 0) != 0,
+        .f32_scales = sc != NULL,
+    };
+    int32_t r = x->shape.rank, na = r, ax[AMPC_MAX_RANK];
+    const int64_t *axes = ampc_ir_attr_ints(g, n, "axes", &na);
+    if (!axes) na = r;
+    for (int32_t k = 0; k < na; k++)
+        ax[k] = (int32_t)(axes ? (axes[k] < 0 ? axes[k] + r : axes[k]) : k);
+    double scale[AMPC_MAX_RANK], rs[AMPC_MAX_RANK], re[AMPC_MAX_RANK];
+    for (int32_t d = 0; d < r; d++) scale[d] = 1, rs[d] = 0, re[d] = 1;
+    const char *policy = ampc_ir_attr_string(g, n, "keep_aspect_ratio_policy", "stretch");
+    double fit = 0;
+    for (int32_t k = 0; k < na; k++) {
+        int32_t d = ax[k];
+        if (roi) {
+            rs[d] = ampc_ref_load_f64(roi->data, roi->dtype, k);
+            re[d] = ampc_ref_load_f64(roi->data, roi->dtype, na + k);
+        }
+        if (sc) {
+            scale[d] = ampc_ref_load_f64(sc->data, sc->dtype, k);
+        } else {
+            int64_t want = ampc_ref_load_i64(sz->data, sz->dtype, k), have = x->shape.dims[d];
+            scale[d] = have ? (double)want / (double)have : 1;
+            if (k == 0 || (!strcmp(policy, "not_larger") && scale[d] < fit) ||
+                (!strcmp(policy, "not_smaller") && scale[d] > fit))
+                fit = scale[d];
+        }
+    }
+    if (!sc && strcmp(policy, "stretch"))
+        for (int32_t k = 0; k < na; k++) scale[ax[k]] = fit;
+    return resize_core(g, n, &c, x, out[0], scale, rs, re);
+}
+
+/* Upsample: asymmetric coordinates; nearest rounds down (the opset 7-9 semantics). */
+ampc_status ampc_ref_upsample(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                              ampc_tensor *const *out) {
+    const ampc_tensor *x = in[0];
+    const char *m = ampc_ir_attr_string(g, n, "mode", "nearest");
+    resize_cfg c = {.mode = strcmp(m, "nearest") ? M_LINEAR : M_NEAREST,
+                    .coord = C_ASYM,
+                    .nearest = N_FLOOR,
+                    .f32_scales = true};
+    int32_t r = x->shape.rank, cnt;
+    double scale[AMPC_MAX_RANK], rs[AMPC_MAX_RANK], re[AMPC_MAX_RANK];
+    const float *fs = ampc_ir_attr_floats(g, n, "scales", &cnt);
+    for (int32_t d = 0; d < r; d++) {
+        scale[d] =
+            n->n_inputs > 1 && in[1] ? ampc_ref_load_f64(in[1]->data, in[1]->dtype, d) : fs[d];
+        rs[d] = 0, re[d] = 1;
+    }
+    return resize_core(g, n, &c, x, out[0], scale, rs, re);
+}
+
+/* ---- GridSample ----------------------------------------------------------------------------- */
+
+enum { P_ZEROS, P_BORDER, P_REFLECTION };
+
+/* Reflects x into [lo, hi] by the nearer border until it lies inside (the ONNX reference's
+ * _gs_reflect). */
+static double gs_reflect(double x, double lo, double hi) {
+    double rng = hi - lo;
+    if (rng <= 0) return lo;
+    if (x < lo) {
+        double dx = lo - x, k = trunc(dx / rng), r = dx - k * rng;
+        return fmod(k, 2) == 0 ? lo + r : hi - r;
+    }
+    if (x > hi) {
+        double dx = x - hi, k = trunc(dx / rng), r = dx - k * rng;
+        return fmod(k, 2) == 0 ? hi - r : lo + r;
+    }
+    return x;
+}
+
+/* The input index a tap at integer position i reads along an axis of `dim` entries, or -1 for a
+ * zero (padding_mode zeros outside the input). */
+static int64_t gs_index(int64_t i, int64_t dim, int pad, double lo, double hi) {
+    if (pad == P_ZEROS) return i >= 0 && i < dim ? i : -1;
+    if (pad == P_REFLECTION) i = (int64_t)gs_reflect((double)i, lo, hi);
+    return i < 0 ? 0 : i >= dim ? dim - 1 : i;
+}
+
+ampc_status ampc_ref_grid_sample(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                                 ampc_tensor *const *out) {
+    const ampc_tensor *x = in[0], *gr = in[1];
+    ampc_tensor *y = out[0];
+    const char *ms = ampc_ir_attr_string(g, n, "mode", "linear");
+    const char *ps = ampc_ir_attr_string(g, n, "padding_mode", "zeros");
+    bool align = ampc_ir_attr_int(g, n, "align_corners", 0) != 0;
+    int mode = !strcmp(ms, "nearest")                           ? M_NEAREST
+               : !strcmp(ms, "cubic") || !strcmp(ms, "bicubic") ? M_CUBIC
+                                                                : M_LINEAR;
+    int pad = !strcmp(ps, "border") ? P_BORDER : !strcmp(ps, "reflection") ? P_REFLECTION : P_ZEROS;
+    int32_t k = x->shape.rank - 2;
+    int64_t N = x->shape.dims[0], C = x->shape.dims[1], dims[AMPC_MAX_RANK];
+    int64_t plane = 1, opix = 1;
+    for (int32_t d = 0; d < k; d++) {
+        dims[d] = x->shape.dims[2 + d];
+        plane *= dims[d];
+        opix *= y->shape.dims[2 + d];
+    }
+    double lo[AMPC_MAX_RANK], hi[AMPC_MAX_RANK];
+    for (int32_t d = 0; d < k; d++) {
+        lo[d] = align ? 0 : -0.5;
+        hi[d] = align ? (double)dims[d] - 1 : (double)dims[d] - 0.5;
+    }
+    for (int64_t b = 0; b < N; b++)
+        for (int64_t p = 0; p < opix; p++) {
+            /* Denormalised coordinates (f32 in the reference), x[d] for spatial dim d. */
+            double pos[AMPC_MAX_RANK];
+            for (int32_t d = 0; d < k; d++) {
+                double v = ampc_ref_load_f64(gr->data, gr->dtype, (b * opix + p) * k + (k - 1 - d));
+                v = align ? (v + 1) / 2 * (double)(dims[d] - 1)
+                          : ((v + 1) * (double)dims[d] - 1) / 2;
+                v = (double)(float)v;
+                if (mode == M_NEAREST)
+                    v = k == 3 ? (v >= 0 ? floor(v + 0.5) : ceil(v - 0.5)) : nearbyint(v);
+                if (v < lo[d] || v > hi[d]) {
+                    if (pad == P_BORDER)
+                        v = v < 0 ? 0 : v > (double)(dims[d] - 1) ? (double)(dims[d] - 1) : v;
+                    else if (pad == P_REFLECTION)
+                        v = gs_reflect(v, lo[d], hi[d]);
+                }
+                pos[d] = v;
+            }
+            /* Per-dim taps: first position, count, weights. */
+            int64_t first[AMPC_MAX_RANK];
+            double w[AMPC_MAX_RANK][4];
+            int32_t cnt = mode == M_NEAREST ? 1 : mode == M_LINEAR ? 2 : 4;
+            for (int32_t d = 0; d < k; d++) {
+                if (mode == M_NEAREST) {
+                    first[d] = (int64_t)pos[d]; /* astype(int32): toward zero */
+                    w[d][0] = 1;
+                    continue;
+                }
+                double f = floor(pos[d]), t = pos[d] - f;
+                if (mode == M_LINEAR) {
+                    first[d] = (int64_t)f;
+                    w[d][0] = 1 - t, w[d][1] = t;
+                } else {
+                    double A = -0.75, q = 1 - t;
+                    first[d] = (int64_t)f - 1;
+                    w[d][0] = ((A * (t + 1) - 5 * A) * (t + 1) + 8 * A) * (t + 1) - 4 * A;
+                    w[d][1] = ((A + 2) * t - (A + 3)) * t * t + 1;
+                    w[d][2] = ((A + 2) * q - (A + 3)) * q * q + 1;
+                    w[d][3] = ((A * (q + 1) - 5 * A) * (q + 1) + 8 * A) * (q + 1) - 4 * A;
+                }
+            }
+            for (int64_t c = 0; c < C; c++) {
+                const int64_t base = (b * C + c) * plane;
+                double acc = 0;
+                int32_t tc[AMPC_MAX_RANK] = {0};
+                for (;;) {
+                    double wt = 1;
+                    int64_t off = 0;
+                    for (int32_t d = 0; d < k && off >= 0; d++) {
+                        int64_t i = gs_index(first[d] + tc[d], dims[d], pad, lo[d], hi[d]);
+                        wt *= w[d][tc[d]];
+                        off = i < 0 ? -1 : off * dims[d] + i;
+                    }
+                    if (off >= 0) acc += wt * ampc_ref_load_f64(x->data, x->dtype, base + off);
+                    int32_t d = k - 1;
+                    for (; d >= 0; d--) {
+                        if (++tc[d] < cnt) break;
+                        tc[d] = 0;
+                    }
+                    if (d < 0) break;
+                }
+                ampc_ref_store_f64(y->data, y->dtype, (b * C + c) * opix + p, acc);
+            }
+        }
+    return AMPC_OK;
+}
+
+/* ---- RoiAlign ------------------------------------------------------------------------------- */
+
+/* RoiAlign: each output bin averages (or takes the max of) a grid of bilinear samples; a sample
+ * more than one pixel outside the map counts as 0. The max mode takes, per sample, the largest of
+ * its four weighted corner terms, as the ONNX reference (and onnxruntime) do. */
+ampc_status ampc_ref_roi_align(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                               ampc_tensor *const *out) {
+    const ampc_tensor *x = in[0], *rois = in[1], *bi = in[2];
+    ampc_tensor *y = out[0];
+    bool is_max = !strcmp(ampc_ir_attr_string(g, n, "mode", "avg"), "max");
+    bool half = !strcmp(ampc_ir_attr_string(g, n, "coordinate_transformation_mode", "half_pixel"),
+                        "half_pixel");
+    double ss = ampc_ir_attr_float(g, n, "spatial_scale", 1.0f);
+    int64_t sr = ampc_ir_attr_int(g, n, "sampling_ratio", 0);
+    int64_t R = y->shape.dims[0], C = y->shape.dims[1], PH = y->shape.dims[2],
+            PW = y->shape.dims[3];
+    int64_t N = x->shape.dims[0], H = x->shape.dims[2], W = x->shape.dims[3];
+    for (int64_t r = 0; r < R; r++) {
+        int64_t b = ampc_ref_load_i64(bi->data, bi->dtype, r);
+        if (b < 0 || b >= N)
+            return AMPC_FAIL(g, n, AMPC_E_EVAL,
+                             "batch index %lld (element %lld of input 2 '%s') is out of range for "
+                             "the %lld images of input 0 '%s'",
+                             (long long)b, (long long)r, n->inputs[2]->name, (long long)N,
+                             n->inputs[0]->name);
+        double off = half ? 0.5 : 0, v[4];
+        for (int i = 0; i < 4; i++)
+            v[i] = ampc_ref_load_f64(rois->data, rois->dtype, r * 4 + i) * ss - off;
+        double rw = v[2] - v[0], rh = v[3] - v[1];
+        if (!half) rw = fmax(rw, 1), rh = fmax(rh, 1);
+        double bh = rh / (double)PH, bw = rw / (double)PW;
+        int64_t gh = sr > 0 ? sr : (int64_t)ceil(rh / (double)PH);
+        int64_t gw = sr > 0 ? sr : (int64_t)ceil(rw / (double)PW);
+        double count = (double)AMPC_MAX(gh * gw, 1);
+        for (int64_t c = 0; c < C; c++) {
+            int64_t base = (b * C + c) * H * W;
+            for (int64_t ph = 0; ph < PH; ph++)
+                for (int64_t pw = 0; pw < PW; pw++) {
+                    double acc = 0;
+                    bool have = false;
+                    for (int64_t iy = 0; iy < gh; iy++) {
+                        double yy = v[1] + (double)ph * bh + ((double)iy + 0.5) * bh / (double)gh;
+                        for (int64_t ix = 0; ix < gw; ix++) {
+                            double xx =
+                                v[0] + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw;
+                            double t[4] = {0, 0, 0, 0};
+                            if (!(yy < -1.0 || yy > (double)H || xx < -1.0 || xx > (double)W)) {
+                                double sy = fmax(yy, 0), sx = fmax(xx, 0);
+                                int64_t y0 = (int64_t)sy, x0 = (int64_t)sx, y1, x1;
+                                if (y0 >= H - 1)
+                                    y1 = y0 = H - 1, sy = (double)y0;
+                                else
+                                    y1 = y0 + 1;
+                                if (x0 >= W - 1)
+                                    x1 = x0 = W - 1, sx = (double)x0;
+                                else
+                                    x1 = x0 + 1;
+                                double ly = sy - (double)y0, lx = sx - (double)x0;
+                                double hy = 1 - ly, hx = 1 - lx;
+                                t[0] = hy * hx *
+                                       ampc_ref_load_f64(x->data, x->dtype, base + y0 * W + x0);
+                                t[1] = hy * lx *
+                                       ampc_ref_load_f64(x->data, x->dtype, base + y0 * W + x1);
+                                t[2] = ly * hx *
+                                       ampc_ref_load_f64(x->data, x->dtype, base + y1 * W + x0);
+                                t[3] = ly * lx *
+                                       ampc_ref_load_f64(x->data, x->dtype, base + y1 * W + x1);
+                            }
+                            if (is_max) {
+                                double m = fmax(fmax(t[0], t[1]), fmax(t[2], t[3]));
+                                acc = have ? fmax(acc, m) : m;
+                                have = true;
+                            } else {
+                                acc += t[0] + t[1] + t[2] + t[3];
+                            }
+                        }
+                    }
+                    if (!is_max) acc /= count;
+                    ampc_ref_store_f64(y->data, y->dtype, ((r * C + c) * PH + ph) * PW + pw, acc);
+                }
+        }
+    }
+    return AMPC_OK;
+}
+
+/* ---- MaxUnpool ------------------------------------------------------------------------------ */
+
+/* MaxUnpool: each input element goes to the flat position its index names in the unpooled
+ * tensor of the window's natural shape ((in - 1) * stride - pads + kernel per spatial dim); that
+ * tensor sits at the origin of the output (output_shape may make it larger). */
+ampc_status ampc_ref_max_unpool(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                                ampc_tensor *const *out) {
+    const ampc_tensor *x = in[0], *iv = in[1];
+    ampc_tensor *y = out[0];
+    int32_t r = x->shape.rank, k = r - 2, cnt;
+    ampc_shape nat = x->shape;
+    const int64_t *kern = ampc_ir_attr_ints(g, n, "kernel_shape", &cnt);
+    const int64_t *st = ampc_ir_attr_ints(g, n, "strides", &cnt);
+    const int64_t *pads = ampc_ir_attr_ints(g, n, "pads", &cnt);
+    for (int32_t i = 0; i < k; i++)
+        nat.dims[2 + i] = (x->shape.dims[2 + i] - 1) * (st ? st[i] : 1) -
+                          (pads ? pads[i] + pads[k + i] : 0) + kern[i];
+    int64_t total = ampc_shape_numel(&nat), cntx = ampc_shape_numel(&x->shape);
+    int64_t ys[AMPC_MAX_RANK];
+    ampc_ref_strides(&y->shape, ys);
+    size_t esz = ampc_dtype_size(x->dtype);
+    for (int64_t e = 0; e < cntx; e++) {
+        int64_t p = ((const int64_t *)iv->data)[e];
+        if (p < 0 || p >= total)
+            return AMPC_FAIL(g, n, AMPC_E_EVAL,
+                             "index %lld (element %lld of input 1 '%s') is out of range for the "
+                             "%lld elements of the unpooled tensor (valid: 0 to %lld)",
+                             (long long)p, (long long)e, n->inputs[1]->name, (long long)total,
+                             (long long)total - 1);
+        int64_t off = 0;
+        bool inside = true;
+        for (int32_t d = r - 1; d >= 0; d--) {
+            int64_t c = p % nat.dims[d];
+            p /= nat.dims[d];
+            inside &= c < y->shape.dims[d];
+            off += c * ys[d];
+        }
+        if (inside) ampc_ref_copy_elem(y->data, off, x->data, e, esz);
+    }
+    return AMPC_OK;
+}

@@ -1,0 +1,54 @@
+/*
+ * passes.h — the optimisation passes and their registry.
+ *
+ * A pass is one file and one entry function, ampc_pass_<name>(g, &changed): it rewrites the graph
+ * in place, sets *changed to whether it changed anything (a second run on its own output must
+ * report false), and returns AMPC_OK or a status with a diagnostic recorded in the graph. Passes
+ * leave the graph valid for ampc_ir_verify; the pipeline (pipeline.c) runs the verifier between
+ * passes when asked (tests always ask).
+ *
+ * The registry is one table in pipeline.c, in pipeline order: name, entry function, one line of
+ * description. Adding a pass: write passes/<name>.c, declare its entry here, add its row to the
+ * table at its place in the order.
+ */
+#ifndef AMPC_PASSES_H
+#define AMPC_PASSES_H
+
+#include "ir/ir.h"
+
+typedef ampc_status (*ampc_pass_fn)(ampc_graph *g, bool *changed);
+
+typedef struct ampc_pass_info {
+    const char *name; /* as the command line spells it: "fold", "plan-memory" */
+    ampc_pass_fn run;
+    const char *description; /* one line, for ampc_pipeline_print and --help */
+} ampc_pass_info;
+
+/* The registered passes in pipeline order; *count receives their number. */
+const ampc_pass_info *ampc_pass_list(int32_t *count);
+/* The pass of that name, or NULL when there is none. */
+const ampc_pass_info *ampc_pass_find(const char *name);
+/* The registered names joined by ", " (malloc'ed), for messages that list the valid names. */
+char *ampc_pass_names(void);
+
+/* Runs the pipeline (ampc_graph_optimize without the NULL-options default); see ampc.h for the
+ * options. Fails without running anything when the graph already has errors or an option names
+ * an unknown pass; stops at the first pass that fails or leaves the graph invalid. */
+ampc_status ampc_pipeline_run(ampc_graph *g, const ampc_pipeline_options *o);
+/* Runs one pass by name with the same tracing, verification and dumping as the pipeline
+ * (golden tests and `ampc --pass`); an unknown name is an error listing the valid ones. */
+ampc_status ampc_pipeline_run_pass(ampc_graph *g, const char *name, const ampc_pipeline_options *o);
+
+/* ---- the passes --------------------------------------------------------------------------- */
+
+/* Constant folding: evaluates every node whose inputs are all known, turning its outputs into
+ * constants (fold.c). */
+ampc_status ampc_pass_fold(ampc_graph *g, bool *changed);
+/* Common-subexpression elimination: merges identical nodes and identical small constants
+ * (cse.c). */
+ampc_status ampc_pass_cse(ampc_graph *g, bool *changed);
+/* Dead-code elimination: removes nodes the graph outputs do not depend on, then compacts
+ * (dce.c). */
+ampc_status ampc_pass_dce(ampc_graph *g, bool *changed);
+
+#endif /* AMPC_PASSES_H */

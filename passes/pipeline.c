@@ -1,0 +1,153 @@
+/*
+ * pipeline.c — the pass registry and the runner behind ampc_graph_optimize.
+ *
+ * The table below is the pipeline: passes run in its order. The runner checks its options first
+ * (every name it is given must be a registered pass), verifies the input graph, then runs each
+ * pass that is not disabled, tracing one line per pass (name, changed, milliseconds), verifying
+ * after it when asked, and dumping the IR after the pass named by dump_after. It stops at the
+ * first failure; the diagnostics say which pass failed or left the graph invalid.
+ */
+#include "passes.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const ampc_pass_info pass_table[] = {
+    /* canonicalise: rewrite equivalent forms into one (goes first, when it lands) */
+    {"fold", ampc_pass_fold, "evaluate nodes whose inputs are all constant into constants"},
+    {"cse", ampc_pass_cse, "merge identical nodes and identical small constants"},
+    /* precision, sparsity, fuse, layout: decisions that read a clean, folded graph */
+    {"dce", ampc_pass_dce, "remove nodes that no graph output depends on"},
+    /* plan-memory: arena offsets, last (it reads the final graph) */
+};
+
+const ampc_pass_info *ampc_pass_list(int32_t *count) {
+    *count = AMPC_ARRAY_LEN(pass_table);
+    return pass_table;
+}
+
+const ampc_pass_info *ampc_pass_find(const char *name) {
+    for (int32_t i = 0; name && i < AMPC_ARRAY_LEN(pass_table); i++)
+        if (!strcmp(pass_table[i].name, name)) return &pass_table[i];
+    return NULL;
+}
+
+char *ampc_pass_names(void) {
+    ampc_strbuf sb = {0};
+    for (int32_t i = 0; i < AMPC_ARRAY_LEN(pass_table); i++)
+        ampc_sb_printf(&sb, "%s%s", i ? ", " : "", pass_table[i].name);
+    return ampc_sb_take(&sb);
+}
+
+void ampc_pipeline_print(FILE *f) {
+    if (!f) return;
+    fprintf(f, "ampc pass pipeline (in order):\n");
+    for (int32_t i = 0; i < AMPC_ARRAY_LEN(pass_table); i++)
+        fprintf(f, "  %2d. %-12s %s\n", i + 1, pass_table[i].name, pass_table[i].description);
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    timespec_get(&ts, TIME_UTC);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* Records "unknown pass 'x' <where>; the passes are: fold, cse, dce". */
+static ampc_status unknown_pass(ampc_graph *g, const char *name, const char *where) {
+    char *names = ampc_pass_names();
+    ampc_status st =
+        AMPC_FAIL(g, NULL, AMPC_E_INVALID_ARG, "unknown pass '%s' %s; the passes are: %s",
+                  name ? name : "(null)", where, names);
+    free(names);
+    return st;
+}
+
+static ampc_status verify_after(ampc_graph *g, const char *what) {
+    if (ampc_ir_verify(g) == AMPC_OK) return AMPC_OK;
+    return AMPC_FAIL(g, NULL, AMPC_E_VERIFY, "the graph is invalid %s (verifier messages above)",
+                     what);
+}
+
+/* Runs pass p (or notes it skipped), then trace, verify and dump as the options say. */
+static ampc_status run_one(ampc_graph *g, const ampc_pass_info *p, const ampc_pipeline_options *o,
+                           bool skip) {
+    ampc_status st = AMPC_OK;
+    if (skip) {
+        if (o->trace) fprintf(o->trace, "pass %-12s disabled\n", p->name);
+    } else {
+        int32_t before = g->diag.n;
+        bool changed = false;
+        double t0 = now_ms();
+        st = p->run(g, &changed);
+        double ms = now_ms() - t0;
+        if (o->trace) {
+            if (st == AMPC_OK)
+                fprintf(o->trace, "pass %-12s changed %-3s %9.3f ms\n", p->name,
+                        changed ? "yes" : "no", ms);
+            else
+                fprintf(o->trace, "pass %-12s failed (%s) %9.3f ms\n", p->name, ampc_status_str(st),
+                        ms);
+        }
+        if (st != AMPC_OK) {
+            if (g->diag.n == before) /* a pass must say why; make sure something does */
+                AMPC_FAIL(g, NULL, st, "pass '%s' failed (%s)", p->name, ampc_status_str(st));
+            return st;
+        }
+        if (o->verify) {
+            char what[64];
+            snprintf(what, sizeof what, "after pass '%s'", p->name);
+            if ((st = verify_after(g, what)) != AMPC_OK) return st;
+        }
+    }
+    if (o->dump_after && !strcmp(o->dump_after, p->name)) {
+        FILE *f = o->dump_file ? o->dump_file : stderr;
+        fprintf(f, "// IR after pass '%s'%s\n", p->name, skip ? " (disabled)" : "");
+        st = ampc_graph_print(g, f, false);
+        if (st != AMPC_OK)
+            return AMPC_FAIL(g, NULL, st, "cannot write the IR dump after '%s'", p->name);
+    }
+    return AMPC_OK;
+}
+
+/* Checks the names the options give; the graph must be free of errors. */
+static ampc_status check_options(ampc_graph *g, const ampc_pipeline_options *o) {
+    if (ampc_graph_status(g) != AMPC_OK) return ampc_graph_status(g);
+    if (o->n_disable < 0 || (o->n_disable && !o->disable))
+        return AMPC_FAIL(g, NULL, AMPC_E_INVALID_ARG, "disable list: %d names but no array",
+                         o->n_disable);
+    for (int32_t i = 0; i < o->n_disable; i++)
+        if (!ampc_pass_find(o->disable[i]))
+            return unknown_pass(g, o->disable[i], "in the list of passes to disable");
+    if (o->dump_after && !ampc_pass_find(o->dump_after))
+        return unknown_pass(g, o->dump_after, "to dump the IR after");
+    if (o->verify) return verify_after(g, "before the first pass");
+    return AMPC_OK;
+}
+
+static bool disabled(const ampc_pipeline_options *o, const char *name) {
+    for (int32_t i = 0; i < o->n_disable; i++)
+        if (!strcmp(o->disable[i], name)) return true;
+    return false;
+}
+
+ampc_status ampc_pipeline_run(ampc_graph *g, const ampc_pipeline_options *o) {
+    ampc_status st = check_options(g, o);
+    for (int32_t i = 0; st == AMPC_OK && i < AMPC_ARRAY_LEN(pass_table); i++)
+        st = run_one(g, &pass_table[i], o, disabled(o, pass_table[i].name));
+    return st;
+}
+
+ampc_status ampc_pipeline_run_pass(ampc_graph *g, const char *name,
+                                   const ampc_pipeline_options *o) {
+    const ampc_pass_info *p = ampc_pass_find(name);
+    if (!p) return unknown_pass(g, name, "to run");
+    ampc_status st = check_options(g, o);
+    return st == AMPC_OK ? run_one(g, p, o, false) : st;
+}
+
+ampc_status ampc_graph_optimize(ampc_graph *g, const ampc_pipeline_options *o) {
+    if (!g) return AMPC_E_INVALID_ARG;
+    ampc_pipeline_options defaults = {.verify = true};
+    return ampc_pipeline_run(g, o ? o : &defaults);
+}

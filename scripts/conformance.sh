@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# conformance.sh — runs the ONNX backend suites on the reference evaluator and regenerates
+# docs/conformance.md and tests/conformance/expected.tsv from the results.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+"$root/scripts/setup.sh" default >/dev/null
+"$root/scripts/gen-onnx-tests.sh"
+"$root/build/bin/ampc-conformance" --markdown "$root/docs/conformance.md" \
+  --expect "$root/tests/conformance/expected.tsv" "$@"

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# test.sh — builds ampc twice (release with debug info; debug with ASan+UBSan) and runs the whole
+# Criterion suite under ctest in both. Exit status is ctest's.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+"$root/scripts/setup.sh" default debug
+"$root/scripts/gen-onnx-tests.sh"
+start=$(date +%s)
+status=0
+for preset in default debug; do
+  echo "== ctest ($preset) =="
+  ctest --preset "$preset" -j "$(nproc)" || status=1
+done
+echo "test.sh: suites took $(( $(date +%s) - start )) s"
+exit $status

@@ -1,0 +1,159 @@
+/*
+ * test_cli.c — the `ampc` executable end to end: --version, --help, inspect, --emit ir with pass
+ * options, run --reference with .npy inputs and outputs, and the messages of misuse. Each test
+ * runs the binary built next to this suite and checks its exit status and output.
+ */
+#define _POSIX_C_SOURCE 200809L /* popen, mkdtemp */
+#include "support.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Runs `ampc ARGS` through the shell; returns the exit status and the combined output. */
+static int ampc(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int ampc(char **out, const char *fmt, ...) {
+    char args[2048], cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "%s/bin/ampc %s 2>&1", AMPC_BINARY_DIR, args);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    ampc_strbuf sb = {0};
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf - 1, p)) > 0) {
+        buf[n] = 0;
+        ampc_sb_puts(&sb, buf);
+    }
+    int st = pclose(p);
+    *out = ampc_sb_take(&sb);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *tmpdir(void) {
+    char *d = strdup("/tmp/ampc-cli-XXXXXX");
+    cr_assert_not_null(mkdtemp(d));
+    return d;
+}
+
+/* Removes a temporary folder made by tmpdir() and frees its name. */
+static void rmdir_all(char *d) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
+    cr_assert_eq(system(cmd), 0);
+    free(d);
+}
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static const char model_text[] =
+    "graph \"affine\" {\n"
+    "  input %x : f32[2,3]\n"
+    "  const %w : f32[3,2] = [1, 2, 3, 4, 5, 6]\n"
+    "  const %two : f32[] = [2]\n"
+    "  const %three : f32[] = [3]\n"
+    "  %k : f32[] = Mul(%two, %three) @\"k\"\n"
+    "  %y : f32[2,2] = MatMul(%x, %w) @\"mm\"\n"
+    "  %z : f32[2,2] = Mul(%y, %k) @\"scale\"\n"
+    "  %unused : f32[2,3] = Relu(%x) @\"dead\"\n"
+    "  output %z\n"
+    "}\n";
+
+Test(cli, version_and_help) {
+    char *out;
+    cr_assert_eq(ampc(&out, "--version"), 0);
+    cr_assert(strstr(out, "ampc " AMPC_VERSION_STRING), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "--help"), 0);
+    cr_assert(strstr(out, "usage: ampc MODEL"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "--frobnicate x"), 2);
+    cr_assert(strstr(out, "unknown option '--frobnicate'"), "%s", out);
+    free(out);
+}
+
+Test(cli, inspect_ir_text) {
+    char *d = tmpdir(), path[512], *out;
+    snprintf(path, sizeof path, "%s/m.ir", d);
+    write_text(path, model_text);
+    cr_assert_eq(ampc(&out, "inspect %s", path), 0, "%s", out);
+    cr_assert(strstr(out, "graph 'affine': 4 nodes"), "%s", out);
+    cr_assert(strstr(out, "MatMul"), "%s", out);
+    cr_assert(strstr(out, "verifier: ok"), "%s", out);
+    free(out);
+    rmdir_all(d);
+}
+
+Test(cli, emit_ir_runs_the_pipeline_and_honours_disable) {
+    char *d = tmpdir(), path[512], *out;
+    snprintf(path, sizeof path, "%s/m.ir", d);
+    write_text(path, model_text);
+    cr_assert_eq(ampc(&out, "%s --emit ir", path), 0, "%s", out);
+    cr_assert(strstr(out, "const %k : f32[] = [6]"), "fold turned k into a constant:\n%s", out);
+    cr_assert_null(strstr(out, "Relu"), "dce removed the dead node:\n%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --emit ir --disable-pass dce -v", path), 0, "%s", out);
+    cr_assert(strstr(out, "Relu"), "with dce disabled the node stays:\n%s", out);
+    cr_assert(strstr(out, "pass dce"), "-v traces the passes:\n%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --emit ir --disable-pass nosuch", path), 1);
+    cr_assert(strstr(out, "unknown pass 'nosuch'"), "%s", out);
+    free(out);
+    rmdir_all(d);
+}
+
+Test(cli, parse_errors_name_file_line_and_column) {
+    char *d = tmpdir(), path[512], *out;
+    snprintf(path, sizeof path, "%s/bad.ir", d);
+    write_text(path, "graph \"g\" {\n  input %x : f32[2]\n  %y : f32[2] = Relu(%nope)\n}\n");
+    cr_assert_eq(ampc(&out, "%s --emit ir", path), 1);
+    cr_assert(strstr(out, "bad.ir:3:"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s/missing.ir --emit ir", d), 1);
+    cr_assert(strstr(out, "cannot open"), "%s", out);
+    free(out);
+    rmdir_all(d);
+}
+
+Test(cli, run_reference_reads_and_writes_npy) {
+    char *d = tmpdir(), model[512], x[512], y[600], *out, *err = NULL;
+    snprintf(model, sizeof model, "%s/m.ir", d);
+    snprintf(x, sizeof x, "%s/x.npy", d);
+    write_text(model, model_text);
+    float xv[6] = {1, 0, 0, 0, 1, 0};
+    ampc_tensor xt = {AMPC_DTYPE_F32, {2, {2, 3}}, xv};
+    cr_assert_eq(ampc_tensor_write_npy(x, &xt, &err), AMPC_OK, "%s", err ? err : "");
+    cr_assert_eq(ampc(&out, "run %s --reference --input x=%s --save-outputs %s/out", model, x, d), 0,
+                 "%s", out);
+    free(out);
+    snprintf(y, sizeof y, "%s/out/z.npy", d);
+    ampc_tensor z;
+    cr_assert_eq(ampc_tensor_read_file(y, &z, NULL, &err), AMPC_OK, "%s", err ? err : "");
+    double want[4] = {6, 12, 18, 24}; /* rows 0 and 1 of w, times 6 */
+    t_expect_close(&z, SHAPE(2, 2), want, 0, 0);
+    ampc_tensor_free(&z);
+    cr_assert_eq(ampc(&out, "run %s --reference", model), 1);
+    cr_assert(strstr(out, "input 'x' (f32[2,3]) was not given: add --input x=FILE.npy"), "%s", out);
+    free(out);
+    rmdir_all(d);
+}
+
+Test(cli, compile_to_library_says_what_is_missing) {
+    char *d = tmpdir(), path[512], *out;
+    snprintf(path, sizeof path, "%s/m.ir", d);
+    write_text(path, model_text);
+    cr_assert_eq(ampc(&out, "%s -o %s/m.so", path, d), 1);
+    cr_assert(strstr(out, "needs the CUDA code generator"), "%s", out);
+    free(out);
+    rmdir_all(d);
+}

@@ -1,0 +1,283 @@
+/*
+ * runner.c — runs ONNX backend test cases on the reference evaluator (see runner.h).
+ *
+ * Per data set: read inputs and expected outputs (.pb TensorProto), import the model binding as
+ * constants the inputs that must be known at compile time (Reshape's shape, Slice's starts...:
+ * ampc compiles static graphs), run the default pass pipeline with the verifier on, evaluate, and
+ * compare every output: dtype and shape exactly, values within atol + rtol * |expected| (NaN
+ * matches NaN, infinities must match exactly), integers and bools exactly.
+ */
+#include "runner.h"
+
+#include "ampc.h"
+#include "ir/ir.h"
+#include "ir/ref/ref.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+const char *const conf_suites[] = {"node", "pytorch-converted", "pytorch-operator", "simple",
+                                   CONF_NEWER_SUITE};
+const int conf_n_suites = 5;
+
+const char *conf_data_root(void) {
+    const char *env = getenv("AMPC_ONNX_TESTDATA");
+    return env && *env ? env : "/usr/share/libonnx-testdata/data";
+}
+
+const char *conf_generated_root(void) {
+    const char *env = getenv("AMPC_ONNX_GENERATED");
+    return env && *env ? env : AMPC_SOURCE_DIR "/build/onnx-tests";
+}
+
+const char *conf_suite_root(const char *suite) {
+    return strcmp(suite, CONF_NEWER_SUITE) ? conf_data_root() : conf_generated_root();
+}
+
+const char *conf_status_name(conf_status s) {
+    return s == CONF_PASS ? "pass" : s == CONF_FAIL ? "fail" : "unsupported";
+}
+
+bool conf_status_parse(const char *s, conf_status *out) {
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(s, conf_status_name((conf_status)i))) {
+            *out = (conf_status)i;
+            return true;
+        }
+    return false;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool is_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+int conf_list_cases(const char *root, const char *suite, char ***names) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", root, suite);
+    *names = NULL;
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    int n = 0, cap = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        char model[4096 + 512];
+        if (e->d_name[0] == '.') continue;
+        snprintf(model, sizeof model, "%s/%s/model.onnx", path, e->d_name);
+        if (!is_file(model)) continue;
+        if (n == cap) *names = ampc_xrealloc(*names, (size_t)(cap = cap ? cap * 2 : 256) * sizeof **names);
+        (*names)[n++] = ampc_xstrdup(e->d_name);
+    }
+    closedir(d);
+    if (n) qsort(*names, (size_t)n, sizeof **names, cmp_str);
+    return n;
+}
+
+void conf_free_names(char **names, int n) {
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+/* ---- one case ------------------------------------------------------------------------------- */
+
+enum { MAX_TENSORS = 64 };
+
+typedef struct dataset {
+    ampc_tensor in[MAX_TENSORS], out[MAX_TENSORS];
+    char *in_name[MAX_TENSORS], *out_name[MAX_TENSORS];
+    int n_in, n_out;
+} dataset;
+
+static void dataset_free(dataset *ds) {
+    for (int i = 0; i < ds->n_in; i++) ampc_tensor_free(&ds->in[i]), free(ds->in_name[i]);
+    for (int i = 0; i < ds->n_out; i++) ampc_tensor_free(&ds->out[i]), free(ds->out_name[i]);
+    memset(ds, 0, sizeof *ds);
+}
+
+/* The case folder of the run in progress: stripped from reasons so they read the same on
+ * every machine. */
+static const char *case_dir;
+
+/* One line of a (possibly multi-line) message into the reason, paths made relative to the case. */
+static void set_reason(conf_result *r, conf_status st, const char *prefix, const char *msg) {
+    r->status = st;
+    snprintf(r->reason, sizeof r->reason, "%s%s", prefix, msg ? msg : "");
+    size_t n = case_dir ? strlen(case_dir) : 0;
+    for (char *p; n && (p = strstr(r->reason, case_dir));)
+        memmove(p, p + n + (p[n] == '/'), strlen(p + n + (p[n] == '/')) + 1);
+    for (char *p = r->reason; *p; p++)
+        if (*p == '\n' || *p == '\t' || *p == '|') *p = ' ';
+}
+
+static bool read_tensors(const char *dir, const char *stem, ampc_tensor *ts, char **names, int *n,
+                         conf_result *r) {
+    *n = 0;
+    for (int i = 0; i < MAX_TENSORS; i++) {
+        char path[4096 + 64];
+        snprintf(path, sizeof path, "%s/%s_%d.pb", dir, stem, i);
+        if (!is_file(path)) break;
+        char *err = NULL;
+        if (ampc_tensor_read_file(path, &ts[i], &names[i], &err) != AMPC_OK) {
+            /* Sequence, optional and string tensors are outside ampc's tensor types. */
+            set_reason(r, CONF_UNSUPPORTED, "test data: ", err);
+            free(err);
+            return false;
+        }
+        *n = i + 1;
+    }
+    return true;
+}
+
+/* Compares one output; on mismatch fills the reason and returns false. */
+static bool compare(const ampc_tensor *got, const ampc_tensor *want_in, const char *name,
+                    conf_result *r) {
+    char a[AMPC_SHAPE_STR_MAX], b[AMPC_SHAPE_STR_MAX], msg[300];
+    ampc_tensor want_bf16 = *want_in; /* bfloat16 is stored as UINT16 in the test data */
+    if (want_in->dtype == AMPC_DTYPE_U16 && got->dtype == AMPC_DTYPE_BF16) want_bf16.dtype = AMPC_DTYPE_BF16;
+    const ampc_tensor *want = &want_bf16;
+    if (got->dtype != want->dtype || !ampc_shape_eq(&got->shape, &want->shape)) {
+        snprintf(msg, sizeof msg, "output '%s' is %s%s, expected %s%s", name,
+                 ampc_dtype_name(got->dtype), ampc_shape_str(&got->shape, a, sizeof a),
+                 ampc_dtype_name(want->dtype), ampc_shape_str(&want->shape, b, sizeof b));
+        set_reason(r, CONF_FAIL, "", msg);
+        return false;
+    }
+    int64_t n = ampc_shape_numel(&want->shape), worst = -1;
+    double worst_err = 0;
+    bool fl = ampc_dtype_is_float(want->dtype);
+    for (int64_t i = 0; i < n; i++) {
+        if (!fl) {
+            if (ampc_ref_load_i64(got->data, got->dtype, i) != ampc_ref_load_i64(want->data, want->dtype, i)) {
+                snprintf(msg, sizeof msg, "output '%s' element %lld: got %lld, expected %lld", name,
+                         (long long)i, (long long)ampc_ref_load_i64(got->data, got->dtype, i),
+                         (long long)ampc_ref_load_i64(want->data, want->dtype, i));
+                set_reason(r, CONF_FAIL, "", msg);
+                return false;
+            }
+            continue;
+        }
+        double x = ampc_ref_load_f64(got->data, got->dtype, i), e = ampc_ref_load_f64(want->data, want->dtype, i);
+        if (isnan(e) || isnan(x)) {
+            if (isnan(e) != isnan(x)) worst = i, worst_err = INFINITY;
+            continue;
+        }
+        if (isinf(e) || isinf(x)) {
+            if (x != e) worst = i, worst_err = INFINITY;
+            continue;
+        }
+        double excess = fabs(x - e) - (CONF_ATOL + CONF_RTOL * fabs(e));
+        if (excess > 0 && excess > worst_err) worst = i, worst_err = excess;
+    }
+    if (worst < 0) return true;
+    snprintf(msg, sizeof msg, "output '%s' element %lld: got %.9g, expected %.9g (rtol %g, atol %g)",
+             name, (long long)worst, ampc_ref_load_f64(got->data, got->dtype, worst),
+             ampc_ref_load_f64(want->data, want->dtype, worst), CONF_RTOL, CONF_ATOL);
+    set_reason(r, CONF_FAIL, "", msg);
+    return false;
+}
+
+/* Imports the model binding the data set's inputs that must be compile-time constants (matched
+ * by name, or by position among the model's runtime inputs when the test data has no name). */
+static ampc_status import_case(const char *model, const dataset *ds, ampc_graph **g, char **err) {
+    ampc_input_binding binds[MAX_TENSORS];
+    for (int i = 0; i < ds->n_in; i++) binds[i] = (ampc_input_binding){ds->in_name[i], ds->in[i]};
+    ampc_import_options o = {0};
+    o.constants = binds;
+    o.n_constants = ds->n_in;
+    o.constants_if_needed = true;
+    return ampc_onnx_import_file(model, &o, g, err);
+}
+
+static void run_dataset(const char *dir, const char *ds_dir, conf_result *r) {
+    dataset ds = {0};
+    char model[4096 + 16];
+    snprintf(model, sizeof model, "%s/model.onnx", dir);
+    if (!read_tensors(ds_dir, "input", ds.in, ds.in_name, &ds.n_in, r) ||
+        !read_tensors(ds_dir, "output", ds.out, ds.out_name, &ds.n_out, r)) {
+        dataset_free(&ds);
+        return;
+    }
+    ampc_graph *g = NULL;
+    char *err = NULL;
+    ampc_status st = import_case(model, &ds, &g, &err);
+    if (st != AMPC_OK) {
+        set_reason(r, st == AMPC_E_UNSUPPORTED ? CONF_UNSUPPORTED : CONF_FAIL, "import: ", err);
+        free(err);
+        dataset_free(&ds);
+        return;
+    }
+    ampc_pipeline_options po = {.verify = true};
+    ampc_tensor in[MAX_TENSORS], out[MAX_TENSORS];
+    int32_t ni = ampc_graph_input_count(g), no = ampc_graph_output_count(g);
+    if (ampc_graph_optimize(g, &po) != AMPC_OK) {
+        set_reason(r, CONF_FAIL, "passes: ", ampc_graph_errors(g));
+        goto done;
+    }
+    if (no != ds.n_out || ni > MAX_TENSORS) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "the model has %d outputs, the test data %d", no, ds.n_out);
+        set_reason(r, CONF_FAIL, "", msg);
+        goto done;
+    }
+    /* Runtime inputs by name (the test data names them as the model does), else by position. */
+    for (int32_t i = 0; i < ni; i++) {
+        const char *name = ampc_value_name(ampc_graph_input(g, i));
+        int k = -1;
+        for (int j = 0; j < ds.n_in && k < 0; j++)
+            if (ds.in_name[j] && !strcmp(ds.in_name[j], name)) k = j;
+        if (k < 0 && i < ds.n_in && (!ds.in_name[i] || !ds.in_name[i][0])) k = i;
+        if (k < 0) {
+            set_reason(r, CONF_FAIL, "no test input for model input ", name);
+            goto done;
+        }
+        in[i] = ds.in[k];
+        /* The ONNX test data stores bfloat16 tensors as UINT16 bit patterns. */
+        if (in[i].dtype == AMPC_DTYPE_U16 && ampc_value_dtype(ampc_graph_input(g, i)) == AMPC_DTYPE_BF16)
+            in[i].dtype = AMPC_DTYPE_BF16;
+    }
+    if (ampc_graph_evaluate(g, in, ni, out, no) != AMPC_OK) {
+        set_reason(r, CONF_FAIL, "evaluate: ", ampc_graph_errors(g));
+        goto done;
+    }
+    for (int32_t i = 0; i < no; i++) {
+        if (r->status == CONF_PASS) compare(&out[i], &ds.out[i], ampc_value_name(ampc_graph_output(g, i)), r);
+        ampc_tensor_free(&out[i]);
+    }
+done:
+    ampc_graph_destroy(g);
+    dataset_free(&ds);
+}
+
+void conf_run_case(const char *dir, conf_result *r) {
+    case_dir = dir;
+    r->status = CONF_PASS;
+    r->reason[0] = 0;
+    char **sets = NULL;
+    int n = 0, cap = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        set_reason(r, CONF_FAIL, "cannot open ", dir);
+        return;
+    }
+    for (struct dirent *e; (e = readdir(d));)
+        if (!strncmp(e->d_name, "test_data_set_", 14)) {
+            if (n == cap) sets = ampc_xrealloc(sets, (size_t)(cap = cap ? cap * 2 : 4) * sizeof *sets);
+            sets[n++] = ampc_xstrdup(e->d_name);
+        }
+    closedir(d);
+    if (n) qsort(sets, (size_t)n, sizeof *sets, cmp_str);
+    if (!n) set_reason(r, CONF_FAIL, "no test_data_set_* in ", dir);
+    for (int i = 0; i < n && r->status == CONF_PASS; i++) {
+        char path[4096 + 300];
+        snprintf(path, sizeof path, "%s/%s", dir, sets[i]);
+        run_dataset(dir, path, r);
+    }
+    conf_free_names(sets, n);
+}

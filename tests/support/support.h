@@ -1,0 +1,40 @@
+/*
+ * support.h — helpers shared by the Criterion suites: tensors from literals, one-call evaluation
+ * of a graph, and closeness checks that report the worst element.
+ */
+#ifndef AMPC_TEST_SUPPORT_H
+#define AMPC_TEST_SUPPORT_H
+
+#include <criterion/criterion.h>
+
+#include "ir/ir.h"
+
+/* A shape from a literal list: SHAPE(2, 3) is rank 2, dims {2, 3}; SHAPE() is a scalar. */
+#define SHAPE(...) t_shape((int64_t[]){0, ##__VA_ARGS__}, (int32_t)(sizeof((int64_t[]){0, ##__VA_ARGS__}) / sizeof(int64_t)) - 1)
+ampc_shape t_shape(const int64_t *dims_with_lead, int32_t rank);
+
+/* A graph input / constant of the given dtype and shape (data copied for constants). */
+ampc_value *t_input(ampc_graph *g, const char *name, ampc_dtype t, ampc_shape s);
+ampc_value *t_const(ampc_graph *g, ampc_dtype t, ampc_shape s, const void *data);
+/* f32 constant from doubles (converted), i64 constant from int64s. */
+ampc_value *t_const_f32(ampc_graph *g, ampc_shape s, const double *vals);
+ampc_value *t_const_i64(ampc_graph *g, ampc_shape s, const int64_t *vals);
+
+/* A tensor view of caller memory. */
+ampc_tensor t_tensor(ampc_dtype t, ampc_shape s, void *data);
+
+/* Marks `v` as the graph's only output, evaluates with `inputs`, asserts success (printing the
+ * graph's diagnostics otherwise) and returns the output (free with ampc_tensor_free). */
+ampc_tensor t_eval1(ampc_graph *g, ampc_value *v, const ampc_tensor *inputs, int32_t n_inputs);
+
+/* Asserts got has shape `s` and every element within atol + rtol*|expected| of expected[i];
+ * on failure reports the worst element (index, got, expected). */
+void t_expect_close(const ampc_tensor *got, ampc_shape s, const double *expected, double rtol,
+                    double atol);
+/* Asserts exact integer (or bool) contents. */
+void t_expect_ints(const ampc_tensor *got, ampc_shape s, const int64_t *expected);
+
+/* Asserts the graph's diagnostics contain `needle` (and prints them when they do not). */
+void t_expect_diag(ampc_graph *g, const char *needle);
+
+#endif
