@@ -8,6 +8,7 @@
 
 #include "ir/ir.h"
 #include "ir/ref/ref.h"
+#include "compiler/nvrtc.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -137,11 +138,63 @@ static bool optimize(ampc_graph *g, const ampc_cli_options *o) {
     return false;
 }
 
+/* Parses --arch "sm_80,sm_90a" into archs; false with a message on a bad name. */
+static bool parse_archs(const char *list, int32_t *archs, int32_t *n) {
+    *n = 0;
+    if (!list) return true;
+    char *copy = ampc_xstrdup(list), *save = NULL;
+    bool ok = true;
+    for (char *t = strtok_r(copy, ",", &save); t && ok; t = strtok_r(NULL, ",", &save)) {
+        if (*n == 16 || !ampc_nvrtc_arch_parse(t, &archs[*n])) {
+            fprintf(stderr, "ampc: --arch '%s' is not an architecture such as sm_80, sm_86 or sm_90a\n", t);
+            ok = false;
+        } else {
+            (*n)++;
+        }
+    }
+    free(copy);
+    return ok;
+}
+
+/* --emit cuda|ptx: compile for the GPU and write every unit's CUDA C or PTX. */
+static int emit_gpu(ampc_graph *g, const ampc_cli_options *o) {
+    int32_t archs[16], n_archs;
+    if (!parse_archs(o->arch, archs, &n_archs)) return 2;
+    ampc_pipeline_options po = {.disable = o->disable, .n_disable = o->n_disable,
+                                .dump_after = o->dump_after, .dump_file = stderr, .verify = true,
+                                .trace = o->verbose ? stderr : NULL};
+    ampc_compile_options co = {.archs = archs, .n_archs = n_archs, .pipeline = &po};
+    ampc_module *m = NULL;
+    if (ampc_compile(g, &co, &m) != AMPC_OK) {
+        fprintf(stderr, "ampc: %s: compilation failed:\n%s\n", o->model, ampc_graph_errors(g));
+        return 1;
+    }
+    ampc_strbuf sb = {0};
+    bool ptx = !strcmp(o->emit, "ptx");
+    for (int32_t u = 0; u < ampc_module_unit_count(m); u++) {
+        const char *text = ptx ? ampc_module_ptx(m, u) : ampc_module_cuda(m, u);
+        if (ampc_module_unit_count(m) > 1) ampc_sb_printf(&sb, "// ---- unit %d ----\n", u);
+        ampc_sb_puts(&sb, text ? text : "");
+    }
+    int rc = write_file_atomic(o->output ? o->output : "-", sb.data ? sb.data : "") ? 0 : 1;
+    ampc_sb_free(&sb);
+    ampc_module_destroy(m);
+    return rc;
+}
+
 int ampc_cli_compile(const ampc_cli_options *o) {
+    if (o->emit && strcmp(o->emit, "ir")) {
+        ampc_graph *g = load_model(o);
+        if (!g) return 1;
+        int rc = emit_gpu(g, o);
+        ampc_graph_destroy(g);
+        return rc;
+    }
     if (!o->emit) {
         fprintf(stderr,
-                "ampc: building a shared library (-o model.so) needs the CUDA code generator, "
-                "which this version does not have yet; use --emit ir to see the optimised graph\n");
+                "ampc: building a shared library (-o model.so) is not available yet; use "
+                "--emit ir|cuda|ptx to see the optimised graph, its CUDA C or its PTX, and "
+                "`ampc run` to run it on the GPU\n");
         return 1;
     }
     ampc_graph *g = load_model(o);
@@ -235,18 +288,40 @@ static void print_tensor_head(const char *name, const ampc_tensor *t) {
     printf("%s\n", n > 6 ? " ..." : "");
 }
 
-int ampc_cli_run(const ampc_cli_options *o) {
-    if (!o->reference) {
-        fprintf(stderr, "ampc: running on the GPU needs the CUDA code generator, which this "
-                        "version does not have yet; add --reference to evaluate on the CPU\n");
-        return 1;
+/* Compiles the graph for the GPU and runs it once; outputs are allocated on the host. */
+static bool run_gpu(ampc_graph *g, const ampc_cli_options *o, const ampc_tensor *in,
+                    ampc_tensor *out) {
+    int32_t archs[16], n_archs;
+    if (!parse_archs(o->arch, archs, &n_archs)) return false;
+    ampc_pipeline_options po = {.disable = o->disable, .n_disable = o->n_disable, .verify = true,
+                                .trace = o->verbose ? stderr : NULL};
+    ampc_compile_options co = {.archs = archs, .n_archs = n_archs, .pipeline = &po};
+    ampc_module *m = NULL;
+    if (ampc_compile(g, &co, &m) != AMPC_OK) {
+        fprintf(stderr, "ampc: %s: compilation failed:\n%s\n", o->model, ampc_graph_errors(g));
+        return false;
     }
+    bool ok = true;
+    for (int32_t i = 0; i < g->n_outputs && ok; i++) {
+        const ampc_value *v = g->outputs[i];
+        out[i] = (ampc_tensor){v->dtype, v->shape, calloc(1, ampc_ir_nbytes(v) + 1)};
+        ok = out[i].data != NULL;
+    }
+    if (ok && ampc_module_run(m, in, g->n_inputs, out, g->n_outputs, NULL) != AMPC_OK) {
+        fprintf(stderr, "ampc: %s: %s\n", o->model, ampc_module_errors(m));
+        ok = false;
+    }
+    ampc_module_destroy(m);
+    return ok;
+}
+
+int ampc_cli_run(const ampc_cli_options *o) {
     ampc_graph *g = load_model(o);
     if (!g) return 1;
     int rc = 1;
     int32_t ni = g->n_inputs, no = g->n_outputs;
     ampc_tensor *in = calloc((size_t)ni + 1, sizeof *in), *out = calloc((size_t)no + 1, sizeof *out);
-    bool ok = optimize(g, o);
+    bool ok = !o->reference || optimize(g, o); /* the GPU path runs the pipeline itself */
     /* Match --input NAME=FILE to the graph inputs by name. */
     for (int k = 0; ok && k < o->n_inputs; k++) {
         const char *eq = strchr(o->inputs[k], '=');
@@ -282,12 +357,13 @@ int ampc_cli_run(const ampc_cli_options *o) {
                 g->inputs[i]->name);
         ok = false;
     }
-    if (ok && ampc_graph_evaluate(g, in, ni, out, no) != AMPC_OK) {
+    if (ok && o->reference && ampc_graph_evaluate(g, in, ni, out, no) != AMPC_OK) {
         fprintf(stderr, "ampc: %s: evaluation failed:\n%s\n", o->model, ampc_graph_errors(g));
         ok = false;
     }
+    if (ok && !o->reference) ok = run_gpu(g, o, in, out);
     if (ok) {
-        printf("outputs (reference evaluator):\n");
+        printf("outputs (%s):\n", o->reference ? "reference evaluator" : "GPU");
         for (int32_t i = 0; i < no; i++) print_tensor_head(g->outputs[i]->name, &out[i]);
         if (o->save_dir && mkdir(o->save_dir, 0777) != 0 && errno != EEXIST) {
             fprintf(stderr, "ampc: cannot create '%s': %s\n", o->save_dir, strerror(errno));

@@ -14,6 +14,7 @@ typedef struct ampc_cli_options {
     const char *model;
     const char *output;    /* -o */
     const char *emit;      /* --emit */
+    const char *arch;      /* --arch, comma-separated */
     const char *dump_after;
     const char *save_dir;
     const char *shapes[AMPC_CLI_MAX_LIST];

@@ -1,10 +1,10 @@
 /*
  * main.c — the `ampc` command line.
  *
- *   ampc MODEL [-o FILE] [--emit ir] [--shape NAME=DxDxD] [--max-batch N]
+ *   ampc MODEL [-o FILE] [--emit ir|cuda|ptx] [--arch sm_80,...] [--shape NAME=DxDxD] [--max-batch N]
  *              [--disable-pass PASS] [--dump-after PASS] [--print-pipeline] [-v]
  *   ampc inspect MODEL
- *   ampc run MODEL --reference [--input NAME=FILE.npy|FILE.pb]... [--save-outputs DIR]
+ *   ampc run MODEL [--reference] [--input NAME=FILE.npy|FILE.pb]... [--save-outputs DIR]
  *
  * MODEL is an ONNX file (.onnx) or ampc IR text (anything else). This file only parses options
  * and prints; all work is done by the library (include/ampc.h), which never prints.
@@ -21,13 +21,14 @@
 static const char usage[] =
     "usage: ampc MODEL [options]            compile MODEL (.onnx or ampc IR text)\n"
     "       ampc inspect MODEL              summary: inputs, outputs, ops, coverage\n"
-    "       ampc run MODEL --reference [--input NAME=FILE]... [--save-outputs DIR]\n"
-    "                                       evaluate with the reference evaluator (CPU)\n"
+    "       ampc run MODEL [--reference] [--input NAME=FILE]... [--save-outputs DIR]\n"
+    "                                       run on the GPU (--reference: the CPU evaluator)\n"
     "       ampc --version | --help\n"
     "\n"
     "options:\n"
     "  -o FILE               output file ('-' for stdout)\n"
-    "  --emit ir             write the optimised IR as text\n"
+    "  --emit ir|cuda|ptx    write the optimised IR, the generated CUDA C or its PTX\n"
+    "  --arch sm_80,sm_90    cubin architectures (default: the GPU present, else sm_80)\n"
     "  --shape NAME=DxDx..   give the shape of an input with symbolic dims (repeatable)\n"
     "  --max-batch N         bound for a symbolic batch dimension\n"
     "  --disable-pass PASS   skip a pass of the pipeline (repeatable)\n"
@@ -80,8 +81,12 @@ static int parse_args(int argc, char **argv, ampc_cli_options *o) {
             if (!(o->output = opt_value(argc, argv, &i, "-o"))) return 2;
         } else if (is_opt(a, "--emit")) {
             if (!(v = opt_value(argc, argv, &i, "--emit"))) return 2;
-            if (strcmp(v, "ir")) return fail("--emit %s is not available (available: ir)", v, ""), 2;
+            if (strcmp(v, "ir") && strcmp(v, "cuda") && strcmp(v, "ptx"))
+                return fail("--emit %s is not available (available: ir, cuda, ptx)", v, ""), 2;
             o->emit = v;
+        } else if (is_opt(a, "--arch")) {
+            if (!(v = opt_value(argc, argv, &i, "--arch"))) return 2;
+            o->arch = v;
         } else if (is_opt(a, "--shape")) {
             if (!(v = opt_value(argc, argv, &i, "--shape"))) return 2;
             if (o->n_shapes == AMPC_CLI_MAX_LIST) return fail("too many --shape options", "", ""), 2;

@@ -406,6 +406,52 @@ AMPC_API ampc_status ampc_tensor_write_npy(const char *path, const ampc_tensor *
 AMPC_API ampc_status ampc_tensor_write_pb(const char *path, const ampc_tensor *t, const char *name,
                                           char **err);
 
+/* ---------------------------------------------------------------------------------------------
+ * Compiling for the GPU (JIT): graph -> CUDA C -> NVRTC -> a module that runs in this process
+ *
+ * ampc_compile runs the pass pipeline (the memory plan included), generates a kernel plan and
+ * the CUDA C of its kernels, and compiles them with NVRTC into PTX for compute_80 (loads on every
+ * GPU of compute capability 8.0 and newer) plus a cubin for each architecture asked. It needs no
+ * GPU. The first ampc_module_run loads the module on the GPU; without one it fails with
+ * AMPC_E_NO_DEVICE.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct ampc_module ampc_module;
+
+typedef struct ampc_compile_options {
+    const int32_t *archs;  /* cubin architectures, 10 * major + minor (80, 86, 90); NULL with
+                              n_archs 0: the GPU present, or sm_80 without one; non-NULL with
+                              n_archs 0: PTX only (the driver compiles it at load) */
+    int32_t n_archs;
+    bool no_tf32;          /* f32 matmuls and convolutions in full f32 (default: TF32 math) */
+    const char *cache_dir; /* NVRTC image cache: NULL: $AMPC_CACHE_DIR or ~/.cache/ampc; "": off */
+    const ampc_pipeline_options *pipeline; /* NULL: defaults (verifier on) */
+    int32_t device;        /* the CUDA device ampc_module_run uses */
+} ampc_compile_options;
+
+/* Compiles the graph (which it optimises in place). On success *out owns the module (free with
+ * ampc_module_destroy); on failure *out is NULL and the graph's diagnostics say why:
+ * AMPC_E_UNSUPPORTED for an op without a GPU kernel yet (naming the node), AMPC_E_NVRTC with the
+ * compiler's log and the kernel's name, or the pipeline's errors. */
+AMPC_API ampc_status ampc_compile(ampc_graph *g, const ampc_compile_options *o, ampc_module **out);
+/* Runs the module: inputs and outputs in the graph's order with exactly their dtypes and shapes;
+ * data may be host or device memory; outputs are written into the caller's buffers. Returns
+ * after the outputs are complete. On failure ampc_module_errors says why (AMPC_E_NO_DEVICE on a
+ * machine without a GPU, input validation errors naming the input, CUDA errors naming the
+ * step). `stream` is a cudaStream_t or NULL. */
+AMPC_API ampc_status ampc_module_run(ampc_module *m, const ampc_tensor *inputs, int32_t n_inputs,
+                                     ampc_tensor *outputs, int32_t n_outputs, void *stream);
+/* The message of the last failure of ampc_module_run ("" when there was none); owned by m. */
+AMPC_API const char *ampc_module_errors(const ampc_module *m);
+/* The generated CUDA C and the PTX of translation unit i (NULL when i is out of range). */
+AMPC_API int32_t ampc_module_unit_count(const ampc_module *m);
+AMPC_API const char *ampc_module_cuda(const ampc_module *m, int32_t i);
+AMPC_API const char *ampc_module_ptx(const ampc_module *m, int32_t i);
+/* Steps of the plan and the device arena size in bytes. */
+AMPC_API int32_t ampc_module_step_count(const ampc_module *m);
+AMPC_API int64_t ampc_module_arena_bytes(const ampc_module *m);
+AMPC_API void ampc_module_destroy(ampc_module *m);
+
 #ifdef __cplusplus
 }
 #endif

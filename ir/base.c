@@ -98,7 +98,7 @@ char *ampc_arena_strdup(ampc_arena *a, const char *s) {
 
 void *ampc_arena_memdup(ampc_arena *a, const void *p, size_t n) {
     void *q = ampc_arena_alloc(a, n);
-    if (q && n) memcpy(q, p, n);
+    if (q && n && p) memcpy(q, p, n); /* NULL p: zeroed memory */
     return q;
 }
 

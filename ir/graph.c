@@ -4,6 +4,7 @@
  */
 #include "ir.h"
 #include "ref/ref.h"
+#include "subgraph.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -284,7 +285,7 @@ ampc_status ampc_ir_node_infer(ampc_graph *g, ampc_node *n) {
 }
 
 static bool eager_foldable(const ampc_node *n) {
-    if (ampc_op_has(n->op, T_NOFOLD)) return false;
+    if (ampc_op_has(n->op, T_NOFOLD) || !ampc_ir_node_bodies_foldable(n)) return false;
     for (int32_t i = 0; i < n->n_inputs && !ampc_op_has(n->op, T_SHAPEONLY); i++)
         if (n->inputs[i] && !n->inputs[i]->data) return false;
     for (int32_t i = 0; i < n->n_outputs; i++)

@@ -56,6 +56,7 @@ typedef enum ampc_lower_kind {
     LOWER_POOL,        /* generated window kernel */
     LOWER_MOVE,        /* generated gather/copy kernel (transpose, concat, slice...) */
     LOWER_INDEX,       /* data-dependent indexing (Gather, Scatter, TopK...) */
+    LOWER_CONTROL,     /* control flow (If, Loop, Scan): bodies lowered on their own, host-driven */
 } ampc_lower_kind;
 
 typedef struct ampc_graph ampc_graph;
@@ -114,7 +115,14 @@ struct ampc_value {
     void *data;           /* known contents (numel * dtype size bytes, row-major), or NULL */
     ampc_node *producer;  /* NULL for graph inputs and constants */
     uint32_t flags;
+    /* Where the value lives on the device, decided by the plan-memory pass: mem_space is
+     * AMPC_MEM_NONE until then, AMPC_MEM_ARENA (activations, inputs, outputs) or AMPC_MEM_WEIGHTS
+     * (constants); mem_offset is in bytes, 256-aligned. Views share their source's bytes. */
+    uint8_t mem_space;
+    int64_t mem_offset;
 };
+
+enum { AMPC_MEM_NONE = 0, AMPC_MEM_ARENA = 1, AMPC_MEM_WEIGHTS = 2, AMPC_MEM_ALIGN = 256 };
 
 typedef struct ampc_attr {
     const char *name;
@@ -161,6 +169,8 @@ struct ampc_graph {
     char *errors_text;     /* cache for ampc_graph_errors */
     ampc_graph **subgraphs;/* attribute graphs owned by this graph */
     int32_t n_subgraphs;
+    int64_t arena_bytes;   /* set by plan-memory: device arena size */
+    int64_t weights_bytes; /* set by plan-memory: constant blob size */
 };
 
 /* ---- building ------------------------------------------------------------------------------- */

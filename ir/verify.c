@@ -13,11 +13,13 @@
  *      bounds, required inputs present; every input a value of this graph defined before use
  *      (a graph input, a constant with data, or an output of an earlier node); every output a
  *      value of this graph whose producer is this node and no other; attributes well formed
- *      (names, list arrays, tensor data, subgraphs valid recursively).
+ *      (names, list arrays, tensor data, subgraphs valid recursively); subgraphs owned by this
+ *      graph, and a control-flow node's captures matching its bodies' inputs (subgraph.c).
  *   4. graph outputs: values of this graph that are defined.
  * It runs in O(nodes + values + edges) and never modifies the graph (only its diagnostics).
  */
 #include "ir.h"
+#include "subgraph.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -235,7 +237,7 @@ static int check_node(ampc_graph *g, int32_t i, bool *defined, int32_t *producer
         }
         defined[v->id] = true;
     }
-    return errors + check_attrs(g, n);
+    return errors + check_attrs(g, n) + ampc_ir_subgraph_verify_node(g, n); /* subgraph.c */
 }
 
 ampc_status ampc_ir_verify(ampc_graph *g) {

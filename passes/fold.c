@@ -5,14 +5,16 @@
  * unchanged), so a graph output that folds stays a graph output. Data already attached by eager
  * folding while building is reused. One sweep in topological order folds whole constant chains.
  *
- * Limits: random ops (T_NOFOLD) never fold, and a node with an output above FOLD_MAX_ELEMS
- * elements (64M: 256 MiB of f32) stays, so folding cannot blow the artifact up or exhaust host
- * memory. A node whose evaluation fails (an op without a reference kernel yet, an index out of
- * range) also stays, without a diagnostic: it runs at run time, where a real error surfaces with
- * the actual inputs. Running out of host memory is the one failure that stops the pass.
+ * Limits: random ops and Loop (T_NOFOLD) never fold, nor does a node whose subgraphs hold one,
+ * and a node with an output above FOLD_MAX_ELEMS elements (64M: 256 MiB of f32) stays, so
+ * folding cannot blow the artifact up or exhaust host memory. A node whose evaluation fails (an
+ * op without a reference kernel yet, an index out of range) also stays, without a diagnostic: it
+ * runs at run time, where a real error surfaces with the actual inputs. Running out of host
+ * memory is the one failure that stops the pass.
  */
 #include "passes.h"
 #include "ir/ref/ref.h"
+#include "ir/subgraph.h"
 
 #include <stdlib.h>
 
@@ -45,7 +47,7 @@ static ampc_status fold_shape_only(ampc_graph *g, ampc_node *n) {
  * its shape. */
 static bool foldable(const ampc_node *n, bool *shape_only) {
     *shape_only = false;
-    if (ampc_op_has(n->op, T_NOFOLD)) return false;
+    if (ampc_op_has(n->op, T_NOFOLD) || !ampc_ir_node_bodies_foldable(n)) return false;
     for (int32_t i = 0; i < n->n_inputs; i++) {
         const ampc_value *v = n->inputs[i];
         /* A graph input's data is only a default: the caller may pass another tensor. */

@@ -19,7 +19,8 @@ static const ampc_pass_info pass_table[] = {
     {"cse", ampc_pass_cse, "merge identical nodes and identical small constants"},
     /* precision, sparsity, fuse, layout: decisions that read a clean, folded graph */
     {"dce", ampc_pass_dce, "remove nodes that no graph output depends on"},
-    /* plan-memory: arena offsets, last (it reads the final graph) */
+    {"plan-memory", ampc_pass_plan_memory,
+     "place constants in the weights blob and every other value in the arena (liveness)"},
 };
 
 const ampc_pass_info *ampc_pass_list(int32_t *count) {

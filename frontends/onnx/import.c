@@ -6,14 +6,18 @@
  * Stages, each reporting every problem it finds in one message before the import gives up:
  *   1. versions     ir_version 3..14, opset_import (one entry per domain, default opset <= 28)
  *   2. coverage     every node: its op (table row or model-local function, expanded recursively)
- *                   at its opset, and its attribute kinds/combinations. One line per node.
+ *                   at its opset, and its attribute kinds/combinations. One line per node, the
+ *                   nodes of If/Loop/Scan subgraphs included (with their path).
  *   3. structure    duplicate and dangling value names, graph outputs, cycles; nodes out of
  *                   topological order are sorted (stable) rather than refused
  *   4. inputs       options checked; symbolic dims bound from --shape, constant bindings and
  *                   --max-batch; each unresolved dim named with its input and symbol
  *   5. build        inputs, used initializers (every encoding, see tensor_io.c), nodes through
  *                   opset.c's per-version rewriting, functions expanded inline, Constant nodes
- *                   as constants; inference diagnostics re-worded against the ONNX node
+ *                   as constants, subgraphs imported recursively with explicit captures (an If
+ *                   with a constant condition becomes its taken branch; a Loop that only builds
+ *                   with its iteration number known is unrolled); inference diagnostics
+ *                   re-worded against the ONNX node
  *   6. outputs      graph outputs named as in the model; value_info compared (notes only)
  *
  * Graph inputs that also have an initializer are constants (ONNX IR >= 4 semantics: a compiler
@@ -23,6 +27,7 @@
  * a single-device inference compiler uses and are skipped.
  */
 #include "onnx_internal.h"
+#include "ir/subgraph.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -62,12 +67,20 @@ typedef struct attr_env {
     int32_t n_dflt;
 } attr_env;
 
-/* Names in scope: the main graph, or one function expansion. */
+/* Names in scope: the main graph, one function expansion, or one subgraph (a body of If, Loop
+ * or Scan). A subgraph scope sees the names of the scopes around it (`up`): a use of an outer
+ * value becomes a capture (see resolve()); a function scope sees only its own names. */
 typedef struct scope {
     ampc_strmap vals;      /* ONNX name -> ampc_value (or &absent) */
     ampc_strmap outs;      /* function bodies: formal output -> call-site output name */
     const char *prefix;    /* function bodies: hint prefix for internal value names */
     bool in_fn;
+    ampc_graph *g;         /* the graph the scope's values live in */
+    struct scope *up;      /* subgraphs: the enclosing scope; NULL otherwise */
+    bool inline_up;        /* an unrolled Loop iteration: up's names are seen directly */
+    ampc_strmap local;     /* subgraphs: every name the subgraph itself defines */
+    ampc_value **cap_outer, **cap_inner; /* subgraphs: captures, outer value -> body input */
+    int32_t n_cap, cap_cap;
 } scope;
 
 /* The value standing for an absent optional function input. */
@@ -164,6 +177,14 @@ static void node_where(ampc_strbuf *sb, const char *parent, size_t idx, const On
     ampc_sb_printf(sb, "node %zu '%s' (", idx, str_or(n->name, ""));
     if (!is_default_domain(n->domain)) ampc_sb_printf(sb, "%s::", n->domain);
     ampc_sb_printf(sb, "%s)", str_or(n->op_type, "?"));
+}
+
+/* "<where> > body node 1 'add' (Add)": node idx of the subgraph attribute `attr` of the node
+ * described by `where`. */
+static void body_node_where(ampc_strbuf *sb, const char *where, const char *attr, size_t idx,
+                            const Onnx__NodeProto *n) {
+    ampc_sb_printf(sb, "%s > %s ", where, attr);
+    node_where(sb, NULL, idx, n);
 }
 
 /* Accessors and helpers opset.c builds through (contracts in onnx_internal.h). */
@@ -290,11 +311,12 @@ static bool attr_kind_ok(const Onnx__AttributeProto *a, ampc_strbuf *why) {
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED:
         ampc_sb_printf(why, "attribute '%s' has no type", a->name);
         return false;
-    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH:
-    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS:
-        ampc_sb_printf(why, "attribute '%s' is %s: control flow with subgraphs is not imported yet",
-                       a->name, attr_type_name(a->type));
-        return false;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH: /* the ops that take one check the rest */
+        if (!a->g) {
+            ampc_sb_printf(why, "attribute '%s' is a graph without a value", a->name);
+            return false;
+        }
+        return true;
     default:
         ampc_sb_printf(why, "attribute '%s' is %s, which ampc does not support", a->name,
                        attr_type_name(a->type));
@@ -383,6 +405,8 @@ static bool convert_attrs(ampc_onnx_ctx *c, ampc_onnx_node *nd, const attr_ref *
             return false;
         }
         switch (a->type) {
+        case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH:
+            continue; /* imported as a subgraph by import_bodies, which adds the attribute */
         case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT:
             o.kind = AMPC_ATTR_FLOAT, o.f = a->f;
             break;
@@ -549,6 +573,8 @@ static void cover_node(ampc_onnx_ctx *c, const Onnx__NodeProto *n, int64_t opset
     ampc_strbuf why = {0};
     fn_def *f;
     ampc_opcode op;
+    attr_ref *body_refs = NULL; /* the attributes of a node with subgraphs */
+    int32_t n_body_refs = 0;
     if (!n->op_type || !*n->op_type) {
         ampc_sb_puts(&why, "the node has no op_type");
     } else if ((f = find_fn(c, n))) {
@@ -591,13 +617,37 @@ static void cover_node(ampc_onnx_ctx *c, const Onnx__NodeProto *n, int64_t opset
                 ampc_sb_puts(&why, "an attribute has no name");
         }
         for (int32_t i = 0; i < nr && !why.len; i++) attr_kind_ok(r[i].a, &why);
+        bool bodies = ampc_ir_op_has_bodies(op);
+        for (int32_t i = 0; i < nr && !why.len; i++) {
+            if (r[i].a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH && !bodies)
+                ampc_sb_printf(&why, "attribute '%s' is a graph, which ampc does not take for %s",
+                               r[i].name, n->op_type);
+            else if (bodies && !strcmp(r[i].name, AMPC_ATTR_NUM_CAPTURES))
+                ampc_sb_printf(&why, "attribute '%s' is ampc's own (the importer derives it from "
+                               "the subgraphs); a model may not set it", r[i].name);
+        }
         if (!why.len && op == AMPC_OP_CONSTANT) constant_support(r, nr, &why);
         if (!why.len) ampc_onnx_node_supported(n, op, opset, &why);
-        free(r);
+        if (bodies) body_refs = r, n_body_refs = nr;
+        else free(r);
     }
     if (why.len && ++*count <= MAX_ERROR_LINES)
         ampc_sb_printf(lines, "\n  %s: %s", where, why.data);
     ampc_sb_free(&why);
+    /* Then the nodes of its subgraphs, each with its path: "node 3 'l' (Loop) > body node 1". */
+    for (int32_t i = 0; i < n_body_refs; i++) {
+        const Onnx__AttributeProto *a = body_refs[i].a;
+        const Onnx__GraphProto *b = a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH ? a->g
+                                                                                          : NULL;
+        for (size_t j = 0; b && j < b->n_node; j++) {
+            if (!b->node[j]) continue;
+            ampc_strbuf w = {0};
+            body_node_where(&w, where, body_refs[i].name, j, b->node[j]);
+            cover_node(c, b->node[j], opset, env, w.data, lines, count, depth);
+            ampc_sb_free(&w);
+        }
+    }
+    free(body_refs);
 }
 
 /* Runs cover_node over the main graph; returns the number of unsupported nodes. */
@@ -617,6 +667,49 @@ static int32_t coverage(ampc_onnx_ctx *c, ampc_strbuf *lines) {
 }
 
 /* ---- 3. structure --------------------------------------------------------------------------- */
+
+/* Adds to `out` the free names of subgraph b: the names its nodes (and the subgraphs of those,
+ * at any depth) read or it outputs without defining them itself, i.e. the outer values it uses. */
+static void body_free_names(const Onnx__GraphProto *b, ampc_strmap *out) {
+    ampc_strmap local = {0}, inner = {0};
+    for (size_t i = 0; i < b->n_input; i++)
+        if (b->input[i] && b->input[i]->name) ampc_strmap_put(&local, b->input[i]->name, &local);
+    for (size_t i = 0; i < b->n_initializer; i++)
+        if (b->initializer[i] && b->initializer[i]->name)
+            ampc_strmap_put(&local, b->initializer[i]->name, &local);
+    for (size_t k = 0; k < b->n_node; k++)
+        for (size_t j = 0; b->node[k] && j < b->node[k]->n_output; j++)
+            if (b->node[k]->output[j] && *b->node[k]->output[j])
+                ampc_strmap_put(&local, b->node[k]->output[j], &local);
+    for (size_t k = 0; k < b->n_node; k++) {
+        const Onnx__NodeProto *n = b->node[k];
+        if (!n) continue;
+        for (size_t j = 0; j < n->n_input; j++)
+            if (n->input[j] && *n->input[j]) ampc_strmap_put(&inner, n->input[j], &inner);
+        for (size_t i = 0; i < n->n_attribute; i++)
+            if (n->attribute[i] && n->attribute[i]->type ==
+                                       ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH &&
+                n->attribute[i]->g)
+                body_free_names(n->attribute[i]->g, &inner);
+    }
+    for (size_t j = 0; j < b->n_output; j++)
+        if (b->output[j] && b->output[j]->name && *b->output[j]->name)
+            ampc_strmap_put(&inner, b->output[j]->name, &inner);
+    for (size_t i = 0; i < inner.cap; i++)
+        if (inner.keys[i] && !ampc_strmap_get(&local, inner.keys[i]))
+            ampc_strmap_put(out, inner.keys[i], (void *)1);
+    ampc_strmap_free(&local);
+    ampc_strmap_free(&inner);
+}
+
+/* Adds to `names` the outer values the subgraphs of node n use (see body_free_names). */
+static void body_refs(const Onnx__NodeProto *n, ampc_strmap *names) {
+    for (size_t i = 0; i < n->n_attribute; i++) {
+        const Onnx__AttributeProto *a = n->attribute[i];
+        if (a && a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH && a->g)
+            body_free_names(a->g, names);
+    }
+}
 
 /* Who defines a name: a graph input, an initializer, or node k (stored as k + 3). */
 enum { DEF_INPUT = 1, DEF_INIT = 2 };
@@ -718,7 +811,11 @@ static ampc_status check_structure(ampc_onnx_ctx *c, int32_t **order_out) {
     int32_t *order = ampc_xmalloc(((size_t)nn + 1) * sizeof *order);
     int32_t *first = ampc_xmalloc(((size_t)nn + 1) * sizeof *first);
     size_t n_edges = 0;
-    for (int32_t k = 0; k < nn; k++) n_edges += gp->node[k]->n_input;
+    ampc_strmap *refs = ampc_xcalloc((size_t)nn + 1, sizeof *refs); /* what subgraphs use */
+    for (int32_t k = 0; k < nn; k++) {
+        body_refs(gp->node[k], &refs[k]);
+        n_edges += gp->node[k]->n_input + refs[k].len;
+    }
     int32_t *next = ampc_xmalloc((n_edges + 1) * sizeof *next),
             *dst = ampc_xmalloc((n_edges + 1) * sizeof *dst);
     for (int32_t k = 0; k < nn; k++) first[k] = -1;
@@ -735,7 +832,17 @@ static ampc_status check_structure(ampc_onnx_ctx *c, int32_t **order_out) {
             dst[e] = k, next[e] = first[p], first[p] = e++;
             indeg[k]++;
         }
+        for (size_t j = 0; j < refs[k].cap; j++) { /* implicit inputs: outer values a body uses */
+            intptr_t d = refs[k].keys[j] ? (intptr_t)ampc_strmap_get(&defs, refs[k].keys[j]) : 0;
+            if (d < 3 || d - 3 == k) continue;
+            int32_t p = (int32_t)(d - 3);
+            sorted &= p < k;
+            dst[e] = k, next[e] = first[p], first[p] = e++;
+            indeg[k]++;
+        }
+        ampc_strmap_free(&refs[k]);
     }
+    free(refs);
     int32_t head = 0, tail = 0;
     if (sorted) {
         for (int32_t k = 0; k < nn; k++) order[tail++] = k;
@@ -875,14 +982,17 @@ static const ampc_input_binding *any_binding(const ampc_onnx_ctx *c, const char 
 }
 
 /* For constants_if_needed: marks every name whose value must be known at compile time. A node
- * input at a position the op table marks compile-time is needed; every input of a node whose
- * output is needed is needed too. One backward sweep over the nodes in their given order (the
- * ONNX order is topological; an out-of-order model is sorted later and may bind less). */
-static void compute_needed(ampc_onnx_ctx *c) {
-    const Onnx__GraphProto *gp = c->m->graph;
-    c->needed_done = true;
-    for (size_t k = gp->n_node; k-- > 0;) {
-        const Onnx__NodeProto *n = gp->node[k];
+ * input at a position the op table marks compile-time is needed; so is the trip count and the
+ * initial condition of a Loop with scan outputs (their row count is the trip count); every input
+ * of a node whose output is needed is needed too, and so are the outputs of its subgraphs. One
+ * backward sweep over the nodes in their given order (the ONNX order is topological; an
+ * out-of-order model is sorted later and may bind less); a node's subgraphs are swept when the
+ * node is reached, before the nodes that compute the outer values they use. Names are matched as
+ * strings across scopes (a shadowing name inside a subgraph may bind an input needlessly). */
+static void needed_sweep(ampc_onnx_ctx *c, Onnx__NodeProto *const *nodes, size_t nn) {
+    for (size_t k = nn; k-- > 0;) {
+        const Onnx__NodeProto *n = nodes[k];
+        if (!n || !n->op_type) continue;
         ampc_opcode op;
         ampc_strbuf why = {0};
         bool known_op = (!n->domain || !*n->domain || !strcmp(n->domain, "ai.onnx")) &&
@@ -891,12 +1001,28 @@ static void compute_needed(ampc_onnx_ctx *c) {
         bool out_needed = false;
         for (size_t j = 0; j < n->n_output; j++)
             out_needed |= n->output[j] && ampc_strmap_get(&c->needed, n->output[j]) != NULL;
+        bool loop_rows = known_op && op == AMPC_OP_LOOP && n->n_input >= 2 &&
+                         n->n_output > n->n_input - 2; /* a Loop with scan outputs */
         for (size_t j = 0; j < n->n_input; j++) {
             if (!n->input[j] || !*n->input[j]) continue;
             bool cin = known_op && j < 32 && (ampc_op_get(op)->const_inputs & (1u << j));
-            if (out_needed || cin) ampc_strmap_put(&c->needed, n->input[j], (void *)1);
+            if (out_needed || cin || (loop_rows && j < 2))
+                ampc_strmap_put(&c->needed, n->input[j], (void *)1);
+        }
+        for (size_t i = 0; known_op && ampc_ir_op_has_bodies(op) && i < n->n_attribute; i++) {
+            const Onnx__AttributeProto *a = n->attribute[i];
+            if (!a || a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH || !a->g) continue;
+            for (size_t j = 0; out_needed && j < a->g->n_output; j++)
+                if (a->g->output[j] && a->g->output[j]->name)
+                    ampc_strmap_put(&c->needed, a->g->output[j]->name, (void *)1);
+            needed_sweep(c, a->g->node, a->g->n_node);
         }
     }
+}
+
+static void compute_needed(ampc_onnx_ctx *c) {
+    c->needed_done = true;
+    needed_sweep(c, c->m->graph->node, c->m->graph->n_node);
 }
 
 /* The binding that makes an input a constant, or NULL (with constants_if_needed, only when the
@@ -1161,7 +1287,7 @@ static void import_node(ampc_onnx_ctx *c, const Onnx__NodeProto *n, scope *sc, i
  * function body the call site's name for the function's outputs, a fresh one otherwise. */
 static const char *out_name(ampc_onnx_ctx *c, const scope *sc, const Onnx__NodeProto *n, size_t j) {
     const char *nm = n->output[j];
-    if (!sc->in_fn) return nm && *nm ? nm : NULL;
+    if (!sc->in_fn && !sc->inline_up) return nm && *nm ? nm : NULL;
     if (nm && *nm) {
         const char *call = ampc_strmap_get(&sc->outs, nm);
         if (call) return call;
@@ -1244,6 +1370,589 @@ poisoned:
     ampc_sb_free(&why);
 }
 
+/* ---- subgraphs: the bodies of If, Loop and Scan --------------------------------------------- */
+
+/* Outer constants up to this many elements are copied into a body (positions that must be known
+ * at compile time stay known there); larger ones (weights) are captured. */
+enum { COPY_CONST_MAX_ELEMS = 1 << 16, MAX_BODIES = 4, MAX_BODY_INPUTS = 64 };
+
+static void scope_free(scope *sc) {
+    ampc_strmap_free(&sc->vals);
+    ampc_strmap_free(&sc->outs);
+    ampc_strmap_free(&sc->local);
+    free(sc->cap_outer);
+    free(sc->cap_inner);
+}
+
+static void add_capture(scope *sc, ampc_value *outer, ampc_value *inner) {
+    if (sc->n_cap == sc->cap_cap) {
+        sc->cap_cap = sc->cap_cap ? sc->cap_cap * 2 : 8;
+        sc->cap_outer = ampc_xrealloc(sc->cap_outer, (size_t)sc->cap_cap * sizeof *sc->cap_outer);
+        sc->cap_inner = ampc_xrealloc(sc->cap_inner, (size_t)sc->cap_cap * sizeof *sc->cap_inner);
+    }
+    sc->cap_outer[sc->n_cap] = outer;
+    sc->cap_inner[sc->n_cap++] = inner;
+}
+
+/* The value outer value `o` becomes inside subgraph scope sc, under the ONNX name `name`: a copy
+ * of a small constant, else a new graph input of the subgraph recorded as a capture. An outer
+ * poison stays poison (its cause is reported where it arose). */
+static ampc_value *capture(ampc_onnx_ctx *c, scope *sc, const char *name, ampc_value *o) {
+    ampc_value *v;
+    if (poisoned(o)) {
+        v = ampc_ir_poison_new(sc->g, name);
+        AMPC_ASSERT(v); /* a few bytes */
+        return v;
+    }
+    if (o->data && !(o->flags & AMPC_VALUE_INPUT) && ampc_ir_numel(o) <= COPY_CONST_MAX_ELEMS) {
+        v = ampc_ir_const_new(sc->g, name, o->dtype, &o->shape, o->data);
+    } else {
+        v = ampc_ir_value_new(sc->g, name, o->dtype, &o->shape);
+        if (v) {
+            ampc_ir_graph_add_input(sc->g, v);
+            add_capture(sc, o, v);
+        }
+    }
+    if (!v) {
+        ampc_diag_clear(&sc->g->diag);
+        ctx_err(c, AMPC_E_OOM, "out of host memory bringing '%s' into a subgraph", name);
+        v = ampc_ir_poison_new(sc->g, name);
+        AMPC_ASSERT(v);
+    }
+    return v;
+}
+
+/* The value an ONNX name stands for in scope sc: its own binding; in a subgraph, else the value
+ * of an enclosing scope brought in (captured or copied, through every level between). NULL when
+ * no scope defines it, or when the subgraph defines it only later (a use before the definition,
+ * which must not silently capture an outer value of the same name). */
+static ampc_value *resolve(ampc_onnx_ctx *c, scope *sc, const char *name) {
+    ampc_value *v = ampc_strmap_get(&sc->vals, name);
+    if (v || !sc->up || ampc_strmap_get(&sc->local, name)) return v;
+    if (sc->inline_up) return resolve(c, sc->up, name); /* the same graph: nothing to capture */
+    ampc_value *o = resolve(c, sc->up, name);
+    if (!o || o == &absent) return o;
+    v = capture(c, sc, name, o);
+    bind(sc, name, v);
+    return v;
+}
+
+/* What a node feeds the ONNX inputs of one of its subgraphs. */
+typedef struct body_sig {
+    int32_t n;
+    ampc_dtype dt[MAX_BODY_INPUTS];
+    ampc_shape sh[MAX_BODY_INPUTS];
+    char layout[160]; /* what the inputs are, for messages */
+} body_sig;
+
+/* Shape [] or [1] for the iteration number and condition of a Loop body: [1] when the body
+ * declares that, else a scalar (ONNX's form, and what a missing shape means). */
+static ampc_shape one_elem_shape(const Onnx__ValueInfoProto *v) {
+    const Onnx__TypeProto__Tensor *tt = v ? tensor_type(v) : NULL;
+    ampc_shape s = {0};
+    if (tt && tt->shape && tt->shape->n_dim == 1 && tt->shape->dim[0] &&
+        tt->shape->dim[0]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+        tt->shape->dim[0]->dim_value == 1)
+        s = (ampc_shape){1, {1}};
+    return s;
+}
+
+/* s without dims d0 (and d1 when >= 0); false when s has too few dims. */
+static bool drop_dims(const ampc_shape *s, int32_t d0, int32_t d1, ampc_shape *out) {
+    if (d0 < 0 || d0 >= s->rank || d1 >= s->rank) return false;
+    *out = (ampc_shape){0};
+    for (int32_t d = 0; d < s->rank; d++)
+        if (d != d0 && d != d1) out->dims[out->rank++] = s->dims[d];
+    return true;
+}
+
+/* The types nd feeds to the ONNX inputs of subgraph gp, from its (already resolved) inputs:
+ * If's branches take none; a Loop body (iteration number, condition, loop-carried values); a
+ * Scan body (states, then one slice of each scan input; Scan-8's batch dim and sequence_lens
+ * are left out). False with an error when the node's inputs do not allow it. */
+static bool body_signature(ampc_onnx_ctx *c, const ampc_onnx_node *nd, const Onnx__GraphProto *gp,
+                           body_sig *sig) {
+    const Onnx__NodeProto *n = nd->proto;
+    int32_t n_in = (int32_t)n->n_input;
+    sig->n = 0;
+    if (nd->op == AMPC_OP_IF) {
+        snprintf(sig->layout, sizeof sig->layout, "If's branches take no inputs");
+        return true;
+    }
+    int32_t lead = 0, N, M = 0;
+    if (nd->op == AMPC_OP_LOOP) {
+        N = n_in - 2;
+        if (N < 0)
+            return ampc_onnx_fail(c, nd, AMPC_E_INVALID_ARG, "Loop has %d inputs; it takes M, "
+                                  "cond, then its loop-carried values", n_in), false;
+        snprintf(sig->layout, sizeof sig->layout, "the iteration number, the condition and %d "
+                 "loop-carried value%s", N, N == 1 ? "" : "s");
+        sig->dt[0] = AMPC_DTYPE_I64;
+        sig->sh[0] = one_elem_shape(gp->n_input ? gp->input[0] : NULL);
+        sig->dt[1] = AMPC_DTYPE_BOOL;
+        sig->sh[1] = one_elem_shape(gp->n_input > 1 ? gp->input[1] : NULL);
+        lead = 2;
+    } else { /* Scan */
+        const ampc_attr *ma = ampc_onnx_attr(nd, "num_scan_inputs");
+        bool v8 = nd->opset < 9;
+        lead = v8 ? 1 : 0;
+        if (!ma || ma->kind != AMPC_ATTR_INT || ma->i < 1 || ma->i > n_in - lead)
+            return ampc_onnx_fail(c, nd, AMPC_E_ATTR, "attribute 'num_scan_inputs' must be an int "
+                                  "from 1 to %d (the node's inputs%s)", n_in - lead,
+                                  v8 ? " after sequence_lens" : ""), false;
+        M = (int32_t)ma->i;
+        N = n_in - lead - M;
+        snprintf(sig->layout, sizeof sig->layout, "%d state variable%s and %d scan input slice%s",
+                 N, N == 1 ? "" : "s", M, M == 1 ? "" : "s");
+    }
+    if (lead + N + M > AMPC_ARRAY_LEN(sig->dt))
+        return ampc_onnx_fail(c, nd, AMPC_E_UNSUPPORTED, "the subgraph takes %d inputs; ampc "
+                              "supports at most %d", lead + N + M, AMPC_ARRAY_LEN(sig->dt)), false;
+    const ampc_attr *axes = nd->opset >= 9 ? ampc_onnx_attr(nd, "scan_input_axes") : NULL;
+    for (int32_t j = 0; j < N + M; j++) {
+        int32_t i = lead + j;
+        const ampc_value *v = i < nd->n_in ? nd->in[i] : NULL;
+        if (!v)
+            return ampc_onnx_fail(c, nd, AMPC_E_INVALID_ARG, "input %d is absent; %s", i,
+                                  nd->op == AMPC_OP_LOOP ? "loop-carried values are required"
+                                                         : "Scan's states and scan inputs are "
+                                                           "required"), false;
+        ampc_shape *s = &sig->sh[nd->op == AMPC_OP_LOOP ? i : j];
+        sig->dt[nd->op == AMPC_OP_LOOP ? i : j] = v->dtype;
+        bool fine;
+        if (nd->op == AMPC_OP_LOOP) {
+            *s = v->shape, fine = true;
+        } else if (nd->opset < 9) { /* Scan-8: [batch, ...] states, [batch, seq, ...] inputs */
+            fine = j < N ? drop_dims(&v->shape, 0, -1, s) : drop_dims(&v->shape, 0, 1, s);
+        } else if (j < N) {
+            *s = v->shape, fine = true;
+        } else {
+            int64_t ax =
+                axes && axes->kind == AMPC_ATTR_INTS && j - N < axes->n ? axes->ints[j - N] : 0;
+            if (ax < 0) ax += v->shape.rank;
+            fine = ax >= 0 && drop_dims(&v->shape, (int32_t)ax, -1, s);
+        }
+        if (!fine) {
+            char b[AMPC_SHAPE_STR_MAX];
+            return ampc_onnx_fail(c, nd, AMPC_E_SHAPE, "input %d '%s' is %s, which has no %s to "
+                                  "scan along", i, v->name, ampc_shape_str(&v->shape, b, sizeof b),
+                                  nd->opset < 9 ? "batch and sequence dims" : "such axis"), false;
+        }
+    }
+    sig->n = nd->op == AMPC_OP_LOOP ? lead + N : N + M;
+    return true;
+}
+
+/* Imports subgraph gp (attribute `attr` of the node `where` in scope `outer`) as a new graph
+ * owned by outer's graph, in the subgraph scope *bs (set up here; the caller reads its captures,
+ * then frees it with scope_free). Its ONNX inputs take the types of sig, whatever gp declares
+ * (ONNX bodies often leave dims unset), checked against a declared element type; its outputs are
+ * resolved in it, so an output may be an outer value (captured). NULL only when out of memory. */
+static ampc_graph *import_body(ampc_onnx_ctx *c, const Onnx__GraphProto *gp, scope *outer,
+                               const char *attr, const body_sig *sig, int64_t opset,
+                               const attr_env *env, const char *where, int depth, scope *bs) {
+    memset(bs, 0, sizeof *bs);
+    ampc_graph *b = ampc_ir_subgraph_new(outer->g, gp->name && *gp->name ? gp->name : attr);
+    if (!b) {
+        ampc_diag_clear(&outer->g->diag);
+        ctx_err(c, AMPC_E_OOM, "%s: out of host memory creating subgraph '%s'", where, attr);
+        return NULL;
+    }
+    bs->g = b;
+    bs->up = outer;
+    for (size_t i = 0; i < gp->n_input; i++)
+        if (gp->input[i] && gp->input[i]->name) ampc_strmap_put(&bs->local, gp->input[i]->name, bs);
+    for (size_t i = 0; i < gp->n_initializer; i++)
+        if (gp->initializer[i] && gp->initializer[i]->name)
+            ampc_strmap_put(&bs->local, gp->initializer[i]->name, bs);
+    for (size_t k = 0; k < gp->n_node; k++)
+        for (size_t j = 0; gp->node[k] && j < gp->node[k]->n_output; j++)
+            if (gp->node[k]->output[j] && *gp->node[k]->output[j])
+                ampc_strmap_put(&bs->local, gp->node[k]->output[j], bs);
+    if ((int32_t)gp->n_input != sig->n) {
+        ctx_err(c, AMPC_E_INVALID_ARG, "%s: attribute '%s': the subgraph has %zu inputs, expected "
+                "%d (%s)", where, attr, gp->n_input, sig->n, sig->layout);
+        return b;
+    }
+    ampc_graph *saved = c->g;
+    c->g = b;
+    char nb[32];
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const Onnx__ValueInfoProto *vi = gp->input[i];
+        const char *nm = vi && vi->name && *vi->name ? vi->name : NULL;
+        if (!nm) {
+            ctx_err(c, AMPC_E_PARSE, "%s: attribute '%s': subgraph input %zu has no name", where,
+                    attr, i);
+            continue;
+        }
+        const Onnx__TypeProto__Tensor *tt = tensor_type(vi);
+        ampc_dtype dt = tt && tt->has_elem_type ? ampc_dtype_from_onnx(tt->elem_type) : sig->dt[i];
+        if (vi->type && !tt) {
+            ctx_err(c, AMPC_E_UNSUPPORTED, "%s: attribute '%s': subgraph input %zu '%s' is not a "
+                    "tensor (a sequence, map or optional); ampc imports tensors only", where, attr,
+                    i, nm);
+            bind(bs, nm, poison(c, nm));
+            continue;
+        }
+        if (tt && tt->has_elem_type && tt->elem_type && dt != sig->dt[i]) {
+            ctx_err(c, AMPC_E_DTYPE, "%s: attribute '%s': subgraph input %zu '%s' is declared %s, "
+                    "but the node feeds it %s (%s)", where, attr, i, nm,
+                    dt ? ampc_dtype_name(dt) : ampc_onnx_dtype_name(tt->elem_type, nb, sizeof nb),
+                    ampc_dtype_name(sig->dt[i]), sig->layout);
+            bind(bs, nm, poison(c, nm));
+            continue;
+        }
+        ampc_value *v = ampc_ir_value_new(b, nm, sig->dt[i], &sig->sh[i]);
+        if (!v) {
+            ctx_err(c, AMPC_E_OOM, "%s: out of host memory", where);
+            break;
+        }
+        ampc_ir_graph_add_input(b, v);
+        bind(bs, nm, v);
+    }
+    if (gp->n_sparse_initializer)
+        ctx_err(c, AMPC_E_UNSUPPORTED, "%s: attribute '%s': the subgraph has sparse initializers, "
+                "which ampc does not support", where, attr);
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const Onnx__TensorProto *t = gp->initializer[i];
+        if (!t || !t->name || ampc_strmap_get(&bs->vals, t->name)) continue;
+        ampc_strbuf what = {0};
+        ampc_sb_printf(&what, "%s: attribute '%s': initializer '%s'", where, attr, t->name);
+        ampc_value *v = const_from_proto(c, t, t->name, what.data);
+        ampc_sb_free(&what);
+        bind(bs, t->name, v ? v : poison(c, t->name));
+    }
+    for (size_t j = 0; j < gp->n_node; j++) {
+        if (!gp->node[j]) continue;
+        ampc_strbuf w = {0};
+        body_node_where(&w, where, attr, j, gp->node[j]);
+        import_node(c, gp->node[j], bs, opset, env, w.data, depth);
+        ampc_sb_free(&w);
+    }
+    for (size_t i = 0; i < gp->n_output; i++) {
+        const char *nm = gp->output[i] && gp->output[i]->name ? gp->output[i]->name : "";
+        ampc_value *v = *nm ? resolve(c, bs, nm) : NULL;
+        if (!v || v == &absent) {
+            ctx_err(c, AMPC_E_VERIFY, "%s: attribute '%s': subgraph output %zu '%s' is not "
+                    "defined, neither in the subgraph nor around it", where, attr, i, nm);
+            v = poison(c, *nm ? nm : "output");
+        }
+        ampc_ir_graph_add_output(b, v);
+    }
+    c->g = saved;
+    return b;
+}
+
+/* Imports the subgraph attributes of control-flow node nd (its ONNX inputs resolved, its other
+ * attributes converted) and applies the capture convention (ir/subgraph.c): the outer values the
+ * bodies capture, in order of first use across the bodies, are appended to nd's inputs; every
+ * body gets one input per capture, in that order, after its ONNX inputs (a body that does not
+ * use a capture gets an unused input); num_captures says how many. The graph attributes are
+ * added to nd. False when a body failed (the errors are recorded) or depends on a value that
+ * failed earlier. */
+static bool import_bodies(ampc_onnx_ctx *c, ampc_onnx_node *nd, const attr_ref *r, int32_t nr,
+                          scope *sc, const attr_env *env, int depth) {
+    scope bs[MAX_BODIES];
+    ampc_graph *bg[MAX_BODIES];
+    const char *names[MAX_BODIES];
+    int32_t nb = 0, errs = c->n_errs;
+    bool ok = true;
+    for (int32_t i = 0; i < nr && ok; i++) {
+        const Onnx__AttributeProto *a = r[i].a;
+        if (a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH) continue;
+        body_sig sig;
+        if (nb == MAX_BODIES || !body_signature(c, nd, a->g, &sig)) {
+            if (nb == MAX_BODIES)
+                ampc_onnx_fail(c, nd, AMPC_E_UNSUPPORTED, "more than %d graph attributes",
+                               MAX_BODIES);
+            ok = false;
+            break;
+        }
+        names[nb] = r[i].name;
+        bg[nb] = import_body(c, a->g, sc, r[i].name, &sig, nd->opset, env, nd->where, depth,
+                             &bs[nb]);
+        ok = bg[nb] != NULL;
+        nb += ok;
+    }
+    ok = ok && c->n_errs == errs;
+    for (int32_t b = 0; ok && b < nb; b++)
+        for (int32_t i = 0; i < bg[b]->n_outputs; i++) ok &= !poisoned(bg[b]->outputs[i]);
+
+    /* The union of the captures, in order of first use. */
+    ampc_value **u = NULL;
+    int32_t nu = 0;
+    for (int32_t b = 0; ok && b < nb; b++)
+        for (int32_t j = 0; j < bs[b].n_cap; j++) {
+            bool seen = false;
+            for (int32_t i = 0; i < nu && !seen; i++) seen = u[i] == bs[b].cap_outer[j];
+            if (seen) continue;
+            u = ampc_xrealloc(u, (size_t)(nu + 1) * sizeof *u);
+            u[nu++] = bs[b].cap_outer[j];
+        }
+    /* Every body takes all of them, in that order, after its ONNX inputs. */
+    for (int32_t b = 0; ok && b < nb; b++) {
+        ampc_graph *g = bg[b];
+        int32_t base = g->n_inputs - bs[b].n_cap;
+        for (int32_t i = 0; i < nu && ok; i++) {
+            bool has = false;
+            for (int32_t j = 0; j < bs[b].n_cap && !has; j++) has = bs[b].cap_outer[j] == u[i];
+            if (has) continue;
+            ampc_value *v = ampc_ir_value_new(g, u[i]->name, u[i]->dtype, &u[i]->shape);
+            if (!v) {
+                ampc_diag_clear(&g->diag);
+                ctx_err(c, AMPC_E_OOM, "%s: out of host memory", nd->where);
+                ok = false;
+                break;
+            }
+            ampc_ir_graph_add_input(g, v);
+            add_capture(&bs[b], u[i], v);
+        }
+        for (int32_t i = 0; i < nu && ok; i++)
+            for (int32_t j = 0; j < bs[b].n_cap; j++)
+                if (bs[b].cap_outer[j] == u[i]) g->inputs[base + i] = bs[b].cap_inner[j];
+    }
+    if (ok) {
+        for (int32_t i = 0; i < nu; i++) ampc_onnx_set_input(nd, nd->n_in, u[i]);
+        int32_t need = nd->n_attrs + nb + 1;
+        if (need > nd->cap_attrs) {
+            nd->cap_attrs = need;
+            nd->attrs = ampc_xrealloc(nd->attrs, (size_t)need * sizeof *nd->attrs);
+        }
+        for (int32_t b = 0; b < nb; b++)
+            nd->attrs[nd->n_attrs++] =
+                (ampc_attr){.name = names[b], .kind = AMPC_ATTR_GRAPH, .graph = bg[b]};
+        if (nu)
+            nd->attrs[nd->n_attrs++] =
+                (ampc_attr){.name = AMPC_ATTR_NUM_CAPTURES, .kind = AMPC_ATTR_INT, .i = nu};
+    }
+    free(u);
+    for (int32_t b = 0; b < nb; b++) scope_free(&bs[b]);
+    return ok;
+}
+
+/* ---- If with a condition known at import time ------------------------------------------------ */
+
+/* An If whose condition is a constant (ONNX functions branch on a rank or an attribute) becomes
+ * its taken branch, imported inline into the node's own graph (names prefixed
+ * `<if>/<branch>/`); the other branch is never built, which matters since it may not build for
+ * these shapes at all. Returns 0 when this does not apply (the If form then reports what is
+ * wrong), 1 when nd->outs hold the branch's outputs, -1 on a failure (recorded). */
+static int inline_if(ampc_onnx_ctx *c, ampc_onnx_node *nd, scope *sc, const attr_ref *r,
+                     int32_t nr, const attr_env *env, int depth) {
+    const ampc_value *cond = nd->n_in > 0 ? nd->in[0] : NULL;
+    if (!cond || !cond->data || (cond->flags & AMPC_VALUE_INPUT) ||
+        cond->dtype != AMPC_DTYPE_BOOL || ampc_ir_numel(cond) != 1)
+        return 0;
+    const char *attr = ((const uint8_t *)cond->data)[0] ? "then_branch" : "else_branch";
+    const Onnx__GraphProto *gp = NULL;
+    for (int32_t i = 0; i < nr; i++)
+        if (!strcmp(r[i].name, attr) &&
+            r[i].a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH)
+            gp = r[i].a->g;
+    if (!gp || gp->n_input) return 0;
+    if ((int32_t)gp->n_output != nd->n_out) {
+        ampc_onnx_fail(c, nd, AMPC_E_INVALID_ARG, "attribute '%s' (taken: the condition is a "
+                       "constant) has %zu outputs, the If %d", attr, gp->n_output, nd->n_out);
+        return -1;
+    }
+    int32_t errs = c->n_errs;
+    scope us = {.g = c->g, .up = sc, .inline_up = true};
+    ampc_strbuf pre = {0};
+    ampc_sb_printf(&pre, "%s/%s", nd->name ? nd->name : "if", attr);
+    us.prefix = pre.data;
+    for (size_t i = 0; i < gp->n_node; i++)
+        for (size_t j = 0; gp->node[i] && j < gp->node[i]->n_output; j++)
+            if (gp->node[i]->output[j] && *gp->node[i]->output[j])
+                ampc_strmap_put(&us.local, gp->node[i]->output[j], &us);
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const Onnx__TensorProto *t = gp->initializer[i];
+        if (!t || !t->name || ampc_strmap_get(&us.vals, t->name)) continue;
+        ampc_strmap_put(&us.local, t->name, &us);
+        ampc_value *v = const_from_proto(c, t, ampc_onnx_fresh_name(c, t->name), nd->where);
+        bind(&us, t->name, v ? v : poison(c, t->name));
+    }
+    for (size_t j = 0; j < gp->n_node; j++) {
+        if (!gp->node[j]) continue;
+        ampc_strbuf w = {0};
+        body_node_where(&w, nd->where, attr, j, gp->node[j]);
+        import_node(c, gp->node[j], &us, nd->opset, env, w.data, depth);
+        ampc_sb_free(&w);
+    }
+    for (int32_t i = 0; i < nd->n_out; i++) {
+        const char *nm = gp->output[i] && gp->output[i]->name ? gp->output[i]->name : "";
+        ampc_value *v = *nm ? resolve(c, &us, nm) : NULL;
+        if (!v || v == &absent) {
+            ctx_err(c, AMPC_E_VERIFY, "%s: attribute '%s': branch output %d '%s' is not defined, "
+                    "neither in the branch nor around it", nd->where, attr, i, nm);
+            v = NULL;
+        }
+        nd->outs[i] = v;
+    }
+    scope_free(&us);
+    ampc_sb_free(&pre);
+    return c->n_errs == errs ? 1 : -1;
+}
+
+/* ---- unrolling a Loop whose body only builds with its iteration number known --------------- */
+
+/* A Loop whose body cannot be built as a body (typically: the iteration number sets a Slice's
+ * starts, which must be known at compile time) is unrolled instead when its trip count is a small
+ * constant: its body is imported once per iteration into the node's own graph, with the
+ * iteration number and the condition as constants and the loop-carried values of the previous
+ * iteration; the condition the body returns must then be a constant (a false one ends the loop
+ * early), and the scan outputs are stacked with Unsqueeze and Concat. */
+enum { UNROLL_MAX_TRIPS = 256, UNROLL_MAX_NODES = 1 << 14 };
+
+/* A point in the error list to come back to. */
+typedef struct err_mark {
+    size_t len;
+    int32_t n_errs;
+    ampc_status first;
+} err_mark;
+
+static err_mark err_here(const ampc_onnx_ctx *c) {
+    return (err_mark){c->errs.len, c->n_errs, c->first};
+}
+
+static void err_back(ampc_onnx_ctx *c, err_mark m) {
+    c->errs.len = m.len;
+    if (c->errs.data) c->errs.data[m.len] = 0;
+    c->n_errs = m.n_errs;
+    c->first = m.first;
+}
+
+/* Takes back what building a node that failed added to g: the nodes and values past the given
+ * counts (the failed node and its poisoned outputs, nothing refers to them) and the subgraphs
+ * past `subs` (bodies no node holds). */
+static void undo_nodes(ampc_graph *g, int32_t nodes, int32_t values, int32_t subs) {
+    for (int32_t i = values; i < g->n_values; i++) ampc_strmap_del(&g->names, g->values[i]->name);
+    g->n_values = values;
+    g->n_nodes = nodes;
+    for (int32_t i = subs; i < g->n_subgraphs; i++) ampc_graph_destroy(g->subgraphs[i]);
+    g->n_subgraphs = subs;
+}
+
+/* The trip count of Loop nd when it can be unrolled: M a constant in 1..UNROLL_MAX_TRIPS (fewer
+ * than UNROLL_MAX_NODES nodes in all), the initial condition absent or a constant true. */
+static int64_t unroll_trips(const ampc_onnx_node *nd, const Onnx__GraphProto *body) {
+    const ampc_value *m = nd->n_in > 0 ? nd->in[0] : NULL, *c = nd->n_in > 1 ? nd->in[1] : NULL;
+    if (!m || !m->data || (m->flags & AMPC_VALUE_INPUT) || m->dtype != AMPC_DTYPE_I64 ||
+        ampc_ir_numel(m) != 1)
+        return 0;
+    if (c && (!c->data || (c->flags & AMPC_VALUE_INPUT) || c->dtype != AMPC_DTYPE_BOOL ||
+              ampc_ir_numel(c) != 1 || !((const uint8_t *)c->data)[0]))
+        return 0;
+    int64_t T = ((const int64_t *)m->data)[0];
+    if (T < 1 || T > UNROLL_MAX_TRIPS || T * (int64_t)(body->n_node + 1) > UNROLL_MAX_NODES)
+        return 0;
+    return T;
+}
+
+/* Unrolls Loop nd (node n in scope sc) T times at most; fills nd->outs. False with errors. */
+static bool unroll_loop(ampc_onnx_ctx *c, const Onnx__NodeProto *n, ampc_onnx_node *nd, scope *sc,
+                        const Onnx__GraphProto *body, int64_t T, const attr_env *env, int depth) {
+    int32_t N = (int32_t)n->n_input - 2, K = nd->n_out - N;
+    if (K < 0 || body->n_input != (size_t)(2 + N) || body->n_output != (size_t)(1 + N + K))
+        return false; /* the Loop form reported why */
+    body_sig sig; /* the body's declared input types must fit, as for the Loop form */
+    if (!body_signature(c, nd, body, &sig) || sig.n != 2 + N) return false;
+    for (size_t i = 0; i < body->n_input; i++) {
+        const Onnx__ValueInfoProto *vi = body->input[i];
+        const Onnx__TypeProto__Tensor *tt = vi ? tensor_type(vi) : NULL;
+        if (!vi || (vi->type && !tt) ||
+            (tt && tt->has_elem_type && tt->elem_type &&
+             ampc_dtype_from_onnx(tt->elem_type) != sig.dt[i]))
+            return false;
+    }
+    ampc_value **carried = ampc_xcalloc((size_t)N + 1, sizeof *carried);
+    ampc_value **rows = ampc_xcalloc((size_t)(T * K) + 1, sizeof *rows);
+    for (int32_t j = 0; j < N; j++) carried[j] = nd->in[2 + j];
+    int32_t errs = c->n_errs;
+    int64_t done = 0;
+    bool ok = true, more = true;
+    for (int64_t it = 0; ok && more && it < T; it++) {
+        scope us = {.g = c->g, .up = sc, .inline_up = true};
+        ampc_strbuf pre = {0}, where = {0};
+        ampc_sb_printf(&pre, "%s/iter%lld", nd->name ? nd->name : "loop", (long long)it);
+        ampc_sb_printf(&where, "body (unrolled, iteration %lld)", (long long)it);
+        us.prefix = pre.data;
+        for (size_t i = 0; i < body->n_node; i++)
+            for (size_t j = 0; body->node[i] && j < body->node[i]->n_output; j++)
+                if (body->node[i]->output[j] && *body->node[i]->output[j])
+                    ampc_strmap_put(&us.local, body->node[i]->output[j], &us);
+        uint8_t yes = 1;
+        ampc_shape si = one_elem_shape(body->input[0]), sb = one_elem_shape(body->input[1]);
+        ampc_value *iv = ampc_onnx_const(c, "iteration", AMPC_DTYPE_I64, &si, &it);
+        ampc_value *cv = ampc_onnx_const(c, "condition", AMPC_DTYPE_BOOL, &sb, &yes);
+        ok = iv && cv;
+        for (size_t i = 0; ok && i < body->n_input; i++) {
+            const char *nm = body->input[i] ? body->input[i]->name : NULL;
+            if (nm && *nm) {
+                ampc_strmap_put(&us.local, nm, &us);
+                bind(&us, nm, i == 0 ? iv : i == 1 ? cv : carried[i - 2]);
+            }
+        }
+        for (size_t i = 0; ok && i < body->n_initializer; i++) {
+            const Onnx__TensorProto *t = body->initializer[i];
+            if (!t || !t->name || ampc_strmap_get(&us.vals, t->name)) continue;
+            ampc_value *v = const_from_proto(c, t, ampc_onnx_fresh_name(c, t->name), nd->where);
+            bind(&us, t->name, v ? v : poison(c, t->name));
+        }
+        for (size_t j = 0; ok && j < body->n_node; j++) {
+            if (!body->node[j]) continue;
+            ampc_strbuf w = {0};
+            body_node_where(&w, nd->where, where.data, j, body->node[j]);
+            import_node(c, body->node[j], &us, nd->opset, env, w.data, depth);
+            ampc_sb_free(&w);
+        }
+        ampc_value *outs[64 + 1];
+        ok = ok && c->n_errs == errs && body->n_output <= 64;
+        for (size_t i = 0; ok && i < body->n_output; i++) {
+            const char *nm = body->output[i] ? body->output[i]->name : NULL;
+            outs[i] = nm && *nm ? resolve(c, &us, nm) : NULL;
+            ok = outs[i] && outs[i] != &absent && !poisoned(outs[i]);
+        }
+        if (ok && (!outs[0]->data || outs[0]->dtype != AMPC_DTYPE_BOOL)) {
+            ampc_onnx_fail(c, nd, AMPC_E_UNSUPPORTED, "unrolling the loop: iteration %lld's "
+                           "condition (body output 0 '%s') is computed at run time",
+                           (long long)it, outs[0]->name);
+            ok = false;
+        }
+        if (ok) {
+            more = ((const uint8_t *)outs[0]->data)[0] != 0;
+            for (int32_t j = 0; j < N; j++) carried[j] = outs[1 + j];
+            for (int32_t j = 0; j < K; j++) rows[it * K + j] = outs[1 + N + j];
+            done = it + 1;
+        }
+        scope_free(&us);
+        ampc_sb_free(&pre);
+        ampc_sb_free(&where);
+    }
+    /* Final values; each scan output stacked: Unsqueeze every row, Concat along dim 0. */
+    ampc_shape one = {1, {1}};
+    int64_t zero = 0;
+    ampc_attr axis0 = {.name = "axis", .kind = AMPC_ATTR_INT, .i = 0};
+    ampc_value *axes = ok && K ? ampc_onnx_const(c, "axes", AMPC_DTYPE_I64, &one, &zero) : NULL;
+    ok = ok && (!K || axes);
+    for (int32_t j = 0; ok && j < N; j++) nd->outs[j] = carried[j];
+    for (int32_t j = 0; ok && j < K; j++) {
+        ampc_value **col = ampc_xcalloc((size_t)done + 1, sizeof *col);
+        for (int64_t it = 0; ok && it < done; it++) {
+            ampc_value *in[2] = {rows[it * K + j], axes};
+            ok = ampc_onnx_build(c, nd, AMPC_OP_UNSQUEEZE, NULL, in, 2, NULL, 0, 1,
+                                 done == 1 ? &nd->out_names[N + j] : NULL, &col[it]) == AMPC_OK;
+        }
+        if (ok && done == 1) nd->outs[N + j] = col[0];
+        else if (ok)
+            ok = ampc_onnx_build(c, nd, AMPC_OP_CONCAT, NULL, col, (int32_t)done, &axis0, 1, 1,
+                                 &nd->out_names[N + j], &nd->outs[N + j]) == AMPC_OK;
+        free(col);
+    }
+    free(carried);
+    free(rows);
+    return ok;
+}
+
 /* A call of a model-local function: its body is imported inline in a scope of its own. */
 static void expand_function(ampc_onnx_ctx *c, const Onnx__NodeProto *n, fn_def *f, scope *sc,
                             const attr_env *env, const char *where, int depth) {
@@ -1256,7 +1965,7 @@ static void expand_function(ampc_onnx_ctx *c, const Onnx__NodeProto *n, fn_def *
     attr_ref *r;
     int32_t nr = resolve_attrs(n, env, &r);
     attr_env inner_env = {r, nr, f->defaults, f->n_defaults};
-    scope inner = {.in_fn = true};
+    scope inner = {.in_fn = true, .g = c->g};
     ampc_strbuf pre = {0};
     ampc_sb_printf(&pre, "%s", n->name && *n->name ? n->name : fp->name);
     inner.prefix = pre.data;
@@ -1265,7 +1974,7 @@ static void expand_function(ampc_onnx_ctx *c, const Onnx__NodeProto *n, fn_def *
         const char *actual = i < n->n_input ? n->input[i] : NULL;
         ampc_value *v = &absent;
         if (actual && *actual) {
-            v = ampc_strmap_get(&sc->vals, actual);
+            v = resolve(c, sc, actual);
             if (!v) {
                 ctx_err(c, AMPC_E_VERIFY, "%s: input %zu '%s' is not defined before this node",
                         where, i, actual);
@@ -1337,20 +2046,23 @@ static void import_node(ampc_onnx_ctx *c, const Onnx__NodeProto *n, scope *sc, i
     for (size_t i = 0; i < n->n_input; i++) {
         const char *nm = n->input[i];
         if (!nm || !*nm) continue;
-        ampc_value *v = ampc_strmap_get(&sc->vals, nm);
+        ampc_value *v = resolve(c, sc, nm);
         if (!v) {
-            ctx_err(c, AMPC_E_VERIFY, "%s: input %zu '%s' is not defined before this node", where,
-                    i, nm);
+            ctx_err(c, AMPC_E_VERIFY, "%s: input %zu '%s' is not defined before this node%s",
+                    where, i, nm, sc->up ? " (neither in its subgraph nor around it)" : "");
             ok = false;
         } else if (v != &absent) {
             nd.in[i] = v;
             quiet |= poisoned(v);
         }
     }
-    /* Trailing absent inputs carry nothing; dropping them keeps arity checks exact. */
-    while (nd.n_in > 0 && !nd.in[nd.n_in - 1]) nd.n_in--;
-    nd.name = !sc->in_fn && n->name && *n->name ? n->name : NULL;
-    if (sc->in_fn && n->name && *n->name) {
+    /* Trailing absent inputs carry nothing; dropping them keeps arity checks exact. Control-flow
+     * ops keep their places: captures follow their ONNX inputs. */
+    bool bodies = ampc_ir_op_has_bodies(nd.op);
+    while (!bodies && nd.n_in > 0 && !nd.in[nd.n_in - 1]) nd.n_in--;
+    bool prefixed = sc->in_fn || sc->inline_up; /* names made unique per expansion */
+    nd.name = !prefixed && n->name && *n->name ? n->name : NULL;
+    if (prefixed && n->name && *n->name) {
         ampc_strbuf h = {0};
         ampc_sb_printf(&h, "%s/%s", sc->prefix, n->name);
         nd.name = ampc_arena_strdup(&c->g->arena, h.data);
@@ -1364,11 +2076,51 @@ static void import_node(ampc_onnx_ctx *c, const Onnx__NodeProto *n, scope *sc, i
     attr_ref *r;
     int32_t nr = resolve_attrs(n, env, &r);
     ok = ok && !quiet && convert_attrs(c, &nd, r, nr);
-    if (ok) ampc_onnx_emit(c, &nd);
+    int inlined = ok && nd.op == AMPC_OP_IF ? inline_if(c, &nd, sc, r, nr, env, depth) : 0;
+    if (inlined) {
+        ok = inlined > 0;
+    } else if (ok && bodies) {
+        /* A Loop that is unsupported as a Loop (its body needs the iteration number at compile
+         * time, or its scan outputs a trip count only the body's constant conditions give) is
+         * unrolled instead when its trip count is a small constant (unroll_loop). */
+        err_mark m = err_here(c);
+        int32_t subs = c->g->n_subgraphs, nodes0 = c->g->n_nodes, values0 = c->g->n_values;
+        ok = import_bodies(c, &nd, r, nr, sc, env, depth);
+        bool failed_as_loop = !ok || ampc_onnx_emit(c, &nd) != AMPC_OK;
+        const Onnx__GraphProto *body = NULL;
+        for (int32_t i = 0; i < nr; i++)
+            if (r[i].a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH) body = r[i].a->g;
+        int64_t T = failed_as_loop && nd.op == AMPC_OP_LOOP && c->first == AMPC_E_UNSUPPORTED &&
+                            m.first == AMPC_OK && body
+                        ? unroll_trips(&nd, body) : 0;
+        if (T) { /* try again, unrolled; keep the first messages if that fails too */
+            char *first_try = ampc_xstrdup(c->errs.data ? c->errs.data + m.len : "");
+            err_mark failed = err_here(c);
+            err_back(c, m);
+            undo_nodes(c->g, nodes0, values0, subs); /* the first try's Loop node and bodies */
+            bool unrolled = unroll_loop(c, n, &nd, sc, body, T, env, depth);
+            if (!unrolled) {
+                err_back(c, m);
+                ampc_sb_puts(&c->errs, first_try);
+                c->n_errs = failed.n_errs;
+                c->first = failed.first;
+                ok = false; /* the outputs are poison (the Loop node was taken back) */
+            }
+            free(first_try);
+            for (int32_t j = 0; unrolled && j < nd.n_out; j++) {
+                if (!n->output[j] || !*n->output[j]) continue;
+                bind(sc, n->output[j], nd.outs[j]);
+            }
+            if (unrolled) goto done;
+        }
+    } else if (ok) {
+        ampc_onnx_emit(c, &nd);
+    }
     for (int32_t j = 0; j < nd.n_out; j++) {
         if (!n->output[j] || !*n->output[j]) continue;
         bind(sc, n->output[j], ok && nd.outs[j] ? nd.outs[j] : poison(c, n->output[j]));
     }
+done:
     free(r);
     free(nd.in);
     free(nd.attrs);
@@ -1406,14 +2158,16 @@ static void compare_value_info(ampc_onnx_ctx *c, const Onnx__ValueInfoProto *vi,
 static ampc_status build(ampc_onnx_ctx *c, const int32_t *order, const ampc_dtype *dts,
                          const ampc_shape *shapes) {
     const Onnx__GraphProto *gp = c->m->graph;
-    scope sc = {0};
+    scope sc = {.g = c->g};
     ampc_strmap inits = {0}, used = {0};
     for (size_t i = 0; i < gp->n_initializer; i++)
         ampc_strmap_put(&inits, gp->initializer[i]->name, gp->initializer[i]);
-    for (size_t k = 0; k < gp->n_node; k++)
+    for (size_t k = 0; k < gp->n_node; k++) {
         for (size_t j = 0; j < gp->node[k]->n_input; j++)
             if (gp->node[k]->input[j] && *gp->node[k]->input[j])
                 ampc_strmap_put(&used, gp->node[k]->input[j], (void *)1);
+        body_refs(gp->node[k], &used); /* initializers used only inside subgraphs */
+    }
     for (size_t i = 0; i < gp->n_output; i++)
         ampc_strmap_put(&used, gp->output[i]->name, (void *)1);
 

@@ -9,7 +9,7 @@
  *      reductions (opset < 13 for ReduceSum, < 18 for the others), Squeeze/Unsqueeze (< 13),
  *      Split's `split` (< 13), Clip's min/max (< 11), Pad's pads and value (< 11), Slice's starts,
  *      ends and axes (< 10), TopK's k (< 10), Dropout's ratio (< 12), Reshape's shape (< 5),
- *      Upsample's scales (< 9).
+ *      Upsample's scales (< 9), DFT's axis (< 20; DFT-17's default axis is 1, the newest -2).
  *   2. Attributes that carried no semantics are dropped: consumed_inputs (< 6), is_test (< 7),
  *      BatchNormalization's spatial=1 (< 9), Gemm's broadcast (< 7).
  *   3. Semantics that changed are re-expressed with other ops: legacy broadcasting of binary ops
@@ -18,7 +18,11 @@
  *      default 1: Flatten, the op on axis 1, Reshape back), Split before 18 (num_outputs),
  *      Concat before 4 (axis default 1), Cast-1's string `to`, Resize-10 as the newest Resize
  *      (asymmetric coordinates, floor rounding for nearest), PRelu before 7 (a
- *      slope [C] applies per channel: reshaped to [C,1,...]).
+ *      slope [C] applies per channel: reshaped to [C,1,...]), Scan-8 (a batch dim: one Scan of
+ *      the newest form per batch entry, sharing the body; sequence_lens unsupported),
+ *      GroupNormalization before 21 (scale and bias per group [G] become per channel [C]),
+ *      RoiAlign before 16 (its only coordinate mode was output_half_pixel), LpPool-1 and
+ *      GlobalLpPool-1 (a float p).
  *
  * Which ops and opsets the importer takes is the op table's opset_lo/opset_hi, extended downwards
  * by op_floors where a rewrite here covers the older forms. Ops that name a different table row
@@ -28,6 +32,7 @@
 #include "onnx_internal.h"
 
 #include "ir/ref/ref.h"
+#include "ir/subgraph.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +57,8 @@ static const struct {
     /* attributes that became inputs, or semantics re-expressed here */
     {"Clip", 1}, {"Pad", 1}, {"Slice", 1}, {"Reshape", 1}, {"TopK", 1}, {"Dropout", 1},
     {"BatchNormalization", 1}, {"Gemm", 1}, {"Concat", 1}, {"Cast", 1}, {"Split", 2},
-    {"Softmax", 1}, {"LogSoftmax", 1}, {"Hardmax", 1}, {"Resize", 10},
+    {"Softmax", 1}, {"LogSoftmax", 1}, {"Hardmax", 1}, {"Resize", 10}, {"Scan", 8},
+    {"GroupNormalization", 18}, {"RoiAlign", 10}, {"LpPool", 1}, {"GlobalLpPool", 1},
     /* forms that only gained types, optional attributes or outputs (defaults keep the old
      * meaning) */
     {"MaxPool", 1}, {"AveragePool", 1}, {"MatMul", 1}, {"ArgMax", 1}, {"ArgMin", 1},
@@ -145,6 +151,12 @@ bool ampc_onnx_node_supported(const Onnx__NodeProto *n, ampc_opcode op, int64_t 
                        "per-channel form (spatial=1) is", (long long)a->i, (long long)opset);
         return false;
     }
+    /* Before opset 14 training mode had up to 5 outputs (the row takes 3, for the message). */
+    if (!strcmp(row, "BatchNormalization") && n->n_output > 3) {
+        ampc_sb_printf(why, "training mode (%zu outputs: running and saved statistics) is not "
+                       "supported: ampc compiles inference graphs", n->n_output);
+        return false;
+    }
     if (!strcmp(row, "Cast") && opset < 6 && (a = proto_attr(n, "to")) &&
         a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING) {
         char buf[64] = "";
@@ -155,6 +167,11 @@ bool ampc_onnx_node_supported(const Onnx__NodeProto *n, ampc_opcode op, int64_t 
             ampc_sb_printf(why, "attribute to='%s' names no ONNX element type", buf);
             return false;
         }
+    }
+    if (!strcmp(row, "Scan") && opset < 9 && n->n_input > 0 && n->input[0] && *n->input[0]) {
+        ampc_sb_puts(why, "Scan-8's sequence_lens (input 0) is not supported: only full-length "
+                     "sequences are (leave the input empty)");
+        return false;
     }
     if (n->op_type && !strcmp(n->op_type, "Upsample") && (a = proto_attr(n, "mode")) &&
         a->s.len && !(a->s.len == 7 && !memcmp(a->s.data, "nearest", 7)) &&
@@ -253,7 +270,7 @@ static const struct {
     {"Pad", 11, "value", 2, AS_LIKE_X},          {"Slice", 10, "starts", 1, AS_INTS},
     {"Slice", 10, "ends", 2, AS_INTS},           {"Slice", 10, "axes", 3, AS_INTS},
     {"TopK", 10, "k", 1, AS_INTS},               {"Dropout", 12, "ratio", 1, AS_F32},
-    {"Upsample", 9, "scales", 1, AS_FLOATS},
+    {"Upsample", 9, "scales", 1, AS_FLOATS},     {"DFT", 20, "axis", 2, AS_INTS},
 };
 
 /* Makes attribute a the constant input idx of the node, converted as `kind` says. */
@@ -404,6 +421,152 @@ static void upsample_to_resize(ampc_onnx_node *nd) {
     attr_set(nd, (ampc_attr){.name = "nearest_mode", .kind = AMPC_ATTR_STRING, .s = "floor"});
 }
 
+/* Scan-8 carries a batch dim: inputs (sequence_lens, states [B, ...], scan inputs [B, seq, ...])
+ * run one independent scan per batch entry. It becomes B Scan nodes of the newest form sharing
+ * the body (imported once, for one batch entry): Gather picks entry b of every state and scan
+ * input, and each output's B results are stacked again (Unsqueeze, Concat along dim 0) under the
+ * ONNX output's name. `directions` is the newest scan_input_directions. sequence_lens is refused
+ * before (coverage): without it every sequence has the full length. */
+static ampc_status scan8_per_batch(ampc_onnx_ctx *c, ampc_onnx_node *nd) {
+    if (nd->n_in > 0 && nd->in[0])
+        return ampc_onnx_fail(c, nd, AMPC_E_UNSUPPORTED, "Scan-8's sequence_lens (input 0) is not "
+                              "supported: only full-length sequences are");
+    const ampc_attr *ka = ampc_onnx_attr(nd, AMPC_ATTR_NUM_CAPTURES);
+    int32_t k = ka ? (int32_t)ka->i : 0, nx = nd->n_in - k - 1, n_out = nd->n_out;
+    if (nx < 1 || !nd->in[1] || nd->in[1]->shape.rank < 1)
+        return ampc_onnx_fail(c, nd, AMPC_E_INVALID_ARG, "Scan-8 needs states or scan inputs with "
+                              "a batch dim after sequence_lens");
+    int64_t B = nd->in[1]->shape.dims[0];
+    for (int32_t j = 1; j <= nx; j++)
+        if (!nd->in[j] || nd->in[j]->shape.rank < 1 || nd->in[j]->shape.dims[0] != B)
+            return ampc_onnx_fail(c, nd, AMPC_E_SHAPE, "Scan-8's states and scan inputs share a "
+                                  "batch dim 0: input 1 '%s' has %lld, input %d '%s' does not",
+                                  nd->in[1]->name, (long long)B, j,
+                                  nd->in[j] ? nd->in[j]->name : "");
+    if (B < 1 || B > 4096)
+        return ampc_onnx_fail(c, nd, AMPC_E_UNSUPPORTED, "Scan-8 with a batch of %lld: ampc takes "
+                              "1 to 4096 (one Scan per batch entry)", (long long)B);
+    const ampc_attr *dirs = ampc_onnx_attr(nd, "directions");
+    if (dirs) {
+        ampc_attr d = *dirs;
+        d.name = "scan_input_directions";
+        ampc_onnx_attr_remove(nd, "directions");
+        attr_set(nd, d);
+    }
+    ampc_value **parts = ampc_xcalloc((size_t)(B * n_out), sizeof *parts);
+    ampc_value **in9 = ampc_xcalloc((size_t)(nx + k), sizeof *in9);
+    ampc_status st = AMPC_OK;
+    ampc_attr axis0 = {.name = "axis", .kind = AMPC_ATTR_INT, .i = 0};
+    for (int64_t b = 0; b < B && st == AMPC_OK; b++) {
+        ampc_shape scalar = {0};
+        ampc_value *idx = ampc_onnx_const(c, hint(c, nd, "batch"), AMPC_DTYPE_I64, &scalar, &b);
+        if (!idx) {
+            st = AMPC_E_OOM;
+            break;
+        }
+        for (int32_t j = 0; j < nx && st == AMPC_OK; j++) {
+            ampc_value *gin[2] = {nd->in[1 + j], idx};
+            st = ampc_onnx_build(c, nd, AMPC_OP_GATHER, hint(c, nd, "entry"), gin, 2, &axis0, 1, 1,
+                                 NULL, &in9[j]);
+        }
+        for (int32_t i = 0; i < k; i++) in9[nx + i] = nd->in[nd->n_in - k + i];
+        if (st == AMPC_OK)
+            st = ampc_onnx_build(c, nd, AMPC_OP_SCAN, hint(c, nd, "scan"), in9, nx + k, nd->attrs,
+                                 nd->n_attrs, n_out, NULL, parts + b * n_out);
+    }
+    ampc_shape one = {1, {1}};
+    int64_t zero = 0;
+    ampc_value *axes = st == AMPC_OK ? ampc_onnx_const(c, hint(c, nd, "axes"), AMPC_DTYPE_I64, &one,
+                                                       &zero)
+                                     : NULL;
+    if (st == AMPC_OK && !axes) st = AMPC_E_OOM;
+    for (int32_t j = 0; j < n_out && st == AMPC_OK; j++) {
+        for (int64_t b = 0; b < B && st == AMPC_OK; b++) {
+            ampc_value *uin[2] = {parts[b * n_out + j], axes};
+            st = ampc_onnx_build(c, nd, AMPC_OP_UNSQUEEZE, hint(c, nd, "stack"), uin, 2, NULL, 0,
+                                 1, B == 1 ? &nd->out_names[j] : NULL, &parts[b * n_out + j]);
+        }
+        if (st != AMPC_OK) break;
+        if (B == 1) {
+            nd->outs[j] = parts[j];
+            continue;
+        }
+        ampc_value **col = ampc_xcalloc((size_t)B, sizeof *col);
+        for (int64_t b = 0; b < B; b++) col[b] = parts[b * n_out + j];
+        st = ampc_onnx_build(c, nd, AMPC_OP_CONCAT, hint(c, nd, "concat"), col, (int32_t)B, &axis0,
+                             1, 1, &nd->out_names[j], &nd->outs[j]);
+        free(col);
+    }
+    free(parts);
+    free(in9);
+    return st;
+}
+
+/* GroupNormalization before opset 21 takes scale and bias per group ([num_groups]); the newest
+ * form takes them per channel ([C]). Repeating each group's entry C / num_groups times gives the
+ * same result: directly for a constant, else Reshape [G, 1] -> Expand [G, C/G] -> Reshape [C].
+ * Inputs of any other shape are left for inference to report. */
+static ampc_status group_norm_per_channel(ampc_onnx_ctx *c, ampc_onnx_node *nd) {
+    const ampc_attr *ga = ampc_onnx_attr(nd, "num_groups");
+    if (!ga || ga->kind != AMPC_ATTR_INT || nd->n_in < 3 || !nd->in[0]) return AMPC_OK;
+    const ampc_value *x = nd->in[0];
+    int64_t groups = ga->i, ch = x->shape.rank >= 2 ? x->shape.dims[1] : 0;
+    if (groups <= 0 || ch <= 0 || ch % groups || groups == ch) return AMPC_OK;
+    int64_t rep = ch / groups;
+    for (int32_t i = 1; i <= 2; i++) {
+        ampc_value *v = nd->in[i];
+        if (!v || v->shape.rank != 1 || v->shape.dims[0] != groups) continue;
+        const char *what = i == 1 ? "scale_per_channel" : "bias_per_channel";
+        if (v->data) {
+            ampc_shape sc = {1, {ch}};
+            size_t esz = ampc_dtype_size(v->dtype);
+            unsigned char *buf = ampc_xmalloc((size_t)ch * esz);
+            for (int64_t k = 0; k < ch; k++)
+                memcpy(buf + (size_t)k * esz,
+                       (const unsigned char *)v->data + (size_t)(k / rep) * esz, esz);
+            ampc_value *nv = ampc_onnx_const(c, hint(c, nd, what), v->dtype, &sc, buf);
+            free(buf);
+            if (!nv) return AMPC_E_OOM;
+            nd->in[i] = nv;
+            continue;
+        }
+        ampc_shape s1 = {1, {1}}, s2 = {1, {2}};
+        int64_t col[2] = {groups, 1}, wide[2] = {groups, rep};
+        ampc_value *c_col = ampc_onnx_const(c, hint(c, nd, "group_column"), AMPC_DTYPE_I64, &s2,
+                                            col);
+        ampc_value *c_wide = ampc_onnx_const(c, hint(c, nd, "group_repeat"), AMPC_DTYPE_I64, &s2,
+                                             wide);
+        ampc_value *c_flat = ampc_onnx_const(c, hint(c, nd, "channels"), AMPC_DTYPE_I64, &s1, &ch);
+        if (!c_col || !c_wide || !c_flat) return AMPC_E_OOM;
+        ampc_value *a[2] = {v, c_col}, *t1, *t2, *t3;
+        ampc_status st = ampc_onnx_build(c, nd, AMPC_OP_RESHAPE, hint(c, nd, "group_column"), a, 2,
+                                         NULL, 0, 1, NULL, &t1);
+        if (st != AMPC_OK) return st;
+        a[0] = t1, a[1] = c_wide;
+        st = ampc_onnx_build(c, nd, AMPC_OP_EXPAND, hint(c, nd, "group_repeat"), a, 2, NULL, 0, 1,
+                             NULL, &t2);
+        if (st != AMPC_OK) return st;
+        a[0] = t2, a[1] = c_flat;
+        st = ampc_onnx_build(c, nd, AMPC_OP_RESHAPE, hint(c, nd, what), a, 2, NULL, 0, 1, NULL,
+                             &t3);
+        if (st != AMPC_OK) return st;
+        nd->in[i] = t3;
+    }
+    return AMPC_OK;
+}
+
+/* LpPool-1 and GlobalLpPool-1 give p as a float; from opset 2 it is an int. */
+static ampc_status lp_pool_int_p(ampc_onnx_ctx *c, ampc_onnx_node *nd) {
+    const ampc_attr *p = ampc_onnx_attr(nd, "p");
+    if (!p || p->kind != AMPC_ATTR_FLOAT) return AMPC_OK;
+    if (!(p->f >= 1 && p->f <= 1e9f && p->f == (float)(int64_t)p->f))
+        return ampc_onnx_fail(c, nd, AMPC_E_UNSUPPORTED, "attribute p=%g (opset %lld) is not "
+                              "supported: only whole numbers p >= 1 are", (double)p->f,
+                              (long long)nd->opset);
+    attr_set(nd, (ampc_attr){.name = "p", .kind = AMPC_ATTR_INT, .i = (int64_t)p->f});
+    return AMPC_OK;
+}
+
 /* ---- the entry ------------------------------------------------------------------------------ */
 
 ampc_status ampc_onnx_emit(ampc_onnx_ctx *c, ampc_onnx_node *nd) {
@@ -416,6 +579,10 @@ ampc_status ampc_onnx_emit(ampc_onnx_ctx *c, ampc_onnx_node *nd) {
     if (opset < 7) ampc_onnx_attr_remove(nd, "is_test");
     if (row_is(nd, "BatchNormalization") && opset < 9) ampc_onnx_attr_remove(nd, "spatial");
     if (row_is(nd, "Gemm") && opset < 7) ampc_onnx_attr_remove(nd, "broadcast");
+
+    /* DFT-17's axis attribute defaults to 1; as an input it defaults to -2: make it explicit. */
+    if (row_is(nd, "DFT") && opset < 20 && !ampc_onnx_attr(nd, "axis"))
+        attr_set(nd, (ampc_attr){.name = "axis", .kind = AMPC_ATTR_INT, .i = 1});
 
     /* 1. attributes that became inputs */
     for (int i = 0; i < AMPC_ARRAY_LEN(attr_rules); i++) {
@@ -447,6 +614,16 @@ ampc_status ampc_onnx_emit(ampc_onnx_ctx *c, ampc_onnx_node *nd) {
         !ampc_onnx_attr(nd, "num_outputs"))
         attr_set(nd, (ampc_attr){.name = "num_outputs", .kind = AMPC_ATTR_INT, .i = nd->n_out});
     if (!strcmp(ot, "Resize") && opset < 11) upsample_to_resize(nd);
+    if (row_is(nd, "GroupNormalization") && opset < 21 &&
+        (st = group_norm_per_channel(c, nd)) != AMPC_OK)
+        return st;
+    if (row_is(nd, "RoiAlign") && opset < 16)
+        attr_set(nd, (ampc_attr){.name = "coordinate_transformation_mode",
+                                 .kind = AMPC_ATTR_STRING, .s = "output_half_pixel"});
+    if ((row_is(nd, "LpPool") || row_is(nd, "GlobalLpPool")) && opset < 2 &&
+        (st = lp_pool_int_p(c, nd)) != AMPC_OK)
+        return st;
+    if (row_is(nd, "Scan") && opset < 9) return scan8_per_batch(c, nd);
     if ((row_is(nd, "Softmax") || row_is(nd, "LogSoftmax") || row_is(nd, "Hardmax")) &&
         opset < 13 && nd->n_in >= 1 && nd->in[0])
         return coerced_softmax(c, nd);

@@ -1,6 +1,8 @@
 /*
- * conv.c — inference for convolution and pooling: Conv, ConvTranspose, MaxPool, AveragePool and
- * the global pools. Activations are N x C x D1 x ... x Dk (k >= 1 spatial dims, NCHW order).
+ * conv.c — inference for convolution and pooling: Conv, ConvTranspose, DeformConv, MaxPool,
+ * AveragePool, LpPool, the global pools, and Col2Im (the scatter-add inverse of im2col, whose block
+ * positions follow the same window rules). Activations are N x C x D1 x ... x Dk (k >= 1 spatial
+ * dims, NCHW order).
  *
  * The window attributes (kernel_shape, strides, dilations, pads, auto_pad, ceil_mode) are read
  * and checked once by read_window(); every output spatial size then follows the ONNX formulas,
@@ -197,15 +199,15 @@ static ampc_status window_out(ampc_graph *g, ampc_node *n, window *w, int32_t i,
     return AMPC_OK;
 }
 
-/* The optional bias (input 2) must be 1-D with m entries. */
-static ampc_status check_bias(ampc_graph *g, ampc_node *n, int64_t m, const char *what) {
-    if (n->n_inputs < 3 || !n->inputs[2]) return AMPC_OK;
-    const ampc_value *b = n->inputs[2];
-    if (!ampc_infer_same_dtype(g, n, 0, 2)) return AMPC_E_DTYPE;
+/* The optional bias (input i: 2 for Conv, 3 for DeformConv) must be 1-D with m entries. */
+static ampc_status check_bias(ampc_graph *g, ampc_node *n, int32_t i, int64_t m, const char *what) {
+    if (n->n_inputs <= i || !n->inputs[i]) return AMPC_OK;
+    const ampc_value *b = n->inputs[i];
+    if (!ampc_infer_same_dtype(g, n, 0, i)) return AMPC_E_DTYPE;
     if (b->shape.rank == 1 && b->shape.dims[0] == m) return AMPC_OK;
     char s[AMPC_SHAPE_STR_MAX];
-    return AMPC_FAIL(g, n, AMPC_E_SHAPE, "input 2 '%s' must be 1-D with %lld entries (%s), got %s",
-                     b->name, (long long)m, what, ampc_shape_str(&b->shape, s, sizeof s));
+    return AMPC_FAIL(g, n, AMPC_E_SHAPE, "input %d '%s' must be 1-D with %lld entries (%s), got %s",
+                     i, b->name, (long long)m, what, ampc_shape_str(&b->shape, s, sizeof s));
 }
 
 /* Shared checks of X and W: float dtypes, equal ranks, a positive group. */
@@ -227,8 +229,10 @@ static ampc_status conv_common(ampc_graph *g, ampc_node *n, int64_t *group) {
     return read_int(g, n, "group", 1, 1, INT64_MAX, group);
 }
 
-/* Conv: X [N, C, D...], W [M, C/group, K...], B [M] -> Y [N, M, out...]. */
-ampc_status ampc_infer_conv(ampc_graph *g, ampc_node *n) {
+/* The output shape of a forward convolution (Conv, DeformConv): X [N, C, D...], W [M, C/group,
+ * K...], the bias B [M] at input `bias` -> Y [N, M, out...]; also returns the window. */
+static ampc_status conv_forward(ampc_graph *g, ampc_node *n, int32_t bias, window *win,
+                                ampc_shape *y) {
     int64_t group, cw;
     ampc_status st = conv_common(g, n, &group);
     if (st) return st;
@@ -247,12 +251,70 @@ ampc_status ampc_infer_conv(ampc_graph *g, ampc_node *n) {
             g, n, AMPC_E_SHAPE,
             "group %lld must divide the output channels: input 1 '%s' is %s (M = %lld)",
             (long long)group, w->name, ampc_shape_str(&w->shape, sw, sizeof sw), (long long)m);
-    if ((st = check_bias(g, n, m, "M = W.shape[0]"))) return st;
-    window win;
-    if ((st = read_window(g, n, k, &w->shape.dims[2], &win))) return st;
-    ampc_shape y = {x->shape.rank, {x->shape.dims[0], m}};
+    if ((st = check_bias(g, n, bias, m, "M = W.shape[0]"))) return st;
+    if ((st = read_window(g, n, k, &w->shape.dims[2], win))) return st;
+    *y = (ampc_shape){x->shape.rank, {x->shape.dims[0], m}};
     for (int32_t i = 0; i < k; i++)
-        if ((st = window_out(g, n, &win, i, x->shape.dims[2 + i], &y.dims[2 + i]))) return st;
+        if ((st = window_out(g, n, win, i, x->shape.dims[2 + i], &y->dims[2 + i]))) return st;
+    return AMPC_OK;
+}
+
+/* Conv: X [N, C, D...], W [M, C/group, K...], B [M] -> Y [N, M, out...]. */
+ampc_status ampc_infer_conv(ampc_graph *g, ampc_node *n) {
+    window win;
+    ampc_shape y;
+    ampc_status st = conv_forward(g, n, 2, &win, &y);
+    if (st) return st;
+    ampc_infer_set(n, 0, n->inputs[0]->dtype, &y);
+    return AMPC_OK;
+}
+
+/* Input i of a DeformConv (offset or mask) must be [N, per_point, out...] with Y's N and spatial
+ * dims; `what` says what its channels hold. */
+static ampc_status check_sampling_input(ampc_graph *g, ampc_node *n, int32_t i, const ampc_shape *y,
+                                        int64_t per_point, const char *what) {
+    const ampc_value *v = n->inputs[i];
+    if (!ampc_infer_same_dtype(g, n, 0, i)) return AMPC_E_DTYPE;
+    ampc_shape want = *y;
+    want.dims[1] = per_point;
+    if (ampc_shape_eq(&v->shape, &want)) return AMPC_OK;
+    char sv[AMPC_SHAPE_STR_MAX], sw[AMPC_SHAPE_STR_MAX];
+    return AMPC_FAIL(g, n, AMPC_E_SHAPE, "input %d '%s' must be %s (N, %s, then the output's "
+                     "spatial dims), got %s", i, v->name, ampc_shape_str(&want, sw, sizeof sw),
+                     what, ampc_shape_str(&v->shape, sv, sizeof sv));
+}
+
+/* DeformConv: a Conv whose kernel points are displaced per output position by `offset` (input 2,
+ * [N, offset_group * prod(K) * k, out...]: one k-vector per kernel point) and optionally scaled
+ * by `mask` (input 4, [N, offset_group * prod(K), out...]); the bias is input 3. The input
+ * channels split into offset_group groups, each with its own offsets. */
+ampc_status ampc_infer_deform_conv(ampc_graph *g, ampc_node *n) {
+    window win;
+    ampc_shape y;
+    int64_t og, kn = 1, per;
+    ampc_status st = conv_forward(g, n, 3, &win, &y);
+    if (st) return st;
+    const ampc_value *x = n->inputs[0];
+    int32_t k = x->shape.rank - 2;
+    if ((st = read_int(g, n, "offset_group", 1, 1, INT64_MAX, &og))) return st;
+    if (x->shape.dims[1] % og) {
+        char sx[AMPC_SHAPE_STR_MAX];
+        return AMPC_FAIL(g, n, AMPC_E_ATTR,
+                         "attribute 'offset_group' %lld must divide the input channels: input 0 "
+                         "'%s' is %s (C = %lld)",
+                         (long long)og, x->name, ampc_shape_str(&x->shape, sx, sizeof sx),
+                         (long long)x->shape.dims[1]);
+    }
+    for (int32_t i = 0; i < k; i++)
+        if (!ampc_mul_ok(kn, win.kernel[i], &kn)) return overflow(g, n, "the kernel size");
+    if (!ampc_mul_ok(og, kn, &kn) || !ampc_mul_ok(kn, k, &per))
+        return overflow(g, n, "offset_group * kernel size * spatial dims");
+    if ((st = check_sampling_input(g, n, 2, &y, per,
+                                   "offset_group * kernel points * spatial dims offsets")))
+        return st;
+    if (n->n_inputs > 4 && n->inputs[4] &&
+        (st = check_sampling_input(g, n, 4, &y, kn, "offset_group * kernel points mask values")))
+        return st;
     ampc_infer_set(n, 0, x->dtype, &y);
     return AMPC_OK;
 }
@@ -280,7 +342,7 @@ ampc_status ampc_infer_conv_transpose(ampc_graph *g, ampc_node *n) {
                          (long long)group, x->name, ampc_shape_str(&x->shape, sx, sizeof sx),
                          (long long)c);
     if (!ampc_mul_ok(w->shape.dims[1], group, &m)) return overflow(g, n, "W.shape[1] * group");
-    if ((st = check_bias(g, n, m, "M = W.shape[1] * group"))) return st;
+    if ((st = check_bias(g, n, 2, m, "M = W.shape[1] * group"))) return st;
     window win;
     int64_t opad[AMPC_MAX_RANK], oshape[AMPC_MAX_RANK + 2];
     if ((st = read_window(g, n, k, &w->shape.dims[2], &win)) ||
@@ -318,9 +380,10 @@ ampc_status ampc_infer_conv_transpose(ampc_graph *g, ampc_node *n) {
     return AMPC_OK;
 }
 
-/* MaxPool and AveragePool: Y [N, C, out...]; MaxPool's optional Indices has Y's shape, i64. */
+/* MaxPool, AveragePool and LpPool: Y [N, C, out...]; MaxPool's optional Indices has Y's shape,
+ * i64. LpPool's p (default 2) must be positive. */
 ampc_status ampc_infer_pool(ampc_graph *g, ampc_node *n) {
-    bool is_max = n->op == AMPC_OP_MAX_POOL;
+    bool is_max = n->op == AMPC_OP_MAX_POOL, is_lp = n->op == AMPC_OP_LP_POOL;
     const ampc_value *x = n->inputs[0];
     ampc_status st;
     if (is_max && (x->dtype == AMPC_DTYPE_I8 || x->dtype == AMPC_DTYPE_U8)) {
@@ -333,9 +396,13 @@ ampc_status ampc_infer_pool(ampc_graph *g, ampc_node *n) {
     window win;
     int64_t ceil_mode, flag;
     if ((st = read_window(g, n, k, NULL, &win)) ||
-        (st = read_int(g, n, "ceil_mode", 0, 0, 1, &ceil_mode)) ||
-        (st = read_int(g, n, is_max ? "storage_order" : "count_include_pad", 0, 0, 1, &flag)))
+        (st = read_int(g, n, "ceil_mode", 0, 0, 1, &ceil_mode)))
         return st;
+    if (is_lp)
+        st = read_int(g, n, "p", 2, 1, INT64_MAX, &flag);
+    else
+        st = read_int(g, n, is_max ? "storage_order" : "count_include_pad", 0, 0, 1, &flag);
+    if (st) return st;
     win.ceil_mode = ceil_mode != 0;
     ampc_shape y = {x->shape.rank, {x->shape.dims[0], x->shape.dims[1]}};
     for (int32_t i = 0; i < k; i++)
@@ -345,10 +412,15 @@ ampc_status ampc_infer_pool(ampc_graph *g, ampc_node *n) {
     return AMPC_OK;
 }
 
-/* GlobalAveragePool, GlobalMaxPool: [N, C, D...] -> [N, C, 1, ...]. */
+/* GlobalAveragePool, GlobalMaxPool, GlobalLpPool (p >= 1, default 2): [N, C, D...] ->
+ * [N, C, 1, ...]. */
 ampc_status ampc_infer_global_pool(ampc_graph *g, ampc_node *n) {
     const ampc_value *x = n->inputs[0];
+    int64_t p;
+    ampc_status st;
     if (!ampc_infer_check_dtype(g, n, 0, DT_FLOAT)) return AMPC_E_DTYPE;
+    if (n->op == AMPC_OP_GLOBAL_LP_POOL && (st = read_int(g, n, "p", 2, 1, INT64_MAX, &p)))
+        return st;
     if (x->shape.rank < 2) {
         char s[AMPC_SHAPE_STR_MAX];
         return AMPC_FAIL(g, n, AMPC_E_SHAPE,
@@ -358,5 +430,112 @@ ampc_status ampc_infer_global_pool(ampc_graph *g, ampc_node *n) {
     ampc_shape y = x->shape;
     for (int32_t i = 2; i < y.rank; i++) y.dims[i] = 1;
     ampc_infer_set(n, 0, x->dtype, &y);
+    return AMPC_OK;
+}
+
+/* Col2Im: X [N, C * prod(block), L] and the constant image_shape and block_shape (input 1 and 2,
+ * k entries each) -> [N, C, image...]. The L columns are the block positions, row-major over
+ * the k dims, each dim holding floor((image + pad_begin + pad_end - extent) / stride) + 1 of
+ * them, with extent = (block - 1) * dilation + 1. */
+ampc_status ampc_infer_col2im(ampc_graph *g, ampc_node *n) {
+    const ampc_value *x = n->inputs[0];
+    char sx[AMPC_SHAPE_STR_MAX];
+    int64_t img[AMPC_MAX_RANK], blk[AMPC_MAX_RANK], per = 1, count = 1;
+    ampc_status st;
+    if (x->shape.rank != 3)
+        return AMPC_FAIL(g, n, AMPC_E_SHAPE,
+                         "input 0 '%s' must be 3-D [N, C * prod(block_shape), L], got %s", x->name,
+                         ampc_shape_str(&x->shape, sx, sizeof sx));
+    int32_t k = ampc_infer_const_ints(g, n, 1, img, AMPC_MAX_RANK - 2);
+    if (k < 0) return AMPC_E_SHAPE;
+    int32_t kb = ampc_infer_const_ints(g, n, 2, blk, AMPC_MAX_RANK - 2);
+    if (kb < 0) return AMPC_E_SHAPE;
+    if (k < 1 || kb != k || n->inputs[1]->shape.rank != 1 || n->inputs[2]->shape.rank != 1)
+        return AMPC_FAIL(g, n, AMPC_E_SHAPE,
+                         "inputs 1 '%s' (image_shape) and 2 '%s' (block_shape) must be 1-D with "
+                         "one entry per spatial dim each, got %d and %d entries",
+                         n->inputs[1]->name, n->inputs[2]->name, k, kb);
+    for (int32_t i = 0; i < k; i++) {
+        if (img[i] < 1 || blk[i] < 1)
+            return AMPC_FAIL(g, n, AMPC_E_SHAPE,
+                             "image_shape and block_shape entries must be positive, got %lld and "
+                             "%lld for spatial dim %d",
+                             (long long)img[i], (long long)blk[i], i);
+        if (!ampc_mul_ok(per, blk[i], &per)) return overflow(g, n, "the block size");
+    }
+    window win;
+    if ((st = read_window(g, n, k, blk, &win))) return st;
+    for (int32_t i = 0; i < k; i++) {
+        int64_t t, s = win.stride[i];
+        if (!ampc_add_ok(img[i], win.pad[i], &t) || !ampc_add_ok(t, win.pad[k + i], &t))
+            return overflow(g, n, "the padded image size");
+        if (t < win.ext[i])
+            return AMPC_FAIL(g, n, AMPC_E_SHAPE,
+                             "the block does not fit spatial dim %d: the image has %lld elements "
+                             "plus pads %lld and %lld, but the block covers %lld (size %lld, "
+                             "dilation %lld)",
+                             i, (long long)img[i], (long long)win.pad[i], (long long)win.pad[k + i],
+                             (long long)win.ext[i], (long long)blk[i], (long long)win.dil[i]);
+        if (!ampc_mul_ok(count, (t - win.ext[i]) / s + 1, &count))
+            return overflow(g, n, "the block count");
+    }
+    if (x->shape.dims[1] % per || x->shape.dims[2] != count)
+        return AMPC_FAIL(g, n, AMPC_E_SHAPE,
+                         "input 0 '%s' must be [N, C * %lld, %lld] (C times the block size, then "
+                         "one column per block position), got %s",
+                         x->name, (long long)per, (long long)count,
+                         ampc_shape_str(&x->shape, sx, sizeof sx));
+    ampc_shape y = {k + 2, {x->shape.dims[0], x->shape.dims[1] / per}};
+    memcpy(&y.dims[2], img, (size_t)k * sizeof *img);
+    ampc_infer_set(n, 0, x->dtype, &y);
+    return AMPC_OK;
+}
+
+/* ---- resolved geometry, for code generation --------------------------------------------------- */
+
+/* Resolves the window of a node whose inference succeeded, exactly as the reference kernels
+ * (ir/ref/conv.c, geom_init) place their windows: the attributes are read by read_window, SAME
+ * pads follow from the inferred output, and ConvTranspose with auto_pad SAME or output_shape takes
+ * its pads from how much the unpadded output exceeds the one asked for (which may leave a
+ * negative pad when output_shape is larger). */
+ampc_status ampc_infer_conv_geom(ampc_graph *g, const ampc_node *n, ampc_conv_geom *out) {
+    /* read_window and read_ints only read the node; they take it mutable for their callers. */
+    ampc_node *nn = (ampc_node *)n;
+    const ampc_value *x = n->inputs[0], *y = n->outputs[0];
+    const ampc_value *w = n->op == AMPC_OP_QLINEAR_CONV ? n->inputs[3]
+                          : (ampc_op_has(n->op, T_POOL) ? NULL : n->inputs[1]);
+    memset(out, 0, sizeof *out);
+    if (x->shape.rank < 3 || y->shape.rank != x->shape.rank || (w && w->shape.rank != x->shape.rank))
+        return AMPC_FAIL(g, n, AMPC_E_SHAPE, "a window needs N x C x spatial tensors (rank 3 or "
+                         "more) for input 0 and the output");
+    int32_t k = x->shape.rank - 2;
+    window win;
+    ampc_status st = read_window(g, nn, k, w ? &w->shape.dims[2] : NULL, &win);
+    if (st == AMPC_OK && n->op == AMPC_OP_CONV_TRANSPOSE)
+        st = read_ints(g, nn, "output_padding", k, 0, 0, "one per spatial dim", out->output_padding);
+    if (st != AMPC_OK) return st;
+    bool same = win.mode == PAD_SAME_UPPER || win.mode == PAD_SAME_LOWER;
+    bool from_out = n->op == AMPC_OP_CONV_TRANSPOSE && (same || ampc_ir_attr_find(n, "output_shape"));
+    out->k = k;
+    for (int32_t i = 0; i < k; i++) {
+        int64_t in = x->shape.dims[2 + i], o = y->shape.dims[2 + i], t;
+        out->kernel[i] = win.kernel[i];
+        out->stride[i] = win.stride[i];
+        out->dil[i] = win.dil[i];
+        if (from_out) { /* ONNX: the odd pad goes to the end for SAME_UPPER only */
+            t = win.stride[i] * (in - 1) + out->output_padding[i] + win.ext[i] - o;
+            int64_t half = t / 2 - (t % 2 < 0); /* floor */
+            out->pad_begin[i] = win.mode == PAD_SAME_UPPER ? half : t - half;
+            out->pad_end[i] = t - out->pad_begin[i];
+        } else if (same && n->op != AMPC_OP_CONV_TRANSPOSE) {
+            t = (o - 1) * win.stride[i] + win.ext[i] - in;
+            if (t < 0) t = 0;
+            out->pad_begin[i] = win.mode == PAD_SAME_UPPER ? t / 2 : t - t / 2;
+            out->pad_end[i] = t - out->pad_begin[i];
+        } else { /* NOTSET: the attribute (read_window zeroed it for VALID and SAME) */
+            out->pad_begin[i] = win.pad[i];
+            out->pad_end[i] = win.pad[k + i];
+        }
+    }
     return AMPC_OK;
 }

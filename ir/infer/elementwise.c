@@ -1,9 +1,10 @@
 /*
  * elementwise.c — inference for the elementwise family: unary math, activations with attributes,
- * casts, numpy-broadcast binary and variadic ops, comparisons, logic, bitwise ops, Mod, PRelu and
- * Where. The output takes the broadcast shape of the inputs; its dtype follows the first input
- * except where the op says otherwise (comparisons, logic, IsNaN and IsInf give bool, Cast gives
- * its `to`, CastLike input 1's dtype).
+ * casts, numpy-broadcast binary and variadic ops, comparisons, logic, bitwise ops, Mod, PRelu,
+ * Where and SwiGLU, and the random draws (RandomNormal, RandomUniform, their *Like forms,
+ * Bernoulli, Multinomial). The output takes the broadcast shape of the inputs; its dtype follows
+ * the first input except where the op says otherwise (comparisons, logic, IsNaN and IsInf give
+ * bool, Cast gives its `to`, CastLike input 1's dtype, the random ops their `dtype`).
  */
 #include "infer.h"
 
@@ -271,5 +272,137 @@ ampc_status ampc_infer_cast_like(ampc_graph *g, ampc_node *n) {
     if (!ampc_infer_check_dtype(g, n, 0, DT_ANY) || !ampc_infer_check_dtype(g, n, 1, DT_ANY))
         return AMPC_E_DTYPE;
     ampc_infer_set(n, 0, n->inputs[1]->dtype, &n->inputs[0]->shape);
+    return AMPC_OK;
+}
+
+/* SwiGLU: A * sigmoid(alpha * A) * B for A and B of one float dtype and one shape (the op does not
+ * broadcast). */
+ampc_status ampc_infer_swiglu(ampc_graph *g, ampc_node *n) {
+    const ampc_value *a = n->inputs[0], *b = n->inputs[1];
+    float alpha;
+    if (!ampc_infer_check_dtype(g, n, 0, DT_FLOAT) || !ampc_infer_same_dtype(g, n, 0, 1))
+        return AMPC_E_DTYPE;
+    if (!read_float(g, n, "alpha", 1.0f, &alpha)) return AMPC_E_ATTR;
+    if (!ampc_shape_eq(&a->shape, &b->shape)) {
+        char sa[AMPC_SHAPE_STR_MAX], sb[AMPC_SHAPE_STR_MAX];
+        return AMPC_FAIL(g, n, AMPC_E_SHAPE,
+                         "inputs 0 '%s' and 1 '%s' must have one shape (SwiGLU does not "
+                         "broadcast), got %s and %s",
+                         a->name, b->name, ampc_shape_str(&a->shape, sa, sizeof sa),
+                         ampc_shape_str(&b->shape, sb, sizeof sb));
+    }
+    ampc_infer_set(n, 0, a->dtype, &a->shape);
+    return AMPC_OK;
+}
+
+/* ---- random draws --------------------------------------------------------------------------- */
+
+/* The element type named by the `dtype` attribute (an ONNX TensorProto code), `dflt` when it is
+ * absent; UNDEFINED with a diagnostic when it names no type ampc has. */
+static ampc_dtype dtype_attr(ampc_graph *g, const ampc_node *n, ampc_dtype dflt) {
+    const ampc_attr *a = ampc_ir_attr_find(n, "dtype");
+    if (!a) return dflt;
+    ampc_dtype t = a->kind == AMPC_ATTR_INT && a->i == (int32_t)a->i
+                       ? ampc_dtype_from_onnx((int32_t)a->i)
+                       : AMPC_DTYPE_UNDEFINED;
+    if (t == AMPC_DTYPE_UNDEFINED)
+        AMPC_FAIL(g, n, AMPC_E_ATTR, "attribute 'dtype' must be an int naming an ONNX element "
+                  "type ampc has (float, double, float16, bfloat16, integers, bool), got %lld",
+                  a->kind == AMPC_ATTR_INT ? (long long)a->i : -1LL);
+    return t;
+}
+
+/* The float attributes of the random ops (mean, scale, low, high, seed) must be floats. */
+static bool random_floats_ok(ampc_graph *g, const ampc_node *n) {
+    static const char *const names[] = {"mean", "scale", "low", "high", "seed"};
+    float v;
+    for (int i = 0; i < AMPC_ARRAY_LEN(names); i++)
+        if (!read_float(g, n, names[i], 0, &v)) return false;
+    return true;
+}
+
+/* The drawn dtype must be a float type. */
+static ampc_status need_float_out(ampc_graph *g, const ampc_node *n, ampc_dtype t) {
+    if (ampc_dtype_is_float(t)) return AMPC_OK;
+    return AMPC_FAIL(g, n, AMPC_E_DTYPE,
+                     "the output dtype (attribute 'dtype', or else %s) must be a float type, got "
+                     "%s",
+                     n->n_inputs ? "input 0's" : "f32", ampc_dtype_name(t));
+}
+
+/* RandomNormal, RandomUniform: a tensor of the `shape` attribute, dtype `dtype` (default f32). */
+ampc_status ampc_infer_random(ampc_graph *g, ampc_node *n) {
+    int32_t cnt;
+    int32_t before = g->diag.n + g->diag.dropped;
+    const int64_t *dims = ampc_ir_attr_ints(g, n, "shape", &cnt);
+    if (g->diag.n + g->diag.dropped != before) return AMPC_E_ATTR;
+    if (!ampc_ir_attr_find(n, "shape"))
+        return AMPC_FAIL(g, n, AMPC_E_ATTR, "attribute 'shape' is required (the output dims)");
+    if (cnt > AMPC_MAX_RANK)
+        return AMPC_FAIL(g, n, AMPC_E_UNSUPPORTED,
+                         "attribute 'shape' has %d dims; ampc supports ranks up to %d", cnt,
+                         AMPC_MAX_RANK);
+    ampc_shape y = {cnt, {0}};
+    for (int32_t i = 0; i < cnt; i++) {
+        if (dims[i] < 0)
+            return AMPC_FAIL(g, n, AMPC_E_ATTR, "attribute 'shape' entry %d is negative: %lld", i,
+                             (long long)dims[i]);
+        y.dims[i] = dims[i];
+    }
+    ampc_dtype t = dtype_attr(g, n, AMPC_DTYPE_F32);
+    if (t == AMPC_DTYPE_UNDEFINED || !random_floats_ok(g, n)) return AMPC_E_ATTR;
+    ampc_status st = need_float_out(g, n, t);
+    if (st) return st;
+    ampc_infer_set(n, 0, t, &y);
+    return AMPC_OK;
+}
+
+/* RandomNormalLike, RandomUniformLike: input 0's shape (its contents are not read), dtype
+ * `dtype` or else input 0's. */
+ampc_status ampc_infer_random_like(ampc_graph *g, ampc_node *n) {
+    const ampc_value *x = n->inputs[0];
+    ampc_dtype t = dtype_attr(g, n, x->dtype);
+    if (t == AMPC_DTYPE_UNDEFINED || !random_floats_ok(g, n)) return AMPC_E_ATTR;
+    ampc_status st = need_float_out(g, n, t);
+    if (st) return st;
+    ampc_infer_set(n, 0, t, &x->shape);
+    return AMPC_OK;
+}
+
+/* Bernoulli: one draw per element of the float probabilities in input 0, dtype `dtype` or else
+ * input 0's. */
+ampc_status ampc_infer_bernoulli(ampc_graph *g, ampc_node *n) {
+    const ampc_value *x = n->inputs[0];
+    if (!ampc_infer_check_dtype(g, n, 0, DT_FLOAT)) return AMPC_E_DTYPE;
+    ampc_dtype t = dtype_attr(g, n, x->dtype);
+    if (t == AMPC_DTYPE_UNDEFINED || !random_floats_ok(g, n)) return AMPC_E_ATTR;
+    ampc_infer_set(n, 0, t, &x->shape);
+    return AMPC_OK;
+}
+
+/* Multinomial: input 0 [B, K] holds unnormalised log-probabilities of K classes per row; the
+ * output [B, sample_size] holds class indices of dtype `dtype` (i32, the default, or i64). */
+ampc_status ampc_infer_multinomial(ampc_graph *g, ampc_node *n) {
+    const ampc_value *x = n->inputs[0];
+    if (!ampc_infer_check_dtype(g, n, 0, DT_FLOAT)) return AMPC_E_DTYPE;
+    if (x->shape.rank != 2) {
+        char s[AMPC_SHAPE_STR_MAX];
+        return AMPC_FAIL(g, n, AMPC_E_SHAPE,
+                         "input 0 '%s' must be 2-D [batch, classes], got %s", x->name,
+                         ampc_shape_str(&x->shape, s, sizeof s));
+    }
+    int32_t before = g->diag.n + g->diag.dropped;
+    int64_t k = ampc_ir_attr_int(g, n, "sample_size", 1);
+    if (g->diag.n + g->diag.dropped != before) return AMPC_E_ATTR;
+    if (k < 1)
+        return AMPC_FAIL(g, n, AMPC_E_ATTR, "attribute 'sample_size' must be positive, got %lld",
+                         (long long)k);
+    ampc_dtype t = dtype_attr(g, n, AMPC_DTYPE_I32);
+    if (t == AMPC_DTYPE_UNDEFINED || !random_floats_ok(g, n)) return AMPC_E_ATTR;
+    if (t != AMPC_DTYPE_I32 && t != AMPC_DTYPE_I64)
+        return AMPC_FAIL(g, n, AMPC_E_DTYPE, "attribute 'dtype' must name i32 or i64, got %s",
+                         ampc_dtype_name(t));
+    ampc_shape y = {2, {x->shape.dims[0], k}};
+    ampc_infer_set(n, 0, t, &y);
     return AMPC_OK;
 }

@@ -1,8 +1,9 @@
 /*
  * index.c — inference for the indexing family: the element and N-d gathers and scatters
- * (GatherElements, GatherND, ScatterElements, Scatter, ScatterND), OneHot, TopK, Trilu, the arg
- * reductions (ArgMax, ArgMin), Hardmax, CumSum, EyeLike, ReverseSequence, and the ops whose
- * output shape depends on the values of an input (NonZero, Compress, Unique).
+ * (GatherElements, GatherND, ScatterElements, Scatter, ScatterND, TensorScatter), OneHot, TopK,
+ * Trilu, the arg reductions (ArgMax, ArgMin), Hardmax, CumSum, CumProd, EyeLike, ReverseSequence,
+ * TfIdfVectorizer (n-gram counting over integer tokens), and the ops whose output shape depends
+ * on the values of an input (NonZero, Compress, Unique, NonMaxSuppression).
  *
  * Index values themselves are data: they are range-checked by the reference kernels
  * (ir/ref/index.c), which report an index out of range as an evaluation error. The exception is
@@ -20,6 +21,10 @@
  * `axis` of x; -1 when host memory runs out. Inference and the kernel share it so that the shape
  * inferred for Unique is exactly what the kernel produces. */
 int64_t ampc_ref_unique_count(const ampc_tensor *x, int32_t axis);
+/* Defined in ir/ref/index.c: NonMaxSuppression's selection over inputs in[0..n_in-1] (NULL for
+ * absent ones); writes (batch, class, box) triples to sel unless it is NULL and returns their
+ * count, or -1 when host memory runs out. */
+int64_t ampc_ref_nms_select(const ampc_tensor *const *in, int32_t n_in, bool center, int64_t *sel);
 
 /* Diagnostics recorded so far (kept and dropped): the attribute readers of ir.h report a
  * mistyped attribute by recording one and returning the default. */
@@ -358,7 +363,8 @@ ampc_status ampc_infer_hardmax(ampc_graph *g, ampc_node *n) {
     return AMPC_OK;
 }
 
-/* CumSum: running sums along the constant axis in input 1; exclusive and reverse flags. */
+/* CumSum, CumProd: running sums or products along the constant axis in input 1; exclusive and
+ * reverse flags. */
 ampc_status ampc_infer_cumsum(ampc_graph *g, ampc_node *n) {
     const ampc_value *x = n->inputs[0];
     int64_t axis, flag;
@@ -499,5 +505,192 @@ ampc_status ampc_infer_reverse_sequence(ampc_graph *g, ampc_node *n) {
                          lens->name, (long long)x->shape.dims[ba], x->name, shp(x, sx),
                          (long long)ba, shp(lens, sl));
     ampc_infer_set(n, 0, x->dtype, &x->shape);
+    return AMPC_OK;
+}
+
+/* ---- TensorScatter -------------------------------------------------------------------------- */
+
+/* TensorScatter: past_cache [B, ..., S_max, ...] (S_max at `axis`, default -2, never the batch
+ * dim 0), update of the same shape but S <= S_max along the axis, optional write_indices [B]
+ * (i64) -> present_cache, shaped like past_cache. Modes: linear, circular. */
+ampc_status ampc_infer_tensor_scatter(ampc_graph *g, ampc_node *n) {
+    const ampc_value *past = n->inputs[0], *upd = n->inputs[1];
+    char sp[AMPC_SHAPE_STR_MAX], su[AMPC_SHAPE_STR_MAX];
+    int32_t ax;
+    if (!need_rank(g, n, 0, 2)) return AMPC_E_SHAPE;
+    if (!ampc_infer_same_dtype(g, n, 0, 1)) return AMPC_E_DTYPE;
+    if (!read_axis(g, n, -2, past->shape.rank, &ax)) return AMPC_E_ATTR;
+    if (ax == 0)
+        return AMPC_FAIL(g, n, AMPC_E_ATTR,
+                         "attribute 'axis' must not name dim 0, the batch dim of input 0 '%s' %s",
+                         past->name, shp(past, sp));
+    int64_t before = diag_count(g);
+    const char *mode = ampc_ir_attr_string(g, n, "mode", "linear");
+    if (diag_count(g) != before) return AMPC_E_ATTR;
+    if (strcmp(mode, "linear") && strcmp(mode, "circular"))
+        return AMPC_FAIL(g, n, AMPC_E_ATTR,
+                         "attribute 'mode' must be \"linear\" or \"circular\", got \"%s\"", mode);
+    bool ok = upd->shape.rank == past->shape.rank;
+    for (int32_t d = 0; ok && d < past->shape.rank; d++)
+        ok = d == ax ? upd->shape.dims[d] <= past->shape.dims[d]
+                     : upd->shape.dims[d] == past->shape.dims[d];
+    if (!ok)
+        return AMPC_FAIL(g, n, AMPC_E_SHAPE,
+                         "input 1 '%s' (update) must have the shape of input 0 '%s' (past_cache) "
+                         "except along axis %d, where it may be shorter: got %s against %s",
+                         upd->name, past->name, ax, shp(upd, su), shp(past, sp));
+    if (n->n_inputs > 2 && n->inputs[2]) {
+        const ampc_value *wi = n->inputs[2];
+        if (wi->dtype != AMPC_DTYPE_I64 || wi->shape.rank != 1 ||
+            wi->shape.dims[0] != past->shape.dims[0])
+            return AMPC_FAIL(g, n, AMPC_E_SHAPE,
+                             "input 2 '%s' (write_indices) must be i64 [%lld], one index per batch "
+                             "entry, got %s%s",
+                             wi->name, (long long)past->shape.dims[0], ampc_dtype_name(wi->dtype),
+                             shp(wi, su));
+    }
+    ampc_infer_set(n, 0, past->dtype, &past->shape);
+    return AMPC_OK;
+}
+
+/* ---- NonMaxSuppression ---------------------------------------------------------------------- */
+
+/* NonMaxSuppression: boxes [B, K, 4], scores [B, C, K] and the optional scalars
+ * max_output_boxes_per_class (i64), iou_threshold and score_threshold -> i64 [selected, 3]. How
+ * many boxes survive depends on every input's values, so all of them are compile-time constants
+ * (`cin`) and the selection runs here once to fix the output shape. */
+ampc_status ampc_infer_nms(ampc_graph *g, ampc_node *n) {
+    const ampc_value *bx = n->inputs[0], *sc = n->inputs[1];
+    char sb[AMPC_SHAPE_STR_MAX], ss[AMPC_SHAPE_STR_MAX];
+    int64_t center;
+    if (!ampc_infer_check_dtype(g, n, 0, DT_FLOAT) || !ampc_infer_same_dtype(g, n, 0, 1))
+        return AMPC_E_DTYPE;
+    if (!read_flag(g, n, "center_point_box", 0, &center)) return AMPC_E_ATTR;
+    if (bx->shape.rank != 3 || bx->shape.dims[2] != 4 || sc->shape.rank != 3 ||
+        sc->shape.dims[0] != bx->shape.dims[0] || sc->shape.dims[2] != bx->shape.dims[1])
+        return AMPC_FAIL(g, n, AMPC_E_SHAPE,
+                         "input 0 '%s' (boxes) must be [B, K, 4] and input 1 '%s' (scores) [B, C, "
+                         "K] with the same B and K, got %s and %s",
+                         bx->name, sc->name, shp(bx, sb), shp(sc, ss));
+    static const char *const what[5] = {"", "", "max_output_boxes_per_class", "iou_threshold",
+                                        "score_threshold"};
+    for (int32_t i = 2; i < n->n_inputs; i++) {
+        const ampc_value *v = n->inputs[i];
+        if (!v) continue;
+        if (i == 2 ? v->dtype != AMPC_DTYPE_I64 : !ampc_dtype_is_float(v->dtype))
+            return AMPC_FAIL(g, n, AMPC_E_DTYPE, "input %d '%s' (%s) must be %s, got %s", i,
+                             v->name, what[i], i == 2 ? "i64" : "a float type",
+                             ampc_dtype_name(v->dtype));
+        if (ampc_ir_numel(v) > 1 || v->shape.rank > 1)
+            return AMPC_FAIL(g, n, AMPC_E_SHAPE,
+                             "input %d '%s' (%s) must be a scalar or hold one value, got %s", i,
+                             v->name, what[i], shp(v, ss));
+    }
+    ampc_tensor t[5];
+    const ampc_tensor *pt[5] = {NULL, NULL, NULL, NULL, NULL};
+    for (int32_t i = 0; i < n->n_inputs; i++) {
+        if (!n->inputs[i]) continue;
+        if (!need_values(g, n, i)) return AMPC_E_UNSUPPORTED;
+        t[i] = (ampc_tensor){n->inputs[i]->dtype, n->inputs[i]->shape, n->inputs[i]->data};
+        pt[i] = &t[i];
+    }
+    int64_t cnt = ampc_ref_nms_select(pt, n->n_inputs, center != 0, NULL);
+    if (cnt < 0) return AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory sorting the boxes");
+    ampc_shape y = {2, {cnt, 3}};
+    ampc_infer_set(n, 0, AMPC_DTYPE_I64, &y);
+    return AMPC_OK;
+}
+
+/* ---- TfIdfVectorizer ------------------------------------------------------------------------ */
+
+/* An ints attribute that must be present; NULL with a diagnostic otherwise. */
+static const int64_t *required_ints(ampc_graph *g, const ampc_node *n, const char *name,
+                                    int32_t *count) {
+    int64_t before = diag_count(g);
+    const int64_t *v = ampc_ir_attr_ints(g, n, name, count);
+    if (diag_count(g) != before) return NULL;
+    if (!ampc_ir_attr_find(n, name)) {
+        AMPC_FAIL(g, n, AMPC_E_ATTR, "attribute '%s' is required", name);
+        return NULL;
+    }
+    static const int64_t none[1] = {0};
+    if (!v) *count = 0;
+    return v ? v : none;
+}
+
+/* TfIdfVectorizer over integer tokens: X [C] or [B, C] (i32 or i64) -> f32 [max(ngram_indexes)
+ * + 1] or [B, that]. The pool (pool_int64s) lists the n-grams by size: ngram_counts[i] is where
+ * the (i+1)-grams start; ngram_indexes gives each n-gram's output coordinate, in pool order.
+ * String pools are not supported: ampc has no string tensors. */
+ampc_status ampc_infer_tfidf(ampc_graph *g, ampc_node *n) {
+    const ampc_value *x = n->inputs[0];
+    char sx[AMPC_SHAPE_STR_MAX];
+    int64_t lo, hi, skip;
+    int32_t n_counts, n_idx, n_pool = 0, n_w;
+    if (ampc_ir_attr_find(n, "pool_strings"))
+        return AMPC_FAIL(g, n, AMPC_E_UNSUPPORTED,
+                         "string n-grams (attribute 'pool_strings') are not supported: ampc has "
+                         "no string tensors; only integer pools (pool_int64s) are");
+    if (x->dtype != AMPC_DTYPE_I64 && x->dtype != AMPC_DTYPE_I32)
+        return AMPC_FAIL(g, n, AMPC_E_DTYPE, "input 0 '%s' must be i64 or i32 tokens, got %s",
+                         x->name, ampc_dtype_name(x->dtype));
+    if (x->shape.rank > 2)
+        return AMPC_FAIL(g, n, AMPC_E_SHAPE, "input 0 '%s' must be [C] or [B, C], got %s", x->name,
+                         shp(x, sx));
+    int64_t before = diag_count(g);
+    const char *mode = ampc_ir_attr_string(g, n, "mode", "");
+    if (diag_count(g) != before) return AMPC_E_ATTR;
+    if (strcmp(mode, "TF") && strcmp(mode, "IDF") && strcmp(mode, "TFIDF"))
+        return AMPC_FAIL(g, n, AMPC_E_ATTR,
+                         "attribute 'mode' is required and must be \"TF\", \"IDF\" or "
+                         "\"TFIDF\", got \"%s\"",
+                         mode);
+    if (!read_int(g, n, "min_gram_length", 0, &lo) || !read_int(g, n, "max_gram_length", 0, &hi) ||
+        !read_int(g, n, "max_skip_count", 0, &skip))
+        return AMPC_E_ATTR;
+    if (lo < 1 || hi < lo || skip < 0)
+        return AMPC_FAIL(g, n, AMPC_E_ATTR,
+                         "attributes 'min_gram_length' and 'max_gram_length' must satisfy 1 <= "
+                         "min <= max and 'max_skip_count' be non-negative, got %lld, %lld and %lld",
+                         (long long)lo, (long long)hi, (long long)skip);
+    const int64_t *counts = required_ints(g, n, "ngram_counts", &n_counts);
+    const int64_t *idx = counts ? required_ints(g, n, "ngram_indexes", &n_idx) : NULL;
+    if (!idx) return AMPC_E_ATTR;
+    before = diag_count(g);
+    ampc_ir_attr_ints(g, n, "pool_int64s", &n_pool);
+    if (diag_count(g) != before) return AMPC_E_ATTR;
+    /* Each size's block [counts[i], counts[i+1]) holds whole (i+1)-grams. */
+    int64_t grams = 0, out_size = 0;
+    for (int32_t i = 0; i < n_counts; i++) {
+        int64_t end = i + 1 < n_counts ? counts[i + 1] : n_pool;
+        if (counts[i] < 0 || end < counts[i] || end > n_pool || (end - counts[i]) % (i + 1))
+            return AMPC_FAIL(g, n, AMPC_E_ATTR,
+                             "attribute 'ngram_counts' entry %d (%lld) must start a block of "
+                             "whole %d-grams inside the %d pool entries, up to %lld",
+                             i, (long long)counts[i], i + 1, n_pool, (long long)end);
+        grams += (end - counts[i]) / (i + 1);
+    }
+    if (n_idx != grams)
+        return AMPC_FAIL(g, n, AMPC_E_ATTR,
+                         "attribute 'ngram_indexes' must have one entry per n-gram of the pool "
+                         "(%lld), got %d",
+                         (long long)grams, n_idx);
+    for (int32_t i = 0; i < n_idx; i++) {
+        if (idx[i] < 0 || idx[i] >= INT32_MAX)
+            return AMPC_FAIL(g, n, AMPC_E_ATTR,
+                             "attribute 'ngram_indexes' entry %d is %lld; it must be in [0, %d)", i,
+                             (long long)idx[i], INT32_MAX);
+        out_size = AMPC_MAX(out_size, idx[i] + 1);
+    }
+    before = diag_count(g);
+    if (ampc_ir_attr_floats(g, n, "weights", &n_w) && n_w < out_size)
+        return AMPC_FAIL(g, n, AMPC_E_ATTR,
+                         "attribute 'weights' must have one entry per output coordinate (%lld), "
+                         "got %d",
+                         (long long)out_size, n_w);
+    if (diag_count(g) != before) return AMPC_E_ATTR;
+    ampc_shape y = {1, {out_size}};
+    if (x->shape.rank == 2) y = (ampc_shape){2, {x->shape.dims[0], out_size}};
+    ampc_infer_set(n, 0, AMPC_DTYPE_F32, &y);
     return AMPC_OK;
 }

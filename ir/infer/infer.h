@@ -45,4 +45,16 @@ bool ampc_infer_axis(ampc_graph *g, const ampc_node *n, int64_t axis, int32_t ra
 int32_t ampc_infer_const_ints(ampc_graph *g, const ampc_node *n, int32_t i, int64_t *buf,
                               int32_t cap);
 
+/* The resolved window of a convolution or pooling node (Conv, ConvTranspose, ConvInteger,
+ * QLinearConv, DeformConv, MaxPool, AveragePool, LpPool) whose inference succeeded, placed as the
+ * reference kernels place it (ir/infer/conv.c); for code generation. Pads may be negative only for
+ * a ConvTranspose whose output_shape exceeds its unpadded output. */
+typedef struct ampc_conv_geom {
+    int32_t k; /* spatial dims */
+    int64_t kernel[AMPC_MAX_RANK], stride[AMPC_MAX_RANK], dil[AMPC_MAX_RANK];
+    int64_t pad_begin[AMPC_MAX_RANK], pad_end[AMPC_MAX_RANK];
+    int64_t output_padding[AMPC_MAX_RANK]; /* ConvTranspose only; 0 otherwise */
+} ampc_conv_geom;
+ampc_status ampc_infer_conv_geom(ampc_graph *g, const ampc_node *n, ampc_conv_geom *out);
+
 #endif /* AMPC_INFER_H */

@@ -1,7 +1,7 @@
 /*
  * movement.c — inference for the shape and data-movement family: Constant, Shape, Size, the views
- * (Reshape, Flatten, Squeeze, Unsqueeze), Transpose, Concat, Split, Slice, Gather, Expand,
- * ConstantOfShape, Range and Pad.
+ * (Reshape, Flatten, Squeeze, Unsqueeze, BitCast), Transpose, Concat, Split, Slice, Gather,
+ * Expand, ConstantOfShape, Range and Pad.
  *
  * Operands that set a shape, axes or pads are compile-time constants (the `cin` column of
  * ops.def) and are read here with ampc_infer_const_ints. They come from the user, so every sum or
@@ -809,5 +809,30 @@ ampc_status ampc_infer_center_crop_pad(ampc_graph *g, ampc_node *n) {
         y.dims[ax[i]] = req[i];
     }
     ampc_infer_set(n, 0, x->dtype, &y);
+    return AMPC_OK;
+}
+
+/* BitCast: the same bytes read as the element type `to` (an ONNX TensorProto code) of the same
+ * width; the shape is unchanged. */
+ampc_status ampc_infer_bit_cast(ampc_graph *g, ampc_node *n) {
+    const ampc_value *x = n->inputs[0];
+    const ampc_attr *a = ampc_ir_attr_find(n, "to");
+    if (!a || a->kind != AMPC_ATTR_INT)
+        return AMPC_FAIL(g, n, AMPC_E_ATTR,
+                         "BitCast needs an int attribute 'to' (the target ONNX data type)");
+    ampc_dtype to = a->i == (int32_t)a->i ? ampc_dtype_from_onnx((int32_t)a->i)
+                                          : AMPC_DTYPE_UNDEFINED;
+    if (to == AMPC_DTYPE_UNDEFINED)
+        return AMPC_FAIL(g, n, AMPC_E_UNSUPPORTED,
+                         "BitCast to ONNX data type %lld is not supported (supported: float, "
+                         "double, float16, bfloat16, integers and bool)",
+                         (long long)a->i);
+    if (ampc_dtype_size(to) != ampc_dtype_size(x->dtype))
+        return AMPC_FAIL(g, n, AMPC_E_DTYPE,
+                         "BitCast keeps every bit, so the target type must have the width of "
+                         "input 0 '%s': %s is %zu bits, %s is %zu bits",
+                         x->name, ampc_dtype_name(x->dtype), 8 * ampc_dtype_size(x->dtype),
+                         ampc_dtype_name(to), 8 * ampc_dtype_size(to));
+    ampc_infer_set(n, 0, to, &x->shape);
     return AMPC_OK;
 }

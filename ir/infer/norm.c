@@ -125,10 +125,15 @@ ampc_status ampc_infer_batch_norm(ampc_graph *g, ampc_node *n) {
     if (training != 0 && training != 1)
         return AMPC_FAIL(g, n, AMPC_E_ATTR, "attribute 'training_mode' must be 0 or 1, got %lld",
                          (long long)training);
-    if (training)
+    /* The running-statistics outputs exist only in training mode (opsets before 14 had no
+     * training_mode attribute: asking for them was what selected it). */
+    if (training || n->n_outputs > 1)
         return AMPC_FAIL(g, n, AMPC_E_UNSUPPORTED,
-                         "training_mode=1 is not supported: ampc compiles inference graphs, where "
-                         "BatchNormalization normalises with input_mean and input_var");
+                         "training_mode=1 (running statistics outputs) is not supported: ampc "
+                         "compiles inference graphs, where BatchNormalization normalises with "
+                         "input_mean and input_var (this node has training_mode=%lld and %d "
+                         "outputs)",
+                         (long long)training, n->n_outputs);
 
     /* The per-channel inputs: float, [C]; scale and B share a dtype, as do mean and var. */
     const int64_t c = x->shape.rank >= 2 ? x->shape.dims[1] : 1;

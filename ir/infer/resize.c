@@ -1,6 +1,7 @@
 /*
  * resize.c — inference for resampling and spatial transforms: Resize (the opset 11-19 forms, in
- * the newest one's terms), Upsample (opsets 7-9), GridSample, RoiAlign and MaxUnpool.
+ * the newest one's terms), Upsample (opsets 7-9), GridSample, AffineGrid, RoiAlign, MaxRoiPool
+ * and MaxUnpool.
  *
  * Resize's output size comes from the constant scales (out = floor(in * scale)) or sizes input
  * (taken as they are, or fitted to keep the aspect ratio: out = round_half_up(in * scale) with
@@ -394,5 +395,62 @@ ampc_status ampc_infer_max_unpool(ampc_graph *g, ampc_node *n) {
         }
     }
     ampc_infer_set(n, 0, x->dtype, &y);
+    return AMPC_OK;
+}
+
+/* MaxRoiPool: X [N, C, H, W] and rois [R, 5] (batch index, x1, y1, x2, y2) -> [R, C,
+ * pooled_shape[0], pooled_shape[1]]; spatial_scale maps roi coordinates onto X. */
+ampc_status ampc_infer_max_roi_pool(ampc_graph *g, ampc_node *n) {
+    const ampc_value *x = n->inputs[0], *rois = n->inputs[1];
+    char sx[AMPC_SHAPE_STR_MAX], sr[AMPC_SHAPE_STR_MAX];
+    int64_t pooled[2];
+    if (!ampc_infer_check_dtype(g, n, 0, DT_FLOAT) || !ampc_infer_same_dtype(g, n, 0, 1))
+        return AMPC_E_DTYPE;
+    if (!ampc_ir_attr_find(n, "pooled_shape"))
+        return AMPC_FAIL(g, n, AMPC_E_ATTR,
+                         "attribute 'pooled_shape' is required ([pooled_height, pooled_width])");
+    if (!read_ints(g, n, "pooled_shape", 2, 1, 1, pooled)) return AMPC_E_ATTR;
+    if (x->shape.rank != 4)
+        return AMPC_FAIL(g, n, AMPC_E_SHAPE, "input 0 '%s' must be 4-D [N, C, H, W], got %s",
+                         x->name, shp(x, sx));
+    if (rois->shape.rank != 2 || rois->shape.dims[1] != 5)
+        return AMPC_FAIL(g, n, AMPC_E_SHAPE,
+                         "input 1 '%s' must be [R, 5] (batch index, x1, y1, x2, y2), got %s",
+                         rois->name, shp(rois, sr));
+    ampc_shape y = {4, {rois->shape.dims[0], x->shape.dims[1], pooled[0], pooled[1]}};
+    ampc_infer_set(n, 0, x->dtype, &y);
+    return AMPC_OK;
+}
+
+/* AffineGrid: theta [N, 2, 3] with size (constant input 1) [N, C, H, W] -> grid [N, H, W, 2], or
+ * theta [N, 3, 4] with size [N, C, D, H, W] -> [N, D, H, W, 3]. */
+ampc_status ampc_infer_affine_grid(ampc_graph *g, ampc_node *n) {
+    const ampc_value *th = n->inputs[0];
+    char st[AMPC_SHAPE_STR_MAX];
+    int64_t sz[6], flag;
+    if (!ampc_infer_check_dtype(g, n, 0, DT_FLOAT)) return AMPC_E_DTYPE;
+    if (!read_flag(g, n, "align_corners", 0, &flag)) return AMPC_E_ATTR;
+    int32_t cnt = ampc_infer_const_ints(g, n, 1, sz, 5);
+    if (cnt < 0) return AMPC_E_SHAPE;
+    if (cnt != 4 && cnt != 5)
+        return AMPC_FAIL(g, n, AMPC_E_SHAPE,
+                         "input 1 '%s' (size) must hold [N, C, H, W] or [N, C, D, H, W], got %d "
+                         "entries",
+                         n->inputs[1]->name, cnt);
+    int32_t k = cnt - 2; /* spatial dims: 2 or 3 */
+    if (th->shape.rank != 3 || th->shape.dims[0] != sz[0] || th->shape.dims[1] != k ||
+        th->shape.dims[2] != k + 1)
+        return AMPC_FAIL(g, n, AMPC_E_SHAPE,
+                         "input 0 '%s' (theta) must be [%lld, %d, %d] for the %d-D size given by "
+                         "input 1, got %s",
+                         th->name, (long long)sz[0], k, k + 1, k, shp(th, st));
+    for (int32_t i = 2; i < cnt; i++)
+        if (sz[i] < 0)
+            return AMPC_FAIL(g, n, AMPC_E_SHAPE, "input 1 '%s' (size) entry %d is negative: %lld",
+                             n->inputs[1]->name, i, (long long)sz[i]);
+    ampc_shape y = {k + 2, {sz[0]}};
+    for (int32_t i = 0; i < k; i++) y.dims[1 + i] = sz[2 + i];
+    y.dims[k + 1] = k;
+    ampc_infer_set(n, 0, th->dtype, &y);
     return AMPC_OK;
 }

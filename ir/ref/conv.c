@@ -1,10 +1,13 @@
 /*
- * conv.c — reference kernels for convolution and pooling (NCHW, any number of spatial dims).
+ * conv.c — reference kernels for convolution and pooling (NCHW, any number of spatial dims), and
+ * for Col2Im.
  *
  * Direct loops, no im2col: each output element is a sum over its window, accumulated in double
  * and rounded once to the output dtype. Conv costs O(output * kernel * C/group), ConvTranspose
- * the same scattered from the input side, pools O(output * kernel). Inputs are widened to
- * double once up front so the inner loops carry no dtype dispatch.
+ * the same scattered from the input side, pools O(output * kernel). DeformConv samples every
+ * displaced kernel point once per input channel by multilinear interpolation (2^k corners) and
+ * then contracts like Conv. Col2Im scatter-adds each column entry into its image point. Inputs
+ * are widened to double once up front so the inner loops carry no dtype dispatch.
  *
  * Inference (ir/infer/conv.c) has validated the attributes and fixed the output shape; the
  * kernels re-derive only the padding at the beginning of each dim from the attributes and the
@@ -324,13 +327,46 @@ ampc_status ampc_ref_avg_pool(ampc_graph *g, const ampc_node *n, const ampc_tens
     return AMPC_OK;
 }
 
-/* GlobalAveragePool / GlobalMaxPool: one mean or max per (n, c) over all spatial points. */
-ampc_status ampc_ref_global_pool(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
-                                 ampc_tensor *const *out) {
-    (void)g;
+/* LpPool: (sum over the window's points inside the input of |x|^p)^(1/p). Padding adds zeros,
+ * which add nothing to the sum. */
+ampc_status ampc_ref_lp_pool(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                             ampc_tensor *const *out) {
     const ampc_tensor *x = in[0];
     ampc_tensor *y = out[0];
-    bool is_max = n->op == AMPC_OP_GLOBAL_MAX_POOL;
+    geom gm;
+    ampc_status st = geom_init(g, n, &x->shape, &y->shape, NULL, &gm);
+    if (st) return st;
+    double p = (double)ampc_ir_attr_int(g, n, "p", 2);
+    int64_t nc = x->shape.dims[0] * x->shape.dims[1], oc[AMPC_MAX_RANK], pt[AMPC_MAX_RANK];
+    double *xd = load_all(g, n, x);
+    if (!xd) {
+        free(gm.kc);
+        return AMPC_E_OOM;
+    }
+    for (int64_t r = 0; r < nc; r++) {
+        memset(oc, 0, sizeof oc);
+        for (int64_t q = 0; q < gm.out_n; q++, next_coord(oc, gm.out, gm.k)) {
+            double sum = 0;
+            for (int64_t j = 0; j < gm.kern_n; j++) {
+                int64_t off = window_point(&gm, oc, j, pt);
+                if (off >= 0) sum += pow(fabs(xd[r * gm.in_n + off]), p);
+            }
+            ampc_ref_store_f64(y->data, y->dtype, r * gm.out_n + q, pow(sum, 1.0 / p));
+        }
+    }
+    free(gm.kc);
+    free(xd);
+    return AMPC_OK;
+}
+
+/* GlobalAveragePool / GlobalMaxPool / GlobalLpPool: one mean, max or p-norm per (n, c) over all
+ * spatial points. */
+ampc_status ampc_ref_global_pool(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                                 ampc_tensor *const *out) {
+    const ampc_tensor *x = in[0];
+    ampc_tensor *y = out[0];
+    bool is_max = n->op == AMPC_OP_GLOBAL_MAX_POOL, is_lp = n->op == AMPC_OP_GLOBAL_LP_POOL;
+    double p = is_lp ? (double)ampc_ir_attr_int(g, n, "p", 2) : 1;
     int64_t nc = x->shape.dims[0] * x->shape.dims[1];
     int64_t q = nc ? ampc_shape_numel(&x->shape) / nc : 0;
     if (!nc) return AMPC_OK;
@@ -338,12 +374,161 @@ ampc_status ampc_ref_global_pool(ampc_graph *g, const ampc_node *n, const ampc_t
         double acc = is_max ? -INFINITY : 0;
         for (int64_t i = 0; i < q; i++) {
             double v = ampc_ref_load_f64(x->data, x->dtype, r * q + i);
-            if (!is_max)
+            if (is_lp)
+                acc += pow(fabs(v), p);
+            else if (!is_max)
                 acc += v;
             else if (v > acc || (isnan(v) && !isnan(acc)))
                 acc = v;
         }
-        ampc_ref_store_f64(y->data, y->dtype, r, is_max ? acc : acc / (double)q);
+        double res = is_max ? acc : is_lp ? pow(acc, 1.0 / p) : acc / (double)q;
+        ampc_ref_store_f64(y->data, y->dtype, r, res);
     }
+    return AMPC_OK;
+}
+
+/* ---- DeformConv ----------------------------------------------------------------------------- */
+
+/* Channel plane x (gm->in dims) sampled at the fractional point pt by multilinear interpolation
+ * over the 2^k surrounding grid points; points outside the plane count as zero (GridSample's
+ * bilinear zeros padding with aligned corners, which is how ONNX defines DeformConv). */
+static double sample(const double *x, const geom *gm, const double *pt) {
+    int64_t lo[AMPC_MAX_RANK];
+    double fr[AMPC_MAX_RANK], acc = 0;
+    for (int32_t i = 0; i < gm->k; i++) {
+        /* A point beyond every plane (or NaN) reads only zeros; this also keeps the int64
+         * conversion below defined. */
+        if (!(pt[i] > -2.0 && pt[i] < (double)gm->in[i] + 1.0)) return 0;
+        double f = floor(pt[i]);
+        lo[i] = (int64_t)f;
+        fr[i] = pt[i] - f;
+    }
+    for (int32_t corner = 0; corner < (1 << gm->k); corner++) {
+        double w = 1;
+        int64_t off = 0;
+        for (int32_t i = 0; i < gm->k && off >= 0; i++) {
+            int bit = (corner >> (gm->k - 1 - i)) & 1;
+            int64_t c = lo[i] + bit;
+            w *= bit ? fr[i] : 1 - fr[i];
+            off = c < 0 || c >= gm->in[i] ? -1 : off * gm->in[i] + c;
+        }
+        if (off >= 0 && w != 0) acc += w * x[off];
+    }
+    return acc;
+}
+
+/* DeformConv: kernel point j of output point p samples each input channel of offset group og at
+ *   p * stride - pad_begin + kc_j * dilation + offset[b, og, j, :, p]
+ * scaled by mask[b, og, j, p] (1 without a mask); the samples are then contracted with W as in
+ * a grouped Conv. */
+ampc_status ampc_ref_deform_conv(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                                 ampc_tensor *const *out) {
+    const ampc_tensor *x = in[0], *w = in[1], *off = in[2];
+    const ampc_tensor *b = n->n_inputs > 3 ? in[3] : NULL, *mask = n->n_inputs > 4 ? in[4] : NULL;
+    ampc_tensor *y = out[0];
+    geom gm;
+    ampc_status st = geom_init(g, n, &x->shape, &y->shape, &w->shape.dims[2], &gm);
+    if (st) return st;
+    int64_t nb = x->shape.dims[0], c = x->shape.dims[1], m = y->shape.dims[1];
+    int64_t group = ampc_ir_attr_int(g, n, "group", 1), cg = c / group, mg = m / group;
+    int64_t og = ampc_ir_attr_int(g, n, "offset_group", 1), cpo = c / og;
+    int64_t kn = gm.kern_n, k = gm.k, P = gm.out_n, Q = gm.in_n, oc[AMPC_MAX_RANK];
+    double pt[AMPC_MAX_RANK];
+    double *xd = load_all(g, n, x), *wd = xd ? load_all(g, n, w) : NULL;
+    double *samp = wd ? malloc((size_t)AMPC_MAX(c * kn, 1) * sizeof *samp) : NULL;
+    if (!samp) {
+        st = xd && wd ? AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory") : AMPC_E_OOM;
+        goto done;
+    }
+    for (int64_t b0 = 0; b0 < nb; b0++) {
+        memset(oc, 0, sizeof oc);
+        for (int64_t p = 0; p < P; p++, next_coord(oc, gm.out, gm.k)) {
+            for (int64_t o = 0; o < og; o++)
+                for (int64_t j = 0; j < kn; j++) {
+                    int64_t oj = (b0 * og + o) * kn + j; /* (b, offset group, kernel point) */
+                    for (int32_t i = 0; i < k; i++)
+                        pt[i] = (double)(oc[i] * gm.stride[i] - gm.pb[i] +
+                                         gm.kc[j * k + i] * gm.dil[i]) +
+                                ampc_ref_load_f64(off->data, off->dtype, (oj * k + i) * P + p);
+                    double mv = mask ? ampc_ref_load_f64(mask->data, mask->dtype, oj * P + p) : 1;
+                    for (int64_t ci = o * cpo; ci < (o + 1) * cpo; ci++)
+                        samp[ci * kn + j] = mv * sample(xd + (b0 * c + ci) * Q, &gm, pt);
+                }
+            for (int64_t mi = 0; mi < m; mi++) {
+                int64_t gi = mi / mg;
+                double acc = b ? ampc_ref_load_f64(b->data, b->dtype, mi) : 0;
+                const double *wp = wd + mi * cg * kn, *sp = samp + gi * cg * kn;
+                for (int64_t e = 0; e < cg * kn; e++) acc += wp[e] * sp[e];
+                ampc_ref_store_f64(y->data, y->dtype, (b0 * m + mi) * P + p, acc);
+            }
+        }
+    }
+done:
+    free(gm.kc);
+    free(xd);
+    free(wd);
+    free(samp);
+    return st;
+}
+
+/* ---- Col2Im --------------------------------------------------------------------------------- */
+
+/* Col2Im: column (c * prod(block) + j, l) of batch b holds block element j of block position l;
+ * it adds into image point l * stride - pad_begin + kc_j * dilation of channel c when that
+ * point lies inside the image. Floats sum in double, integers in wrapping int64 (bool: or). */
+ampc_status ampc_ref_col2im(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                            ampc_tensor *const *out) {
+    const ampc_tensor *x = in[0];
+    ampc_tensor *y = out[0];
+    int32_t k = y->shape.rank - 2;
+    int64_t blk[AMPC_MAX_RANK] = {0};
+    for (int32_t i = 0; i < k; i++) blk[i] = ampc_ref_load_i64(in[2]->data, in[2]->dtype, i);
+    /* The window geometry treats the image as the "input" and the grid of block positions as
+     * the "output" of a convolution-like window walk. geom_init takes the image for both and
+     * reads the pads, strides and dilations; the block grid follows from them (inference has
+     * checked that it has x's L positions). */
+    int64_t per = 1;
+    for (int32_t i = 0; i < k; i++) per *= blk[i];
+    geom gm;
+    ampc_status st = geom_init(g, n, &y->shape, &y->shape, blk, &gm);
+    if (st) return st;
+    for (int32_t i = 0; i < k; i++) {
+        int64_t ext = (blk[i] - 1) * gm.dil[i] + 1;
+        gm.out[i] = (gm.in[i] + gm.pb[i] + gm.pe[i] - ext) / gm.stride[i] + 1;
+    }
+    gm.out_n = x->shape.dims[2];
+    int64_t nc = y->shape.dims[0] * y->shape.dims[1], oc[AMPC_MAX_RANK], pt[AMPC_MAX_RANK];
+    int64_t ycount = ampc_shape_numel(&y->shape);
+    bool fl = ampc_dtype_is_float(y->dtype);
+    double *accf = fl ? calloc((size_t)AMPC_MAX(ycount, 1), sizeof *accf) : NULL;
+    uint64_t *acci = fl ? NULL : calloc((size_t)AMPC_MAX(ycount, 1), sizeof *acci);
+    if (!accf && !acci) {
+        free(gm.kc);
+        return AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory");
+    }
+    for (int64_t r = 0; r < nc; r++) {
+        memset(oc, 0, sizeof oc);
+        for (int64_t l = 0; l < gm.out_n; l++, next_coord(oc, gm.out, gm.k))
+            for (int64_t j = 0; j < per; j++) {
+                int64_t off = window_point(&gm, oc, j, pt);
+                if (off < 0) continue;
+                int64_t src = (r * per + j) * gm.out_n + l, dst = r * gm.in_n + off;
+                if (fl)
+                    accf[dst] += ampc_ref_load_f64(x->data, x->dtype, src);
+                else if (y->dtype == AMPC_DTYPE_BOOL)
+                    acci[dst] |= (uint64_t)ampc_ref_load_i64(x->data, x->dtype, src);
+                else
+                    acci[dst] += (uint64_t)ampc_ref_load_i64(x->data, x->dtype, src);
+            }
+    }
+    for (int64_t i = 0; i < ycount; i++) {
+        if (fl)
+            ampc_ref_store_f64(y->data, y->dtype, i, accf[i]);
+        else
+            ampc_ref_store_i64(y->data, y->dtype, i, (int64_t)acci[i]);
+    }
+    free(gm.kc);
+    free(accf);
+    free(acci);
     return AMPC_OK;
 }

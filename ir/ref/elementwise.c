@@ -3,6 +3,11 @@
  * rounded once to the output dtype; integer math in 64-bit two's complement, wrapping like numpy
  * (division or modulus by zero gives 0 rather than trapping). Activations are written so that
  * NaN propagates and nothing overflows in an intermediate (Softplus, Sigmoid-based Swish).
+ *
+ * The random ops draw from a deterministic generator (xoshiro256**, seeded from the node's
+ * `seed` attribute, or from its name when there is none), so the reference gives the same values
+ * on every run. Those values are not the ones numpy, PyTorch or onnxruntime draw: random outputs
+ * are comparable with other frameworks only in distribution, never bit for bit.
  */
 #include "ref.h"
 
@@ -475,4 +480,143 @@ ampc_status ampc_ref_prelu(ampc_graph *g, const ampc_node *n, const ampc_tensor 
         }
     }
     return AMPC_OK;
+}
+
+/* ---- SwiGLU --------------------------------------------------------------------------------- */
+
+ampc_status ampc_ref_swiglu(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                            ampc_tensor *const *out) {
+    (void)g;
+    const ampc_tensor *a = in[0], *b = in[1];
+    ampc_tensor *y = out[0];
+    double alpha = attr_f(n, "alpha", 1.0f);
+    const int64_t count = ampc_shape_numel(&a->shape);
+    for (int64_t i = 0; i < count; i++) {
+        double av = ampc_ref_load_f64(a->data, a->dtype, i);
+        ampc_ref_store_f64(y->data, y->dtype, i,
+                           av * sigmoid(alpha * av) * ampc_ref_load_f64(b->data, b->dtype, i));
+    }
+    return AMPC_OK;
+}
+
+/* ---- random draws --------------------------------------------------------------------------- */
+
+/* xoshiro256** (Blackman and Vigna), seeded through splitmix64. */
+typedef struct rng {
+    uint64_t s[4];
+} rng;
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t rng_next(rng *r) {
+    uint64_t *s = r->s, res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0], s[3] ^= s[1], s[1] ^= s[2], s[0] ^= s[3], s[2] ^= t, s[3] = rotl(s[3], 45);
+    return res;
+}
+
+/* Uniform in [0, 1) with 53 random bits. */
+static double rng_uniform(rng *r) { return (double)(rng_next(r) >> 11) * 0x1.0p-53; }
+
+/* Standard normal by Box-Muller (one value per pair of uniforms). */
+static double rng_normal(rng *r) {
+    double u1 = 1.0 - rng_uniform(r), u2 = rng_uniform(r); /* u1 in (0, 1]: log is finite */
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* The generator of node n: from the bits of its float `seed` attribute, or, without one, from a
+ * hash of the node's name, so that two unseeded random nodes of one graph draw differently. */
+static rng rng_of(const ampc_node *n) {
+    const ampc_attr *a = ampc_ir_attr_find(n, "seed");
+    uint64_t x = 0xcbf29ce484222325ull; /* FNV-1a */
+    if (a && a->kind == AMPC_ATTR_FLOAT) {
+        uint32_t bits;
+        memcpy(&bits, &a->f, sizeof bits);
+        x = bits;
+    } else {
+        for (const char *c = n->name; *c; c++) x = (x ^ (unsigned char)*c) * 0x100000001b3ull;
+    }
+    rng r;
+    for (int i = 0; i < 4; i++) r.s[i] = splitmix64(&x);
+    return r;
+}
+
+/* Multinomial: for each row, sample_size class indices drawn from softmax(row) by inverting the
+ * cumulative distribution (binary search). */
+static ampc_status multinomial(ampc_graph *g, const ampc_node *n, const ampc_tensor *x,
+                               ampc_tensor *y, rng *r) {
+    int64_t B = x->shape.dims[0], K = x->shape.dims[1], S = y->shape.dims[1];
+    double *cdf = malloc((size_t)AMPC_MAX(K, 1) * sizeof *cdf);
+    if (!cdf) return AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory");
+    for (int64_t b = 0; b < B; b++) {
+        double mx = -INFINITY, total = 0;
+        for (int64_t k = 0; k < K; k++)
+            mx = fmax(mx, ampc_ref_load_f64(x->data, x->dtype, b * K + k));
+        for (int64_t k = 0; k < K; k++) {
+            total += exp(ampc_ref_load_f64(x->data, x->dtype, b * K + k) - mx);
+            cdf[k] = total;
+        }
+        if (!(total > 0) || !isfinite(total)) {
+            free(cdf);
+            return AMPC_FAIL(g, n, AMPC_E_EVAL,
+                             "row %lld of input 0 '%s' gives no finite probability distribution "
+                             "(every log-probability is -inf or NaN, or there are no classes)",
+                             (long long)b, n->inputs[0]->name);
+        }
+        for (int64_t s0 = 0; s0 < S; s0++) {
+            double u = rng_uniform(r) * total;
+            int64_t lo = 0, hi = K - 1; /* the first k with cdf[k] > u */
+            while (lo < hi) {
+                int64_t mid = lo + (hi - lo) / 2;
+                if (cdf[mid] > u) hi = mid;
+                else lo = mid + 1;
+            }
+            ampc_ref_store_i64(y->data, y->dtype, b * S + s0, lo);
+        }
+    }
+    free(cdf);
+    return AMPC_OK;
+}
+
+/* RandomNormal(Like): mean + scale * N(0, 1); RandomUniform(Like): low + (high - low) * U[0, 1);
+ * Bernoulli: 1 where U[0, 1) < p (p must lie in [0, 1]); Multinomial: see above. Elements are
+ * drawn in row-major order. */
+ampc_status ampc_ref_random(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                            ampc_tensor *const *out) {
+    ampc_tensor *y = out[0];
+    rng r = rng_of(n);
+    const int64_t count = ampc_shape_numel(&y->shape);
+    switch (n->op) {
+    case AMPC_OP_MULTINOMIAL: return multinomial(g, n, in[0], y, &r);
+    case AMPC_OP_BERNOULLI:
+        for (int64_t i = 0; i < count; i++) {
+            double p = ampc_ref_load_f64(in[0]->data, in[0]->dtype, i);
+            if (!(p >= 0 && p <= 1))
+                return AMPC_FAIL(g, n, AMPC_E_EVAL,
+                                 "element %lld of input 0 '%s' is %g; a probability must lie in "
+                                 "[0, 1]",
+                                 (long long)i, n->inputs[0]->name, p);
+            ampc_ref_store_f64(y->data, y->dtype, i, rng_uniform(&r) < p ? 1.0 : 0.0);
+        }
+        return AMPC_OK;
+    case AMPC_OP_RANDOM_NORMAL:
+    case AMPC_OP_RANDOM_NORMAL_LIKE: {
+        double mean = attr_f(n, "mean", 0.0f), scale = attr_f(n, "scale", 1.0f);
+        for (int64_t i = 0; i < count; i++)
+            ampc_ref_store_f64(y->data, y->dtype, i, mean + scale * rng_normal(&r));
+        return AMPC_OK;
+    }
+    default: { /* RandomUniform(Like) */
+        double lo = attr_f(n, "low", 0.0f), hi = attr_f(n, "high", 1.0f);
+        for (int64_t i = 0; i < count; i++)
+            ampc_ref_store_f64(y->data, y->dtype, i, lo + (hi - lo) * rng_uniform(&r));
+        return AMPC_OK;
+    }
+    }
 }

@@ -129,8 +129,7 @@ void ampc_bcast_iter_next(ampc_bcast_iter *it) {
  * or with calloc (evaluation, freed by the caller). */
 static ampc_status run_node(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                             ampc_tensor *out, bool in_arena) {
-    ampc_tensor *outp[64];
-    AMPC_ASSERT(n->n_outputs <= AMPC_ARRAY_LEN(outp));
+    ampc_tensor **outp = ampc_xmalloc((size_t)(n->n_outputs + 1) * sizeof *outp);
     for (int32_t i = 0; i < n->n_outputs; i++) {
         const ampc_value *v = n->outputs[i];
         size_t nb = ampc_ir_nbytes(v);
@@ -139,22 +138,23 @@ static ampc_status run_node(ampc_graph *g, const ampc_node *n, const ampc_tensor
         if (!out[i].data) {
             if (!in_arena)
                 for (int32_t j = 0; j < i; j++) free(out[j].data);
+            free(outp);
             return AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory allocating output %d (%zu bytes)",
                              i, nb);
         }
         outp[i] = &out[i];
     }
     ampc_status st = ampc_op_get(n->op)->ref(g, n, in, outp);
+    free(outp);
     if (st != AMPC_OK && !in_arena)
         for (int32_t i = 0; i < n->n_outputs; i++) free(out[i].data);
     return st;
 }
 
 ampc_status ampc_ref_fold_node(ampc_graph *g, ampc_node *n) {
-    ampc_tensor tin[64], tout[64];
-    const ampc_tensor *pin[64];
-    if (n->n_inputs > 64 || n->n_outputs > 64)
-        return AMPC_FAIL(g, n, AMPC_E_UNSUPPORTED, "more than 64 inputs or outputs");
+    ampc_tensor *tin = ampc_xcalloc((size_t)n->n_inputs + 1, sizeof *tin);
+    ampc_tensor *tout = ampc_xcalloc((size_t)n->n_outputs + 1, sizeof *tout);
+    const ampc_tensor **pin = ampc_xcalloc((size_t)n->n_inputs + 1, sizeof *pin);
     for (int32_t i = 0; i < n->n_inputs; i++) {
         const ampc_value *v = n->inputs[i];
         if (!v) {
@@ -166,9 +166,11 @@ ampc_status ampc_ref_fold_node(ampc_graph *g, ampc_node *n) {
         pin[i] = &tin[i];
     }
     ampc_status st = run_node(g, n, pin, tout, true);
-    if (st != AMPC_OK) return st;
-    for (int32_t i = 0; i < n->n_outputs; i++) n->outputs[i]->data = tout[i].data;
-    return AMPC_OK;
+    for (int32_t i = 0; st == AMPC_OK && i < n->n_outputs; i++) n->outputs[i]->data = tout[i].data;
+    free(tin);
+    free(tout);
+    free(pin);
+    return st;
 }
 
 ampc_status ampc_graph_evaluate(ampc_graph *g, const ampc_tensor *inputs, int32_t n_inputs,
@@ -218,12 +220,18 @@ ampc_status ampc_graph_evaluate(ampc_graph *g, const ampc_tensor *inputs, int32_
     }
     for (int32_t i = 0; i < n_inputs; i++) buf[g->inputs[i]->id] = inputs[i];
 
+    /* Per-node scratch sized for the widest node (Concat and Sum take any number of inputs). */
+    int32_t widest = 1;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        widest = AMPC_MAX(widest, g->nodes[i]->n_inputs);
+        widest = AMPC_MAX(widest, g->nodes[i]->n_outputs);
+    }
+    ampc_tensor *tout = ampc_xcalloc((size_t)widest, sizeof *tout);
+    const ampc_tensor **pin = ampc_xcalloc((size_t)widest, sizeof *pin);
     ampc_status st = AMPC_OK;
     for (int32_t i = 0; i < g->n_nodes && st == AMPC_OK; i++) {
         const ampc_node *n = g->nodes[i];
         if (n->dead) continue;
-        ampc_tensor tout[64];
-        const ampc_tensor *pin[64];
         for (int32_t j = 0; j < n->n_inputs; j++) pin[j] = n->inputs[j] ? &buf[n->inputs[j]->id] : NULL;
         bool known = true; /* outputs already known (folded while building): no work */
         for (int32_t j = 0; j < n->n_outputs; j++) known &= n->outputs[j]->data != NULL;
@@ -278,5 +286,7 @@ ampc_status ampc_graph_evaluate(ampc_graph *g, const ampc_tensor *inputs, int32_
     free(buf);
     free(uses);
     free(owned);
+    free(tout);
+    free(pin);
     return st;
 }

@@ -1,7 +1,8 @@
 /*
  * index.c — reference kernels for the indexing family (see ir/infer/index.c for the shapes):
- * gathers and scatters by element and by N-d slice, OneHot, TopK, Trilu, the arg reductions,
- * Hardmax, CumSum, NonZero, Compress, Unique, EyeLike and ReverseSequence.
+ * gathers and scatters by element and by N-d slice, TensorScatter, OneHot, TopK, Trilu, the arg
+ * reductions, Hardmax, CumSum, CumProd, NonZero, Compress, Unique, NonMaxSuppression, EyeLike,
+ * ReverseSequence and TfIdfVectorizer.
  *
  * Elements that are only moved are copied as raw bytes, so every dtype is handled alike; the
  * kernels that compare or combine values (scatter reductions, TopK, the arg reductions, CumSum,
@@ -356,8 +357,9 @@ ampc_status ampc_ref_hardmax(ampc_graph *g, const ampc_node *n, const ampc_tenso
     return AMPC_OK;
 }
 
-/* CumSum: running sums along the axis (floats in double, integers in wrapping int64); exclusive
- * shifts by one (the first output is 0), reverse runs from the end. */
+/* CumSum, CumProd: running sums or products along the axis (floats in double, integers in
+ * wrapping int64); exclusive shifts by one (the first output is 0 or 1), reverse runs from the
+ * end. */
 ampc_status ampc_ref_cumsum(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                             ampc_tensor *const *out) {
     const ampc_tensor *x = in[0];
@@ -366,13 +368,14 @@ ampc_status ampc_ref_cumsum(ampc_graph *g, const ampc_node *n, const ampc_tensor
     int32_t ax = norm_axis(ampc_ref_load_i64(in[1]->data, in[1]->dtype, 0), r);
     bool excl = ampc_ir_attr_int(g, n, "exclusive", 0) != 0;
     bool rev = ampc_ir_attr_int(g, n, "reverse", 0) != 0;
+    bool prod = n->op == AMPC_OP_CUMPROD;
     int64_t dim = x->shape.dims[ax];
     int64_t outer = dims_prod(&x->shape, 0, ax), inner = dims_prod(&x->shape, ax + 1, r);
     bool fl = ampc_dtype_is_float(x->dtype);
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) {
-            double sf = 0;
-            uint64_t si = 0;
+            double sf = prod;
+            uint64_t si = prod;
             for (int64_t s = 0; s < dim; s++) {
                 int64_t p = rev ? dim - 1 - s : s, at = (o * dim + p) * inner + i;
                 if (excl) {
@@ -381,8 +384,12 @@ ampc_status ampc_ref_cumsum(ampc_graph *g, const ampc_node *n, const ampc_tensor
                     else
                         ampc_ref_store_i64(y->data, y->dtype, at, (int64_t)si);
                 }
-                if (fl)
+                if (fl && prod)
+                    sf *= ampc_ref_load_f64(x->data, x->dtype, at);
+                else if (fl)
                     sf += ampc_ref_load_f64(x->data, x->dtype, at);
+                else if (prod)
+                    si *= (uint64_t)ampc_ref_load_i64(x->data, x->dtype, at);
                 else
                     si += (uint64_t)ampc_ref_load_i64(x->data, x->dtype, at);
                 if (!excl) {
@@ -621,5 +628,252 @@ ampc_status ampc_ref_reverse_sequence(ampc_graph *g, const ampc_node *n,
                    (const unsigned char *)x->data + (size_t)s * nb, nb);
         }
     }
+    return AMPC_OK;
+}
+
+/* ---- TensorScatter -------------------------------------------------------------------------- */
+
+/* TensorScatter: past_cache copied, then for every index prefix before the axis (batch entry b
+ * first) the S update rows land at write_indices[b] + s, taken modulo S_max in circular mode; in
+ * linear mode a row past the end of the cache is an evaluation error. */
+ampc_status ampc_ref_tensor_scatter(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                                    ampc_tensor *const *out) {
+    const ampc_tensor *past = in[0], *upd = in[1], *wi = n->n_inputs > 2 ? in[2] : NULL;
+    ampc_tensor *y = out[0];
+    int32_t r = past->shape.rank, ax = norm_axis(ampc_ir_attr_int(g, n, "axis", -2), r);
+    bool circular = !strcmp(ampc_ir_attr_string(g, n, "mode", "linear"), "circular");
+    size_t esz = ampc_dtype_size(past->dtype);
+    size_t nb = tensor_bytes(past);
+    if (nb) memcpy(y->data, past->data, nb);
+    int64_t B = past->shape.dims[0], M = past->shape.dims[ax], S = upd->shape.dims[ax];
+    int64_t outer = dims_prod(&past->shape, 0, ax), inner = dims_prod(&past->shape, ax + 1, r);
+    size_t row = (size_t)inner * esz;
+    for (int64_t o = 0; o < outer; o++) {
+        int64_t b = o / (outer / B); /* the prefix's batch entry: dim 0 varies slowest */
+        int64_t w = wi ? ampc_ref_load_i64(wi->data, wi->dtype, b) : 0;
+        for (int64_t s0 = 0; s0 < S; s0++) {
+            int64_t t;
+            if (__builtin_add_overflow(w, s0, &t)) t = INT64_MAX;
+            if (circular)
+                t = (t % M + M) % M;
+            else if (t < 0 || t >= M)
+                return AMPC_FAIL(g, n, AMPC_E_EVAL,
+                                 "write index %lld (element %lld of input 2 '%s') plus update row "
+                                 "%lld is outside the %lld rows of the cache axis (mode linear)",
+                                 (long long)w, (long long)b, wi ? n->inputs[2]->name : "",
+                                 (long long)s0, (long long)M);
+            if (row)
+                memcpy((unsigned char *)y->data + (size_t)(o * M + t) * row,
+                       (const unsigned char *)upd->data + (size_t)(o * S + s0) * row, row);
+        }
+    }
+    return AMPC_OK;
+}
+
+/* ---- NonMaxSuppression ---------------------------------------------------------------------- */
+
+/* Candidates of one (batch, class) in selection order: score descending, then box index
+ * ascending. */
+typedef struct nms_ctx {
+    const ampc_tensor *scores;
+    int64_t base; /* offset of the (batch, class) row of scores */
+} nms_ctx;
+
+static int nms_cmp(const void *ctx, int64_t a, int64_t b) {
+    const nms_ctx *c = ctx;
+    int r = cmp_elem(c->scores->data, c->scores->dtype, c->base + b, c->scores->data, c->base + a);
+    return r ? r : (a > b) - (a < b);
+}
+
+/* The corners (y1, x1, y2, x2 with min <= max) of box i of a batch's boxes. */
+static void nms_box(const ampc_tensor *bx, int64_t i, bool center, double *c) {
+    double v[4];
+    for (int k = 0; k < 4; k++) v[k] = ampc_ref_load_f64(bx->data, bx->dtype, i * 4 + k);
+    if (center) { /* [x_center, y_center, width, height] */
+        c[0] = v[1] - v[3] / 2, c[2] = v[1] + v[3] / 2;
+        c[1] = v[0] - v[2] / 2, c[3] = v[0] + v[2] / 2;
+    } else { /* [y1, x1, y2, x2], corners in either order */
+        c[0] = fmin(v[0], v[2]), c[2] = fmax(v[0], v[2]);
+        c[1] = fmin(v[1], v[3]), c[3] = fmax(v[1], v[3]);
+    }
+}
+
+/* Whether boxes a and b overlap with IoU strictly above the threshold (empty boxes never do). */
+static bool nms_suppress(const double *a, const double *b, double thr) {
+    double ih = fmin(a[2], b[2]) - fmax(a[0], b[0]), iw = fmin(a[3], b[3]) - fmax(a[1], b[1]);
+    if (ih <= 0 || iw <= 0) return false;
+    double inter = ih * iw;
+    double aa = (a[2] - a[0]) * (a[3] - a[1]), ab = (b[2] - b[0]) * (b[3] - b[1]);
+    double uni = aa + ab - inter;
+    if (aa <= 0 || ab <= 0 || uni <= 0) return false;
+    return inter / uni > thr;
+}
+
+int64_t ampc_ref_nms_select(const ampc_tensor *const *in, int32_t n_in, bool center, int64_t *sel) {
+    const ampc_tensor *bx = in[0], *sc = in[1];
+    const ampc_tensor *mo = n_in > 2 ? in[2] : NULL, *it = n_in > 3 ? in[3] : NULL;
+    const ampc_tensor *st = n_in > 4 ? in[4] : NULL;
+    int64_t B = sc->shape.dims[0], C = sc->shape.dims[1], K = sc->shape.dims[2], count = 0;
+    int64_t max_out =
+        mo && ampc_shape_numel(&mo->shape) ? ampc_ref_load_i64(mo->data, mo->dtype, 0) : 0;
+    double iou = it && ampc_shape_numel(&it->shape) ? ampc_ref_load_f64(it->data, it->dtype, 0) : 0;
+    bool has_st = st && ampc_shape_numel(&st->shape);
+    double smin = has_st ? ampc_ref_load_f64(st->data, st->dtype, 0) : 0;
+    if (max_out <= 0 || !B || !C || !K) return 0;
+    int64_t *cand = malloc((size_t)K * sizeof *cand), *tmp = malloc((size_t)K * sizeof *tmp);
+    double *kept = malloc((size_t)K * 4 * sizeof *kept);
+    if (!cand || !tmp || !kept) {
+        free(cand), free(tmp), free(kept);
+        return -1;
+    }
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t c = 0; c < C; c++) {
+            nms_ctx ctx = {sc, (b * C + c) * K};
+            int64_t nc = 0, nk = 0;
+            for (int64_t i = 0; i < K; i++)
+                if (!has_st || ampc_ref_load_f64(sc->data, sc->dtype, ctx.base + i) > smin)
+                    cand[nc++] = i;
+            merge_sort(cand, tmp, nc, nms_cmp, &ctx);
+            for (int64_t j = 0; j < nc && nk < max_out; j++) {
+                double box[4];
+                nms_box(bx, b * K + cand[j], center, box);
+                bool keep = true;
+                for (int64_t q = 0; q < nk && keep; q++)
+                    keep = !nms_suppress(box, &kept[q * 4], iou);
+                if (!keep) continue;
+                memcpy(&kept[nk++ * 4], box, sizeof box);
+                if (sel) {
+                    sel[count * 3] = b;
+                    sel[count * 3 + 1] = c;
+                    sel[count * 3 + 2] = cand[j];
+                }
+                count++;
+            }
+        }
+    free(cand), free(tmp), free(kept);
+    return count;
+}
+
+/* NonMaxSuppression: per batch and class, the boxes by falling score (above score_threshold when
+ * given), each kept unless it overlaps an already kept one with IoU > iou_threshold, at most
+ * max_output_boxes_per_class of them. */
+ampc_status ampc_ref_nms(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                         ampc_tensor *const *out) {
+    bool center = ampc_ir_attr_int(g, n, "center_point_box", 0) != 0;
+    int64_t cnt = ampc_ref_nms_select(in, n->n_inputs, center, out[0]->data);
+    if (cnt < 0) return AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory sorting the boxes");
+    AMPC_ASSERT(cnt == out[0]->shape.dims[0]); /* inference ran the same selection */
+    return AMPC_OK;
+}
+
+/* ---- TfIdfVectorizer ------------------------------------------------------------------------ */
+
+/* The pool's n-grams as a trie: node 0 is the root; a child is found by (parent, token) through
+ * an open-addressing table. A node that ends an n-gram carries its 1-based pool order in `id`. */
+typedef struct tf_node {
+    int64_t token;
+    int64_t parent;
+    int64_t id; /* 0: no n-gram ends here */
+} tf_node;
+
+typedef struct tf_trie {
+    tf_node *nodes;
+    int64_t n;
+    int64_t *slots; /* node index + 1; 0 = empty */
+    uint64_t mask;
+} tf_trie;
+
+static uint64_t tf_hash(int64_t parent, int64_t token) {
+    uint64_t h = (uint64_t)parent * 0x9E3779B97F4A7C15ull ^ (uint64_t)token;
+    h ^= h >> 31;
+    h *= 0xBF58476D1CE4E5B9ull;
+    return h ^ (h >> 29);
+}
+
+/* The child of `parent` for `token`, created when `add` is set; -1 when absent. */
+static int64_t tf_child(tf_trie *t, int64_t parent, int64_t token, bool add) {
+    for (uint64_t s = tf_hash(parent, token) & t->mask;; s = (s + 1) & t->mask) {
+        int64_t k = t->slots[s] - 1;
+        if (k < 0) {
+            if (!add) return -1;
+            t->nodes[t->n] = (tf_node){token, parent, 0};
+            t->slots[s] = ++t->n;
+            return t->n - 1;
+        }
+        if (t->nodes[k].parent == parent && t->nodes[k].token == token) return k;
+    }
+}
+
+/* TfIdfVectorizer: counts, per row, every pool n-gram of size min_gram_length..max_gram_length
+ * that occurs with its tokens skip apart (skip = 1 .. max_skip_count + 1; unigrams count once),
+ * at the n-gram's output coordinate; then TF keeps the counts, IDF gives weight (or 1) where the
+ * count is positive, TFIDF weight times count. This follows onnxruntime's algorithm. */
+ampc_status ampc_ref_tfidf(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                           ampc_tensor *const *out) {
+    const ampc_tensor *x = in[0];
+    ampc_tensor *y = out[0];
+    int32_t n_counts, n_idx, n_pool, n_w;
+    const int64_t *counts = ampc_ir_attr_ints(g, n, "ngram_counts", &n_counts);
+    const int64_t *idx = ampc_ir_attr_ints(g, n, "ngram_indexes", &n_idx);
+    const int64_t *pool = ampc_ir_attr_ints(g, n, "pool_int64s", &n_pool);
+    const float *w = ampc_ir_attr_floats(g, n, "weights", &n_w);
+    const char *mode = ampc_ir_attr_string(g, n, "mode", "TF");
+    int64_t lo = ampc_ir_attr_int(g, n, "min_gram_length", 1);
+    int64_t hi = ampc_ir_attr_int(g, n, "max_gram_length", 1);
+    int64_t skips = ampc_ir_attr_int(g, n, "max_skip_count", 0) + 1;
+    int64_t rows = x->shape.rank == 2 ? x->shape.dims[0] : 1;
+    int64_t cols = x->shape.rank ? x->shape.dims[x->shape.rank - 1] : 1;
+    int64_t out_size = y->shape.dims[y->shape.rank - 1];
+    uint64_t cap = 4;
+    while (cap < 2 * ((uint64_t)n_pool + 1)) cap *= 2;
+    tf_trie t = {malloc(((size_t)n_pool + 1) * sizeof(tf_node)), 1, calloc(cap, sizeof(int64_t)),
+                 cap - 1};
+    int64_t *freq = calloc((size_t)AMPC_MAX(rows * out_size, 1), sizeof *freq);
+    if (!t.nodes || !t.slots || !freq) {
+        free(t.nodes), free(t.slots), free(freq);
+        return AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory building the n-gram table");
+    }
+    t.nodes[0] = (tf_node){0, -1, 0};
+    /* Insert the n-grams of the wanted sizes; ids count every n-gram of the pool. */
+    int64_t id = 1;
+    for (int32_t i = 0; i < n_counts; i++) {
+        int64_t size = i + 1, start = counts[i], end = i + 1 < n_counts ? counts[i + 1] : n_pool;
+        for (int64_t p = start; p + size <= end; p += size, id++) {
+            if (size < lo || size > hi) continue;
+            int64_t node = 0;
+            for (int64_t e = 0; e < size; e++) node = tf_child(&t, node, pool[p + e], true);
+            t.nodes[node].id = id;
+        }
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t first = lo;
+        for (int64_t skip = 1; skip <= skips; skip++) {
+            for (int64_t s0 = 0; s0 < cols; s0++) {
+                if (s0 + skip * (first - 1) >= cols) break; /* no n-gram fits from here on */
+                int64_t node = 0, size = 1;
+                for (int64_t e = s0; size <= hi && e < cols; e += skip, size++) {
+                    node = tf_child(&t, node, ampc_ref_load_i64(x->data, x->dtype, r * cols + e),
+                                    false);
+                    if (node < 0) break;
+                    if (size >= first && t.nodes[node].id)
+                        freq[r * out_size + idx[t.nodes[node].id - 1]]++;
+                }
+            }
+            if (first == 1) { /* unigrams do not depend on the skip: count them once */
+                first = 2;
+                if (first > hi) break;
+            }
+        }
+    }
+    bool tf = !strcmp(mode, "TF"), idf = !strcmp(mode, "IDF");
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < out_size; i++) {
+            int64_t f = freq[r * out_size + i];
+            double v = tf    ? (double)f
+                       : idf ? (f > 0 ? (w ? (double)w[i] : 1.0) : 0.0)
+                             : (w ? (double)w[i] : 1.0) * (double)f;
+            ampc_ref_store_f64(y->data, y->dtype, r * out_size + i, v);
+        }
+    free(t.nodes), free(t.slots), free(freq);
     return AMPC_OK;
 }

@@ -375,7 +375,7 @@ ampc_status ampc_ref_depth_space(ampc_graph *g, const ampc_node *n, const ampc_t
     bool to_space = n->op == AMPC_OP_DEPTH_TO_SPACE;
     const ampc_tensor *deep = to_space ? in[0] : out[0], *wide = to_space ? out[0] : in[0];
     int64_t b = ampc_ir_attr_int(g, n, "blocksize", 1);
-    bool crd = to_space && !strcmp(ampc_ir_attr_string(g, n, "mode", "DCR"), "CRD");
+    bool crd = !strcmp(ampc_ir_attr_string(g, n, "mode", "DCR"), "CRD"); /* SpaceToDepth too (opset 22+) */
     int64_t N = wide->shape.dims[0], C = wide->shape.dims[1];
     int64_t H = deep->shape.dims[2], W = deep->shape.dims[3], CD = deep->shape.dims[1];
     size_t esz = ampc_dtype_size(in[0]->dtype);

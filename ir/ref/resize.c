@@ -1,7 +1,8 @@
 /*
  * resize.c — reference kernels for resampling: Resize and Upsample (one separable interpolation
- * core), GridSample, RoiAlign and MaxUnpool. They follow the ONNX reference implementation
- * (onnx/reference/ops) step for step, including its conventions at the edges:
+ * core), GridSample, AffineGrid, RoiAlign, MaxRoiPool and MaxUnpool. They follow the ONNX
+ * reference implementation (onnx/reference/ops) step for step, including its conventions at the
+ * edges:
  *
  *   Resize: every output coordinate x of an axis maps to x_ori in the input by the coordinate
  *   transformation mode. An interpolation of n taps (2 for nearest and linear, 4 for cubic, more
@@ -553,6 +554,107 @@ ampc_status ampc_ref_max_unpool(ampc_graph *g, const ampc_node *n, const ampc_te
             off += c * ys[d];
         }
         if (inside) ampc_ref_copy_elem(y->data, off, x->data, e, esz);
+    }
+    return AMPC_OK;
+}
+
+/* ---- MaxRoiPool ----------------------------------------------------------------------------- */
+
+/* MaxRoiPool (Caffe's ROI pooling, as onnxruntime implements it): the roi corners are scaled and
+ * rounded (half away from zero) to whole pixels; the roi, at least 1 x 1, is split into
+ * pooled_h x pooled_w bins of fractional size, bin i covering [floor(i * size), ceil((i + 1) *
+ * size)) clipped to the map; each output is the max over its bin, 0 for an empty bin. */
+ampc_status ampc_ref_max_roi_pool(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                                  ampc_tensor *const *out) {
+    const ampc_tensor *x = in[0], *rois = in[1];
+    ampc_tensor *y = out[0];
+    double ss = ampc_ir_attr_float(g, n, "spatial_scale", 1.0f);
+    int64_t R = y->shape.dims[0], C = y->shape.dims[1], PH = y->shape.dims[2],
+            PW = y->shape.dims[3];
+    int64_t N = x->shape.dims[0], H = x->shape.dims[2], W = x->shape.dims[3];
+    for (int64_t r = 0; r < R; r++) {
+        double v[5];
+        for (int i = 0; i < 5; i++) v[i] = ampc_ref_load_f64(rois->data, rois->dtype, r * 5 + i);
+        /* Rounded coordinates beyond +-2^52 (or NaN) have no pixel to name. */
+        bool finite = fabs(v[0]) < 4.5e15;
+        for (int i = 1; i < 5; i++) finite &= fabs(v[i] * ss) < 4.5e15;
+        if (!finite || v[0] < 0 || v[0] >= (double)N || v[0] != floor(v[0]))
+            return AMPC_FAIL(g, n, AMPC_E_EVAL,
+                             "roi %lld of input 1 '%s' is (%g, %g, %g, %g, %g): its batch index "
+                             "must be a whole number in [0, %lld) and its corners finite",
+                             (long long)r, n->inputs[1]->name, v[0], v[1], v[2], v[3], v[4],
+                             (long long)N);
+        int64_t b = (int64_t)v[0];
+        int64_t x1 = (int64_t)round(v[1] * ss), y1 = (int64_t)round(v[2] * ss);
+        int64_t x2 = (int64_t)round(v[3] * ss), y2 = (int64_t)round(v[4] * ss);
+        double rh = (double)AMPC_MAX(y2 - y1 + 1, 1), rw = (double)AMPC_MAX(x2 - x1 + 1, 1);
+        double bh = rh / (double)PH, bw = rw / (double)PW;
+        for (int64_t ph = 0; ph < PH; ph++) {
+            int64_t hs = (int64_t)floor((double)ph * bh) + y1;
+            int64_t he = (int64_t)ceil((double)(ph + 1) * bh) + y1;
+            hs = AMPC_MIN(AMPC_MAX(hs, 0), H);
+            he = AMPC_MIN(AMPC_MAX(he, 0), H);
+            for (int64_t pw = 0; pw < PW; pw++) {
+                int64_t ws = (int64_t)floor((double)pw * bw) + x1;
+                int64_t we = (int64_t)ceil((double)(pw + 1) * bw) + x1;
+                ws = AMPC_MIN(AMPC_MAX(ws, 0), W);
+                we = AMPC_MIN(AMPC_MAX(we, 0), W);
+                bool empty = he <= hs || we <= ws;
+                for (int64_t c = 0; c < C; c++) {
+                    int64_t base = (b * C + c) * H * W;
+                    double m = empty ? 0 : -INFINITY;
+                    for (int64_t h = hs; h < he; h++)
+                        for (int64_t w = ws; w < we; w++) {
+                            double e = ampc_ref_load_f64(x->data, x->dtype, base + h * W + w);
+                            if (e > m || isnan(e)) m = e;
+                        }
+                    ampc_ref_store_f64(y->data, y->dtype, ((r * C + c) * PH + ph) * PW + pw, m);
+                }
+            }
+        }
+    }
+    return AMPC_OK;
+}
+
+/* ---- AffineGrid ----------------------------------------------------------------------------- */
+
+/* Base coordinate i of an axis of `size` points in [-1, 1]: the pixel centres with align_corners
+ * (-1 + 2i / (size - 1); a single point sits at -1, as torch.linspace gives), otherwise the
+ * centres of `size` equal cells (-1 + (2i + 1) / size). */
+static double grid_base(int64_t i, int64_t size, bool align) {
+    if (align) return size > 1 ? -1.0 + 2.0 * (double)i / (double)(size - 1) : -1.0;
+    return -1.0 + (2.0 * (double)i + 1.0) / (double)size;
+}
+
+/* AffineGrid: grid[n, (d,) h, w] = theta[n] @ (x, y, (z,) 1), with x running along W, y along H
+ * and z along D; the last output dim holds (x, y(, z)). */
+ampc_status ampc_ref_affine_grid(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                                 ampc_tensor *const *out) {
+    const ampc_tensor *th = in[0];
+    ampc_tensor *y = out[0];
+    bool align = ampc_ir_attr_int(g, n, "align_corners", 0) != 0;
+    int32_t k = y->shape.rank - 2;
+    int64_t N = y->shape.dims[0], pts = 1, c[3] = {0, 0, 0}, o = 0;
+    for (int32_t i = 0; i < k; i++) pts *= y->shape.dims[1 + i];
+    for (int64_t b = 0; b < N; b++) {
+        memset(c, 0, sizeof c);
+        for (int64_t p = 0; p < pts; p++) {
+            double hom[4]; /* (x, y, z, 1): coordinate of the last spatial dim first */
+            for (int32_t i = 0; i < k; i++)
+                hom[i] = grid_base(c[k - 1 - i], y->shape.dims[k - i], align);
+            hom[k] = 1;
+            for (int32_t r = 0; r < k; r++) {
+                double acc = 0;
+                for (int32_t j = 0; j <= k; j++)
+                    acc += ampc_ref_load_f64(th->data, th->dtype, (b * k + r) * (k + 1) + j) *
+                           hom[j];
+                ampc_ref_store_f64(y->data, y->dtype, o++, acc);
+            }
+            for (int32_t i = k - 1; i >= 0; i--) { /* next (d,) h, w point */
+                if (++c[i] < y->shape.dims[1 + i]) break;
+                c[i] = 0;
+            }
+        }
     }
     return AMPC_OK;
 }

@@ -1,16 +1,24 @@
 /*
  * conformance.c — the `ampc-conformance` tool: runs the ONNX backend test suites on the reference
- * evaluator and writes the results table (docs/conformance.md) and the expectations the Criterion
- * suite checks (tests/conformance/expected.tsv).
+ * evaluator (and, with --gpu, on the GPU through ampc_compile) and writes the results table
+ * (docs/conformance.md) and the expectations the Criterion suite checks
+ * (tests/conformance/expected.tsv).
  *
- *   ampc-conformance [--data ROOT] [--suite NAME]... [--markdown FILE] [--expect FILE] [-v]
+ *   ampc-conformance [--data ROOT] [--suite NAME]... [--markdown FILE] [--expect FILE]
+ *                    [--gpu] [--gpu-out FILE] [--gpu-results FILE] [--shard K/N] [-v]
  *
  * ROOT defaults to $AMPC_ONNX_TESTDATA, else /usr/share/libonnx-testdata/data (Debian's
- * libonnx-testdata). scripts/conformance.sh regenerates both files with the right arguments.
+ * libonnx-testdata). --gpu runs every case on the GPU as well and --gpu-out writes those results
+ * (tests/conformance/gpu.tsv); --gpu-results reads such a file so that a run on a machine
+ * without a GPU keeps the GPU column of the last GPU run. scripts/conformance.sh regenerates
+ * the files with the right arguments. --shard K/N runs every N-th case only (from the K-th), so
+ * N processes can share a machine; their --gpu-out files concatenate into one.
  */
+#define _POSIX_C_SOURCE 200809L /* strtok_r */
 #include "runner.h"
 
 #include "ampc.h"
+#include "ir/base.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,43 +27,61 @@
 typedef struct suite_result {
     const char *suite;
     char **names;
-    conf_result *results;
-    int n, counts[3];
+    conf_result *results;  /* reference */
+    conf_result *gpu;      /* GPU (run now or read back); status -1 when unknown */
+    int n, counts[3], gpu_counts[3], gpu_known;
 } suite_result;
 
-static void write_markdown(FILE *f, const suite_result *s, int ns, const char *root) {
+static const char *gpu_name(const conf_result *r) {
+    return (int)r->status < 0 ? "-" : conf_status_name(r->status);
+}
+
+static void write_markdown(FILE *f, const suite_result *s, int ns, const char *root,
+                           const char *gpu_source) {
     fprintf(f, "# ONNX conformance\n\n"
-               "The ONNX backend test suites run through ampc's importer, pass pipeline and reference evaluator (CPU), with "
-               "ONNX's tolerances (rtol %g, atol %g). Every test is counted; none is excluded. "
-               "`node`, `pytorch-converted`, `pytorch-operator` and `simple` are Debian's "
-               "`libonnx-testdata` (ONNX 1.12, opsets up to 17); `node-onnx1.23` is the node "
-               "tests of the `onnx` 1.23 package (opsets up to 28), written out by "
-               "`tests/conformance/gen_node_tests.py`.\n\n"
+               "The ONNX backend test suites run through ampc's importer and pass pipeline, then "
+               "on the reference evaluator (CPU) and on the GPU (ampc_compile: generated CUDA "
+               "kernels, cuBLASLt, cuDNN), compared with ONNX's tolerances (rtol %g, atol %g). "
+               "Every test is counted; none is excluded. `node`, `pytorch-converted`, "
+               "`pytorch-operator` and `simple` are Debian's `libonnx-testdata` (ONNX 1.12, "
+               "opsets up to 17); `node-onnx1.23` is the node tests of the `onnx` 1.23 package "
+               "(opsets up to 28), written out by `tests/conformance/gen_node_tests.py`.\n\n"
                "Regenerate with `scripts/conformance.sh` (runs `ampc-conformance --markdown "
-               "docs/conformance.md --expect tests/conformance/expected.tsv` on %s). "
-               "ampc %s.\n\n",
+               "docs/conformance.md --expect tests/conformance/expected.tsv --gpu-results "
+               "tests/conformance/gpu.tsv` on %s). The GPU column comes from %s. ampc %s.\n\n",
             CONF_RTOL, CONF_ATOL, strstr(root, "libonnx-testdata") ? "the Debian data" : root,
-            AMPC_VERSION_STRING);
-    fprintf(f, "| suite | tests | pass | fail | unsupported | pass rate |\n|---|---:|---:|---:|---:|---:|\n");
-    int tot[3] = {0}, n = 0;
+            gpu_source, AMPC_VERSION_STRING);
+    fprintf(f, "| suite | tests | reference pass | fail | unsupported | pass rate | GPU pass | "
+               "GPU fail | GPU unsupported |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    int tot[3] = {0}, gtot[3] = {0}, n = 0;
     for (int i = 0; i < ns; i++) {
-        fprintf(f, "| %s | %d | %d | %d | %d | %.1f %% |\n", s[i].suite, s[i].n, s[i].counts[0],
-                s[i].counts[1], s[i].counts[2], s[i].n ? 100.0 * s[i].counts[0] / s[i].n : 0.0);
-        for (int k = 0; k < 3; k++) tot[k] += s[i].counts[k];
+        fprintf(f, "| %s | %d | %d | %d | %d | %.1f %% | %d | %d | %d |\n", s[i].suite, s[i].n,
+                s[i].counts[0], s[i].counts[1], s[i].counts[2],
+                s[i].n ? 100.0 * s[i].counts[0] / s[i].n : 0.0, s[i].gpu_counts[0],
+                s[i].gpu_counts[1], s[i].gpu_counts[2]);
+        for (int k = 0; k < 3; k++) tot[k] += s[i].counts[k], gtot[k] += s[i].gpu_counts[k];
         n += s[i].n;
     }
-    fprintf(f, "| **all** | %d | %d | %d | %d | %.1f %% |\n\n", n, tot[0], tot[1], tot[2],
-            n ? 100.0 * tot[0] / n : 0.0);
+    fprintf(f, "| **all** | %d | %d | %d | %d | %.1f %% | %d | %d | %d |\n\n", n, tot[0], tot[1],
+            tot[2], n ? 100.0 * tot[0] / n : 0.0, gtot[0], gtot[1], gtot[2]);
     for (int i = 0; i < ns; i++) {
-        fprintf(f, "## %s\n\n| test | reference | reason |\n|---|---|---|\n", s[i].suite);
-        for (int j = 0; j < s[i].n; j++)
-            fprintf(f, "| %s | %s | %s |\n", s[i].names[j], conf_status_name(s[i].results[j].status),
-                    s[i].results[j].reason);
+        fprintf(f, "## %s\n\n| test | reference | GPU | reason |\n|---|---|---|---|\n", s[i].suite);
+        for (int j = 0; j < s[i].n; j++) {
+            const conf_result *r = &s[i].results[j], *gr = &s[i].gpu[j];
+            const char *why = r->status != CONF_PASS ? r->reason
+                              : ((int)gr->status > 0) ? gr->reason : "";
+            fprintf(f, "| %s | %s | %s | %s |\n", s[i].names[j], conf_status_name(r->status),
+                    gpu_name(gr), why);
+        }
         fprintf(f, "\n");
     }
 }
 
-static bool write_file(const char *path, const suite_result *s, int ns, const char *root, bool md) {
+/* Writes one file atomically: the markdown, the reference expectations or the GPU results. */
+enum { OUT_MARKDOWN, OUT_EXPECT, OUT_GPU };
+
+static bool write_file(const char *path, const suite_result *s, int ns, const char *root,
+                       int what, const char *gpu_source) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
@@ -63,33 +89,71 @@ static bool write_file(const char *path, const suite_result *s, int ns, const ch
         fprintf(stderr, "ampc-conformance: cannot write %s\n", tmp);
         return false;
     }
-    if (md) {
-        write_markdown(f, s, ns, root);
+    if (what == OUT_MARKDOWN) {
+        write_markdown(f, s, ns, root, gpu_source);
     } else {
-        fprintf(f, "# suite\ttest\texpected\treason (generated by scripts/conformance.sh)\n");
+        fprintf(f, "# suite\ttest\t%s\treason (generated by ampc-conformance)\n",
+                what == OUT_EXPECT ? "expected" : "gpu");
         for (int i = 0; i < ns; i++)
-            for (int j = 0; j < s[i].n; j++)
+            for (int j = 0; j < s[i].n; j++) {
+                const conf_result *r = what == OUT_EXPECT ? &s[i].results[j] : &s[i].gpu[j];
+                if ((int)r->status < 0) continue;
                 fprintf(f, "%s\t%s\t%s\t%s\n", s[i].suite, s[i].names[j],
-                        conf_status_name(s[i].results[j].status), s[i].results[j].reason);
+                        conf_status_name(r->status), r->reason);
+            }
     }
     bool ok = fclose(f) == 0 && rename(tmp, path) == 0;
     if (!ok) fprintf(stderr, "ampc-conformance: cannot write %s\n", path);
     return ok;
 }
 
+/* Reads GPU results written by --gpu-out into the matching cases. */
+static bool read_gpu_results(const char *path, suite_result *s, int ns) {
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#') continue;
+        line[strcspn(line, "\n")] = 0;
+        char *save = NULL, *suite = strtok_r(line, "\t", &save), *name = strtok_r(NULL, "\t", &save);
+        char *st = strtok_r(NULL, "\t", &save), *reason = strtok_r(NULL, "", &save);
+        conf_status cs;
+        if (!suite || !name || !st || !conf_status_parse(st, &cs)) continue;
+        for (int i = 0; i < ns; i++) {
+            if (strcmp(s[i].suite, suite)) continue;
+            for (int j = 0; j < s[i].n; j++)
+                if (!strcmp(s[i].names[j], name)) {
+                    s[i].gpu[j].status = cs;
+                    snprintf(s[i].gpu[j].reason, sizeof s[i].gpu[j].reason, "%s", reason ? reason : "");
+                }
+        }
+    }
+    fclose(f);
+    return true;
+}
+
 int main(int argc, char **argv) {
     const char *root = conf_data_root(), *md = NULL, *expect = NULL, *only[8];
-    int n_only = 0;
-    bool verbose = false;
+    const char *gpu_out = NULL, *gpu_in = NULL;
+    int n_only = 0, shard = 0, shards = 1, global = 0;
+    bool verbose = false, gpu = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--data") && i + 1 < argc) root = argv[++i];
         else if (!strcmp(argv[i], "--markdown") && i + 1 < argc) md = argv[++i];
         else if (!strcmp(argv[i], "--expect") && i + 1 < argc) expect = argv[++i];
         else if (!strcmp(argv[i], "--suite") && i + 1 < argc && n_only < 8) only[n_only++] = argv[++i];
+        else if (!strcmp(argv[i], "--gpu")) gpu = true;
+        else if (!strcmp(argv[i], "--gpu-out") && i + 1 < argc) gpu_out = argv[++i];
+        else if (!strcmp(argv[i], "--gpu-results") && i + 1 < argc) gpu_in = argv[++i];
+        else if (!strcmp(argv[i], "--shard") && i + 1 < argc &&
+                 sscanf(argv[++i], "%d/%d", &shard, &shards) == 2 && shards > 0 && shard >= 0 &&
+                 shard < shards)
+            continue;
         else if (!strcmp(argv[i], "-v")) verbose = true;
         else {
             fprintf(stderr, "usage: ampc-conformance [--data ROOT] [--suite NAME]... "
-                            "[--markdown FILE] [--expect FILE] [-v]\n");
+                            "[--markdown FILE] [--expect FILE] [--gpu] [--gpu-out FILE] "
+                            "[--gpu-results FILE] [--shard K/N] [-v]\n");
             return 2;
         }
     }
@@ -103,31 +167,57 @@ int main(int argc, char **argv) {
         r->suite = conf_suites[i];
         const char *sroot = strcmp(r->suite, CONF_NEWER_SUITE) ? root : conf_generated_root();
         r->n = conf_list_cases(sroot, r->suite, &r->names);
-        r->results = calloc((size_t)r->n + 1, sizeof *r->results);
-        for (int j = 0; j < r->n; j++) {
+        r->results = ampc_xcalloc((size_t)r->n + 1, sizeof *r->results);
+        r->gpu = ampc_xcalloc((size_t)r->n + 1, sizeof *r->gpu);
+        for (int j = 0; j < r->n; j++) r->gpu[j].status = (conf_status)-1;
+        for (int j = 0; j < r->n; j++, global++) {
             char dir[4096];
             snprintf(dir, sizeof dir, "%s/%s/%s", sroot, r->suite, r->names[j]);
-            conf_run_case(dir, &r->results[j]);
+            if (global % shards != shard) { /* another shard's case: left out of every count */
+                r->results[j].status = CONF_UNSUPPORTED;
+                snprintf(r->results[j].reason, sizeof r->results[j].reason, "(other shard)");
+                continue;
+            }
+            conf_run_case(dir, CONF_REFERENCE, &r->results[j]);
             r->counts[r->results[j].status]++;
+            if (gpu) conf_run_case(dir, CONF_GPU, &r->gpu[j]);
             if (verbose)
-                printf("%s/%s: %s %s\n", r->suite, r->names[j],
-                       conf_status_name(r->results[j].status), r->results[j].reason);
+                printf("%s/%s: %s %s%s%s\n", r->suite, r->names[j],
+                       conf_status_name(r->results[j].status), r->results[j].reason,
+                       gpu ? " | gpu: " : "", gpu ? gpu_name(&r->gpu[j]) : "");
+            if (verbose && gpu && r->gpu[j].status != CONF_PASS) printf("    %s\n", r->gpu[j].reason);
         }
         total += r->n;
-        printf("%-18s %4d tests: %4d pass, %4d fail, %4d unsupported (%.1f %% pass)\n", r->suite,
-               r->n, r->counts[0], r->counts[1], r->counts[2], r->n ? 100.0 * r->counts[0] / r->n : 0.0);
     }
     if (!total) {
         fprintf(stderr, "ampc-conformance: no test cases under %s (install libonnx-testdata or set "
                         "AMPC_ONNX_TESTDATA)\n", root);
         return 1;
     }
+    bool have_gpu = gpu || (gpu_in && read_gpu_results(gpu_in, s, ns));
+    for (int i = 0; i < ns; i++) {
+        for (int j = 0; j < s[i].n; j++)
+            if ((int)s[i].gpu[j].status >= 0) s[i].gpu_counts[s[i].gpu[j].status]++;
+        printf("%-18s %4d tests: %4d pass, %4d fail, %4d unsupported (%.1f %% pass)", s[i].suite,
+               s[i].n, s[i].counts[0], s[i].counts[1], s[i].counts[2],
+               s[i].n ? 100.0 * s[i].counts[0] / s[i].n : 0.0);
+        if (have_gpu)
+            printf("; GPU %4d pass, %4d fail, %4d unsupported", s[i].gpu_counts[0],
+                   s[i].gpu_counts[1], s[i].gpu_counts[2]);
+        printf("\n");
+    }
+    const char *gpu_source = gpu ? "this run (--gpu)"
+                             : have_gpu ? "tests/conformance/gpu.tsv, written by the last run on "
+                                          "the GPU machine (bench/gpu-suite.sh)"
+                                        : "no GPU run (the column is empty)";
     bool ok = true;
-    if (md) ok &= write_file(md, s, ns, root, true);
-    if (expect) ok &= write_file(expect, s, ns, root, false);
+    if (md) ok &= write_file(md, s, ns, root, OUT_MARKDOWN, gpu_source);
+    if (expect) ok &= write_file(expect, s, ns, root, OUT_EXPECT, NULL);
+    if (gpu_out && gpu) ok &= write_file(gpu_out, s, ns, root, OUT_GPU, NULL);
     for (int i = 0; i < ns; i++) {
         conf_free_names(s[i].names, s[i].n);
         free(s[i].results);
+        free(s[i].gpu);
     }
     return ok ? 0 : 1;
 }

@@ -31,7 +31,7 @@ const char *conf_data_root(void) {
 
 const char *conf_generated_root(void) {
     const char *env = getenv("AMPC_ONNX_GENERATED");
-    return env && *env ? env : AMPC_SOURCE_DIR "/build/onnx-tests";
+    return env && *env ? env : AMPC_SOURCE_DIR "/.onnx-tests";
 }
 
 const char *conf_suite_root(const char *suite) {
@@ -195,7 +195,42 @@ static ampc_status import_case(const char *model, const dataset *ds, ampc_graph 
     return ampc_onnx_import_file(model, &o, g, err);
 }
 
-static void run_dataset(const char *dir, const char *ds_dir, conf_result *r) {
+/* Where the outputs come from: the reference evaluator, or the GPU through ampc_compile. */
+static ampc_status execute(ampc_graph *g, conf_mode mode, const ampc_tensor *in, int32_t ni,
+                           ampc_tensor *out, int32_t no, conf_result *r) {
+    if (mode == CONF_REFERENCE) {
+        if (ampc_graph_evaluate(g, in, ni, out, no) == AMPC_OK) return AMPC_OK;
+        set_reason(r, CONF_FAIL, "evaluate: ", ampc_graph_errors(g));
+        return AMPC_E_EVAL;
+    }
+    /* PTX only: the driver compiles it for the GPU present at load (no cubin per case). FP32
+     * math: the backend tests expect float32 results within rtol 1e-3, which TF32's 10-bit
+     * mantissa (ampc's default for f32 matmuls and convolutions) does not promise. */
+    static const int32_t no_cubins[1] = {0};
+    ampc_compile_options co = {.archs = no_cubins, .n_archs = 0, .no_tf32 = true};
+    ampc_module *m = NULL;
+    ampc_status st = ampc_compile(g, &co, &m);
+    if (st != AMPC_OK) {
+        set_reason(r, st == AMPC_E_UNSUPPORTED ? CONF_UNSUPPORTED : CONF_FAIL, "gpu compile: ",
+                   ampc_graph_errors(g));
+        return st;
+    }
+    for (int32_t i = 0; i < no; i++) {
+        const ampc_value *v = ampc_graph_output(g, i);
+        size_t nb = (size_t)ampc_shape_numel(&v->shape) * ampc_dtype_size(v->dtype);
+        out[i] = (ampc_tensor){v->dtype, v->shape, calloc(1, nb ? nb : 1)};
+    }
+    st = ampc_module_run(m, in, ni, out, no, NULL);
+    if (st != AMPC_OK) {
+        set_reason(r, st == AMPC_E_NO_DEVICE ? CONF_UNSUPPORTED : CONF_FAIL, "gpu run: ",
+                   ampc_module_errors(m));
+        for (int32_t i = 0; i < no; i++) ampc_tensor_free(&out[i]);
+    }
+    ampc_module_destroy(m);
+    return st;
+}
+
+static void run_dataset(const char *dir, const char *ds_dir, conf_mode mode, conf_result *r) {
     dataset ds = {0};
     char model[4096 + 16];
     snprintf(model, sizeof model, "%s/model.onnx", dir);
@@ -242,10 +277,7 @@ static void run_dataset(const char *dir, const char *ds_dir, conf_result *r) {
         if (in[i].dtype == AMPC_DTYPE_U16 && ampc_value_dtype(ampc_graph_input(g, i)) == AMPC_DTYPE_BF16)
             in[i].dtype = AMPC_DTYPE_BF16;
     }
-    if (ampc_graph_evaluate(g, in, ni, out, no) != AMPC_OK) {
-        set_reason(r, CONF_FAIL, "evaluate: ", ampc_graph_errors(g));
-        goto done;
-    }
+    if (execute(g, mode, in, ni, out, no, r) != AMPC_OK) goto done;
     for (int32_t i = 0; i < no; i++) {
         if (r->status == CONF_PASS) compare(&out[i], &ds.out[i], ampc_value_name(ampc_graph_output(g, i)), r);
         ampc_tensor_free(&out[i]);
@@ -255,7 +287,7 @@ done:
     dataset_free(&ds);
 }
 
-void conf_run_case(const char *dir, conf_result *r) {
+void conf_run_case(const char *dir, conf_mode mode, conf_result *r) {
     case_dir = dir;
     r->status = CONF_PASS;
     r->reason[0] = 0;
@@ -277,7 +309,7 @@ void conf_run_case(const char *dir, conf_result *r) {
     for (int i = 0; i < n && r->status == CONF_PASS; i++) {
         char path[4096 + 300];
         snprintf(path, sizeof path, "%s/%s", dir, sets[i]);
-        run_dataset(dir, path, r);
+        run_dataset(dir, path, mode, r);
     }
     conf_free_names(sets, n);
 }

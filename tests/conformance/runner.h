@@ -31,7 +31,7 @@ typedef struct conf_result {
 
 /* The data root: $AMPC_ONNX_TESTDATA, else Debian's /usr/share/libonnx-testdata/data. */
 const char *conf_data_root(void);
-/* Where gen_node_tests.py wrote the newer suite: $AMPC_ONNX_GENERATED, else build/onnx-tests in
+/* Where gen_node_tests.py wrote the newer suite: $AMPC_ONNX_GENERATED, else .onnx-tests in
  * the source tree (scripts/gen-onnx-tests.sh writes it). */
 const char *conf_generated_root(void);
 /* The root holding `suite`. */
@@ -42,8 +42,12 @@ const char *conf_suite_root(const char *suite);
 int conf_list_cases(const char *root, const char *suite, char ***names);
 void conf_free_names(char **names, int n);
 
+/* Where outputs are computed: the reference evaluator (CPU), or the GPU (ampc_compile, then
+ * ampc_module_run; a case whose ops have no GPU lowering is "unsupported" with the reason). */
+typedef enum conf_mode { CONF_REFERENCE, CONF_GPU } conf_mode;
+
 /* Runs the case in directory `dir`. */
-void conf_run_case(const char *dir, conf_result *r);
+void conf_run_case(const char *dir, conf_mode mode, conf_result *r);
 
 const char *conf_status_name(conf_status s);
 /* Parses "pass" / "fail" / "unsupported"; false when it is none of them. */

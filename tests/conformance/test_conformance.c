@@ -54,7 +54,7 @@ ParameterizedTest(conf_case *c, conformance, onnx_backend, .timeout = 120) {
                              "libonnx-testdata and generates the newer suite)", dir);
     fclose(probe);
     conf_result r;
-    conf_run_case(dir, &r);
+    conf_run_case(dir, CONF_REFERENCE, &r);
     if (c->expected == CONF_PASS)
         cr_assert_eq(r.status, CONF_PASS, "%s/%s was expected to pass: %s: %s", c->suite, c->name,
                      conf_status_name(r.status), r.reason);

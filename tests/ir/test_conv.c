@@ -1,7 +1,9 @@
 /*
  * test_conv.c — the convolution and pooling family through the DSL: output shapes (padding,
  * strides, dilations, ceil_mode, auto_pad), reference values computed by hand in the comments,
- * several float dtypes, MaxPool's Indices output, and the exact diagnostics for wrong shapes.
+ * several float dtypes, MaxPool's Indices output, LpPool and GlobalLpPool, DeformConv (offsets,
+ * interpolation, masks, offset groups), Col2Im against its definition, and the exact diagnostics
+ * for wrong shapes.
  */
 #include "support.h"
 
@@ -616,5 +618,256 @@ Test(pool, kernel_shape_errors) {
     cr_assert(ampc_value_is_poisoned(ampc_op(g, "AveragePool", &flat, 1, &at, 1)));
     t_expect_diag(g, "node 2 (AveragePool 'AveragePool_2'): input 0 'flat' must be N x C x D1 x "
                      "... (rank 3 or more), got [4,4]");
+    ampc_graph_destroy(g);
+}
+
+/* ---- LpPool, GlobalLpPool ------------------------------------------------------------------- */
+
+/* p = 2 over windows of 2 on {3, -4, 0}: sqrt(9 + 16) = 5 and sqrt(16 + 0) = 4, in three dtypes
+ * (all exact). */
+Test(lp_pool, p2_window_of_two_in_three_dtypes) {
+    ampc_dtype types[3] = {AMPC_DTYPE_F32, AMPC_DTYPE_F16, AMPC_DTYPE_F64};
+    for (int t = 0; t < 3; t++) {
+        ampc_graph *g = ampc_graph_create("t");
+        double xv[3] = {3, -4, 0}, want[2] = {5, 4};
+        ampc_value *x = const_of(g, types[t], SHAPE(1, 1, 3), xv);
+        int64_t k[1] = {2};
+        ampc_attr_arg at = AMPC_ATTR_IS("kernel_shape", k, 1);
+        ampc_value *y = build(g, "LpPool", &x, 1, &at, 1);
+        cr_assert_eq(ampc_value_dtype(y), types[t]);
+        expect_eval(g, y, SHAPE(1, 1, 2), want);
+        ampc_graph_destroy(g);
+    }
+}
+
+/* p = 1 with pads 1 and stride 2 on {1, -2, 3, -4}: windows over [0 | 1, -2, 3, -4 | 0] at 0, 2
+ * and 4 sum |x|: 1, 5, 4 (the padding adds nothing). */
+Test(lp_pool, p1_pads_and_stride) {
+    ampc_graph *g = ampc_graph_create("t");
+    double xv[4] = {1, -2, 3, -4}, want[3] = {1, 5, 4};
+    ampc_value *x = t_const_f32(g, SHAPE(1, 1, 4), xv);
+    int64_t k[1] = {2}, s[1] = {2}, p[2] = {1, 1};
+    ampc_attr_arg at[4] = {AMPC_ATTR_IS("kernel_shape", k, 1), AMPC_ATTR_IS("strides", s, 1),
+                           AMPC_ATTR_IS("pads", p, 2), AMPC_ATTR_I("p", 1)};
+    expect_eval(g, build(g, "LpPool", &x, 1, at, 4), SHAPE(1, 1, 3), want);
+    ampc_graph_destroy(g);
+}
+
+/* Dilation 2 pairs x[i] with x[i + 2] on 1..5: sqrt(1 + 9), sqrt(4 + 16), sqrt(9 + 25); p = 3 on
+ * a 2x2 window of ones: 4^(1/3); SAME_UPPER keeps the length, the last window half in padding. */
+Test(lp_pool, dilation_p3_and_same_upper) {
+    ampc_graph *g = ampc_graph_create("t");
+    double xv[5] = {1, 2, 3, 4, 5}, ones[4] = {1, 1, 1, 1};
+    ampc_value *x = t_const_f32(g, SHAPE(1, 1, 5), xv);
+    int64_t k[1] = {2}, d[1] = {2}, k2[2] = {2, 2};
+    ampc_attr_arg at[2] = {AMPC_ATTR_IS("kernel_shape", k, 1), AMPC_ATTR_IS("dilations", d, 1)};
+    double want[3] = {sqrt(10), sqrt(20), sqrt(34)};
+    ampc_tensor out = t_eval1(g, build(g, "LpPool", &x, 1, at, 2), NULL, 0);
+    t_expect_close(&out, SHAPE(1, 1, 3), want, 1e-6, 0);
+    ampc_tensor_free(&out);
+    ampc_graph_destroy(g);
+
+    g = ampc_graph_create("t");
+    x = t_const_f32(g, SHAPE(1, 1, 2, 2), ones);
+    ampc_attr_arg a3[2] = {AMPC_ATTR_IS("kernel_shape", k2, 2), AMPC_ATTR_I("p", 3)};
+    double w3[1] = {cbrt(4)};
+    out = t_eval1(g, build(g, "LpPool", &x, 1, a3, 2), NULL, 0);
+    t_expect_close(&out, SHAPE(1, 1, 1, 1), w3, 1e-6, 0);
+    ampc_tensor_free(&out);
+    ampc_graph_destroy(g);
+
+    g = ampc_graph_create("t");
+    x = t_const_f32(g, SHAPE(1, 1, 3), xv);
+    ampc_attr_arg su[3] = {AMPC_ATTR_IS("kernel_shape", k, 1),
+                           AMPC_ATTR_S("auto_pad", "SAME_UPPER"), AMPC_ATTR_I("p", 1)};
+    double ws[3] = {3, 5, 3};
+    expect_eval(g, build(g, "LpPool", &x, 1, su, 3), SHAPE(1, 1, 3), ws);
+    ampc_graph_destroy(g);
+}
+
+Test(lp_pool, p_must_be_positive) {
+    ampc_graph *g = ampc_graph_create("t");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(1, 1, 4));
+    int64_t k[1] = {2};
+    ampc_attr_arg at[2] = {AMPC_ATTR_IS("kernel_shape", k, 1), AMPC_ATTR_I("p", 0)};
+    cr_assert(ampc_value_is_poisoned(ampc_op(g, "LpPool", &x, 1, at, 2)));
+    t_expect_diag(g, "node 0 (LpPool 'LpPool_0'): attribute 'p' must be in [1, "
+                     "9223372036854775807], got 0");
+    ampc_value *xi = t_input(g, "xi", AMPC_DTYPE_I32, SHAPE(1, 1, 4));
+    cr_assert(ampc_value_is_poisoned(ampc_op(g, "LpPool", &xi, 1, at, 1)));
+    t_expect_diag(g, "node 1 (LpPool 'LpPool_1'): input 0 'xi' must be");
+    ampc_graph_destroy(g);
+}
+
+/* GlobalLpPool over each channel: {3, 4} and {1, -1} give 5 and sqrt(2) with p = 2 (the
+ * default), 7 and 2 with p = 1. */
+Test(lp_pool, global_lp_pool) {
+    double xv[4] = {3, 4, 1, -1}, w2[2] = {5, sqrt(2)}, w1[2] = {7, 2};
+    ampc_attr_arg p1 = AMPC_ATTR_I("p", 1);
+    for (int k = 0; k < 2; k++) {
+        ampc_graph *g = ampc_graph_create("t");
+        ampc_value *x = t_const_f32(g, SHAPE(1, 2, 2), xv);
+        ampc_tensor out = t_eval1(g, build(g, "GlobalLpPool", &x, 1, &p1, k), NULL, 0);
+        t_expect_close(&out, SHAPE(1, 2, 1), k ? w1 : w2, 1e-6, 0);
+        ampc_tensor_free(&out);
+        ampc_graph_destroy(g);
+    }
+}
+
+/* ---- Col2Im --------------------------------------------------------------------------------- */
+
+/* Col2Im of an i64 [2] constant pair. */
+static ampc_value *pair(ampc_graph *g, int64_t a, int64_t b) {
+    int64_t v[2] = {a, b};
+    return t_const_i64(g, SHAPE(2), v);
+}
+
+/* All-ones columns of 2x2 blocks over a 3x3 image count how many blocks cover each pixel. */
+Test(col2im, ones_count_the_block_overlaps) {
+    ampc_graph *g = ampc_graph_create("t");
+    double ones[16];
+    for (int i = 0; i < 16; i++) ones[i] = 1;
+    ampc_value *in[3] = {t_const_f32(g, SHAPE(1, 4, 4), ones), pair(g, 3, 3), pair(g, 2, 2)};
+    double want[9] = {1, 2, 1, 2, 4, 2, 1, 2, 1};
+    expect_eval(g, build(g, "Col2Im", in, 3, NULL, 0), SHAPE(1, 1, 3, 3), want);
+    ampc_graph_destroy(g);
+}
+
+/* Batch 2, 2 channels, a [4, 5] image, [2, 3] blocks, strides [2, 1], pads [1, 0, 0, 2] and
+ * dilations [1, 2] (2 x 3 block positions), against the definition written as loops here:
+ * column (c * 6 + ki * 3 + kj, bi * 3 + bj) adds to pixel (2 bi - 1 + ki, bj + 2 kj). */
+Test(col2im, strides_pads_dilations_match_definition) {
+    ampc_graph *g = ampc_graph_create("t");
+    double xv[2 * 12 * 6], want[2 * 2 * 20] = {0};
+    for (int i = 0; i < 2 * 12 * 6; i++) xv[i] = i % 7 - 3;
+    for (int n = 0; n < 2; n++)
+        for (int c = 0; c < 2; c++)
+            for (int ki = 0; ki < 2; ki++)
+                for (int kj = 0; kj < 3; kj++)
+                    for (int bi = 0; bi < 2; bi++)
+                        for (int bj = 0; bj < 3; bj++) {
+                            int r = 2 * bi - 1 + ki, q = bj + 2 * kj;
+                            if (r < 0 || r >= 4 || q < 0 || q >= 5) continue;
+                            want[(n * 2 + c) * 20 + r * 5 + q] +=
+                                xv[(n * 12 + c * 6 + ki * 3 + kj) * 6 + bi * 3 + bj];
+                        }
+    int64_t st[2] = {2, 1}, pd[4] = {1, 0, 0, 2}, dl[2] = {1, 2};
+    ampc_attr_arg at[3] = {AMPC_ATTR_IS("strides", st, 2), AMPC_ATTR_IS("pads", pd, 4),
+                           AMPC_ATTR_IS("dilations", dl, 2)};
+    ampc_value *in[3] = {t_const_f32(g, SHAPE(2, 12, 6), xv), pair(g, 4, 5), pair(g, 2, 3)};
+    expect_eval(g, build(g, "Col2Im", in, 3, at, 3), SHAPE(2, 2, 4, 5), want);
+    ampc_graph_destroy(g);
+}
+
+/* Integer columns sum in int64 (i32 here) and a 1-D image works as well: blocks of 2 over 3. */
+Test(col2im, int32_and_one_spatial_dim) {
+    ampc_graph *g = ampc_graph_create("t");
+    int32_t xv[4] = {1, 10, 100, 1000}; /* block element 0: {1, 10}, element 1: {100, 1000} */
+    int64_t img = 3, blk = 2;
+    ampc_value *in[3] = {t_const(g, AMPC_DTYPE_I32, SHAPE(1, 2, 2), xv),
+                         t_const_i64(g, SHAPE(1), &img), t_const_i64(g, SHAPE(1), &blk)};
+    ampc_value *y = build(g, "Col2Im", in, 3, NULL, 0);
+    cr_assert_eq(ampc_value_dtype(y), AMPC_DTYPE_I32);
+    ampc_tensor out = t_eval1(g, y, NULL, 0);
+    int64_t want[3] = {1, 10 + 100, 1000};
+    t_expect_ints(&out, SHAPE(1, 1, 3), want);
+    ampc_tensor_free(&out);
+    ampc_graph_destroy(g);
+}
+
+Test(col2im, column_count_and_block_errors) {
+    ampc_graph *g = ampc_graph_create("t");
+    ampc_value *in[3] = {t_input(g, "x", AMPC_DTYPE_F32, SHAPE(1, 4, 5)), pair(g, 3, 3),
+                         pair(g, 2, 2)};
+    cr_assert(ampc_value_is_poisoned(ampc_op(g, "Col2Im", in, 3, NULL, 0)));
+    t_expect_diag(g, "node 0 (Col2Im 'Col2Im_0'): input 0 'x' must be [N, C * 4, 4] (C times the "
+                     "block size, then one column per block position), got [1,4,5]");
+    in[2] = pair(g, 4, 2);
+    cr_assert(ampc_value_is_poisoned(ampc_op(g, "Col2Im", in, 3, NULL, 0)));
+    t_expect_diag(g, "node 1 (Col2Im 'Col2Im_1'): the block does not fit spatial dim 0: the image "
+                     "has 3 elements plus pads 0 and 0, but the block covers 4 (size 4, dilation "
+                     "1)");
+    in[1] = t_input(g, "shape", AMPC_DTYPE_I64, SHAPE(2));
+    cr_assert(ampc_value_is_poisoned(ampc_op(g, "Col2Im", in, 3, NULL, 0)));
+    t_expect_diag(g, "input 1 'shape' must be known at compile time");
+    ampc_graph_destroy(g);
+}
+
+/* ---- DeformConv ----------------------------------------------------------------------------- */
+
+/* With zero offsets DeformConv is Conv: 2x2 windows of ones over x = 3i + j plus bias 0.5. */
+Test(deform_conv, zero_offsets_are_a_conv) {
+    ampc_graph *g = ampc_graph_create("t");
+    double xv[9], wv[4] = {1, 1, 1, 1}, off[32] = {0}, bv[1] = {0.5};
+    iota(xv, 9, 0);
+    ampc_value *in[4] = {t_const_f32(g, SHAPE(1, 1, 3, 3), xv),
+                         t_const_f32(g, SHAPE(1, 1, 2, 2), wv),
+                         t_const_f32(g, SHAPE(1, 8, 2, 2), off), t_const_f32(g, SHAPE(1), bv)};
+    double want[4] = {8.5, 12.5, 20.5, 24.5};
+    expect_eval(g, build(g, "DeformConv", in, 4, NULL, 0), SHAPE(1, 1, 2, 2), want);
+    ampc_graph_destroy(g);
+}
+
+/* A 1x1 kernel reads x at the displaced point: +1 along W reads the right neighbour (0 past the
+ * edge); +0.5 along H interpolates halfway to the row below (whose past-the-edge row is 0). */
+Test(deform_conv, offsets_shift_and_interpolate) {
+    ampc_graph *g = ampc_graph_create("t");
+    double xv[6], wv[1] = {1};
+    iota(xv, 6, 0); /* [[0, 1, 2], [3, 4, 5]] */
+    double right[12] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1}; /* channel 0: dH, channel 1: dW */
+    double down[12] = {0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0, 0, 0, 0, 0, 0};
+    ampc_value *x = t_const_f32(g, SHAPE(1, 1, 2, 3), xv);
+    ampc_value *w = t_const_f32(g, SHAPE(1, 1, 1, 1), wv);
+    ampc_value *in[3] = {x, w, t_const_f32(g, SHAPE(1, 2, 2, 3), right)};
+    double w1[6] = {1, 2, 0, 4, 5, 0};
+    expect_eval(g, build(g, "DeformConv", in, 3, NULL, 0), SHAPE(1, 1, 2, 3), w1);
+    ampc_graph_destroy(g);
+
+    g = ampc_graph_create("t");
+    x = t_const_f32(g, SHAPE(1, 1, 2, 3), xv), w = t_const_f32(g, SHAPE(1, 1, 1, 1), wv);
+    ampc_value *in2[3] = {x, w, t_const_f32(g, SHAPE(1, 2, 2, 3), down)};
+    double w2[6] = {1.5, 2.5, 3.5, 1.5, 2, 2.5};
+    expect_eval(g, build(g, "DeformConv", in2, 3, NULL, 0), SHAPE(1, 1, 2, 3), w2);
+    ampc_graph_destroy(g);
+}
+
+/* Two offset groups (one channel each): channel 0 reads its right neighbour, channel 1 (all
+ * ones, weight 10) stays put but its mask is 0.5: y = x0[i][j+1] + 5. */
+Test(deform_conv, offset_groups_and_mask) {
+    ampc_graph *g = ampc_graph_create("t");
+    double xv[12], wv[2] = {1, 10}, off[24] = {0}, mask[12];
+    iota(xv, 6, 0);
+    for (int i = 6; i < 12; i++) xv[i] = 1;
+    for (int i = 6; i < 12; i++) off[i] = 1; /* group 0, kernel point 0, dim W */
+    for (int i = 0; i < 12; i++) mask[i] = i < 6 ? 1 : 0.5;
+    ampc_value *in[5] = {t_const_f32(g, SHAPE(1, 2, 2, 3), xv),
+                         t_const_f32(g, SHAPE(1, 2, 1, 1), wv),
+                         t_const_f32(g, SHAPE(1, 4, 2, 3), off), NULL,
+                         t_const_f32(g, SHAPE(1, 2, 2, 3), mask)};
+    ampc_attr_arg og = AMPC_ATTR_I("offset_group", 2);
+    double want[6] = {6, 7, 5, 9, 10, 5};
+    expect_eval(g, build(g, "DeformConv", in, 5, &og, 1), SHAPE(1, 1, 2, 3), want);
+    ampc_graph_destroy(g);
+}
+
+Test(deform_conv, offset_and_mask_shapes_are_checked) {
+    ampc_graph *g = ampc_graph_create("t");
+    ampc_value *in[5] = {t_input(g, "x", AMPC_DTYPE_F32, SHAPE(1, 2, 3, 3)),
+                         t_input(g, "w", AMPC_DTYPE_F32, SHAPE(1, 2, 2, 2)),
+                         t_input(g, "off", AMPC_DTYPE_F32, SHAPE(1, 7, 2, 2)), NULL,
+                         t_input(g, "mask", AMPC_DTYPE_F32, SHAPE(1, 3, 2, 2))};
+    cr_assert(ampc_value_is_poisoned(ampc_op(g, "DeformConv", in, 3, NULL, 0)));
+    t_expect_diag(g, "node 0 (DeformConv 'DeformConv_0'): input 2 'off' must be [1,8,2,2] (N, "
+                     "offset_group * kernel points * spatial dims offsets, then the output's "
+                     "spatial dims), got [1,7,2,2]");
+    in[2] = t_input(g, "off8", AMPC_DTYPE_F32, SHAPE(1, 8, 2, 2));
+    cr_assert(ampc_value_is_poisoned(ampc_op(g, "DeformConv", in, 5, NULL, 0)));
+    t_expect_diag(g, "node 1 (DeformConv 'DeformConv_1'): input 4 'mask' must be [1,4,2,2] (N, "
+                     "offset_group * kernel points mask values, then the output's spatial dims), "
+                     "got [1,3,2,2]");
+    ampc_attr_arg og = AMPC_ATTR_I("offset_group", 3);
+    cr_assert(ampc_value_is_poisoned(ampc_op(g, "DeformConv", in, 3, &og, 1)));
+    t_expect_diag(g, "node 2 (DeformConv 'DeformConv_2'): attribute 'offset_group' 3 must divide "
+                     "the input channels: input 0 'x' is [1,2,3,3] (C = 2)");
     ampc_graph_destroy(g);
 }

@@ -1,10 +1,14 @@
 /*
  * test_elementwise.c — the elementwise family through the DSL: inference (shapes, dtypes, the
- * exact diagnostics) and reference values computed by hand, broadcasting edge cases included.
+ * exact diagnostics) and reference values computed by hand, broadcasting edge cases included;
+ * SwiGLU; and the random draws, whose seeded reference is checked for determinism, ranges and
+ * moments (their values match no other framework's, by design).
  */
 #include "support.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 
 Test(elementwise, add_broadcasts_row_and_column) {
     ampc_graph *g = ampc_graph_create("t");
@@ -447,5 +451,170 @@ Test(elementwise, cast_like_takes_the_dtype_of_input_1) {
     t_expect_close(&out, SHAPE(2), wh, 0, 0);
     cr_assert_eq(out.dtype, AMPC_DTYPE_F16);
     ampc_tensor_free(&out);
+    ampc_graph_destroy(g);
+}
+
+/* ---- SwiGLU --------------------------------------------------------------------------------- */
+
+static double sig(double v) { return 1 / (1 + exp(-v)); }
+
+/* y = a * sigmoid(alpha * a) * b, without broadcasting; alpha 1 (default) and 2. */
+Test(elementwise, swiglu_values_and_alpha) {
+    double av[4] = {0, 1, -2, 3}, bv[4] = {5, 2, 1, -1};
+    for (int k = 0; k < 2; k++) {
+        double alpha = k ? 2 : 1, want[4];
+        for (int i = 0; i < 4; i++) want[i] = av[i] * sig(alpha * av[i]) * bv[i];
+        ampc_graph *g = ampc_graph_create("t");
+        ampc_value *in[2] = {t_const_f32(g, SHAPE(2, 2), av), t_const_f32(g, SHAPE(2, 2), bv)};
+        ampc_attr_arg at = AMPC_ATTR_F("alpha", 2.0f);
+        ampc_value *y = ampc_op(g, "SwiGLU", in, 2, &at, k);
+        ampc_tensor out = t_eval1(g, y, NULL, 0);
+        t_expect_close(&out, SHAPE(2, 2), want, 1e-6, 0);
+        ampc_tensor_free(&out);
+        ampc_graph_destroy(g);
+    }
+}
+
+Test(elementwise, swiglu_does_not_broadcast) {
+    ampc_graph *g = ampc_graph_create("t");
+    ampc_value *in[2] = {t_input(g, "a", AMPC_DTYPE_F16, SHAPE(2, 4)),
+                         t_input(g, "b", AMPC_DTYPE_F16, SHAPE(4))};
+    cr_assert(ampc_value_is_poisoned(ampc_op(g, "SwiGLU", in, 2, NULL, 0)));
+    t_expect_diag(g, "node 0 (SwiGLU 'SwiGLU_0'): inputs 0 'a' and 1 'b' must have one shape "
+                     "(SwiGLU does not broadcast), got [2,4] and [4]");
+    ampc_graph_destroy(g);
+}
+
+/* ---- random draws --------------------------------------------------------------------------- */
+
+/* Evaluates a graph whose outputs are ys[0..n-1] (no inputs) into outs. */
+static void eval_all(ampc_graph *g, ampc_value **ys, int n, ampc_tensor *outs) {
+    for (int i = 0; i < n; i++) {
+        char name[24];
+        snprintf(name, sizeof name, "o%d", i);
+        cr_assert_eq(ampc_output(g, ys[i], name), AMPC_OK, "%s", ampc_graph_errors(g));
+    }
+    cr_assert_eq(ampc_graph_evaluate(g, NULL, 0, outs, n), AMPC_OK, "%s", ampc_graph_errors(g));
+}
+
+/* Mean and variance of the first `count` elements of an f32 tensor. */
+static void moments(const ampc_tensor *t, int64_t count, double *mean, double *var) {
+    double s = 0, s2 = 0;
+    for (int64_t i = 0; i < count; i++) s += ((float *)t->data)[i];
+    *mean = s / (double)count;
+    for (int64_t i = 0; i < count; i++) s2 += pow(((float *)t->data)[i] - *mean, 2);
+    *var = s2 / (double)count;
+}
+
+/* The reference draws from a seeded generator: one seed gives one sequence (two nodes with seed 3
+ * agree bit for bit), another seed another; uniform draws lie in [low, high) with the uniform
+ * mean and variance (low + high) / 2 and (high - low)^2 / 12, normal ones have mean and scale^2
+ * for variance (20000 draws: the tolerances are several standard errors wide, and the draws are
+ * deterministic, so the test cannot flake). */
+Test(random, seeded_uniform_and_normal_moments) {
+    ampc_graph *g = ampc_graph_create("t");
+    int64_t shape[1] = {20000};
+    ampc_attr_arg u[4] = {AMPC_ATTR_IS("shape", shape, 1), AMPC_ATTR_F("low", -1.0f),
+                          AMPC_ATTR_F("high", 3.0f), AMPC_ATTR_F("seed", 3.0f)};
+    ampc_attr_arg nrm[4] = {AMPC_ATTR_IS("shape", shape, 1), AMPC_ATTR_F("mean", 5.0f),
+                            AMPC_ATTR_F("scale", 2.0f), AMPC_ATTR_F("seed", 4.0f)};
+    ampc_value *ys[4] = {ampc_op(g, "RandomUniform", NULL, 0, u, 4),
+                         ampc_op(g, "RandomUniform", NULL, 0, u, 4),
+                         ampc_op(g, "RandomUniform", NULL, 0, u, 3), /* unseeded */
+                         ampc_op(g, "RandomNormal", NULL, 0, nrm, 4)};
+    /* Random nodes are never folded, even without inputs. */
+    for (int i = 0; i < 4; i++) cr_assert_null(ys[i]->data);
+    ampc_tensor o[4];
+    eval_all(g, ys, 4, o);
+    cr_assert_eq(memcmp(o[0].data, o[1].data, sizeof(float) * 20000), 0);
+    cr_assert_neq(memcmp(o[0].data, o[2].data, sizeof(float) * 20000), 0);
+    float lo = 1, hi = -1;
+    for (int i = 0; i < 20000; i++) {
+        lo = fminf(lo, ((float *)o[0].data)[i]);
+        hi = fmaxf(hi, ((float *)o[0].data)[i]);
+    }
+    cr_assert(lo >= -1 && hi < 3 && lo < -0.99 && hi > 2.99, "range [%g, %g]", lo, hi);
+    double m, v;
+    moments(&o[0], 20000, &m, &v);
+    cr_assert(fabs(m - 1) < 0.05 && fabs(v - 16.0 / 12) < 0.05, "uniform mean %g var %g", m, v);
+    moments(&o[3], 20000, &m, &v);
+    cr_assert(fabs(m - 5) < 0.05 && fabs(v - 4) < 0.15, "normal mean %g var %g", m, v);
+    for (int i = 0; i < 4; i++) ampc_tensor_free(&o[i]);
+    ampc_graph_destroy(g);
+}
+
+/* The *Like forms take input 0's shape and (without `dtype`) its dtype; Bernoulli draws 1 with
+ * probability p: exactly 0 and 1 at the ends, about half at 0.5. */
+Test(random, like_forms_and_bernoulli) {
+    ampc_graph *g = ampc_graph_create("t");
+    double pv[3000];
+    for (int i = 0; i < 3000; i++) pv[i] = i < 1000 ? 0 : i < 2000 ? 1 : 0.5;
+    ampc_value *p = t_const(g, AMPC_DTYPE_F64, SHAPE(3000), pv);
+    ampc_attr_arg dt = AMPC_ATTR_I("dtype", 9); /* BOOL */
+    ampc_value *like = ampc_op(g, "RandomNormalLike", &p, 1, NULL, 0);
+    ampc_value *bern = ampc_op(g, "Bernoulli", &p, 1, &dt, 1);
+    cr_assert_eq(ampc_value_dtype(like), AMPC_DTYPE_F64);
+    cr_assert_eq(ampc_value_dtype(bern), AMPC_DTYPE_BOOL);
+    ampc_value *ys[2] = {like, bern};
+    ampc_tensor o[2];
+    eval_all(g, ys, 2, o);
+    const uint8_t *b = o[1].data;
+    int ones = 0;
+    for (int i = 0; i < 1000; i++) cr_assert_eq(b[i], 0);
+    for (int i = 1000; i < 2000; i++) cr_assert_eq(b[i], 1);
+    for (int i = 2000; i < 3000; i++) ones += b[i];
+    cr_assert(ones > 430 && ones < 570, "%d of 1000 draws at p = 0.5", ones);
+    ampc_tensor_free(&o[0]);
+    ampc_tensor_free(&o[1]);
+    ampc_graph_destroy(g);
+}
+
+/* Multinomial samples class indices from softmax(logits): a row with one finite logit always
+ * gives that class; logits log(1/4), log(3/4) give class 1 about 3/4 of the time. */
+Test(random, multinomial_samples_the_softmax) {
+    ampc_graph *g = ampc_graph_create("t");
+    double lv[6] = {-INFINITY, 0, -INFINITY, log(0.25), log(0.75), -INFINITY};
+    ampc_value *x = t_const_f32(g, SHAPE(2, 3), lv);
+    ampc_attr_arg at[2] = {AMPC_ATTR_I("sample_size", 4000), AMPC_ATTR_I("dtype", 7)};
+    ampc_value *y = ampc_op(g, "Multinomial", &x, 1, at, 2);
+    cr_assert_eq(ampc_value_dtype(y), AMPC_DTYPE_I64);
+    ampc_tensor out = t_eval1(g, y, NULL, 0);
+    const int64_t *s = out.data;
+    int ones = 0;
+    for (int i = 0; i < 4000; i++) cr_assert_eq(s[i], 1);
+    for (int i = 4000; i < 8000; i++) {
+        cr_assert(s[i] == 0 || s[i] == 1);
+        ones += s[i] == 1;
+    }
+    cr_assert(ones > 2850 && ones < 3150, "%d of 4000 draws of class 1", ones);
+    ampc_tensor_free(&out);
+    ampc_graph_destroy(g);
+}
+
+Test(random, errors) {
+    ampc_graph *g = ampc_graph_create("t");
+    cr_assert(ampc_value_is_poisoned(ampc_op(g, "RandomNormal", NULL, 0, NULL, 0)));
+    t_expect_diag(g, "node 0 (RandomNormal 'RandomNormal_0'): attribute 'shape' is required (the "
+                     "output dims)");
+    ampc_value *xi = t_input(g, "xi", AMPC_DTYPE_I32, SHAPE(3));
+    cr_assert(ampc_value_is_poisoned(ampc_op(g, "RandomUniformLike", &xi, 1, NULL, 0)));
+    t_expect_diag(g, "node 1 (RandomUniformLike 'RandomUniformLike_1'): the output dtype "
+                     "(attribute 'dtype', or else input 0's) must be a float type, got i32");
+    ampc_value *x1 = t_input(g, "x1", AMPC_DTYPE_F32, SHAPE(3));
+    cr_assert(ampc_value_is_poisoned(ampc_op(g, "Multinomial", &x1, 1, NULL, 0)));
+    t_expect_diag(g, "node 2 (Multinomial 'Multinomial_2'): input 0 'x1' must be 2-D [batch, "
+                     "classes], got [3]");
+    ampc_graph_destroy(g);
+
+    /* A probability outside [0, 1] is an evaluation error. */
+    g = ampc_graph_create("t");
+    ampc_value *p = t_input(g, "p", AMPC_DTYPE_F32, SHAPE(2));
+    ampc_value *b = ampc_op(g, "Bernoulli", &p, 1, NULL, 0);
+    cr_assert_eq(ampc_output(g, b, NULL), AMPC_OK);
+    float pv[2] = {0.5f, 1.5f};
+    ampc_tensor in = t_tensor(AMPC_DTYPE_F32, SHAPE(2), pv), out;
+    cr_assert_eq(ampc_graph_evaluate(g, &in, 1, &out, 1), AMPC_E_EVAL);
+    t_expect_diag(g, "node 0 (Bernoulli 'Bernoulli_0'): element 1 of input 0 'p' is 1.5; a "
+                     "probability must lie in [0, 1]");
     ampc_graph_destroy(g);
 }

@@ -1,7 +1,8 @@
 /*
  * test_index.c — the indexing family through the DSL: gathers and scatters (by element and by
- * N-d slice, with every scatter reduction), OneHot, TopK, Trilu, ArgMax/ArgMin, Hardmax, CumSum,
- * the value-dependent shapes of NonZero, Compress and Unique, EyeLike and ReverseSequence. The
+ * N-d slice, with every scatter reduction), TensorScatter, OneHot, TopK, Trilu, ArgMax/ArgMin,
+ * Hardmax, CumSum, CumProd, the value-dependent shapes of NonZero, Compress, Unique and
+ * NonMaxSuppression, EyeLike, ReverseSequence and TfIdfVectorizer. The
  * expected values are worked out by hand in the comments; run-time index errors and the exact
  * diagnostics for operands that do not fit are checked too.
  */
@@ -717,5 +718,291 @@ Test(index, empty_gathers_and_scatters) {
     ampc_value *sn[3] = {x, ints(g, "none", SHAPE(0, 1), NULL),
                          cst(g, "upd", AMPC_DTYPE_F32, SHAPE(0, 3), NULL)};
     expect_vals(g, build(g, "ScatterND", sn, 3, NULL, 0), AMPC_DTYPE_F32, SHAPE(2, 3), d);
+    ampc_graph_destroy(g);
+}
+
+/* ---- CumProd -------------------------------------------------------------------------------- */
+
+/* Running products of 1..5 with each flag combination (an exclusive product starts at 1). */
+Test(index, cumprod_flags) {
+    ampc_graph *g = ampc_graph_create("t");
+    double xv[5] = {1, 2, 3, 4, 5};
+    int64_t ax = 0;
+    ampc_value *in[2] = {cst(g, "x", AMPC_DTYPE_F64, SHAPE(5), xv), ints(g, "axis", SHAPE(), &ax)};
+    ampc_attr_arg ex = AMPC_ATTR_I("exclusive", 1), rv = AMPC_ATTR_I("reverse", 1);
+    ampc_attr_arg both[2] = {ex, rv};
+    ampc_value *y[4] = {build(g, "CumProd", in, 2, NULL, 0), build(g, "CumProd", in, 2, &ex, 1),
+                        build(g, "CumProd", in, 2, &rv, 1), build(g, "CumProd", in, 2, both, 2)};
+    const char *names[4] = {"a", "b", "c", "d"};
+    for (int i = 0; i < 4; i++) cr_assert_eq(ampc_output(g, y[i], names[i]), AMPC_OK);
+    ampc_tensor out[4];
+    cr_assert_eq(ampc_graph_evaluate(g, NULL, 0, out, 4), AMPC_OK, "%s", ampc_graph_errors(g));
+    double w[4][5] = {{1, 2, 6, 24, 120}, {1, 1, 2, 6, 24}, {120, 120, 60, 20, 5},
+                      {120, 60, 20, 5, 1}};
+    for (int i = 0; i < 4; i++) t_expect_close(&out[i], SHAPE(5), w[i], 0, 0);
+    for (int i = 0; i < 4; i++) ampc_tensor_free(&out[i]);
+    ampc_graph_destroy(g);
+}
+
+/* Along axis 0 of an i32 [2,3]; an i64 product wraps like numpy's. */
+Test(index, cumprod_ints_axis0_and_wrapping) {
+    ampc_graph *g = ampc_graph_create("t");
+    double xv[6] = {1, 2, 3, 4, 5, 6}, av[1] = {0};
+    ampc_value *in[2] = {cst(g, "x", AMPC_DTYPE_I32, SHAPE(2, 3), xv),
+                         cst(g, "axis", AMPC_DTYPE_I32, SHAPE(1), av)};
+    double want[6] = {1, 2, 3, 4, 10, 18};
+    expect_vals(g, build(g, "CumProd", in, 2, NULL, 0), AMPC_DTYPE_I32, SHAPE(2, 3), want);
+    ampc_graph_destroy(g);
+
+    g = ampc_graph_create("t");
+    int64_t big[2] = {INT64_C(1) << 62, 4}, ax = 0;
+    ampc_value *in2[2] = {ints(g, "x", SHAPE(2), big), ints(g, "axis", SHAPE(), &ax)};
+    int64_t wrapped[2] = {INT64_C(1) << 62, 0}; /* 2^64 wraps to 0 */
+    expect_i64(g, build(g, "CumProd", in2, 2, NULL, 0), SHAPE(2), wrapped);
+    ampc_graph_destroy(g);
+}
+
+/* ---- TensorScatter -------------------------------------------------------------------------- */
+
+/* Cache [2, 4, 2] (batch, sequence, 2 values) of zeros, update [2, 2, 2] = 1..8:
+ *   no write_indices: both batches write rows 0 and 1
+ *   write_indices {1, 3}, circular: batch 0 rows 1, 2; batch 1 rows 3, 0 (wrapped) */
+Test(index, tensor_scatter_linear_and_circular) {
+    double zeros[16] = {0}, uv[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    int64_t wi[2] = {1, 3};
+    double w0[16] = {1, 2, 3, 4, 0, 0, 0, 0, 5, 6, 7, 8, 0, 0, 0, 0};
+    double w1[16] = {0, 0, 1, 2, 3, 4, 0, 0, 7, 8, 0, 0, 0, 0, 5, 6};
+    for (int k = 0; k < 2; k++) {
+        ampc_graph *g = ampc_graph_create("t");
+        ampc_value *in[3] = {cst(g, "past", AMPC_DTYPE_F16, SHAPE(2, 4, 2), zeros),
+                             cst(g, "upd", AMPC_DTYPE_F16, SHAPE(2, 2, 2), uv),
+                             ints(g, "wi", SHAPE(2), wi)};
+        ampc_attr_arg mode = AMPC_ATTR_S("mode", "circular");
+        ampc_value *y = build(g, "TensorScatter", in, k ? 3 : 2, &mode, k);
+        expect_vals(g, y, AMPC_DTYPE_F16, SHAPE(2, 4, 2), k ? w1 : w0);
+        ampc_graph_destroy(g);
+    }
+}
+
+/* The sequence axis in the middle of a rank-4 cache [2, 2, 3, 1] (axis -2): every prefix (b, h)
+ * writes at write_indices[b]. */
+Test(index, tensor_scatter_inner_axis) {
+    ampc_graph *g = ampc_graph_create("t");
+    double zeros[12] = {0}, uv[4] = {1, 2, 3, 4};
+    int64_t wi[2] = {2, 0};
+    ampc_value *in[3] = {cst(g, "past", AMPC_DTYPE_I32, SHAPE(2, 2, 3, 1), zeros),
+                         cst(g, "upd", AMPC_DTYPE_I32, SHAPE(2, 2, 1, 1), uv),
+                         ints(g, "wi", SHAPE(2), wi)};
+    double want[12] = {0, 0, 1, 0, 0, 2, 3, 0, 0, 4, 0, 0};
+    expect_vals(g, build(g, "TensorScatter", in, 3, NULL, 0), AMPC_DTYPE_I32, SHAPE(2, 2, 3, 1),
+                want);
+    ampc_graph_destroy(g);
+}
+
+Test(index, tensor_scatter_errors) {
+    ampc_graph *g = ampc_graph_create("t");
+    int64_t wi[2] = {1, 3};
+    ampc_value *past = t_input(g, "past", AMPC_DTYPE_F32, SHAPE(2, 4, 2));
+    double uv[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    ampc_value *in[3] = {past, cst(g, "upd", AMPC_DTYPE_F32, SHAPE(2, 2, 2), uv),
+                         ints(g, "wi", SHAPE(2), wi)};
+    ampc_attr_arg a0 = AMPC_ATTR_I("axis", 0);
+    expect_fail(g, "TensorScatter", in, 3, &a0, 1,
+                "node 0 (TensorScatter 'TensorScatter_0'): attribute 'axis' must not name dim 0, "
+                "the batch dim of input 0 'past' [2,4,2]");
+    ampc_value *wide = t_input(g, "wide", AMPC_DTYPE_F32, SHAPE(2, 5, 2));
+    ampc_value *bad[2] = {past, wide};
+    expect_fail(g, "TensorScatter", bad, 2, NULL, 0,
+                "node 1 (TensorScatter 'TensorScatter_1'): input 1 'wide' (update) must have the "
+                "shape of input 0 'past' (past_cache) except along axis 1, where it may be "
+                "shorter: got [2,5,2] against [2,4,2]");
+    ampc_graph_destroy(g);
+
+    /* linear mode: batch 1 would write rows 3 and 4 of 4 */
+    g = ampc_graph_create("t");
+    in[0] = t_input(g, "past", AMPC_DTYPE_F32, SHAPE(2, 4, 2));
+    in[1] = cst(g, "upd", AMPC_DTYPE_F32, SHAPE(2, 2, 2), uv);
+    in[2] = ints(g, "wi", SHAPE(2), wi);
+    ampc_value *y = build(g, "TensorScatter", in, 3, NULL, 0);
+    float pv[16] = {0};
+    expect_eval_error(g, y, t_tensor(AMPC_DTYPE_F32, SHAPE(2, 4, 2), pv),
+                      "write index 3 (element 1 of input 2 'wi') plus update row 1 is outside the "
+                      "4 rows of the cache axis (mode linear)");
+    ampc_graph_destroy(g);
+}
+
+/* ---- NonMaxSuppression ---------------------------------------------------------------------- */
+
+/* Boxes (y1, x1, y2, x2): b0 the unit square, b1 the same moved 0.1 right (IoU 0.9 / 1.1 =
+ * 0.82 with b0), b2 far to the right. */
+static const double nms_boxes[12] = {0, 0, 1, 1, 0, 0.1, 1, 1.1, 0, 2, 1, 3};
+
+/* NonMaxSuppression over constant inputs; max_out < 0 leaves input 2 out, and the thresholds
+ * are given when >= 0. */
+static ampc_value *nms(ampc_graph *g, const double *boxes, const double *scores, int64_t classes,
+                       int64_t max_out, double iou, double score_min, const ampc_attr_arg *at,
+                       int32_t n_at) {
+    double iv[1] = {iou}, sv[1] = {score_min};
+    ampc_value *in[5] = {cst(g, "boxes", AMPC_DTYPE_F32, SHAPE(1, 3, 4), boxes),
+                         cst(g, "scores", AMPC_DTYPE_F32, SHAPE(1, classes, 3), scores), NULL,
+                         NULL, NULL};
+    if (max_out >= 0) in[2] = ints(g, "max_out", SHAPE(1), &max_out);
+    if (iou >= 0) in[3] = cst(g, "iou", AMPC_DTYPE_F32, SHAPE(1), iv);
+    if (score_min >= 0) in[4] = cst(g, "score_min", AMPC_DTYPE_F32, SHAPE(), sv);
+    return build(g, "NonMaxSuppression", in, 5, at, n_at);
+}
+
+Test(nms, suppression_limits_and_thresholds) {
+    double sc[3] = {0.9, 0.8, 0.7};
+    struct {
+        int64_t max_out;
+        double iou, score_min;
+        int64_t count, want[9];
+    } cases[] = {
+        {3, 0.5, -1, 2, {0, 0, 0, 0, 0, 2}},           /* b1 suppressed by b0 */
+        {1, 0.5, -1, 1, {0, 0, 0}},                    /* one box per class */
+        {3, 0.5, 0.75, 1, {0, 0, 0}},                  /* b2 below the score threshold */
+        {3, 0.9, -1, 3, {0, 0, 0, 0, 0, 1, 0, 0, 2}},  /* IoU 0.82 is not above 0.9 */
+        {-1, 0.5, -1, 0, {0}},                         /* no max_output_boxes_per_class: none */
+    };
+    for (int k = 0; k < AMPC_ARRAY_LEN(cases); k++) {
+        ampc_graph *g = ampc_graph_create("t");
+        ampc_value *y = nms(g, nms_boxes, sc, 1, cases[k].max_out, cases[k].iou,
+                            cases[k].score_min, NULL, 0);
+        expect_i64(g, y, SHAPE(cases[k].count, 3), cases[k].want);
+        ampc_graph_destroy(g);
+    }
+}
+
+/* Two classes: class 1 ranks b1 (0.95) first, which then suppresses b0; equal scores keep the
+ * lower box index first. The centre format (x_c, y_c, w, h) of the same boxes selects alike. */
+Test(nms, classes_ties_and_center_format) {
+    double sc[6] = {0.9, 0.8, 0.7, 0.1, 0.95, 0.2};
+    ampc_graph *g = ampc_graph_create("t");
+    int64_t want[12] = {0, 0, 0, 0, 0, 2, 0, 1, 1, 0, 1, 2};
+    expect_i64(g, nms(g, nms_boxes, sc, 2, 3, 0.5, -1, NULL, 0), SHAPE(4, 3), want);
+    ampc_graph_destroy(g);
+
+    g = ampc_graph_create("t");
+    double tie[3] = {0.5, 0.5, 0.5};
+    int64_t wt[6] = {0, 0, 0, 0, 0, 2};
+    expect_i64(g, nms(g, nms_boxes, tie, 1, 3, 0.5, -1, NULL, 0), SHAPE(2, 3), wt);
+    ampc_graph_destroy(g);
+
+    g = ampc_graph_create("t");
+    double centre[12] = {0.5, 0.5, 1, 1, 0.6, 0.5, 1, 1, 2.5, 0.5, 1, 1};
+    ampc_attr_arg cp = AMPC_ATTR_I("center_point_box", 1);
+    expect_i64(g, nms(g, centre, sc, 1, 3, 0.5, -1, &cp, 1), SHAPE(2, 3), wt);
+    ampc_graph_destroy(g);
+}
+
+/* How many boxes survive depends on the values, so run-time boxes are refused with the
+ * static-graph message; the op's own inference names the rule too. */
+Test(nms, runtime_boxes_and_shape_errors) {
+    ampc_graph *g = ampc_graph_create("t");
+    double sc[3] = {0.9, 0.8, 0.7};
+    ampc_value *in[2] = {t_input(g, "boxes", AMPC_DTYPE_F32, SHAPE(1, 3, 4)),
+                         cst(g, "scores", AMPC_DTYPE_F32, SHAPE(1, 1, 3), sc)};
+    expect_fail(g, "NonMaxSuppression", in, 2, NULL, 0,
+                "node 0 (NonMaxSuppression 'NonMaxSuppression_0'): input 0 'boxes' must be known "
+                "at compile time (it sets a shape, axes or pads), but it is computed at run time; "
+                "ampc compiles static graphs");
+    ampc_value *y = ampc_ir_value_new(g, "y", AMPC_DTYPE_UNDEFINED, NULL);
+    ampc_node *n =
+        ampc_ir_node_append(g, AMPC_OP_NON_MAX_SUPPRESSION, "nms", in, 2, NULL, 0, &y, 1);
+    cr_assert_eq(ampc_op_get(AMPC_OP_NON_MAX_SUPPRESSION)->infer(g, n), AMPC_E_UNSUPPORTED);
+    t_expect_diag(g, "node 1 (NonMaxSuppression 'nms'): output shape depends on the values of "
+                     "input 0 'boxes'; ampc compiles static graphs, so this input must be a "
+                     "constant");
+    double b5[15] = {0};
+    ampc_value *bad[2] = {cst(g, "b5", AMPC_DTYPE_F32, SHAPE(1, 3, 5), b5), in[1]};
+    expect_fail(g, "NonMaxSuppression", bad, 2, NULL, 0,
+                "node 2 (NonMaxSuppression 'NonMaxSuppression_2'): input 0 'b5' (boxes) must be "
+                "[B, K, 4] and input 1 'scores' (scores) [B, C, K] with the same B and K, got "
+                "[1,3,5] and [1,1,3]");
+    ampc_graph_destroy(g);
+}
+
+/* ---- TfIdfVectorizer ------------------------------------------------------------------------ */
+
+/* Pool: unigrams 2 and 3, bigram (2, 3); tokens 2 3 2 2 3 hold 2 three times, 3 twice and the
+ * bigram twice adjacent (positions 0-1 and 3-4) plus once two apart (2 at 2, 3 at 4). */
+static ampc_value *tfidf(ampc_graph *g, ampc_value *x, const char *mode, int64_t min_len,
+                         int64_t skip, const int64_t *indexes, const float *weights) {
+    static const int64_t counts[2] = {0, 2}, pool[4] = {2, 3, 2, 3};
+    ampc_attr_arg at[9] = {AMPC_ATTR_S("mode", mode),
+                           AMPC_ATTR_I("min_gram_length", min_len),
+                           AMPC_ATTR_I("max_gram_length", 2),
+                           AMPC_ATTR_I("max_skip_count", skip),
+                           AMPC_ATTR_IS("ngram_counts", counts, 2),
+                           AMPC_ATTR_IS("ngram_indexes", indexes, 3),
+                           AMPC_ATTR_IS("pool_int64s", pool, 4),
+                           AMPC_ATTR_FS("weights", weights, 3)};
+    return build(g, "TfIdfVectorizer", &x, 1, at, weights ? 8 : 7);
+}
+
+Test(tfidf, counts_skips_and_modes) {
+    static const int64_t idx[3] = {0, 1, 2}, perm[3] = {2, 0, 1};
+    static const float w[3] = {0.5f, 2, 10};
+    int32_t xv[5] = {2, 3, 2, 2, 3};
+    struct {
+        const char *mode;
+        int64_t min_len, skip;
+        const int64_t *idx;
+        const float *w;
+        double want[3];
+    } cases[] = {
+        {"TF", 1, 0, idx, NULL, {3, 2, 2}},
+        {"TF", 1, 1, idx, NULL, {3, 2, 3}},     /* unigrams still count once */
+        {"TF", 2, 0, idx, NULL, {0, 0, 2}},     /* bigrams only */
+        {"TF", 1, 0, perm, NULL, {2, 2, 3}},    /* n-gram i goes to coordinate perm[i] */
+        {"IDF", 1, 0, idx, NULL, {1, 1, 1}},
+        {"IDF", 1, 0, idx, w, {0.5, 2, 10}},
+        {"TFIDF", 1, 0, idx, w, {1.5, 4, 20}},
+    };
+    for (int k = 0; k < AMPC_ARRAY_LEN(cases); k++) {
+        ampc_graph *g = ampc_graph_create("t");
+        ampc_value *x = t_const(g, AMPC_DTYPE_I32, SHAPE(5), xv);
+        ampc_value *y = tfidf(g, x, cases[k].mode, cases[k].min_len, cases[k].skip, cases[k].idx,
+                              cases[k].w);
+        expect_vals(g, y, AMPC_DTYPE_F32, SHAPE(3), cases[k].want);
+        ampc_graph_destroy(g);
+    }
+}
+
+/* A batch [2, 5] counts per row; the second row 3 3 7 2 9 has one 2, two 3s, no bigram. */
+Test(tfidf, batch_rows_of_i64) {
+    static const int64_t idx[3] = {0, 1, 2};
+    ampc_graph *g = ampc_graph_create("t");
+    int64_t xv[10] = {2, 3, 2, 2, 3, 3, 3, 7, 2, 9};
+    ampc_value *y = tfidf(g, ints(g, "x", SHAPE(2, 5), xv), "TF", 1, 0, idx, NULL);
+    double want[6] = {3, 2, 2, 1, 2, 0};
+    expect_vals(g, y, AMPC_DTYPE_F32, SHAPE(2, 3), want);
+    ampc_graph_destroy(g);
+}
+
+Test(tfidf, string_pools_and_bad_attributes) {
+    ampc_graph *g = ampc_graph_create("t");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_I64, SHAPE(5));
+    static const char *const strs[2] = {"a", "b"};
+    ampc_attr_arg ps = {.name = "pool_strings", .kind = AMPC_ATTR_STRINGS, .strings = strs, .n = 2};
+    expect_fail(g, "TfIdfVectorizer", &x, 1, &ps, 1,
+                "node 0 (TfIdfVectorizer 'TfIdfVectorizer_0'): string n-grams (attribute "
+                "'pool_strings') are not supported: ampc has no string tensors; only integer "
+                "pools (pool_int64s) are");
+    cr_assert_eq(g->diag.entries[0].code, AMPC_E_UNSUPPORTED);
+    static const int64_t counts[2] = {0, 2}, pool[4] = {2, 3, 2, 3}, idx2[2] = {0, 1};
+    ampc_attr_arg at[7] = {AMPC_ATTR_S("mode", "TF"), AMPC_ATTR_I("min_gram_length", 1),
+                           AMPC_ATTR_I("max_gram_length", 2), AMPC_ATTR_I("max_skip_count", 0),
+                           AMPC_ATTR_IS("ngram_counts", counts, 2),
+                           AMPC_ATTR_IS("ngram_indexes", idx2, 2),
+                           AMPC_ATTR_IS("pool_int64s", pool, 4)};
+    expect_fail(g, "TfIdfVectorizer", &x, 1, at, 7,
+                "node 1 (TfIdfVectorizer 'TfIdfVectorizer_1'): attribute 'ngram_indexes' must have "
+                "one entry per n-gram of the pool (3), got 2");
+    at[0] = AMPC_ATTR_S("mode", "BM25");
+    expect_fail(g, "TfIdfVectorizer", &x, 1, at, 7,
+                "node 2 (TfIdfVectorizer 'TfIdfVectorizer_2'): attribute 'mode' is required and "
+                "must be \"TF\", \"IDF\" or \"TFIDF\", got \"BM25\"");
     ampc_graph_destroy(g);
 }

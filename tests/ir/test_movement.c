@@ -1,7 +1,8 @@
 /*
  * test_movement.c — the shape and data-movement family through the DSL: shapes inferred from
  * constant operands, element placement checked against values worked out by hand, run-time
- * index errors, and the exact diagnostics for operands that do not fit.
+ * index errors, BitCast's reinterpreted bits, and the exact diagnostics for operands that do not
+ * fit.
  */
 #include "support.h"
 
@@ -672,5 +673,66 @@ Test(movement, pad_errors) {
     expect_fail(g, "Pad", in2, 2, &edge, 1,
                 "node 3 (Pad 'Pad_3'): mode 'edge' pads axis 0 from its elements, but input 0 "
                 "'e' [0,2] has none left there");
+    ampc_graph_destroy(g);
+}
+
+/* ---- BitCast -------------------------------------------------------------------------------- */
+
+/* The same bytes under another type of the same width: 1.0f is 0x3f800000, -1.0 (f64) is
+ * 0xbff0000000000000, i8 -1 is u8 255, bool true is u8 1; the shape is kept. */
+Test(movement, bit_cast_reinterprets_bits) {
+    ampc_graph *g = ampc_graph_create("t");
+    float fv[2] = {1.0f, -2.0f};
+    ampc_value *x = t_const(g, AMPC_DTYPE_F32, SHAPE(1, 2), fv);
+    ampc_attr_arg to = AMPC_ATTR_I("to", 6); /* INT32 */
+    ampc_value *y = build(g, "BitCast", &x, 1, &to, 1);
+    cr_assert_eq(ampc_value_dtype(y), AMPC_DTYPE_I32);
+    ampc_tensor out = t_eval1(g, y, NULL, 0);
+    int64_t want[2] = {0x3f800000, (int32_t)0xc0000000u};
+    t_expect_ints(&out, SHAPE(1, 2), want);
+    ampc_tensor_free(&out);
+    ampc_graph_destroy(g);
+
+    g = ampc_graph_create("t");
+    double dv[1] = {-1.0};
+    x = t_const(g, AMPC_DTYPE_F64, SHAPE(), dv);
+    to = AMPC_ATTR_I("to", 7); /* INT64 */
+    int64_t w64[1] = {(int64_t)0xbff0000000000000ull};
+    expect_i64(g, build(g, "BitCast", &x, 1, &to, 1), SHAPE(), w64);
+    ampc_graph_destroy(g);
+
+    g = ampc_graph_create("t");
+    int8_t iv[3] = {-1, 127, -128};
+    uint8_t bv[2] = {1, 0};
+    ampc_value *xi = t_const(g, AMPC_DTYPE_I8, SHAPE(3), iv);
+    ampc_value *xb = t_const(g, AMPC_DTYPE_BOOL, SHAPE(2), bv);
+    to = AMPC_ATTR_I("to", 2); /* UINT8 */
+    ampc_value *yi = build(g, "BitCast", &xi, 1, &to, 1), *yb = build(g, "BitCast", &xb, 1, &to, 1);
+    cr_assert_eq(ampc_output(g, yi, "i"), AMPC_OK);
+    cr_assert_eq(ampc_output(g, yb, "b"), AMPC_OK);
+    ampc_tensor outs[2];
+    cr_assert_eq(ampc_graph_evaluate(g, NULL, 0, outs, 2), AMPC_OK, "%s", ampc_graph_errors(g));
+    int64_t wi[3] = {255, 127, 128}, wb[2] = {1, 0};
+    t_expect_ints(&outs[0], SHAPE(3), wi);
+    t_expect_ints(&outs[1], SHAPE(2), wb);
+    ampc_tensor_free(&outs[0]);
+    ampc_tensor_free(&outs[1]);
+    ampc_graph_destroy(g);
+}
+
+Test(movement, bit_cast_needs_equal_widths) {
+    ampc_graph *g = ampc_graph_create("t");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(2));
+    ampc_attr_arg to = AMPC_ATTR_I("to", 11); /* DOUBLE */
+    expect_fail(g, "BitCast", &x, 1, &to, 1,
+                "node 0 (BitCast 'BitCast_0'): BitCast keeps every bit, so the target type must "
+                "have the width of input 0 'x': f32 is 32 bits, f64 is 64 bits");
+    cr_assert_eq(g->diag.entries[0].code, AMPC_E_DTYPE);
+    to = AMPC_ATTR_I("to", 14); /* COMPLEX64 */
+    expect_fail(g, "BitCast", &x, 1, &to, 1,
+                "node 1 (BitCast 'BitCast_1'): BitCast to ONNX data type 14 is not supported");
+    expect_fail(g, "BitCast", &x, 1, NULL, 0,
+                "node 2 (BitCast 'BitCast_2'): BitCast needs an int attribute 'to' (the target "
+                "ONNX data type)");
     ampc_graph_destroy(g);
 }

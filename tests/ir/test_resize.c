@@ -1,8 +1,9 @@
 /*
  * test_resize.c — resampling and spatial rearrangement through the DSL: Resize in each mode and
  * coordinate transformation (values worked out by hand from the ONNX formulas in the comments),
- * Upsample, GridSample, RoiAlign, MaxUnpool, and the movement ops Tile, DepthToSpace,
- * SpaceToDepth and CenterCropPad; with the exact diagnostics for operands that do not fit.
+ * Upsample, GridSample, AffineGrid, RoiAlign, MaxRoiPool, MaxUnpool, and the movement ops Tile,
+ * DepthToSpace, SpaceToDepth and CenterCropPad; with the exact diagnostics for operands that do
+ * not fit.
  */
 #include "support.h"
 
@@ -466,5 +467,123 @@ Test(resize, center_crop_pad) {
     ampc_tensor_free(&out[1]);
     expect_fail(g, "CenterCropPad", in1, 2, NULL, 0,
                 "input 1 'one' must have one size per axis (2), got 1");
+    ampc_graph_destroy(g);
+}
+
+/* ---- MaxRoiPool ----------------------------------------------------------------------------- */
+
+/* x = 4i + j on two 4x4 images (the second one + 100), 2x2 bins:
+ *   roi (0; 0,0,3,3):  4x4 pixels, 2x2 bins: the quadrant maxima 5, 7, 13, 15
+ *   roi (0; 1,1,3,2):  3 wide, 2 high: rows [1,2) [2,3), cols [1,3) [2,4): 6, 7, 10, 11
+ *   roi (0; 5,5,8,8):  entirely past the image: every bin empty, 0
+ *   roi (1; 0,0,3,3):  the second image: 105, 107, 113, 115 */
+Test(max_roi_pool, bins_clipping_and_batches) {
+    ampc_graph *g = ampc_graph_create("t");
+    double xv[32], rois[20] = {0, 0, 0, 3, 3, 0, 1, 1, 3, 2, 0, 5, 5, 8, 8, 1, 0, 0, 3, 3};
+    for (int i = 0; i < 32; i++) xv[i] = i < 16 ? i : i - 16 + 100;
+    ampc_value *in[2] = {cst(g, "x", AMPC_DTYPE_F32, SHAPE(2, 1, 4, 4), xv),
+                         cst(g, "rois", AMPC_DTYPE_F32, SHAPE(4, 5), rois)};
+    int64_t ps[2] = {2, 2};
+    ampc_attr_arg at = AMPC_ATTR_IS("pooled_shape", ps, 2);
+    double want[16] = {5, 7, 13, 15, 6, 7, 10, 11, 0, 0, 0, 0, 105, 107, 113, 115};
+    expect_vals(g, build(g, "MaxRoiPool", in, 2, &at, 1), SHAPE(4, 1, 2, 2), want, 0);
+    ampc_graph_destroy(g);
+}
+
+/* spatial_scale 0.5 maps the roi (0,0)-(6,6) onto pixels (0,0)-(3,3); one 1x1 bin takes the max
+ * of the whole roi, per channel (channel 1 is x negated: its max is -0). */
+Test(max_roi_pool, spatial_scale_and_channels) {
+    ampc_graph *g = ampc_graph_create("t");
+    double xv[32], rois[5] = {0, 0, 0, 6, 6};
+    for (int i = 0; i < 32; i++) xv[i] = i < 16 ? i : -(i - 16);
+    ampc_value *in[2] = {cst(g, "x", AMPC_DTYPE_F64, SHAPE(1, 2, 4, 4), xv),
+                         cst(g, "rois", AMPC_DTYPE_F64, SHAPE(1, 5), rois)};
+    int64_t ps[2] = {1, 1};
+    ampc_attr_arg at[2] = {AMPC_ATTR_IS("pooled_shape", ps, 2), AMPC_ATTR_F("spatial_scale", 0.5f)};
+    double want[2] = {15, 0};
+    expect_vals(g, build(g, "MaxRoiPool", in, 2, at, 2), SHAPE(1, 2, 1, 1), want, 0);
+    ampc_graph_destroy(g);
+}
+
+Test(max_roi_pool, errors) {
+    ampc_graph *g = ampc_graph_create("t");
+    double rois[5] = {2, 0, 0, 1, 1};
+    ampc_value *x = ampc_input(g, "x", AMPC_DTYPE_F32, 4, (int64_t[]){2, 1, 4, 4});
+    ampc_value *in[2] = {x, ampc_input(g, "r4", AMPC_DTYPE_F32, 2, (int64_t[]){3, 4})};
+    int64_t ps[2] = {2, 2};
+    ampc_attr_arg at = AMPC_ATTR_IS("pooled_shape", ps, 2);
+    expect_fail(g, "MaxRoiPool", in, 2, NULL, 0,
+                "node 0 (MaxRoiPool 'MaxRoiPool_0'): attribute 'pooled_shape' is required "
+                "([pooled_height, pooled_width])");
+    expect_fail(g, "MaxRoiPool", in, 2, &at, 1,
+                "node 1 (MaxRoiPool 'MaxRoiPool_1'): input 1 'r4' must be [R, 5] (batch index, "
+                "x1, y1, x2, y2), got [3,4]");
+    ampc_graph_destroy(g);
+
+    g = ampc_graph_create("t");
+    double xv[32] = {0};
+    ampc_value *in2[2] = {cst(g, "x", AMPC_DTYPE_F32, SHAPE(2, 1, 4, 4), xv),
+                          cst(g, "rois", AMPC_DTYPE_F32, SHAPE(1, 5), rois)};
+    ampc_value *y = ampc_op(g, "MaxRoiPool", in2, 2, &at, 1);
+    /* The constant inputs fold while building: the bad batch index fails right there. */
+    cr_assert(ampc_value_is_poisoned(y));
+    cr_assert_eq(ampc_graph_status(g), AMPC_E_EVAL);
+    t_expect_diag(g, "node 0 (MaxRoiPool 'MaxRoiPool_0'): roi 0 of input 1 'rois' is (2, 0, 0, 1, "
+                     "1): its batch index must be a whole number in [0, 2) and its corners finite");
+    ampc_graph_destroy(g);
+}
+
+/* ---- AffineGrid ----------------------------------------------------------------------------- */
+
+/* The identity on a 2x3 (H x W) grid gives the base points (x, y): without align_corners the
+ * cell centres x = -2/3, 0, 2/3 and y = -1/2, 1/2; with it the corners x = -1, 0, 1, y = -1, 1.
+ * theta = [[2, 0, 0.5], [0, 1, -1]] maps (x, y) to (2x + 0.5, y - 1). */
+Test(affine_grid, two_d_base_points_and_transform) {
+    double id[6] = {1, 0, 0, 0, 1, 0}, th[6] = {2, 0, 0.5, 0, 1, -1};
+    int64_t size[4] = {1, 1, 2, 3};
+    double t = 2.0 / 3;
+    double w0[12] = {-t, -0.5, 0, -0.5, t, -0.5, -t, 0.5, 0, 0.5, t, 0.5};
+    double w1[12] = {-1, -1, 0, -1, 1, -1, -1, 1, 0, 1, 1, 1};
+    double w2[12];
+    for (int i = 0; i < 6; i++) w2[2 * i] = 2 * w1[2 * i] + 0.5, w2[2 * i + 1] = w1[2 * i + 1] - 1;
+    for (int k = 0; k < 3; k++) {
+        ampc_graph *g = ampc_graph_create("t");
+        ampc_value *in[2] = {cst(g, "theta", AMPC_DTYPE_F32, SHAPE(1, 2, 3), k == 2 ? th : id),
+                             ints(g, "size", SHAPE(4), size)};
+        ampc_attr_arg ac = AMPC_ATTR_I("align_corners", 1);
+        ampc_value *y = build(g, "AffineGrid", in, 2, &ac, k ? 1 : 0);
+        expect_vals(g, y, SHAPE(1, 2, 3, 2), k == 0 ? w0 : k == 1 ? w1 : w2, 1e-6);
+        ampc_graph_destroy(g);
+    }
+}
+
+/* 3-D with two batches: size [2, 1, 2, 1, 2] (D, H, W) and align_corners: z = -1, 1; y = -1 (a
+ * single point); x = -1, 1. Batch 0 is the identity, batch 1 swaps x and z. */
+Test(affine_grid, three_d_batches) {
+    ampc_graph *g = ampc_graph_create("t");
+    double th[24] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, /* identity */
+                     0, 0, 1, 0, 0, 1, 0, 0, 1, 0, 0, 0 /* x' = z, z' = x */};
+    int64_t size[5] = {2, 1, 2, 1, 2};
+    ampc_value *in[2] = {cst(g, "theta", AMPC_DTYPE_F64, SHAPE(2, 3, 4), th),
+                         ints(g, "size", SHAPE(5), size)};
+    ampc_attr_arg ac = AMPC_ATTR_I("align_corners", 1);
+    double want[24] = {-1, -1, -1, 1, -1, -1, -1, -1, 1, 1, -1, 1,
+                       -1, -1, -1, -1, -1, 1, 1, -1, -1, 1, -1, 1};
+    expect_vals(g, build(g, "AffineGrid", in, 2, &ac, 1), SHAPE(2, 2, 1, 2, 3), want, 0);
+    ampc_graph_destroy(g);
+}
+
+Test(affine_grid, theta_must_fit_the_size) {
+    ampc_graph *g = ampc_graph_create("t");
+    int64_t s4[4] = {1, 1, 2, 3}, s3[3] = {1, 2, 3};
+    ampc_value *in[2] = {ampc_input(g, "theta", AMPC_DTYPE_F32, 3, (int64_t[]){1, 3, 4}),
+                         ints(g, "size", SHAPE(4), s4)};
+    expect_fail(g, "AffineGrid", in, 2, NULL, 0,
+                "node 0 (AffineGrid 'AffineGrid_0'): input 0 'theta' (theta) must be [1, 2, 3] "
+                "for the 2-D size given by input 1, got [1,3,4]");
+    in[1] = ints(g, "size3", SHAPE(3), s3);
+    expect_fail(g, "AffineGrid", in, 2, NULL, 0,
+                "node 1 (AffineGrid 'AffineGrid_1'): input 1 'size3' (size) must hold [N, C, H, "
+                "W] or [N, C, D, H, W], got 3 entries");
     ampc_graph_destroy(g);
 }

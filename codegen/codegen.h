@@ -1,0 +1,120 @@
+/*
+ * codegen.h — lowering an optimised, memory-planned graph to an executable plan (runtime/plan.h)
+ * and the CUDA C of its kernels.
+ *
+ * ampc_cg_generate walks the nodes in order and hands each to the lowering function of its op's
+ * lower kind (the `lower` column of ir/ops.def; the kind -> function table is in generate.c).
+ * A lowering function either emits a generated kernel through the emitter below, or adds a
+ * library step (cuBLASLt matmul, cuDNN convolution, copy, memset). Tensors are addressed by the
+ * plan-memory decision stored in the IR (value->mem_space / ->mem_offset).
+ *
+ * Generated kernels are specialised: shapes, strides and attributes are baked into the source as
+ * constants, so a kernel's parameters are its tensors' pointers. Every kernel is an
+ * extern "C" __global__ function named k<index>_<what> (deterministic: the same graph and
+ * options give the same bytes), preceded by a comment listing the graph nodes it covers. Kernels
+ * are spread over a few translation units that NVRTC compiles in parallel; each unit starts with
+ * a banner and includes the kernel templates of codegen/kernels/ (embedded in the binary).
+ */
+#ifndef AMPC_CODEGEN_H
+#define AMPC_CODEGEN_H
+
+#include "ir/ir.h"
+#include "runtime/plan.h"
+
+typedef struct ampc_cg ampc_cg;
+typedef struct ampc_cg_kernel ampc_cg_kernel;
+
+typedef struct ampc_cg_options {
+    uint8_t math;            /* ampc_rt_math for f32 matmuls and convolutions (TF32 default) */
+    int32_t max_units;       /* translation units to spread kernels over (0: automatic, <= 8) */
+} ampc_cg_options;
+
+/* What codegen produces: the plan (images not compiled yet: plan.n_images is 0) and the CUDA C
+ * of each translation unit. Everything is owned by `arena`; free with ampc_cg_output_free. */
+typedef struct ampc_cg_output {
+    ampc_arena arena;
+    ampc_rt_plan plan;
+    char **sources;          /* n_units NUL-terminated CUDA C sources */
+    const char **unit_names; /* "<graph>_u<k>.cu" */
+    int32_t n_units;
+    int32_t n_kernels;
+    void *weights_owned;     /* the weights blob (plan.weights), malloc'ed */
+} ampc_cg_output;
+
+/* Generates the plan and sources for a graph on which plan-memory has run. Failures (an op with
+ * no GPU lowering yet, a shape a kernel cannot take) are diagnostics naming the node. */
+ampc_status ampc_cg_generate(ampc_graph *g, const ampc_cg_options *o, ampc_cg_output **out);
+void ampc_cg_output_free(ampc_cg_output *out);
+
+/* ---- for lowering functions ----------------------------------------------------------------- */
+
+typedef ampc_status (*ampc_cg_lower_fn)(ampc_cg *cg, const ampc_node *n);
+
+/* The lowering functions, one per lower kind (lower_<kind>.c). */
+ampc_status ampc_cg_lower_elementwise(ampc_cg *cg, const ampc_node *n);
+ampc_status ampc_cg_lower_reduce(ampc_cg *cg, const ampc_node *n);
+ampc_status ampc_cg_lower_norm(ampc_cg *cg, const ampc_node *n);
+ampc_status ampc_cg_lower_contract(ampc_cg *cg, const ampc_node *n);
+ampc_status ampc_cg_lower_conv(ampc_cg *cg, const ampc_node *n);
+ampc_status ampc_cg_lower_pool(ampc_cg *cg, const ampc_node *n);
+ampc_status ampc_cg_lower_move(ampc_cg *cg, const ampc_node *n);
+ampc_status ampc_cg_lower_index(ampc_cg *cg, const ampc_node *n);
+ampc_status ampc_cg_lower_control(ampc_cg *cg, const ampc_node *n);
+
+ampc_graph *ampc_cg_graph(ampc_cg *cg);
+const ampc_cg_options *ampc_cg_opts(ampc_cg *cg);
+/* Where a value lives (space, offset, bytes), from the memory plan. */
+ampc_rt_ref ampc_cg_ref(ampc_cg *cg, const ampc_value *v);
+/* Whether two values share bytes (a view, or an op done in place). */
+bool ampc_cg_same_bytes(ampc_cg *cg, const ampc_value *a, const ampc_value *b);
+
+/* CUDA storage type of a dtype ("float", "__half", "__nv_bfloat16", "long long", "bool"...). */
+const char *ampc_cg_ctype(ampc_dtype t);
+/* The type kernels compute in: float for f32/f16/bf16, double for f64, long long for signed
+ * integers, unsigned long long for unsigned ones, bool for bool. */
+const char *ampc_cg_compute_type(ampc_dtype t);
+
+/* ---- the kernel emitter --------------------------------------------------------------------- */
+
+/* Starts kernel k<index>_<what> for node n (its comment names n; add fused nodes with
+ * ampc_cg_kernel_covers). Never fails: errors surface at ampc_cg_kernel_end. */
+ampc_cg_kernel *ampc_cg_kernel_begin(ampc_cg *cg, const ampc_node *n, const char *what);
+void ampc_cg_kernel_covers(ampc_cg_kernel *k, const ampc_node *n);
+/* Adds a pointer parameter for value v ("const T *pN" or "T *pN" when written) and returns its
+ * name (valid until the kernel ends). */
+const char *ampc_cg_param(ampc_cg_kernel *k, const ampc_value *v, bool written);
+/* Appends a line to the body at the current indentation (printf-style). */
+void ampc_cg_line(ampc_cg_kernel *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends "<line> {" and indents / dedents and appends "}". */
+void ampc_cg_open(ampc_cg_kernel *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ampc_cg_close(ampc_cg_kernel *k);
+/* A fresh local name "<stem><n>" unique in the kernel. */
+const char *ampc_cg_local(ampc_cg_kernel *k, const char *stem);
+/* Finishes the kernel and adds its launch step: a 1-D launch of `threads` threads in blocks of
+ * `block` (0: 256), the grid capped so a grid-stride loop covers the rest; the body must loop
+ * "for (long long i = ...; i < n; i += stride)" itself: use ampc_cg_grid_loop. */
+ampc_status ampc_cg_kernel_end(ampc_cg_kernel *k, int64_t threads, int32_t block);
+/* Finishes with an explicit launch shape and dynamic shared memory. */
+ampc_status ampc_cg_kernel_end_launch(ampc_cg_kernel *k, const uint32_t grid[3],
+                                      const uint32_t block[3], uint32_t smem);
+/* Opens the grid-stride loop over [0, n) with index variable `i` (close with ampc_cg_close). */
+void ampc_cg_grid_loop(ampc_cg_kernel *k, int64_t n);
+
+/* Emits "long long <off> = ...;" computing, from the flat output index `idx` of a tensor of shape
+ * `out`, the element offset into an operand of shape `in` that broadcasts to it (numpy rules).
+ * Returns the offset variable's name ("idx" itself when the shapes match, "0" for one element). */
+const char *ampc_cg_bcast_offset(ampc_cg_kernel *k, const ampc_shape *out, const ampc_shape *in,
+                                 const char *idx);
+/* Emits the row-major coordinates of flat index `idx` (< the product of dims) over
+ * dims[0..rank-1] as locals, names[d] receiving each one's name ("0LL" for a unit dim). */
+void ampc_cg_coords(ampc_cg_kernel *k, const int64_t *dims, int32_t rank, const char *idx,
+                    const char **names);
+
+/* ---- library steps -------------------------------------------------------------------------- */
+
+ampc_status ampc_cg_step_gemm(ampc_cg *cg, const ampc_node *n, const ampc_rt_gemm *p);
+ampc_status ampc_cg_step_conv(ampc_cg *cg, const ampc_node *n, const ampc_rt_conv *p);
+ampc_status ampc_cg_step_copy(ampc_cg *cg, const ampc_node *n, ampc_rt_ref src, ampc_rt_ref dst);
+ampc_status ampc_cg_step_memset(ampc_cg *cg, const ampc_node *n, ampc_rt_ref dst);
+
+#endif /* AMPC_CODEGEN_H */

@@ -1,0 +1,198 @@
+/*
+ * emit.c — the kernel emitter: a string builder with indentation scopes, a parameter list that
+ * records each pointer argument's place in the memory plan, deterministic local names, and the
+ * launch step each finished kernel becomes.
+ */
+#include "internal.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const ctypes[AMPC_DTYPE_COUNT] = {
+    [AMPC_DTYPE_F32] = "float",          [AMPC_DTYPE_F16] = "__half",
+    [AMPC_DTYPE_BF16] = "__nv_bfloat16", [AMPC_DTYPE_F64] = "double",
+    [AMPC_DTYPE_I64] = "long long",      [AMPC_DTYPE_I32] = "int",
+    [AMPC_DTYPE_I16] = "short",          [AMPC_DTYPE_I8] = "signed char",
+    [AMPC_DTYPE_U64] = "unsigned long long", [AMPC_DTYPE_U32] = "unsigned int",
+    [AMPC_DTYPE_U16] = "unsigned short", [AMPC_DTYPE_U8] = "unsigned char",
+    [AMPC_DTYPE_BOOL] = "bool",
+};
+
+const char *ampc_cg_ctype(ampc_dtype t) {
+    AMPC_ASSERT(t > AMPC_DTYPE_UNDEFINED && t < AMPC_DTYPE_COUNT);
+    return ctypes[t];
+}
+
+const char *ampc_cg_compute_type(ampc_dtype t) {
+    if (t == AMPC_DTYPE_F64) return "double";
+    if (ampc_dtype_is_float(t)) return "float";
+    if (t == AMPC_DTYPE_BOOL) return "bool";
+    return ampc_dtype_is_signed(t) ? "long long" : "unsigned long long";
+}
+
+static char *keep_name(ampc_cg_kernel *k, char *s) {
+    k->names = ampc_xrealloc(k->names, (size_t)(k->n_names + 1) * sizeof *k->names);
+    k->names[k->n_names++] = s;
+    return s;
+}
+
+ampc_cg_kernel *ampc_cg_kernel_begin(ampc_cg *cg, const ampc_node *n, const char *what) {
+    ampc_cg_kernel *k = ampc_xcalloc(1, sizeof *k);
+    k->cg = cg;
+    k->node = n;
+    snprintf(k->name, sizeof k->name, "k%d_%s", cg->n_kernels, what);
+    for (char *p = k->name; *p; p++) { /* lower case, and '_' for anything odd */
+        if (*p >= 'A' && *p <= 'Z') *p = (char)(*p - 'A' + 'a');
+        else if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9'))) *p = '_';
+    }
+    k->indent = 1;
+    ampc_cg_kernel_covers(k, n);
+    cg->n_kernels++; /* reserve the index now so names stay in emission order */
+    return k;
+}
+
+void ampc_cg_kernel_covers(ampc_cg_kernel *k, const ampc_node *n) {
+    if (k->covers.len) ampc_sb_puts(&k->covers, ", ");
+    ampc_sb_printf(&k->covers, "%s '%s'", ampc_op_get(n->op)->onnx, n->name);
+}
+
+const char *ampc_cg_param(ampc_cg_kernel *k, const ampc_value *v, bool written) {
+    if (k->n_args == k->cap_args) {
+        k->cap_args = k->cap_args ? k->cap_args * 2 : 8;
+        k->args = ampc_xrealloc(k->args, (size_t)k->cap_args * sizeof *k->args);
+    }
+    ampc_rt_arg *a = &k->args[k->n_args];
+    memset(a, 0, sizeof *a);
+    a->kind = AMPC_RT_ARG_PTR;
+    a->ref = ampc_cg_ref(k->cg, v);
+    ampc_strbuf name = {0};
+    ampc_sb_printf(&name, "p%d", k->n_args);
+    if (k->params.len) ampc_sb_puts(&k->params, ", ");
+    ampc_sb_printf(&k->params, "%s%s *%s", written ? "" : "const ", ampc_cg_ctype(v->dtype),
+                   name.data);
+    k->n_args++;
+    return keep_name(k, ampc_sb_take(&name));
+}
+
+static void vline(ampc_cg_kernel *k, const char *suffix, const char *fmt, va_list ap) {
+    for (int32_t i = 0; i < k->indent; i++) ampc_sb_puts(&k->body, "    ");
+    ampc_sb_vprintf(&k->body, fmt, ap);
+    ampc_sb_puts(&k->body, suffix);
+}
+
+void ampc_cg_line(ampc_cg_kernel *k, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vline(k, "\n", fmt, ap);
+    va_end(ap);
+}
+
+void ampc_cg_open(ampc_cg_kernel *k, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vline(k, " {\n", fmt, ap);
+    va_end(ap);
+    k->indent++;
+}
+
+void ampc_cg_close(ampc_cg_kernel *k) {
+    AMPC_ASSERT(k->indent > 1);
+    k->indent--;
+    ampc_cg_line(k, "}");
+}
+
+const char *ampc_cg_local(ampc_cg_kernel *k, const char *stem) {
+    ampc_strbuf sb = {0};
+    ampc_sb_printf(&sb, "%s%d", stem, k->n_locals++);
+    return keep_name(k, ampc_sb_take(&sb));
+}
+
+void ampc_cg_grid_loop(ampc_cg_kernel *k, int64_t n) {
+    ampc_cg_open(k, "for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < %lldLL; "
+                    "i += (long long)gridDim.x * blockDim.x)",
+                 (long long)n);
+}
+
+const char *ampc_cg_bcast_offset(ampc_cg_kernel *k, const ampc_shape *out, const ampc_shape *in,
+                                 const char *idx) {
+    if (ampc_shape_eq(out, in)) return idx;
+    if (ampc_shape_numel(in) == 1) return "0";
+    int64_t in_strides[AMPC_MAX_RANK], st = 1;
+    for (int32_t d = in->rank - 1; d >= 0; d--) {
+        in_strides[d] = st;
+        st *= in->dims[d];
+    }
+    const char *off = ampc_cg_local(k, "o"), *rem = ampc_cg_local(k, "r");
+    ampc_cg_line(k, "long long %s = 0, %s = %s;", off, rem, idx);
+    /* Walk output dims from the innermost; dims the operand broadcasts over add nothing. */
+    for (int32_t d = out->rank - 1; d >= 0; d--) {
+        int32_t id = d - (out->rank - in->rank);
+        bool used = id >= 0 && in->dims[id] != 1;
+        int64_t od = out->dims[d];
+        bool last = true; /* no dimension further out contributes: stop dividing */
+        for (int32_t e = d - 1; e >= 0; e--) {
+            int32_t ie = e - (out->rank - in->rank);
+            if (ie >= 0 && in->dims[ie] != 1) last = false;
+        }
+        if (used)
+            ampc_cg_line(k, "%s += (%s %% %lldLL) * %lldLL;", off, rem, (long long)od,
+                         (long long)in_strides[id]);
+        if (last) break;
+        ampc_cg_line(k, "%s /= %lldLL;", rem, (long long)od);
+    }
+    return off;
+}
+
+static ampc_status finish(ampc_cg_kernel *k, const uint32_t grid[3], const uint32_t block[3],
+                          uint32_t smem) {
+    ampc_cg *cg = k->cg;
+    AMPC_ASSERT(k->indent == 1);
+    ampc_strbuf text = {0};
+    ampc_sb_printf(&text, "// %s: %s\n", k->name, k->covers.data);
+    ampc_sb_printf(&text, "extern \"C\" __global__ void __launch_bounds__(%u) %s(%s) {\n%s}\n",
+                   block[0] * block[1] * block[2], k->name, k->params.data ? k->params.data : "",
+                   k->body.data ? k->body.data : "");
+    ampc_rt_step s = {.kind = AMPC_RT_STEP_KERNEL, .label = NULL};
+    s.label = ampc_arena_strdup(&cg->out->arena, k->covers.data);
+    s.kernel.name = ampc_arena_strdup(&cg->out->arena, k->name);
+    memcpy(s.kernel.grid, grid, sizeof s.kernel.grid);
+    memcpy(s.kernel.block, block, sizeof s.kernel.block);
+    s.kernel.smem = smem;
+    s.kernel.n_args = k->n_args;
+    s.kernel.args = ampc_arena_memdup(&cg->out->arena, k->args,
+                                      (size_t)(k->n_args ? k->n_args : 1) * sizeof *k->args);
+    int32_t step = ampc_cg_add_step(cg, &s);
+    if (cg->n_kernels > cg->cap_kernels) {
+        int32_t old = cg->cap_kernels;
+        cg->cap_kernels = cg->n_kernels * 2;
+        cg->kernels = ampc_xrealloc(cg->kernels, (size_t)cg->cap_kernels * sizeof *cg->kernels);
+        memset(cg->kernels + old, 0, (size_t)(cg->cap_kernels - old) * sizeof *cg->kernels);
+    }
+    /* The kernel's index was reserved at begin; its text lands in that slot. */
+    int32_t index = atoi(k->name + 1);
+    cg->kernels[index] = (cg_kernel_rec){ampc_sb_take(&text), step};
+    for (int32_t i = 0; i < k->n_names; i++) free(k->names[i]);
+    free(k->names);
+    free(k->args);
+    ampc_sb_free(&k->covers);
+    ampc_sb_free(&k->params);
+    ampc_sb_free(&k->body);
+    free(k);
+    return step < 0 ? AMPC_E_OOM : AMPC_OK;
+}
+
+ampc_status ampc_cg_kernel_end_launch(ampc_cg_kernel *k, const uint32_t grid[3],
+                                      const uint32_t block[3], uint32_t smem) {
+    return finish(k, grid, block, smem);
+}
+
+ampc_status ampc_cg_kernel_end(ampc_cg_kernel *k, int64_t threads, int32_t block) {
+    uint32_t b = block > 0 ? (uint32_t)block : 256;
+    int64_t blocks = (threads + b - 1) / b;
+    /* Enough blocks to fill any current GPU many times over; the grid-stride loop does the rest. */
+    if (blocks > 65536) blocks = 65536;
+    if (blocks < 1) blocks = 1;
+    uint32_t grid[3] = {(uint32_t)blocks, 1, 1}, blk[3] = {b, 1, 1};
+    return finish(k, grid, blk, 0);
+}

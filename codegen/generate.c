@@ -1,0 +1,275 @@
+/*
+ * generate.c — the codegen driver: checks that the memory plan exists, lowers every node through
+ * the lower-kind table, and assembles the plan (weights blob, inputs/outputs, steps) and the
+ * translation units.
+ *
+ *   1. weights: the constants at their planned offsets; values that a node computes but that are
+ *      already known (folded while building, when the fold pass is disabled) are appended after
+ *      them and copied into place by a copy step.
+ *   2. nodes in order: LOWER_NONE ops are views (no work when the view shares its input's bytes,
+ *      else a copy); every other kind goes to its lowering function.
+ *   3. units: kernels in emission order, split into contiguous groups (at most max_units), each
+ *      unit a banner, the includes and its kernels.
+ */
+#include "internal.h"
+
+#include "compiler/nvrtc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The lowering function of each kind (lower_<kind>.c). */
+static const ampc_cg_lower_fn lowerers[] = {
+    [LOWER_NONE] = NULL, /* handled by the driver: views and known values */
+    [LOWER_ELEMENTWISE] = ampc_cg_lower_elementwise,
+    [LOWER_REDUCE] = ampc_cg_lower_reduce,
+    [LOWER_NORM] = ampc_cg_lower_norm,
+    [LOWER_CONTRACT] = ampc_cg_lower_contract,
+    [LOWER_CONV] = ampc_cg_lower_conv,
+    [LOWER_POOL] = ampc_cg_lower_pool,
+    [LOWER_MOVE] = ampc_cg_lower_move,
+    [LOWER_INDEX] = ampc_cg_lower_index,
+    [LOWER_CONTROL] = ampc_cg_lower_control,
+};
+_Static_assert(AMPC_ARRAY_LEN(lowerers) == LOWER_CONTROL + 1, "a lower kind has no entry");
+
+ampc_graph *ampc_cg_graph(ampc_cg *cg) { return cg->g; }
+const ampc_cg_options *ampc_cg_opts(ampc_cg *cg) { return &cg->o; }
+
+/* Control flow (If, Loop, Scan) runs its bodies on the host's command: not generated yet. */
+ampc_status ampc_cg_lower_control(ampc_cg *cg, const ampc_node *n) {
+    return AMPC_FAIL(cg->g, n, AMPC_E_UNSUPPORTED,
+                     "%s has no GPU lowering yet (control flow); it runs on the reference "
+                     "evaluator only", ampc_op_get(n->op)->onnx);
+}
+
+ampc_rt_ref ampc_cg_ref(ampc_cg *cg, const ampc_value *v) {
+    (void)cg;
+    AMPC_ASSERT(v->mem_space != AMPC_MEM_NONE);
+    return (ampc_rt_ref){v->mem_space == AMPC_MEM_WEIGHTS ? AMPC_RT_WEIGHTS : AMPC_RT_ARENA,
+                         v->mem_offset, (int64_t)ampc_ir_nbytes(v)};
+}
+
+bool ampc_cg_same_bytes(ampc_cg *cg, const ampc_value *a, const ampc_value *b) {
+    (void)cg;
+    return a->mem_space == b->mem_space && a->mem_offset == b->mem_offset;
+}
+
+const char *ampc_cg_label(ampc_cg *cg, const ampc_node *n) {
+    ampc_strbuf sb = {0};
+    ampc_sb_printf(&sb, "%s '%s'", ampc_op_get(n->op)->onnx, n->name);
+    const char *s = ampc_arena_strdup(&cg->out->arena, sb.data);
+    ampc_sb_free(&sb);
+    return s;
+}
+
+int32_t ampc_cg_add_step(ampc_cg *cg, const ampc_rt_step *s) {
+    if (cg->n_steps == cg->cap_steps) {
+        cg->cap_steps = cg->cap_steps ? cg->cap_steps * 2 : 64;
+        cg->steps = ampc_xrealloc(cg->steps, (size_t)cg->cap_steps * sizeof *cg->steps);
+    }
+    cg->steps[cg->n_steps] = *s;
+    return cg->n_steps++;
+}
+
+ampc_status ampc_cg_step_gemm(ampc_cg *cg, const ampc_node *n, const ampc_rt_gemm *p) {
+    ampc_rt_step s = {.kind = AMPC_RT_STEP_GEMM, .label = ampc_cg_label(cg, n), .gemm = *p};
+    return ampc_cg_add_step(cg, &s) < 0 ? AMPC_E_OOM : AMPC_OK;
+}
+
+ampc_status ampc_cg_step_conv(ampc_cg *cg, const ampc_node *n, const ampc_rt_conv *p) {
+    ampc_rt_step s = {.kind = AMPC_RT_STEP_CONV, .label = ampc_cg_label(cg, n), .conv = *p};
+    return ampc_cg_add_step(cg, &s) < 0 ? AMPC_E_OOM : AMPC_OK;
+}
+
+ampc_status ampc_cg_step_copy(ampc_cg *cg, const ampc_node *n, ampc_rt_ref src, ampc_rt_ref dst) {
+    if (!dst.bytes || (src.space == dst.space && src.offset == dst.offset)) return AMPC_OK;
+    ampc_rt_step s = {.kind = AMPC_RT_STEP_COPY, .label = ampc_cg_label(cg, n)};
+    s.copy.src = src;
+    s.copy.dst = dst;
+    return ampc_cg_add_step(cg, &s) < 0 ? AMPC_E_OOM : AMPC_OK;
+}
+
+ampc_status ampc_cg_step_memset(ampc_cg *cg, const ampc_node *n, ampc_rt_ref dst) {
+    if (!dst.bytes) return AMPC_OK;
+    ampc_rt_step s = {.kind = AMPC_RT_STEP_MEMSET, .label = ampc_cg_label(cg, n)};
+    s.memset.dst = dst;
+    return ampc_cg_add_step(cg, &s) < 0 ? AMPC_E_OOM : AMPC_OK;
+}
+
+/* ---- 1. weights ----------------------------------------------------------------------------- */
+
+static int64_t align256(int64_t x) { return (x + 255) & ~(int64_t)255; }
+
+/* Bytes the known outputs of computed nodes need after the constants. */
+static int64_t known_bytes(const ampc_graph *g) {
+    int64_t extra = 0;
+    for (int32_t i = 0; i < g->n_values; i++) {
+        const ampc_value *v = g->values[i];
+        if (v->data && v->producer && v->mem_space == AMPC_MEM_ARENA)
+            extra = align256(extra + (int64_t)ampc_ir_nbytes(v));
+    }
+    return extra;
+}
+
+static ampc_status build_weights(ampc_cg *cg) {
+    ampc_graph *g = cg->g;
+    int64_t total = g->weights_bytes + known_bytes(g);
+    unsigned char *w = calloc(1, (size_t)(total ? total : 1));
+    if (!w) return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory for %lld bytes of weights",
+                             (long long)total);
+    cg->out->weights_owned = w;
+    for (int32_t i = 0; i < g->n_values; i++) {
+        const ampc_value *v = g->values[i];
+        if (v->mem_space == AMPC_MEM_WEIGHTS && v->data && !v->producer)
+            memcpy(w + v->mem_offset, v->data, ampc_ir_nbytes(v));
+    }
+    cg->out->plan.weights = w;
+    cg->out->plan.weights_bytes = total;
+    return AMPC_OK;
+}
+
+/* A node whose outputs are all known: copy each from the weights (appended at `*at`). */
+static ampc_status lower_known(ampc_cg *cg, const ampc_node *n, int64_t *at) {
+    unsigned char *w = cg->out->weights_owned;
+    for (int32_t j = 0; j < n->n_outputs; j++) {
+        const ampc_value *v = n->outputs[j];
+        size_t nb = ampc_ir_nbytes(v);
+        memcpy(w + *at, v->data, nb);
+        ampc_rt_ref src = {AMPC_RT_WEIGHTS, *at, (int64_t)nb};
+        *at = align256(*at + (int64_t)nb);
+        ampc_status st = ampc_cg_step_copy(cg, n, src, ampc_cg_ref(cg, v));
+        if (st != AMPC_OK) return st;
+    }
+    return AMPC_OK;
+}
+
+/* ---- 2. nodes ------------------------------------------------------------------------------- */
+
+static bool all_outputs_known(const ampc_node *n) {
+    for (int32_t j = 0; j < n->n_outputs; j++)
+        if (!n->outputs[j]->data) return false;
+    return n->n_outputs > 0;
+}
+
+static ampc_status lower_node(ampc_cg *cg, const ampc_node *n, int64_t *known_at) {
+    const ampc_op_info *info = ampc_op_get(n->op);
+    if (all_outputs_known(n)) return lower_known(cg, n, known_at);
+    if (info->lower == LOWER_NONE) {
+        /* Views and Identity: the memory plan usually made the output share the input's bytes. */
+        if (ampc_op_has(n->op, T_VIEW) && n->n_inputs && n->inputs[0])
+            return ampc_cg_step_copy(cg, n, ampc_cg_ref(cg, n->inputs[0]),
+                                     ampc_cg_ref(cg, n->outputs[0]));
+        return AMPC_FAIL(cg->g, n, AMPC_E_UNSUPPORTED,
+                         "%s must be resolved at compile time, but its output depends on run-time "
+                         "values; ampc compiles static graphs",
+                         info->onnx);
+    }
+    return lowerers[info->lower](cg, n);
+}
+
+/* ---- 3. units ------------------------------------------------------------------------------- */
+
+
+static ampc_status build_units(ampc_cg *cg) {
+    ampc_cg_output *out = cg->out;
+    int32_t max_units = cg->o.max_units > 0 ? cg->o.max_units : 8;
+    int32_t units = (cg->n_kernels + 23) / 24; /* about two dozen kernels a unit; none when no
+                                                  * kernels (copies and library steps only) */
+    if (units > max_units) units = max_units;
+    out->n_units = units;
+    out->n_kernels = cg->n_kernels;
+    out->sources = ampc_arena_alloc(&out->arena, (size_t)(units ? units : 1) * sizeof *out->sources);
+    out->unit_names = ampc_arena_alloc(&out->arena, (size_t)(units ? units : 1) * sizeof *out->unit_names);
+    if (!out->sources || !out->unit_names) return AMPC_FAIL(cg->g, NULL, AMPC_E_OOM, "out of memory");
+    for (int32_t u = 0; u < units; u++) {
+        int32_t first = (int32_t)((int64_t)cg->n_kernels * u / units);
+        int32_t last = (int32_t)((int64_t)cg->n_kernels * (u + 1) / units);
+        ampc_strbuf sb = {0};
+        ampc_sb_printf(&sb, "// generated by ampc %s - do not edit\n", AMPC_VERSION_STRING);
+        ampc_sb_printf(&sb, "// graph '%s', unit %d of %d: kernels k%d to k%d; math %s\n",
+                       cg->g->name, u, units, first, last - 1,
+                       cg->o.math == AMPC_RT_MATH_TF32 ? "tf32" : "fp32");
+        /* Every kernel template (the .cuh files of codegen/kernels, embedded): each unit may use any. */
+        int32_t n_headers;
+        const ampc_embedded_file *headers = ampc_kernel_headers(&n_headers);
+        for (int32_t h = 0; h < n_headers; h++)
+            ampc_sb_printf(&sb, "#include \"%s\"\n", headers[h].name);
+        ampc_sb_putc(&sb, '\n');
+        for (int32_t k = first; k < last; k++) {
+            cg_kernel_rec *rec = &cg->kernels[k];
+            if (!rec->text) continue;
+            ampc_sb_puts(&sb, rec->text);
+            ampc_sb_putc(&sb, '\n');
+            cg->steps[rec->step].kernel.unit = u;
+        }
+        out->sources[u] = ampc_arena_strdup(&out->arena, sb.data ? sb.data : "");
+        ampc_sb_free(&sb);
+        char name[160];
+        snprintf(name, sizeof name, "%.120s_u%d.cu", cg->g->name, u);
+        for (char *p = name; *p; p++)
+            if (*p == '/' || *p == ' ') *p = '_';
+        out->unit_names[u] = ampc_arena_strdup(&out->arena, name);
+    }
+    return AMPC_OK;
+}
+
+static ampc_rt_io *build_io(ampc_cg *cg, ampc_value *const *vals, int32_t n) {
+    ampc_rt_io *io = ampc_arena_alloc(&cg->out->arena, (size_t)(n ? n : 1) * sizeof *io);
+    for (int32_t i = 0; io && i < n; i++) {
+        const ampc_value *v = vals[i];
+        io[i] = (ampc_rt_io){ampc_arena_strdup(&cg->out->arena, v->name), v->dtype, v->shape,
+                             ampc_cg_ref(cg, v)};
+    }
+    return io;
+}
+
+ampc_status ampc_cg_generate(ampc_graph *g, const ampc_cg_options *o, ampc_cg_output **out) {
+    *out = NULL;
+    if (ampc_graph_status(g) != AMPC_OK) return ampc_graph_status(g);
+    for (int32_t i = 0; i < g->n_values; i++)
+        if (g->values[i]->mem_space == AMPC_MEM_NONE && !(g->values[i]->flags & AMPC_VALUE_POISON))
+            return AMPC_FAIL(g, NULL, AMPC_E_INTERNAL,
+                             "value '%s' has no place in memory: run the plan-memory pass before "
+                             "code generation", g->values[i]->name);
+    ampc_cg cg = {.g = g};
+    if (o) cg.o = *o;
+    cg.out = ampc_xcalloc(1, sizeof *cg.out);
+    ampc_arena_init(&cg.out->arena);
+    ampc_rt_plan *plan = &cg.out->plan;
+    plan->version = AMPC_RT_PLAN_VERSION;
+    plan->name = ampc_arena_strdup(&cg.out->arena, g->name);
+    plan->arena_bytes = g->arena_bytes;
+
+    ampc_status st = build_weights(&cg);
+    int64_t known_at = g->weights_bytes;
+    for (int32_t i = 0; i < g->n_nodes && st == AMPC_OK; i++)
+        if (!g->nodes[i]->dead) st = lower_node(&cg, g->nodes[i], &known_at);
+    if (st == AMPC_OK) st = build_units(&cg);
+    if (st == AMPC_OK) {
+        plan->n_units = cg.out->n_units;
+        plan->steps = ampc_arena_memdup(&cg.out->arena, cg.steps,
+                                        (size_t)(cg.n_steps ? cg.n_steps : 1) * sizeof *cg.steps);
+        plan->n_steps = cg.n_steps;
+        plan->inputs = build_io(&cg, g->inputs, g->n_inputs);
+        plan->n_inputs = g->n_inputs;
+        plan->outputs = build_io(&cg, g->outputs, g->n_outputs);
+        plan->n_outputs = g->n_outputs;
+    }
+    for (int32_t k = 0; k < cg.cap_kernels; k++) free(cg.kernels[k].text);
+    free(cg.kernels);
+    free(cg.steps);
+    if (st != AMPC_OK) {
+        ampc_cg_output_free(cg.out);
+        return st;
+    }
+    *out = cg.out;
+    return AMPC_OK;
+}
+
+void ampc_cg_output_free(ampc_cg_output *out) {
+    if (!out) return;
+    free(out->weights_owned);
+    ampc_arena_free(&out->arena);
+    free(out);
+}

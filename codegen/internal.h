@@ -1,0 +1,47 @@
+/*
+ * internal.h — the codegen context shared by generate.c (the driver and plan assembly) and
+ * emit.c (the kernel emitter). Lowering functions see only codegen.h.
+ */
+#ifndef AMPC_CODEGEN_INTERNAL_H
+#define AMPC_CODEGEN_INTERNAL_H
+
+#include "codegen.h"
+
+/* A kernel's text and the step that launches it, kept until units are formed. */
+typedef struct cg_kernel_rec {
+    char *text;      /* comment + definition (malloc'ed) */
+    int32_t step;    /* index of its launch step */
+} cg_kernel_rec;
+
+struct ampc_cg {
+    ampc_graph *g;
+    ampc_cg_options o;
+    ampc_cg_output *out;     /* arena for everything the plan points to */
+    ampc_rt_step *steps;     /* growable (malloc), copied into the arena at the end */
+    int32_t n_steps, cap_steps;
+    cg_kernel_rec *kernels;
+    int32_t n_kernels, cap_kernels;
+    ampc_status status;      /* first failure of an emitter call */
+};
+
+struct ampc_cg_kernel {
+    ampc_cg *cg;
+    const ampc_node *node;   /* the first node covered (diagnostics) */
+    char name[80];
+    ampc_strbuf covers;      /* "Add 'add_3', Relu 'relu_4'" */
+    ampc_strbuf params;      /* the parameter list */
+    ampc_strbuf body;
+    int32_t indent;
+    int32_t n_args, cap_args;
+    ampc_rt_arg *args;
+    int32_t n_locals;
+    char **names;            /* names handed out (params, locals), freed at the end */
+    int32_t n_names;
+};
+
+/* Adds a step (copied) and returns its index; -1 on OOM (recorded). */
+int32_t ampc_cg_add_step(ampc_cg *cg, const ampc_rt_step *s);
+/* "<Op> '<name>'" in the output arena. */
+const char *ampc_cg_label(ampc_cg *cg, const ampc_node *n);
+
+#endif

@@ -1,0 +1,89 @@
+/*
+ * common.cuh — the type helpers every generated kernel includes (as "ampc/common.cuh"): short
+ * names for the element types, the accumulation type of each, and load / store / convert
+ * helpers that go through f32 (f64 for double) so one kernel template serves every dtype.
+ *
+ * This file is embedded into ampc at build time and handed to NVRTC as an in-memory header; it
+ * must compile on its own under `--std=c++17 -default-device` for compute_80 and up, with only
+ * the CUDA toolkit headers on the include path (no libstdc++).
+ */
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace ampc {
+
+/* ---- element types (the names ampc_dtype uses) --------------------------------------------- */
+typedef float f32;
+typedef double f64;
+typedef __half f16;
+typedef __nv_bfloat16 bf16;
+typedef signed char i8;
+typedef unsigned char u8;
+typedef short i16;
+typedef int i32;
+typedef long long i64;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+/* ---- accumulation type: what arithmetic on an element is done in ---------------------------- */
+/* Floats narrower than f32 compute in f32, f64 in f64, integers and bool in themselves. */
+template <typename T> struct acc { typedef T type; };
+template <> struct acc<f16> { typedef float type; };
+template <> struct acc<bf16> { typedef float type; };
+template <typename T> using acc_t = typename acc<T>::type;
+
+/* ---- conversions ---------------------------------------------------------------------------- */
+/* to_f32 / to_f64: any element to a wide float (f16/bf16 exactly; ints as static_cast). */
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ float to_f32(double x) { return (float)x; }
+__device__ __forceinline__ float to_f32(f16 x) { return __half2float(x); }
+__device__ __forceinline__ float to_f32(bf16 x) { return __bfloat162float(x); }
+template <typename T> __device__ __forceinline__ float to_f32(T x) { return (float)x; }
+
+__device__ __forceinline__ double to_f64(f16 x) { return (double)__half2float(x); }
+__device__ __forceinline__ double to_f64(bf16 x) { return (double)__bfloat162float(x); }
+template <typename T> __device__ __forceinline__ double to_f64(T x) { return (double)x; }
+
+/* cvt<To>(x): element conversion with round-to-nearest-even into f16/bf16, and C semantics
+ * otherwise (truncation toward zero for float -> int, nonzero -> true for bool). */
+template <typename To> struct cvt_impl {
+    template <typename From> __device__ __forceinline__ static To run(From x) { return (To)x; }
+    __device__ __forceinline__ static To run(f16 x) { return (To)__half2float(x); }
+    __device__ __forceinline__ static To run(bf16 x) { return (To)__bfloat162float(x); }
+};
+template <> struct cvt_impl<f16> {
+    __device__ __forceinline__ static f16 run(f16 x) { return x; }
+    __device__ __forceinline__ static f16 run(double x) { return __double2half(x); }
+    template <typename From> __device__ __forceinline__ static f16 run(From x) {
+        return __float2half_rn(to_f32(x));
+    }
+};
+template <> struct cvt_impl<bf16> {
+    __device__ __forceinline__ static bf16 run(bf16 x) { return x; }
+    __device__ __forceinline__ static bf16 run(double x) { return __double2bfloat16(x); }
+    template <typename From> __device__ __forceinline__ static bf16 run(From x) {
+        return __float2bfloat16_rn(to_f32(x));
+    }
+};
+template <> struct cvt_impl<bool> {
+    template <typename From> __device__ __forceinline__ static bool run(From x) {
+        return to_f64(x) != 0.0;
+    }
+    __device__ __forceinline__ static bool run(bool x) { return x; }
+};
+template <typename To, typename From> __device__ __forceinline__ To cvt(From x) {
+    return cvt_impl<To>::run(x);
+}
+
+/* ---- memory --------------------------------------------------------------------------------- */
+/* ld(p, i): element i of p in its accumulation type; st(p, i, v): stores v converted to T. */
+template <typename T> __device__ __forceinline__ acc_t<T> ld(const T *p, i64 i) {
+    return cvt<acc_t<T>>(p[i]);
+}
+template <typename T, typename V> __device__ __forceinline__ void st(T *p, i64 i, V v) {
+    p[i] = cvt<T>(v);
+}
+
+} // namespace ampc

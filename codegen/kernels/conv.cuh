@@ -1,0 +1,184 @@
+/*
+ * conv.cuh — device helpers for the generated contraction, convolution and pooling kernels
+ * (codegen/lower_contract.c, lower_conv.c, lower_pool.c). The kernels themselves are generated
+ * with their geometry baked in; what lives here is what must match the reference evaluator bit
+ * for bit where it matters:
+ *   - arithmetic that the reference does in double and then truncates or rounds to an integer
+ *     (integer Resize, requantisation): done with the _rn intrinsics, which the compiler never
+ *     contracts into a fused multiply-add, so the products and sums round as the host's do;
+ *   - float -> integer stores that wrap as the reference's store does (through int64);
+ *   - the pools' NaN-propagating maximum (the first maximum wins ties, NaN beats everything);
+ *   - warp reductions for the global pools.
+ * Everything is in namespace ampc::cv.
+ */
+#pragma once
+
+#include "ampc/common.cuh"
+
+namespace ampc {
+namespace cv {
+
+/* ---- exact double / float steps -------------------------------------------------------------- */
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+
+/* acc + w * v with the product and the sum rounded separately (no FMA), as the host computes. */
+template <typename T> __device__ __forceinline__ T madd_rn(T acc, T w, T v) {
+    return add_rn(acc, mul_rn(w, v));
+}
+
+/* ---- stores ---------------------------------------------------------------------------------- */
+/* A double into an element of T the way the reference's store does: floats round to nearest;
+ * integers truncate toward zero into int64 (saturating, NaN -> 0) and then wrap to T's width;
+ * u64 saturates to [0, 2^64). */
+template <typename T> struct from_f64 {
+    __device__ __forceinline__ static T run(double v) { return (T)(long long)v; }
+};
+template <> struct from_f64<unsigned long long> {
+    __device__ __forceinline__ static unsigned long long run(double v) {
+        return (unsigned long long)v;
+    }
+};
+template <> struct from_f64<bool> {
+    __device__ __forceinline__ static bool run(double v) { return v != 0.0; }
+};
+template <> struct from_f64<float> {
+    __device__ __forceinline__ static float run(double v) { return (float)v; }
+};
+template <> struct from_f64<double> {
+    __device__ __forceinline__ static double run(double v) { return v; }
+};
+template <> struct from_f64<f16> {
+    /* through f32, as the reference rounds (double -> float -> half) */
+    __device__ __forceinline__ static f16 run(double v) { return __float2half_rn((float)v); }
+};
+template <> struct from_f64<bf16> {
+    __device__ __forceinline__ static bf16 run(double v) { return __float2bfloat16_rn((float)v); }
+};
+template <typename T> __device__ __forceinline__ T store_f64(double v) { return from_f64<T>::run(v); }
+
+/* ---- quantisation ---------------------------------------------------------------------------- */
+/* The requantisation multiplier sa * sb / sy, rounded to f32 at each step as the reference does. */
+__device__ __forceinline__ float requant_scale(float sa, float sb, float sy) {
+    return __fdiv_rn(__fmul_rn(sa, sb), sy);
+}
+/* v rounded half to even and saturated into [lo, hi]; NaN gives 0. */
+__device__ __forceinline__ double sat_rint(double v, double lo, double hi) {
+    v = rint(v);
+    return v != v ? 0.0 : v < lo ? lo : v > hi ? hi : v;
+}
+
+/* ---- pooling --------------------------------------------------------------------------------- */
+/* -infinity of a float type (NVRTC has no <math.h> macros). */
+template <typename T> __device__ __forceinline__ T neg_inf();
+template <> __device__ __forceinline__ float neg_inf<float>() { return -__int_as_float(0x7f800000); }
+template <> __device__ __forceinline__ double neg_inf<double>() {
+    return -__longlong_as_double(0x7ff0000000000000LL);
+}
+
+/* Whether v replaces the running maximum `best`: larger, or NaN while best is not. */
+template <typename T> __device__ __forceinline__ bool max_takes(T v, T best) {
+    return v > best || (v != v && best == best);
+}
+
+__device__ __forceinline__ float absv(float x) { return fabsf(x); }
+__device__ __forceinline__ double absv(double x) { return fabs(x); }
+__device__ __forceinline__ float powv(float x, float p) { return powf(x, p); }
+__device__ __forceinline__ double powv(double x, double p) { return pow(x, p); }
+
+/* Warp-wide sum and NaN-propagating max; every lane of the warp must take part. */
+template <typename T> __device__ __forceinline__ T warp_sum(T v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+template <typename T> __device__ __forceinline__ T warp_max(T v) {
+    for (int o = 16; o > 0; o >>= 1) {
+        T u = __shfl_xor_sync(0xffffffffu, v, o);
+        if (max_takes(u, v)) v = u;
+    }
+    return v;
+}
+
+/* ---- Resize taps at run time ----------------------------------------------------------------- */
+/* For tf_crop_and_resize with a roi known only at run time, the taps of an output coordinate are
+ * computed in the kernel, by the same steps as the tables lower_pool.c builds at compile time
+ * (a port of ir/ref/resize.c's coeffs and axis_build). mode: 0 nearest, 1 linear, 2 cubic;
+ * nearest: 0 round_prefer_floor, 1 round_prefer_ceil, 2 floor, 3 ceil. */
+__device__ inline int rs_coeffs(int mode, int nearest, double A, bool aa, double ratio,
+                                double scale, double *w) {
+    if (mode == 0) {
+        bool right = ratio == 1 ? true
+                     : nearest == 0 ? ratio > 0.5
+                     : nearest == 1 ? ratio >= 0.5
+                                    : nearest == 3;
+        w[0] = !right, w[1] = right;
+        return 2;
+    }
+    if (!aa || scale >= 1) {
+        if (mode == 1) {
+            w[0] = 1 - ratio, w[1] = ratio;
+            return 2;
+        }
+        double r = ratio, q = 1 - ratio;
+        w[0] = ((A * (r + 1) - 5 * A) * (r + 1) + 8 * A) * (r + 1) - 4 * A;
+        w[1] = ((A + 2) * r - (A + 3)) * r * r + 1;
+        w[2] = ((A + 2) * q - (A + 3)) * q * q + 1;
+        w[3] = ((A * (q + 1) - 5 * A) * (q + 1) + 8 * A) * (q + 1) - 4 * A;
+        return 4;
+    }
+    int start = (int)floor((mode == 1 ? -1 : -2) / scale) + 1, cnt = 2 - 2 * start;
+    if (cnt > 64) cnt = 64;
+    double sum = 0;
+    for (int i = 0; i < cnt; i++) {
+        double x = fabs(scale * (start + i - ratio)), v;
+        if (mode == 1) {
+            v = 1 - x;
+            v = v < 0 ? 0 : v > 1 ? 1 : v;
+        } else {
+            double x2 = x * x, x3 = x2 * x;
+            v = x <= 1 ? (A + 2) * x3 - (A + 3) * x2 + 1
+                : x < 2 ? A * x3 - 5 * A * x2 + 8 * A * x - 4 * A
+                        : 0;
+        }
+        w[i] = v;
+        sum += v;
+    }
+    for (int i = 0; i < cnt; i++) w[i] /= sum;
+    return cnt;
+}
+
+/* The taps (clamped input index, non-zero weight) of input coordinate xo along an axis of `in`
+ * entries; returns their count. */
+__device__ inline int rs_taps(int mode, int nearest, double A, bool excl, bool aa, double scale,
+                              long long in, double xo, long long *idx, double *wt) {
+    double w[64];
+    double f = floor(xo), ratio = xo - f;
+    if (ratio == 0) f -= 1, ratio = 1;
+    int k = rs_coeffs(mode, nearest, A, aa, ratio, scale, w);
+    long long pad = k / 2;
+    double first_d = f - k / 2 + 1, lo = (double)-pad, hi = (double)(in + pad - k);
+    first_d = first_d < lo ? lo : first_d > hi ? hi : first_d;
+    long long first = (long long)first_d;
+    if (excl) {
+        double sum = 0;
+        for (int i = 0; i < k; i++) {
+            if (first + i < 0 || first + i >= in) w[i] = 0;
+            sum += w[i];
+        }
+        for (int i = 0; i < k; i++) w[i] /= sum;
+    }
+    int m = 0;
+    for (int i = 0; i < k; i++) {
+        if (w[i] == 0) continue;
+        long long p = first + i;
+        idx[m] = p < 0 ? 0 : p >= in ? in - 1 : p;
+        wt[m] = w[i];
+        m++;
+    }
+    return m;
+}
+
+} // namespace cv
+} // namespace ampc

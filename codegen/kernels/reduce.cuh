@@ -1,0 +1,151 @@
+/*
+ * reduce.cuh — device helpers for the generated reductions, arg reductions, scans and
+ * normalisations (codegen/lower_reduce.c, codegen/lower_norm.c).
+ *
+ * A generated kernel of these families walks "rows": one row per thread (W = 1), per warp
+ * (W = 32, several rows per block along threadIdx.y) or per block (W > 32, blockDim.x == W, one
+ * row per block). Each thread folds the elements k = tid, tid + W, ... of its row into a private
+ * accumulator, and row_allreduce<W> combines the W partial results so that every thread of the
+ * row holds the total (a warp butterfly, then shared memory across warps). The combine functors
+ * mirror the reference evaluator (ir/ref/reduce.c, norm.c, index.c): Max and Min let NaN stick,
+ * the arg reductions prefer NaN and break ties by index (first, or last with select_last_index).
+ * Accumulators are float for f32/f16/bf16, double for f64, 64-bit integers for integers (sums
+ * and products wrap in unsigned arithmetic, as the reference's int64 does).
+ */
+#pragma once
+
+#include "ampc/common.cuh"
+#include "ampc/elementwise.cuh" /* INFINITY, NAN, m_exp / m_log / m_sqrt, is_nan / is_inf */
+
+namespace ampc {
+
+/* ---- combine functors ----------------------------------------------------------------------- */
+struct red_add {
+    template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
+};
+struct red_mul {
+    template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a * b; }
+};
+/* Max / Min where a NaN on either side wins (the reference's "NaN sticks"); for integers the
+ * b != b test is always false. */
+struct red_max {
+    template <typename T> __device__ __forceinline__ T operator()(T a, T b) const {
+        return (b > a || b != b) ? b : a;
+    }
+};
+struct red_min {
+    template <typename T> __device__ __forceinline__ T operator()(T a, T b) const {
+        return (b < a || b != b) ? b : a;
+    }
+};
+
+/* ---- warp / block all-reductions ------------------------------------------------------------ */
+/* T is float, double, long long or unsigned long long (what __shfl_*_sync takes). */
+template <typename T> __device__ __forceinline__ T red_shfl_xor(T v, int m) {
+    return __shfl_xor_sync(0xffffffffu, v, m);
+}
+
+/* Butterfly over the 32 lanes: every lane ends with the same total. */
+template <typename T, typename Op> __device__ __forceinline__ T warp_allreduce(T v, Op op) {
+#pragma unroll
+    for (int m = 16; m > 0; m >>= 1) v = op(v, red_shfl_xor(v, m));
+    return v;
+}
+
+/* Over the whole block (blockDim.x a multiple of 32, blockDim.y == 1); every thread gets the
+ * total. Safe to call repeatedly: the first barrier keeps a previous call's readers ahead. */
+template <typename T, typename Op> __device__ T block_allreduce(T v, Op op, T id) {
+    __shared__ T sh[32];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_allreduce(v, op);
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : id;
+    return warp_allreduce(v, op);
+}
+
+/* The row's total for a row of W threads (1: the thread's own value). */
+template <int W, typename T, typename Op> __device__ __forceinline__ T row_allreduce(T v, Op op, T id) {
+    if constexpr (W == 1) return v;
+    else if constexpr (W <= 32) return warp_allreduce(v, op);
+    else return block_allreduce(v, op, id);
+}
+
+/* ---- arg reductions ------------------------------------------------------------------------- */
+/* Whether candidate (vb, ib) beats (va, ia) for ArgMax (MAX) / ArgMin, first or LAST index on
+ * ties; a NaN beats every number, and among NaNs the first (or last) wins; index -1 is "no
+ * candidate yet". A total order, so partial results may be combined in any order. */
+template <bool MAX, bool LAST, typename T>
+__device__ __forceinline__ bool arg_better(T va, long long ia, T vb, long long ib) {
+    if (ib < 0) return false;
+    if (ia < 0) return true;
+    const bool an = va != va, bn = vb != vb;
+    if (an || bn) return an && bn ? (LAST ? ib > ia : ib < ia) : bn;
+    if (va == vb) return LAST ? ib > ia : ib < ia;
+    return MAX ? vb > va : vb < va;
+}
+
+template <bool MAX, bool LAST, typename T> __device__ __forceinline__ void warp_argreduce(T &v, long long &i) {
+#pragma unroll
+    for (int m = 16; m > 0; m >>= 1) {
+        const T ov = red_shfl_xor(v, m);
+        const long long oi = red_shfl_xor(i, m);
+        if (arg_better<MAX, LAST>(v, i, ov, oi)) v = ov, i = oi;
+    }
+}
+
+/* Every thread of the row ends with the row's best (v, i). */
+template <int W, bool MAX, bool LAST, typename T> __device__ void row_argreduce(T &v, long long &i) {
+    if constexpr (W == 1) return;
+    else {
+        warp_argreduce<MAX, LAST>(v, i);
+        if constexpr (W > 32) {
+            __shared__ T shv[32];
+            __shared__ long long shi[32];
+            const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+            __syncthreads();
+            if (lane == 0) shv[w] = v, shi[w] = i;
+            __syncthreads();
+            v = lane < nw ? shv[lane] : v;
+            i = lane < nw ? shi[lane] : -1;
+            warp_argreduce<MAX, LAST>(v, i);
+        }
+    }
+}
+
+/* ---- scans ---------------------------------------------------------------------------------- */
+/* Block-wide scan of one value per thread (blockDim.x a multiple of 32, blockDim.y == 1) under
+ * the associative op with identity id, in thread order: returns the inclusive prefix, and sets
+ * `excl` to the exclusive one and `total` to the whole block's. */
+template <typename T, typename Op> __device__ T block_scan(T v, Op op, T id, T &excl, T &total) {
+    __shared__ T sh[32];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    T incl = v;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+        const T o = __shfl_up_sync(0xffffffffu, incl, d);
+        if (lane >= d) incl = op(o, incl);
+    }
+    T wex = __shfl_up_sync(0xffffffffu, incl, 1);
+    if (lane == 0) wex = id;
+    __syncthreads();
+    if (lane == 31) sh[w] = incl;
+    __syncthreads();
+    if (w == 0) { /* scan the warp totals in place (each lane reads and writes its own slot) */
+        T s = lane < nw ? sh[lane] : id;
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            const T o = __shfl_up_sync(0xffffffffu, s, d);
+            if (lane >= d) s = op(o, s);
+        }
+        if (lane < nw) sh[lane] = s;
+    }
+    __syncthreads();
+    const T before = w > 0 ? sh[w - 1] : id;
+    total = sh[nw - 1];
+    excl = op(before, wex);
+    return op(before, incl);
+}
+
+} // namespace ampc

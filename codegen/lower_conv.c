@@ -1,0 +1,331 @@
+/*
+ * lower_conv.c — GPU lowering of the convolutions (LOWER_CONV): Conv, ConvTranspose, ConvInteger
+ * and QLinearConv.
+ *
+ * The window (kernel, strides, dilations and the resolved pads, auto_pad included) comes from
+ * ampc_infer_conv_geom (ir/infer/conv.c), which places it exactly as the reference kernels do.
+ *
+ * cuDNN steps (runtime/plan.h's ampc_rt_conv): Conv and ConvTranspose on f32 (with the compile's
+ * math option, TF32 by default), f16 and bf16, with 1 to 3 spatial dims, any groups, strides and
+ * dilations, the optional bias, when the pads are symmetric (pad_begin == pad_end >= 0: the
+ * legacy cuDNN API the runtime uses takes one pad per dim) and, for ConvTranspose, when cuDNN's
+ * forward convolution of the output gives back the input's dims (output_padding < stride).
+ *
+ * Generated direct kernels, one thread per output element (correct, slower), for everything
+ * else: asymmetric pads (the memory plan has no temporaries to pad the input into), f64, more
+ * than 3 spatial dims or tensors past cuDNN's 2^31-element limit, ConvTranspose shapes cuDNN
+ * cannot express (negative or asymmetric pads from output_shape, output_padding >= stride),
+ * ConvInteger and QLinearConv. A forward output sums over its window's kernel points (the
+ * bounds checks baked per dim, dropped where the window never leaves the input) and, per point,
+ * over the group's input channels, in the reference's order; ConvTranspose gathers, per output
+ * point, the input points whose scattered kernel reaches it. Floats accumulate in f32 (f64 for
+ * f64), the integer convolutions exactly in int64; QLinearConv requantises as ir/ref/quant.c.
+ */
+#include "codegen.h"
+#include "ir/infer/infer.h"
+
+#include <limits.h>
+#include <string.h>
+
+/* Everything a convolution kernel or step needs about one node. */
+typedef struct conv_desc {
+    const ampc_value *x, *w, *b, *y;
+    const ampc_value *zx, *zw;           /* ConvInteger, QLinearConv: zero points */
+    const ampc_value *sx, *sw, *sy, *zy; /* QLinearConv: scales and the output zero point */
+    bool transpose, integer, qlinear;
+    int64_t batch, c, m, group;          /* N, input channels, output channels, groups */
+    ampc_conv_geom geo;
+    int64_t in[AMPC_MAX_RANK], out[AMPC_MAX_RANK];
+} conv_desc;
+
+static ampc_status describe(ampc_cg *cg, const ampc_node *n, conv_desc *d) {
+    ampc_graph *g = ampc_cg_graph(cg);
+    memset(d, 0, sizeof d[0]);
+    d->qlinear = n->op == AMPC_OP_QLINEAR_CONV;
+    d->integer = d->qlinear || n->op == AMPC_OP_CONV_INTEGER;
+    d->transpose = n->op == AMPC_OP_CONV_TRANSPOSE;
+    d->x = n->inputs[0];
+    d->y = n->outputs[0];
+    if (d->qlinear) {
+        d->w = n->inputs[3];
+        d->sx = n->inputs[1];
+        d->zx = n->inputs[2];
+        d->sw = n->inputs[4];
+        d->zw = n->inputs[5];
+        d->sy = n->inputs[6];
+        d->zy = n->inputs[7];
+        d->b = n->n_inputs > 8 ? n->inputs[8] : NULL;
+    } else {
+        d->w = n->inputs[1];
+        if (d->integer) {
+            d->zx = n->n_inputs > 2 ? n->inputs[2] : NULL;
+            d->zw = n->n_inputs > 3 ? n->inputs[3] : NULL;
+        } else {
+            d->b = n->n_inputs > 2 ? n->inputs[2] : NULL;
+        }
+    }
+    d->batch = d->x->shape.dims[0];
+    d->c = d->x->shape.dims[1];
+    d->m = d->y->shape.dims[1];
+    d->group = ampc_ir_attr_int(g, n, "group", 1);
+    if (d->group < 1) d->group = 1;
+    ampc_status st = ampc_infer_conv_geom(g, n, &d->geo);
+    if (st != AMPC_OK) return st;
+    for (int32_t i = 0; i < d->geo.k; i++) {
+        d->in[i] = d->x->shape.dims[2 + i];
+        d->out[i] = d->y->shape.dims[2 + i];
+    }
+    return AMPC_OK;
+}
+
+/* ---- cuDNN ----------------------------------------------------------------------------------- */
+
+/* numel of n x c x spatial within cuDNN's int limit. */
+static bool fits_int(int64_t n, int64_t c, const int64_t *sp, int32_t k) {
+    int64_t v;
+    if (__builtin_mul_overflow(n, c, &v)) return false;
+    for (int32_t i = 0; i < k; i++)
+        if (__builtin_mul_overflow(v, sp[i], &v)) return false;
+    return v <= INT_MAX;
+}
+
+/* Whether the cuDNN provider can run this convolution (see the file comment). */
+static bool cudnn_ok(const conv_desc *d) {
+    const ampc_conv_geom *g = &d->geo;
+    ampc_dtype t = d->x->dtype;
+    if (d->integer || (t != AMPC_DTYPE_F32 && t != AMPC_DTYPE_F16 && t != AMPC_DTYPE_BF16))
+        return false;
+    if (g->k < 1 || g->k > 3 || d->c < 1 || d->m < 1) return false;
+    for (int32_t i = 0; i < g->k; i++) {
+        if (g->pad_begin[i] != g->pad_end[i] || g->pad_begin[i] < 0) return false;
+        if (d->transpose) {
+            /* cuDNN runs the transpose as the data gradient of the forward convolution of y. */
+            int64_t ext = (g->kernel[i] - 1) * g->dil[i] + 1;
+            int64_t fwd = d->out[i] + g->pad_begin[i] + g->pad_end[i] - ext;
+            if (fwd < 0 || fwd / g->stride[i] + 1 != d->in[i]) return false;
+        }
+    }
+    int64_t wk = d->w->shape.dims[1];
+    return fits_int(d->batch, d->c, d->in, g->k) && fits_int(d->batch, d->m, d->out, g->k) &&
+           fits_int(d->w->shape.dims[0], wk, g->kernel, g->k);
+}
+
+static ampc_status conv_step(ampc_cg *cg, const ampc_node *n, const conv_desc *d) {
+    ampc_rt_conv p;
+    memset(&p, 0, sizeof p);
+    p.spatial = d->geo.k;
+    p.n = d->batch;
+    p.c_in = d->c;
+    p.c_out = d->m;
+    p.groups = d->group;
+    for (int32_t i = 0; i < d->geo.k; i++) {
+        p.in[i] = d->in[i];
+        p.out[i] = d->out[i];
+        p.kernel[i] = d->geo.kernel[i];
+        p.stride[i] = d->geo.stride[i];
+        p.dilation[i] = d->geo.dil[i];
+        p.pad_begin[i] = d->geo.pad_begin[i];
+        p.pad_end[i] = d->geo.pad_end[i];
+        p.output_padding[i] = d->transpose ? d->geo.output_padding[i] : 0;
+    }
+    p.dtype = d->x->dtype;
+    p.math = d->x->dtype == AMPC_DTYPE_F32 ? ampc_cg_opts(cg)->math : (uint8_t)AMPC_RT_MATH_DEFAULT;
+    p.transpose = d->transpose;
+    p.has_bias = d->b != NULL;
+    p.x = ampc_cg_ref(cg, d->x);
+    p.w = ampc_cg_ref(cg, d->w);
+    if (d->b) p.bias = ampc_cg_ref(cg, d->b);
+    p.y = ampc_cg_ref(cg, d->y);
+    return ampc_cg_step_conv(cg, n, &p);
+}
+
+/* ---- generated direct kernels ---------------------------------------------------------------- */
+
+/* Declares n_, m_ and the spatial coordinates o<d>_ of output element i (NC + k spatial dims). */
+static void output_coords(ampc_cg_kernel *k, const conv_desc *d) {
+    ampc_cg_line(k, "long long t_ = i;");
+    for (int32_t i = d->geo.k - 1; i >= 0; i--) {
+        ampc_cg_line(k, "const long long o%d_ = t_ %% %lldLL;", i, (long long)d->out[i]);
+        ampc_cg_line(k, "t_ /= %lldLL;", (long long)d->out[i]);
+    }
+    ampc_cg_line(k, "const long long m_ = t_ %% %lldLL, n_ = t_ / %lldLL;", (long long)d->m,
+                 (long long)d->m);
+}
+
+/* Row-major strides of the spatial dims of `dims` (k entries) and their product. */
+static int64_t spatial_strides(const int64_t *dims, int32_t k, int64_t *st) {
+    int64_t acc = 1;
+    for (int32_t i = k - 1; i >= 0; i--) st[i] = acc, acc *= dims[i];
+    return acc;
+}
+
+/* Forward: Conv (floats, any dims), ConvInteger, QLinearConv. */
+static ampc_status direct_forward(ampc_cg *cg, const ampc_node *n, const conv_desc *d) {
+    const ampc_conv_geom *g = &d->geo;
+    int64_t count = ampc_ir_numel(d->y), xs[AMPC_MAX_RANK], ks[AMPC_MAX_RANK];
+    int64_t q = spatial_strides(d->in, g->k, xs), kn = spatial_strides(g->kernel, g->k, ks);
+    int64_t cg_ = d->c / d->group, mg = d->m / d->group;
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, d->qlinear ? "qlinear_conv"
+                                                   : d->integer ? "conv_integer" : "conv_direct");
+    const char *px = ampc_cg_param(k, d->x, false), *pw = ampc_cg_param(k, d->w, false);
+    const char *pb = d->b ? ampc_cg_param(k, d->b, false) : NULL;
+    const char *pzx = d->zx ? ampc_cg_param(k, d->zx, false) : NULL;
+    const char *pzw = d->zw ? ampc_cg_param(k, d->zw, false) : NULL;
+    const char *psx = NULL, *psw = NULL, *psy = NULL, *pzy = NULL;
+    if (d->qlinear) {
+        psx = ampc_cg_param(k, d->sx, false);
+        psw = ampc_cg_param(k, d->sw, false);
+        psy = ampc_cg_param(k, d->sy, false);
+        pzy = ampc_cg_param(k, d->zy, false);
+    }
+    const char *py = ampc_cg_param(k, d->y, true);
+    const char *ct = d->integer ? "long long" : ampc_cg_compute_type(d->x->dtype);
+    ampc_cg_grid_loop(k, count);
+    output_coords(k, d);
+    ampc_cg_line(k, "const long long g_ = m_ / %lldLL;", (long long)(mg ? mg : 1));
+    ampc_cg_line(k, "const long long xb_ = (n_ * %lldLL + g_ * %lldLL) * %lldLL;", (long long)d->c,
+                 (long long)cg_, (long long)q);
+    ampc_cg_line(k, "const long long wb_ = m_ * %lldLL;", (long long)(cg_ * kn));
+    if (d->integer) {
+        /* x's zero point is per tensor; w's per tensor or one per output channel. */
+        if (pzx) ampc_cg_line(k, "const long long zx_ = (long long)%s[0];", pzx);
+        else ampc_cg_line(k, "const long long zx_ = 0;");
+        if (pzw)
+            ampc_cg_line(k, "const long long zw_ = (long long)%s[%s];", pzw,
+                         ampc_ir_numel(d->zw) > 1 ? "m_" : "0");
+        else
+            ampc_cg_line(k, "const long long zw_ = 0;");
+    }
+    /* The accumulator starts at the bias (floats; the integer convs add theirs after). */
+    if (pb && !d->integer)
+        ampc_cg_line(k, "%s acc_ = ampc::cvt<%s>(%s[m_]);", ct, ct, pb);
+    else
+        ampc_cg_line(k, "%s acc_ = 0;", ct);
+    /* One window point per iteration of the nested loops, the input point's bounds checked only
+     * along dims where the window can leave the input. */
+    for (int32_t i = 0; i < g->k; i++) {
+        ampc_cg_open(k, "for (long long k%d_ = 0; k%d_ < %lldLL; k%d_++)", i, i,
+                     (long long)g->kernel[i], i);
+        ampc_cg_line(k, "const long long p%d_ = o%d_ * %lldLL + k%d_ * %lldLL - %lldLL;", i, i,
+                     (long long)g->stride[i], i, (long long)g->dil[i], (long long)g->pad_begin[i]);
+        int64_t lo = -g->pad_begin[i];
+        int64_t hi = (d->out[i] - 1) * g->stride[i] + (g->kernel[i] - 1) * g->dil[i] - g->pad_begin[i];
+        if (lo < 0 || hi >= d->in[i])
+            ampc_cg_line(k, "if (p%d_ < 0 || p%d_ >= %lldLL) continue;", i, i, (long long)d->in[i]);
+    }
+    ampc_strbuf xo = {0}, wo = {0};
+    for (int32_t i = 0; i < g->k; i++) {
+        ampc_sb_printf(&xo, " + p%d_ * %lldLL", i, (long long)xs[i]);
+        ampc_sb_printf(&wo, " + k%d_ * %lldLL", i, (long long)ks[i]);
+    }
+    ampc_cg_line(k, "const long long xo_ = xb_%s, wo_ = wb_%s;", xo.data ? xo.data : "",
+                 wo.data ? wo.data : "");
+    ampc_sb_free(&xo);
+    ampc_sb_free(&wo);
+    ampc_cg_line(k, "%s s_ = 0;", ct);
+    ampc_cg_open(k, "for (long long c_ = 0; c_ < %lldLL; c_++)", (long long)cg_);
+    if (d->integer)
+        ampc_cg_line(k, "s_ += ((long long)%s[xo_ + c_ * %lldLL] - zx_) * ((long long)%s[wo_ + c_ * "
+                        "%lldLL] - zw_);", px, (long long)q, pw, (long long)kn);
+    else
+        ampc_cg_line(k, "s_ += ampc::cvt<%s>(%s[xo_ + c_ * %lldLL]) * ampc::cvt<%s>(%s[wo_ + c_ * "
+                        "%lldLL]);", ct, px, (long long)q, ct, pw, (long long)kn);
+    ampc_cg_close(k);
+    ampc_cg_line(k, "acc_ += s_;");
+    for (int32_t i = 0; i < g->k; i++) ampc_cg_close(k);
+    if (!d->integer) {
+        ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(acc_);", py, ampc_cg_ctype(d->y->dtype));
+    } else if (!d->qlinear) {
+        ampc_cg_line(k, "%s[i] = (int)acc_;", py);
+    } else {
+        bool per_channel = ampc_ir_numel(d->sw) > 1;
+        if (pb) ampc_cg_line(k, "const double v_ = (double)acc_ + (double)(long long)%s[m_];", pb);
+        else ampc_cg_line(k, "const double v_ = (double)acc_;");
+        ampc_cg_line(k, "const float s2_ = ampc::cv::requant_scale(ampc::cvt<float>(%s[0]), "
+                        "ampc::cvt<float>(%s[%s]), ampc::cvt<float>(%s[0]));",
+                     psx, psw, per_channel ? "m_" : "0", psy);
+        bool s8 = d->y->dtype == AMPC_DTYPE_I8;
+        ampc_cg_line(k, "%s[i] = (%s)ampc::cv::sat_rint(ampc::cv::add_rn(ampc::cv::mul_rn(v_, "
+                        "(double)s2_), (double)(long long)%s[0]), %s, %s);",
+                     py, ampc_cg_ctype(d->y->dtype), pzy, s8 ? "-128.0" : "0.0",
+                     s8 ? "127.0" : "255.0");
+    }
+    ampc_cg_close(k);
+    return ampc_cg_kernel_end(k, count, 256);
+}
+
+/* ConvTranspose, gathered: output point o along a dim receives input point q through kernel
+ * point j when q * stride + j * dilation - pad_begin == o. */
+static ampc_status direct_transpose(ampc_cg *cg, const ampc_node *n, const conv_desc *d) {
+    const ampc_conv_geom *g = &d->geo;
+    int64_t count = ampc_ir_numel(d->y), xs[AMPC_MAX_RANK], ks[AMPC_MAX_RANK];
+    int64_t q = spatial_strides(d->in, g->k, xs), kn = spatial_strides(g->kernel, g->k, ks);
+    int64_t cg_ = d->c / d->group, mg = d->m / d->group;
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, "conv_transpose_direct");
+    const char *px = ampc_cg_param(k, d->x, false), *pw = ampc_cg_param(k, d->w, false);
+    const char *pb = d->b ? ampc_cg_param(k, d->b, false) : NULL;
+    const char *py = ampc_cg_param(k, d->y, true);
+    const char *ct = ampc_cg_compute_type(d->x->dtype);
+    ampc_cg_grid_loop(k, count);
+    output_coords(k, d);
+    ampc_cg_line(k, "const long long g_ = m_ / %lldLL, mi_ = m_ %% %lldLL;", (long long)(mg ? mg : 1),
+                 (long long)(mg ? mg : 1));
+    ampc_cg_line(k, "const long long xb_ = (n_ * %lldLL + g_ * %lldLL) * %lldLL;", (long long)d->c,
+                 (long long)cg_, (long long)q);
+    /* W is [C, M/group, K...]: input channel g_ * CG + c_, output channel mi_ of the group. */
+    ampc_cg_line(k, "const long long wb_ = (g_ * %lldLL + mi_) * %lldLL;", (long long)(cg_ * mg),
+                 (long long)kn);
+    ampc_cg_line(k, "%s acc_ = 0;", ct);
+    for (int32_t i = 0; i < g->k; i++) {
+        ampc_cg_open(k, "for (long long k%d_ = 0; k%d_ < %lldLL; k%d_++)", i, i,
+                     (long long)g->kernel[i], i);
+        ampc_cg_line(k, "const long long t%d_ = o%d_ + %lldLL - k%d_ * %lldLL;", i, i,
+                     (long long)g->pad_begin[i], i, (long long)g->dil[i]);
+        if (g->stride[i] == 1) {
+            ampc_cg_line(k, "if (t%d_ < 0 || t%d_ >= %lldLL) continue;", i, i, (long long)d->in[i]);
+            ampc_cg_line(k, "const long long q%d_ = t%d_;", i, i);
+        } else {
+            ampc_cg_line(k, "if (t%d_ < 0 || t%d_ %% %lldLL != 0) continue;", i, i,
+                         (long long)g->stride[i]);
+            ampc_cg_line(k, "const long long q%d_ = t%d_ / %lldLL;", i, i, (long long)g->stride[i]);
+            ampc_cg_line(k, "if (q%d_ >= %lldLL) continue;", i, (long long)d->in[i]);
+        }
+    }
+    ampc_strbuf xo = {0}, wo = {0};
+    for (int32_t i = 0; i < g->k; i++) {
+        ampc_sb_printf(&xo, " + q%d_ * %lldLL", i, (long long)xs[i]);
+        ampc_sb_printf(&wo, " + k%d_ * %lldLL", i, (long long)ks[i]);
+    }
+    ampc_cg_line(k, "const long long xo_ = xb_%s, wo_ = wb_%s;", xo.data ? xo.data : "",
+                 wo.data ? wo.data : "");
+    ampc_sb_free(&xo);
+    ampc_sb_free(&wo);
+    ampc_cg_open(k, "for (long long c_ = 0; c_ < %lldLL; c_++)", (long long)cg_);
+    ampc_cg_line(k, "acc_ += ampc::cvt<%s>(%s[xo_ + c_ * %lldLL]) * ampc::cvt<%s>(%s[wo_ + c_ * "
+                    "%lldLL]);", ct, px, (long long)q, ct, pw, (long long)(mg * kn));
+    ampc_cg_close(k);
+    for (int32_t i = 0; i < g->k; i++) ampc_cg_close(k);
+    if (pb) ampc_cg_line(k, "acc_ += ampc::cvt<%s>(%s[m_]);", ct, pb);
+    ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(acc_);", py, ampc_cg_ctype(d->y->dtype));
+    ampc_cg_close(k);
+    return ampc_cg_kernel_end(k, count, 256);
+}
+
+/* ---- entry ----------------------------------------------------------------------------------- */
+
+ampc_status ampc_cg_lower_conv(ampc_cg *cg, const ampc_node *n) {
+    switch (n->op) {
+    case AMPC_OP_CONV: case AMPC_OP_CONV_TRANSPOSE: case AMPC_OP_CONV_INTEGER:
+    case AMPC_OP_QLINEAR_CONV: break;
+    default:
+        return AMPC_FAIL(ampc_cg_graph(cg), n, AMPC_E_UNSUPPORTED,
+                         "%s has no GPU lowering yet; it runs on the reference evaluator only",
+                         ampc_op_get(n->op)->onnx);
+    }
+    if (ampc_ir_numel(n->outputs[0]) == 0) return AMPC_OK; /* nothing to compute */
+    conv_desc d;
+    ampc_status st = describe(cg, n, &d);
+    if (st != AMPC_OK) return st;
+    if (cudnn_ok(&d)) return conv_step(cg, n, &d);
+    return d.transpose ? direct_transpose(cg, n, &d) : direct_forward(cg, n, &d);
+}

@@ -1,0 +1,282 @@
+/*
+ * lower_elementwise.c — generated kernels for the elementwise family (LOWER_ELEMENTWISE).
+ *
+ * One thread per output element in a grid-stride loop. Each input is loaded at its broadcast
+ * offset (strides baked in) into the compute type of its dtype (float for f32/f16/bf16, double
+ * for f64, 64-bit for integers); the op is one C expression over those locals (a, b, c, or
+ * x0..xN for variadic ops), taken from the table below with attributes baked in as literals;
+ * the result is converted to the output dtype on store. The expressions mirror the reference
+ * kernels (ir/ref/elementwise.c), edge cases included (see kernels/elementwise.cuh).
+ */
+#include "codegen.h"
+
+#include <string.h>
+
+/* A float attribute or its default. */
+static double fattr(const ampc_node *n, const char *name, double dflt) {
+    const ampc_attr *a = ampc_ir_attr_find(n, name);
+    return a && a->kind == AMPC_ATTR_FLOAT ? (double)a->f : dflt;
+}
+
+static int64_t iattr(const ampc_node *n, const char *name, int64_t dflt) {
+    const ampc_attr *a = ampc_ir_attr_find(n, name);
+    return a && a->kind == AMPC_ATTR_INT ? a->i : dflt;
+}
+
+/* A literal of the compute type: "((float)0.200000003)". */
+static void lit(ampc_strbuf *sb, const char *ct, double v) { ampc_sb_printf(sb, "((%s)%.17g)", ct, v); }
+
+/* Writes the expression of a unary float op over `a` (compute type ct); false when the op is
+ * not one. */
+static bool unary_float_expr(const ampc_node *n, const char *ct, ampc_strbuf *e) {
+    static const struct {
+        ampc_opcode op;
+        const char *fn;
+    } calls[] = {
+        {AMPC_OP_SQRT, "m_sqrt"},   {AMPC_OP_EXP, "m_exp"},     {AMPC_OP_LOG, "m_log"},
+        {AMPC_OP_ERF, "m_erf"},     {AMPC_OP_TANH, "m_tanh"},   {AMPC_OP_FLOOR, "m_floor"},
+        {AMPC_OP_CEIL, "m_ceil"},   {AMPC_OP_ROUND, "m_rint"},  {AMPC_OP_SIN, "m_sin"},
+        {AMPC_OP_COS, "m_cos"},     {AMPC_OP_TAN, "m_tan"},     {AMPC_OP_ASIN, "m_asin"},
+        {AMPC_OP_ACOS, "m_acos"},   {AMPC_OP_ATAN, "m_atan"},   {AMPC_OP_SINH, "m_sinh"},
+        {AMPC_OP_COSH, "m_cosh"},   {AMPC_OP_ASINH, "m_asinh"}, {AMPC_OP_ACOSH, "m_acosh"},
+        {AMPC_OP_ATANH, "m_atanh"}, {AMPC_OP_SIGMOID, "sigmoid"}, {AMPC_OP_SOFTPLUS, "softplus"},
+        {AMPC_OP_SIGN, "sign"},
+    };
+    for (int i = 0; i < AMPC_ARRAY_LEN(calls); i++)
+        if (calls[i].op == n->op) {
+            ampc_sb_printf(e, "ampc::%s(a)", calls[i].fn);
+            return true;
+        }
+    switch (n->op) {
+    case AMPC_OP_ABS: ampc_sb_puts(e, "ampc::m_abs(a)"); return true;
+    case AMPC_OP_NEG: ampc_sb_puts(e, "(-a)"); return true;
+    case AMPC_OP_RECIPROCAL: ampc_sb_printf(e, "((%s)1 / a)", ct); return true;
+    case AMPC_OP_RELU: ampc_sb_printf(e, "(a > (%s)0 ? a : (a == a ? (%s)0 : a))", ct, ct); return true;
+    case AMPC_OP_GELU: {
+        const ampc_attr *ap = ampc_ir_attr_find(n, "approximate");
+        bool t = ap && ap->kind == AMPC_ATTR_STRING && !strcmp(ap->s, "tanh");
+        ampc_sb_printf(e, "ampc::%s(a)", t ? "gelu_tanh" : "gelu_erf");
+        return true;
+    }
+    case AMPC_OP_SOFTSIGN: ampc_sb_printf(e, "(a / ((%s)1 + ampc::m_abs(a)))", ct); return true;
+    case AMPC_OP_MISH: ampc_sb_puts(e, "(a * ampc::m_tanh(ampc::softplus(a)))"); return true;
+    case AMPC_OP_HARD_SWISH:
+        ampc_sb_printf(e, "(a * fmin(fmax(a / (%s)6 + (%s)0.5, (%s)0), (%s)1))", ct, ct, ct, ct);
+        return true;
+    case AMPC_OP_HARD_SIGMOID:
+        ampc_sb_puts(e, "fmin(fmax(");
+        lit(e, ct, fattr(n, "alpha", 0.2f));
+        ampc_sb_puts(e, " * a + ");
+        lit(e, ct, fattr(n, "beta", 0.5f));
+        ampc_sb_printf(e, ", (%s)0), (%s)1)", ct, ct);
+        return true;
+    case AMPC_OP_LEAKY_RELU:
+        ampc_sb_puts(e, "(a < 0 ? ");
+        lit(e, ct, fattr(n, "alpha", 0.01f));
+        ampc_sb_puts(e, " * a : a)");
+        return true;
+    case AMPC_OP_ELU:
+        ampc_sb_puts(e, "(a < 0 ? ");
+        lit(e, ct, fattr(n, "alpha", 1.0f));
+        ampc_sb_puts(e, " * ampc::m_expm1(a) : a)");
+        return true;
+    case AMPC_OP_SELU: {
+        double al = fattr(n, "alpha", 1.67326319217681884765625f);
+        double ga = fattr(n, "gamma", 1.05070102214813232421875f);
+        ampc_sb_puts(e, "(a <= 0 ? ");
+        lit(e, ct, ga * al);
+        ampc_sb_puts(e, " * ampc::m_expm1(a) : ");
+        lit(e, ct, ga);
+        ampc_sb_puts(e, " * a)");
+        return true;
+    }
+    case AMPC_OP_CELU: {
+        double al = fattr(n, "alpha", 1.0f);
+        ampc_sb_puts(e, "(a > 0 ? a : ");
+        lit(e, ct, al);
+        ampc_sb_puts(e, " * ampc::m_expm1(a / ");
+        lit(e, ct, al);
+        ampc_sb_puts(e, "))");
+        return true;
+    }
+    case AMPC_OP_THRESHOLDED_RELU:
+        ampc_sb_puts(e, "(a > ");
+        lit(e, ct, fattr(n, "alpha", 1.0f));
+        ampc_sb_printf(e, " ? a : (%s)0)", ct);
+        return true;
+    case AMPC_OP_SWISH:
+        ampc_sb_puts(e, "(a * ampc::sigmoid(");
+        lit(e, ct, fattr(n, "alpha", 1.0f));
+        ampc_sb_puts(e, " * a))");
+        return true;
+    case AMPC_OP_IS_NAN: ampc_sb_puts(e, "ampc::is_nan(a)"); return true;
+    case AMPC_OP_IS_INF: {
+        bool neg = iattr(n, "detect_negative", 1), pos = iattr(n, "detect_positive", 1);
+        ampc_sb_printf(e, "(ampc::is_inf(a) && (a > 0 ? %s : %s))", pos ? "true" : "false",
+                       neg ? "true" : "false");
+        return true;
+    }
+    default: return false;
+    }
+}
+
+/* Expression of a binary op over a, b (same compute type ct unless Pow). */
+static bool binary_expr(const ampc_node *n, const char *ct, bool fl, ampc_strbuf *e) {
+    const char *wrap = fl ? NULL : "";
+    switch (n->op) {
+    case AMPC_OP_ADD: ampc_sb_puts(e, wrap ? "ampc::wrap_add(a, b)" : "(a + b)"); return true;
+    case AMPC_OP_SUB: ampc_sb_puts(e, wrap ? "ampc::wrap_sub(a, b)" : "(a - b)"); return true;
+    case AMPC_OP_MUL: ampc_sb_puts(e, wrap ? "ampc::wrap_mul(a, b)" : "(a * b)"); return true;
+    case AMPC_OP_DIV: ampc_sb_puts(e, wrap ? "ampc::idiv(a, b)" : "(a / b)"); return true;
+    case AMPC_OP_POW:
+        /* Integer bases go through double and truncate, as the reference does. */
+        ampc_sb_puts(e, fl ? "ampc::m_pow(a, (decltype(a))b)" : "(double)ampc::m_pow((double)a, (double)b)");
+        return true;
+    case AMPC_OP_EQUAL: ampc_sb_puts(e, "(a == b)"); return true;
+    case AMPC_OP_LESS: ampc_sb_puts(e, "(a < b)"); return true;
+    case AMPC_OP_LESS_EQUAL: ampc_sb_puts(e, "(a <= b)"); return true;
+    case AMPC_OP_GREATER: ampc_sb_puts(e, "(a > b)"); return true;
+    case AMPC_OP_GREATER_EQUAL: ampc_sb_puts(e, "(a >= b)"); return true;
+    case AMPC_OP_AND: ampc_sb_puts(e, "(a && b)"); return true;
+    case AMPC_OP_OR: ampc_sb_puts(e, "(a || b)"); return true;
+    case AMPC_OP_XOR: ampc_sb_puts(e, "(!a != !b)"); return true;
+    case AMPC_OP_BITWISE_AND: ampc_sb_puts(e, "(a & b)"); return true;
+    case AMPC_OP_BITWISE_OR: ampc_sb_puts(e, "(a | b)"); return true;
+    case AMPC_OP_BITWISE_XOR: ampc_sb_puts(e, "(a ^ b)"); return true;
+    case AMPC_OP_PRELU: ampc_sb_printf(e, "(a < (%s)0 ? b * a : a)", ct); return true;
+    case AMPC_OP_MOD:
+        if (fl) ampc_sb_puts(e, "ampc::m_fmod(a, b)");
+        else ampc_sb_printf(e, "ampc::imod(a, b, %s)", iattr(n, "fmod", 0) ? "true" : "false");
+        return true;
+    default: return false;
+    }
+}
+
+/* Integer unary ops. */
+static bool unary_int_expr(const ampc_node *n, const char *ct, ampc_strbuf *e) {
+    switch (n->op) {
+    case AMPC_OP_ABS: ampc_sb_printf(e, "(a < (%s)0 ? (%s)(0ull - (unsigned long long)a) : a)", ct, ct); return true;
+    case AMPC_OP_NEG: ampc_sb_printf(e, "(%s)(0ull - (unsigned long long)a)", ct); return true;
+    case AMPC_OP_RELU: ampc_sb_printf(e, "(a > (%s)0 ? a : (%s)0)", ct, ct); return true;
+    case AMPC_OP_SIGN: ampc_sb_printf(e, "(%s)((a > (%s)0) - (a < (%s)0))", ct, ct, ct); return true;
+    case AMPC_OP_NOT: ampc_sb_puts(e, "(!a)"); return true;
+    case AMPC_OP_BITWISE_NOT: ampc_sb_puts(e, "(~a)"); return true;
+    default: return false;
+    }
+}
+
+/* Loads input i (at the broadcast offset for the output shape) into local `name`. */
+static void load(ampc_cg_kernel *k, const ampc_node *n, int32_t i, const char *name,
+                 const char **params) {
+    const ampc_value *v = n->inputs[i], *y = n->outputs[0];
+    const char *off = ampc_cg_bcast_offset(k, &y->shape, &v->shape, "i");
+    const char *ct = ampc_cg_compute_type(v->dtype);
+    ampc_cg_line(k, "const %s %s = ampc::cvt<%s>(%s[%s]);", ct, name, ct, params[i], off);
+}
+
+ampc_status ampc_cg_lower_elementwise(ampc_cg *cg, const ampc_node *n) {
+    ampc_graph *g = ampc_cg_graph(cg);
+    const ampc_value *y = n->outputs[0];
+    const ampc_value *x = n->inputs[0];
+    bool fl = ampc_dtype_is_float(x->dtype);
+    const char *ct = ampc_cg_compute_type(x->dtype);
+    ampc_strbuf e = {0};
+    bool ok = false, variadic = false;
+
+    switch (n->op) {
+    case AMPC_OP_CAST: case AMPC_OP_CAST_LIKE: case AMPC_OP_DROPOUT:
+        ampc_sb_puts(&e, "a");
+        ok = true;
+        break;
+    case AMPC_OP_WHERE: ampc_sb_puts(&e, "(a ? b : c)"); ok = true; break;
+    case AMPC_OP_MAX: case AMPC_OP_MIN: case AMPC_OP_SUM: case AMPC_OP_MEAN: variadic = ok = true; break;
+    case AMPC_OP_CLIP: {
+        bool lo = n->n_inputs > 1 && n->inputs[1], hi = n->n_inputs > 2 && n->inputs[2];
+        ampc_sb_puts(&e, "a");
+        if (lo) {
+            ampc_strbuf t = {0};
+            ampc_sb_printf(&t, "(%s < b ? b : %s)", e.data, e.data);
+            ampc_sb_free(&e);
+            e = t;
+        }
+        if (hi) {
+            ampc_strbuf t = {0};
+            ampc_sb_printf(&t, "(%s > c ? c : %s)", e.data, e.data);
+            ampc_sb_free(&e);
+            e = t;
+        }
+        ok = true;
+        break;
+    }
+    case AMPC_OP_SHRINK: {
+        double l = fattr(n, "lambd", 0.5f), b = fattr(n, "bias", 0.0f);
+        const char *dt = fl ? ct : "double"; /* integer Shrink computes in double, truncates */
+        ampc_sb_printf(&e, "((%s)a < -", dt);
+        lit(&e, dt, l);
+        ampc_sb_printf(&e, " ? (%s)a + ", dt);
+        lit(&e, dt, b);
+        ampc_sb_printf(&e, " : (%s)a > ", dt);
+        lit(&e, dt, l);
+        ampc_sb_printf(&e, " ? (%s)a - ", dt);
+        lit(&e, dt, b);
+        ampc_sb_printf(&e, " : (%s)0)", dt);
+        ok = true;
+        break;
+    }
+    case AMPC_OP_BIT_SHIFT: {
+        const ampc_attr *d = ampc_ir_attr_find(n, "direction");
+        bool left = d && d->kind == AMPC_ATTR_STRING && !strcmp(d->s, "LEFT");
+        int bits = (int)ampc_dtype_size(x->dtype) * 8;
+        ampc_sb_printf(&e, "(b >= %d ? (%s)0 : (%s)(a %s b))", bits, ct, ct, left ? "<<" : ">>");
+        ok = true;
+        break;
+    }
+    default:
+        if (n->n_inputs == 1) ok = fl ? unary_float_expr(n, ct, &e) : unary_int_expr(n, ct, &e);
+        else ok = binary_expr(n, ct, fl, &e);
+    }
+    if (!ok) {
+        ampc_sb_free(&e);
+        return AMPC_FAIL(g, n, AMPC_E_UNSUPPORTED,
+                         "%s on %s has no generated GPU kernel yet; it runs on the reference "
+                         "evaluator only", ampc_op_get(n->op)->onnx, ampc_dtype_name(x->dtype));
+    }
+
+    int64_t count = ampc_ir_numel(y);
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
+    const char *params[64], *outs[4];
+    int32_t np = 0;
+    for (int32_t i = 0; i < n->n_inputs && i < 60; i++)
+        params[np++] = n->inputs[i] ? ampc_cg_param(k, n->inputs[i], false) : NULL;
+    for (int32_t j = 0; j < n->n_outputs && j < 4; j++) outs[j] = ampc_cg_param(k, n->outputs[j], true);
+    ampc_cg_grid_loop(k, count);
+    const char *yct = ampc_cg_compute_type(y->dtype);
+    if (variadic) {
+        /* Fold left to right in the compute type; Mean divides once at the end. */
+        load(k, n, 0, "acc0", params);
+        ampc_cg_line(k, "%s r = acc0;", ct);
+        for (int32_t i = 1; i < n->n_inputs; i++) {
+            char nm[16];
+            snprintf(nm, sizeof nm, "x%d", i);
+            load(k, n, i, nm, params);
+            const char *f = n->op == AMPC_OP_MAX   ? (fl ? "ampc::max_nan(r, %s)" : "(r > %s ? r : %s)")
+                            : n->op == AMPC_OP_MIN ? (fl ? "ampc::min_nan(r, %s)" : "(r < %s ? r : %s)")
+                                                   : (fl ? "(r + %s)" : "ampc::wrap_add(r, %s)");
+            ampc_strbuf t = {0};
+            ampc_sb_printf(&t, f, nm, nm);
+            ampc_cg_line(k, "r = %s;", t.data);
+            ampc_sb_free(&t);
+        }
+        if (n->op == AMPC_OP_MEAN) ampc_cg_line(k, "r = r / (%s)%d;", ct, n->n_inputs);
+    } else {
+        static const char *const names[3] = {"a", "b", "c"};
+        for (int32_t i = 0; i < n->n_inputs && i < 3; i++)
+            if (n->inputs[i]) load(k, n, i, names[i], params);
+        ampc_cg_line(k, "const auto r = %s;", e.data);
+    }
+    ampc_cg_line(k, "%s[i] = ampc::cvt<%s>((%s)r);", outs[0], ampc_cg_ctype(y->dtype), yct);
+    if (n->op == AMPC_OP_DROPOUT && n->n_outputs > 1) ampc_cg_line(k, "%s[i] = true;", outs[1]);
+    ampc_cg_close(k);
+    ampc_sb_free(&e);
+    return ampc_cg_kernel_end(k, count, 256);
+}

@@ -1,0 +1,579 @@
+/*
+ * lower_norm.c — generated kernels for the LOWER_NORM family: Softmax, LogSoftmax, Hardmax,
+ * LpNormalization, LayerNormalization, RMSNormalization, InstanceNormalization,
+ * GroupNormalization, MeanVarianceNormalization, BatchNormalization (inference), LRN, and the
+ * losses NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss.
+ *
+ * Most of them are row operations: the input is viewed as rows of `len` elements (Softmax,
+ * Hardmax and LpNorm as [outer, len, inner] around their axis; LayerNorm and RMSNorm as
+ * [outer, inner] split at their axis; InstanceNorm as [N * C, spatial]; GroupNorm as
+ * [N * groups, C / groups * spatial]; MVN groups elements by its kept dims like a reduction).
+ * A row is handled by one thread, one warp or one block (make_rows), which makes a fixed number
+ * of passes over it: statistics reduced across the row's threads with kernels/reduce.cuh, then
+ * the write. Softmax subtracts the row maximum; statistics are two-pass (mean, then squared
+ * deviations) in f32 (f64 for f64 tensors or stash_type f64), as the reference evaluator
+ * (ir/ref/norm.c) computes them in double. BatchNormalization and LRN are one thread per element. The losses run one thread per
+ * (n, d) column; reductions "sum" and "mean" run in one block that reduces the partial sums.
+ * Edge cases follow the reference: a NaN row stays NaN, an empty LayerNorm row has NaN
+ * statistics, a zero norm divides by zero, a loss whose targets are all ignored is 0 / 0.
+ */
+#include "codegen.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---- rows (as in lower_reduce.c) ------------------------------------------------------------ */
+
+/* n rows of len elements, w threads a row (1, 32 or a multiple of 32), per_block rows a block. */
+typedef struct rows {
+    int64_t n;
+    int32_t w, per_block;
+} rows;
+
+/* A thread a row for short rows, or strided rows numerous enough that neighbouring threads read
+ * neighbouring elements; else a warp (contiguous up to 1024 elements) or a block. */
+static rows make_rows(int64_t n_rows, int64_t len, bool contiguous) {
+    rows r = {n_rows, 1, 1};
+    if (contiguous ? len < 32 : (len < 256 || n_rows >= 2048)) return r;
+    if (contiguous && len <= 1024) r.w = 32, r.per_block = 8;
+    else r.w = len <= 4096 ? 128 : 512;
+    return r;
+}
+
+static const char *rows_tid(const rows *r) { return r->w == 1 ? "0" : "threadIdx.x"; }
+
+/* Opens the loop over rows (variable `row`, uniform across a row's threads). */
+static void rows_open(ampc_cg_kernel *k, const rows *r) {
+    if (r->w == 1) {
+        ampc_cg_grid_loop(k, r->n);
+        ampc_cg_line(k, "const long long row = i;");
+    } else {
+        ampc_cg_open(k, "for (long long row = (long long)blockIdx.x * %d + threadIdx.y; row < %lldLL; "
+                        "row += (long long)gridDim.x * %d)",
+                     r->per_block, (long long)r->n, r->per_block);
+    }
+}
+
+static ampc_status rows_end(ampc_cg_kernel *k, const rows *r) {
+    if (r->w == 1) return ampc_cg_kernel_end(k, r->n, 256);
+    int64_t blocks = (r->n + r->per_block - 1) / r->per_block;
+    if (blocks > 65536) blocks = 65536;
+    const uint32_t grid[3] = {(uint32_t)blocks, 1, 1}, block[3] = {(uint32_t)r->w, (uint32_t)r->per_block, 1};
+    return ampc_cg_kernel_end_launch(k, grid, block, 0);
+}
+
+/* Opens "for (long long j = <first>; j < len; j += w)": the row elements of this thread. */
+static void open_row_loop(ampc_cg_kernel *k, const rows *r, int64_t len) {
+    ampc_cg_open(k, "for (long long j = %s; j < %lldLL; j += %d)", rows_tid(r), (long long)len, r->w);
+}
+
+/* Emits "v = row_allreduce<w>(v, op, id);" when a row has several threads. */
+static void allreduce(ampc_cg_kernel *k, const rows *r, const char *v, const char *op, const char *id) {
+    if (r->w > 1) ampc_cg_line(k, "%s = ampc::row_allreduce<%d>(%s, %s, %s);", v, r->w, v, op, id);
+}
+
+/* "if (threadIdx.x == 0) " when a row has several threads: per-row writes happen once. */
+static const char *first_only(const rows *r) { return r->w > 1 ? "if (threadIdx.x == 0) " : ""; }
+
+/* ---- attributes and shapes ------------------------------------------------------------------ */
+
+static int64_t dims_prod(const ampc_shape *s, int32_t lo, int32_t hi) {
+    int64_t p = 1;
+    for (int32_t d = lo; d < hi; d++) p *= s->dims[d];
+    return p;
+}
+
+static int32_t axis_of(const ampc_node *n, int32_t rank) {
+    const ampc_attr *a = ampc_ir_attr_find(n, "axis");
+    int64_t axis = a && a->kind == AMPC_ATTR_INT ? a->i : -1;
+    return (int32_t)(axis < 0 ? axis + rank : axis);
+}
+
+static double fattr(const ampc_node *n, const char *name, float dflt) {
+    const ampc_attr *a = ampc_ir_attr_find(n, name);
+    return a && a->kind == AMPC_ATTR_FLOAT ? (double)a->f : (double)dflt;
+}
+
+/* The accumulation type for float tensors: double when any is f64, else float. */
+static const char *acc_type(const ampc_value *const *vs, int32_t n) {
+    for (int32_t i = 0; i < n; i++)
+        if (vs[i] && vs[i]->dtype == AMPC_DTYPE_F64) return "double";
+    return "float";
+}
+
+/* The accumulation type of a statistics-computing op: acc_type of its tensors, or double when
+ * stash_type (the statistics' precision) asks for f64. */
+static const char *stash_acc_type(const ampc_node *n, const ampc_value *const *vs, int32_t k) {
+    const ampc_attr *a = ampc_ir_attr_find(n, "stash_type");
+    if (a && a->kind == AMPC_ATTR_INT && a->i == (int64_t)ampc_dtype_to_onnx(AMPC_DTYPE_F64)) return "double";
+    return acc_type(vs, k);
+}
+
+/* Emits the base offset `b` of row `row` of [outer, len, inner] (element j at b + j * inner). */
+static void emit_axis_base(ampc_cg_kernel *k, int64_t len, int64_t inner) {
+    if (inner == 1) ampc_cg_line(k, "const long long b = row * %lldLL;", (long long)len);
+    else
+        ampc_cg_line(k, "const long long b = (row / %lldLL) * %lldLL + row %% %lldLL;", (long long)inner,
+                     (long long)(len * inner), (long long)inner);
+}
+
+/* ---- Softmax, LogSoftmax, Hardmax, LpNormalization: along one axis ---------------------------- */
+
+/* One kernel: a row per thread, warp or block (make_rows) of the [outer, len, inner] view; every
+ * row's threads read its elements j = tid, tid + w, ... and combine partial results with
+ * row_allreduce before the write pass. */
+static ampc_status lower_axis_op(ampc_cg *cg, const ampc_node *n) {
+    const ampc_value *x = n->inputs[0], *y = n->outputs[0];
+    if (ampc_ir_numel(x) == 0) return AMPC_OK;
+    const int32_t rank = x->shape.rank, ax = axis_of(n, rank);
+    const int64_t len = x->shape.dims[ax], inner = dims_prod(&x->shape, ax + 1, rank);
+    const int64_t outer = dims_prod(&x->shape, 0, ax);
+    const char *at = acc_type(&x, 1), *yt = ampc_cg_ctype(y->dtype);
+    rows r = make_rows(outer * inner, len, inner == 1);
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
+    const char *px = ampc_cg_param(k, x, false), *py = ampc_cg_param(k, y, true);
+    char elem[64]; /* element j of the row */
+    snprintf(elem, sizeof elem, "%s[b + j * %lldLL]", px, (long long)inner);
+    rows_open(k, &r);
+    emit_axis_base(k, len, inner);
+
+    switch (n->op) {
+    case AMPC_OP_SOFTMAX: case AMPC_OP_LOG_SOFTMAX: {
+        /* max (NaN sticks), sum of exp(x - max), write */
+        ampc_cg_line(k, "%s mx = -(%s)INFINITY;", at, at);
+        open_row_loop(k, &r, len);
+        ampc_cg_line(k, "mx = ampc::red_max()(mx, ampc::cvt<%s>(%s));", at, elem);
+        ampc_cg_close(k);
+        char id[48];
+        snprintf(id, sizeof id, "-(%s)INFINITY", at);
+        allreduce(k, &r, "mx", "ampc::red_max()", id);
+        ampc_cg_line(k, "%s s = (%s)0;", at, at);
+        open_row_loop(k, &r, len);
+        ampc_cg_line(k, "s += ampc::m_exp(ampc::cvt<%s>(%s) - mx);", at, elem);
+        ampc_cg_close(k);
+        snprintf(id, sizeof id, "(%s)0", at);
+        allreduce(k, &r, "s", "ampc::red_add()", id);
+        if (n->op == AMPC_OP_LOG_SOFTMAX) ampc_cg_line(k, "const %s ls = ampc::m_log(s);", at);
+        open_row_loop(k, &r, len);
+        ampc_cg_line(k, "const %s d = ampc::cvt<%s>(%s) - mx;", at, at, elem);
+        ampc_cg_line(k, "%s[b + j * %lldLL] = ampc::cvt<%s>(%s);", py, (long long)inner, yt,
+                     n->op == AMPC_OP_LOG_SOFTMAX ? "d - ls" : "ampc::m_exp(d) / s");
+        ampc_cg_close(k);
+        break;
+    }
+    case AMPC_OP_HARDMAX:
+        /* 1 at the first maximum (a NaN counts as the maximum), 0 elsewhere */
+        ampc_cg_line(k, "%s bv = (%s)0;", at, at);
+        ampc_cg_line(k, "long long bi = -1;");
+        open_row_loop(k, &r, len);
+        ampc_cg_line(k, "const %s v = ampc::cvt<%s>(%s);", at, at, elem);
+        ampc_cg_line(k, "if (ampc::arg_better<true, false>(bv, bi, v, j)) bv = v, bi = j;");
+        ampc_cg_close(k);
+        ampc_cg_line(k, "ampc::row_argreduce<%d, true, false>(bv, bi);", r.w);
+        open_row_loop(k, &r, len);
+        ampc_cg_line(k, "%s[b + j * %lldLL] = ampc::cvt<%s>(j == bi ? 1.0f : 0.0f);", py, (long long)inner, yt);
+        ampc_cg_close(k);
+        break;
+    case AMPC_OP_LP_NORM: {
+        /* x / (sum |x|) or x / sqrt(sum x^2); a zero norm divides by zero, as the reference */
+        const ampc_attr *pa = ampc_ir_attr_find(n, "p");
+        const bool l1 = pa && pa->kind == AMPC_ATTR_INT && pa->i == 1;
+        ampc_cg_line(k, "%s s = (%s)0;", at, at);
+        open_row_loop(k, &r, len);
+        ampc_cg_line(k, "const %s v = ampc::cvt<%s>(%s);", at, at, elem);
+        ampc_cg_line(k, "s += %s;", l1 ? "ampc::m_abs(v)" : "v * v");
+        ampc_cg_close(k);
+        char id[48];
+        snprintf(id, sizeof id, "(%s)0", at);
+        allreduce(k, &r, "s", "ampc::red_add()", id);
+        if (!l1) ampc_cg_line(k, "s = ampc::m_sqrt(s);");
+        open_row_loop(k, &r, len);
+        ampc_cg_line(k, "%s[b + j * %lldLL] = ampc::cvt<%s>(ampc::cvt<%s>(%s) / s);", py, (long long)inner, yt,
+                     at, elem);
+        ampc_cg_close(k);
+        break;
+    }
+    default: AMPC_ASSERT(!"not an axis op");
+    }
+    ampc_cg_close(k);
+    return rows_end(k, &r);
+}
+
+/* ---- LayerNorm, RMSNorm, InstanceNorm, GroupNorm: contiguous rows with statistics ------------ */
+
+/* How a statistics row is normalised. */
+typedef struct stat_row {
+    int64_t n_rows, len;
+    bool center;       /* subtract the mean (all but RMSNorm) */
+    double eps;
+    const char *at;    /* accumulation type */
+} stat_row;
+
+/* Emits the statistics of row `row` (elements px[b + j], j < len): `mean` (0 when not centred)
+ * and `inv` = 1 / sqrt(var + eps), var the mean squared deviation. */
+static void emit_stats(ampc_cg_kernel *k, const rows *r, const stat_row *s, const char *px) {
+    const char *at = s->at;
+    char id[48];
+    snprintf(id, sizeof id, "(%s)0", at);
+    ampc_cg_line(k, "const long long b = row * %lldLL;", (long long)s->len);
+    if (s->center) {
+        ampc_cg_line(k, "%s sum = (%s)0;", at, at);
+        open_row_loop(k, r, s->len);
+        ampc_cg_line(k, "sum += ampc::cvt<%s>(%s[b + j]);", at, px);
+        ampc_cg_close(k);
+        allreduce(k, r, "sum", "ampc::red_add()", id);
+        if (s->len) ampc_cg_line(k, "const %s mean = sum / (%s)%lld;", at, at, (long long)s->len);
+        else ampc_cg_line(k, "const %s mean = (%s)NAN; /* an empty row: 0 / 0 */", at, at);
+    } else {
+        ampc_cg_line(k, "const %s mean = (%s)0;", at, at);
+    }
+    ampc_cg_line(k, "%s sq = (%s)0;", at, at);
+    open_row_loop(k, r, s->len);
+    ampc_cg_line(k, "const %s d = ampc::cvt<%s>(%s[b + j]) - mean;", at, at, px);
+    ampc_cg_line(k, "sq += d * d;");
+    ampc_cg_close(k);
+    allreduce(k, r, "sq", "ampc::red_add()", id);
+    if (s->len)
+        ampc_cg_line(k, "const %s inv = (%s)1 / ampc::m_sqrt(sq / (%s)%lld + (%s)%.17g);", at, at, at,
+                     (long long)s->len, at, s->eps);
+    else ampc_cg_line(k, "const %s inv = (%s)NAN;", at, at);
+}
+
+/* The offset into p (Scale or B, which broadcasts to x) of element e = b + j of a row of the
+ * normalised dims [ax, rank): "j" when p holds exactly one row (the usual [C] or [H, W]),
+ * else computed from e by broadcasting. */
+static const char *row_param_offset(ampc_cg_kernel *k, const ampc_value *x, const ampc_value *p, int32_t ax) {
+    const int32_t shift = x->shape.rank - p->shape.rank;
+    bool one_row = ampc_ir_numel(p) == dims_prod(&x->shape, ax, x->shape.rank);
+    for (int32_t d = 0; d < p->shape.rank; d++)
+        if (d + shift < ax && p->shape.dims[d] != 1) one_row = false;
+    return one_row ? "j" : ampc_cg_bcast_offset(k, &x->shape, &p->shape, "e");
+}
+
+/* LayerNormalization and RMSNormalization: rows [outer, inner] split at the axis; Scale and B
+ * broadcast to X (their offsets from the element's flat index). */
+static ampc_status lower_layer_norm(ampc_cg *cg, const ampc_node *n) {
+    const bool rms = n->op == AMPC_OP_RMS_NORM;
+    const ampc_value *x = n->inputs[0], *scale = n->inputs[1];
+    const ampc_value *bias = !rms && n->n_inputs > 2 ? n->inputs[2] : NULL;
+    const ampc_value *y = n->outputs[0];
+    const ampc_value *mean_out = !rms && n->n_outputs > 1 ? n->outputs[1] : NULL;
+    const ampc_value *inv_out = !rms && n->n_outputs > 2 ? n->outputs[2] : NULL;
+    const int32_t rank = x->shape.rank, ax = axis_of(n, rank);
+    stat_row s = {dims_prod(&x->shape, 0, ax), dims_prod(&x->shape, ax, rank), !rms, fattr(n, "epsilon", 1e-5f),
+                  NULL};
+    const ampc_value *all[4] = {x, scale, bias, y};
+    s.at = stash_acc_type(n, all, 4);
+    const bool stats = (mean_out && ampc_ir_numel(mean_out)) || (inv_out && ampc_ir_numel(inv_out));
+    if (s.n_rows == 0 || (ampc_ir_numel(y) == 0 && !stats)) return AMPC_OK;
+    rows r = make_rows(s.n_rows, s.len, true);
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
+    const char *px = ampc_cg_param(k, x, false), *ps = ampc_cg_param(k, scale, false);
+    const char *pb = bias ? ampc_cg_param(k, bias, false) : NULL;
+    const char *py = ampc_cg_param(k, y, true);
+    const char *pm = mean_out ? ampc_cg_param(k, mean_out, true) : NULL;
+    const char *pi = inv_out ? ampc_cg_param(k, inv_out, true) : NULL;
+    rows_open(k, &r);
+    emit_stats(k, &r, &s, px);
+    open_row_loop(k, &r, s.len);
+    ampc_cg_line(k, "const long long e = b + j;");
+    const char *so = row_param_offset(k, x, scale, ax);
+    const char *bo = bias ? row_param_offset(k, x, bias, ax) : NULL;
+    ampc_cg_line(k, "%s v = (ampc::cvt<%s>(%s[e]) - mean) * inv * ampc::cvt<%s>(%s[%s]);", s.at, s.at, px, s.at,
+                 ps, so);
+    if (bias) ampc_cg_line(k, "v += ampc::cvt<%s>(%s[%s]);", s.at, pb, bo);
+    ampc_cg_line(k, "%s[e] = ampc::cvt<%s>(v);", py, ampc_cg_ctype(y->dtype));
+    ampc_cg_close(k);
+    if (pm) ampc_cg_line(k, "%s%s[row] = ampc::cvt<%s>(mean);", first_only(&r), pm, ampc_cg_ctype(mean_out->dtype));
+    if (pi) ampc_cg_line(k, "%s%s[row] = ampc::cvt<%s>(inv);", first_only(&r), pi, ampc_cg_ctype(inv_out->dtype));
+    ampc_cg_close(k);
+    return rows_end(k, &r);
+}
+
+/* InstanceNormalization (rows [N * C, spatial], scale and B per channel row % C) and
+ * GroupNormalization (rows [N * G, C / G * spatial], channel (row % G) * C/G + j / spatial). */
+static ampc_status lower_channel_norm(ampc_cg *cg, const ampc_node *n) {
+    const ampc_value *x = n->inputs[0], *scale = n->inputs[1], *bias = n->inputs[2], *y = n->outputs[0];
+    if (ampc_ir_numel(x) == 0) return AMPC_OK;
+    const int64_t batch = x->shape.dims[0], c = x->shape.dims[1];
+    const int64_t spatial = dims_prod(&x->shape, 2, x->shape.rank);
+    const bool group = n->op == AMPC_OP_GROUP_NORM;
+    const int64_t groups = group ? ampc_ir_attr_find(n, "num_groups")->i : c, per = c / groups;
+    const ampc_value *all[3] = {x, scale, bias};
+    stat_row s = {batch * groups, per * spatial, true, fattr(n, "epsilon", 1e-5f), stash_acc_type(n, all, 3)};
+    rows r = make_rows(s.n_rows, s.len, true);
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
+    const char *px = ampc_cg_param(k, x, false), *ps = ampc_cg_param(k, scale, false);
+    const char *pb = ampc_cg_param(k, bias, false), *py = ampc_cg_param(k, y, true);
+    rows_open(k, &r);
+    emit_stats(k, &r, &s, px);
+    if (!group) {
+        ampc_cg_line(k, "const long long ch = row %% %lldLL;", (long long)c);
+        ampc_cg_line(k, "const %s sc = ampc::cvt<%s>(%s[ch]), bi = ampc::cvt<%s>(%s[ch]);", s.at, s.at, ps, s.at,
+                     pb);
+    }
+    open_row_loop(k, &r, s.len);
+    if (group) {
+        ampc_cg_line(k, "const long long ch = (row %% %lldLL) * %lldLL + j / %lldLL;", (long long)groups,
+                     (long long)per, (long long)spatial);
+        ampc_cg_line(k, "const %s sc = ampc::cvt<%s>(%s[ch]), bi = ampc::cvt<%s>(%s[ch]);", s.at, s.at, ps, s.at,
+                     pb);
+    }
+    ampc_cg_line(k, "%s[b + j] = ampc::cvt<%s>((ampc::cvt<%s>(%s[b + j]) - mean) * inv * sc + bi);", py,
+                 ampc_cg_ctype(y->dtype), s.at, px);
+    ampc_cg_close(k);
+    ampc_cg_close(k);
+    return rows_end(k, &r);
+}
+
+/* ---- MeanVarianceNormalization: statistics over any axes ------------------------------------- */
+
+typedef struct dims {
+    int32_t n;
+    int64_t size[AMPC_MAX_RANK], stride[AMPC_MAX_RANK];
+} dims;
+
+/* Splits s into kept and normalised (on) dims, outermost first, size-1 dims dropped and
+ * neighbours of one kind merged (as lower_reduce.c does for reductions). */
+static void split_dims(const ampc_shape *s, const bool *on, dims *kept, dims *red) {
+    int64_t st[AMPC_MAX_RANK], acc = 1;
+    for (int32_t d = s->rank - 1; d >= 0; d--) st[d] = acc, acc *= s->dims[d];
+    kept->n = red->n = 0;
+    int last = -1;
+    for (int32_t d = 0; d < s->rank; d++) {
+        if (s->dims[d] == 1) continue;
+        dims *l = on[d] ? red : kept;
+        if (last == (int)on[d]) {
+            l->size[l->n - 1] *= s->dims[d];
+            l->stride[l->n - 1] = st[d];
+        } else {
+            l->size[l->n] = s->dims[d];
+            l->stride[l->n] = st[d];
+            l->n++;
+        }
+        last = on[d];
+    }
+}
+
+/* Emits the offset of flat index idx over the dims of l; returns its name. */
+static const char *emit_offset(ampc_cg_kernel *k, const dims *l, const char *idx) {
+    if (l->n == 0) return "0LL";
+    const char *off = ampc_cg_local(k, "o"), *rem = ampc_cg_local(k, "q");
+    ampc_cg_line(k, "long long %s = 0, %s = %s;", off, rem, idx);
+    for (int32_t j = l->n - 1; j > 0; j--) {
+        ampc_cg_line(k, "%s += (%s %% %lldLL) * %lldLL;", off, rem, (long long)l->size[j],
+                     (long long)l->stride[j]);
+        ampc_cg_line(k, "%s /= %lldLL;", rem, (long long)l->size[j]);
+    }
+    ampc_cg_line(k, "%s += %s * %lldLL;", off, rem, (long long)l->stride[0]);
+    return off;
+}
+
+/* A row per statistics group (the product of the kept dims): its base offset decomposes the row
+ * index over the kept dims, each element's offset its index over the normalised ones. */
+static ampc_status lower_mvn(ampc_cg *cg, const ampc_node *n) {
+    const ampc_value *x = n->inputs[0], *y = n->outputs[0];
+    if (ampc_ir_numel(x) == 0) return AMPC_OK;
+    const int32_t rank = x->shape.rank;
+    bool on[AMPC_MAX_RANK] = {false};
+    static const int64_t dflt[3] = {0, 2, 3};
+    const ampc_attr *a = ampc_ir_attr_find(n, "axes");
+    const int64_t *axes = a ? a->ints : dflt;
+    const int32_t n_axes = a ? a->n : 3;
+    for (int32_t i = 0; i < n_axes; i++) on[axes[i] < 0 ? axes[i] + rank : axes[i]] = true;
+    int64_t group = 1;
+    for (int32_t d = 0; d < rank; d++)
+        if (on[d]) group *= x->shape.dims[d];
+    dims kept, red;
+    split_dims(&x->shape, on, &kept, &red);
+    const char *at = acc_type(&x, 1), *yt = ampc_cg_ctype(y->dtype);
+    const bool contiguous = red.n == 1 && red.stride[0] == 1;
+    rows r = make_rows(ampc_ir_numel(x) / group, group, contiguous);
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
+    const char *px = ampc_cg_param(k, x, false), *py = ampc_cg_param(k, y, true);
+    char id[48];
+    snprintf(id, sizeof id, "(%s)0", at);
+    rows_open(k, &r);
+    const char *base = emit_offset(k, &kept, "row");
+    /* Three passes over the group: sum, squared deviations, write (x - mean) / (sd + 1e-9). */
+    for (int pass = 0; pass < 3; pass++) {
+        if (pass == 0) ampc_cg_line(k, "%s sum = (%s)0;", at, at);
+        if (pass == 1) ampc_cg_line(k, "%s sq = (%s)0;", at, at);
+        open_row_loop(k, &r, group);
+        const char *off = emit_offset(k, &red, "j");
+        ampc_cg_line(k, "const long long e = %s + %s;", base, off);
+        ampc_cg_line(k, "const %s v = ampc::cvt<%s>(%s[e]);", at, at, px);
+        if (pass == 0) ampc_cg_line(k, "sum += v;");
+        if (pass == 1) ampc_cg_line(k, "sq += (v - mean) * (v - mean);");
+        if (pass == 2) ampc_cg_line(k, "%s[e] = ampc::cvt<%s>((v - mean) / (sd + (%s)1e-9));", py, yt, at);
+        ampc_cg_close(k);
+        if (pass == 0) {
+            allreduce(k, &r, "sum", "ampc::red_add()", id);
+            ampc_cg_line(k, "const %s mean = sum / (%s)%lld;", at, at, (long long)group);
+        }
+        if (pass == 1) {
+            allreduce(k, &r, "sq", "ampc::red_add()", id);
+            ampc_cg_line(k, "const %s sd = ampc::m_sqrt(sq / (%s)%lld);", at, at, (long long)group);
+        }
+    }
+    ampc_cg_close(k);
+    return rows_end(k, &r);
+}
+
+/* ---- BatchNormalization and LRN: a thread per element --------------------------------------- */
+
+/* BatchNormalization in inference form: an elementwise kernel whose per-channel operands
+ * (scale, B, mean, var, each [C]) are read at the element's channel. */
+static ampc_status lower_batch_norm(ampc_cg *cg, const ampc_node *n) {
+    const ampc_value *x = n->inputs[0], *y = n->outputs[0];
+    const int64_t count = ampc_ir_numel(x);
+    if (count == 0) return AMPC_OK;
+    const int32_t rank = x->shape.rank;
+    const int64_t c = rank >= 2 ? x->shape.dims[1] : 1, spatial = dims_prod(&x->shape, 2, rank);
+    const char *at = acc_type((const ampc_value *const *)n->inputs, 5);
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
+    const char *p[5];
+    for (int32_t i = 0; i < 5; i++) p[i] = ampc_cg_param(k, n->inputs[i], false);
+    const char *py = ampc_cg_param(k, y, true);
+    ampc_cg_grid_loop(k, count);
+    if (c == 1) ampc_cg_line(k, "const long long ch = 0;");
+    else if (spatial == 1) ampc_cg_line(k, "const long long ch = i %% %lldLL;", (long long)c);
+    else ampc_cg_line(k, "const long long ch = (i / %lldLL) %% %lldLL;", (long long)spatial, (long long)c);
+    /* Y = (X - mean) / sqrt(var + epsilon) * scale + B */
+    ampc_cg_line(k, "const %s sd = ampc::m_sqrt(ampc::cvt<%s>(%s[ch]) + (%s)%.17g);", at, at, p[4], at,
+                 fattr(n, "epsilon", 1e-5f));
+    ampc_cg_line(k, "const %s v = (ampc::cvt<%s>(%s[i]) - ampc::cvt<%s>(%s[ch])) / sd;", at, at, p[0], at, p[3]);
+    ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(v * ampc::cvt<%s>(%s[ch]) + ampc::cvt<%s>(%s[ch]));", py,
+                 ampc_cg_ctype(y->dtype), at, p[1], at, p[2]);
+    ampc_cg_close(k);
+    return ampc_cg_kernel_end(k, count, 256);
+}
+
+/* LRN: y = x / (bias + alpha / size * (sum of x^2 over the channel window)) ^ beta. */
+static ampc_status lower_lrn(ampc_cg *cg, const ampc_node *n) {
+    const ampc_value *x = n->inputs[0], *y = n->outputs[0];
+    const int64_t count = ampc_ir_numel(x);
+    if (count == 0) return AMPC_OK;
+    const int64_t c = x->shape.dims[1], spatial = dims_prod(&x->shape, 2, x->shape.rank);
+    const int64_t size = ampc_ir_attr_find(n, "size")->i;
+    const int64_t before = (size - 1) / 2, after = size - 1 - before;
+    const ampc_attr *ba = ampc_ir_attr_find(n, "bias");
+    const double alpha = fattr(n, "alpha", 1e-4f), beta = fattr(n, "beta", 0.75f);
+    const double bias = ba && ba->kind == AMPC_ATTR_FLOAT ? (double)ba->f : 1.0;
+    const char *at = acc_type(&x, 1);
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
+    const char *px = ampc_cg_param(k, x, false), *py = ampc_cg_param(k, y, true);
+    ampc_cg_grid_loop(k, count);
+    ampc_cg_line(k, "const long long ch = (i / %lldLL) %% %lldLL;", (long long)spatial, (long long)c);
+    ampc_cg_line(k, "const long long b = i - ch * %lldLL; /* channel 0 of this position */", (long long)spatial);
+    ampc_cg_line(k, "const long long lo = ch - %lldLL < 0 ? 0 : ch - %lldLL;", (long long)before, (long long)before);
+    ampc_cg_line(k, "const long long hi = ch + %lldLL > %lldLL ? %lldLL : ch + %lldLL;", (long long)after,
+                 (long long)(c - 1), (long long)(c - 1), (long long)after);
+    ampc_cg_line(k, "%s sq = (%s)0;", at, at);
+    ampc_cg_open(k, "for (long long w = lo; w <= hi; w++)");
+    ampc_cg_line(k, "const %s v = ampc::cvt<%s>(%s[b + w * %lldLL]);", at, at, px, (long long)spatial);
+    ampc_cg_line(k, "sq += v * v;");
+    ampc_cg_close(k);
+    ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(ampc::cvt<%s>(%s[i]) / ampc::m_pow((%s)%.17g + (%s)%.17g * sq, (%s)%.17g));",
+                 py, ampc_cg_ctype(y->dtype), at, px, at, bias, at, alpha / (double)size, at, beta);
+    ampc_cg_close(k);
+    return ampc_cg_kernel_end(k, count, 256);
+}
+
+/* ---- NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss ------------------------------------- */
+
+/* Input 0 viewed as [N, C, D] and the target as [N, D]: column i = n * D + d holds the classes
+ * of one target. SCE takes the column's log-softmax first (and writes log_prob when asked). */
+static ampc_status lower_loss(ampc_cg *cg, const ampc_node *n) {
+    const ampc_value *x = n->inputs[0], *t = n->inputs[1];
+    const ampc_value *w = n->n_inputs > 2 ? n->inputs[2] : NULL;
+    const ampc_value *y = n->outputs[0], *lp = n->n_outputs > 1 ? n->outputs[1] : NULL;
+    const bool sce = n->op == AMPC_OP_SCE_LOSS;
+    const int64_t batch = x->shape.dims[0], c = x->shape.dims[1];
+    const int64_t inner = dims_prod(&x->shape, 2, x->shape.rank), cols = batch * inner;
+    const ampc_attr *ra = ampc_ir_attr_find(n, "reduction");
+    const char *reduction = ra && ra->kind == AMPC_ATTR_STRING ? ra->s : "mean";
+    const bool none = !strcmp(reduction, "none"), sum = !strcmp(reduction, "sum");
+    const ampc_attr *ii = ampc_ir_attr_find(n, "ignore_index");
+    const bool has_ignore = ii && ii->kind == AMPC_ATTR_INT;
+    /* "none" with no column has nothing to write; "sum" / "mean" of nothing still writes 0 or
+     * 0 / 0 into its scalar. */
+    if (ampc_ir_numel(y) == 0 && (!lp || ampc_ir_numel(lp) == 0)) return AMPC_OK;
+    const ampc_value *all[3] = {x, w, NULL};
+    const char *at = acc_type(all, 2), *yt = ampc_cg_ctype(y->dtype);
+
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
+    const char *px = ampc_cg_param(k, x, false), *pt = ampc_cg_param(k, t, false);
+    const char *pw = w ? ampc_cg_param(k, w, false) : NULL;
+    const char *py = ampc_cg_param(k, y, true), *pl = lp ? ampc_cg_param(k, lp, true) : NULL;
+    /* "none": a thread per (n, d) column; "sum" / "mean": one block of 256 threads striding over
+     * the columns, then a block reduction of the loss and weight sums. */
+    if (none) {
+        ampc_cg_grid_loop(k, cols);
+    } else {
+        ampc_cg_line(k, "%s tot = (%s)0, wsum = (%s)0;", at, at, at);
+        ampc_cg_open(k, "for (long long i = threadIdx.x; i < %lldLL; i += 256)", (long long)cols);
+    }
+    ampc_cg_line(k, "const long long b = (i / %lldLL) * %lldLL + i %% %lldLL; /* class 0 of column i */",
+                 (long long)inner, (long long)(c * inner), (long long)inner);
+    if (sce) {
+        /* log-softmax over the classes of the column, max-shifted */
+        ampc_cg_line(k, "%s mx = -(%s)INFINITY, s = (%s)0;", at, at, at);
+        ampc_cg_line(k, "for (long long j = 0; j < %lldLL; j++) mx = ampc::red_max()(mx, ampc::cvt<%s>(%s[b + j * %lldLL]));",
+                     (long long)c, at, px, (long long)inner);
+        ampc_cg_line(k, "for (long long j = 0; j < %lldLL; j++) s += ampc::m_exp(ampc::cvt<%s>(%s[b + j * %lldLL]) - mx);",
+                     (long long)c, at, px, (long long)inner);
+        ampc_cg_line(k, "const %s ls = ampc::m_log(s);", at);
+        if (pl)
+            ampc_cg_line(k, "for (long long j = 0; j < %lldLL; j++) %s[b + j * %lldLL] = ampc::cvt<%s>(ampc::cvt<%s>(%s[b + j * %lldLL]) - mx - ls);",
+                         (long long)c, pl, (long long)inner, ampc_cg_ctype(lp->dtype), at, px, (long long)inner);
+    }
+    ampc_cg_line(k, "const long long cls = (long long)%s[i];", pt);
+    ampc_cg_line(k, "%s loss = (%s)0, wt = (%s)0;", at, at, at);
+    if (has_ignore) ampc_cg_open(k, "if (cls != %lldLL)", (long long)ii->i);
+    else ampc_cg_open(k, "if (true)");
+    /* A class outside [0, C) is a value error on the reference evaluator; here it gives NaN. */
+    ampc_cg_open(k, "if (cls < 0 || cls >= %lldLL)", (long long)c);
+    ampc_cg_line(k, "loss = wt = (%s)NAN;", at);
+    ampc_cg_close(k);
+    ampc_cg_open(k, "else");
+    ampc_cg_line(k, "const %s logp = ampc::cvt<%s>(%s[b + cls * %lldLL])%s;", at, at, px, (long long)inner,
+                 sce ? " - mx - ls" : "");
+    if (pw) ampc_cg_line(k, "wt = ampc::cvt<%s>(%s[cls]);", at, pw);
+    else ampc_cg_line(k, "wt = (%s)1;", at);
+    ampc_cg_line(k, "loss = -logp * wt;");
+    ampc_cg_close(k);
+    ampc_cg_close(k);
+    if (none) {
+        ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(loss);", py, yt);
+        ampc_cg_line(k, "(void)wt;");
+        ampc_cg_close(k);
+        return ampc_cg_kernel_end(k, cols, 256);
+    }
+    ampc_cg_line(k, "tot += loss;");
+    ampc_cg_line(k, "wsum += wt;");
+    ampc_cg_close(k);
+    ampc_cg_line(k, "tot = ampc::block_allreduce(tot, ampc::red_add(), (%s)0);", at);
+    ampc_cg_line(k, "wsum = ampc::block_allreduce(wsum, ampc::red_add(), (%s)0);", at);
+    ampc_cg_line(k, "if (threadIdx.x == 0) %s[0] = ampc::cvt<%s>(%s);", py, yt, sum ? "tot" : "tot / wsum");
+    if (sum) ampc_cg_line(k, "(void)wsum;");
+    const uint32_t grid[3] = {1, 1, 1}, block[3] = {256, 1, 1};
+    return ampc_cg_kernel_end_launch(k, grid, block, 0);
+}
+
+ampc_status ampc_cg_lower_norm(ampc_cg *cg, const ampc_node *n) {
+    switch (n->op) {
+    case AMPC_OP_SOFTMAX: case AMPC_OP_LOG_SOFTMAX: case AMPC_OP_HARDMAX: case AMPC_OP_LP_NORM:
+        return lower_axis_op(cg, n);
+    case AMPC_OP_LAYER_NORM: case AMPC_OP_RMS_NORM: return lower_layer_norm(cg, n);
+    case AMPC_OP_INSTANCE_NORM: case AMPC_OP_GROUP_NORM: return lower_channel_norm(cg, n);
+    case AMPC_OP_MEAN_VARIANCE_NORM: return lower_mvn(cg, n);
+    case AMPC_OP_BATCH_NORM: return lower_batch_norm(cg, n);
+    case AMPC_OP_LRN: return lower_lrn(cg, n);
+    case AMPC_OP_NLL_LOSS: case AMPC_OP_SCE_LOSS: return lower_loss(cg, n);
+    default:
+        return AMPC_FAIL(ampc_cg_graph(cg), n, AMPC_E_UNSUPPORTED,
+                         "%s has no GPU lowering yet; it runs on the reference evaluator only",
+                         ampc_op_get(n->op)->onnx);
+    }
+}

@@ -1,0 +1,901 @@
+/*
+ * lower_pool.c — GPU lowering of the pooling and resampling family (LOWER_POOL): MaxPool (with
+ * its optional Indices), AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool, GlobalLpPool,
+ * Resize, Upsample, RoiAlign, MaxRoiPool, MaxUnpool and Col2Im. Every kernel is generated with
+ * its geometry baked in and mirrors the reference kernel of ir/ref/conv.c or ir/ref/resize.c,
+ * edge cases included:
+ *
+ *   window pools     one thread per output; the window's points in row-major order (nested
+ *                    loops, bounds checks only along dims where the window can leave the input);
+ *                    MaxPool keeps the first maximum and lets NaN win, a window wholly in the
+ *                    padding gives the dtype's lowest value and index -1; AveragePool divides by
+ *                    the points inside the input, or inside the padded input (count_include_pad),
+ *                    never counting what ceil_mode adds past the end padding. The window comes
+ *                    from ampc_infer_conv_geom (ir/infer/conv.c).
+ *   global pools     one warp per (n, c) row: strided partial sums (or maxima) and a shuffle
+ *                    reduction.
+ *   Resize/Upsample  the per-axis tap tables (input index and weight of each tap of each output
+ *                    coordinate, and tf_crop_and_resize's extrapolation flags) are computed here
+ *                    by a line-for-line port of the reference's axis_build, in double, and baked
+ *                    into the kernel as static tables; the kernel sums the product of the taps
+ *                    of the resized axes in the reference's order (axes that do not change are
+ *                    read directly). Integer outputs compute in double without fused
+ *                    multiply-adds, so they truncate where the reference truncates; floats in
+ *                    f32 (f64 for f64).
+ *   RoiAlign,        one thread per output bin, in double as the reference; a batch index or roi
+ *   MaxRoiPool       the reference rejects (out of range, not finite) gives 0 on the GPU, where
+ *                    a kernel cannot raise an error.
+ *   MaxUnpool        a memset of the output, then one thread per input element scattering it to
+ *                    the position its index names (indices out of range are skipped; if two
+ *                    elements name one position, which one lands is unspecified, where the
+ *                    reference keeps the last).
+ *   Col2Im           gathered: one thread per image element sums the column entries that land
+ *                    on it, in the reference's order (block positions ascending).
+ */
+#include "codegen.h"
+#include "ir/infer/infer.h"
+#include "ir/ref/ref.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static ampc_status unsupported(ampc_cg *cg, const ampc_node *n, const char *why) {
+    return AMPC_FAIL(ampc_cg_graph(cg), n, AMPC_E_UNSUPPORTED, "%s has no GPU lowering %s",
+                     ampc_op_get(n->op)->onnx, why);
+}
+
+/* Row-major strides of dims[0..k) and their product. */
+static int64_t strides_of(const int64_t *dims, int32_t k, int64_t *st) {
+    int64_t acc = 1;
+    for (int32_t i = k - 1; i >= 0; i--) st[i] = acc, acc *= dims[i];
+    return acc;
+}
+
+/* Declares the coordinates o<d>_ of the last k dims of `dims` (rank r) of flat index i, and (when
+ * there are leading dims) r_, the flat index over the leading r - k dims. */
+static void split_index(ampc_cg_kernel *k, const int64_t *dims, int32_t r, int32_t nk) {
+    ampc_cg_line(k, "long long t_ = i;");
+    for (int32_t d = nk - 1; d >= 0; d--) {
+        if (d == 0 && nk == r) {
+            ampc_cg_line(k, "const long long o0_ = t_;");
+            break;
+        }
+        ampc_cg_line(k, "const long long o%d_ = t_ %% %lldLL;", d, (long long)dims[r - nk + d]);
+        ampc_cg_line(k, "t_ /= %lldLL;", (long long)dims[r - nk + d]);
+    }
+    if (nk < r) ampc_cg_line(k, "const long long r_ = t_;");
+}
+
+/* ---- MaxPool, AveragePool, LpPool ------------------------------------------------------------ */
+
+static ampc_status window_pool(ampc_cg *cg, const ampc_node *n) {
+    ampc_graph *g = ampc_cg_graph(cg);
+    const ampc_value *x = n->inputs[0], *y = n->outputs[0];
+    const ampc_value *yi = n->op == AMPC_OP_MAX_POOL && n->n_outputs > 1 ? n->outputs[1] : NULL;
+    ampc_conv_geom geo;
+    ampc_status st = ampc_infer_conv_geom(g, n, &geo);
+    if (st != AMPC_OK) return st;
+    const int32_t kk = geo.k, r = x->shape.rank;
+    const int64_t *in = &x->shape.dims[2], *out = &y->shape.dims[2];
+    int64_t xs[AMPC_MAX_RANK], cs[AMPC_MAX_RANK];
+    int64_t q = strides_of(in, kk, xs);
+    int64_t cacc = 1; /* column-major strides, for storage_order 1 */
+    for (int32_t d = 0; d < kk; d++) cs[d] = cacc, cacc *= in[d];
+    bool is_max = n->op == AMPC_OP_MAX_POOL, is_avg = n->op == AMPC_OP_AVERAGE_POOL;
+    bool include_pad = is_avg && ampc_ir_attr_int(g, n, "count_include_pad", 0) != 0;
+    bool col_major = is_max && ampc_ir_attr_int(g, n, "storage_order", 0) != 0;
+    int64_t p = n->op == AMPC_OP_LP_POOL ? ampc_ir_attr_int(g, n, "p", 2) : 1;
+    const char *ct = ampc_cg_compute_type(x->dtype);
+    int64_t count = ampc_ir_numel(y);
+
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
+    const char *px = ampc_cg_param(k, x, false), *py = ampc_cg_param(k, y, true);
+    const char *pi = yi ? ampc_cg_param(k, yi, true) : NULL;
+    ampc_cg_grid_loop(k, count);
+    split_index(k, y->shape.dims, r, kk);
+    ampc_cg_line(k, "const long long xb_ = r_ * %lldLL;", (long long)q);
+    if (is_max) {
+        const char *lo = x->dtype == AMPC_DTYPE_I8   ? "-128LL"
+                         : x->dtype == AMPC_DTYPE_U8 ? "0ULL"
+                         : !strcmp(ct, "double")     ? "ampc::cv::neg_inf<double>()"
+                                                     : "ampc::cv::neg_inf<float>()";
+        ampc_cg_line(k, "%s best_ = %s;", ct, lo);
+        ampc_cg_line(k, "long long arg_ = -1;");
+    } else {
+        ampc_cg_line(k, "%s sum_ = 0;", ct);
+        if (is_avg) ampc_cg_line(k, "long long inside_ = 0, padded_ = 0;");
+    }
+    for (int32_t d = 0; d < kk; d++) {
+        ampc_cg_open(k, "for (long long k%d_ = 0; k%d_ < %lldLL; k%d_++)", d, d,
+                     (long long)geo.kernel[d], d);
+        ampc_cg_line(k, "const long long p%d_ = o%d_ * %lldLL + k%d_ * %lldLL - %lldLL;", d, d,
+                     (long long)geo.stride[d], d, (long long)geo.dil[d], (long long)geo.pad_begin[d]);
+        int64_t lo = -geo.pad_begin[d];
+        int64_t hi = (out[d] - 1) * geo.stride[d] + (geo.kernel[d] - 1) * geo.dil[d] - geo.pad_begin[d];
+        bool leaves = lo < 0 || hi >= in[d];
+        if (include_pad) {
+            /* Points past the padded input never count; inside-ness is kept per dim. */
+            if (hi >= in[d] + geo.pad_end[d])
+                ampc_cg_line(k, "if (p%d_ < %lldLL || p%d_ >= %lldLL) continue;", d,
+                             (long long)-geo.pad_begin[d], d, (long long)(in[d] + geo.pad_end[d]));
+            if (leaves) ampc_cg_line(k, "const bool in%d_ = p%d_ >= 0 && p%d_ < %lldLL;", d, d, d,
+                                     (long long)in[d]);
+            else ampc_cg_line(k, "const bool in%d_ = true;", d);
+        } else if (leaves) {
+            ampc_cg_line(k, "if (p%d_ < 0 || p%d_ >= %lldLL) continue;", d, d, (long long)in[d]);
+        }
+    }
+    ampc_strbuf off = {0}, coff = {0}, inside = {0};
+    for (int32_t d = 0; d < kk; d++) {
+        ampc_sb_printf(&off, " + p%d_ * %lldLL", d, (long long)xs[d]);
+        ampc_sb_printf(&coff, " + p%d_ * %lldLL", d, (long long)cs[d]);
+        ampc_sb_printf(&inside, "%sin%d_", d ? " && " : "", d);
+    }
+    ampc_cg_line(k, "const long long off_ = 0%s;", off.data ? off.data : "");
+    if (is_max) {
+        ampc_cg_line(k, "const %s v_ = ampc::cvt<%s>(%s[xb_ + off_]);", ct, ct, px);
+        ampc_cg_open(k, "if (arg_ < 0 || ampc::cv::max_takes(v_, best_))");
+        ampc_cg_line(k, "best_ = v_;");
+        if (col_major) ampc_cg_line(k, "arg_ = 0%s;", coff.data ? coff.data : "");
+        else ampc_cg_line(k, "arg_ = off_;");
+        ampc_cg_close(k);
+    } else if (is_avg) {
+        if (include_pad) {
+            ampc_cg_line(k, "padded_++;");
+            ampc_cg_open(k, "if (%s)", inside.data ? inside.data : "true");
+        }
+        ampc_cg_line(k, "sum_ += ampc::cvt<%s>(%s[xb_ + off_]);", ct, px);
+        ampc_cg_line(k, "inside_++;");
+        if (include_pad) ampc_cg_close(k);
+    } else {
+        ampc_cg_line(k, "sum_ += ampc::cv::powv(ampc::cv::absv(ampc::cvt<%s>(%s[xb_ + off_])), (%s)%lld);",
+                     ct, px, ct, (long long)p);
+    }
+    ampc_sb_free(&off);
+    ampc_sb_free(&coff);
+    ampc_sb_free(&inside);
+    for (int32_t d = 0; d < kk; d++) ampc_cg_close(k);
+    const char *yt = ampc_cg_ctype(y->dtype);
+    if (is_max) {
+        ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(best_);", py, yt);
+        if (pi) ampc_cg_line(k, "%s[i] = arg_ < 0 ? -1LL : r_ * %lldLL + arg_;", pi, (long long)q);
+    } else if (is_avg) {
+        ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(sum_ / (%s)%s);", py, yt, ct,
+                     include_pad ? "padded_" : "inside_");
+    } else {
+        ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(ampc::cv::powv(sum_, (%s)1 / (%s)%lld));", py, yt, ct,
+                     ct, (long long)p);
+    }
+    ampc_cg_close(k);
+    return ampc_cg_kernel_end(k, count, 256);
+}
+
+/* ---- global pools ---------------------------------------------------------------------------- */
+
+static ampc_status global_pool(ampc_cg *cg, const ampc_node *n) {
+    ampc_graph *g = ampc_cg_graph(cg);
+    const ampc_value *x = n->inputs[0], *y = n->outputs[0];
+    bool is_max = n->op == AMPC_OP_GLOBAL_MAX_POOL, is_lp = n->op == AMPC_OP_GLOBAL_LP_POOL;
+    int64_t p = is_lp ? ampc_ir_attr_int(g, n, "p", 2) : 1;
+    int64_t rows = x->shape.dims[0] * x->shape.dims[1];
+    int64_t q = rows ? ampc_ir_numel(x) / rows : 0;
+    const char *ct = ampc_cg_compute_type(x->dtype);
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
+    const char *px = ampc_cg_param(k, x, false), *py = ampc_cg_param(k, y, true);
+    /* One warp per row; every lane of a warp takes the same trips through the row loop. */
+    ampc_cg_open(k, "for (long long w_ = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; "
+                    "w_ < %lldLL; w_ += ((long long)gridDim.x * blockDim.x) >> 5)",
+                 (long long)rows);
+    ampc_cg_line(k, "const long long lane_ = threadIdx.x & 31, xb_ = w_ * %lldLL;", (long long)q);
+    ampc_cg_line(k, "%s acc_ = %s;", ct,
+                 is_max ? (!strcmp(ct, "double") ? "ampc::cv::neg_inf<double>()"
+                                                 : "ampc::cv::neg_inf<float>()")
+                        : "0");
+    ampc_cg_open(k, "for (long long j_ = lane_; j_ < %lldLL; j_ += 32)", (long long)q);
+    ampc_cg_line(k, "const %s v_ = ampc::cvt<%s>(%s[xb_ + j_]);", ct, ct, px);
+    if (is_max) ampc_cg_line(k, "if (ampc::cv::max_takes(v_, acc_)) acc_ = v_;");
+    else if (is_lp)
+        ampc_cg_line(k, "acc_ += ampc::cv::powv(ampc::cv::absv(v_), (%s)%lld);", ct, (long long)p);
+    else ampc_cg_line(k, "acc_ += v_;");
+    ampc_cg_close(k);
+    ampc_cg_line(k, "acc_ = ampc::cv::%s(acc_);", is_max ? "warp_max" : "warp_sum");
+    const char *yt = ampc_cg_ctype(y->dtype);
+    if (is_max) ampc_cg_line(k, "if (lane_ == 0) %s[w_] = ampc::cvt<%s>(acc_);", py, yt);
+    else if (is_lp)
+        ampc_cg_line(k, "if (lane_ == 0) %s[w_] = ampc::cvt<%s>(ampc::cv::powv(acc_, (%s)1 / (%s)%lld));",
+                     py, yt, ct, ct, (long long)p);
+    else ampc_cg_line(k, "if (lane_ == 0) %s[w_] = ampc::cvt<%s>(acc_ / (%s)%lld);", py, yt, ct,
+                      (long long)q);
+    ampc_cg_close(k);
+    return ampc_cg_kernel_end(k, rows * 32, 256);
+}
+
+/* ---- Resize and Upsample --------------------------------------------------------------------- */
+
+/* The configuration and the tap computation below are ir/ref/resize.c's, step for step. */
+enum { M_NEAREST, M_LINEAR, M_CUBIC };
+enum { C_HALF_PIXEL, C_HALF_PIXEL_SYM, C_PYTORCH, C_ALIGN, C_ASYM, C_CROP, C_TF_NN };
+enum { N_ROUND_FLOOR, N_ROUND_CEIL, N_FLOOR, N_CEIL };
+enum { MAX_TAPS = 64 };
+
+typedef struct rs_cfg {
+    int mode, coord, nearest;
+    double cubic_a, extrapolation;
+    bool exclude_outside, antialias;
+    bool f32_scales; /* the scales came from an f32 input: in * scale is an f32 product */
+} rs_cfg;
+
+static int index_of(const char *s, const char *const *opts, int count) {
+    for (int i = 0; i < count; i++)
+        if (!strcmp(s, opts[i])) return i;
+    return 0;
+}
+
+/* Coefficients for `ratio` in (0, 1] at the tap offsets 1 - n/2 .. n/2 from floor; returns n. */
+static int rs_coeffs(const rs_cfg *c, double ratio, double scale, double *w) {
+    if (c->mode == M_NEAREST) {
+        bool right;
+        if (ratio == 1)
+            right = true;
+        else if (c->nearest == N_ROUND_FLOOR)
+            right = ratio > 0.5;
+        else if (c->nearest == N_ROUND_CEIL)
+            right = ratio >= 0.5;
+        else
+            right = c->nearest == N_CEIL;
+        w[0] = !right, w[1] = right;
+        return 2;
+    }
+    if (!c->antialias || scale >= 1) {
+        if (c->mode == M_LINEAR) {
+            w[0] = 1 - ratio, w[1] = ratio;
+            return 2;
+        }
+        double A = c->cubic_a, r = ratio, q = 1 - ratio;
+        w[0] = ((A * (r + 1) - 5 * A) * (r + 1) + 8 * A) * (r + 1) - 4 * A;
+        w[1] = ((A + 2) * r - (A + 3)) * r * r + 1;
+        w[2] = ((A + 2) * q - (A + 3)) * q * q + 1;
+        w[3] = ((A * (q + 1) - 5 * A) * (q + 1) + 8 * A) * (q + 1) - 4 * A;
+        return 4;
+    }
+    double sum = 0;
+    int start, cnt;
+    if (c->mode == M_LINEAR) {
+        start = (int)floor(-1 / scale) + 1;
+        cnt = 2 - 2 * start;
+    } else {
+        start = (int)floor(-2 / scale) + 1;
+        cnt = 2 - 2 * start;
+    }
+    if (cnt > MAX_TAPS) cnt = MAX_TAPS;
+    for (int i = 0; i < cnt; i++) {
+        double x = fabs(scale * (start + i - ratio)), v;
+        if (c->mode == M_LINEAR) {
+            v = 1 - x;
+            v = v < 0 ? 0 : v > 1 ? 1 : v;
+        } else {
+            double A = c->cubic_a, x2 = x * x, x3 = x2 * x;
+            v = x <= 1  ? (A + 2) * x3 - (A + 3) * x2 + 1
+                : x < 2 ? A * x3 - 5 * A * x2 + 8 * A * x - 4 * A
+                        : 0;
+        }
+        w[i] = v;
+        sum += v;
+    }
+    for (int i = 0; i < cnt; i++) w[i] /= sum;
+    return cnt;
+}
+
+/* One axis: per output coordinate, `cnt` taps (clamped input index, weight) and whether the
+ * coordinate extrapolates. */
+typedef struct rs_axis {
+    int32_t per;
+    int32_t *cnt;  /* [out] */
+    int64_t *idx;  /* [out * per] */
+    double *w;     /* [out * per] */
+    bool *extrap;  /* [out] */
+    bool identity; /* each output coordinate reads its own input index with weight 1 */
+    bool any_extrap;
+} rs_axis;
+
+static void rs_axis_free(rs_axis *t) { free(t->cnt), free(t->idx), free(t->w), free(t->extrap); }
+
+static void rs_axis_build(const rs_cfg *c, int64_t in, int64_t out, double scale, double roi_s,
+                          double roi_e, rs_axis *t) {
+    double w[MAX_TAPS];
+    int32_t per = c->mode == M_NEAREST ? 2 : c->mode == M_LINEAR ? 2 : 4;
+    if (c->antialias && c->mode != M_NEAREST && scale < 1) per = rs_coeffs(c, 0.5, scale, w);
+    size_t no = (size_t)(out ? out : 1);
+    t->per = per;
+    t->cnt = ampc_xcalloc(no, sizeof *t->cnt);
+    t->idx = ampc_xcalloc(no * (size_t)per, sizeof *t->idx);
+    t->w = ampc_xcalloc(no * (size_t)per, sizeof *t->w);
+    t->extrap = ampc_xcalloc(no, sizeof *t->extrap);
+    double ow = c->f32_scales ? (double)(float)(scale * (double)in) : scale * (double)in;
+    double roi_len = roi_e - roi_s;
+    t->identity = in == out;
+    t->any_extrap = false;
+    for (int64_t x = 0; x < out; x++) {
+        double xo;
+        switch (c->coord) {
+        case C_ALIGN: xo = ow == 1 ? 0 : (double)x * (double)(in - 1) / (ow - 1); break;
+        case C_ASYM: xo = (double)x / scale; break;
+        case C_TF_NN: xo = ((double)x + 0.5) / scale; break;
+        case C_CROP:
+            xo = ow == 1 ? roi_len * (double)(in - 1) / 2
+                         : (double)x * roi_len * (double)(in - 1) / (ow - 1);
+            xo += roi_s * (double)(in - 1);
+            break;
+        case C_PYTORCH: xo = ow == 1 ? -0.5 : ((double)x + 0.5) / scale - 0.5; break;
+        case C_HALF_PIXEL_SYM: {
+            double adj = (double)out / ow, center = (double)in / 2;
+            xo = center * (1 - adj) + ((double)x + 0.5) / scale - 0.5;
+            break;
+        }
+        default: xo = ((double)x + 0.5) / scale - 0.5; break;
+        }
+        t->extrap[x] = c->coord == C_CROP && (xo < 0 || xo > (double)(in - 1));
+        t->any_extrap |= t->extrap[x];
+        double f = floor(xo), ratio = xo - f;
+        if (ratio == 0) f -= 1, ratio = 1;
+        int k = rs_coeffs(c, ratio, scale, w);
+        AMPC_ASSERT(k == per);
+        int64_t pad = k / 2;
+        double first_d = f - k / 2 + 1, lo = (double)-pad, hi = (double)(in + pad - k);
+        first_d = first_d < lo ? lo : first_d > hi ? hi : first_d;
+        int64_t first = (int64_t)first_d;
+        if (c->exclude_outside) {
+            double sum = 0;
+            for (int i = 0; i < k; i++) {
+                if (first + i < 0 || first + i >= in) w[i] = 0;
+                sum += w[i];
+            }
+            for (int i = 0; i < k; i++) w[i] /= sum;
+        }
+        int32_t m = 0;
+        for (int i = 0; i < k; i++) {
+            if (w[i] == 0) continue;
+            int64_t p = first + i;
+            t->idx[x * per + m] = p < 0 ? 0 : p >= in ? in - 1 : p;
+            t->w[x * per + m] = w[i];
+            m++;
+        }
+        t->cnt[x] = m;
+        t->identity &= m == 1 && t->idx[x * per] == x && t->w[x * per] == 1 && !t->extrap[x];
+    }
+}
+
+/* Emits `static const <type> <name>[count] = {...};`, 16 entries a line. `fmt` formats one
+ * entry of vals (int64_t, int32_t, double or bool, by `kind`). */
+typedef enum { TBL_I32, TBL_I64, TBL_F32, TBL_F64, TBL_BOOL } tbl_kind;
+
+static void emit_table(ampc_cg_kernel *k, const char *name, tbl_kind kind, const void *vals,
+                       int64_t count, int64_t scale) {
+    static const char *const types[] = {"int", "long long", "float", "double", "bool"};
+    ampc_cg_line(k, "static const %s %s[%lld] = {", types[kind], name, (long long)(count ? count : 1));
+    ampc_strbuf sb = {0};
+    for (int64_t i = 0; i < count; i++) {
+        switch (kind) {
+        case TBL_I32: ampc_sb_printf(&sb, "%d,", ((const int32_t *)vals)[i]); break;
+        case TBL_I64:
+            ampc_sb_printf(&sb, "%lldLL,", (long long)(((const int64_t *)vals)[i] * scale));
+            break;
+        case TBL_F32: ampc_sb_printf(&sb, "%.9ef,", (double)(float)((const double *)vals)[i]); break;
+        case TBL_F64: ampc_sb_printf(&sb, "%.17e,", ((const double *)vals)[i]); break;
+        case TBL_BOOL: ampc_sb_puts(&sb, ((const bool *)vals)[i] ? "1," : "0,"); break;
+        }
+        if (i % 16 == 15 || i == count - 1) {
+            ampc_cg_line(k, "    %s", sb.data);
+            ampc_sb_free(&sb);
+        }
+    }
+    if (!count) ampc_cg_line(k, "    0");
+    ampc_cg_line(k, "};");
+}
+
+/* The separable resampling of x into y by the per-axis scales and roi. With roi_rt (a
+ * tf_crop_and_resize roi known only at run time), the axes it covers (roi_pos[d] >= 0: their
+ * entry in it; na entries each for starts and ends) compute their taps in the kernel
+ * (ampc::cv::rs_taps) instead of reading tables. */
+static ampc_status resize_kernel(ampc_cg *cg, const ampc_node *n, const rs_cfg *c,
+                                 const double *scale, const double *roi_s, const double *roi_e,
+                                 const ampc_value *roi_rt, const int32_t *roi_pos, int32_t na) {
+    const ampc_value *x = n->inputs[0], *y = n->outputs[0];
+    const int32_t r = x->shape.rank;
+    for (int32_t d = 0; d < r; d++)
+        if (c->antialias && c->mode != M_NEAREST && scale[d] < 1.0 / 16) {
+            char why[160];
+            snprintf(why, sizeof why, "for antialiased downsampling by %g along axis %d (more than %d "
+                     "taps)", scale[d], d, MAX_TAPS);
+            return unsupported(cg, n, why);
+        }
+    rs_axis ax[AMPC_MAX_RANK];
+    bool rt[AMPC_MAX_RANK]; /* taps computed at run time */
+    memset(ax, 0, sizeof ax);
+    for (int32_t d = 0; d < r; d++) {
+        rs_axis_build(c, x->shape.dims[d], y->shape.dims[d], scale[d], roi_s[d], roi_e[d], &ax[d]);
+        rt[d] = roi_rt && roi_pos[d] >= 0;
+        if (rt[d]) ax[d].identity = ax[d].any_extrap = false;
+    }
+    int64_t xs[AMPC_MAX_RANK];
+    strides_of(x->shape.dims, r, xs);
+    /* Integer outputs follow the reference's double arithmetic exactly (they truncate); floats
+     * compute in f32, f64 in f64. */
+    bool exact = !ampc_dtype_is_float(y->dtype);
+    bool dbl = exact || y->dtype == AMPC_DTYPE_F64;
+    const char *ct = dbl ? "double" : "float";
+    int64_t count = ampc_ir_numel(y);
+
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
+    const char *px = ampc_cg_param(k, x, false);
+    const char *proi = roi_rt ? ampc_cg_param(k, roi_rt, false) : NULL;
+    const char *py = ampc_cg_param(k, y, true);
+    /* The tap tables of the axes that resample (input indices premultiplied by the stride). */
+    for (int32_t d = 0; d < r; d++) {
+        if (ax[d].identity || rt[d]) continue;
+        char name[32];
+        int64_t out = y->shape.dims[d];
+        snprintf(name, sizeof name, "tc%d_", d);
+        emit_table(k, name, TBL_I32, ax[d].cnt, out, 1);
+        snprintf(name, sizeof name, "ti%d_", d);
+        emit_table(k, name, TBL_I64, ax[d].idx, out * ax[d].per, xs[d]);
+        snprintf(name, sizeof name, "tw%d_", d);
+        emit_table(k, name, dbl ? TBL_F64 : TBL_F32, ax[d].w, out * ax[d].per, 1);
+        if (ax[d].any_extrap) {
+            snprintf(name, sizeof name, "te%d_", d);
+            emit_table(k, name, TBL_BOOL, ax[d].extrap, out, 1);
+        }
+    }
+    ampc_cg_grid_loop(k, count);
+    split_index(k, y->shape.dims, r, r);
+    ampc_strbuf sb = {0};
+    for (int32_t d = 0; d < r; d++)
+        if (!ax[d].identity && ax[d].any_extrap)
+            ampc_sb_printf(&sb, "%ste%d_[o%d_]", sb.len ? " || " : "", d, d);
+    /* Run-time taps: the input coordinate from the roi (as rs_axis_build), then the taps. */
+    for (int32_t d = 0; d < r; d++) {
+        if (!rt[d]) continue;
+        int64_t in = x->shape.dims[d];
+        double ow = c->f32_scales ? (double)(float)(scale[d] * (double)in) : scale[d] * (double)in;
+        ampc_cg_line(k, "long long ri%d_[%d];", d, ax[d].per);
+        ampc_cg_line(k, "double rw%d_[%d];", d, ax[d].per);
+        ampc_cg_line(k, "const double rs%d_ = ampc::cvt<double>(%s[%d]), "
+                        "rl%d_ = ampc::cvt<double>(%s[%d]) - rs%d_;",
+                     d, proi, roi_pos[d], d, proi, na + roi_pos[d], d);
+        if (ow == 1)
+            ampc_cg_line(k, "double xo%d_ = rl%d_ * %lld.0 / 2;", d, d, (long long)(in - 1));
+        else
+            ampc_cg_line(k, "double xo%d_ = (double)o%d_ * rl%d_ * %lld.0 / %.17g;", d, d, d,
+                         (long long)(in - 1), ow - 1);
+        ampc_cg_line(k, "xo%d_ = ampc::cv::add_rn(xo%d_, ampc::cv::mul_rn(rs%d_, %lld.0));", d, d, d,
+                     (long long)(in - 1));
+        ampc_cg_line(k, "const int rn%d_ = ampc::cv::rs_taps(%d, %d, %.17g, %s, %s, %.17g, %lldLL, "
+                        "xo%d_, ri%d_, rw%d_);",
+                     d, c->mode, c->nearest, c->cubic_a, c->exclude_outside ? "true" : "false",
+                     c->antialias ? "true" : "false", scale[d], (long long)in, d, d, d);
+        ampc_sb_printf(&sb, "%sxo%d_ < 0 || xo%d_ > %lld.0", sb.len ? " || " : "", d, d,
+                       (long long)(in - 1));
+    }
+    const char *yt = ampc_cg_ctype(y->dtype);
+    char ev[64];
+    snprintf(ev, sizeof ev, "%.17g", c->extrapolation);
+    if (sb.len) {
+        ampc_cg_open(k, "if (%s)", sb.data);
+        ampc_cg_line(k, "%s[i] = ampc::cv::store_f64<%s>(%s);", py, yt, ev);
+        ampc_cg_line(k, "continue;");
+        ampc_cg_close(k);
+    }
+    ampc_sb_free(&sb);
+    for (int32_t d = 0; d < r; d++)
+        if (ax[d].identity) ampc_sb_printf(&sb, " + o%d_ * %lldLL", d, (long long)xs[d]);
+    ampc_cg_line(k, "const long long b_ = 0%s;", sb.data ? sb.data : "");
+    ampc_sb_free(&sb);
+    ampc_cg_line(k, "%s acc_ = 0;", ct);
+    /* Nested tap loops over the resampling axes, the weight product built in axis order. */
+    int32_t opened = 0, prev = -1;
+    for (int32_t d = 0; d < r; d++) {
+        if (ax[d].identity) continue;
+        char wv[64], iv[64];
+        if (rt[d]) {
+            ampc_cg_open(k, "for (int j%d_ = 0; j%d_ < rn%d_; j%d_++)", d, d, d, d);
+            snprintf(wv, sizeof wv, "(%s)rw%d_[j%d_]", ct, d, d);
+            snprintf(iv, sizeof iv, "ri%d_[j%d_] * %lldLL", d, d, (long long)xs[d]);
+        } else {
+            ampc_cg_open(k, "for (int j%d_ = 0; j%d_ < tc%d_[o%d_]; j%d_++)", d, d, d, d, d);
+            ampc_cg_line(k, "const long long a%d_ = o%d_ * %dLL + j%d_;", d, d, ax[d].per, d);
+            snprintf(wv, sizeof wv, "tw%d_[a%d_]", d, d);
+            snprintf(iv, sizeof iv, "ti%d_[a%d_]", d, d);
+        }
+        if (prev < 0) {
+            ampc_cg_line(k, "const %s w%d_ = %s;", ct, d, wv);
+            ampc_cg_line(k, "const long long x%d_ = b_ + %s;", d, iv);
+        } else {
+            if (exact) ampc_cg_line(k, "const %s w%d_ = ampc::cv::mul_rn(w%d_, %s);", ct, d, prev, wv);
+            else ampc_cg_line(k, "const %s w%d_ = w%d_ * %s;", ct, d, prev, wv);
+            ampc_cg_line(k, "const long long x%d_ = x%d_ + %s;", d, prev, iv);
+        }
+        prev = d;
+        opened++;
+    }
+    if (prev < 0) { /* nothing resamples: a copy */
+        ampc_cg_line(k, "acc_ = ampc::cvt<%s>(%s[b_]);", ct, px);
+    } else if (exact) {
+        ampc_cg_line(k, "acc_ = ampc::cv::madd_rn(acc_, w%d_, ampc::cvt<double>(%s[x%d_]));", prev,
+                     px, prev);
+    } else {
+        ampc_cg_line(k, "acc_ += w%d_ * ampc::cvt<%s>(%s[x%d_]);", prev, ct, px, prev);
+    }
+    for (int32_t d = 0; d < opened; d++) ampc_cg_close(k);
+    if (exact) ampc_cg_line(k, "%s[i] = ampc::cv::store_f64<%s>(acc_);", py, yt);
+    else ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(acc_);", py, yt);
+    ampc_cg_close(k);
+    for (int32_t d = 0; d < r; d++) rs_axis_free(&ax[d]);
+    return ampc_cg_kernel_end(k, count, 256);
+}
+
+/* A present, non-empty optional input. */
+static const ampc_value *given(const ampc_node *n, int32_t i) {
+    return n->n_inputs > i && n->inputs[i] && ampc_ir_numel(n->inputs[i]) ? n->inputs[i] : NULL;
+}
+
+static ampc_status lower_resize(ampc_cg *cg, const ampc_node *n) {
+    static const char *const modes[] = {"nearest", "linear", "cubic"};
+    static const char *const coords[] = {
+        "half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",  "align_corners",
+        "asymmetric", "tf_crop_and_resize",   "tf_half_pixel_for_nn"};
+    static const char *const nearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
+                                          "ceil"};
+    ampc_graph *g = ampc_cg_graph(cg);
+    const ampc_value *x = n->inputs[0];
+    const ampc_value *roi = given(n, 1), *sc = given(n, 2), *sz = given(n, 3);
+    rs_cfg c = {
+        .mode = index_of(ampc_ir_attr_string(g, n, "mode", "nearest"), modes, 3),
+        .coord = index_of(ampc_ir_attr_string(g, n, "coordinate_transformation_mode", "half_pixel"),
+                          coords, 7),
+        .nearest =
+            index_of(ampc_ir_attr_string(g, n, "nearest_mode", "round_prefer_floor"), nearest, 4),
+        .cubic_a = ampc_ir_attr_float(g, n, "cubic_coeff_a", -0.75f),
+        .extrapolation = ampc_ir_attr_float(g, n, "extrapolation_value", 0.0f),
+        .exclude_outside = ampc_ir_attr_int(g, n, "exclude_outside", 0) != 0,
+        .antialias = ampc_ir_attr_int(g, n, "antialias", 0) != 0,
+        .f32_scales = sc != NULL,
+    };
+    /* The roi matters only to tf_crop_and_resize; one known only at run time is read by the
+     * kernel. */
+    const ampc_value *roi_rt = NULL;
+    if (c.coord != C_CROP) roi = NULL;
+    else if (roi && !roi->data) roi_rt = roi, roi = NULL;
+    if ((sc && !sc->data) || (!sc && (!sz || !sz->data)))
+        return unsupported(cg, n, "without constant scales or sizes");
+    int32_t r = x->shape.rank, na = r, ax[AMPC_MAX_RANK];
+    const int64_t *axes = ampc_ir_attr_ints(g, n, "axes", &na);
+    if (!axes) na = r;
+    for (int32_t k = 0; k < na; k++)
+        ax[k] = (int32_t)(axes ? (axes[k] < 0 ? axes[k] + r : axes[k]) : k);
+    double scale[AMPC_MAX_RANK], rs[AMPC_MAX_RANK], re[AMPC_MAX_RANK];
+    int32_t roi_pos[AMPC_MAX_RANK];
+    for (int32_t d = 0; d < r; d++) scale[d] = 1, rs[d] = 0, re[d] = 1, roi_pos[d] = -1;
+    for (int32_t k = 0; k < na; k++) roi_pos[ax[k]] = k;
+    const char *policy = ampc_ir_attr_string(g, n, "keep_aspect_ratio_policy", "stretch");
+    double fit = 0;
+    for (int32_t k = 0; k < na; k++) {
+        int32_t d = ax[k];
+        if (roi) {
+            rs[d] = ampc_ref_load_f64(roi->data, roi->dtype, k);
+            re[d] = ampc_ref_load_f64(roi->data, roi->dtype, na + k);
+        }
+        if (sc) {
+            scale[d] = ampc_ref_load_f64(sc->data, sc->dtype, k);
+        } else {
+            int64_t want = ampc_ref_load_i64(sz->data, sz->dtype, k), have = x->shape.dims[d];
+            scale[d] = have ? (double)want / (double)have : 1;
+            if (k == 0 || (!strcmp(policy, "not_larger") && scale[d] < fit) ||
+                (!strcmp(policy, "not_smaller") && scale[d] > fit))
+                fit = scale[d];
+        }
+    }
+    if (!sc && strcmp(policy, "stretch"))
+        for (int32_t k = 0; k < na; k++) scale[ax[k]] = fit;
+    return resize_kernel(cg, n, &c, scale, rs, re, roi_rt, roi_pos, na);
+}
+
+/* Upsample: asymmetric coordinates; nearest rounds down (the opset 7-9 semantics). */
+static ampc_status lower_upsample(ampc_cg *cg, const ampc_node *n) {
+    ampc_graph *g = ampc_cg_graph(cg);
+    const ampc_value *x = n->inputs[0];
+    const char *m = ampc_ir_attr_string(g, n, "mode", "nearest");
+    rs_cfg c = {.mode = strcmp(m, "nearest") ? M_LINEAR : M_NEAREST,
+                .coord = C_ASYM,
+                .nearest = N_FLOOR,
+                .f32_scales = true};
+    const ampc_value *sv = n->n_inputs > 1 ? n->inputs[1] : NULL;
+    int32_t r = x->shape.rank, cnt = 0;
+    const float *fs = sv ? NULL : ampc_ir_attr_floats(g, n, "scales", &cnt);
+    if (sv ? !sv->data : (!fs || cnt < r)) return unsupported(cg, n, "without constant scales");
+    double scale[AMPC_MAX_RANK], rs[AMPC_MAX_RANK], re[AMPC_MAX_RANK];
+    for (int32_t d = 0; d < r; d++) {
+        scale[d] = sv ? ampc_ref_load_f64(sv->data, sv->dtype, d) : fs[d];
+        rs[d] = 0, re[d] = 1;
+    }
+    return resize_kernel(cg, n, &c, scale, rs, re, NULL, NULL, 0);
+}
+
+/* ---- RoiAlign and MaxRoiPool ----------------------------------------------------------------- */
+
+static ampc_status lower_roi_align(ampc_cg *cg, const ampc_node *n) {
+    ampc_graph *g = ampc_cg_graph(cg);
+    const ampc_value *x = n->inputs[0], *rois = n->inputs[1], *bi = n->inputs[2], *y = n->outputs[0];
+    bool is_max = !strcmp(ampc_ir_attr_string(g, n, "mode", "avg"), "max");
+    bool half = !strcmp(ampc_ir_attr_string(g, n, "coordinate_transformation_mode", "half_pixel"),
+                        "half_pixel");
+    double ss = ampc_ir_attr_float(g, n, "spatial_scale", 1.0f);
+    int64_t sr = ampc_ir_attr_int(g, n, "sampling_ratio", 0);
+    int64_t C = y->shape.dims[1], PH = y->shape.dims[2], PW = y->shape.dims[3];
+    int64_t N = x->shape.dims[0], H = x->shape.dims[2], W = x->shape.dims[3];
+    int64_t count = ampc_ir_numel(y);
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, "roi_align");
+    const char *px = ampc_cg_param(k, x, false), *pr = ampc_cg_param(k, rois, false);
+    const char *pb = ampc_cg_param(k, bi, false), *py = ampc_cg_param(k, y, true);
+    const char *yt = ampc_cg_ctype(y->dtype);
+    ampc_cg_grid_loop(k, count);
+    ampc_cg_line(k, "const long long pw_ = i %% %lldLL, ph_ = (i / %lldLL) %% %lldLL;", (long long)PW,
+                 (long long)PW, (long long)PH);
+    ampc_cg_line(k, "const long long c_ = (i / %lldLL) %% %lldLL, r_ = i / %lldLL;",
+                 (long long)(PW * PH), (long long)C, (long long)(PW * PH * C));
+    ampc_cg_line(k, "const long long b_ = (long long)%s[r_];", pb);
+    ampc_cg_open(k, "if (b_ < 0 || b_ >= %lldLL)", (long long)N);
+    ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(0.0);", py, yt);
+    ampc_cg_line(k, "continue;");
+    ampc_cg_close(k);
+    ampc_cg_line(k, "double v_[4];");
+    ampc_cg_line(k, "for (int j_ = 0; j_ < 4; j_++) v_[j_] = ampc::cvt<double>(%s[r_ * 4 + j_]) * "
+                    "%.17g - %s;", pr, ss, half ? "0.5" : "0.0");
+    ampc_cg_line(k, "double rw_ = v_[2] - v_[0], rh_ = v_[3] - v_[1];");
+    if (!half) ampc_cg_line(k, "rw_ = fmax(rw_, 1.0), rh_ = fmax(rh_, 1.0);");
+    ampc_cg_line(k, "const double bh_ = rh_ / %lld.0, bw_ = rw_ / %lld.0;", (long long)PH, (long long)PW);
+    if (sr > 0) {
+        ampc_cg_line(k, "const long long gh_ = %lldLL, gw_ = %lldLL;", (long long)sr, (long long)sr);
+    } else {
+        ampc_cg_line(k, "const long long gh_ = (long long)ceil(rh_ / %lld.0);", (long long)PH);
+        ampc_cg_line(k, "const long long gw_ = (long long)ceil(rw_ / %lld.0);", (long long)PW);
+    }
+    ampc_cg_line(k, "const double cnt_ = (double)(gh_ * gw_ > 1 ? gh_ * gw_ : 1);");
+    ampc_cg_line(k, "const long long base_ = (b_ * %lldLL + c_) * %lldLL;", (long long)C,
+                 (long long)(H * W));
+    ampc_cg_line(k, "double acc_ = 0;");
+    ampc_cg_line(k, "bool have_ = false;");
+    ampc_cg_open(k, "for (long long iy_ = 0; iy_ < gh_; iy_++)");
+    ampc_cg_line(k, "const double yy_ = v_[1] + (double)ph_ * bh_ + "
+                    "((double)iy_ + 0.5) * bh_ / (double)gh_;");
+    ampc_cg_open(k, "for (long long ix_ = 0; ix_ < gw_; ix_++)");
+    ampc_cg_line(k, "const double xx_ = v_[0] + (double)pw_ * bw_ + "
+                    "((double)ix_ + 0.5) * bw_ / (double)gw_;");
+    ampc_cg_line(k, "double t0_ = 0, t1_ = 0, t2_ = 0, t3_ = 0;");
+    ampc_cg_open(k, "if (!(yy_ < -1.0 || yy_ > %lld.0 || xx_ < -1.0 || xx_ > %lld.0))", (long long)H,
+                 (long long)W);
+    ampc_cg_line(k, "double sy_ = fmax(yy_, 0.0), sx_ = fmax(xx_, 0.0);");
+    ampc_cg_line(k, "long long y0_ = (long long)sy_, x0_ = (long long)sx_, y1_, x1_;");
+    ampc_cg_line(k, "if (y0_ >= %lldLL) { y1_ = y0_ = %lldLL; sy_ = (double)y0_; } else y1_ = y0_ + 1;",
+                 (long long)(H - 1), (long long)(H - 1));
+    ampc_cg_line(k, "if (x0_ >= %lldLL) { x1_ = x0_ = %lldLL; sx_ = (double)x0_; } else x1_ = x0_ + 1;",
+                 (long long)(W - 1), (long long)(W - 1));
+    ampc_cg_line(k, "const double ly_ = sy_ - (double)y0_, lx_ = sx_ - (double)x0_;");
+    ampc_cg_line(k, "const double hy_ = 1 - ly_, hx_ = 1 - lx_;");
+    ampc_cg_line(k, "t0_ = hy_ * hx_ * "
+                    "ampc::cvt<double>(%s[base_ + y0_ * %lldLL + x0_]);", px, (long long)W);
+    ampc_cg_line(k, "t1_ = hy_ * lx_ * "
+                    "ampc::cvt<double>(%s[base_ + y0_ * %lldLL + x1_]);", px, (long long)W);
+    ampc_cg_line(k, "t2_ = ly_ * hx_ * "
+                    "ampc::cvt<double>(%s[base_ + y1_ * %lldLL + x0_]);", px, (long long)W);
+    ampc_cg_line(k, "t3_ = ly_ * lx_ * "
+                    "ampc::cvt<double>(%s[base_ + y1_ * %lldLL + x1_]);", px, (long long)W);
+    ampc_cg_close(k);
+    if (is_max) {
+        ampc_cg_line(k, "const double m_ = fmax(fmax(t0_, t1_), fmax(t2_, t3_));");
+        ampc_cg_line(k, "acc_ = have_ ? fmax(acc_, m_) : m_;");
+        ampc_cg_line(k, "have_ = true;");
+    } else {
+        ampc_cg_line(k, "acc_ += t0_ + t1_ + t2_ + t3_;");
+    }
+    ampc_cg_close(k);
+    ampc_cg_close(k);
+    if (!is_max) ampc_cg_line(k, "acc_ /= cnt_;");
+    else ampc_cg_line(k, "(void)have_;");
+    ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(acc_);", py, yt);
+    ampc_cg_close(k);
+    return ampc_cg_kernel_end(k, count, 256);
+}
+
+static ampc_status lower_max_roi_pool(ampc_cg *cg, const ampc_node *n) {
+    ampc_graph *g = ampc_cg_graph(cg);
+    const ampc_value *x = n->inputs[0], *rois = n->inputs[1], *y = n->outputs[0];
+    double ss = ampc_ir_attr_float(g, n, "spatial_scale", 1.0f);
+    int64_t C = y->shape.dims[1], PH = y->shape.dims[2], PW = y->shape.dims[3];
+    int64_t N = x->shape.dims[0], H = x->shape.dims[2], W = x->shape.dims[3];
+    int64_t count = ampc_ir_numel(y);
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, "max_roi_pool");
+    const char *px = ampc_cg_param(k, x, false), *pr = ampc_cg_param(k, rois, false);
+    const char *py = ampc_cg_param(k, y, true);
+    const char *yt = ampc_cg_ctype(y->dtype);
+    ampc_cg_grid_loop(k, count);
+    ampc_cg_line(k, "const long long pw_ = i %% %lldLL, ph_ = (i / %lldLL) %% %lldLL;", (long long)PW,
+                 (long long)PW, (long long)PH);
+    ampc_cg_line(k, "const long long c_ = (i / %lldLL) %% %lldLL, r_ = i / %lldLL;",
+                 (long long)(PW * PH), (long long)C, (long long)(PW * PH * C));
+    ampc_cg_line(k, "double v_[5];");
+    ampc_cg_line(k, "for (int j_ = 0; j_ < 5; j_++) v_[j_] = ampc::cvt<double>(%s[r_ * 5 + j_]);", pr);
+    /* The reference rejects a roi whose batch index is not a whole number in range or whose
+     * scaled corners are not finite; here it pools nothing. */
+    ampc_cg_line(k, "bool ok_ = fabs(v_[0]) < 4.5e15 && v_[0] >= 0 && v_[0] < %lld.0 && v_[0] == "
+                    "floor(v_[0]);", (long long)N);
+    ampc_cg_line(k, "for (int j_ = 1; j_ < 5; j_++) ok_ = ok_ && fabs(v_[j_] * %.17g) < 4.5e15;", ss);
+    ampc_cg_open(k, "if (!ok_)");
+    ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(0.0);", py, yt);
+    ampc_cg_line(k, "continue;");
+    ampc_cg_close(k);
+    ampc_cg_line(k, "const long long b_ = (long long)v_[0];");
+    ampc_cg_line(k, "const long long x1_ = (long long)round(v_[1] * %.17g), "
+                    "y1_ = (long long)round(v_[2] * %.17g);", ss, ss);
+    ampc_cg_line(k, "const long long x2_ = (long long)round(v_[3] * %.17g), "
+                    "y2_ = (long long)round(v_[4] * %.17g);", ss, ss);
+    ampc_cg_line(k, "const double rh_ = (double)(y2_ - y1_ + 1 > 1 ? y2_ - y1_ + 1 : 1);");
+    ampc_cg_line(k, "const double rw_ = (double)(x2_ - x1_ + 1 > 1 ? x2_ - x1_ + 1 : 1);");
+    ampc_cg_line(k, "const double bh_ = rh_ / %lld.0, bw_ = rw_ / %lld.0;", (long long)PH, (long long)PW);
+    ampc_cg_line(k, "long long hs_ = (long long)floor((double)ph_ * bh_) + y1_;");
+    ampc_cg_line(k, "long long he_ = (long long)ceil((double)(ph_ + 1) * bh_) + y1_;");
+    ampc_cg_line(k, "long long ws_ = (long long)floor((double)pw_ * bw_) + x1_;");
+    ampc_cg_line(k, "long long we_ = (long long)ceil((double)(pw_ + 1) * bw_) + x1_;");
+    ampc_cg_line(k, "hs_ = hs_ < 0 ? 0 : hs_ > %lldLL ? %lldLL : hs_;", (long long)H, (long long)H);
+    ampc_cg_line(k, "he_ = he_ < 0 ? 0 : he_ > %lldLL ? %lldLL : he_;", (long long)H, (long long)H);
+    ampc_cg_line(k, "ws_ = ws_ < 0 ? 0 : ws_ > %lldLL ? %lldLL : ws_;", (long long)W, (long long)W);
+    ampc_cg_line(k, "we_ = we_ < 0 ? 0 : we_ > %lldLL ? %lldLL : we_;", (long long)W, (long long)W);
+    ampc_cg_line(k, "const bool empty_ = he_ <= hs_ || we_ <= ws_;");
+    ampc_cg_line(k, "const long long base_ = (b_ * %lldLL + c_) * %lldLL;", (long long)C,
+                 (long long)(H * W));
+    ampc_cg_line(k, "double m_ = empty_ ? 0.0 : ampc::cv::neg_inf<double>();");
+    ampc_cg_open(k, "for (long long h_ = hs_; h_ < he_; h_++)");
+    ampc_cg_open(k, "for (long long w_ = ws_; w_ < we_; w_++)");
+    ampc_cg_line(k, "const double e_ = ampc::cvt<double>(%s[base_ + h_ * %lldLL + w_]);", px, (long long)W);
+    ampc_cg_line(k, "if (e_ > m_ || e_ != e_) m_ = e_;");
+    ampc_cg_close(k);
+    ampc_cg_close(k);
+    ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(m_);", py, yt);
+    ampc_cg_close(k);
+    return ampc_cg_kernel_end(k, count, 256);
+}
+
+/* ---- MaxUnpool ------------------------------------------------------------------------------- */
+
+static ampc_status lower_max_unpool(ampc_cg *cg, const ampc_node *n) {
+    ampc_graph *g = ampc_cg_graph(cg);
+    const ampc_value *x = n->inputs[0], *iv = n->inputs[1], *y = n->outputs[0];
+    int32_t r = x->shape.rank, kk = r - 2, cnt;
+    ampc_shape nat = x->shape; /* the unpooled tensor's natural shape, at y's origin */
+    const int64_t *kern = ampc_ir_attr_ints(g, n, "kernel_shape", &cnt);
+    const int64_t *st = ampc_ir_attr_ints(g, n, "strides", &cnt);
+    const int64_t *pads = ampc_ir_attr_ints(g, n, "pads", &cnt);
+    for (int32_t i = 0; i < kk; i++)
+        nat.dims[2 + i] = (x->shape.dims[2 + i] - 1) * (st ? st[i] : 1) -
+                          (pads ? pads[i] + pads[kk + i] : 0) + kern[i];
+    ampc_status s = ampc_cg_step_memset(cg, n, ampc_cg_ref(cg, y));
+    int64_t count = ampc_ir_numel(x), total = ampc_shape_numel(&nat), ys[AMPC_MAX_RANK];
+    if (s != AMPC_OK || count == 0) return s;
+    strides_of(y->shape.dims, r, ys);
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, "max_unpool");
+    const char *px = ampc_cg_param(k, x, false), *pi = ampc_cg_param(k, iv, false);
+    const char *py = ampc_cg_param(k, y, true);
+    ampc_cg_grid_loop(k, count);
+    ampc_cg_line(k, "long long p_ = %s[i];", pi);
+    ampc_cg_line(k, "if (p_ < 0 || p_ >= %lldLL) continue;", (long long)total);
+    ampc_cg_line(k, "long long off_ = 0;");
+    ampc_cg_line(k, "bool inside_ = true;");
+    for (int32_t d = r - 1; d >= 0; d--) {
+        ampc_cg_line(k, "{ const long long c_ = p_ %% %lldLL; p_ /= %lldLL; inside_ = inside_ && c_ < "
+                        "%lldLL; off_ += c_ * %lldLL; }",
+                     (long long)nat.dims[d], (long long)nat.dims[d], (long long)y->shape.dims[d],
+                     (long long)ys[d]);
+    }
+    ampc_cg_line(k, "if (inside_) %s[off_] = %s[i];", py, px);
+    ampc_cg_close(k);
+    return ampc_cg_kernel_end(k, count, 256);
+}
+
+/* ---- Col2Im ---------------------------------------------------------------------------------- */
+
+static ampc_status lower_col2im(ampc_cg *cg, const ampc_node *n) {
+    ampc_graph *g = ampc_cg_graph(cg);
+    const ampc_value *x = n->inputs[0], *y = n->outputs[0], *bv = n->inputs[2];
+    int32_t r = y->shape.rank, kk = r - 2, cnt;
+    int64_t blk[AMPC_MAX_RANK], st[AMPC_MAX_RANK], dil[AMPC_MAX_RANK], pb[AMPC_MAX_RANK],
+        pe[AMPC_MAX_RANK], nb[AMPC_MAX_RANK], bs[AMPC_MAX_RANK], ls[AMPC_MAX_RANK];
+    const int64_t *a_st = ampc_ir_attr_ints(g, n, "strides", &cnt);
+    int32_t c_st = cnt;
+    const int64_t *a_dil = ampc_ir_attr_ints(g, n, "dilations", &cnt);
+    int32_t c_dil = cnt;
+    const int64_t *a_pads = ampc_ir_attr_ints(g, n, "pads", &cnt);
+    int32_t c_pads = cnt;
+    if (!bv->data) return unsupported(cg, n, "without a constant block_shape");
+    for (int32_t i = 0; i < kk; i++) {
+        blk[i] = ampc_ref_load_i64(bv->data, bv->dtype, i);
+        /* as the reference reads them: the last entries when there are more */
+        st[i] = a_st && c_st >= kk ? a_st[c_st - kk + i] : 1;
+        dil[i] = a_dil && c_dil >= kk ? a_dil[c_dil - kk + i] : 1;
+        pb[i] = a_pads && c_pads >= 2 * kk ? a_pads[c_pads - 2 * kk + i] : 0;
+        pe[i] = a_pads && c_pads >= 2 * kk ? a_pads[c_pads - 2 * kk + kk + i] : 0;
+        int64_t ext = (blk[i] - 1) * dil[i] + 1;
+        nb[i] = (y->shape.dims[2 + i] + pb[i] + pe[i] - ext) / st[i] + 1;
+    }
+    int64_t per = strides_of(blk, kk, bs), L = x->shape.dims[2];
+    strides_of(nb, kk, ls);
+    const char *ct = ampc_dtype_is_float(y->dtype) ? ampc_cg_compute_type(y->dtype)
+                                                   : "unsigned long long";
+    bool is_bool = y->dtype == AMPC_DTYPE_BOOL;
+    int64_t count = ampc_ir_numel(y);
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, "col2im");
+    const char *px = ampc_cg_param(k, x, false), *py = ampc_cg_param(k, y, true);
+    ampc_cg_grid_loop(k, count);
+    split_index(k, y->shape.dims, r, kk);
+    ampc_cg_line(k, "%s acc_ = 0;", ct);
+    /* Block elements in descending row-major order: their block positions then ascend, the
+     * order in which the reference adds them. */
+    for (int32_t d = 0; d < kk; d++) {
+        ampc_cg_open(k, "for (long long k%d_ = %lldLL; k%d_ >= 0; k%d_--)", d, (long long)(blk[d] - 1),
+                     d, d);
+        ampc_cg_line(k, "const long long t%d_ = o%d_ + %lldLL - k%d_ * %lldLL;", d, d, (long long)pb[d],
+                     d, (long long)dil[d]);
+        if (st[d] == 1) {
+            ampc_cg_line(k, "if (t%d_ < 0 || t%d_ >= %lldLL) continue;", d, d, (long long)nb[d]);
+            ampc_cg_line(k, "const long long l%d_ = t%d_;", d, d);
+        } else {
+            ampc_cg_line(k, "if (t%d_ < 0 || t%d_ %% %lldLL != 0) continue;", d, d, (long long)st[d]);
+            ampc_cg_line(k, "const long long l%d_ = t%d_ / %lldLL;", d, d, (long long)st[d]);
+            ampc_cg_line(k, "if (l%d_ >= %lldLL) continue;", d, (long long)nb[d]);
+        }
+    }
+    ampc_strbuf jo = {0}, lo = {0};
+    for (int32_t d = 0; d < kk; d++) {
+        ampc_sb_printf(&jo, " + k%d_ * %lldLL", d, (long long)bs[d]);
+        ampc_sb_printf(&lo, " + l%d_ * %lldLL", d, (long long)ls[d]);
+    }
+    ampc_cg_line(k, "const long long src_ = (r_ * %lldLL%s) * %lldLL%s;", (long long)per,
+                 jo.data ? jo.data : "", (long long)L, lo.data ? lo.data : "");
+    ampc_sb_free(&jo);
+    ampc_sb_free(&lo);
+    if (ampc_dtype_is_float(y->dtype))
+        ampc_cg_line(k, "acc_ += ampc::cvt<%s>(%s[src_]);", ct, px);
+    else if (is_bool)
+        ampc_cg_line(k, "acc_ |= (unsigned long long)%s[src_];", px);
+    else
+        ampc_cg_line(k, "acc_ += (unsigned long long)(long long)%s[src_];", px);
+    for (int32_t d = 0; d < kk; d++) ampc_cg_close(k);
+    if (ampc_dtype_is_float(y->dtype))
+        ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(acc_);", py, ampc_cg_ctype(y->dtype));
+    else if (is_bool)
+        ampc_cg_line(k, "%s[i] = acc_ != 0;", py);
+    else
+        ampc_cg_line(k, "%s[i] = (%s)acc_;", py, ampc_cg_ctype(y->dtype));
+    ampc_cg_close(k);
+    return ampc_cg_kernel_end(k, count, 256);
+}
+
+/* ---- entry ----------------------------------------------------------------------------------- */
+
+ampc_status ampc_cg_lower_pool(ampc_cg *cg, const ampc_node *n) {
+    if (ampc_ir_numel(n->outputs[0]) == 0) return AMPC_OK; /* nothing to compute */
+    switch (n->op) {
+    case AMPC_OP_MAX_POOL:
+    case AMPC_OP_AVERAGE_POOL:
+    case AMPC_OP_LP_POOL: return window_pool(cg, n);
+    case AMPC_OP_GLOBAL_AVERAGE_POOL:
+    case AMPC_OP_GLOBAL_MAX_POOL:
+    case AMPC_OP_GLOBAL_LP_POOL: return global_pool(cg, n);
+    case AMPC_OP_RESIZE: return lower_resize(cg, n);
+    case AMPC_OP_UPSAMPLE: return lower_upsample(cg, n);
+    case AMPC_OP_ROI_ALIGN: return lower_roi_align(cg, n);
+    case AMPC_OP_MAX_ROI_POOL: return lower_max_roi_pool(cg, n);
+    case AMPC_OP_MAX_UNPOOL: return lower_max_unpool(cg, n);
+    case AMPC_OP_COL2IM: return lower_col2im(cg, n);
+    default: return unsupported(cg, n, "yet; it runs on the reference evaluator only");
+    }
+}

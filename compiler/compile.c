@@ -1,0 +1,117 @@
+/*
+ * compile.c — the JIT driver behind ampc_compile (include/ampc.h): pass pipeline (with the
+ * memory plan) -> codegen -> NVRTC -> a module holding the plan and its images; the runtime
+ * loads the module on the first run, so compiling needs no GPU.
+ */
+#include "ampc.h"
+#include "ampc_runtime.h"
+#include "codegen/codegen.h"
+#include "compiler/nvrtc.h"
+#include "passes/passes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct ampc_module {
+    ampc_cg_output *cg;      /* plan (images filled in below) and sources */
+    ampc_rt_image *images;
+    int32_t n_images;
+    int32_t device;
+    ampc_rt_model *model;    /* loaded on first run */
+    char *errors;
+};
+
+ampc_status ampc_compile(ampc_graph *g, const ampc_compile_options *o, ampc_module **out) {
+    if (!g || !out) return AMPC_E_INVALID_ARG;
+    *out = NULL;
+    ampc_compile_options opts = {0};
+    if (o) opts = *o;
+    ampc_pipeline_options po = {.verify = true};
+    ampc_status st = ampc_graph_optimize(g, opts.pipeline ? opts.pipeline : &po);
+    if (st != AMPC_OK) return st;
+    /* Code generation needs the memory plan even when the pipeline skipped it (idempotent). */
+    bool changed;
+    st = ampc_pass_plan_memory(g, &changed);
+    if (st != AMPC_OK) return st;
+
+    ampc_cg_options co = {.math = opts.no_tf32 ? AMPC_RT_MATH_DEFAULT : AMPC_RT_MATH_TF32};
+    ampc_cg_output *cg = NULL;
+    st = ampc_cg_generate(g, &co, &cg);
+    if (st != AMPC_OK) return st;
+
+    ampc_nvrtc_unit *units = ampc_xcalloc((size_t)cg->n_units + 1, sizeof *units);
+    for (int32_t u = 0; u < cg->n_units; u++) units[u] = (ampc_nvrtc_unit){cg->unit_names[u], cg->sources[u]};
+    int32_t default_arch = ampc_nvrtc_default_arch();
+    ampc_nvrtc_options no = {
+        .archs = opts.archs ? opts.archs : &default_arch,
+        .n_archs = opts.archs ? opts.n_archs : 1,
+        .cache_dir = opts.cache_dir,
+    };
+    ampc_rt_image *images = NULL;
+    int32_t n_images = 0;
+    char *err = NULL;
+    st = ampc_nvrtc_compile(units, cg->n_units, &no, &images, &n_images, &err);
+    free(units);
+    if (st != AMPC_OK) {
+        AMPC_FAIL(g, NULL, st, "%s", err ? err : "NVRTC failed");
+        free(err);
+        ampc_cg_output_free(cg);
+        return st;
+    }
+    ampc_module *m = ampc_xcalloc(1, sizeof *m);
+    m->cg = cg;
+    m->images = images;
+    m->n_images = n_images;
+    m->device = opts.device;
+    cg->plan.images = images;
+    cg->plan.n_images = n_images;
+    *out = m;
+    return AMPC_OK;
+}
+
+static ampc_status fail(ampc_module *m, ampc_status st, char *msg) {
+    free(m->errors);
+    m->errors = msg ? msg : ampc_xstrdup(ampc_status_str(st));
+    return st;
+}
+
+ampc_status ampc_module_run(ampc_module *m, const ampc_tensor *inputs, int32_t n_inputs,
+                            ampc_tensor *outputs, int32_t n_outputs, void *stream) {
+    if (!m) return AMPC_E_INVALID_ARG;
+    char *err = NULL;
+    if (!m->model) {
+        ampc_status st = ampc_rt_model_create(&m->cg->plan, m->device, &m->model, &err);
+        if (st != AMPC_OK) return fail(m, st, err);
+    }
+    ampc_status st = ampc_rt_model_run(m->model, inputs, n_inputs, outputs, n_outputs, stream, &err);
+    if (st != AMPC_OK) return fail(m, st, err);
+    free(m->errors);
+    m->errors = NULL;
+    return AMPC_OK;
+}
+
+const char *ampc_module_errors(const ampc_module *m) { return m && m->errors ? m->errors : ""; }
+int32_t ampc_module_unit_count(const ampc_module *m) { return m ? m->cg->n_units : 0; }
+
+const char *ampc_module_cuda(const ampc_module *m, int32_t i) {
+    return m && i >= 0 && i < m->cg->n_units ? m->cg->sources[i] : NULL;
+}
+
+const char *ampc_module_ptx(const ampc_module *m, int32_t i) {
+    for (int32_t k = 0; m && k < m->n_images; k++)
+        if (m->images[k].unit == i && m->images[k].kind == AMPC_RT_IMAGE_PTX)
+            return m->images[k].data;
+    return NULL;
+}
+
+int32_t ampc_module_step_count(const ampc_module *m) { return m ? m->cg->plan.n_steps : 0; }
+int64_t ampc_module_arena_bytes(const ampc_module *m) { return m ? m->cg->plan.arena_bytes : 0; }
+
+void ampc_module_destroy(ampc_module *m) {
+    if (!m) return;
+    ampc_rt_model_destroy(m->model);
+    ampc_nvrtc_images_free(m->images, m->n_images);
+    ampc_cg_output_free(m->cg);
+    free(m->errors);
+    free(m);
+}

@@ -1,0 +1,212 @@
+/*
+ * ampc_runtime.h — run a compiled model on an NVIDIA GPU.
+ *
+ * The compiler (ampc.h) turns a graph into an executable plan: generated CUDA kernels plus
+ * cuBLASLt matmuls and cuDNN convolutions, and a memory plan that places every tensor at a fixed
+ * offset of one device buffer. This header loads such a plan onto a GPU (a "model") and runs it.
+ * Plans come from ampc itself (the JIT path, or a generated library's model.c); their layout is
+ * internal (runtime/plan.h), so this header only names them.
+ *
+ * A complete program (the plan comes from a generated library, here `resnet_plan()`):
+ *
+ *     #include <ampc_runtime.h>
+ *     #include <stdio.h>
+ *     #include <stdlib.h>
+ *
+ *     int main(void) {
+ *         char *err = NULL;
+ *         int32_t n = 0;
+ *         if (ampc_rt_device_count(&n, &err) != AMPC_OK) {      // no GPU: an ordinary error
+ *             fprintf(stderr, "%s\n", err); free(err); return 1;
+ *         }
+ *         ampc_rt_model *m;
+ *         if (ampc_rt_model_create(resnet_plan(), 0, &m, &err) != AMPC_OK) {
+ *             fprintf(stderr, "%s\n", err); free(err); return 1;
+ *         }
+ *         static float x[1 * 3 * 224 * 224], y[1 * 1000];      // host memory is fine
+ *         ampc_tensor in = {AMPC_DTYPE_F32, {4, {1, 3, 224, 224}}, x};
+ *         ampc_tensor out = {AMPC_DTYPE_F32, {2, {1, 1000}}, y};
+ *         for (int i = 0; i < 100; i++)                         // first run captures a CUDA graph
+ *             if (ampc_rt_model_run(m, &in, 1, &out, 1, NULL, &err) != AMPC_OK) {
+ *                 fprintf(stderr, "%s\n", err); free(err); break;
+ *             }
+ *         printf("y[0] = %g\n", y[0]);                          // complete when run returns
+ *         ampc_rt_model_destroy(m);
+ *     }
+ *
+ * Conventions
+ *   - The runtime links the CUDA runtime (libcudart) only, never the driver library (libcuda):
+ *     a program using it starts on a machine without a GPU or driver, and every call that needs
+ *     a GPU then returns AMPC_E_NO_DEVICE with a message that starts "no CUDA device: " and says
+ *     why (no driver, a driver older than the runtime, no GPU visible...).
+ *   - cuBLASLt and cuDNN are opened on first use (dlopen by soname: libcublasLt.so.13 then .12;
+ *     libcudnn.so.9), so a plan needs only the libraries its steps use. A library that is missing
+ *     or older than required (cuBLASLt 12.0, cuDNN 9.0) fails model creation with AMPC_E_CUDA
+ *     and a message naming the library, the version found and the version required.
+ *   - Every function that takes `char **err` sets *err (when err is not NULL) to a malloc'ed
+ *     message on failure (the caller frees it) and to NULL on success. Messages say what was
+ *     expected and what was found; failures inside a plan step name the step (index and the
+ *     graph nodes it covers); failed CUDA, cuBLASLt and cuDNN calls name the call, the source
+ *     location and the library's own message.
+ *   - A model belongs to one device and one thread at a time: calls on one model must not
+ *     overlap. Different models may run concurrently. Calls restore the caller's current device.
+ *   - Tensors are dense, row-major, with exactly the dtype and shape the model declares.
+ */
+#ifndef AMPC_RUNTIME_H
+#define AMPC_RUNTIME_H
+
+#include "ampc.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Devices
+ * ------------------------------------------------------------------------------------------- */
+
+/* The number of CUDA devices visible to this process. On success *count >= 1. When there is no
+ * usable device, returns AMPC_E_NO_DEVICE with *count = 0 and *err starting "no CUDA device: "
+ * followed by the reason (the driver is not installed, is older than the CUDA runtime ampc was
+ * built with, or sees no GPU, with cudaGetDeviceCount's own error). Never aborts. */
+AMPC_API ampc_status ampc_rt_device_count(int32_t *count, char **err);
+
+/* What ampc knows about one device. */
+typedef struct ampc_rt_device_info {
+    char name[256];          /* "NVIDIA H200" */
+    int32_t major, minor;    /* compute capability (9, 0) */
+    int32_t sm_count;        /* streaming multiprocessors */
+    int64_t memory_bytes;    /* total device memory */
+    int32_t driver_version;  /* the CUDA version the driver supports, 1000*major + 10*minor */
+    int32_t runtime_version; /* the CUDA runtime in use, same encoding (13000 for 13.0) */
+    bool supported;          /* compute capability >= 8.0: ampc can run models on it */
+} ampc_rt_device_info;
+
+/* Fills *info for `device` (0-based). AMPC_E_NO_DEVICE as for ampc_rt_device_count,
+ * AMPC_E_INVALID_ARG for an index out of range or a NULL info (*info is then zeroed when not
+ * NULL). */
+AMPC_API ampc_status ampc_rt_device_info_get(int32_t device, ampc_rt_device_info *info,
+                                             char **err);
+
+/* ---------------------------------------------------------------------------------------------
+ * Provider libraries
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum ampc_rt_library {
+    AMPC_RT_LIB_CUBLASLT = 0, /* libcublasLt.so.13, else .12; version 12.0 or newer */
+    AMPC_RT_LIB_CUDNN = 1,    /* libcudnn.so.9; version 9.0 or newer */
+    AMPC_RT_LIB_COUNT
+} ampc_rt_library;
+
+/* Opens the library (once per process: it stays loaded) and reports its version as the library
+ * encodes it (cuBLASLt 13.1.0 is 130100, cuDNN 9.19.0 is 91900) and, when `path` is not NULL, a
+ * malloc'ed path of the file that was loaded (the caller frees it). Needs no GPU. On failure
+ * (AMPC_E_CUDA: not found, a symbol missing, or too old; AMPC_E_INVALID_ARG: unknown library)
+ * *version is 0, *path NULL, and *err names the library, the sonames tried and the version found
+ * against the version required. */
+AMPC_API ampc_status ampc_rt_library_version(ampc_rt_library lib, int64_t *version, char **path,
+                                             char **err);
+
+/* ---------------------------------------------------------------------------------------------
+ * Models
+ * ------------------------------------------------------------------------------------------- */
+
+/* A compiled plan (opaque here; produced by ampc's code generator). */
+typedef struct ampc_rt_plan ampc_rt_plan;
+/* A plan loaded on one device: its kernels, one device arena for every activation, the weights
+ * (uploaded once), library descriptors and algorithms chosen once, a stream, and after the first
+ * run a CUDA graph of the steps. */
+typedef struct ampc_rt_model ampc_rt_model;
+
+/* Loads `plan` onto `device`. The model copies what it needs: the plan (its weights and images
+ * included) may be freed once this returns. Creation checks the plan, loads each kernel image
+ * (the cubin built for the device's exact architecture, else the PTX, which the driver compiles),
+ * allocates the arena, the weights and one workspace shared by every library step, plans every
+ * matmul (cuBLASLt heuristic) and convolution (cuDNN algorithm search) once, and runs each
+ * library step once to prove it works. On success *out is the model (ampc_rt_model_destroy).
+ * On failure *out is NULL and the status says what failed:
+ *   AMPC_E_INVALID_ARG  NULL plan or out; a plan that is malformed (a version this runtime does
+ *                       not read, a tensor outside its buffer, a step writing the weights...);
+ *                       a device index out of range
+ *   AMPC_E_NO_DEVICE    no CUDA device or driver (the message starts "no CUDA device: ")
+ *   AMPC_E_UNSUPPORTED  the device's compute capability is below 8.0; no image for the device;
+ *                       a step no provider can run (asymmetric convolution pads, no cuBLASLt
+ *                       algorithm for a matmul...), naming the step
+ *   AMPC_E_CUDA         a CUDA/cuBLASLt/cuDNN call failed (out of device memory, a PTX the
+ *                       driver rejects, with its log), or a library is missing or too old */
+AMPC_API ampc_status ampc_rt_model_create(const ampc_rt_plan *plan, int32_t device,
+                                          ampc_rt_model **out, char **err);
+
+/* Runs the model: copies inputs[i] into the model, runs every step, copies the outputs into
+ * outputs[i].data, and returns when the outputs are complete (it synchronises the stream).
+ * `inputs` and `outputs` follow the model's input and output order (ampc_rt_model_io); each
+ * tensor must have exactly the declared dtype and shape, and its data may be host memory
+ * (pageable or pinned) or device memory of the model's device; the caller owns every buffer,
+ * and an output buffer must hold the output's bytes. Pinned host or device buffers are copied
+ * asynchronously on the stream; pageable host memory is copied through CUDA's staging buffers,
+ * which makes those copies synchronous with the host. `stream` is a cudaStream_t of the model's
+ * device, or NULL for the model's own stream; all work is ordered on it.
+ * Everything is validated before any memory is touched: on failure nothing was copied or run.
+ *   AMPC_E_INVALID_ARG  NULL model; counts that differ from the model's (or NULL arrays with
+ *                       nonzero counts); NULL data for a tensor with bytes; device memory of
+ *                       another device
+ *   AMPC_E_DTYPE        a tensor whose dtype differs from the declared one
+ *   AMPC_E_SHAPE        a tensor whose shape differs from the declared one
+ *   AMPC_E_CUDA         a copy, launch or library call failed (the message names the step);
+ *                       after an error inside a kernel the device may be unusable: destroy the
+ *                       model.
+ * The first run captures the steps into a CUDA graph and later runs replay it (the steps always
+ * see the same addresses). When capture is impossible, runs launch the steps one by one
+ * (ampc_rt_model_graph_status says why); results are the same either way. Setting the
+ * environment variable AMPC_CUDA_GRAPHS=0 before creating a model turns capture off. */
+AMPC_API ampc_status ampc_rt_model_run(ampc_rt_model *m, const ampc_tensor *inputs, int32_t n_in,
+                                       ampc_tensor *outputs, int32_t n_out, void *stream,
+                                       char **err);
+
+/* As ampc_rt_model_run, but the steps are launched one by one (never from the graph) with a CUDA
+ * event before and after each, and step_ms[i] receives step i's GPU time in milliseconds
+ * (step_ms must hold ampc_rt_model_n_steps(m) values; on failure its contents are unspecified).
+ * The events add a little time: use it to find slow steps, ampc_rt_model_run to time the model. */
+AMPC_API ampc_status ampc_rt_model_profile(ampc_rt_model *m, const ampc_tensor *inputs,
+                                           int32_t n_in, ampc_tensor *outputs, int32_t n_out,
+                                           void *stream, double *step_ms, char **err);
+
+/* Frees everything the model holds (waiting for its pending work first). NULL is fine. */
+AMPC_API void ampc_rt_model_destroy(ampc_rt_model *m);
+
+/* The model's input (is_output false) or output number i: its name, dtype and shape. Returns false
+ * (and leaves the out-parameters alone) for an index out of range. `name` stays valid until the
+ * model is destroyed; any out-parameter may be NULL. */
+AMPC_API bool ampc_rt_model_io(const ampc_rt_model *m, bool is_output, int32_t i,
+                               const char **name, ampc_dtype *dtype, ampc_shape *shape);
+/* The number of inputs / outputs / steps (0 for a NULL model). */
+AMPC_API int32_t ampc_rt_model_n_inputs(const ampc_rt_model *m);
+AMPC_API int32_t ampc_rt_model_n_outputs(const ampc_rt_model *m);
+AMPC_API int32_t ampc_rt_model_n_steps(const ampc_rt_model *m);
+/* Step i's label (the graph nodes it covers, "Add 'add_3'") and provider ("kernel", "cuBLASLt",
+ * "cuDNN", "copy", "memset"); "" for an index out of range. Valid until destroy. */
+AMPC_API const char *ampc_rt_model_step_label(const ampc_rt_model *m, int32_t i);
+AMPC_API const char *ampc_rt_model_step_provider(const ampc_rt_model *m, int32_t i);
+/* Device memory the model holds, in bytes: arena + weights + library workspace. */
+AMPC_API int64_t ampc_rt_model_device_bytes(const ampc_rt_model *m);
+
+/* How runs launch the steps:
+ *   AMPC_RT_GRAPH_PENDING  no run yet: the next run tries to capture a CUDA graph
+ *   AMPC_RT_GRAPH_ON       runs replay the captured graph
+ *   AMPC_RT_GRAPH_OFF      runs launch the steps directly; *why (when not NULL) says why:
+ *                          "turned off by AMPC_CUDA_GRAPHS=0" or the failed capture call and
+ *                          its error. Valid until destroy. */
+typedef enum ampc_rt_graph_status {
+    AMPC_RT_GRAPH_PENDING = 0,
+    AMPC_RT_GRAPH_ON,
+    AMPC_RT_GRAPH_OFF,
+} ampc_rt_graph_status;
+AMPC_API ampc_rt_graph_status ampc_rt_model_graph_status(const ampc_rt_model *m, const char **why);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AMPC_RUNTIME_H */

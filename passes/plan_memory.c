@@ -1,0 +1,208 @@
+/*
+ * plan_memory.c — the plan-memory pass: decides where every value lives on the device.
+ *
+ *   1. Constants (values with data and no producer) go to the weights blob, packed in value
+ *      order.
+ *   2. Every other value gets arena bytes. A view (T_VIEW: Reshape, Flatten, Squeeze...) shares
+ *      the bytes of its input; an elementwise node may write its output over an input of the
+ *      same shape whose last use it is (in place), unless that input is a graph input or output.
+ *      Values that share bytes form one buffer.
+ *   3. Each buffer is live from the node that defines it (graph inputs: from the start) to the
+ *      last node that reads any of its values (graph outputs: to the end).
+ *   4. Buffers are placed largest first, each at the lowest 256-aligned offset that no placed
+ *      buffer with an overlapping lifetime occupies; the arena size is the highest end.
+ *
+ * The result is stored in the IR (value->mem_space, ->mem_offset, graph->arena_bytes,
+ * ->weights_bytes), so codegen and `ampc inspect` read one decision. Deterministic: ties break by
+ * value id.
+ */
+#include "passes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct buffer {
+    int32_t root;         /* value id owning the bytes */
+    int32_t start, end;   /* lifetime in node positions (inclusive); inputs start at -1 */
+    int64_t bytes, offset;
+} buffer;
+
+static int64_t align_up(int64_t x) { return (x + AMPC_MEM_ALIGN - 1) & ~(int64_t)(AMPC_MEM_ALIGN - 1); }
+
+static bool is_constant(const ampc_value *v) { return v->data && !v->producer; }
+
+/* Union-find over value ids: values that share bytes. */
+static int32_t find(int32_t *parent, int32_t x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+}
+
+static int cmp_buffers(const void *pa, const void *pb) {
+    const buffer *a = pa, *b = pb;
+    if (a->bytes != b->bytes) return a->bytes > b->bytes ? -1 : 1;
+    if (a->start != b->start) return a->start < b->start ? -1 : 1;
+    return a->root < b->root ? -1 : a->root > b->root;
+}
+
+static int cmp_offsets(const void *pa, const void *pb) {
+    const buffer *const *a = pa, *const *b = pb;
+    return (*a)->offset < (*b)->offset ? -1 : (*a)->offset > (*b)->offset;
+}
+
+/* Whether node n (at position pos) may write its single output over input x. */
+static bool can_reuse(const ampc_node *n, const ampc_value *x, const int32_t *last_use,
+                      const int32_t *parent_root_flags, int32_t pos) {
+    if (!ampc_op_has(n->op, T_ELEMWISE) || n->n_outputs != 1) return false;
+    const ampc_value *y = n->outputs[0];
+    if (!x || is_constant(x) || x->dtype != y->dtype || !ampc_shape_eq(&x->shape, &y->shape))
+        return false;
+    if (y->flags & AMPC_VALUE_OUTPUT) return false;
+    if (parent_root_flags[x->id] & (AMPC_VALUE_INPUT | AMPC_VALUE_OUTPUT)) return false;
+    return last_use[x->id] == pos;
+}
+
+ampc_status ampc_pass_plan_memory(ampc_graph *g, bool *changed) {
+    int32_t nv = g->n_values;
+    int32_t *parent = ampc_xmalloc((size_t)(nv + 1) * sizeof *parent);
+    int32_t *def = ampc_xmalloc((size_t)(nv + 1) * sizeof *def);
+    int32_t *last = ampc_xmalloc((size_t)(nv + 1) * sizeof *last);
+    int32_t *root_flags = ampc_xcalloc((size_t)nv + 1, sizeof *root_flags);
+    uint8_t *space = ampc_xcalloc((size_t)nv + 1, 1);
+    int64_t *offset = ampc_xcalloc((size_t)nv + 1, sizeof *offset);
+    int64_t weights = 0;
+
+    /* 1. constants */
+    for (int32_t i = 0; i < nv; i++) {
+        const ampc_value *v = g->values[i];
+        parent[i] = i;
+        def[i] = -1;
+        last[i] = -1;
+        root_flags[i] = (int32_t)(v->flags & (AMPC_VALUE_INPUT | AMPC_VALUE_OUTPUT));
+        if (is_constant(v) && !(v->flags & AMPC_VALUE_INPUT)) {
+            space[i] = AMPC_MEM_WEIGHTS;
+            offset[i] = weights;
+            weights = align_up(weights + (int64_t)ampc_ir_nbytes(v));
+        }
+    }
+
+    /* Lifetimes of individual values: last use per value (pass 1), so in-place decisions can
+     * ask whether a node is an input's last reader. */
+    int32_t pos = 0;
+    for (int32_t k = 0; k < g->n_nodes; k++) {
+        const ampc_node *n = g->nodes[k];
+        if (n->dead) continue;
+        for (int32_t j = 0; j < n->n_inputs; j++)
+            if (n->inputs[j]) last[n->inputs[j]->id] = pos;
+        for (int32_t j = 0; j < n->n_outputs; j++) def[n->outputs[j]->id] = pos;
+        pos++;
+    }
+    int32_t end = pos;
+    for (int32_t i = 0; i < g->n_outputs; i++) last[g->outputs[i]->id] = end;
+    /* The last use of each buffer, kept per root as values join it. */
+    int32_t *root_last = ampc_xmalloc((size_t)(nv + 1) * sizeof *root_last);
+    memcpy(root_last, last, (size_t)nv * sizeof *last);
+
+    /* 2. sharing: views alias their input, elementwise nodes may work in place */
+    pos = 0;
+    for (int32_t k = 0; k < g->n_nodes; k++) {
+        const ampc_node *n = g->nodes[k];
+        if (n->dead) continue;
+        const ampc_value *y = n->n_outputs ? n->outputs[0] : NULL;
+        const ampc_value *x = n->n_inputs ? n->inputs[0] : NULL;
+        if (y && x && ampc_op_has(n->op, T_VIEW) && !(y->flags & AMPC_VALUE_OUTPUT) &&
+            ampc_ir_nbytes(x) == ampc_ir_nbytes(y)) {
+            if (space[x->id] == AMPC_MEM_WEIGHTS) {
+                space[y->id] = AMPC_MEM_WEIGHTS; /* a view of a constant reads the weights */
+                offset[y->id] = offset[x->id];
+            } else {
+                int32_t r = find(parent, x->id);
+                parent[y->id] = r;
+                root_flags[r] |= (int32_t)(y->flags & (AMPC_VALUE_INPUT | AMPC_VALUE_OUTPUT));
+                if (last[y->id] > root_last[r]) root_last[r] = last[y->id];
+            }
+        } else if (y) {
+            for (int32_t j = 0; j < n->n_inputs; j++) {
+                const ampc_value *in = n->inputs[j];
+                if (!in || space[in->id] == AMPC_MEM_WEIGHTS) continue;
+                int32_t r = find(parent, in->id);
+                /* the whole buffer (every value sharing it) must end here */
+                if (root_last[r] == pos && can_reuse(n, in, last, root_flags, pos)) {
+                    parent[y->id] = r;
+                    if (last[y->id] > root_last[r]) root_last[r] = last[y->id];
+                    break;
+                }
+            }
+        }
+        pos++;
+    }
+
+    /* 3. buffers: one per root, lifetime the union of its values' */
+    buffer *bufs = ampc_xcalloc((size_t)nv + 1, sizeof *bufs);
+    int32_t *buf_of = ampc_xmalloc((size_t)(nv + 1) * sizeof *buf_of);
+    int32_t nb = 0;
+    for (int32_t i = 0; i < nv; i++) buf_of[i] = -1;
+    for (int32_t i = 0; i < nv; i++) {
+        const ampc_value *v = g->values[i];
+        if (space[i] == AMPC_MEM_WEIGHTS || (v->flags & AMPC_VALUE_POISON)) continue;
+        int32_t r = find(parent, i);
+        if (buf_of[r] < 0) {
+            buf_of[r] = nb;
+            bufs[nb++] = (buffer){r, def[r], def[r], 0, 0};
+        }
+        buffer *b = &bufs[buf_of[r]];
+        int32_t s = (v->flags & AMPC_VALUE_INPUT) ? -1 : def[i];
+        int32_t e = last[i] < s ? s : last[i];
+        if (s < b->start) b->start = s;
+        if (e > b->end) b->end = e;
+        int64_t bytes = (int64_t)ampc_ir_nbytes(v);
+        if (bytes > b->bytes) b->bytes = bytes;
+    }
+
+    /* 4. placement, largest first */
+    qsort(bufs, (size_t)nb, sizeof *bufs, cmp_buffers);
+    for (int32_t i = 0; i < nb; i++) buf_of[bufs[i].root] = i;
+    buffer **live = ampc_xmalloc((size_t)(nb + 1) * sizeof *live);
+    int64_t arena = 0;
+    for (int32_t i = 0; i < nb; i++) {
+        buffer *b = &bufs[i];
+        int32_t k = 0;
+        for (int32_t j = 0; j < i; j++)
+            if (bufs[j].start <= b->end && b->start <= bufs[j].end) live[k++] = &bufs[j];
+        qsort(live, (size_t)k, sizeof *live, cmp_offsets);
+        int64_t at = 0, need = align_up(b->bytes ? b->bytes : 1);
+        for (int32_t j = 0; j < k; j++) {
+            if (live[j]->offset >= at + need) break;
+            int64_t e = align_up(live[j]->offset + (live[j]->bytes ? live[j]->bytes : 1));
+            if (e > at) at = e;
+        }
+        b->offset = at;
+        if (at + need > arena) arena = at + need;
+    }
+
+    *changed = g->arena_bytes != arena || g->weights_bytes != weights;
+    for (int32_t i = 0; i < nv; i++) {
+        ampc_value *v = g->values[i];
+        uint8_t sp = space[i];
+        int64_t off = offset[i];
+        if (sp != AMPC_MEM_WEIGHTS && !(v->flags & AMPC_VALUE_POISON)) {
+            sp = AMPC_MEM_ARENA;
+            off = bufs[buf_of[find(parent, i)]].offset;
+        }
+        *changed |= v->mem_space != sp || v->mem_offset != off;
+        v->mem_space = sp;
+        v->mem_offset = off;
+    }
+    g->arena_bytes = arena;
+    g->weights_bytes = weights;
+    free(live);
+    free(bufs);
+    free(buf_of);
+    free(parent);
+    free(def);
+    free(last);
+    free(root_last);
+    free(root_flags);
+    free(space);
+    free(offset);
+    return AMPC_OK;
+}

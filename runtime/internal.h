@@ -1,0 +1,208 @@
+/*
+ * internal.h — what the runtime's files share and nobody else sees: the error record and the
+ * checked-call macros (one family for cudart, cuBLASLt and cuDNN), the provider interface every
+ * step kind sits behind, and the per-model context providers work in.
+ *
+ * The runtime depends on no other part of ampc (a generated library links it alone), so it keeps
+ * its own small helpers (dtype sizes and names) instead of calling the compiler's.
+ */
+#ifndef AMPC_RT_INTERNAL_H
+#define AMPC_RT_INTERNAL_H
+
+#include "runtime/runtime.h"
+
+#include <cuda_runtime_api.h>
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- errors --------------------------------------------------------------------------------- */
+
+/* The first failure of an operation: its status and a malloc'ed message (NULL while none). */
+typedef struct rt_err {
+    ampc_status status;
+    char *msg;
+} rt_err;
+
+/* Records a failure (when none is recorded yet) and returns `s`, so `return rt_fail(...)`. */
+ampc_status rt_fail(rt_err *e, ampc_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Prepends context to the recorded message ("step 3 (Conv 'c1'): "); no-op without one. */
+void rt_err_prefix(rt_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends detail to the recorded message (a JIT log); no-op without one. */
+void rt_err_append(rt_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Hands the message to the caller's `err` (or frees it) and returns the status (AMPC_OK with
+ * *err = NULL when nothing failed). */
+ampc_status rt_err_give(rt_err *e, char **err);
+void rt_err_clear(rt_err *e);
+
+/* The failure of a library call: "<stmt> failed in <func> (<file>:<line>): <lib> <code>: <msg>".
+ * rc is the library's status; lib_msg its text. The status is AMPC_E_CUDA, or AMPC_E_NO_DEVICE
+ * for cudart's no-driver / no-device codes. */
+ampc_status rt_fail_call(rt_err *e, const char *lib, int rc, const char *code_name,
+                         const char *lib_msg, const char *stmt, const char *func,
+                         const char *file, int line);
+ampc_status rt_fail_cuda(rt_err *e, int rc, const char *stmt, const char *func, const char *file,
+                         int line);
+/* Defined by the cuBLASLt and cuDNN providers (they know the library's message functions). */
+ampc_status rt_fail_cublas(rt_err *e, int rc, const char *stmt, const char *func,
+                           const char *file, int line);
+ampc_status rt_fail_cudnn(rt_err *e, int rc, const char *stmt, const char *func,
+                          const char *file, int line);
+
+/* The checked-call family (STYLE §5): every cudart / cuBLASLt / cuDNN call goes through one of
+ * these. On failure it records the statement text, the function, file and line and the
+ * library's own message, and returns the status from the enclosing function (which therefore
+ * returns ampc_status and leaves its resources owned by a structure that is freed later). Every
+ * library reports success as 0. */
+#define RT_CHECK_GEN(e, failfn, call)                                                             \
+    do {                                                                                           \
+        int rt_rc_ = (int)(call);                                                                  \
+        if (rt_rc_ != 0) return failfn((e), rt_rc_, #call, __func__, __FILE__, __LINE__);          \
+    } while (0)
+#define RT_CUDA(e, call) RT_CHECK_GEN(e, rt_fail_cuda, call)
+#define RT_CUBLAS(e, call) RT_CHECK_GEN(e, rt_fail_cublas, call)
+#define RT_CUDNN(e, call) RT_CHECK_GEN(e, rt_fail_cudnn, call)
+/* After every kernel launch (ours or a library's): the launch error, if any. */
+#define RT_LAUNCH_CHECK(e) RT_CUDA(e, cudaGetLastError())
+
+/* ---- small helpers -------------------------------------------------------------------------- */
+
+/* Bytes per element and the IR's short name ("f32") of a dtype; 0 / "?" when invalid. */
+size_t rt_dtype_size(ampc_dtype t);
+const char *rt_dtype_name(ampc_dtype t);
+/* "[2, 3, 4]" into buf (at least 160 bytes hold any shape); returns buf. */
+char *rt_shape_str(const ampc_shape *s, char *buf, size_t size);
+/* numel of a shape into *n; false on a negative dim or an overflow. */
+bool rt_shape_numel(const ampc_shape *s, int64_t *n);
+/* The CUDA version encoding 13000 as "13.0" into buf (16 bytes); returns buf. */
+char *rt_cuda_version_str(int v, char *buf, size_t size);
+/* A library version major*10000 + minor*100 + patch as "13.1.0" into buf (24 bytes). */
+char *rt_lib_version_str(int64_t v, char *buf, size_t size);
+/* Clears cudart's last (non-sticky) error after a call whose failure we handled. */
+void rt_cuda_clear(void);
+
+/* ---- devices -------------------------------------------------------------------------------- */
+
+typedef struct rt_device {
+    int32_t index;
+    int32_t sm;              /* 10 * major + minor */
+    int32_t sm_count;
+    size_t smem_optin;       /* max dynamic shared memory per block after opting in */
+    int32_t max_threads;     /* per block */
+    char name[256];
+} rt_device;
+
+/* Finds device `index`: AMPC_E_NO_DEVICE ("no CUDA device: ...") when none is usable,
+ * AMPC_E_INVALID_ARG for an index out of range, AMPC_E_UNSUPPORTED below compute 8.0. */
+ampc_status rt_device_open(int32_t index, rt_device *d, rt_err *e);
+
+/* ---- provider libraries ----------------------------------------------------------------------- */
+
+/* A library opened with dlopen on first use and kept for the life of the process. Each provider
+ * owns one (a static), lists its functions and knows how to ask the version. */
+typedef struct rt_lib {
+    const char *name;             /* "cuBLASLt" */
+    const char *const *sonames;   /* tried in order, NULL-terminated */
+    int64_t min_version;          /* in the library's encoding */
+    /* Binds every function the provider uses from `handle`; false names the first missing one
+     * in *missing. Sets the version the library reports into *version. */
+    bool (*bind)(void *handle, const char **missing, int64_t *version);
+    /* state, guarded by a mutex in lib.c */
+    bool tried;
+    ampc_status status;
+    char *fail;                   /* message of a failed open, repeated to every caller */
+    void *handle;
+    int64_t version;
+    char *path;                   /* the file loaded */
+} rt_lib;
+
+/* Opens `lib` once per process (thread-safe); AMPC_OK or AMPC_E_CUDA naming the library, the
+ * sonames tried with dlerror's text, or the version found vs required. */
+ampc_status rt_lib_open(rt_lib *lib, rt_err *e);
+
+extern rt_lib rt_cublaslt_lib;
+extern rt_lib rt_cudnn_lib;
+
+/* ---- the per-model context and the provider interface --------------------------------------- */
+
+/* A translation unit loaded on the device. */
+typedef struct rt_unit {
+    cudaLibrary_t lib;
+    char what[48]; /* the image loaded: "PTX for compute_80", "cubin for sm_90a" */
+    char *log;     /* the JIT's error log buffer, kept as long as the unit is loaded */
+} rt_unit;
+
+/* What a provider sees of a model. Pointers are device addresses. */
+typedef struct rt_ctx {
+    rt_device dev;
+    char *arena;              /* arena_bytes, or NULL when 0 */
+    int64_t arena_bytes;
+    char *weights;            /* weights_bytes, or NULL when 0 */
+    int64_t weights_bytes;
+    void *workspace;          /* shared by every library step (they run one after another) */
+    size_t workspace_bytes;
+    rt_unit *units;           /* one loaded library per translation unit */
+    int32_t n_units;
+    void *cublaslt;           /* cublasLtHandle_t, created by the cuBLASLt provider on demand */
+    void *cudnn;              /* cudnnHandle_t, created by the cuDNN provider on demand */
+    cudaStream_t plan_stream; /* the model's stream: planning work (algorithm search) runs here */
+    void *scratch;            /* planning-time workspace for algorithm searches (cuDNN Find*Ex), */
+    size_t scratch_bytes;     /* allocated on first need and freed once every step is planned */
+} rt_ctx;
+
+/* The device address of a ref (NULL for an absent ref: bytes 0). */
+static inline void *rt_ref_ptr(const rt_ctx *c, ampc_rt_ref r) {
+    if (r.bytes == 0) return NULL;
+    return (r.space == AMPC_RT_WEIGHTS ? c->weights : c->arena) + r.offset;
+}
+
+/* One kind of step: generated kernels, cuBLASLt, cuDNN, copies (STYLE §10: capability is asked,
+ * not assumed). A failure message needs no step prefix: the caller adds "step N (label): ". */
+typedef struct rt_provider {
+    const char *name; /* "kernel", "cuBLASLt", "cuDNN", "copy", "memset" */
+    /* Can this provider run step s? With ctx NULL only the static rules are checked (no GPU, no
+     * library needed); with a ctx the library is opened and its version checked too. */
+    ampc_status (*supports)(const rt_ctx *ctx, const ampc_rt_plan *plan, const ampc_rt_step *s,
+                            rt_err *e);
+    /* Prepares s once (descriptors, algorithm, kernel handle): *state is the provider's, freed by
+     * release (also when plan fails midway); *workspace the bytes of shared workspace it needs. */
+    ampc_status (*plan)(rt_ctx *ctx, const ampc_rt_step *s, void **state, size_t *workspace,
+                        rt_err *e);
+    /* Enqueues the step on `stream` (also while the stream is being captured into a graph). */
+    ampc_status (*launch)(rt_ctx *ctx, void *state, cudaStream_t stream, rt_err *e);
+    /* Frees a step's state (NULL is fine). */
+    void (*release)(rt_ctx *ctx, void *state);
+    /* (optional) Frees per-model resources (library handles) when the model goes. */
+    void (*close)(rt_ctx *ctx);
+} rt_provider;
+
+extern const rt_provider rt_provider_kernel;
+extern const rt_provider rt_provider_cublaslt;
+extern const rt_provider rt_provider_cudnn;
+extern const rt_provider rt_provider_copy;
+extern const rt_provider rt_provider_memset;
+
+/* The provider of a step kind (NULL for an unknown kind). */
+const rt_provider *rt_provider_for(uint8_t kind);
+
+/* The static plan check behind ampc_rt_plan_check; model creation runs it first. */
+ampc_status rt_plan_check(const ampc_rt_plan *p, rt_err *e);
+/* Prepends "step i (label): " (or "step i: ") to e's message. */
+void rt_step_prefix(rt_err *e, const ampc_rt_step *s, int32_t i);
+/* Bytes a strided batch of row-major matrices spans: ((batch-1)*stride + (rows-1)*ld + cols) *
+ * elem (0 when rows or cols is 0; INT64_MAX on overflow). */
+int64_t rt_span_bytes(int64_t batch, int64_t stride, int64_t rows, int64_t ld, int64_t cols,
+                      int64_t elem);
+
+/* Checks that a ref lies in its space: AMPC_E_INVALID_ARG naming `what` otherwise. `writable`
+ * refuses the weights space; `optional` accepts an absent ref (bytes 0). */
+ampc_status rt_check_ref(const ampc_rt_plan *p, ampc_rt_ref r, const char *what, bool writable,
+                         bool optional, rt_err *e);
+/* Checks that a ref holds at least `need` bytes and is aligned to `align` bytes. */
+ampc_status rt_check_ref_size(ampc_rt_ref r, const char *what, int64_t need, int64_t align,
+                              rt_err *e);
+
+#endif /* AMPC_RT_INTERNAL_H */

@@ -1,0 +1,176 @@
+/*
+ * plan.h — the executable plan: everything the runtime needs to run a compiled graph, and
+ * nothing else. Codegen (codegen/) produces it; the runtime (runtime/) executes it; the artifact
+ * writer (compiler/) serialises it into the generated library.
+ *
+ * A plan is plain data with no pointers into the IR. Every tensor lives at a byte offset in one
+ * of two device buffers: the arena (activations, graph inputs and outputs; one allocation sized
+ * arena_bytes) or the weights (constants, uploaded once at load). A run copies the caller's
+ * inputs into their arena slots, executes the steps in order on one stream, and copies the
+ * outputs out; the steps themselves always see the same addresses, which is what lets the
+ * runtime capture them once into a CUDA graph and replay it.
+ *
+ * Steps are: a generated kernel launch (kernels come from the plan's images: PTX for compute_80
+ * that runs on every GPU of compute capability >= 8.0, plus cubins for the architectures
+ * compiled), a cuBLASLt matmul, a cuDNN convolution, a device copy, or a memset.
+ */
+#ifndef AMPC_RT_PLAN_H
+#define AMPC_RT_PLAN_H
+
+#include "ampc.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum { AMPC_RT_PLAN_VERSION = 1 };
+
+/* Where a tensor lives. */
+typedef enum ampc_rt_space {
+    AMPC_RT_ARENA = 0,   /* the per-model device arena */
+    AMPC_RT_WEIGHTS = 1, /* the constant blob, read-only */
+} ampc_rt_space;
+
+/* A tensor's bytes: [offset, offset + bytes) of a space. A tensor's own offset is a multiple of
+ * 256 (the memory plan's alignment); a ref to part of a tensor (a copy of a slice) is aligned to
+ * its element size only. */
+typedef struct ampc_rt_ref {
+    uint8_t space;  /* ampc_rt_space */
+    int64_t offset; /* bytes */
+    int64_t bytes;
+} ampc_rt_ref;
+
+/* One argument of a generated kernel, in the order of the kernel's parameter list. */
+typedef enum ampc_rt_arg_kind {
+    AMPC_RT_ARG_PTR = 0, /* a device pointer: base of ref.space + ref.offset */
+    AMPC_RT_ARG_I32,
+    AMPC_RT_ARG_I64,
+    AMPC_RT_ARG_F32,
+} ampc_rt_arg_kind;
+
+typedef struct ampc_rt_arg {
+    uint8_t kind; /* ampc_rt_arg_kind */
+    union {
+        ampc_rt_ref ref;
+        int32_t i32;
+        int64_t i64;
+        float f32;
+    };
+} ampc_rt_arg;
+
+typedef struct ampc_rt_kernel {
+    int32_t unit;       /* the translation unit holding the kernel (see ampc_rt_image.unit) */
+    const char *name;   /* extern "C" name in that unit */
+    uint32_t grid[3], block[3];
+    uint32_t smem;      /* dynamic shared memory, bytes */
+    int32_t n_args;
+    const ampc_rt_arg *args;
+} ampc_rt_kernel;
+
+/* Matmul through cuBLASLt, row-major view of every operand:
+ *   D[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b]  (+ bias[n] broadcast over rows, then the
+ *   epilogue activation), for b in [0, batch), op(X) = X^T when trans_x.
+ * A is m x k after op (so k x m stored when trans_a), B is k x n after op, C and D are m x n.
+ * ld* are row pitches in elements of the stored (pre-op) matrices; stride_* are batch strides in
+ * elements (0: the operand is shared by every batch). C may be absent (space 0, bytes 0: beta
+ * is ignored); C and D may be the same ref. */
+typedef enum ampc_rt_epilogue {
+    AMPC_RT_EPI_NONE = 0,
+    AMPC_RT_EPI_BIAS,      /* + bias[n] */
+    AMPC_RT_EPI_RELU,      /* max(x, 0) */
+    AMPC_RT_EPI_BIAS_RELU,
+    AMPC_RT_EPI_GELU,      /* erf form */
+    AMPC_RT_EPI_BIAS_GELU,
+} ampc_rt_epilogue;
+
+typedef enum ampc_rt_math {
+    AMPC_RT_MATH_DEFAULT = 0, /* accumulate in f32 (f64 for f64 operands), no TF32 */
+    AMPC_RT_MATH_TF32,        /* f32 operands on TF32 tensor cores, f32 accumulation */
+} ampc_rt_math;
+
+typedef struct ampc_rt_gemm {
+    int64_t m, n, k, batch;
+    bool trans_a, trans_b;
+    int64_t lda, ldb, ldc, ldd;
+    int64_t stride_a, stride_b, stride_c, stride_d;
+    ampc_dtype dtype_ab;   /* A and B */
+    ampc_dtype dtype_cd;   /* C and D */
+    ampc_dtype dtype_bias; /* bias, when the epilogue has one */
+    uint8_t math;          /* ampc_rt_math */
+    uint8_t epilogue;      /* ampc_rt_epilogue */
+    float alpha, beta;
+    ampc_rt_ref a, b, c, d, bias;
+} ampc_rt_gemm;
+
+/* Convolution through cuDNN (cross-correlation, as ONNX Conv), NC(D)HW layout, 1 to 3 spatial
+ * dims: y = conv(x, w) (+ bias[C_out] broadcast) (+ z when has_residual) then relu when set. */
+typedef struct ampc_rt_conv {
+    int32_t spatial;                 /* 1, 2 or 3 */
+    int64_t n, c_in, c_out, groups;
+    int64_t in[3], out[3], kernel[3];
+    int64_t stride[3], dilation[3], pad_begin[3], pad_end[3];
+    ampc_dtype dtype;
+    uint8_t math;                    /* ampc_rt_math */
+    bool relu, has_bias, has_residual;
+    bool transpose;                  /* ConvTranspose (data gradient form) */
+    int64_t output_padding[3];
+    ampc_rt_ref x, w, bias, z, y;
+} ampc_rt_conv;
+
+typedef enum ampc_rt_step_kind {
+    AMPC_RT_STEP_KERNEL = 0,
+    AMPC_RT_STEP_GEMM,
+    AMPC_RT_STEP_CONV,
+    AMPC_RT_STEP_COPY,   /* copy.src -> copy.dst, src.bytes bytes */
+    AMPC_RT_STEP_MEMSET, /* memset.dst to zero */
+} ampc_rt_step_kind;
+
+typedef struct ampc_rt_step {
+    uint8_t kind;        /* ampc_rt_step_kind */
+    const char *label;   /* the graph nodes covered, for profiles and errors: "Add 'add_3'" */
+    union {
+        ampc_rt_kernel kernel;
+        ampc_rt_gemm gemm;
+        ampc_rt_conv conv;
+        struct {
+            ampc_rt_ref src, dst;
+        } copy;
+        struct {
+            ampc_rt_ref dst;
+        } memset;
+    };
+} ampc_rt_step;
+
+/* A graph input or output: the caller's tensor is copied to / from `ref` around the steps. */
+typedef struct ampc_rt_io {
+    const char *name;
+    ampc_dtype dtype;
+    ampc_shape shape;
+    ampc_rt_ref ref;
+} ampc_rt_io;
+
+/* A compiled translation unit for one target. */
+typedef enum ampc_rt_image_kind { AMPC_RT_IMAGE_PTX = 0, AMPC_RT_IMAGE_CUBIN = 1 } ampc_rt_image_kind;
+
+typedef struct ampc_rt_image {
+    int32_t unit;       /* translation unit index (kernels name their unit) */
+    uint8_t kind;       /* ampc_rt_image_kind */
+    int32_t sm;         /* cubin: the architecture (80, 86, 89, 90...); PTX: its virtual arch */
+    const void *data;   /* PTX text (NUL-terminated) or cubin bytes */
+    int64_t size;
+} ampc_rt_image;
+
+typedef struct ampc_rt_plan {
+    int32_t version;           /* AMPC_RT_PLAN_VERSION */
+    const char *name;
+    int64_t arena_bytes;
+    const void *weights;       /* host copy of the constant blob, uploaded at load */
+    int64_t weights_bytes;
+    int32_t n_units;           /* translation units; kernels refer to them by index */
+    int32_t n_images, n_steps, n_inputs, n_outputs;
+    const ampc_rt_image *images;
+    const ampc_rt_step *steps;
+    const ampc_rt_io *inputs;
+    const ampc_rt_io *outputs;
+} ampc_rt_plan;
+
+#endif /* AMPC_RT_PLAN_H */

@@ -1,0 +1,367 @@
+/*
+ * prov_cublaslt.c — the cuBLASLt provider: GEMM steps (runtime/plan.h's ampc_rt_gemm).
+ *
+ * cuBLASLt is opened with dlopen on first use (libcublasLt.so.13, else .12) and its functions
+ * bound with dlsym; its header is used for types only, so ampc never links it.
+ *
+ * Layout: the plan's operands are row-major; cuBLASLt's default order is column-major. A row-major
+ * m x n matrix with row pitch ld IS a column-major n x m matrix with leading dimension ld, so
+ *     D = op(A) @ op(B)   (row-major)   <=>   D^T = op(B)^T @ op(A)^T   (column-major)
+ * and the runtime hands cuBLASLt the operands swapped (its A is our B, its B our A), with
+ * M = n, N = m and the same transpose flags. No data moves, and the row bias bias[n] becomes
+ * cuBLASLt's per-row bias of D^T (length M = n), exactly what its BIAS epilogue broadcasts.
+ *
+ * Everything is planned once at model creation: the matmul descriptor, the four layouts (with
+ * batch count and strides), the epilogue, and the algorithm (the heuristic's first choice, given
+ * the operands' real alignment and a workspace cap). A launch is one cublasLtMatmul.
+ */
+#include "runtime/internal.h"
+
+#include <cublasLt.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The workspace a matmul may use: 32 MiB is what NVIDIA recommends for Hopper. */
+enum { GEMM_WORKSPACE_MAX = 32 << 20 };
+
+/* ---- the library --------------------------------------------------------------------------- */
+
+#define LT_FUNCS(X)                                                                                \
+    X(cublasLtGetVersion)                                                                          \
+    X(cublasLtGetStatusName)                                                                       \
+    X(cublasLtGetStatusString)                                                                     \
+    X(cublasLtCreate)                                                                              \
+    X(cublasLtDestroy)                                                                             \
+    X(cublasLtMatmulDescCreate)                                                                    \
+    X(cublasLtMatmulDescDestroy)                                                                   \
+    X(cublasLtMatmulDescSetAttribute)                                                              \
+    X(cublasLtMatrixLayoutCreate)                                                                  \
+    X(cublasLtMatrixLayoutDestroy)                                                                 \
+    X(cublasLtMatrixLayoutSetAttribute)                                                            \
+    X(cublasLtMatmulPreferenceCreate)                                                              \
+    X(cublasLtMatmulPreferenceDestroy)                                                             \
+    X(cublasLtMatmulPreferenceSetAttribute)                                                        \
+    X(cublasLtMatmulAlgoGetHeuristic)                                                              \
+    X(cublasLtMatmul)
+
+/* The bound functions, each typed from the real header's declaration. */
+static struct {
+#define X(f) __typeof__(&f) f;
+    LT_FUNCS(X)
+#undef X
+} lt;
+
+static bool lt_bind(void *h, const char **missing, int64_t *version) {
+    *missing = NULL;
+#define X(f)                                                                                       \
+    if (*missing == NULL) {                                                                        \
+        void *p_ = dlsym(h, #f);                                                                   \
+        if (p_ == NULL) *missing = #f;                                                             \
+        memcpy(&lt.f, &p_, sizeof p_);                                                             \
+    }
+    LT_FUNCS(X)
+#undef X
+    *version = lt.cublasLtGetVersion ? (int64_t)lt.cublasLtGetVersion() : 0;
+    return *missing == NULL;
+}
+
+static const char *const lt_sonames[] = {"libcublasLt.so.13", "libcublasLt.so.12", NULL};
+rt_lib rt_cublaslt_lib = {
+    .name = "cuBLASLt", .sonames = lt_sonames, .min_version = 120000, .bind = lt_bind};
+
+ampc_status rt_fail_cublas(rt_err *e, int rc, const char *stmt, const char *func,
+                           const char *file, int line) {
+    cublasStatus_t s = (cublasStatus_t)rc;
+    rt_cuda_clear(); /* a failed launch inside cuBLASLt leaves cudart's error set */
+    return rt_fail_call(e, "cuBLASLt", rc, lt.cublasLtGetStatusName ? lt.cublasLtGetStatusName(s) : NULL,
+                        lt.cublasLtGetStatusString ? lt.cublasLtGetStatusString(s) : NULL, stmt,
+                        func, file, line);
+}
+
+/* ---- static rules ---------------------------------------------------------------------------- */
+
+static const char *const epi_names[] = {"NONE", "BIAS", "RELU", "BIAS_RELU", "GELU", "BIAS_GELU"};
+
+static bool epi_has_bias(uint8_t epi) {
+    return epi == AMPC_RT_EPI_BIAS || epi == AMPC_RT_EPI_BIAS_RELU || epi == AMPC_RT_EPI_BIAS_GELU;
+}
+
+/* The (A/B, C/D) dtype pairs cuBLASLt runs for us. */
+static bool dtype_pair_ok(ampc_dtype ab, ampc_dtype cd) {
+    switch (ab) {
+    case AMPC_DTYPE_F32: return cd == AMPC_DTYPE_F32;
+    case AMPC_DTYPE_F64: return cd == AMPC_DTYPE_F64;
+    case AMPC_DTYPE_F16: return cd == AMPC_DTYPE_F16 || cd == AMPC_DTYPE_F32;
+    case AMPC_DTYPE_BF16: return cd == AMPC_DTYPE_BF16 || cd == AMPC_DTYPE_F32;
+    default: return false;
+    }
+}
+
+/* Checks one operand: the ref, its pitch against its columns, its size and alignment. */
+static ampc_status check_operand(const ampc_rt_plan *p, ampc_rt_ref r, const char *what,
+                                 bool writable, int64_t batch, int64_t stride, int64_t rows,
+                                 int64_t cols, int64_t ld, size_t es, rt_err *e) {
+    if (rt_check_ref(p, r, what, writable, false, e) != AMPC_OK) return e->status;
+    if (ld < (cols > 1 ? cols : 1))
+        return rt_fail(e, AMPC_E_INVALID_ARG, "%s has row pitch %lld, less than its %lld columns",
+                       what, (long long)ld, (long long)cols);
+    if (stride < 0)
+        return rt_fail(e, AMPC_E_INVALID_ARG, "%s has batch stride %lld", what, (long long)stride);
+    return rt_check_ref_size(r, what, rt_span_bytes(batch, stride, rows, ld, cols, (int64_t)es),
+                             (int64_t)es, e);
+}
+
+static ampc_status gemm_supports(const rt_ctx *ctx, const ampc_rt_plan *p, const ampc_rt_step *s,
+                                 rt_err *e) {
+    const ampc_rt_gemm *g = &s->gemm;
+    if (g->m < 0 || g->n < 0 || g->k < 0 || g->batch < 1 || g->batch > INT32_MAX)
+        return rt_fail(e, AMPC_E_INVALID_ARG, "matmul has m=%lld n=%lld k=%lld batch=%lld: sizes "
+                       "must be >= 0 and batch in [1, 2^31)", (long long)g->m, (long long)g->n,
+                       (long long)g->k, (long long)g->batch);
+    if (g->epilogue > AMPC_RT_EPI_BIAS_GELU || g->math > AMPC_RT_MATH_TF32)
+        return rt_fail(e, AMPC_E_INVALID_ARG, "matmul has epilogue %u and math %u; the known "
+                       "values are 0 to 5 and 0 to 1", g->epilogue, g->math);
+    if (g->epilogue == AMPC_RT_EPI_GELU || g->epilogue == AMPC_RT_EPI_BIAS_GELU)
+        return rt_fail(e, AMPC_E_UNSUPPORTED, "matmul epilogue %s: cuBLASLt's GELU epilogue is "
+                       "the tanh approximation, the plan asks for the erf form; apply the GELU "
+                       "in a kernel after the matmul", epi_names[g->epilogue]);
+    if (!dtype_pair_ok(g->dtype_ab, g->dtype_cd))
+        return rt_fail(e, AMPC_E_UNSUPPORTED, "matmul of %s operands into %s: cuBLASLt runs "
+                       "f32->f32, f64->f64, f16->f16/f32 and bf16->bf16/f32",
+                       rt_dtype_name(g->dtype_ab), rt_dtype_name(g->dtype_cd));
+    bool has_bias = epi_has_bias(g->epilogue);
+    if (has_bias && g->dtype_bias != g->dtype_cd)
+        return rt_fail(e, AMPC_E_UNSUPPORTED, "matmul bias is %s, D is %s: the bias must have D's "
+                       "dtype", rt_dtype_name(g->dtype_bias), rt_dtype_name(g->dtype_cd));
+    if (rt_check_ref(p, g->d, "matmul D", true, false, e) != AMPC_OK) return e->status;
+    if (g->m == 0 || g->n == 0) return AMPC_OK; /* nothing to compute */
+    if (g->k == 0)
+        return rt_fail(e, AMPC_E_UNSUPPORTED, "matmul with k = 0 (an empty contraction): lower it "
+                       "to a memset or a bias broadcast");
+    if (g->batch > 1 && g->stride_d == 0)
+        return rt_fail(e, AMPC_E_INVALID_ARG, "matmul D has batch stride 0 with batch %lld: every "
+                       "batch would write the same matrix", (long long)g->batch);
+    size_t es_ab = rt_dtype_size(g->dtype_ab), es_cd = rt_dtype_size(g->dtype_cd);
+    /* stored shapes (before op): A is m x k, or k x m when transposed; B is k x n, or n x k */
+    int64_t ar = g->trans_a ? g->k : g->m, ac = g->trans_a ? g->m : g->k;
+    int64_t br = g->trans_b ? g->n : g->k, bc = g->trans_b ? g->k : g->n;
+    if (check_operand(p, g->a, "matmul A", false, g->batch, g->stride_a, ar, ac, g->lda, es_ab, e) ||
+        check_operand(p, g->b, "matmul B", false, g->batch, g->stride_b, br, bc, g->ldb, es_ab, e) ||
+        check_operand(p, g->d, "matmul D", true, g->batch, g->stride_d, g->m, g->n, g->ldd, es_cd, e))
+        return e->status;
+    if (g->c.bytes > 0) {
+        if (check_operand(p, g->c, "matmul C", false, g->batch, g->stride_c, g->m, g->n, g->ldc,
+                          es_cd, e))
+            return e->status;
+        bool same = g->c.space == g->d.space && g->c.offset == g->d.offset;
+        if (same && (g->ldc != g->ldd || g->stride_c != g->stride_d))
+            return rt_fail(e, AMPC_E_INVALID_ARG, "matmul C and D are the same buffer with "
+                           "different pitches (ldc %lld, ldd %lld; strides %lld, %lld)",
+                           (long long)g->ldc, (long long)g->ldd, (long long)g->stride_c,
+                           (long long)g->stride_d);
+    }
+    if (has_bias) {
+        if (rt_check_ref(p, g->bias, "matmul bias", false, false, e) != AMPC_OK ||
+            rt_check_ref_size(g->bias, "matmul bias", g->n * (int64_t)es_cd, (int64_t)es_cd, e))
+            return e->status;
+    }
+    if (ctx != NULL) return rt_lib_open(&rt_cublaslt_lib, e);
+    return AMPC_OK;
+}
+
+/* ---- planning and launching -------------------------------------------------------------------- */
+
+typedef struct gemm_state {
+    bool noop;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc, ld; /* cuBLASLt's A (our B), B (our A), C, D */
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulAlgo_t algo;
+    const void *a, *b, *c; /* cuBLASLt's roles */
+    void *d;
+    union {
+        float f;
+        double d;
+    } alpha, beta;
+} gemm_state;
+
+static cudaDataType_t cuda_type(ampc_dtype t) {
+    switch (t) {
+    case AMPC_DTYPE_F16: return CUDA_R_16F;
+    case AMPC_DTYPE_BF16: return CUDA_R_16BF;
+    case AMPC_DTYPE_F64: return CUDA_R_64F;
+    default: return CUDA_R_32F;
+    }
+}
+
+/* The largest power of two (<= 256) dividing the address and, for a batch, the batch stride. */
+static uint32_t alignment(const void *ptr, int64_t batch, int64_t stride, size_t es) {
+    uint64_t v = (uint64_t)(uintptr_t)ptr | 256;
+    if (batch > 1 && stride != 0) v |= (uint64_t)stride * es;
+    return (uint32_t)(v & (~v + 1));
+}
+
+/* A column-major rows x cols layout with leading dimension ld, batched when batch > 1. */
+static ampc_status make_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, int64_t rows,
+                               int64_t cols, int64_t ld, int64_t batch, int64_t stride, rt_err *e) {
+    RT_CUBLAS(e, lt.cublasLtMatrixLayoutCreate(l, t, (uint64_t)rows, (uint64_t)cols, ld));
+    if (batch > 1) {
+        int32_t count = (int32_t)batch;
+        RT_CUBLAS(e, lt.cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                         &count, sizeof count));
+        RT_CUBLAS(e, lt.cublasLtMatrixLayoutSetAttribute(
+                         *l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
+    }
+    return AMPC_OK;
+}
+
+static ampc_status gemm_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, size_t *workspace,
+                             rt_err *e) {
+    const ampc_rt_gemm *g = &s->gemm;
+    *workspace = 0;
+    gemm_state *st = calloc(1, sizeof *st);
+    if (st == NULL) return rt_fail(e, AMPC_E_OOM, "out of host memory");
+    *state = st;
+    if (g->m == 0 || g->n == 0) {
+        st->noop = true;
+        return AMPC_OK;
+    }
+    if (ctx->cublaslt == NULL) {
+        cublasLtHandle_t h = NULL;
+        RT_CUBLAS(e, lt.cublasLtCreate(&h));
+        ctx->cublaslt = h;
+    }
+    bool f64 = g->dtype_ab == AMPC_DTYPE_F64;
+    cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F
+                                  : g->dtype_ab == AMPC_DTYPE_F32 && g->math == AMPC_RT_MATH_TF32
+                                      ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                      : CUBLAS_COMPUTE_32F;
+    RT_CUBLAS(e, lt.cublasLtMatmulDescCreate(&st->op, compute, f64 ? CUDA_R_64F : CUDA_R_32F));
+    /* swapped roles (file comment): cuBLASLt's A is our B, so its transa is our trans_b */
+    int32_t ta = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    RT_CUBLAS(e, lt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    RT_CUBLAS(e, lt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    uint32_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+    switch (g->epilogue) {
+    case AMPC_RT_EPI_BIAS: epi = CUBLASLT_EPILOGUE_BIAS; break;
+    case AMPC_RT_EPI_RELU: epi = CUBLASLT_EPILOGUE_RELU; break;
+    case AMPC_RT_EPI_BIAS_RELU: epi = CUBLASLT_EPILOGUE_RELU_BIAS; break;
+    default: break;
+    }
+    RT_CUBLAS(e, lt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+                                                   sizeof epi));
+    if (epi_has_bias(g->epilogue)) {
+        /* the heuristic reads the bias address to learn its alignment */
+        const void *bias = rt_ref_ptr(ctx, g->bias);
+        int32_t bt = (int32_t)cuda_type(g->dtype_bias);
+        RT_CUBLAS(e, lt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                       &bias, sizeof bias));
+        RT_CUBLAS(e, lt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                       &bt, sizeof bt));
+    }
+
+    cudaDataType_t tab = cuda_type(g->dtype_ab), tcd = cuda_type(g->dtype_cd);
+    bool has_c = g->c.bytes > 0;
+    if (make_layout(&st->la, tab, g->trans_b ? g->k : g->n, g->trans_b ? g->n : g->k, g->ldb,
+                    g->batch, g->stride_b, e) ||
+        make_layout(&st->lb, tab, g->trans_a ? g->m : g->k, g->trans_a ? g->k : g->m, g->lda,
+                    g->batch, g->stride_a, e) ||
+        make_layout(&st->lc, tcd, g->n, g->m, has_c ? g->ldc : g->ldd, g->batch,
+                    has_c ? g->stride_c : g->stride_d, e) ||
+        make_layout(&st->ld, tcd, g->n, g->m, g->ldd, g->batch, g->stride_d, e))
+        return e->status;
+    st->a = rt_ref_ptr(ctx, g->b);
+    st->b = rt_ref_ptr(ctx, g->a);
+    st->d = rt_ref_ptr(ctx, g->d);
+    st->c = has_c ? rt_ref_ptr(ctx, g->c) : st->d;
+    if (f64) {
+        st->alpha.d = g->alpha;
+        st->beta.d = has_c ? g->beta : 0.0;
+    } else {
+        st->alpha.f = g->alpha;
+        st->beta.f = has_c ? g->beta : 0.0f;
+    }
+
+    size_t es_ab = rt_dtype_size(g->dtype_ab), es_cd = rt_dtype_size(g->dtype_cd);
+    uint64_t ws_max = GEMM_WORKSPACE_MAX;
+    uint32_t al[4] = {
+        alignment(st->a, g->batch, g->stride_b, es_ab),
+        alignment(st->b, g->batch, g->stride_a, es_ab),
+        alignment(st->c, g->batch, has_c ? g->stride_c : g->stride_d, es_cd),
+        alignment(st->d, g->batch, g->stride_d, es_cd),
+    };
+    RT_CUBLAS(e, lt.cublasLtMatmulPreferenceCreate(&st->pref));
+    RT_CUBLAS(e, lt.cublasLtMatmulPreferenceSetAttribute(
+                     st->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_max, sizeof ws_max));
+    static const cublasLtMatmulPreferenceAttributes_t al_attr[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4; i++)
+        RT_CUBLAS(e, lt.cublasLtMatmulPreferenceSetAttribute(st->pref, al_attr[i], &al[i],
+                                                             sizeof al[i]));
+
+    cublasLtMatmulHeuristicResult_t res[8];
+    int count = 0;
+    memset(res, 0, sizeof res);
+    cublasStatus_t hs = lt.cublasLtMatmulAlgoGetHeuristic(ctx->cublaslt, st->op, st->la, st->lb,
+                                                          st->lc, st->ld, st->pref, 8, res, &count);
+    if (hs != CUBLAS_STATUS_SUCCESS && hs != CUBLAS_STATUS_NOT_SUPPORTED)
+        return rt_fail_cublas(e, hs, "lt.cublasLtMatmulAlgoGetHeuristic(...)", __func__, __FILE__,
+                              __LINE__);
+    int pick = -1;
+    for (int i = 0; hs == CUBLAS_STATUS_SUCCESS && i < count && pick < 0; i++)
+        if (res[i].state == CUBLAS_STATUS_SUCCESS && res[i].workspaceSize <= ws_max) pick = i;
+    if (pick < 0)
+        return rt_fail(e, AMPC_E_UNSUPPORTED,
+                       "cuBLASLt has no algorithm for this matmul on device %d (sm_%d): m=%lld "
+                       "n=%lld k=%lld batch=%lld trans_a=%d trans_b=%d, %s x %s -> %s, %s, epilogue "
+                       "%s, alignment of A/B/C/D %u/%u/%u/%u bytes",
+                       ctx->dev.index, ctx->dev.sm, (long long)g->m, (long long)g->n,
+                       (long long)g->k, (long long)g->batch, g->trans_a, g->trans_b,
+                       rt_dtype_name(g->dtype_ab), rt_dtype_name(g->dtype_ab),
+                       rt_dtype_name(g->dtype_cd),
+                       compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? "TF32" : "full precision",
+                       epi_names[g->epilogue], al[1], al[0], al[2], al[3]);
+    st->algo = res[pick].algo;
+    *workspace = res[pick].workspaceSize;
+    return AMPC_OK;
+}
+
+static ampc_status gemm_launch(rt_ctx *ctx, void *state, cudaStream_t stream, rt_err *e) {
+    gemm_state *st = state;
+    if (st->noop) return AMPC_OK;
+    RT_CUBLAS(e, lt.cublasLtMatmul(ctx->cublaslt, st->op, &st->alpha, st->a, st->la, st->b, st->lb,
+                                   &st->beta, st->c, st->lc, st->d, st->ld, &st->algo,
+                                   ctx->workspace, ctx->workspace_bytes, stream));
+    RT_LAUNCH_CHECK(e);
+    return AMPC_OK;
+}
+
+static void gemm_release(rt_ctx *ctx, void *state) {
+    (void)ctx;
+    gemm_state *st = state;
+    if (st == NULL) return;
+    if (st->pref) lt.cublasLtMatmulPreferenceDestroy(st->pref);
+    if (st->la) lt.cublasLtMatrixLayoutDestroy(st->la);
+    if (st->lb) lt.cublasLtMatrixLayoutDestroy(st->lb);
+    if (st->lc) lt.cublasLtMatrixLayoutDestroy(st->lc);
+    if (st->ld) lt.cublasLtMatrixLayoutDestroy(st->ld);
+    if (st->op) lt.cublasLtMatmulDescDestroy(st->op);
+    free(st);
+}
+
+static void gemm_close(rt_ctx *ctx) {
+    if (ctx->cublaslt != NULL) lt.cublasLtDestroy(ctx->cublaslt);
+    ctx->cublaslt = NULL;
+}
+
+const rt_provider rt_provider_cublaslt = {
+    .name = "cuBLASLt",
+    .supports = gemm_supports,
+    .plan = gemm_plan,
+    .launch = gemm_launch,
+    .release = gemm_release,
+    .close = gemm_close,
+};
