@@ -35,6 +35,21 @@ for t in "$build"/tests/runtime_test_* "$build"/tests/codegen_test_*; do
   echo "$(basename "$t"): $(grep -a 'Synthesis' "$out/tests.log" | tail -1)" >> "$out/summary.txt"
 done
 
+# `ampc run` end to end: an ONNX model, inputs from .pb files, outputs saved as .npy, on the GPU
+# and on the reference evaluator; numpy compares the two.
+case=/tmp/otd/data/node/test_conv_with_strides_and_asymmetric_padding
+for mode in gpu ref; do
+  "$build/bin/ampc" run "$case/model.onnx" $([ $mode = ref ] && echo --reference) \
+    --input "x=$case/test_data_set_0/input_0.pb" --input "W=$case/test_data_set_0/input_1.pb" \
+    --save-outputs "/tmp/run-$mode" > "$out/run-$mode.log" 2>&1
+done
+python3 -c "
+import numpy as np, sys
+a, b = np.load('/tmp/run-gpu/y.npy'), np.load('/tmp/run-ref/y.npy')
+ok = a.shape == b.shape and np.allclose(a, b, rtol=1e-3, atol=1e-5)
+print('ampc run (GPU vs reference, y %s): %s, max |diff| %.3g' % (a.shape, 'match' if ok else 'MISMATCH', float(np.abs(a - b).max())))
+" >> "$out/summary.txt" 2>&1 || echo "ampc run: FAILED (see run-gpu.log)" >> "$out/summary.txt"
+
 # The ONNX backend suites on the GPU, sharded over the CPUs (each shard its own process).
 start=$(date +%s)
 for k in $(seq 0 $((shards - 1))); do

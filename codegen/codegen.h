@@ -60,6 +60,14 @@ ampc_status ampc_cg_lower_pool(ampc_cg *cg, const ampc_node *n);
 ampc_status ampc_cg_lower_move(ampc_cg *cg, const ampc_node *n);
 ampc_status ampc_cg_lower_index(ampc_cg *cg, const ampc_node *n);
 ampc_status ampc_cg_lower_control(ampc_cg *cg, const ampc_node *n);
+/* Op-specific lowerings the kind functions dispatch to: RNN/GRU/LSTM (lower_rnn.c), GridSample and
+ * DFT/STFT (lower_sample.c). */
+ampc_status ampc_cg_lower_rnn(ampc_cg *cg, const ampc_node *n);
+ampc_status ampc_cg_lower_grid_sample(ampc_cg *cg, const ampc_node *n);
+ampc_status ampc_cg_lower_dft(ampc_cg *cg, const ampc_node *n);
+/* Quantize / Dequantize / DynamicQuantizeLinear, Det, MelWeightMatrix, TfIdfVectorizer
+ * (lower_quant.c), dispatched from the elementwise, reduce and index lowerings. */
+ampc_status ampc_cg_lower_quant(ampc_cg *cg, const ampc_node *n);
 
 ampc_graph *ampc_cg_graph(ampc_cg *cg);
 const ampc_cg_options *ampc_cg_opts(ampc_cg *cg);

@@ -175,6 +175,8 @@ static void load(ampc_cg_kernel *k, const ampc_node *n, int32_t i, const char *n
 }
 
 ampc_status ampc_cg_lower_elementwise(ampc_cg *cg, const ampc_node *n) {
+    if (n->op == AMPC_OP_QUANTIZE_LINEAR || n->op == AMPC_OP_DEQUANTIZE_LINEAR || n->op == AMPC_OP_MEL_WEIGHT_MATRIX)
+        return ampc_cg_lower_quant(cg, n);
     ampc_graph *g = ampc_cg_graph(cg);
     const ampc_value *y = n->outputs[0];
     const ampc_value *x = n->inputs[0];

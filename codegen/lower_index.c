@@ -505,7 +505,8 @@ static ampc_status lower_affine_grid(ampc_cg *cg, const ampc_node *n) {
 /* ---- dispatch ------------------------------------------------------------------------------- */
 
 /* Lowers one LOWER_INDEX node into its copy and kernel steps (none when its outputs are empty);
- * AMPC_E_UNSUPPORTED naming the node for DeformConv, GridSample and TfIdfVectorizer, and for
+ * AMPC_E_UNSUPPORTED naming the node for DeformConv and GridSample (TfIdfVectorizer goes to
+ * lower_quant.c), and for
  * the few shapes a kernel cannot take (see lower_top_k, lower_compress); AMPC_E_EVAL for a
  * constant index out of range. */
 ampc_status ampc_cg_lower_index(ampc_cg *cg, const ampc_node *n) {
@@ -522,6 +523,8 @@ ampc_status ampc_cg_lower_index(ampc_cg *cg, const ampc_node *n) {
     case AMPC_OP_COMPRESS: return lower_compress(cg, n);
     case AMPC_OP_REVERSE_SEQUENCE: return lower_reverse_sequence(cg, n);
     case AMPC_OP_AFFINE_GRID: return lower_affine_grid(cg, n);
+    case AMPC_OP_GRID_SAMPLE: return ampc_cg_lower_grid_sample(cg, n);
+    case AMPC_OP_TFIDF_VECTORIZER: return ampc_cg_lower_quant(cg, n);
     default:
         return AMPC_FAIL(ampc_cg_graph(cg), n, AMPC_E_UNSUPPORTED,
                          "%s has no GPU lowering yet; it runs on the reference evaluator only",

@@ -1,7 +1,7 @@
 /*
  * lower_reduce.c — generated kernels for the LOWER_REDUCE family: the reductions (ReduceSum,
  * Mean, Max, Min, Prod, L1, L2, LogSum, LogSumExp, SumSquare), ArgMax / ArgMin, and the scans
- * CumSum / CumProd. Det and DynamicQuantizeLinear have no kernel yet (AMPC_E_UNSUPPORTED).
+ * CumSum / CumProd. Det and DynamicQuantizeLinear are lowered by lower_quant.c.
  *
  * Reductions: the input's dims are split into kept and reduced ones, neighbours of the same kind
  * merged (size-1 dims dropped), so the common cases become [outer, R, inner] and any axes set
@@ -436,6 +436,7 @@ ampc_status ampc_cg_lower_reduce(ampc_cg *cg, const ampc_node *n) {
         return lower_reduction(cg, n);
     case AMPC_OP_ARG_MAX: case AMPC_OP_ARG_MIN: return lower_arg(cg, n);
     case AMPC_OP_CUMSUM: case AMPC_OP_CUMPROD: return lower_scan(cg, n);
+    case AMPC_OP_DET: case AMPC_OP_DYNAMIC_QUANTIZE_LINEAR: return ampc_cg_lower_quant(cg, n);
     default:
         return AMPC_FAIL(ampc_cg_graph(cg), n, AMPC_E_UNSUPPORTED,
                          "%s has no GPU lowering yet; it runs on the reference evaluator only",

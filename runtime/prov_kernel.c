@@ -132,7 +132,11 @@ static ampc_status kernel_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state,
     if (rc != cudaSuccess) {
         rt_fail_cuda(e, rc, "cudaLibraryGetKernel(&st->k, unit->lib, k->name)", __func__, __FILE__,
                      __LINE__);
-        rt_err_prefix(e, "kernel '%s' not found in unit %d (%s): ", k->name, k->unit, unit->what);
+        /* With lazy loading the driver compiles the image here: an invalid image fails now. */
+        rt_err_prefix(e, rc == cudaErrorSymbolNotFound ? "kernel '%s' not found in unit %d (%s): "
+                                                       : "kernel '%s' could not be loaded from unit "
+                                                         "%d (%s): ",
+                      k->name, k->unit, unit->what);
         return e->status;
     }
     /* Asking the attributes loads the kernel into the context now (lazy loading would do it at

@@ -65,17 +65,17 @@ Test(codegen, output_is_deterministic) {
 
 Test(codegen, unsupported_op_names_the_node) {
     ampc_graph *g = ampc_graph_create("t");
-    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(1, 1, 4, 4));
-    ampc_value *grid = t_input(g, "grid", AMPC_DTYPE_F32, SHAPE(1, 2, 2, 2));
-    ampc_value *in[2] = {x, grid};
-    ampc_value *y = ampc_op(g, "GridSample", in, 2, NULL, 0);
-    ampc_output(g, y, "y");
+    ampc_value *q = t_input(g, "q", AMPC_DTYPE_F32, SHAPE(1, 2, 4, 8));
+    ampc_value *k = t_input(g, "k", AMPC_DTYPE_F32, SHAPE(1, 2, 4, 8));
+    ampc_value *v = t_input(g, "v", AMPC_DTYPE_F32, SHAPE(1, 2, 4, 8));
+    ampc_output(g, ampc_op(g, "Attention", (ampc_value *[]){q, k, v}, 3, NULL, 0), "y");
     cr_assert_eq(ampc_graph_status(g), AMPC_OK, "%s", ampc_graph_errors(g));
+
     ampc_module *m = NULL;
     ampc_compile_options o = no_cache();
     cr_assert_eq(ampc_compile(g, &o, &m), AMPC_E_UNSUPPORTED);
     cr_assert_null(m);
-    t_expect_diag(g, "node 0 (GridSample 'GridSample_0'): GridSample has no GPU lowering yet");
+    t_expect_diag(g, "node 0 (Attention 'Attention_0'): Attention has no GPU lowering yet");
     ampc_graph_destroy(g);
 }
 

@@ -1136,16 +1136,17 @@ Test(lower_contract, resize_tables_are_the_reference_taps) {
 
 Test(lower_contract, ops_without_a_lowering_name_the_node) {
     ampc_graph *g = ampc_graph_create("t");
-    /* DFT is a LOWER_CONTRACT op this lowering does not cover */
-    int64_t ax[1] = {1};
-    ampc_value *xd = t_input(g, "xd", AMPC_DTYPE_F32, SHAPE(2, 8, 1));
-    ampc_value *din[3] = {xd, NULL, ampc_const_i64s(g, ax, 1)};
-    out(g, node(g, "DFT", din, 3, NULL, 0));
+    /* Attention is a LOWER_CONTRACT op this lowering does not cover yet */
+    ampc_value *q = t_input(g, "q", AMPC_DTYPE_F32, SHAPE(1, 2, 4, 8));
+    ampc_value *k = t_input(g, "k", AMPC_DTYPE_F32, SHAPE(1, 2, 4, 8));
+    ampc_value *v = t_input(g, "v", AMPC_DTYPE_F32, SHAPE(1, 2, 4, 8));
+    ampc_output(g, ampc_op(g, "Attention", (ampc_value *[]){q, k, v}, 3, NULL, 0), "y");
+    cr_assert_eq(ampc_graph_status(g), AMPC_OK, "%s", ampc_graph_errors(g));
     ampc_module *m = NULL;
     static const int32_t sm80 = 80;
     ampc_compile_options o = {.archs = &sm80, .n_archs = 1, .cache_dir = ""};
     cr_assert_eq(ampc_compile(g, &o, &m), AMPC_E_UNSUPPORTED);
-    t_expect_diag(g, "(DFT 'DFT_0'): DFT has no GPU lowering yet");
+    t_expect_diag(g, "(Attention 'Attention_0'): Attention has no GPU lowering yet");
     ampc_graph_destroy(g);
 }
 

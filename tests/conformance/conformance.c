@@ -206,10 +206,13 @@ int main(int argc, char **argv) {
                    s[i].gpu_counts[1], s[i].gpu_counts[2]);
         printf("\n");
     }
-    const char *gpu_source = gpu ? "this run (--gpu)"
-                             : have_gpu ? "tests/conformance/gpu.tsv, written by the last run on "
-                                          "the GPU machine (bench/gpu-suite.sh)"
-                                        : "no GPU run (the column is empty)";
+    const char *gpu_source =
+        gpu        ? "this run (--gpu)"
+        : have_gpu ? "tests/conformance/gpu.tsv, written by the last run of bench/gpu-suite.sh on "
+                     "the GPU machine (its first line names the GPU); the GPU runs compile each "
+                     "case to compute_80 PTX with FP32 math (TF32 off: the tests expect float32 "
+                     "accuracy)"
+                   : "no GPU run (the column is empty)";
     bool ok = true;
     if (md) ok &= write_file(md, s, ns, root, OUT_MARKDOWN, gpu_source);
     if (expect) ok &= write_file(expect, s, ns, root, OUT_EXPECT, NULL);
