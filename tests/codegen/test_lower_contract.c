@@ -1152,21 +1152,14 @@ Test(lower_contract, ops_without_a_lowering_name_the_node) {
 
 /* ---- on a GPU: results against the reference evaluator --------------------------------------- */
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint64_t rng(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-
 /* Random contents for an input: floats in multiples of 1/16 in [-4, 4) (exact in every float
  * dtype), small integers, full-range bytes. */
-static void fill(ampc_tensor *t) {
+static void fill(ampc_tensor *t, const char *name, uint64_t *seed) {
+    (void)name;
     int64_t n = ampc_shape_numel(&t->shape);
-    t->data = calloc((size_t)(n ? n : 1), ampc_dtype_size(t->dtype));
     for (int64_t i = 0; i < n; i++) {
-        uint64_t r = rng() >> 11;
+        *seed ^= *seed << 13, *seed ^= *seed >> 7, *seed ^= *seed << 17;
+        uint64_t r = *seed >> 11;
         double v;
         switch (t->dtype) {
         case AMPC_DTYPE_U8: v = (double)(r % 256); break;
@@ -1179,73 +1172,13 @@ static void fill(ampc_tensor *t) {
     }
 }
 
-/* Compiles build()'s graph, runs it on the GPU with random inputs and compares every output with
- * the reference evaluator's (floats within rtol/atol, f16/bf16 outputs within 1e-2, integers
- * exactly). Skips without a GPU. */
+/* Runs build()'s graph on the GPU (full f32 math) and on the reference evaluator with random
+ * inputs and compares every output (f16/bf16 within 1e-2, integers exactly). Skips without a
+ * GPU. */
 static void run_vs_reference(ampc_graph *(*build)(void), double rtol, double atol) {
-    ampc_graph *g = build();
-    ampc_module *m = compile(g, false);
-    int32_t ni = g->n_inputs, no = g->n_outputs;
-    ampc_tensor *in = calloc((size_t)ni + 1, sizeof *in), *got = calloc((size_t)no + 1, sizeof *got);
-    ampc_tensor *want = calloc((size_t)no + 1, sizeof *want);
-    char **names = calloc((size_t)no + 1, sizeof *names);
-    for (int32_t i = 0; i < ni; i++) {
-        in[i] = (ampc_tensor){g->inputs[i]->dtype, g->inputs[i]->shape, NULL};
-        fill(&in[i]);
-    }
-    for (int32_t j = 0; j < no; j++) {
-        got[j] = (ampc_tensor){g->outputs[j]->dtype, g->outputs[j]->shape, NULL};
-        got[j].data = calloc((size_t)AMPC_MAX(ampc_ir_numel(g->outputs[j]), 1),
-                             ampc_dtype_size(got[j].dtype));
-        names[j] = ampc_xstrdup(g->outputs[j]->producer
-                                    ? ampc_op_get(g->outputs[j]->producer->op)->onnx
-                                    : "?");
-    }
-    ampc_status st = ampc_module_run(m, in, ni, got, no, NULL);
-    bool skip = st == AMPC_E_NO_DEVICE;
-    char *why = skip ? ampc_xstrdup(ampc_module_errors(m)) : NULL;
-    cr_expect(skip || st == AMPC_OK, "GPU run failed: %s", ampc_module_errors(m));
-    ampc_graph *r = NULL;
-    if (st == AMPC_OK) {
-        r = build();
-        ampc_status rs = ampc_graph_evaluate(r, in, ni, want, no);
-        cr_expect_eq(rs, AMPC_OK, "reference failed: %s", ampc_graph_errors(r));
-        for (int32_t j = 0; rs == AMPC_OK && j < no; j++) {
-            int64_t n = ampc_shape_numel(&got[j].shape), worst = -1;
-            bool fl = ampc_dtype_is_float(got[j].dtype);
-            double tr = got[j].dtype == AMPC_DTYPE_F16 || got[j].dtype == AMPC_DTYPE_BF16 ? 1e-2 : rtol;
-            double ta = got[j].dtype == AMPC_DTYPE_F16 || got[j].dtype == AMPC_DTYPE_BF16 ? 1e-2 : atol;
-            double worst_x = 0;
-            for (int64_t i = 0; i < n; i++) {
-                double x = ampc_ref_load_f64(got[j].data, got[j].dtype, i);
-                double e = ampc_ref_load_f64(want[j].data, want[j].dtype, i);
-                double ex;
-                if (!fl) ex = ampc_ref_load_i64(got[j].data, got[j].dtype, i) !=
-                                      ampc_ref_load_i64(want[j].data, want[j].dtype, i)
-                                  ? INFINITY
-                                  : 0;
-                else if ((isnan(x) && isnan(e)) || x == e) ex = 0;
-                else ex = isnan(x) || isnan(e) ? INFINITY : fabs(x - e) - (ta + tr * fabs(e));
-                if (ex > worst_x) worst_x = ex, worst = i;
-            }
-            cr_expect(worst < 0, "output %d (%s, %s): worst element %lld: got %.9g, expected %.9g",
-                      j, names[j], ampc_dtype_name(got[j].dtype), (long long)worst,
-                      worst < 0 ? 0 : ampc_ref_load_f64(got[j].data, got[j].dtype, worst),
-                      worst < 0 ? 0 : ampc_ref_load_f64(want[j].data, want[j].dtype, worst));
-        }
-        for (int32_t j = 0; j < no; j++) ampc_tensor_free(&want[j]);
-    }
-    for (int32_t i = 0; i < ni; i++) free(in[i].data);
-    for (int32_t j = 0; j < no; j++) free(got[j].data), free(names[j]);
-    free(in), free(got), free(want), free(names);
-    ampc_module_destroy(m);
-    ampc_graph_destroy(g);
-    if (r) ampc_graph_destroy(r);
-    if (skip) {
-        cr_log_info("%s", why);
-        free(why);
-        cr_skip_test("no CUDA device: the GPU results cannot be checked here");
-    }
+    t_gpu_check c = {.fill = fill, .seed = 0x9e3779b97f4a7c15ull, .rtol = rtol, .atol = atol,
+                     .what = "contract"};
+    t_gpu_vs_reference(build(), &c);
 }
 
 Test(lower_contract, gpu_contractions_match_the_reference) { run_vs_reference(build_contract, 1e-3, 1e-4); }

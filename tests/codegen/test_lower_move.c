@@ -785,92 +785,14 @@ static void tolerance(ampc_dtype t, double *rtol, double *atol) {
     }
 }
 
-/* Compares output `name` of the GPU with the reference; false (with the worst element in *msg)
- * when an element is out of tolerance. NaNs must match, as must infinities. */
-static bool same(const ampc_tensor *got, const ampc_tensor *ref, const char *name, char *msg,
-                 size_t cap) {
-    double rtol, atol;
-    tolerance(ref->dtype, &rtol, &atol);
-    int64_t n = ampc_shape_numel(&ref->shape), worst = -1;
-    double worst_excess = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (!ampc_dtype_is_float(ref->dtype)) {
-            if (ampc_ref_load_i64(got->data, got->dtype, i) !=
-                ampc_ref_load_i64(ref->data, ref->dtype, i)) {
-                snprintf(msg, cap, "output '%s' element %lld: got %lld, expected %lld", name,
-                         (long long)i, (long long)ampc_ref_load_i64(got->data, got->dtype, i),
-                         (long long)ampc_ref_load_i64(ref->data, ref->dtype, i));
-                return false;
-            }
-            continue;
-        }
-        double x = ampc_ref_load_f64(got->data, got->dtype, i),
-               e = ampc_ref_load_f64(ref->data, ref->dtype, i);
-        if ((isnan(x) && isnan(e)) || (isinf(e) && x == e)) continue;
-        double excess = isnan(x) || isnan(e) || isinf(x) || isinf(e)
-                            ? INFINITY
-                            : fabs(x - e) - (atol + rtol * fabs(e));
-        if (excess > worst_excess || (worst < 0 && excess > 0)) worst_excess = excess, worst = i;
-    }
-    if (worst < 0) return true;
-    snprintf(msg, cap,
-             "output '%s' (%s) worst element %lld: got %.9g, expected %.9g (rtol %g, atol %g)",
-             name, ampc_dtype_name(ref->dtype), (long long)worst,
-             ampc_ref_load_f64(got->data, got->dtype, worst),
-             ampc_ref_load_f64(ref->data, ref->dtype, worst), rtol, atol);
-    return false;
-}
-
 /* Runs the graph of build(t) on the GPU and on the reference evaluator with the same random
  * inputs and compares every output; skips the test when there is no GPU. */
 static void on_gpu(build_fn build, ampc_dtype t, const ampc_pipeline_options *po) {
     ampc_graph *g = ampc_graph_create("gpu");
     build(g, t);
-    cr_assert_eq(ampc_graph_status(g), AMPC_OK, "%s", ampc_graph_errors(g));
-    const int32_t n_in = ampc_graph_input_count(g), n_out = ampc_graph_output_count(g);
-    ampc_tensor *in = calloc((size_t)n_in + 1, sizeof *in),
-                *ref = calloc((size_t)n_out + 1, sizeof *ref);
-    ampc_tensor *got = calloc((size_t)n_out + 1, sizeof *got);
-    char **names = calloc((size_t)n_out + 1, sizeof *names);
-    uint64_t seed = 0x9e3779b97f4a7c15ull ^ (uint64_t)t;
-    for (int32_t i = 0; i < n_in; i++) {
-        const ampc_value *v = ampc_graph_input(g, i);
-        in[i] = (ampc_tensor){ampc_value_dtype(v), ampc_value_shape(v), NULL};
-        in[i].data =
-            calloc((size_t)ampc_shape_numel(&in[i].shape) + 1, ampc_dtype_size(in[i].dtype));
-        fill(&in[i], ampc_value_name(v), &seed);
-    }
-    ampc_status st = ampc_graph_evaluate(g, in, n_in, ref, n_out);
-    cr_assert_eq(st, AMPC_OK, "reference: %s", ampc_graph_errors(g));
-    for (int32_t i = 0; i < n_out; i++) {
-        names[i] = ampc_xstrdup(ampc_value_name(ampc_graph_output(g, i)));
-        got[i] = (ampc_tensor){ref[i].dtype, ref[i].shape, NULL};
-        got[i].data =
-            calloc((size_t)ampc_shape_numel(&ref[i].shape) + 1, ampc_dtype_size(ref[i].dtype));
-    }
-    ampc_module *m = NULL;
-    ampc_compile_options o = {
-        .archs = NULL, .n_archs = 0, .cache_dir = "", .pipeline = po}; /* PTX: any GPU */
-    st = ampc_compile(g, &o, &m);
-    cr_assert_eq(st, AMPC_OK, "%s", ampc_graph_errors(g));
-    st = ampc_module_run(m, in, n_in, got, n_out, NULL);
-    char msg[512] = "";
-    bool ok = st == AMPC_OK;
-    for (int32_t i = 0; ok && i < n_out; i++)
-        ok = same(&got[i], &ref[i], names[i], msg, sizeof msg);
-    if (st != AMPC_OK) snprintf(msg, sizeof msg, "%s", ampc_module_errors(m));
-    ampc_module_destroy(m);
-    for (int32_t i = 0; i < n_in; i++) free(in[i].data);
-    for (int32_t i = 0; i < n_out; i++) {
-        ampc_tensor_free(&ref[i]);
-        free(got[i].data);
-        free(names[i]);
-    }
-    free(in), free(ref), free(got), free(names);
-    ampc_graph_destroy(g);
-    if (st == AMPC_E_NO_DEVICE) cr_skip_test("no GPU: %s", msg);
-    cr_assert_eq(st, AMPC_OK, "%s: run failed: %s", ampc_dtype_name(t), msg);
-    cr_assert(ok, "%s: %s", ampc_dtype_name(t), msg);
+    t_gpu_check c = {.fill = fill, .seed = 0x9e3779b97f4a7c15ull ^ (uint64_t)t,
+                     .tolerance = tolerance, .pipeline = po, .what = ampc_dtype_name(t)};
+    t_gpu_vs_reference(g, &c);
 }
 
 Test(lower_move_gpu, views) {

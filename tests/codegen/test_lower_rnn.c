@@ -416,81 +416,24 @@ Test(lower_rnn, every_variant_compiles_with_nvrtc, .timeout = 600) {
 
 /* ---- on a GPU: results against the reference evaluator --------------------------------------- */
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint64_t rng(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-
 /* Random floats in multiples of 1/64 in [-1, 1) (exact in every float dtype). */
-static void fill(ampc_tensor *t) {
+static void fill(ampc_tensor *t, const char *name, uint64_t *seed) {
+    (void)name;
     int64_t n = ampc_shape_numel(&t->shape);
-    t->data = calloc((size_t)(n ? n : 1), ampc_dtype_size(t->dtype));
-    for (int64_t i = 0; i < n; i++)
-        ampc_ref_store_f64(t->data, t->dtype, i, (double)((rng() >> 11) % 128) / 64.0 - 1.0);
+    for (int64_t i = 0; i < n; i++) {
+        *seed ^= *seed << 13, *seed ^= *seed >> 7, *seed ^= *seed << 17;
+        ampc_ref_store_f64(t->data, t->dtype, i, (double)((*seed >> 11) % 128) / 64.0 - 1.0);
+    }
 }
 
-/* Compiles build()'s graph, runs it on the GPU with random inputs and compares every output with
- * the reference evaluator's (f16/bf16 within 1e-2). Skips without a GPU. */
+/* Runs build()'s graph on the GPU and on the reference evaluator with random inputs and
+ * compares every output (f16/bf16 within 1e-2); outputs are poisoned first, so an element no
+ * kernel writes fails. Skips without a GPU. */
 static void run_vs_reference(ampc_graph *(*build)(void), double rtol, double atol) {
     ampc_graph *g = build();
-    ampc_module *m = compile(g);
-    int32_t ni = g->n_inputs, no = g->n_outputs;
-    ampc_tensor *in = calloc((size_t)ni + 1, sizeof *in), *got = calloc((size_t)no + 1, sizeof *got);
-    ampc_tensor *want = calloc((size_t)no + 1, sizeof *want);
-    for (int32_t i = 0; i < ni; i++) {
-        in[i] = (ampc_tensor){g->inputs[i]->dtype, g->inputs[i]->shape, NULL};
-        fill(&in[i]);
-    }
-    for (int32_t j = 0; j < no; j++) {
-        got[j] = (ampc_tensor){g->outputs[j]->dtype, g->outputs[j]->shape, NULL};
-        got[j].data = calloc((size_t)AMPC_MAX(ampc_ir_numel(g->outputs[j]), 1),
-                             ampc_dtype_size(got[j].dtype));
-        /* poison: every element must be written by the GPU */
-        for (int64_t i = 0; i < ampc_ir_numel(g->outputs[j]); i++)
-            ampc_ref_store_f64(got[j].data, got[j].dtype, i, 12345.0);
-    }
-    ampc_status st = ampc_module_run(m, in, ni, got, no, NULL);
-    bool skip = st == AMPC_E_NO_DEVICE;
-    char *why = skip ? ampc_xstrdup(ampc_module_errors(m)) : NULL;
-    cr_expect(skip || st == AMPC_OK, "GPU run failed: %s", ampc_module_errors(m));
-    ampc_graph *r = NULL;
-    if (st == AMPC_OK) {
-        r = build();
-        ampc_status rs = ampc_graph_evaluate(r, in, ni, want, no);
-        cr_expect_eq(rs, AMPC_OK, "reference failed: %s", ampc_graph_errors(r));
-        for (int32_t j = 0; rs == AMPC_OK && j < no; j++) {
-            int64_t n = ampc_shape_numel(&got[j].shape), worst = -1;
-            bool half = got[j].dtype == AMPC_DTYPE_F16 || got[j].dtype == AMPC_DTYPE_BF16;
-            double tr = half ? 1e-2 : rtol, ta = half ? 1e-2 : atol, worst_x = 0;
-            for (int64_t i = 0; i < n; i++) {
-                double x = ampc_ref_load_f64(got[j].data, got[j].dtype, i);
-                double e = ampc_ref_load_f64(want[j].data, want[j].dtype, i);
-                double ex = (isnan(x) && isnan(e)) || x == e ? 0
-                            : isnan(x) || isnan(e)           ? INFINITY
-                                                             : fabs(x - e) - (ta + tr * fabs(e));
-                if (ex > worst_x) worst_x = ex, worst = i;
-            }
-            cr_expect(worst < 0, "%s output %d (%s): worst element %lld: got %.9g, expected %.9g",
-                      g->name, j, ampc_dtype_name(got[j].dtype), (long long)worst,
-                      worst < 0 ? 0 : ampc_ref_load_f64(got[j].data, got[j].dtype, worst),
-                      worst < 0 ? 0 : ampc_ref_load_f64(want[j].data, want[j].dtype, worst));
-        }
-        for (int32_t j = 0; j < no; j++) ampc_tensor_free(&want[j]);
-    }
-    for (int32_t i = 0; i < ni; i++) free(in[i].data);
-    for (int32_t j = 0; j < no; j++) free(got[j].data);
-    free(in), free(got), free(want);
-    ampc_module_destroy(m);
-    ampc_graph_destroy(g);
-    if (r) ampc_graph_destroy(r);
-    if (skip) {
-        cr_log_info("%s", why);
-        free(why);
-        cr_skip_test("no CUDA device: the GPU results cannot be checked here");
-    }
+    t_gpu_check c = {.fill = fill, .seed = 0x9e3779b97f4a7c15ull, .rtol = rtol, .atol = atol,
+                     .what = g->name};
+    t_gpu_vs_reference(g, &c);
 }
 
 /* The f32 RNN-family kernels fault on the H200 (cudaErrorMisalignedAddress, seen 2026-11-30), so

@@ -3,6 +3,7 @@
  */
 #include "support.h"
 
+#include "ampc_runtime.h"
 #include "ir/ref/ref.h"
 
 #include <math.h>
@@ -88,4 +89,105 @@ void t_expect_diag(ampc_graph *g, const char *needle) {
     const char *text = ampc_graph_errors(g);
     cr_assert(strstr(text, needle), "expected a diagnostic containing\n  %s\ngot\n  %s", needle,
               text[0] ? text : "(no diagnostics)");
+}
+
+/* ---- GPU against the reference evaluator ---------------------------------------------------- */
+
+bool t_tensors_close(const ampc_tensor *got, const ampc_tensor *ref, double rtol, double atol,
+                     const char *name, char *msg, size_t cap) {
+    int64_t n = ampc_shape_numel(&ref->shape), worst = -1;
+    double worst_excess = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!ampc_dtype_is_float(ref->dtype)) {
+            int64_t x = ampc_ref_load_i64(got->data, got->dtype, i);
+            int64_t e = ampc_ref_load_i64(ref->data, ref->dtype, i);
+            if (x == e) continue;
+            snprintf(msg, cap, "output '%s' element %lld: got %lld, expected %lld", name,
+                     (long long)i, (long long)x, (long long)e);
+            return false;
+        }
+        double x = ampc_ref_load_f64(got->data, got->dtype, i);
+        double e = ampc_ref_load_f64(ref->data, ref->dtype, i);
+        if ((isnan(x) && isnan(e)) || x == e) continue;
+        double excess = isnan(x) || isnan(e) || isinf(x) || isinf(e)
+                            ? INFINITY
+                            : fabs(x - e) - (atol + rtol * fabs(e));
+        if (excess > worst_excess || (worst < 0 && excess > 0)) worst_excess = excess, worst = i;
+    }
+    if (worst < 0) return true;
+    snprintf(msg, cap,
+             "output '%s' (%s) worst element %lld: got %.9g, expected %.9g (rtol %g, atol %g)",
+             name, ampc_dtype_name(ref->dtype), (long long)worst,
+             ampc_ref_load_f64(got->data, got->dtype, worst),
+             ampc_ref_load_f64(ref->data, ref->dtype, worst), rtol, atol);
+    return false;
+}
+
+static void check_tolerance(const t_gpu_check *c, ampc_dtype t, double *rtol, double *atol) {
+    if (c->tolerance) {
+        c->tolerance(t, rtol, atol);
+        return;
+    }
+    bool half = t == AMPC_DTYPE_F16 || t == AMPC_DTYPE_BF16;
+    *rtol = half ? fmax(c->rtol, 1e-2) : c->rtol;
+    *atol = half ? fmax(c->atol, 1e-2) : c->atol;
+}
+
+void t_gpu_vs_reference(ampc_graph *g, const t_gpu_check *c) {
+    const char *what = c->what ? c->what : "";
+    int32_t n_dev = 0;
+    char *err = NULL;
+    if (ampc_rt_device_count(&n_dev, &err) != AMPC_OK || n_dev == 0) {
+        char reason[512];
+        snprintf(reason, sizeof reason, "%s", err ? err : "no CUDA device");
+        free(err);
+        ampc_graph_destroy(g);
+        cr_skip_test("%s", reason);
+    }
+    cr_assert_eq(ampc_graph_status(g), AMPC_OK, "%s: %s", what, ampc_graph_errors(g));
+    const int32_t n_in = ampc_graph_input_count(g), n_out = ampc_graph_output_count(g);
+    ampc_tensor *in = calloc((size_t)n_in + 1, sizeof *in), *ref = calloc((size_t)n_out + 1, sizeof *ref);
+    ampc_tensor *got = calloc((size_t)n_out + 1, sizeof *got);
+    char **names = calloc((size_t)n_out + 1, sizeof *names);
+    uint64_t seed = c->seed;
+    for (int32_t i = 0; i < n_in; i++) {
+        const ampc_value *v = ampc_graph_input(g, i);
+        in[i] = (ampc_tensor){ampc_value_dtype(v), ampc_value_shape(v), NULL};
+        in[i].data = calloc((size_t)ampc_shape_numel(&in[i].shape) + 1, ampc_dtype_size(in[i].dtype));
+        c->fill(&in[i], ampc_value_name(v), &seed);
+    }
+    ampc_status st = ampc_graph_evaluate(g, in, n_in, ref, n_out);
+    cr_assert_eq(st, AMPC_OK, "%s: reference: %s", what, ampc_graph_errors(g));
+    for (int32_t i = 0; i < n_out; i++) {
+        names[i] = ampc_xstrdup(ampc_value_name(ampc_graph_output(g, i)));
+        int64_t n = ampc_shape_numel(&ref[i].shape);
+        got[i] = (ampc_tensor){ref[i].dtype, ref[i].shape, calloc((size_t)n + 1, ampc_dtype_size(ref[i].dtype))};
+        for (int64_t k = 0; k < n; k++) ampc_ref_store_f64(got[i].data, got[i].dtype, k, 12345.0);
+    }
+    ampc_module *m = NULL;
+    static const int32_t none = 0;
+    ampc_compile_options o = {.archs = &none, .n_archs = 0, .cache_dir = "", .pipeline = c->pipeline,
+                              .no_tf32 = !c->tf32};
+    st = ampc_compile(g, &o, &m);
+    cr_assert_eq(st, AMPC_OK, "%s: %s", what, ampc_graph_errors(g));
+    st = ampc_module_run(m, in, n_in, got, n_out, NULL);
+    char msg[512] = "";
+    bool ok = st == AMPC_OK;
+    for (int32_t i = 0; ok && i < n_out; i++) {
+        double rtol, atol;
+        check_tolerance(c, ref[i].dtype, &rtol, &atol);
+        ok = t_tensors_close(&got[i], &ref[i], rtol, atol, names[i], msg, sizeof msg);
+    }
+    if (st != AMPC_OK) snprintf(msg, sizeof msg, "%s", ampc_module_errors(m));
+    ampc_module_destroy(m);
+    for (int32_t i = 0; i < n_in; i++) free(in[i].data);
+    for (int32_t i = 0; i < n_out; i++) {
+        ampc_tensor_free(&ref[i]);
+        free(got[i].data);
+        free(names[i]);
+    }
+    free(in), free(ref), free(got), free(names);
+    ampc_graph_destroy(g);
+    cr_assert_eq(st, AMPC_OK, "%s: run failed: %s", what, msg);
+    cr_assert(ok, "%s: %s", what, msg);
 }

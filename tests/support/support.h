@@ -34,6 +34,35 @@ void t_expect_close(const ampc_tensor *got, ampc_shape s, const double *expected
 /* Asserts exact integer (or bool) contents. */
 void t_expect_ints(const ampc_tensor *got, ampc_shape s, const int64_t *expected);
 
+/* ---- GPU against the reference evaluator ---------------------------------------------------- */
+
+/* Fills an input tensor (data already allocated) from its name and a random state. */
+typedef void (*t_fill_fn)(ampc_tensor *t, const char *name, uint64_t *seed);
+/* The tolerance for outputs of dtype t (integers and bool always compare exactly). */
+typedef void (*t_tol_fn)(ampc_dtype t, double *rtol, double *atol);
+
+typedef struct t_gpu_check {
+    t_fill_fn fill;
+    uint64_t seed;
+    t_tol_fn tolerance;  /* NULL: rtol/atol below, at least 1e-2 for f16/bf16 outputs */
+    double rtol, atol;
+    const ampc_pipeline_options *pipeline; /* NULL: the default pipeline */
+    bool tf32;           /* TF32 math for f32 matmuls and convolutions (default: full f32) */
+    const char *what;    /* prefixes failure messages (a dtype, a case name) */
+} t_gpu_check;
+
+/* True when got matches ref element by element: integers and bool exactly, floats within
+ * atol + rtol * |ref| (NaN matches NaN, infinities exactly). Otherwise false, with the worst
+ * element (index, got, expected) in msg. */
+bool t_tensors_close(const ampc_tensor *got, const ampc_tensor *ref, double rtol, double atol,
+                     const char *name, char *msg, size_t cap);
+
+/* Fills g's inputs with c->fill, evaluates g on the reference evaluator, compiles it (PTX, no
+ * cache) and runs it on the GPU with every output poisoned first (so an element no kernel writes
+ * shows), and asserts that every output matches. Skips the test when there is no CUDA device.
+ * Destroys g. */
+void t_gpu_vs_reference(ampc_graph *g, const t_gpu_check *c);
+
 /* Asserts the graph's diagnostics contain `needle` (and prints them when they do not). */
 void t_expect_diag(ampc_graph *g, const char *needle);
 
