@@ -8,4 +8,5 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/scripts/gen-onnx-tests.sh"
 "$root/build/bin/ampc-conformance" --markdown "$root/docs/conformance.md" \
   --expect "$root/tests/conformance/expected.tsv" \
-  --gpu-results "$root/tests/conformance/gpu.tsv" "$@"
+  --gpu-results "$root/tests/conformance/gpu.tsv" \
+  --random-results "$root/tests/conformance/gpu-random.tsv" "$@"

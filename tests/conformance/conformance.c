@@ -5,16 +5,18 @@
  * (tests/conformance/expected.tsv).
  *
  *   ampc-conformance [--data ROOT] [--suite NAME]... [--markdown FILE] [--expect FILE]
- *                    [--gpu] [--gpu-out FILE] [--gpu-results FILE] [--shard K/N] [-v]
+ *                    [--gpu] [--gpu-out FILE] [--gpu-results FILE] [--random]
+ *                    [--random-out FILE] [--random-results FILE] [--shard K/N] [-v]
  *
  * ROOT defaults to $AMPC_ONNX_TESTDATA, else /usr/share/libonnx-testdata/data (Debian's
  * libonnx-testdata). --gpu runs every case on the GPU as well and --gpu-out writes those results
  * (tests/conformance/gpu.tsv); --gpu-results reads such a file so that a run on a machine
- * without a GPU keeps the GPU column of the last GPU run. scripts/conformance.sh regenerates
+ * without a GPU keeps the GPU column of the last GPU run. --random, --random-out and
+ * --random-results do the same for the random-input comparison of the GPU with the reference
+ * (tests/conformance/gpu-random.tsv; see runner.h's CONF_RANDOM). scripts/conformance.sh regenerates
  * the files with the right arguments. --shard K/N runs every N-th case only (from the K-th), so
  * N processes can share a machine; their --gpu-out files concatenate into one.
  */
-#define _POSIX_C_SOURCE 200809L /* strtok_r */
 #include "runner.h"
 
 #include "ampc.h"
@@ -24,15 +26,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The result columns: the reference evaluator (always run), the GPU on the test's data, and the
+ * GPU against the reference on random inputs. The GPU columns are run now or read back from a
+ * file a GPU run wrote; a case's status is -1 while unknown. */
+enum { COL_REF, COL_GPU, COL_RANDOM, N_COLS };
+static const char *const col_file_label[N_COLS] = {"expected", "gpu", "gpu-random"};
+
 typedef struct suite_result {
     const char *suite;
     char **names;
-    conf_result *results;  /* reference */
-    conf_result *gpu;      /* GPU (run now or read back); status -1 when unknown */
-    int n, counts[3], gpu_counts[3], gpu_known;
+    conf_result *col[N_COLS];
+    int n, counts[N_COLS][3];
 } suite_result;
 
-static const char *gpu_name(const conf_result *r) {
+static const char *status_or_dash(const conf_result *r) {
     return (int)r->status < 0 ? "-" : conf_status_name(r->status);
 }
 
@@ -46,42 +53,58 @@ static void write_markdown(FILE *f, const suite_result *s, int ns, const char *r
                "`pytorch-operator` and `simple` are Debian's `libonnx-testdata` (ONNX 1.12, "
                "opsets up to 17); `node-onnx1.23` is the node tests of the `onnx` 1.23 package "
                "(opsets up to 28), written out by `tests/conformance/gen_node_tests.py`.\n\n"
+               "The *random* columns run each case again with every floating-point input replaced "
+               "by random values drawn from the range of the test's own data, on the GPU and on "
+               "the reference evaluator, and compare the two (f32: rtol 1e-4, atol 1e-5, or 1e-3 and "
+               "1e-4 for graphs with DFT or STFT, whose long sums the GPU accumulates in f32 and "
+               "the reference in f64; f16: 4e-3, 1e-3; bf16: 2e-2, 1e-2; f64: 1e-9, 1e-12; "
+               "integers exactly); a failure names the worst element.\n\n"
                "Regenerate with `scripts/conformance.sh` (runs `ampc-conformance --markdown "
                "docs/conformance.md --expect tests/conformance/expected.tsv --gpu-results "
-               "tests/conformance/gpu.tsv` on %s). The GPU column comes from %s. ampc %s.\n\n",
+               "tests/conformance/gpu.tsv --random-results tests/conformance/gpu-random.tsv` on "
+               "%s). The GPU columns come from %s. ampc %s.\n\n",
             CONF_RTOL, CONF_ATOL, strstr(root, "libonnx-testdata") ? "the Debian data" : root,
             gpu_source, AMPC_VERSION_STRING);
     fprintf(f, "| suite | tests | reference pass | fail | unsupported | pass rate | GPU pass | "
-               "GPU fail | GPU unsupported |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    int tot[3] = {0}, gtot[3] = {0}, n = 0;
+               "GPU fail | GPU unsupported | random pass | random fail |\n"
+               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    int tot[N_COLS][3] = {{0}}, n = 0;
     for (int i = 0; i < ns; i++) {
-        fprintf(f, "| %s | %d | %d | %d | %d | %.1f %% | %d | %d | %d |\n", s[i].suite, s[i].n,
-                s[i].counts[0], s[i].counts[1], s[i].counts[2],
-                s[i].n ? 100.0 * s[i].counts[0] / s[i].n : 0.0, s[i].gpu_counts[0],
-                s[i].gpu_counts[1], s[i].gpu_counts[2]);
-        for (int k = 0; k < 3; k++) tot[k] += s[i].counts[k], gtot[k] += s[i].gpu_counts[k];
+        const int(*c)[3] = s[i].counts;
+        fprintf(f, "| %s | %d | %d | %d | %d | %.1f %% | %d | %d | %d | %d | %d |\n", s[i].suite,
+                s[i].n, c[COL_REF][0], c[COL_REF][1], c[COL_REF][2],
+                s[i].n ? 100.0 * c[COL_REF][0] / s[i].n : 0.0, c[COL_GPU][0], c[COL_GPU][1],
+                c[COL_GPU][2], c[COL_RANDOM][0], c[COL_RANDOM][1]);
+        for (int k = 0; k < N_COLS; k++)
+            for (int j = 0; j < 3; j++) tot[k][j] += c[k][j];
         n += s[i].n;
     }
-    fprintf(f, "| **all** | %d | %d | %d | %d | %.1f %% | %d | %d | %d |\n\n", n, tot[0], tot[1],
-            tot[2], n ? 100.0 * tot[0] / n : 0.0, gtot[0], gtot[1], gtot[2]);
+    fprintf(f, "| **all** | %d | %d | %d | %d | %.1f %% | %d | %d | %d | %d | %d |\n\n", n,
+            tot[COL_REF][0], tot[COL_REF][1], tot[COL_REF][2], n ? 100.0 * tot[COL_REF][0] / n : 0.0,
+            tot[COL_GPU][0], tot[COL_GPU][1], tot[COL_GPU][2], tot[COL_RANDOM][0],
+            tot[COL_RANDOM][1]);
     for (int i = 0; i < ns; i++) {
-        fprintf(f, "## %s\n\n| test | reference | GPU | reason |\n|---|---|---|---|\n", s[i].suite);
+        fprintf(f, "## %s\n\n| test | reference | GPU | random | reason |\n|---|---|---|---|---|\n",
+                s[i].suite);
         for (int j = 0; j < s[i].n; j++) {
-            const conf_result *r = &s[i].results[j], *gr = &s[i].gpu[j];
+            const conf_result *r = &s[i].col[COL_REF][j], *gr = &s[i].col[COL_GPU][j],
+                              *rr = &s[i].col[COL_RANDOM][j];
             const char *why = r->status != CONF_PASS ? r->reason
-                              : ((int)gr->status > 0) ? gr->reason : "";
-            fprintf(f, "| %s | %s | %s | %s |\n", s[i].names[j], conf_status_name(r->status),
-                    gpu_name(gr), why);
+                              : ((int)gr->status > 0) ? gr->reason
+                              : ((int)rr->status == CONF_FAIL) ? rr->reason : "";
+            fprintf(f, "| %s | %s | %s | %s | %s |\n", s[i].names[j], conf_status_name(r->status),
+                    status_or_dash(gr), status_or_dash(rr), why);
         }
         fprintf(f, "\n");
     }
 }
 
-/* Writes one file atomically: the markdown, the reference expectations or the GPU results. */
-enum { OUT_MARKDOWN, OUT_EXPECT, OUT_GPU };
+/* Writes one file atomically: the markdown, or one column's results as TSV (the reference's
+ * are the expectations test_conformance.c checks). */
+enum { OUT_MARKDOWN = -1 };
 
 static bool write_file(const char *path, const suite_result *s, int ns, const char *root,
-                       int what, const char *gpu_source) {
+                       int what, const char *header) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
@@ -90,13 +113,12 @@ static bool write_file(const char *path, const suite_result *s, int ns, const ch
         return false;
     }
     if (what == OUT_MARKDOWN) {
-        write_markdown(f, s, ns, root, gpu_source);
+        write_markdown(f, s, ns, root, header);
     } else {
-        fprintf(f, "# suite\ttest\t%s\treason (generated by ampc-conformance)\n",
-                what == OUT_EXPECT ? "expected" : "gpu");
+        fprintf(f, "# suite\ttest\t%s\treason (generated by ampc-conformance)\n", col_file_label[what]);
         for (int i = 0; i < ns; i++)
             for (int j = 0; j < s[i].n; j++) {
-                const conf_result *r = what == OUT_EXPECT ? &s[i].results[j] : &s[i].gpu[j];
+                const conf_result *r = &s[i].col[what][j];
                 if ((int)r->status < 0) continue;
                 fprintf(f, "%s\t%s\t%s\t%s\n", s[i].suite, s[i].names[j],
                         conf_status_name(r->status), r->reason);
@@ -107,44 +129,40 @@ static bool write_file(const char *path, const suite_result *s, int ns, const ch
     return ok;
 }
 
-/* Reads GPU results written by --gpu-out into the matching cases. */
-static bool read_gpu_results(const char *path, suite_result *s, int ns) {
-    FILE *f = fopen(path, "r");
-    if (!f) return false;
-    char line[1024];
-    while (fgets(line, sizeof line, f)) {
-        if (line[0] == '#') continue;
-        line[strcspn(line, "\n")] = 0;
-        char *save = NULL, *suite = strtok_r(line, "\t", &save), *name = strtok_r(NULL, "\t", &save);
-        char *st = strtok_r(NULL, "\t", &save), *reason = strtok_r(NULL, "", &save);
-        conf_status cs;
-        if (!suite || !name || !st || !conf_status_parse(st, &cs)) continue;
+/* Reads results written by --gpu-out / --random-out into column `col` of the matching cases. */
+static bool read_results(const char *path, suite_result *s, int ns, int col) {
+    conf_row *rows;
+    int n = conf_read_table(path, &rows);
+    for (int k = 0; k < n; k++)
         for (int i = 0; i < ns; i++) {
-            if (strcmp(s[i].suite, suite)) continue;
+            if (strcmp(s[i].suite, rows[k].suite)) continue;
             for (int j = 0; j < s[i].n; j++)
-                if (!strcmp(s[i].names[j], name)) {
-                    s[i].gpu[j].status = cs;
-                    snprintf(s[i].gpu[j].reason, sizeof s[i].gpu[j].reason, "%s", reason ? reason : "");
+                if (!strcmp(s[i].names[j], rows[k].name)) {
+                    conf_result *r = &s[i].col[col][j];
+                    r->status = rows[k].status;
+                    snprintf(r->reason, sizeof r->reason, "%s", rows[k].reason);
                 }
         }
-    }
-    fclose(f);
-    return true;
+    free(rows);
+    return n >= 0;
 }
 
 int main(int argc, char **argv) {
-    const char *root = conf_data_root(), *md = NULL, *expect = NULL, *only[8];
-    const char *gpu_out = NULL, *gpu_in = NULL;
+    const char *root = conf_data_root(), *md = NULL, *only[8];
+    const char *out_path[N_COLS] = {0}, *in_path[N_COLS] = {0};
     int n_only = 0, shard = 0, shards = 1, global = 0;
-    bool verbose = false, gpu = false;
+    bool verbose = false, run[N_COLS] = {[COL_REF] = true};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--data") && i + 1 < argc) root = argv[++i];
         else if (!strcmp(argv[i], "--markdown") && i + 1 < argc) md = argv[++i];
-        else if (!strcmp(argv[i], "--expect") && i + 1 < argc) expect = argv[++i];
+        else if (!strcmp(argv[i], "--expect") && i + 1 < argc) out_path[COL_REF] = argv[++i];
         else if (!strcmp(argv[i], "--suite") && i + 1 < argc && n_only < 8) only[n_only++] = argv[++i];
-        else if (!strcmp(argv[i], "--gpu")) gpu = true;
-        else if (!strcmp(argv[i], "--gpu-out") && i + 1 < argc) gpu_out = argv[++i];
-        else if (!strcmp(argv[i], "--gpu-results") && i + 1 < argc) gpu_in = argv[++i];
+        else if (!strcmp(argv[i], "--gpu")) run[COL_GPU] = true;
+        else if (!strcmp(argv[i], "--gpu-out") && i + 1 < argc) out_path[COL_GPU] = argv[++i];
+        else if (!strcmp(argv[i], "--gpu-results") && i + 1 < argc) in_path[COL_GPU] = argv[++i];
+        else if (!strcmp(argv[i], "--random")) run[COL_RANDOM] = true;
+        else if (!strcmp(argv[i], "--random-out") && i + 1 < argc) out_path[COL_RANDOM] = argv[++i];
+        else if (!strcmp(argv[i], "--random-results") && i + 1 < argc) in_path[COL_RANDOM] = argv[++i];
         else if (!strcmp(argv[i], "--shard") && i + 1 < argc &&
                  sscanf(argv[++i], "%d/%d", &shard, &shards) == 2 && shards > 0 && shard >= 0 &&
                  shard < shards)
@@ -153,10 +171,12 @@ int main(int argc, char **argv) {
         else {
             fprintf(stderr, "usage: ampc-conformance [--data ROOT] [--suite NAME]... "
                             "[--markdown FILE] [--expect FILE] [--gpu] [--gpu-out FILE] "
-                            "[--gpu-results FILE] [--shard K/N] [-v]\n");
+                            "[--gpu-results FILE] [--random] [--random-out FILE] "
+                            "[--random-results FILE] [--shard K/N] [-v]\n");
             return 2;
         }
     }
+    static const conf_mode col_mode[N_COLS] = {CONF_REFERENCE, CONF_GPU, CONF_RANDOM};
     suite_result s[8] = {0};
     int ns = 0, total = 0;
     for (int i = 0; i < conf_n_suites; i++) {
@@ -167,25 +187,29 @@ int main(int argc, char **argv) {
         r->suite = conf_suites[i];
         const char *sroot = strcmp(r->suite, CONF_NEWER_SUITE) ? root : conf_generated_root();
         r->n = conf_list_cases(sroot, r->suite, &r->names);
-        r->results = ampc_xcalloc((size_t)r->n + 1, sizeof *r->results);
-        r->gpu = ampc_xcalloc((size_t)r->n + 1, sizeof *r->gpu);
-        for (int j = 0; j < r->n; j++) r->gpu[j].status = (conf_status)-1;
+        for (int c = 0; c < N_COLS; c++) {
+            r->col[c] = ampc_xcalloc((size_t)r->n + 1, sizeof *r->col[c]);
+            for (int j = 0; j < r->n; j++) r->col[c][j].status = (conf_status)-1;
+        }
         for (int j = 0; j < r->n; j++, global++) {
             char dir[4096];
             snprintf(dir, sizeof dir, "%s/%s/%s", sroot, r->suite, r->names[j]);
             if (global % shards != shard) { /* another shard's case: left out of every count */
-                r->results[j].status = CONF_UNSUPPORTED;
-                snprintf(r->results[j].reason, sizeof r->results[j].reason, "(other shard)");
+                r->col[COL_REF][j].status = CONF_UNSUPPORTED;
+                snprintf(r->col[COL_REF][j].reason, sizeof r->col[COL_REF][j].reason, "(other shard)");
                 continue;
             }
-            conf_run_case(dir, CONF_REFERENCE, &r->results[j]);
-            r->counts[r->results[j].status]++;
-            if (gpu) conf_run_case(dir, CONF_GPU, &r->gpu[j]);
-            if (verbose)
-                printf("%s/%s: %s %s%s%s\n", r->suite, r->names[j],
-                       conf_status_name(r->results[j].status), r->results[j].reason,
-                       gpu ? " | gpu: " : "", gpu ? gpu_name(&r->gpu[j]) : "");
-            if (verbose && gpu && r->gpu[j].status != CONF_PASS) printf("    %s\n", r->gpu[j].reason);
+            for (int c = 0; c < N_COLS; c++)
+                if (run[c]) conf_run_case(dir, col_mode[c], &r->col[c][j]);
+            if (!verbose) continue;
+            printf("%s/%s: %s %s", r->suite, r->names[j], conf_status_name(r->col[COL_REF][j].status),
+                   r->col[COL_REF][j].reason);
+            for (int c = COL_GPU; c < N_COLS; c++)
+                if (run[c]) printf(" | %s: %s", col_file_label[c], status_or_dash(&r->col[c][j]));
+            printf("\n");
+            for (int c = COL_GPU; c < N_COLS; c++)
+                if (run[c] && r->col[c][j].status != CONF_PASS)
+                    printf("    %s: %s\n", col_file_label[c], r->col[c][j].reason);
         }
         total += r->n;
     }
@@ -194,33 +218,39 @@ int main(int argc, char **argv) {
                         "AMPC_ONNX_TESTDATA)\n", root);
         return 1;
     }
-    bool have_gpu = gpu || (gpu_in && read_gpu_results(gpu_in, s, ns));
+    bool have[N_COLS];
+    for (int c = 0; c < N_COLS; c++)
+        have[c] = run[c] || (in_path[c] && read_results(in_path[c], s, ns, c));
     for (int i = 0; i < ns; i++) {
-        for (int j = 0; j < s[i].n; j++)
-            if ((int)s[i].gpu[j].status >= 0) s[i].gpu_counts[s[i].gpu[j].status]++;
+        for (int c = 0; c < N_COLS; c++)
+            for (int j = 0; j < s[i].n; j++)
+                if ((int)s[i].col[c][j].status >= 0) s[i].counts[c][s[i].col[c][j].status]++;
+        const int(*k)[3] = s[i].counts;
         printf("%-18s %4d tests: %4d pass, %4d fail, %4d unsupported (%.1f %% pass)", s[i].suite,
-               s[i].n, s[i].counts[0], s[i].counts[1], s[i].counts[2],
-               s[i].n ? 100.0 * s[i].counts[0] / s[i].n : 0.0);
-        if (have_gpu)
-            printf("; GPU %4d pass, %4d fail, %4d unsupported", s[i].gpu_counts[0],
-                   s[i].gpu_counts[1], s[i].gpu_counts[2]);
+               s[i].n, k[COL_REF][0], k[COL_REF][1], k[COL_REF][2],
+               s[i].n ? 100.0 * k[COL_REF][0] / s[i].n : 0.0);
+        if (have[COL_GPU])
+            printf("; GPU %4d pass, %4d fail, %4d unsupported", k[COL_GPU][0], k[COL_GPU][1],
+                   k[COL_GPU][2]);
+        if (have[COL_RANDOM])
+            printf("; random %4d pass, %4d fail", k[COL_RANDOM][0], k[COL_RANDOM][1]);
         printf("\n");
     }
     const char *gpu_source =
-        gpu        ? "this run (--gpu)"
-        : have_gpu ? "tests/conformance/gpu.tsv, written by the last run of bench/gpu-suite.sh on "
-                     "the GPU machine (its first line names the GPU); the GPU runs compile each "
-                     "case to compute_80 PTX with FP32 math (TF32 off: the tests expect float32 "
-                     "accuracy)"
-                   : "no GPU run (the column is empty)";
+        run[COL_GPU] ? "this run (--gpu)"
+        : have[COL_GPU]
+            ? "tests/conformance/gpu.tsv and gpu-random.tsv, written by the last run of "
+              "bench/gpu-suite.sh on the GPU machine (gpu.tsv's first line names the GPU); the GPU "
+              "runs compile each case to compute_80 PTX with FP32 math (TF32 off: the tests expect "
+              "float32 accuracy)"
+            : "no GPU run (the columns are empty)";
     bool ok = true;
     if (md) ok &= write_file(md, s, ns, root, OUT_MARKDOWN, gpu_source);
-    if (expect) ok &= write_file(expect, s, ns, root, OUT_EXPECT, NULL);
-    if (gpu_out && gpu) ok &= write_file(gpu_out, s, ns, root, OUT_GPU, NULL);
+    for (int c = 0; c < N_COLS; c++)
+        if (out_path[c] && run[c]) ok &= write_file(out_path[c], s, ns, root, c, NULL);
     for (int i = 0; i < ns; i++) {
         conf_free_names(s[i].names, s[i].n);
-        free(s[i].results);
-        free(s[i].gpu);
+        for (int c = 0; c < N_COLS; c++) free(s[i].col[c]);
     }
     return ok ? 0 : 1;
 }

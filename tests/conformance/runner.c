@@ -7,6 +7,7 @@
  * compare every output: dtype and shape exactly, values within atol + rtol * |expected| (NaN
  * matches NaN, infinities must match exactly), integers and bools exactly.
  */
+#define _POSIX_C_SOURCE 200809L /* strtok_r */
 #include "runner.h"
 
 #include "ampc.h"
@@ -49,6 +50,30 @@ bool conf_status_parse(const char *s, conf_status *out) {
             return true;
         }
     return false;
+}
+
+int conf_read_table(const char *path, conf_row **rows) {
+    *rows = NULL;
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int n = 0, cap = 0;
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#') continue;
+        line[strcspn(line, "\n")] = 0;
+        char *save = NULL, *suite = strtok_r(line, "\t", &save), *name = strtok_r(NULL, "\t", &save);
+        char *st = strtok_r(NULL, "\t", &save), *reason = strtok_r(NULL, "", &save);
+        conf_status cs;
+        if (!suite || !name || !st || !conf_status_parse(st, &cs)) continue;
+        if (n == cap) *rows = ampc_xrealloc(*rows, (size_t)(cap = cap ? cap * 2 : 1024) * sizeof **rows);
+        conf_row *r = &(*rows)[n++];
+        snprintf(r->suite, sizeof r->suite, "%s", suite);
+        snprintf(r->name, sizeof r->name, "%s", name);
+        snprintf(r->reason, sizeof r->reason, "%s", reason ? reason : "");
+        r->status = cs;
+    }
+    fclose(f);
+    return n;
 }
 
 static int cmp_str(const void *a, const void *b) {
@@ -135,9 +160,10 @@ static bool read_tensors(const char *dir, const char *stem, ampc_tensor *ts, cha
     return true;
 }
 
-/* Compares one output; on mismatch fills the reason and returns false. */
+/* Compares one output within atol + rtol * |expected|; on mismatch fills the reason (with the
+ * worst element, `what` naming the expectation) and returns false. */
 static bool compare(const ampc_tensor *got, const ampc_tensor *want_in, const char *name,
-                    conf_result *r) {
+                    double rtol, double atol, const char *what, conf_result *r) {
     char a[AMPC_SHAPE_STR_MAX], b[AMPC_SHAPE_STR_MAX], msg[300];
     ampc_tensor want_bf16 = *want_in; /* bfloat16 is stored as UINT16 in the test data */
     if (want_in->dtype == AMPC_DTYPE_U16 && got->dtype == AMPC_DTYPE_BF16) want_bf16.dtype = AMPC_DTYPE_BF16;
@@ -155,8 +181,8 @@ static bool compare(const ampc_tensor *got, const ampc_tensor *want_in, const ch
     for (int64_t i = 0; i < n; i++) {
         if (!fl) {
             if (ampc_ref_load_i64(got->data, got->dtype, i) != ampc_ref_load_i64(want->data, want->dtype, i)) {
-                snprintf(msg, sizeof msg, "output '%s' element %lld: got %lld, expected %lld", name,
-                         (long long)i, (long long)ampc_ref_load_i64(got->data, got->dtype, i),
+                snprintf(msg, sizeof msg, "output '%s' element %lld: got %lld, %s %lld", name,
+                         (long long)i, (long long)ampc_ref_load_i64(got->data, got->dtype, i), what,
                          (long long)ampc_ref_load_i64(want->data, want->dtype, i));
                 set_reason(r, CONF_FAIL, "", msg);
                 return false;
@@ -172,13 +198,13 @@ static bool compare(const ampc_tensor *got, const ampc_tensor *want_in, const ch
             if (x != e) worst = i, worst_err = INFINITY;
             continue;
         }
-        double excess = fabs(x - e) - (CONF_ATOL + CONF_RTOL * fabs(e));
+        double excess = fabs(x - e) - (atol + rtol * fabs(e));
         if (excess > 0 && excess > worst_err) worst = i, worst_err = excess;
     }
     if (worst < 0) return true;
-    snprintf(msg, sizeof msg, "output '%s' element %lld: got %.9g, expected %.9g (rtol %g, atol %g)",
-             name, (long long)worst, ampc_ref_load_f64(got->data, got->dtype, worst),
-             ampc_ref_load_f64(want->data, want->dtype, worst), CONF_RTOL, CONF_ATOL);
+    snprintf(msg, sizeof msg, "output '%s' element %lld: got %.9g, %s %.9g (rtol %g, atol %g)",
+             name, (long long)worst, ampc_ref_load_f64(got->data, got->dtype, worst), what,
+             ampc_ref_load_f64(want->data, want->dtype, worst), rtol, atol);
     set_reason(r, CONF_FAIL, "", msg);
     return false;
 }
@@ -206,14 +232,19 @@ static ampc_status execute(ampc_graph *g, conf_mode mode, const ampc_tensor *in,
     /* PTX only: the driver compiles it for the GPU present at load (no cubin per case). FP32
      * math: the backend tests expect float32 results within rtol 1e-3, which TF32's 10-bit
      * mantissa (ampc's default for f32 matmuls and convolutions) does not promise. */
-    static const int32_t no_cubins[1] = {0};
+    static const int32_t no_cubins[1] = {0}, sm80[1] = {80};
     ampc_compile_options co = {.archs = no_cubins, .n_archs = 0, .no_tf32 = true};
+    if (mode == CONF_COMPILE) co.archs = sm80, co.n_archs = 1;
     ampc_module *m = NULL;
     ampc_status st = ampc_compile(g, &co, &m);
     if (st != AMPC_OK) {
         set_reason(r, st == AMPC_E_UNSUPPORTED ? CONF_UNSUPPORTED : CONF_FAIL, "gpu compile: ",
                    ampc_graph_errors(g));
         return st;
+    }
+    if (mode == CONF_COMPILE) { /* every kernel compiled: nothing to run */
+        ampc_module_destroy(m);
+        return AMPC_OK;
     }
     for (int32_t i = 0; i < no; i++) {
         const ampc_value *v = ampc_graph_output(g, i);
@@ -228,6 +259,82 @@ static ampc_status execute(ampc_graph *g, conf_mode mode, const ampc_tensor *in,
     }
     ampc_module_destroy(m);
     return st;
+}
+
+/* Ops whose outputs are long sums of products: the reference accumulates in f64, the GPU in
+ * f32, so f32 outputs may differ by more than a rounding or two of the result (the error follows
+ * the sum of the terms' magnitudes, not the result's). */
+static const struct {
+    const char *op;
+    double rtol, atol;
+} long_sums[] = {{"DFT", 1e-3, 1e-4}, {"STFT", 1e-3, 1e-4}};
+
+void conf_random_tolerance(const ampc_graph *g, int dtype, double *rtol, double *atol) {
+    switch ((ampc_dtype)dtype) {
+    case AMPC_DTYPE_F64: *rtol = 1e-9, *atol = 1e-12; return;
+    case AMPC_DTYPE_F16: *rtol = 4e-3, *atol = 1e-3; return;  /* 11-bit significand */
+    case AMPC_DTYPE_BF16: *rtol = 2e-2, *atol = 1e-2; return; /* 8-bit significand */
+    default: *rtol = 1e-4, *atol = 1e-5; break;               /* f32 (integers compare exactly) */
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        for (size_t k = 0; k < sizeof long_sums / sizeof *long_sums; k++)
+            if (!g->nodes[i]->dead && !strcmp(ampc_op_get(g->nodes[i]->op)->onnx, long_sums[k].op)) {
+                *rtol = fmax(*rtol, long_sums[k].rtol);
+                *atol = fmax(*atol, long_sums[k].atol);
+            }
+}
+
+/* A 64-bit hash of a string (FNV-1a), seeding the case's random inputs. */
+static uint64_t hash_str(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Uniform in [0, 1) from a xorshift64* state. */
+static double next_unit(uint64_t *state) {
+    *state ^= *state >> 12, *state ^= *state << 25, *state ^= *state >> 27;
+    return (double)((*state * 2685821657736338717ull) >> 11) / 9007199254740992.0;
+}
+
+/* A copy of `t` whose floating-point elements are uniform in [min, max] of t's finite values. */
+static ampc_tensor randomised(const ampc_tensor *t, uint64_t *state) {
+    size_t nb = (size_t)ampc_shape_numel(&t->shape) * ampc_dtype_size(t->dtype);
+    ampc_tensor c = {t->dtype, t->shape, malloc(nb ? nb : 1)};
+    memcpy(c.data, t->data, nb);
+    if (!ampc_dtype_is_float(t->dtype)) return c;
+    int64_t n = ampc_shape_numel(&t->shape);
+    double lo = INFINITY, hi = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        double v = ampc_ref_load_f64(t->data, t->dtype, i);
+        if (isfinite(v)) lo = fmin(lo, v), hi = fmax(hi, v);
+    }
+    if (lo > hi) return c; /* no finite value: keep the data */
+    for (int64_t i = 0; i < n; i++)
+        if (isfinite(ampc_ref_load_f64(t->data, t->dtype, i)))
+            ampc_ref_store_f64(c.data, c.dtype, i, lo + (hi - lo) * next_unit(state));
+    return c;
+}
+
+/* CONF_RANDOM: the reference and the GPU on the same random inputs, compared per output dtype. */
+static void run_random(ampc_graph *g, const ampc_tensor *in, int32_t ni, int32_t no, conf_result *r) {
+    ampc_tensor rin[MAX_TENSORS], ref[MAX_TENSORS], gpu[MAX_TENSORS];
+    uint64_t state = hash_str(case_dir) | 1;
+    for (int32_t i = 0; i < ni; i++) rin[i] = randomised(&in[i], &state);
+    if (execute(g, CONF_REFERENCE, rin, ni, ref, no, r) == AMPC_OK) {
+        if (execute(g, CONF_GPU, rin, ni, gpu, no, r) == AMPC_OK) {
+            for (int32_t i = 0; i < no; i++) {
+                double rtol, atol;
+                conf_random_tolerance(g, ref[i].dtype, &rtol, &atol);
+                if (r->status == CONF_PASS)
+                    compare(&gpu[i], &ref[i], ampc_value_name(ampc_graph_output(g, i)), rtol, atol,
+                            "reference", r);
+                ampc_tensor_free(&gpu[i]);
+            }
+        }
+        for (int32_t i = 0; i < no; i++) ampc_tensor_free(&ref[i]);
+    }
+    for (int32_t i = 0; i < ni; i++) ampc_tensor_free(&rin[i]);
 }
 
 static void run_dataset(const char *dir, const char *ds_dir, conf_mode mode, conf_result *r) {
@@ -277,9 +384,15 @@ static void run_dataset(const char *dir, const char *ds_dir, conf_mode mode, con
         if (in[i].dtype == AMPC_DTYPE_U16 && ampc_value_dtype(ampc_graph_input(g, i)) == AMPC_DTYPE_BF16)
             in[i].dtype = AMPC_DTYPE_BF16;
     }
-    if (execute(g, mode, in, ni, out, no, r) != AMPC_OK) goto done;
+    if (mode == CONF_RANDOM) {
+        run_random(g, in, ni, no, r);
+        goto done;
+    }
+    if (execute(g, mode, in, ni, out, no, r) != AMPC_OK || mode == CONF_COMPILE) goto done;
     for (int32_t i = 0; i < no; i++) {
-        if (r->status == CONF_PASS) compare(&out[i], &ds.out[i], ampc_value_name(ampc_graph_output(g, i)), r);
+        if (r->status == CONF_PASS)
+            compare(&out[i], &ds.out[i], ampc_value_name(ampc_graph_output(g, i)), CONF_RTOL,
+                    CONF_ATOL, "expected", r);
         ampc_tensor_free(&out[i]);
     }
 done:

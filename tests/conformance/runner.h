@@ -9,6 +9,8 @@
 #ifndef AMPC_CONF_RUNNER_H
 #define AMPC_CONF_RUNNER_H
 
+#include "ampc.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -43,11 +45,32 @@ int conf_list_cases(const char *root, const char *suite, char ***names);
 void conf_free_names(char **names, int n);
 
 /* Where outputs are computed: the reference evaluator (CPU), or the GPU (ampc_compile, then
- * ampc_module_run; a case whose ops have no GPU lowering is "unsupported" with the reason). */
-typedef enum conf_mode { CONF_REFERENCE, CONF_GPU } conf_mode;
+ * ampc_module_run; a case whose ops have no GPU lowering is "unsupported" with the reason).
+ * CONF_COMPILE stops after ampc_compile with NVRTC's PTX for compute_80 and cubin for sm_80
+ * (no GPU needed): "pass" then means every kernel of the case compiled. CONF_RANDOM replaces
+ * every floating-point input with random values drawn uniformly from the range of the test's own
+ * data (which keeps Log's inputs positive, Acosh's >= 1...; integer inputs, often indices, stay),
+ * runs the reference evaluator and the GPU on them, and compares the two within the tolerance of
+ * the output dtype (conf_random_tolerance), reporting the worst element. */
+typedef enum conf_mode { CONF_REFERENCE, CONF_GPU, CONF_COMPILE, CONF_RANDOM } conf_mode;
+
+/* GPU against reference on random inputs: |gpu - ref| <= atol + rtol * |ref|, by the output's
+ * dtype, widened for f32 when the graph holds an op that sums many terms (DFT, STFT). */
+void conf_random_tolerance(const ampc_graph *g, int dtype, double *rtol, double *atol);
 
 /* Runs the case in directory `dir`. */
 void conf_run_case(const char *dir, conf_mode mode, conf_result *r);
+
+/* One row of a results table (expected.tsv, gpu.tsv, gpu-random.tsv): suite, test, status and
+ * reason, tab-separated; lines starting with '#' are comments. */
+typedef struct conf_row {
+    char suite[32], name[160], reason[400];
+    conf_status status;
+} conf_row;
+
+/* Reads the table at `path` into a malloc'ed array (*rows, free()); returns the row count, or
+ * -1 when the file cannot be opened (*rows is then NULL). Malformed lines are skipped. */
+int conf_read_table(const char *path, conf_row **rows);
 
 const char *conf_status_name(conf_status s);
 /* Parses "pass" / "fail" / "unsupported"; false when it is none of them. */
