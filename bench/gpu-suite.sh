@@ -30,7 +30,7 @@ export AMPC_CACHE_DIR=/tmp/ampc-cache
 
 # Unit suites that execute on the GPU.
 : > "$out/tests.log"
-for t in "$build"/tests/runtime_test_* "$build"/tests/codegen_test_*; do
+for t in "$build"/tests/runtime_test_* "$build"/tests/codegen_test_* "$build"/tests/compiler_test_artifact; do
   [ -x "$t" ] || continue
   echo "== $(basename "$t")" >> "$out/tests.log"
   "$t" --jobs=16 >> "$out/tests.log" 2>&1
@@ -69,4 +69,7 @@ echo "conformance on the GPU took $(( $(date +%s) - start )) s" >> "$out/summary
 for f in gpu gpu-random; do
   awk -F'\t' -v f=$f '!/^#/ {n[$1]++; c[$1" "$3]++} END {for (s in n) printf "%-18s %4d tests: %s %4d pass, %4d fail, %4d unsupported\n", s, n[s], f, c[s" pass"], c[s" fail"], c[s" unsupported"]}' "$out/$f.tsv" | sort >> "$out/summary.txt"
 done
+# Libraries: ResNet-50 and BERT-base exported by torch there, compiled with `ampc -o`, linked
+# by a C program, compared with onnxruntime (bench/artifact-check.sh).
+bash bench/artifact-check.sh >> "$out/summary.txt" 2>&1
 cat "$out/summary.txt"

@@ -8,7 +8,11 @@
 
 #include "ir/ir.h"
 #include "ir/ref/ref.h"
+#include "compiler/module.h"
 #include "compiler/nvrtc.h"
+#include "ampc_runtime.h"
+
+#include <math.h>
 
 #include <errno.h>
 #include <stdio.h>
@@ -156,46 +160,73 @@ static bool parse_archs(const char *list, int32_t *archs, int32_t *n) {
     return ok;
 }
 
-/* --emit cuda|ptx: compile for the GPU and write every unit's CUDA C or PTX. */
-static int emit_gpu(ampc_graph *g, const ampc_cli_options *o) {
+/* Compiles the graph for the GPU with the command line's options; prints the failure. */
+static ampc_module *compile_gpu(ampc_graph *g, const ampc_cli_options *o) {
     int32_t archs[16], n_archs;
-    if (!parse_archs(o->arch, archs, &n_archs)) return 2;
+    if (!parse_archs(o->arch, archs, &n_archs)) return NULL;
     ampc_pipeline_options po = {.disable = o->disable, .n_disable = o->n_disable,
                                 .dump_after = o->dump_after, .dump_file = stderr, .verify = true,
                                 .trace = o->verbose ? stderr : NULL};
-    ampc_compile_options co = {.archs = archs, .n_archs = n_archs, .pipeline = &po};
+    ampc_compile_options co = {.archs = o->arch ? archs : NULL, .n_archs = n_archs, .pipeline = &po,
+                               .no_tf32 = o->precision && !strcmp(o->precision, "fp32")};
     ampc_module *m = NULL;
     if (ampc_compile(g, &co, &m) != AMPC_OK) {
         fprintf(stderr, "ampc: %s: compilation failed:\n%s\n", o->model, ampc_graph_errors(g));
-        return 1;
+        return NULL;
     }
-    ampc_strbuf sb = {0};
-    bool ptx = !strcmp(o->emit, "ptx");
-    for (int32_t u = 0; u < ampc_module_unit_count(m); u++) {
-        const char *text = ptx ? ampc_module_ptx(m, u) : ampc_module_cuda(m, u);
-        if (ampc_module_unit_count(m) > 1) ampc_sb_printf(&sb, "// ---- unit %d ----\n", u);
-        ampc_sb_puts(&sb, text ? text : "");
+    return m;
+}
+
+/* --emit cuda|ptx|c, or -o LIBRARY: compile for the GPU and write what was asked. */
+static int emit_gpu(ampc_graph *g, const ampc_cli_options *o) {
+    ampc_module *m = compile_gpu(g, o);
+    if (!m) return 1;
+    int rc = 1;
+    if (!o->emit) { /* the shared library and its header */
+        char *err = NULL;
+        ampc_library_options lo = {.name = o->name, .source = o->model};
+        if (ampc_module_write_library(m, o->output, &lo, &err) == AMPC_OK) {
+            rc = 0;
+            if (o->verbose) fprintf(stderr, "ampc: wrote %s\n", o->output);
+        } else {
+            fprintf(stderr, "ampc: %s: %s\n", o->output, err ? err : "cannot write the library");
+        }
+        free(err);
+    } else if (!strcmp(o->emit, "c")) {
+        char *text = ampc_module_host_c(m, o->name);
+        rc = text && write_file_atomic(o->output ? o->output : "-", text) ? 0 : 1;
+        free(text);
+    } else {
+        ampc_strbuf sb = {0};
+        bool ptx = !strcmp(o->emit, "ptx");
+        for (int32_t u = 0; u < ampc_module_unit_count(m); u++) {
+            const char *text = ptx ? ampc_module_ptx(m, u) : ampc_module_cuda(m, u);
+            if (ampc_module_unit_count(m) > 1) ampc_sb_printf(&sb, "// ---- unit %d ----\n", u);
+            ampc_sb_puts(&sb, text ? text : "");
+        }
+        rc = write_file_atomic(o->output ? o->output : "-", sb.data ? sb.data : "") ? 0 : 1;
+        ampc_sb_free(&sb);
     }
-    int rc = write_file_atomic(o->output ? o->output : "-", sb.data ? sb.data : "") ? 0 : 1;
-    ampc_sb_free(&sb);
     ampc_module_destroy(m);
     return rc;
 }
 
 int ampc_cli_compile(const ampc_cli_options *o) {
-    if (o->emit && strcmp(o->emit, "ir")) {
+    if (!o->emit && !o->output) {
+        fprintf(stderr, "ampc: nothing to do: give -o MODEL.so to build a library, or --emit "
+                        "ir|cuda|ptx|c to see the optimised graph, its CUDA C, PTX or host C\n");
+        return 2;
+    }
+    if (!o->emit || strcmp(o->emit, "ir")) {
+        if (!o->emit && !strcmp(o->output, "-")) {
+            fprintf(stderr, "ampc: a library cannot go to stdout: give -o MODEL.so\n");
+            return 2;
+        }
         ampc_graph *g = load_model(o);
         if (!g) return 1;
         int rc = emit_gpu(g, o);
         ampc_graph_destroy(g);
         return rc;
-    }
-    if (!o->emit) {
-        fprintf(stderr,
-                "ampc: building a shared library (-o model.so) is not available yet; use "
-                "--emit ir|cuda|ptx to see the optimised graph, its CUDA C or its PTX, and "
-                "`ampc run` to run it on the GPU\n");
-        return 1;
     }
     ampc_graph *g = load_model(o);
     if (!g) return 1;
@@ -288,102 +319,250 @@ static void print_tensor_head(const char *name, const ampc_tensor *t) {
     printf("%s\n", n > 6 ? " ..." : "");
 }
 
-/* Compiles the graph for the GPU and runs it once; outputs are allocated on the host. */
-static bool run_gpu(ampc_graph *g, const ampc_cli_options *o, const ampc_tensor *in,
-                    ampc_tensor *out) {
-    int32_t archs[16], n_archs;
-    if (!parse_archs(o->arch, archs, &n_archs)) return false;
-    ampc_pipeline_options po = {.disable = o->disable, .n_disable = o->n_disable, .verify = true,
-                                .trace = o->verbose ? stderr : NULL};
-    ampc_compile_options co = {.archs = archs, .n_archs = n_archs, .pipeline = &po};
-    ampc_module *m = NULL;
-    if (ampc_compile(g, &co, &m) != AMPC_OK) {
-        fprintf(stderr, "ampc: %s: compilation failed:\n%s\n", o->model, ampc_graph_errors(g));
-        return false;
-    }
-    bool ok = true;
-    for (int32_t i = 0; i < g->n_outputs && ok; i++) {
-        const ampc_value *v = g->outputs[i];
-        out[i] = (ampc_tensor){v->dtype, v->shape, calloc(1, ampc_ir_nbytes(v) + 1)};
-        ok = out[i].data != NULL;
-    }
-    if (ok && ampc_module_run(m, in, g->n_inputs, out, g->n_outputs, NULL) != AMPC_OK) {
-        fprintf(stderr, "ampc: %s: %s\n", o->model, ampc_module_errors(m));
-        ok = false;
-    }
-    ampc_module_destroy(m);
-    return ok;
+/* The model's inputs and outputs as `run` sees them, whichever way it runs. */
+typedef struct io_list {
+    int32_t n;
+    const char **names;
+    ampc_dtype *dtypes;
+    ampc_shape *shapes;
+} io_list;
+
+static void io_alloc(io_list *l, int32_t n) {
+    l->n = n;
+    l->names = ampc_xcalloc((size_t)n + 1, sizeof *l->names);
+    l->dtypes = ampc_xcalloc((size_t)n + 1, sizeof *l->dtypes);
+    l->shapes = ampc_xcalloc((size_t)n + 1, sizeof *l->shapes);
 }
 
-int ampc_cli_run(const ampc_cli_options *o) {
-    ampc_graph *g = load_model(o);
-    if (!g) return 1;
-    int rc = 1;
-    int32_t ni = g->n_inputs, no = g->n_outputs;
-    ampc_tensor *in = calloc((size_t)ni + 1, sizeof *in), *out = calloc((size_t)no + 1, sizeof *out);
-    bool ok = !o->reference || optimize(g, o); /* the GPU path runs the pipeline itself */
-    /* Match --input NAME=FILE to the graph inputs by name. */
-    for (int k = 0; ok && k < o->n_inputs; k++) {
+static void io_free(io_list *l) {
+    free(l->names);
+    free(l->dtypes);
+    free(l->shapes);
+}
+
+static void io_from_graph(io_list *l, ampc_value *const *vs, int32_t n) {
+    io_alloc(l, n);
+    for (int32_t i = 0; i < n; i++)
+        l->names[i] = vs[i]->name, l->dtypes[i] = vs[i]->dtype, l->shapes[i] = vs[i]->shape;
+}
+
+static void io_from_plan(io_list *l, const ampc_rt_io *io, int32_t n) {
+    io_alloc(l, n);
+    for (int32_t i = 0; i < n; i++)
+        l->names[i] = io[i].name, l->dtypes[i] = io[i].dtype, l->shapes[i] = io[i].shape;
+}
+
+/* Uniform in [0, 1) (xorshift64*), for random inputs. */
+static double next_unit(uint64_t *s) {
+    *s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
+    return (double)((*s * 2685821657736338717ull) >> 11) / 9007199254740992.0;
+}
+
+/* Reads --input NAME=FILE for each input; the others get random data (floats uniform in
+ * [-1, 1), integers 0, bools false: integer inputs are most often indices or lengths), each
+ * said on stderr. False with a message on a bad option or file. */
+static bool read_inputs(const ampc_cli_options *o, const io_list *l, ampc_tensor *in) {
+    for (int k = 0; k < o->n_inputs; k++) {
         const char *eq = strchr(o->inputs[k], '=');
         if (!eq) {
             fprintf(stderr, "ampc: --input '%s' is not NAME=FILE\n", o->inputs[k]);
-            ok = false;
-            break;
+            return false;
         }
         int32_t idx = -1;
-        for (int32_t i = 0; i < ni; i++)
-            if (strlen(g->inputs[i]->name) == (size_t)(eq - o->inputs[k]) &&
-                !strncmp(g->inputs[i]->name, o->inputs[k], (size_t)(eq - o->inputs[k])))
+        for (int32_t i = 0; i < l->n; i++)
+            if (strlen(l->names[i]) == (size_t)(eq - o->inputs[k]) &&
+                !strncmp(l->names[i], o->inputs[k], (size_t)(eq - o->inputs[k])))
                 idx = i;
         if (idx < 0) {
             fprintf(stderr, "ampc: --input '%.*s': the model has no input of that name\n",
                     (int)(eq - o->inputs[k]), o->inputs[k]);
-            ok = false;
-            break;
+            return false;
         }
         char *err = NULL;
         ampc_tensor_free(&in[idx]);
         if (ampc_tensor_read_file(eq + 1, &in[idx], NULL, &err) != AMPC_OK) {
             fprintf(stderr, "ampc: %s: %s\n", eq + 1, err ? err : "cannot read tensor");
             free(err);
-            ok = false;
+            return false;
         }
     }
-    for (int32_t i = 0; ok && i < ni; i++) {
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    for (int32_t i = 0; i < l->n; i++) {
         if (in[i].dtype != AMPC_DTYPE_UNDEFINED) continue;
-        char t[AMPC_TYPE_STR_MAX];
-        fprintf(stderr, "ampc: input '%s' (%s) was not given: add --input %s=FILE.npy\n",
-                g->inputs[i]->name, ampc_value_type_str(g->inputs[i], t, sizeof t),
-                g->inputs[i]->name);
-        ok = false;
+        char t[AMPC_SHAPE_STR_MAX];
+        int64_t n = ampc_shape_numel(&l->shapes[i]);
+        in[i] = (ampc_tensor){l->dtypes[i], l->shapes[i],
+                              ampc_xcalloc((size_t)n * ampc_dtype_size(l->dtypes[i]) + 1, 1)};
+        if (ampc_dtype_is_float(l->dtypes[i]))
+            for (int64_t k = 0; k < n; k++)
+                ampc_ref_store_f64(in[i].data, in[i].dtype, k, 2 * next_unit(&seed) - 1);
+        fprintf(stderr, "ampc: input '%s' %s%s: random data (give --input %s=FILE for real data)\n",
+                l->names[i], ampc_dtype_name(l->dtypes[i]),
+                ampc_shape_str(&l->shapes[i], t, sizeof t), l->names[i]);
     }
-    if (ok && o->reference && ampc_graph_evaluate(g, in, ni, out, no) != AMPC_OK) {
-        fprintf(stderr, "ampc: %s: evaluation failed:\n%s\n", o->model, ampc_graph_errors(g));
-        ok = false;
+    return true;
+}
+
+static bool save_outputs(const ampc_cli_options *o, const io_list *l, const ampc_tensor *out) {
+    if (!o->save_dir) return true;
+    if (mkdir(o->save_dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "ampc: cannot create '%s': %s\n", o->save_dir, strerror(errno));
+        return false;
     }
-    if (ok && !o->reference) ok = run_gpu(g, o, in, out);
-    if (ok) {
-        printf("outputs (%s):\n", o->reference ? "reference evaluator" : "GPU");
-        for (int32_t i = 0; i < no; i++) print_tensor_head(g->outputs[i]->name, &out[i]);
-        if (o->save_dir && mkdir(o->save_dir, 0777) != 0 && errno != EEXIST) {
-            fprintf(stderr, "ampc: cannot create '%s': %s\n", o->save_dir, strerror(errno));
+    bool ok = true;
+    for (int32_t i = 0; ok && i < l->n; i++) {
+        char *path = output_path(o->save_dir, l->names[i]), *err = NULL;
+        if (ampc_tensor_write_npy(path, &out[i], &err) != AMPC_OK) {
+            fprintf(stderr, "ampc: %s: %s\n", path, err ? err : "cannot write");
             ok = false;
         }
-        for (int32_t i = 0; ok && o->save_dir && i < no; i++) {
-            char *path = output_path(o->save_dir, g->outputs[i]->name), *err = NULL;
-            if (ampc_tensor_write_npy(path, &out[i], &err) != AMPC_OK) {
-                fprintf(stderr, "ampc: %s: %s\n", path, err ? err : "cannot write");
-                ok = false;
-            }
-            free(err);
-            free(path);
-        }
-        rc = ok ? 0 : 1;
+        free(err);
+        free(path);
     }
-    for (int32_t i = 0; i < ni; i++) ampc_tensor_free(&in[i]);
-    for (int32_t i = 0; i < no; i++) ampc_tensor_free(&out[i]);
+    return ok;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* --iterations: warm-up launches, then timed ones (CUDA events around each launch of the
+ * steps, the inputs already on the device); prints median, p90, p99 and throughput. */
+static bool benchmark(ampc_rt_model *m, const ampc_cli_options *o) {
+    int32_t n = o->iterations, w = o->warmup;
+    double *ms = ampc_xcalloc((size_t)(n > w ? n : w) + 1, sizeof *ms);
+    char *err = NULL;
+    bool ok = ampc_rt_model_time(m, w, ms, &err) == AMPC_OK &&
+              ampc_rt_model_time(m, n, ms, &err) == AMPC_OK;
+    if (!ok) {
+        fprintf(stderr, "ampc: timing failed: %s\n", err ? err : "");
+        free(err);
+    } else {
+        qsort(ms, (size_t)n, sizeof *ms, cmp_double);
+        double med = ms[n / 2], p90 = ms[(int32_t)(0.9 * (n - 1))], p99 = ms[(int32_t)(0.99 * (n - 1))];
+        printf("latency over %d runs (after %d warm-up; GPU time of the steps, CUDA events): "
+               "median %.4f ms, p90 %.4f ms, p99 %.4f ms, min %.4f ms; throughput %.1f runs/s\n",
+               n, w, med, p90, p99, ms[0], med > 0 ? 1000.0 / med : 0.0);
+    }
+    free(ms);
+    return ok;
+}
+
+typedef struct step_time {
+    int32_t step;
+    double ms;
+} step_time;
+
+static int cmp_step_time(const void *a, const void *b) {
+    double x = ((const step_time *)a)->ms, y = ((const step_time *)b)->ms;
+    return (x < y) - (x > y);
+}
+
+/* --profile: one run step by step between events; the steps by time, largest first. */
+static bool profile(ampc_rt_model *m, const ampc_tensor *in, int32_t ni, ampc_tensor *out,
+                    int32_t no) {
+    int32_t n = ampc_rt_model_n_steps(m);
+    double *ms = ampc_xcalloc((size_t)n + 1, sizeof *ms), total = 0;
+    step_time *st = ampc_xcalloc((size_t)n + 1, sizeof *st);
+    char *err = NULL;
+    /* The first profiled run loads lazily compiled code; the second is the one shown. */
+    bool ok = ampc_rt_model_profile(m, in, ni, out, no, NULL, ms, &err) == AMPC_OK &&
+              ampc_rt_model_profile(m, in, ni, out, no, NULL, ms, &err) == AMPC_OK;
+    if (ok) {
+        for (int32_t i = 0; i < n; i++) st[i] = (step_time){i, ms[i]}, total += ms[i];
+        qsort(st, (size_t)n, sizeof *st, cmp_step_time);
+        printf("profile (%d steps, %.4f ms in all, launched one by one):\n"
+               "  %5s  %-9s %10s %7s  %s\n", n, total, "step", "provider", "ms", "%", "graph nodes");
+        for (int32_t i = 0; i < n; i++)
+            printf("  %5d  %-9s %10.4f %6.1f%%  %s\n", st[i].step,
+                   ampc_rt_model_step_provider(m, st[i].step), st[i].ms,
+                   total > 0 ? 100 * st[i].ms / total : 0.0, ampc_rt_model_step_label(m, st[i].step));
+    } else {
+        fprintf(stderr, "ampc: profiling failed: %s\n", err ? err : "");
+    }
+    free(err);
+    free(ms);
+    free(st);
+    return ok;
+}
+
+/* Runs a plan on GPU 0: once for the outputs, then --profile and --iterations. */
+static bool run_plan(const ampc_rt_plan *plan, const ampc_cli_options *o, const ampc_tensor *in,
+                     int32_t ni, ampc_tensor *out, int32_t no) {
+    ampc_rt_model *m = NULL;
+    char *err = NULL;
+    bool ok = ampc_rt_model_create(plan, 0, &m, &err) == AMPC_OK &&
+              ampc_rt_model_run(m, in, ni, out, no, NULL, &err) == AMPC_OK;
+    if (!ok) fprintf(stderr, "ampc: %s: %s\n", o->model, err ? err : "");
+    free(err);
+    if (ok && o->profile) ok = profile(m, in, ni, out, no);
+    if (ok && o->iterations > 0) ok = benchmark(m, o);
+    ampc_rt_model_destroy(m);
+    return ok;
+}
+
+int ampc_cli_run(const ampc_cli_options *o) {
+    ampc_graph *g = NULL;
+    ampc_module *mod = NULL;
+    ampc_rt_artifact *lib = NULL;
+    const ampc_rt_plan *plan = NULL;
+    io_list li = {0}, lo = {0};
+    char *err = NULL;
+    if (has_suffix(o->model, ".so")) {
+        if (o->reference) {
+            fprintf(stderr, "ampc: --reference needs the model (.onnx or IR), not a library\n");
+            return 2;
+        }
+        if (ampc_rt_load(o->model, &lib, &err) != AMPC_OK) {
+            fprintf(stderr, "ampc: %s\n", err ? err : "cannot load the library");
+            free(err);
+            return 1;
+        }
+        plan = ampc_rt_artifact_plan(lib);
+    } else {
+        if (!(g = load_model(o))) return 1;
+        if (o->reference ? !optimize(g, o) : !(mod = compile_gpu(g, o))) {
+            ampc_graph_destroy(g);
+            return 1;
+        }
+        if (mod) plan = &mod->cg->plan;
+    }
+    if (plan) {
+        io_from_plan(&li, plan->inputs, plan->n_inputs);
+        io_from_plan(&lo, plan->outputs, plan->n_outputs);
+    } else {
+        io_from_graph(&li, g->inputs, g->n_inputs);
+        io_from_graph(&lo, g->outputs, g->n_outputs);
+    }
+    ampc_tensor *in = ampc_xcalloc((size_t)li.n + 1, sizeof *in);
+    ampc_tensor *out = ampc_xcalloc((size_t)lo.n + 1, sizeof *out);
+    for (int32_t i = 0; i < lo.n; i++)
+        out[i] = (ampc_tensor){lo.dtypes[i], lo.shapes[i],
+                               ampc_xcalloc((size_t)ampc_shape_numel(&lo.shapes[i]) *
+                                                ampc_dtype_size(lo.dtypes[i]) + 1, 1)};
+    bool ok = read_inputs(o, &li, in);
+    if (ok && !plan) {
+        ampc_tensor ref[AMPC_CLI_MAX_LIST];
+        ok = lo.n <= AMPC_CLI_MAX_LIST && ampc_graph_evaluate(g, in, li.n, ref, lo.n) == AMPC_OK;
+        if (!ok) fprintf(stderr, "ampc: %s: evaluation failed:\n%s\n", o->model, ampc_graph_errors(g));
+        for (int32_t i = 0; ok && i < lo.n; i++) ampc_tensor_free(&out[i]), out[i] = ref[i];
+    } else if (ok) {
+        ok = run_plan(plan, o, in, li.n, out, lo.n);
+    }
+    if (ok) {
+        printf("outputs (%s):\n", plan ? "GPU" : "reference evaluator");
+        for (int32_t i = 0; i < lo.n; i++) print_tensor_head(lo.names[i], &out[i]);
+        ok = save_outputs(o, &lo, out);
+    }
+    for (int32_t i = 0; i < li.n; i++) ampc_tensor_free(&in[i]);
+    for (int32_t i = 0; i < lo.n; i++) ampc_tensor_free(&out[i]);
     free(in);
     free(out);
+    io_free(&li);
+    io_free(&lo);
+    ampc_module_destroy(mod);
+    ampc_rt_unload(lib);
     ampc_graph_destroy(g);
-    return rc;
+    return ok ? 0 : 1;
 }

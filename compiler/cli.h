@@ -17,12 +17,15 @@ typedef struct ampc_cli_options {
     const char *arch;      /* --arch, comma-separated */
     const char *dump_after;
     const char *save_dir;
+    const char *name;      /* --name: the library's C prefix */
+    const char *precision; /* --precision fp32|tf32 (NULL: tf32) */
     const char *shapes[AMPC_CLI_MAX_LIST];
     const char *disable[AMPC_CLI_MAX_LIST];
     const char *inputs[AMPC_CLI_MAX_LIST];
     int n_shapes, n_disable, n_inputs;
     int64_t max_batch;
-    bool verbose, print_pipeline, reference;
+    int32_t iterations, warmup; /* run: timed launches (0: none) and warm-up launches */
+    bool verbose, print_pipeline, reference, profile;
 } ampc_cli_options;
 
 /* Each returns the process exit code (0 success, 1 failure, 2 usage) after printing. */

@@ -6,20 +6,13 @@
 #include "ampc.h"
 #include "ampc_runtime.h"
 #include "codegen/codegen.h"
+#include "compiler/module.h"
 #include "compiler/nvrtc.h"
 #include "passes/passes.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-struct ampc_module {
-    ampc_cg_output *cg;      /* plan (images filled in below) and sources */
-    ampc_rt_image *images;
-    int32_t n_images;
-    int32_t device;
-    ampc_rt_model *model;    /* loaded on first run */
-    char *errors;
-};
 
 ampc_status ampc_compile(ampc_graph *g, const ampc_compile_options *o, ampc_module **out) {
     if (!g || !out) return AMPC_E_INVALID_ARG;

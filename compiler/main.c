@@ -1,10 +1,12 @@
 /*
  * main.c — the `ampc` command line.
  *
- *   ampc MODEL [-o FILE] [--emit ir|cuda|ptx] [--arch sm_80,...] [--shape NAME=DxDxD] [--max-batch N]
+ *   ampc MODEL -o MODEL.so [--name NAME] [--arch sm_80,...] [--shape NAME=DxDxD] [--max-batch N]
  *              [--disable-pass PASS] [--dump-after PASS] [--print-pipeline] [-v]
+ *   ampc MODEL --emit ir|cuda|ptx|c [-o FILE]
  *   ampc inspect MODEL
- *   ampc run MODEL [--reference] [--input NAME=FILE.npy|FILE.pb]... [--save-outputs DIR]
+ *   ampc run MODEL|MODEL.so [--reference] [--input NAME=FILE.npy|FILE.pb]... [--save-outputs DIR]
+ *            [--iterations N] [--warmup N] [--profile]
  *
  * MODEL is an ONNX file (.onnx) or ampc IR text (anything else). This file only parses options
  * and prints; all work is done by the library (include/ampc.h), which never prints.
@@ -19,15 +21,21 @@
 #include <sys/stat.h>
 
 static const char usage[] =
-    "usage: ampc MODEL [options]            compile MODEL (.onnx or ampc IR text)\n"
-    "       ampc inspect MODEL              summary: inputs, outputs, ops, coverage\n"
-    "       ampc run MODEL [--reference] [--input NAME=FILE]... [--save-outputs DIR]\n"
-    "                                       run on the GPU (--reference: the CPU evaluator)\n"
+    "usage: ampc MODEL -o MODEL.so [options]  compile MODEL (.onnx or ampc IR text) into a\n"
+    "                                         shared library and its header MODEL.h\n"
+    "       ampc MODEL --emit ir|cuda|ptx|c   write the IR, CUDA C, PTX or the library's host C\n"
+    "       ampc inspect MODEL                summary: inputs, outputs, ops, coverage\n"
+    "       ampc run MODEL|MODEL.so [--reference] [--input NAME=FILE]... [--save-outputs DIR]\n"
+    "                [--iterations N] [--warmup N] [--profile]\n"
+    "                                         run on the GPU (--reference: the CPU evaluator)\n"
     "       ampc --version | --help\n"
     "\n"
     "options:\n"
-    "  -o FILE               output file ('-' for stdout)\n"
-    "  --emit ir|cuda|ptx    write the optimised IR, the generated CUDA C or its PTX\n"
+    "  -o FILE               output file: the library (MODEL.so), or --emit's ('-' for stdout)\n"
+    "  --name NAME           the library's C prefix (default: from the file name)\n"
+    "  --precision fp32|tf32 f32 matmuls and convolutions in full fp32, or on TF32 tensor\n"
+    "                        cores (default: tf32)\n"
+    "  --emit ir|cuda|ptx|c  write the optimised IR, the generated CUDA C, its PTX or host C\n"
     "  --arch sm_80,sm_90    cubin architectures (default: the GPU present, else sm_80)\n"
     "  --shape NAME=DxDx..   give the shape of an input with symbolic dims (repeatable)\n"
     "  --max-batch N         bound for a symbolic batch dimension\n"
@@ -36,6 +44,9 @@ static const char usage[] =
     "  --print-pipeline      list the passes in order and exit\n"
     "  --input NAME=FILE     an input for `run` (.npy or ONNX TensorProto .pb)\n"
     "  --save-outputs DIR    write each output of `run` to DIR/<output name>.npy\n"
+    "  --iterations N        `run`: time N launches with CUDA events (median, p90, p99)\n"
+    "  --warmup N            `run`: untimed launches first (default 10)\n"
+    "  --profile             `run`: GPU time of every step, largest first\n"
     "  -v                    one line per pass: name, changed, time\n";
 
 static int fail(const char *fmt, const char *a, const char *b) {
@@ -81,8 +92,8 @@ static int parse_args(int argc, char **argv, ampc_cli_options *o) {
             if (!(o->output = opt_value(argc, argv, &i, "-o"))) return 2;
         } else if (is_opt(a, "--emit")) {
             if (!(v = opt_value(argc, argv, &i, "--emit"))) return 2;
-            if (strcmp(v, "ir") && strcmp(v, "cuda") && strcmp(v, "ptx"))
-                return fail("--emit %s is not available (available: ir, cuda, ptx)", v, ""), 2;
+            if (strcmp(v, "ir") && strcmp(v, "cuda") && strcmp(v, "ptx") && strcmp(v, "c"))
+                return fail("--emit %s is not available (available: ir, cuda, ptx, c)", v, ""), 2;
             o->emit = v;
         } else if (is_opt(a, "--arch")) {
             if (!(v = opt_value(argc, argv, &i, "--arch"))) return 2;
@@ -107,6 +118,25 @@ static int parse_args(int argc, char **argv, ampc_cli_options *o) {
             if (!(v = opt_value(argc, argv, &i, "--input"))) return 2;
             if (o->n_inputs == AMPC_CLI_MAX_LIST) return fail("too many --input options", "", ""), 2;
             o->inputs[o->n_inputs++] = v;
+        } else if (is_opt(a, "--precision")) {
+            if (!(v = opt_value(argc, argv, &i, "--precision"))) return 2;
+            if (strcmp(v, "fp32") && strcmp(v, "tf32"))
+                return fail("--precision %s is not available (available: fp32, tf32; fp16 and "
+                            "bf16 are planned)", v, ""), 2;
+            o->precision = v;
+        } else if (is_opt(a, "--name")) {
+            if (!(o->name = opt_value(argc, argv, &i, "--name"))) return 2;
+        } else if (!strcmp(a, "--profile")) {
+            o->profile = true;
+        } else if (is_opt(a, "--iterations") || is_opt(a, "--warmup")) {
+            bool iters = is_opt(a, "--iterations");
+            if (!(v = opt_value(argc, argv, &i, iters ? "--iterations" : "--warmup"))) return 2;
+            char *end;
+            long long n = strtoll(v, &end, 10);
+            if (*end || n < (iters ? 1 : 0) || n > 1000000)
+                return fail("%s needs a count between 1 and 1000000, got '%s'",
+                            iters ? "--iterations" : "--warmup", v), 2;
+            *(iters ? &o->iterations : &o->warmup) = (int32_t)n;
         } else if (is_opt(a, "--save-outputs")) {
             if (!(o->save_dir = opt_value(argc, argv, &i, "--save-outputs"))) return 2;
         } else if (a[0] == '-' && a[1]) {
@@ -121,7 +151,7 @@ static int parse_args(int argc, char **argv, ampc_cli_options *o) {
 }
 
 int main(int argc, char **argv) {
-    ampc_cli_options o = {0};
+    ampc_cli_options o = {.warmup = 10};
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc;
     if (o.print_pipeline) {

@@ -452,6 +452,31 @@ AMPC_API int32_t ampc_module_step_count(const ampc_module *m);
 AMPC_API int64_t ampc_module_arena_bytes(const ampc_module *m);
 AMPC_API void ampc_module_destroy(ampc_module *m);
 
+/* ---- shared libraries (ampc model.onnx -o model.so) ---------------------------------------- */
+
+typedef struct ampc_library_options {
+    const char *name;   /* prefix of the library's C functions (<name>_create...): a C identifier;
+                           NULL: from the file name ("models/resnet-50.so" -> "resnet_50") */
+    const char *header; /* where model.h goes; NULL: the library path with ".h" for ".so" */
+    const char *cc;     /* the C compiler that builds the library; NULL: $CC, else "cc" */
+    const char *source; /* the model's file, named in the generated header; may be NULL */
+    int64_t sidecar_bytes; /* weights above this size go to "<library>.weights" next to the
+                              library instead of inside it; 0: 1 GiB */
+} ampc_library_options;
+
+/* Writes the module as a shared library plus its header: the plan as C data, the PTX and cubins
+ * and the weights embedded (assembler .incbin), the ampc runtime linked in with its symbols
+ * hidden; the library exports <name>_create / _run / _destroy, <name>_inputs / _outputs and the
+ * generic entry point ampc_rt_load opens. It runs the system C compiler. Nothing is left behind
+ * on failure: the library and header appear (renamed into place) only when both are complete.
+ * Errors (AMPC_E_INVALID_ARG for a bad name or path, AMPC_E_IO for files, AMPC_E_INTERNAL when
+ * the C compiler fails, with its output) come back in *err (malloc'ed; the caller frees it). */
+AMPC_API ampc_status ampc_module_write_library(const ampc_module *m, const char *path,
+                                              const ampc_library_options *o, char **err);
+/* The C source of the library's host side (what -o compiles; `ampc --emit c`), malloc'ed, for
+ * the given prefix (NULL: "model"); the PTX and weights appear as extern symbols. */
+AMPC_API char *ampc_module_host_c(const ampc_module *m, const char *name);
+
 #ifdef __cplusplus
 }
 #endif

@@ -174,6 +174,15 @@ AMPC_API ampc_status ampc_rt_model_profile(ampc_rt_model *m, const ampc_tensor *
                                            int32_t n_in, ampc_tensor *outputs, int32_t n_out,
                                            void *stream, double *step_ms, char **err);
 
+/* Times the model's GPU work: `iterations` launches of its steps (the CUDA graph once captured),
+ * each between two CUDA events, computing on the inputs of the last run (so run it once first;
+ * outputs are not copied out). ms[i] receives launch i's time in milliseconds. Input and output
+ * copies are not included: this is the latency a caller keeping tensors on the device sees.
+ *   AMPC_E_INVALID_ARG  NULL model, ms NULL with iterations > 0, no run yet
+ *   AMPC_E_CUDA         a launch failed (the message names the step) */
+AMPC_API ampc_status ampc_rt_model_time(ampc_rt_model *m, int32_t iterations, double *ms,
+                                        char **err);
+
 /* Frees everything the model holds (waiting for its pending work first). NULL is fine. */
 AMPC_API void ampc_rt_model_destroy(ampc_rt_model *m);
 
@@ -205,6 +214,32 @@ typedef enum ampc_rt_graph_status {
     AMPC_RT_GRAPH_OFF,
 } ampc_rt_graph_status;
 AMPC_API ampc_rt_graph_status ampc_rt_model_graph_status(const ampc_rt_model *m, const char **why);
+
+/* ---------------------------------------------------------------------------------------------
+ * Generated libraries
+ * ------------------------------------------------------------------------------------------- */
+
+/* A library written by `ampc model.onnx -o model.so`, opened by path. Each library also exports
+ * its own C functions (model.h: <name>_create / _run / _destroy); this is the generic way in, for
+ * programs that open any ampc model (`ampc run model.so` does). */
+typedef struct ampc_rt_artifact ampc_rt_artifact;
+
+/* Opens the library at `path` (dlopen, RTLD_LOCAL: several libraries live side by side) and
+ * reads its plan (and its weights, from the sidecar file next to it when they are not
+ * embedded). Needs no GPU. On failure *out is NULL and:
+ *   AMPC_E_INVALID_ARG  NULL path or out
+ *   AMPC_E_IO           the file cannot be opened as a shared library (dlopen's message), or
+ *                       the weights file is missing or has the wrong size
+ *   AMPC_E_UNSUPPORTED  not an ampc library (no ampc_artifact_v1), or one built by an ampc whose
+ *                       plan layout differs (versions and sizes named) */
+AMPC_API ampc_status ampc_rt_load(const char *path, ampc_rt_artifact **out, char **err);
+/* The library's plan, for ampc_rt_model_create; valid until ampc_rt_unload. */
+AMPC_API const ampc_rt_plan *ampc_rt_artifact_plan(const ampc_rt_artifact *a);
+/* The library's C prefix and the ampc version that wrote it ("" for NULL). */
+AMPC_API const char *ampc_rt_artifact_name(const ampc_rt_artifact *a);
+AMPC_API const char *ampc_rt_artifact_version(const ampc_rt_artifact *a);
+/* Closes the library; models created from its plan must be destroyed first. NULL is fine. */
+AMPC_API void ampc_rt_unload(ampc_rt_artifact *a);
 
 #ifdef __cplusplus
 }

@@ -548,6 +548,53 @@ ampc_status ampc_rt_model_profile(ampc_rt_model *m, const ampc_tensor *inputs, i
     return run(m, inputs, n_in, outputs, n_out, stream, step_ms, true, err);
 }
 
+/* Times `iterations` launches of the steps alone (the graph replay once captured), each between
+ * the events ev[0] and ev[1] on the model's stream, on whatever the arena holds. */
+static ampc_status time_loop(ampc_rt_model *m, cudaEvent_t *ev, int32_t iterations, double *ms,
+                             rt_err *e) {
+    for (int32_t i = 0; i < iterations; i++) {
+        RT_CUDA(e, cudaEventRecord(ev[0], m->stream));
+        if (m->graph_status == AMPC_RT_GRAPH_ON) RT_CUDA(e, cudaGraphLaunch(m->exec, m->stream));
+        else if (launch_steps(m, m->stream, NULL, e) != AMPC_OK) return e->status;
+        RT_CUDA(e, cudaEventRecord(ev[1], m->stream));
+        RT_CUDA(e, cudaEventSynchronize(ev[1]));
+        float t = 0;
+        RT_CUDA(e, cudaEventElapsedTime(&t, ev[0], ev[1]));
+        ms[i] = t;
+    }
+    return AMPC_OK;
+}
+
+static ampc_status time_steps(ampc_rt_model *m, int32_t iterations, double *ms, rt_err *e) {
+    RT_CUDA(e, cudaSetDevice(m->ctx.dev.index));
+    cudaEvent_t ev[2] = {NULL, NULL};
+    cudaError_t rc = cudaEventCreate(&ev[0]);
+    if (rc == cudaSuccess) rc = cudaEventCreate(&ev[1]);
+    if (rc != cudaSuccess)
+        rt_fail_cuda(e, rc, "cudaEventCreate(&ev[k])", __func__, __FILE__, __LINE__);
+    else
+        time_loop(m, ev, iterations, ms, e);
+    for (int k = 0; k < 2; k++)
+        if (ev[k]) (void)cudaEventDestroy(ev[k]);
+    return e->status;
+}
+
+ampc_status ampc_rt_model_time(ampc_rt_model *m, int32_t iterations, double *ms, char **err) {
+    rt_err e = {0};
+    if (m == NULL || (iterations > 0 && ms == NULL) || iterations < 0)
+        rt_fail(&e, AMPC_E_INVALID_ARG, "ampc_rt_model_time: %s",
+                m == NULL ? "the model is NULL" : "ms must hold `iterations` (>= 0) values");
+    else if (m->graph_status == AMPC_RT_GRAPH_PENDING)
+        rt_fail(&e, AMPC_E_INVALID_ARG, "ampc_rt_model_time: run the model once first (its "
+                                        "inputs are what the timed launches compute on)");
+    if (e.status != AMPC_OK) return rt_err_give(&e, err);
+    int prev = -1;
+    if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
+    time_steps(m, iterations, ms, &e);
+    if (prev >= 0 && prev != m->ctx.dev.index) (void)cudaSetDevice(prev);
+    return rt_err_give(&e, err);
+}
+
 /* ---- queries --------------------------------------------------------------------------------- */
 
 bool ampc_rt_model_io(const ampc_rt_model *m, bool is_output, int32_t i, const char **name,

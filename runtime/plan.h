@@ -173,4 +173,24 @@ typedef struct ampc_rt_plan {
     const ampc_rt_io *outputs;
 } ampc_rt_plan;
 
+/* ---- generated libraries ---------------------------------------------------------------------
+ * A library written by `ampc -o model.so` exports one function of this name returning its entry;
+ * ampc_rt_load (runtime/artifact.c) opens the library, checks the entry's ABI against its own and
+ * asks for the plan. The layout sizes let a loader refuse a library built by an ampc whose plan
+ * structures differ. */
+#define AMPC_RT_ARTIFACT_SYMBOL "ampc_artifact_v1"
+enum { AMPC_RT_ARTIFACT_ABI = 1 };
+
+typedef struct ampc_rt_artifact_entry {
+    int32_t abi;          /* AMPC_RT_ARTIFACT_ABI */
+    int32_t plan_version; /* AMPC_RT_PLAN_VERSION */
+    int32_t plan_size, step_size, io_size, image_size; /* sizeof of those structures */
+    const char *name;     /* the library's C prefix */
+    const char *ampc_version;
+    /* The plan, its weights in host memory (read from the sidecar file on first call when they
+     * are not embedded). AMPC_OK, else AMPC_E_IO with *err (malloc'ed) naming the file. The plan
+     * stays valid while the library is loaded. Thread-safe. */
+    ampc_status (*plan)(const ampc_rt_plan **plan, char **err);
+} ampc_rt_artifact_entry;
+
 #endif /* AMPC_RT_PLAN_H */

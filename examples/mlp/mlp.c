@@ -6,13 +6,16 @@
  * seed, so every run prints the same logits. The program also computes the network with plain
  * loops and prints the largest difference, a check that the graph means what the code says.
  *
- *   build/bin/mlp [batch]        (default batch 4)
+ *   build/bin/mlp [batch]                    (default batch 4)
+ *   build/bin/mlp [batch] --library mlp.so   also compile the graph into mlp.so + mlp.h, the
+ *                                            library examples/app links
  */
 #include <ampc.h>
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 enum { IN = 784, HIDDEN = 128, OUT = 10 };
 
@@ -38,11 +41,35 @@ static void linear(const float *x, const float *w, const float *b, float *y, int
     }
 }
 
+/* Compiles the graph for the GPU (PTX, which runs on every GPU of compute capability 8.0 or
+ * newer) and writes it as a shared library with its header. */
+static bool write_library(ampc_graph *g, const char *path) {
+    static const int32_t ptx_only = 0;
+    ampc_compile_options co = {.archs = &ptx_only, .n_archs = 0};
+    ampc_module *m = NULL;
+    char *err = NULL;
+    bool ok = ampc_compile(g, &co, &m) == AMPC_OK;
+    if (!ok) fprintf(stderr, "mlp: compiling for the GPU failed:\n%s\n", ampc_graph_errors(g));
+    if (ok && ampc_module_write_library(m, path, NULL, &err) != AMPC_OK) {
+        fprintf(stderr, "mlp: %s: %s\n", path, err ? err : "");
+        ok = false;
+    }
+    if (ok) printf("  wrote %s and its header (batch %lld)\n", path, (long long)ampc_value_shape(ampc_graph_input(g, 0)).dims[0]);
+    free(err);
+    ampc_module_destroy(m);
+    return ok;
+}
+
 int main(int argc, char **argv) {
-    int64_t batch = argc > 1 ? atoll(argv[1]) : 4;
-    if (batch < 1 || batch > 4096) {
-        fprintf(stderr, "mlp: batch must be 1 to 4096, got %s\n", argv[1]);
-        return 2;
+    int64_t batch = 4;
+    const char *library = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--library") && i + 1 < argc) {
+            library = argv[++i];
+        } else if ((batch = atoll(argv[i])) < 1 || batch > 4096) {
+            fprintf(stderr, "usage: mlp [batch 1..4096] [--library FILE.so] (got '%s')\n", argv[i]);
+            return 2;
+        }
     }
     uint64_t seed = 0x5eed;
     float *w1 = random_array(&seed, (size_t)HIDDEN * IN, 1 / sqrtf(IN));
@@ -96,6 +123,7 @@ int main(int argc, char **argv) {
     }
     printf("  max |ampc - plain C loops| = %.3g\n", max_diff);
     ampc_tensor_free(&out);
+    if (library && !write_library(g, library)) max_diff = INFINITY;
     ampc_graph_destroy(g);
     free(w1), free(b1), free(w2), free(b2), free(x);
     return max_diff < 1e-4 ? 0 : 1;

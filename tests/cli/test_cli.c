@@ -6,6 +6,8 @@
 #define _POSIX_C_SOURCE 200809L /* popen, mkdtemp */
 #include "support.h"
 
+#include "ampc_runtime.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,18 +144,49 @@ Test(cli, run_reference_reads_and_writes_npy) {
     double want[4] = {6, 12, 18, 24}; /* rows 0 and 1 of w, times 6 */
     t_expect_close(&z, SHAPE(2, 2), want, 0, 0);
     ampc_tensor_free(&z);
-    cr_assert_eq(ampc(&out, "run %s --reference", model), 1);
-    cr_assert(strstr(out, "input 'x' (f32[2,3]) was not given: add --input x=FILE.npy"), "%s", out);
+    /* An input not given gets random data, and the command says so. */
+    cr_assert_eq(ampc(&out, "run %s --reference", model), 0, "%s", out);
+    cr_assert(strstr(out, "input 'x' f32[2,3]: random data (give --input x=FILE for real data)"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "run %s --reference --input y=%s", model, x), 1);
+    cr_assert(strstr(out, "--input 'y': the model has no input of that name"), "%s", out);
     free(out);
     rmdir_all(d);
 }
 
-Test(cli, compile_to_library_says_what_is_missing) {
-    char *d = tmpdir(), path[512], *out;
+Test(cli, compile_to_library_and_run_it, .timeout = 120) {
+    char *d = tmpdir(), path[512], lib[600], hdr[600], *out;
     snprintf(path, sizeof path, "%s/m.ir", d);
+    snprintf(lib, sizeof lib, "%s/my-model.so", d);
+    snprintf(hdr, sizeof hdr, "%s/my-model.h", d);
     write_text(path, model_text);
-    cr_assert_eq(ampc(&out, "%s -o %s/m.so", path, d), 1);
-    cr_assert(strstr(out, "building a shared library (-o model.so) is not available yet"), "%s", out);
+    cr_assert_eq(ampc(&out, "%s -o %s", path, lib), 0, "%s", out);
+    free(out);
+    FILE *f = fopen(hdr, "r");
+    cr_assert_not_null(f, "the header is written next to the library");
+    fclose(f);
+    cr_assert_eq(ampc(&out, "%s -o %s --name 3d", path, lib), 1);
+    cr_assert(strstr(out, "library name '3d' is not a C identifier"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s -o %s --precision fp8", path, lib), 2);
+    cr_assert(strstr(out, "--precision fp8 is not available"), "%s", out);
+    free(out);
+    /* `run` on the library: the GPU's outputs, or without one the no-device error. */
+    int32_t n = 0;
+    char *err = NULL;
+    bool gpu = ampc_rt_device_count(&n, &err) == AMPC_OK;
+    free(err);
+    int rc = ampc(&out, "run %s --iterations 5 --warmup 1", lib);
+    if (gpu) {
+        cr_assert_eq(rc, 0, "%s", out);
+        cr_assert(strstr(out, "outputs (GPU):") && strstr(out, "latency over 5 runs"), "%s", out);
+    } else {
+        cr_assert_eq(rc, 1, "%s", out);
+        cr_assert(strstr(out, "my-model.so: no CUDA device: "), "%s", out);
+    }
+    free(out);
+    cr_assert_eq(ampc(&out, "run %s/none.so", d), 1);
+    cr_assert(strstr(out, "cannot open") && strstr(out, "none.so"), "%s", out);
     free(out);
     rmdir_all(d);
 }

@@ -1,0 +1,382 @@
+/*
+ * artifact.c — ampc_module_write_library: a compiled module becomes model.so + model.h.
+ *
+ * In a private temporary folder: the host C (host_c.c) and the header, every image and the
+ * weights as files, and an assembler file that embeds them with .incbin as hidden symbols. The
+ * system C compiler builds the library from those plus the ampc runtime archive, whose symbols
+ * --exclude-libs hides, so the library exports only its own functions and two libraries load
+ * side by side. The library and header are written under temporary names next to their final
+ * paths and renamed into place only when everything succeeded.
+ *
+ * Where the runtime archive and headers are: $AMPC_RUNTIME_DIR (holding libampc_runtime.a and
+ * include/), else lib/ampc/ of the installation this code runs from (found from the file holding
+ * it: <prefix>/lib/libampc.so or <prefix>/bin/ampc), else the build tree ampc was built in.
+ */
+#define _GNU_SOURCE /* dladdr, mkdtemp */
+#include "compiler/artifact.h"
+
+#include "compiler/module.h"
+#include "ir/base.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef AMPC_BUILD_RUNTIME_DIR /* set by CMake: the build tree's runtime archive and includes */
+#define AMPC_BUILD_RUNTIME_DIR ""
+#define AMPC_BUILD_INCLUDE_PUBLIC ""
+#define AMPC_BUILD_INCLUDE_ROOT ""
+#endif
+#ifndef AMPC_ARTIFACT_CFLAGS /* extra flags the runtime archive needs (the sanitizer build's) */
+#define AMPC_ARTIFACT_CFLAGS ""
+#endif
+#ifndef AMPC_CUDA_LIBDIR
+#define AMPC_CUDA_LIBDIR "/usr/local/cuda/lib64"
+#endif
+
+enum { DEFAULT_SIDECAR_BYTES = 1 << 30 };
+
+static ampc_status failf(char **err, ampc_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static ampc_status failf(char **err, ampc_status st, const char *fmt, ...) {
+    if (err) {
+        ampc_strbuf sb = {0};
+        va_list ap;
+        va_start(ap, fmt);
+        ampc_sb_vprintf(&sb, fmt, ap);
+        va_end(ap);
+        free(*err);
+        *err = ampc_sb_take(&sb);
+    }
+    return st;
+}
+
+static bool is_ident(const char *s) {
+    if (!s || !*s || (*s >= '0' && *s <= '9')) return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              *s == '_'))
+            return false;
+    return true;
+}
+
+/* "models/resnet-50.so" -> "resnet_50"; a leading digit gets "m_". */
+static char *name_from_path(const char *path) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t n = strcspn(base, ".");
+    ampc_strbuf sb = {0};
+    if (!n || (base[0] >= '0' && base[0] <= '9')) ampc_sb_puts(&sb, "m_");
+    for (size_t i = 0; i < n; i++) {
+        char c = base[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        ampc_sb_putc(&sb, ok ? c : '_');
+    }
+    return ampc_sb_take(&sb);
+}
+
+static bool is_file(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* The runtime archive and the folders its headers are included from. */
+typedef struct runtime_files {
+    char archive[4096];
+    char include[2][4096];
+    int n_include;
+} runtime_files;
+
+static bool try_runtime_dir(const char *dir, runtime_files *rf) {
+    snprintf(rf->archive, sizeof rf->archive, "%s/libampc_runtime.a", dir);
+    snprintf(rf->include[0], sizeof rf->include[0], "%s/include", dir);
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/runtime/plan.h", rf->include[0]);
+    rf->n_include = 1;
+    return is_file(rf->archive) && is_file(probe);
+}
+
+static ampc_status find_runtime(runtime_files *rf, char **err) {
+    const char *env = getenv("AMPC_RUNTIME_DIR");
+    if (env && *env) {
+        if (try_runtime_dir(env, rf)) return AMPC_OK;
+        return failf(err, AMPC_E_IO, "AMPC_RUNTIME_DIR='%s' holds no libampc_runtime.a and "
+                                     "include/runtime/plan.h", env);
+    }
+    Dl_info info;
+    if (dladdr((void *)(uintptr_t)&ampc_module_write_library, &info) && info.dli_fname) {
+        const char *slash = strrchr(info.dli_fname, '/');
+        int n = slash ? (int)(slash - info.dli_fname) : 1;
+        const char *dir = slash ? info.dli_fname : ".";
+        char cand[4096];
+        snprintf(cand, sizeof cand, "%.*s/ampc", n, dir); /* <prefix>/lib/libampc.so */
+        if (try_runtime_dir(cand, rf)) return AMPC_OK;
+        snprintf(cand, sizeof cand, "%.*s/../lib/ampc", n, dir); /* <prefix>/bin/ampc */
+        if (try_runtime_dir(cand, rf)) return AMPC_OK;
+    }
+    if (*AMPC_BUILD_RUNTIME_DIR) {
+        snprintf(rf->archive, sizeof rf->archive, "%s/libampc_runtime.a", AMPC_BUILD_RUNTIME_DIR);
+        snprintf(rf->include[0], sizeof rf->include[0], "%s", AMPC_BUILD_INCLUDE_PUBLIC);
+        snprintf(rf->include[1], sizeof rf->include[1], "%s", AMPC_BUILD_INCLUDE_ROOT);
+        rf->n_include = 2;
+        if (is_file(rf->archive)) return AMPC_OK;
+    }
+    return failf(err, AMPC_E_IO,
+                 "cannot find the ampc runtime (libampc_runtime.a and its headers) that a library "
+                 "links: looked in $AMPC_RUNTIME_DIR (unset), lib/ampc/ of this installation and "
+                 "the build tree '%s'; install ampc (cmake --install) or set AMPC_RUNTIME_DIR",
+                 AMPC_BUILD_RUNTIME_DIR);
+}
+
+/* ---- files ----------------------------------------------------------------------------------- */
+
+typedef struct tmp_files {
+    char dir[4096];
+    char *paths[256];
+    int n;
+} tmp_files;
+
+/* Writes bytes to dir/name (remembered for cleanup); the path in *path. */
+static ampc_status put_file(tmp_files *t, const char *name, const void *data, size_t n,
+                            const char **path, char **err) {
+    if (t->n == (int)(sizeof t->paths / sizeof *t->paths))
+        return failf(err, AMPC_E_INTERNAL, "too many files for one library");
+    ampc_strbuf sb = {0};
+    ampc_sb_printf(&sb, "%s/%s", t->dir, name);
+    char *p = ampc_sb_take(&sb);
+    t->paths[t->n++] = p;
+    FILE *f = fopen(p, "wb");
+    bool ok = f && (n == 0 || fwrite(data, 1, n, f) == n);
+    if (f) ok = fclose(f) == 0 && ok;
+    if (!ok) return failf(err, AMPC_E_IO, "cannot write '%s': %s", p, strerror(errno));
+    if (path) *path = p;
+    return AMPC_OK;
+}
+
+static void remove_tmp(tmp_files *t) {
+    for (int i = 0; i < t->n; i++) {
+        remove(t->paths[i]);
+        free(t->paths[i]);
+    }
+    if (t->dir[0]) rmdir(t->dir);
+}
+
+/* Runs argv (no shell) with stdout and stderr into log; AMPC_OK when it exits 0. */
+static ampc_status run_tool(char *const *argv, const char *log, char **err) {
+    pid_t pid = fork();
+    if (pid < 0) return failf(err, AMPC_E_IO, "cannot start '%s': %s", argv[0], strerror(errno));
+    if (pid == 0) {
+        FILE *f = freopen(log, "w", stdout);
+        if (f && dup2(fileno(stdout), 2) >= 0) execvp(argv[0], argv);
+        _exit(127);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) continue;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return AMPC_OK;
+    ampc_strbuf out = {0};
+    FILE *f = fopen(log, "rb");
+    char buf[8192];
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = 0;
+    ampc_strbuf cmd = {0};
+    for (int i = 0; argv[i]; i++) ampc_sb_printf(&cmd, "%s%s", i ? " " : "", argv[i]);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && !n)
+        ampc_sb_printf(&out, "the C compiler '%s' was not found (ampc needs one to build a "
+                             "library: install gcc or clang, or name it with $CC)", argv[0]);
+    else
+        ampc_sb_printf(&out, "the C compiler failed building the library (exit %d):\n%s\ncommand: %s",
+                       WIFEXITED(status) ? WEXITSTATUS(status) : -1, buf, cmd.data);
+    ampc_sb_free(&cmd);
+    ampc_status st = failf(err, AMPC_E_INTERNAL, "%s", out.data);
+    ampc_sb_free(&out);
+    return st;
+}
+
+/* The assembler file embedding the images and (when not a sidecar) the weights. */
+static char *blobs_asm(const ampc_rt_plan *p, char *const *image_paths, const char *weights_path) {
+    ampc_strbuf sb = {0};
+    ampc_sb_puts(&sb, "/* The PTX, cubins and weights of the library, as hidden symbols. */\n"
+                      "    .section .rodata.ampc, \"a\"\n");
+    for (int32_t i = 0; i <= p->n_images; i++) {
+        const char *path = i < p->n_images ? image_paths[i] : weights_path;
+        if (!path) continue;
+        char sym[64];
+        if (i < p->n_images) snprintf(sym, sizeof sym, "ampc_blob_image_%d", i);
+        else snprintf(sym, sizeof sym, "ampc_blob_weights");
+        ampc_sb_printf(&sb, "    .balign 256\n    .globl %s\n    .hidden %s\n    .type %s, @object\n"
+                            "%s:\n    .incbin \"%s\"\n    .byte 0\n",
+                       sym, sym, sym, sym, path);
+    }
+    ampc_sb_puts(&sb, "    .section .note.GNU-stack, \"\", @progbits\n");
+    return ampc_sb_take(&sb);
+}
+
+char *ampc_module_host_c(const ampc_module *m, const char *name) {
+    if (!m) return NULL;
+    const char *n = name && is_ident(name) ? name : "model";
+    ampc_artifact_layout l = {.sidecar = m->cg->plan.weights_bytes > DEFAULT_SIDECAR_BYTES ? "model.weights" : NULL};
+    return ampc_artifact_host_c(m, n, &l);
+}
+
+/* Renames tmp to final; on failure removes tmp. */
+static ampc_status place(const char *tmp, const char *final, char **err) {
+    if (rename(tmp, final) == 0) return AMPC_OK;
+    ampc_status st = failf(err, AMPC_E_IO, "cannot write '%s': %s", final, strerror(errno));
+    remove(tmp);
+    return st;
+}
+
+/* Builds the library into so_tmp (and the weights sidecar into side_tmp when given). */
+static ampc_status build(const ampc_module *m, const char *name, const char *final_path, const char *so_tmp,
+                         const char *header_text, const char *side_tmp, const char *side_name,
+                         const ampc_library_options *o, tmp_files *t, char **err) {
+    const ampc_rt_plan *p = &m->cg->plan;
+    runtime_files rf;
+    ampc_status st = find_runtime(&rf, err);
+    if (st != AMPC_OK) return st;
+    char *image_paths[256] = {0};
+    if (p->n_images > 200) return failf(err, AMPC_E_INTERNAL, "%d images: too many for one library", p->n_images);
+    for (int32_t i = 0; i < p->n_images && st == AMPC_OK; i++) {
+        char fname[64];
+        snprintf(fname, sizeof fname, "image_%d.bin", i);
+        const char *path;
+        st = put_file(t, fname, p->images[i].data, (size_t)p->images[i].size, &path, err);
+        image_paths[i] = (char *)path;
+    }
+    const char *weights_path = NULL;
+    if (st == AMPC_OK && p->weights_bytes) {
+        if (side_tmp) {
+            FILE *f = fopen(side_tmp, "wb");
+            bool ok = f && fwrite(p->weights, 1, (size_t)p->weights_bytes, f) == (size_t)p->weights_bytes;
+            if (f) ok = fclose(f) == 0 && ok;
+            if (!ok) st = failf(err, AMPC_E_IO, "cannot write '%s': %s", side_tmp, strerror(errno));
+        } else {
+            st = put_file(t, "weights.bin", p->weights, (size_t)p->weights_bytes, &weights_path, err);
+        }
+    }
+    if (st != AMPC_OK) return st;
+    ampc_artifact_layout l = {.sidecar = side_tmp ? side_name : NULL};
+    char *c_text = ampc_artifact_host_c(m, name, &l), *s_text = blobs_asm(p, image_paths, weights_path);
+    char hname[300], cname[300];
+    snprintf(hname, sizeof hname, "%s.h", name);
+    snprintf(cname, sizeof cname, "%s.c", name);
+    const char *c_path = NULL, *s_path = NULL, *log_path = NULL;
+    st = put_file(t, hname, header_text, strlen(header_text), NULL, err);
+    if (st == AMPC_OK) st = put_file(t, cname, c_text, strlen(c_text), &c_path, err);
+    if (st == AMPC_OK) st = put_file(t, "blobs.S", s_text, strlen(s_text), &s_path, err);
+    if (st == AMPC_OK) st = put_file(t, "cc.log", "", 0, &log_path, err);
+    free(c_text);
+    free(s_text);
+    if (st != AMPC_OK) return st;
+
+    const char *cc = o && o->cc ? o->cc : getenv("CC");
+    if (!cc || !*cc) cc = "cc";
+    const char *cuda = getenv("CUDA_HOME");
+    char libdir[4200], rpath[4300], inc[3][4200];
+    if (cuda && *cuda) snprintf(libdir, sizeof libdir, "%s/lib64", cuda);
+    else snprintf(libdir, sizeof libdir, "%s", AMPC_CUDA_LIBDIR);
+    snprintf(rpath, sizeof rpath, "-Wl,-rpath,%s", libdir);
+    char ldir[4300];
+    snprintf(ldir, sizeof ldir, "-L%s", libdir);
+    snprintf(inc[0], sizeof inc[0], "-I%s", t->dir);
+    for (int i = 0; i < rf.n_include; i++) snprintf(inc[i + 1], sizeof inc[i + 1], "-I%s", rf.include[i]);
+    char *argv[48];
+    int a = 0;
+    argv[a++] = (char *)cc;
+    argv[a++] = "-shared";
+    argv[a++] = "-fPIC";
+    argv[a++] = "-O1";
+    argv[a++] = "-std=c11";
+    argv[a++] = "-fvisibility=hidden";
+    for (int i = 0; i <= rf.n_include; i++) argv[a++] = inc[i];
+    char extra[512];
+    snprintf(extra, sizeof extra, "%s", AMPC_ARTIFACT_CFLAGS);
+    if (*extra) argv[a++] = extra;
+    argv[a++] = "-o";
+    argv[a++] = (char *)so_tmp;
+    argv[a++] = (char *)c_path;
+    argv[a++] = (char *)s_path;
+    argv[a++] = rf.archive;
+    char soname[600];
+    const char *base = strrchr(final_path, '/');
+    snprintf(soname, sizeof soname, "-Wl,-soname,%s", base ? base + 1 : final_path);
+    argv[a++] = soname;
+    argv[a++] = "-Wl,--exclude-libs,ALL";
+    argv[a++] = "-Wl,-z,noexecstack";
+    argv[a++] = ldir;
+    argv[a++] = rpath;
+    argv[a++] = "-lcudart";
+    argv[a++] = "-ldl";
+    argv[a++] = "-lpthread";
+    argv[a++] = "-lm";
+    argv[a] = NULL;
+    return run_tool(argv, log_path, err);
+}
+
+ampc_status ampc_module_write_library(const ampc_module *m, const char *path,
+                                      const ampc_library_options *o, char **err) {
+    if (err) *err = NULL;
+    if (!m || !path || !*path)
+        return failf(err, AMPC_E_INVALID_ARG, "ampc_module_write_library: NULL %s", m ? "path" : "module");
+    if (o && o->name && !is_ident(o->name))
+        return failf(err, AMPC_E_INVALID_ARG, "library name '%s' is not a C identifier (letters, "
+                                              "digits and '_', not starting with a digit)", o->name);
+    char *name = o && o->name ? ampc_xstrdup(o->name) : name_from_path(path);
+    ampc_strbuf hp = {0}, so_tmp = {0}, h_tmp = {0}, side = {0}, side_tmp = {0};
+    size_t plen = strlen(path);
+    if (o && o->header) ampc_sb_puts(&hp, o->header);
+    else if (plen > 3 && !strcmp(path + plen - 3, ".so")) ampc_sb_printf(&hp, "%.*s.h", (int)(plen - 3), path);
+    else ampc_sb_printf(&hp, "%s.h", path);
+    ampc_sb_printf(&so_tmp, "%s.tmp.%ld", path, (long)getpid());
+    ampc_sb_printf(&h_tmp, "%s.tmp.%ld", hp.data, (long)getpid());
+    int64_t limit = o && o->sidecar_bytes > 0 ? o->sidecar_bytes : DEFAULT_SIDECAR_BYTES;
+    bool sidecar = m->cg->plan.weights_bytes > limit;
+    if (sidecar) {
+        ampc_sb_printf(&side, "%s.weights", path);
+        ampc_sb_printf(&side_tmp, "%s.tmp.%ld", side.data, (long)getpid());
+    }
+    const char *base = strrchr(path, '/');
+    char side_name[4200];
+    snprintf(side_name, sizeof side_name, "%s.weights", base ? base + 1 : path);
+
+    tmp_files t = {0};
+    const char *tmpdir = getenv("TMPDIR");
+    snprintf(t.dir, sizeof t.dir, "%s/ampc-lib-XXXXXX", tmpdir && *tmpdir && !strpbrk(tmpdir, "\"\\\n") ? tmpdir : "/tmp");
+    ampc_status st = AMPC_OK;
+    if (!mkdtemp(t.dir)) {
+        st = failf(err, AMPC_E_IO, "cannot create a temporary folder '%s': %s", t.dir, strerror(errno));
+        t.dir[0] = 0;
+    }
+    char *header = ampc_artifact_header(m, name, o ? o->source : NULL);
+    if (st == AMPC_OK)
+        st = build(m, name, path, so_tmp.data, header, sidecar ? side_tmp.data : NULL, side_name, o, &t, err);
+    if (st == AMPC_OK) {
+        FILE *f = fopen(h_tmp.data, "wb");
+        bool ok = f && fputs(header, f) >= 0;
+        if (f) ok = fclose(f) == 0 && ok;
+        if (!ok) st = failf(err, AMPC_E_IO, "cannot write '%s': %s", h_tmp.data, strerror(errno));
+    }
+    if (st == AMPC_OK && sidecar) st = place(side_tmp.data, side.data, err);
+    if (st == AMPC_OK) st = place(h_tmp.data, hp.data, err);
+    if (st == AMPC_OK) st = place(so_tmp.data, path, err);
+    if (st != AMPC_OK) { /* nothing half-written stays */
+        remove(so_tmp.data);
+        remove(h_tmp.data);
+        if (sidecar) remove(side_tmp.data);
+    }
+    remove_tmp(&t);
+    free(header);
+    free(name);
+    ampc_sb_free(&hp);
+    ampc_sb_free(&so_tmp);
+    ampc_sb_free(&h_tmp);
+    ampc_sb_free(&side);
+    ampc_sb_free(&side_tmp);
+    return st;
+}

@@ -1,0 +1,22 @@
+/*
+ * artifact.h — writing a compiled module as a shared library (`ampc MODEL -o model.so`):
+ * host_c.c writes the C (the plan as data, the entry point, model.h and its functions),
+ * artifact.c embeds the images and weights, runs the C compiler and puts the files in place.
+ */
+#ifndef AMPC_COMPILER_ARTIFACT_H
+#define AMPC_COMPILER_ARTIFACT_H
+
+#include "ampc.h"
+
+/* How the library holds its weights: embedded (sidecar NULL), or in the file of that name next
+ * to the library. */
+typedef struct ampc_artifact_layout {
+    const char *sidecar;
+} ampc_artifact_layout;
+
+/* The host C of library `name` (a C identifier), malloc'ed. */
+char *ampc_artifact_host_c(const ampc_module *m, const char *name, const ampc_artifact_layout *l);
+/* model.h for library `name`; `source` (the model's file, may be NULL) is named in its comment. */
+char *ampc_artifact_header(const ampc_module *m, const char *name, const char *source);
+
+#endif

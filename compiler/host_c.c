@@ -1,0 +1,389 @@
+/*
+ * host_c.c — the C side of a generated library: the plan as static C data, the entry point
+ * ampc_rt_load finds, and the model.h functions (<name>_create / _run / _destroy), plus model.h
+ * itself. artifact.c compiles what this writes; `ampc --emit c` prints it.
+ *
+ * The PTX, cubins and weights are not in the C: they are assembler symbols (ampc_blob_*) that
+ * artifact.c defines with .incbin, hidden so that two libraries load side by side.
+ */
+#include "compiler/artifact.h"
+
+#include "compiler/module.h"
+#include "ir/base.h"
+
+#include <math.h>
+#include <string.h>
+
+/* A C string literal; bytes outside printable ASCII and the quote characters are escaped. */
+static void put_str(ampc_strbuf *sb, const char *s) {
+    ampc_sb_putc(sb, '"');
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p == '"' || *p == '\\') ampc_sb_printf(sb, "\\%c", *p);
+        else if (*p < 0x20 || *p >= 0x7f || *p == '?') ampc_sb_printf(sb, "\\%03o", *p);
+        else ampc_sb_putc(sb, (char)*p);
+    }
+    ampc_sb_putc(sb, '"');
+}
+
+/* An exact f32 literal (hexadecimal), or the builtin for infinities and NaN. */
+static void put_f32(ampc_strbuf *sb, float f) {
+    if (isnan(f)) ampc_sb_puts(sb, "__builtin_nanf(\"\")");
+    else if (isinf(f)) ampc_sb_puts(sb, f > 0 ? "__builtin_inff()" : "-__builtin_inff()");
+    else ampc_sb_printf(sb, "%af", (double)f);
+}
+
+static void put_ref(ampc_strbuf *sb, const ampc_rt_ref *r) {
+    ampc_sb_printf(sb, "{%u, %lld, %lld}", r->space, (long long)r->offset, (long long)r->bytes);
+}
+
+static void put_i64s(ampc_strbuf *sb, const int64_t *v, int n) {
+    ampc_sb_putc(sb, '{');
+    for (int i = 0; i < n; i++) ampc_sb_printf(sb, "%s%lld", i ? ", " : "", (long long)v[i]);
+    ampc_sb_putc(sb, '}');
+}
+
+static void put_shape(ampc_strbuf *sb, const ampc_shape *s) {
+    ampc_sb_printf(sb, "{%d, ", s->rank);
+    put_i64s(sb, s->dims, s->rank ? s->rank : 1);
+    ampc_sb_putc(sb, '}');
+}
+
+static void put_gemm(ampc_strbuf *sb, const ampc_rt_gemm *g) {
+    ampc_sb_printf(sb, ".gemm = {.m = %lld, .n = %lld, .k = %lld, .batch = %lld, .trans_a = %d, "
+                       ".trans_b = %d,\n        .lda = %lld, .ldb = %lld, .ldc = %lld, .ldd = %lld, "
+                       ".stride_a = %lld, .stride_b = %lld, .stride_c = %lld, .stride_d = %lld,\n"
+                       "        .dtype_ab = %d, .dtype_cd = %d, .dtype_bias = %d, .math = %u, "
+                       ".epilogue = %u, .alpha = ",
+                   (long long)g->m, (long long)g->n, (long long)g->k, (long long)g->batch,
+                   g->trans_a, g->trans_b, (long long)g->lda, (long long)g->ldb,
+                   (long long)g->ldc, (long long)g->ldd, (long long)g->stride_a,
+                   (long long)g->stride_b, (long long)g->stride_c, (long long)g->stride_d,
+                   g->dtype_ab, g->dtype_cd, g->dtype_bias, g->math, g->epilogue);
+    put_f32(sb, g->alpha);
+    ampc_sb_puts(sb, ", .beta = ");
+    put_f32(sb, g->beta);
+    const ampc_rt_ref *refs[5] = {&g->a, &g->b, &g->c, &g->d, &g->bias};
+    static const char *const names[5] = {"a", "b", "c", "d", "bias"};
+    for (int i = 0; i < 5; i++) {
+        ampc_sb_printf(sb, "%s.%s = ", i ? ", " : ",\n        ", names[i]);
+        put_ref(sb, refs[i]);
+    }
+    ampc_sb_putc(sb, '}');
+}
+
+static void put_conv(ampc_strbuf *sb, const ampc_rt_conv *c) {
+    ampc_sb_printf(sb, ".conv = {.spatial = %d, .n = %lld, .c_in = %lld, .c_out = %lld, "
+                       ".groups = %lld,\n        .in = ",
+                   c->spatial, (long long)c->n, (long long)c->c_in, (long long)c->c_out,
+                   (long long)c->groups);
+    const int64_t *arrays[7] = {c->in, c->out, c->kernel, c->stride, c->dilation, c->pad_begin,
+                                c->pad_end};
+    static const char *const names[7] = {"in", "out", "kernel", "stride", "dilation",
+                                         "pad_begin", "pad_end"};
+    for (int i = 0; i < 7; i++) {
+        if (i) ampc_sb_printf(sb, ", .%s = ", names[i]);
+        put_i64s(sb, arrays[i], 3);
+    }
+    ampc_sb_printf(sb, ",\n        .dtype = %d, .math = %u, .relu = %d, .has_bias = %d, "
+                       ".has_residual = %d, .transpose = %d, .output_padding = ",
+                   c->dtype, c->math, c->relu, c->has_bias, c->has_residual, c->transpose);
+    put_i64s(sb, c->output_padding, 3);
+    const ampc_rt_ref *refs[5] = {&c->x, &c->w, &c->bias, &c->z, &c->y};
+    static const char *const rnames[5] = {"x", "w", "bias", "z", "y"};
+    for (int i = 0; i < 5; i++) {
+        ampc_sb_printf(sb, "%s.%s = ", i ? ", " : ",\n        ", rnames[i]);
+        put_ref(sb, refs[i]);
+    }
+    ampc_sb_putc(sb, '}');
+}
+
+static void put_kernel_args(ampc_strbuf *sb, int32_t step, const ampc_rt_kernel *k) {
+    if (!k->n_args) return;
+    ampc_sb_printf(sb, "static const ampc_rt_arg args_%d[] = {", step);
+    for (int32_t i = 0; i < k->n_args; i++) {
+        const ampc_rt_arg *a = &k->args[i];
+        ampc_sb_puts(sb, i ? ",\n    " : "\n    ");
+        switch (a->kind) {
+        case AMPC_RT_ARG_PTR: ampc_sb_puts(sb, "{.kind = AMPC_RT_ARG_PTR, .ref = "); put_ref(sb, &a->ref); break;
+        case AMPC_RT_ARG_I32: ampc_sb_printf(sb, "{.kind = AMPC_RT_ARG_I32, .i32 = %d", a->i32); break;
+        case AMPC_RT_ARG_I64: ampc_sb_printf(sb, "{.kind = AMPC_RT_ARG_I64, .i64 = %lldLL", (long long)a->i64); break;
+        default: ampc_sb_puts(sb, "{.kind = AMPC_RT_ARG_F32, .f32 = "); put_f32(sb, a->f32); break;
+        }
+        ampc_sb_putc(sb, '}');
+    }
+    ampc_sb_puts(sb, "};\n");
+}
+
+static void put_step(ampc_strbuf *sb, int32_t i, const ampc_rt_step *s) {
+    ampc_sb_printf(sb, "    /* %d */ {.kind = %u, .label = ", i, s->kind);
+    put_str(sb, s->label);
+    ampc_sb_puts(sb, ",\n        ");
+    switch (s->kind) {
+    case AMPC_RT_STEP_KERNEL: {
+        const ampc_rt_kernel *k = &s->kernel;
+        ampc_sb_printf(sb, ".kernel = {.unit = %d, .name = ", k->unit);
+        put_str(sb, k->name);
+        ampc_sb_printf(sb, ", .grid = {%u, %u, %u}, .block = {%u, %u, %u}, .smem = %u, "
+                           ".n_args = %d, .args = ",
+                       k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2],
+                       k->smem, k->n_args);
+        if (k->n_args) ampc_sb_printf(sb, "args_%d}", i);
+        else ampc_sb_puts(sb, "NULL}");
+        break;
+    }
+    case AMPC_RT_STEP_GEMM: put_gemm(sb, &s->gemm); break;
+    case AMPC_RT_STEP_CONV: put_conv(sb, &s->conv); break;
+    case AMPC_RT_STEP_COPY:
+        ampc_sb_puts(sb, ".copy = {.src = ");
+        put_ref(sb, &s->copy.src);
+        ampc_sb_puts(sb, ", .dst = ");
+        put_ref(sb, &s->copy.dst);
+        ampc_sb_putc(sb, '}');
+        break;
+    default:
+        ampc_sb_puts(sb, ".memset = {.dst = ");
+        put_ref(sb, &s->memset.dst);
+        ampc_sb_putc(sb, '}');
+        break;
+    }
+    ampc_sb_puts(sb, "},\n");
+}
+
+static void put_ios(ampc_strbuf *sb, const char *var, const ampc_rt_io *io, int32_t n) {
+    ampc_sb_printf(sb, "static const ampc_rt_io %s[] = {\n", var);
+    for (int32_t i = 0; i < n; i++) {
+        ampc_sb_puts(sb, "    {");
+        put_str(sb, io[i].name);
+        ampc_sb_printf(sb, ", %d, ", io[i].dtype);
+        put_shape(sb, &io[i].shape);
+        ampc_sb_puts(sb, ", ");
+        put_ref(sb, &io[i].ref);
+        ampc_sb_puts(sb, "},\n");
+    }
+    if (!n) ampc_sb_puts(sb, "    {0},\n");
+    ampc_sb_puts(sb, "};\n");
+}
+
+/* The descriptors model.h declares: name, dtype code and name, rank, dims, bytes. */
+static void put_infos(ampc_strbuf *sb, const char *name, const char *var, const ampc_rt_io *io,
+                      int32_t n) {
+    ampc_sb_printf(sb, "EXPORT const %s_tensor_info %s_%s[%d] = {\n", name, name, var, n ? n : 1);
+    for (int32_t i = 0; i < n; i++) {
+        ampc_sb_puts(sb, "    {");
+        put_str(sb, io[i].name);
+        ampc_sb_printf(sb, ", %d, ", io[i].dtype);
+        put_str(sb, ampc_dtype_name(io[i].dtype));
+        ampc_sb_printf(sb, ", %d, ", io[i].shape.rank);
+        put_i64s(sb, io[i].shape.dims, io[i].shape.rank ? io[i].shape.rank : 1);
+        ampc_sb_printf(sb, ", %lld},\n", (long long)io[i].ref.bytes);
+    }
+    if (!n) ampc_sb_puts(sb, "    {0},\n");
+    ampc_sb_puts(sb, "};\n");
+}
+
+/* The plan's weights: embedded (a symbol) or read at first use from the sidecar file next to
+ * the library, mapped read-only. */
+static void put_weights_loader(ampc_strbuf *sb, const ampc_artifact_layout *l) {
+    if (!l->sidecar) {
+        ampc_sb_puts(sb, "static ampc_status load_weights(char **err) {\n"
+                         "    (void)err;\n    return AMPC_OK;\n}\n\n");
+        return;
+    }
+    ampc_sb_puts(sb, "/* The weights live in a file next to this library; mapped on first use. */\n"
+                     "static const char weights_file[] = ");
+    put_str(sb, l->sidecar);
+    ampc_sb_puts(sb,
+        ";\nstatic pthread_once_t weights_once = PTHREAD_ONCE_INIT;\n"
+        "static char weights_error[4600];\n\n"
+        "static void map_weights(void) {\n"
+        "    Dl_info info;\n"
+        "    char path[4096];\n"
+        "    const char *so = dladdr((void *)&plan, &info) && info.dli_fname ? info.dli_fname : \"\";\n"
+        "    const char *slash = strrchr(so, '/');\n"
+        "    snprintf(path, sizeof path, \"%.*s%s\", slash ? (int)(slash - so + 1) : 0, so, weights_file);\n"
+        "    int fd = open(path, O_RDONLY | O_CLOEXEC);\n"
+        "    struct stat st;\n"
+        "    if (fd < 0 || fstat(fd, &st) != 0) {\n"
+        "        snprintf(weights_error, sizeof weights_error, \"cannot open the weights file '%s' \"\n"
+        "                 \"(it belongs next to the library): %s\", path, strerror(errno));\n"
+        "    } else if ((int64_t)st.st_size != plan.weights_bytes) {\n"
+        "        snprintf(weights_error, sizeof weights_error, \"the weights file '%s' has %lld bytes, \"\n"
+        "                 \"the library expects %lld: it belongs to another build\", path,\n"
+        "                 (long long)st.st_size, (long long)plan.weights_bytes);\n"
+        "    } else {\n"
+        "        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);\n"
+        "        if (p == MAP_FAILED)\n"
+        "            snprintf(weights_error, sizeof weights_error, \"cannot map '%s': %s\", path,\n"
+        "                     strerror(errno));\n"
+        "        else\n"
+        "            plan.weights = p;\n"
+        "    }\n"
+        "    if (fd >= 0) close(fd);\n"
+        "}\n\n"
+        "static ampc_status load_weights(char **err) {\n"
+        "    pthread_once(&weights_once, map_weights);\n"
+        "    if (plan.weights) return AMPC_OK;\n"
+        "    if (err) *err = strdup(weights_error);\n"
+        "    return AMPC_E_IO;\n"
+        "}\n\n");
+}
+
+char *ampc_artifact_host_c(const ampc_module *m, const char *name, const ampc_artifact_layout *l) {
+    const ampc_rt_plan *p = &m->cg->plan;
+    ampc_strbuf sb = {0};
+    ampc_sb_printf(&sb, "/*\n * %s.c — generated by ampc %s: the host side of the library %s.so (its "
+                        "plan, entry point\n * and C functions). Do not edit; regenerate with "
+                        "`ampc MODEL -o %s.so` or read it with --emit c.\n */\n",
+                   name, AMPC_VERSION_STRING, name, name);
+    ampc_sb_printf(&sb, "#define _GNU_SOURCE\n#include \"%s.h\"\n\n#include \"ampc_runtime.h\"\n"
+                        "#include \"runtime/plan.h\"\n\n#include <dlfcn.h>\n#include <errno.h>\n"
+                        "#include <fcntl.h>\n#include <pthread.h>\n#include <stdio.h>\n"
+                        "#include <stdlib.h>\n#include <string.h>\n#include <sys/mman.h>\n"
+                        "#include <sys/stat.h>\n#include <unistd.h>\n\n"
+                        "#define EXPORT __attribute__((visibility(\"default\")))\n\n",
+                   name);
+    for (int32_t i = 0; i < p->n_images; i++)
+        ampc_sb_printf(&sb, "extern const unsigned char ampc_blob_image_%d[]; /* unit %d: %s_%d, %lld bytes */\n",
+                       i, p->images[i].unit, p->images[i].kind == AMPC_RT_IMAGE_PTX ? "PTX compute" : "cubin sm",
+                       p->images[i].sm, (long long)p->images[i].size);
+    if (p->weights_bytes && !l->sidecar)
+        ampc_sb_printf(&sb, "extern const unsigned char ampc_blob_weights[]; /* %lld bytes */\n",
+                       (long long)p->weights_bytes);
+    ampc_sb_puts(&sb, "\n");
+    for (int32_t i = 0; i < p->n_steps; i++)
+        if (p->steps[i].kind == AMPC_RT_STEP_KERNEL) put_kernel_args(&sb, i, &p->steps[i].kernel);
+    ampc_sb_printf(&sb, "\nstatic const ampc_rt_step steps[%d] = {\n", p->n_steps ? p->n_steps : 1);
+    for (int32_t i = 0; i < p->n_steps; i++) put_step(&sb, i, &p->steps[i]);
+    ampc_sb_puts(&sb, "};\n\n");
+    put_ios(&sb, "plan_inputs", p->inputs, p->n_inputs);
+    put_ios(&sb, "plan_outputs", p->outputs, p->n_outputs);
+    ampc_sb_puts(&sb, "static const ampc_rt_image images[] = {\n");
+    for (int32_t i = 0; i < p->n_images; i++)
+        ampc_sb_printf(&sb, "    {%d, %u, %d, ampc_blob_image_%d, %lld},\n", p->images[i].unit,
+                       p->images[i].kind, p->images[i].sm, i, (long long)p->images[i].size);
+    if (!p->n_images) ampc_sb_puts(&sb, "    {0},\n");
+    ampc_sb_puts(&sb, "};\n\nstatic ampc_rt_plan plan = {\n    .version = AMPC_RT_PLAN_VERSION,\n    .name = ");
+    put_str(&sb, p->name);
+    ampc_sb_printf(&sb, ",\n    .arena_bytes = %lld,\n    .weights = %s,\n    .weights_bytes = %lld,\n"
+                        "    .n_units = %d, .n_images = %d, .n_steps = %d, .n_inputs = %d, .n_outputs = %d,\n"
+                        "    .images = images, .steps = steps, .inputs = plan_inputs, .outputs = plan_outputs,\n};\n\n",
+                   (long long)p->arena_bytes,
+                   p->weights_bytes && !l->sidecar ? "ampc_blob_weights" : "NULL",
+                   (long long)p->weights_bytes, p->n_units, p->n_images, p->n_steps, p->n_inputs,
+                   p->n_outputs);
+    put_weights_loader(&sb, l);
+    ampc_sb_puts(&sb, "static ampc_status get_plan(const ampc_rt_plan **out, char **err) {\n"
+                      "    if (err) *err = NULL;\n"
+                      "    ampc_status st = load_weights(err);\n"
+                      "    *out = st == AMPC_OK ? &plan : NULL;\n"
+                      "    return st;\n}\n\n");
+    ampc_sb_printf(&sb, "static const ampc_rt_artifact_entry entry = {\n"
+                        "    AMPC_RT_ARTIFACT_ABI, AMPC_RT_PLAN_VERSION, sizeof(ampc_rt_plan), sizeof(ampc_rt_step),\n"
+                        "    sizeof(ampc_rt_io), sizeof(ampc_rt_image), \"%s\", \"%s\", get_plan,\n};\n\n"
+                        "EXPORT const ampc_rt_artifact_entry *ampc_artifact_v1(void) { return &entry; }\n\n",
+                   name, AMPC_VERSION_STRING);
+    put_infos(&sb, name, "inputs", p->inputs, p->n_inputs);
+    put_infos(&sb, name, "outputs", p->outputs, p->n_outputs);
+    ampc_sb_printf(&sb,
+        "\nstatic int fail(char **err, int status, const char *msg) {\n"
+        "    if (err) *err = strdup(msg);\n"
+        "    return status;\n}\n\n"
+        "EXPORT int %1$s_create(int device, %1$s_model **model, char **err) {\n"
+        "    if (err) *err = NULL;\n"
+        "    if (!model) return fail(err, AMPC_E_INVALID_ARG, \"%1$s_create: model is NULL\");\n"
+        "    *model = NULL;\n"
+        "    const ampc_rt_plan *p = NULL;\n"
+        "    ampc_status st = get_plan(&p, err);\n"
+        "    if (st != AMPC_OK) return st;\n"
+        "    ampc_rt_model *m = NULL;\n"
+        "    st = ampc_rt_model_create(p, device, &m, err);\n"
+        "    *model = (%1$s_model *)m;\n"
+        "    return st;\n}\n\n"
+        "EXPORT int %1$s_run(%1$s_model *model, const void *const *inputs, void *const *outputs,\n"
+        "                    void *stream, char **err) {\n"
+        "    if (err) *err = NULL;\n"
+        "    if ((!inputs && %2$d) || (!outputs && %3$d))\n"
+        "        return fail(err, AMPC_E_INVALID_ARG, \"%1$s_run: inputs or outputs is NULL\");\n"
+        "    ampc_tensor in[%4$d], out[%5$d];\n"
+        "    for (int i = 0; i < %2$d; i++)\n"
+        "        in[i] = (ampc_tensor){plan_inputs[i].dtype, plan_inputs[i].shape, (void *)inputs[i]};\n"
+        "    for (int i = 0; i < %3$d; i++)\n"
+        "        out[i] = (ampc_tensor){plan_outputs[i].dtype, plan_outputs[i].shape, outputs[i]};\n"
+        "    return ampc_rt_model_run((ampc_rt_model *)model, in, %2$d, out, %3$d, stream, err);\n}\n\n"
+        "EXPORT void %1$s_destroy(%1$s_model *model) { ampc_rt_model_destroy((ampc_rt_model *)model); }\n",
+        name, p->n_inputs, p->n_outputs, p->n_inputs ? p->n_inputs : 1,
+        p->n_outputs ? p->n_outputs : 1);
+    return ampc_sb_take(&sb);
+}
+
+char *ampc_artifact_header(const ampc_module *m, const char *name, const char *source) {
+    const ampc_rt_plan *p = &m->cg->plan;
+    ampc_strbuf sb = {0};
+    ampc_sb_printf(&sb,
+        "/*\n * %1$s.h — generated by ampc %2$s%3$s%4$s. Link %1$s.so; it needs the CUDA "
+        "runtime (libcudart)\n * and, when the model uses them, cuBLASLt and cuDNN, found by "
+        "their sonames at run time.\n *\n"
+        " *     %1$s_model *m;\n"
+        " *     char *err;\n"
+        " *     if (%1$s_create(0, &m, &err) != 0) { fprintf(stderr, \"%%s\\n\", err); free(err); return 1; }\n"
+        " *     const void *in[%1$s_N_INPUTS] = {...};   // host or device pointers, one per input\n"
+        " *     void *out[%1$s_N_OUTPUTS] = {...};\n"
+        " *     if (%1$s_run(m, in, out, NULL, &err) != 0) { ... }\n"
+        " *     %1$s_destroy(m);\n *\n"
+        " * Every function returns 0 on success, else an ampc_status code (ampc.h): 1 invalid "
+        "argument,\n * 6 unsupported (a GPU below compute capability 8.0), 10 I/O (the weights "
+        "file), 11 out of\n * memory, 12 no CUDA device (an ordinary error on a machine without a "
+        "GPU or driver), 13 a\n * CUDA / cuBLASLt / cuDNN failure; *err (when err is not NULL) then "
+        "holds a malloc'ed message\n * the caller frees, naming what failed; on success *err is "
+        "NULL.\n *\n"
+        " * Threads: a model is used by one thread at a time (calls on one model must not overlap;\n"
+        " * use one model per thread, or a lock); different models run concurrently.\n */\n",
+        name, AMPC_VERSION_STRING, source ? " from " : "", source ? source : "");
+    ampc_sb_printf(&sb,
+        "#ifndef %1$s_AMPC_MODEL_H\n#define %1$s_AMPC_MODEL_H\n\n#include <stdint.h>\n\n"
+        "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
+        "/* A loaded model: its kernels, weights and one device arena on one GPU. */\n"
+        "typedef struct %1$s_model %1$s_model;\n\n"
+        "/* An input or output: exactly this dtype and shape, dense and row-major. */\n"
+        "typedef struct %1$s_tensor_info {\n"
+        "    const char *name;\n"
+        "    int32_t dtype;          /* ampc_dtype code (ampc.h) */\n"
+        "    const char *dtype_name; /* \"f32\", \"f16\", \"i64\"... */\n"
+        "    int32_t rank;\n"
+        "    int64_t dims[%2$d];\n"
+        "    int64_t bytes;          /* what a buffer for it must hold */\n"
+        "} %1$s_tensor_info;\n\n",
+        name, AMPC_MAX_RANK);
+    ampc_sb_printf(&sb, "#define %s_N_INPUTS %d\n#define %s_N_OUTPUTS %d\n", name, p->n_inputs,
+                   name, p->n_outputs);
+    ampc_sb_printf(&sb, "/* Device memory: the arena (activations) and the weights, in bytes. */\n"
+                        "#define %s_ARENA_BYTES %lldLL\n#define %s_WEIGHTS_BYTES %lldLL\n\n",
+                   name, (long long)p->arena_bytes, name, (long long)p->weights_bytes);
+    for (int pass = 0; pass < 2; pass++) {
+        const ampc_rt_io *io = pass ? p->outputs : p->inputs;
+        int32_t n = pass ? p->n_outputs : p->n_inputs;
+        for (int32_t i = 0; i < n; i++) {
+            char s[AMPC_SHAPE_STR_MAX];
+            ampc_sb_printf(&sb, "/* %s %d: '%s' %s%s, %lld bytes */\n", pass ? "output" : "input", i,
+                           io[i].name, ampc_dtype_name(io[i].dtype),
+                           ampc_shape_str(&io[i].shape, s, sizeof s), (long long)io[i].ref.bytes);
+        }
+    }
+    ampc_sb_printf(&sb,
+        "extern const %1$s_tensor_info %1$s_inputs[], %1$s_outputs[];\n\n"
+        "/* Loads the model onto CUDA device `device` (0-based): images, weights, arena, library\n"
+        " * plans. On failure *model is NULL. */\n"
+        "int %1$s_create(int device, %1$s_model **model, char **err);\n\n"
+        "/* Runs the model: inputs[i] points at input i's bytes, outputs[i] at a buffer of output "
+        "i's\n * bytes, host (pageable or pinned) or device memory of the model's device. `stream` "
+        "is a\n * cudaStream_t or NULL (the model's own). Returns when the outputs are complete. "
+        "Inputs are\n * checked before anything is copied. The first run captures a CUDA graph; "
+        "later runs replay it. */\n"
+        "int %1$s_run(%1$s_model *model, const void *const *inputs, void *const *outputs, void "
+        "*stream,\n          char **err);\n\n"
+        "/* Frees the model (NULL is fine). */\n"
+        "void %1$s_destroy(%1$s_model *model);\n\n"
+        "#ifdef __cplusplus\n}\n#endif\n#endif\n",
+        name);
+    return ampc_sb_take(&sb);
+}

@@ -1,0 +1,273 @@
+/*
+ * test_artifact.c — `ampc -o model.so`: the library and header written, what the library
+ * exports, loading it with ampc_rt_load (two side by side), weights in a sidecar file, nothing
+ * left behind on failure, and a C program linking the library: without a GPU it must get the
+ * clear "no CUDA device" error; with one its outputs must match the reference evaluator.
+ */
+#define _GNU_SOURCE
+#include "support.h"
+
+#include "ampc_runtime.h"
+#include "runtime/runtime.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* A small MLP: y = relu(x @ w1 + b1) @ w2, weights from a fixed formula. */
+static ampc_graph *mlp(void) {
+    ampc_graph *g = ampc_graph_create("mlp");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(4, 16));
+    double w1[16 * 8], b1[8], w2[8 * 3];
+    for (int i = 0; i < 16 * 8; i++) w1[i] = ((i * 37) % 17 - 8) / 16.0;
+    for (int i = 0; i < 8; i++) b1[i] = (i - 4) / 8.0;
+    for (int i = 0; i < 8 * 3; i++) w2[i] = ((i * 11) % 7 - 3) / 4.0;
+    ampc_value *h = ampc_relu(g, ampc_add(g, ampc_matmul(g, x, t_const_f32(g, SHAPE(16, 8), w1)),
+                                          t_const_f32(g, SHAPE(8), b1)));
+    ampc_output(g, ampc_matmul(g, h, t_const_f32(g, SHAPE(8, 3), w2)), "y");
+    return g;
+}
+
+static ampc_module *compile_mlp(void) {
+    static const int32_t none = 0;
+    ampc_compile_options o = {.archs = &none, .n_archs = 0, .no_tf32 = true};
+    ampc_graph *g = mlp();
+    ampc_module *m = NULL;
+    cr_assert_eq(ampc_compile(g, &o, &m), AMPC_OK, "%s", ampc_graph_errors(g));
+    ampc_graph_destroy(g);
+    return m;
+}
+
+/* A fresh temporary folder for this test's files (removed at the end of a passing test). */
+static void test_dir(char *dir, size_t cap, const char *name) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, cap, "%s/ampc-artifact-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", name);
+    cr_assert_not_null(mkdtemp(dir), "cannot create %s", dir);
+}
+
+static void remove_dir(const char *dir) {
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+static bool exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static void write_lib(ampc_module *m, const char *path, const ampc_library_options *o) {
+    char *err = NULL;
+    ampc_status st = ampc_module_write_library(m, path, o, &err);
+    cr_assert_eq(st, AMPC_OK, "writing %s: %s", path, err ? err : "");
+    cr_assert_null(err);
+}
+
+Test(artifact, library_header_and_exports, .timeout = 120) {
+    char dir[4096], so[4200], h[4200];
+    test_dir(dir, sizeof dir, "exports");
+    snprintf(so, sizeof so, "%s/tiny-mlp.so", dir);
+    snprintf(h, sizeof h, "%s/tiny-mlp.h", dir);
+    ampc_module *m = compile_mlp();
+    write_lib(m, so, NULL);
+    cr_assert(exists(so) && exists(h), "both the library and its header are written");
+    /* The name comes from the file: "tiny-mlp" -> tiny_mlp. */
+    void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    cr_assert_not_null(lib, "%s", dlerror());
+    cr_assert_not_null(dlsym(lib, "tiny_mlp_create"));
+    cr_assert_not_null(dlsym(lib, "tiny_mlp_run"));
+    cr_assert_not_null(dlsym(lib, "tiny_mlp_destroy"));
+    cr_assert_not_null(dlsym(lib, AMPC_RT_ARTIFACT_SYMBOL));
+    /* The runtime inside is hidden: none of its functions is visible from outside. */
+    cr_assert_null(dlsym(lib, "ampc_rt_model_create"), "the runtime's symbols must be hidden");
+    cr_assert_null(dlsym(lib, "ampc_blob_weights"), "the embedded blobs must be hidden");
+    typedef struct {
+        const char *name;
+        int32_t dtype;
+        const char *dtype_name;
+        int32_t rank;
+        int64_t dims[8];
+        int64_t bytes;
+    } info;
+    const info *in = dlsym(lib, "tiny_mlp_inputs"), *out = dlsym(lib, "tiny_mlp_outputs");
+    cr_assert(in && out);
+    cr_assert_str_eq(in[0].name, "x");
+    cr_assert_str_eq(in[0].dtype_name, "f32");
+    cr_assert(in[0].rank == 2 && in[0].dims[0] == 4 && in[0].dims[1] == 16 && in[0].bytes == 256);
+    cr_assert_str_eq(out[0].name, "y");
+    cr_assert_eq(out[0].bytes, 4 * 3 * 4);
+    dlclose(lib);
+    FILE *f = fopen(h, "r");
+    char text[16384] = {0};
+    cr_assert(f && fread(text, 1, sizeof text - 1, f) > 0);
+    fclose(f);
+    cr_assert(strstr(text, "int tiny_mlp_create(int device, tiny_mlp_model **model, char **err);"), "%s", text);
+    cr_assert(strstr(text, "#define tiny_mlp_N_INPUTS 1"), "%s", text);
+    cr_assert(strstr(text, "/* input 0: 'x' f32[4,16], 256 bytes */"), "%s", text);
+    ampc_module_destroy(m);
+    remove_dir(dir);
+}
+
+Test(artifact, loads_side_by_side_and_matches_the_module, .timeout = 120) {
+    char dir[4096], a[4200], b[4200];
+    test_dir(dir, sizeof dir, "pair");
+    snprintf(a, sizeof a, "%s/first.so", dir);
+    snprintf(b, sizeof b, "%s/second.so", dir);
+    ampc_module *m = compile_mlp();
+    write_lib(m, a, NULL);
+    ampc_library_options o = {.name = "other_model"};
+    write_lib(m, b, &o);
+    ampc_rt_artifact *la = NULL, *lb = NULL;
+    char *err = NULL;
+    cr_assert_eq(ampc_rt_load(a, &la, &err), AMPC_OK, "%s", err ? err : "");
+    cr_assert_eq(ampc_rt_load(b, &lb, &err), AMPC_OK, "%s", err ? err : "");
+    cr_assert_str_eq(ampc_rt_artifact_name(la), "first");
+    cr_assert_str_eq(ampc_rt_artifact_name(lb), "other_model");
+    cr_assert_str_eq(ampc_rt_artifact_version(la), AMPC_VERSION_STRING);
+    const ampc_rt_plan *pa = ampc_rt_artifact_plan(la), *pb = ampc_rt_artifact_plan(lb);
+    cr_assert(pa && pb && pa != pb, "each library has its own plan");
+    /* The embedded plan is the module's, byte for byte where it matters. */
+    cr_assert_eq(pa->n_steps, ampc_module_step_count(m));
+    cr_assert_eq(pa->arena_bytes, ampc_module_arena_bytes(m));
+    cr_assert_geq(pa->weights_bytes, (16 * 8 + 8 + 8 * 3) * 4, "every weight is embedded");
+    cr_assert_eq(memcmp(pa->weights, pb->weights, (size_t)pa->weights_bytes), 0);
+    for (int32_t i = 0; i < pa->n_images; i++)
+        if (pa->images[i].kind == AMPC_RT_IMAGE_PTX)
+            cr_assert_str_eq(pa->images[i].data, ampc_module_ptx(m, pa->images[i].unit));
+    char *check = NULL;
+    cr_assert_eq(ampc_rt_plan_check(pa, &check), AMPC_OK, "%s", check ? check : "");
+    ampc_rt_unload(la);
+    ampc_rt_unload(lb);
+    ampc_module_destroy(m);
+    remove_dir(dir);
+}
+
+Test(artifact, weights_in_a_sidecar_file, .timeout = 120) {
+    char dir[4096], so[4200], side[4300], moved[4400];
+    test_dir(dir, sizeof dir, "sidecar");
+    snprintf(so, sizeof so, "%s/big.so", dir);
+    snprintf(side, sizeof side, "%s.weights", so);
+    snprintf(moved, sizeof moved, "%s.away", side);
+    ampc_module *m = compile_mlp();
+    ampc_library_options o = {.sidecar_bytes = 1};
+    write_lib(m, so, &o);
+    cr_assert(exists(side), "weights above the threshold go next to the library");
+    ampc_rt_artifact *a = NULL;
+    char *err = NULL;
+    cr_assert_eq(ampc_rt_load(so, &a, &err), AMPC_OK, "%s", err ? err : "");
+    cr_assert_not_null(ampc_rt_artifact_plan(a)->weights);
+    ampc_rt_unload(a);
+    /* Without its weights file the library says which file it needs. */
+    cr_assert_eq(rename(side, moved), 0);
+    cr_assert_eq(ampc_rt_load(so, &a, &err), AMPC_E_IO);
+    cr_assert_null(a);
+    cr_assert(err && strstr(err, "big.so.weights") && strstr(err, "next to the library"), "%s", err);
+    free(err);
+    ampc_module_destroy(m);
+    remove_dir(dir);
+}
+
+Test(artifact, failures_leave_nothing_behind) {
+    char dir[4096], so[4200], h[4200];
+    test_dir(dir, sizeof dir, "fail");
+    snprintf(so, sizeof so, "%s/m.so", dir);
+    snprintf(h, sizeof h, "%s/m.h", dir);
+    ampc_module *m = compile_mlp();
+    char *err = NULL;
+    ampc_library_options bad_cc = {.cc = "/nonexistent/cc"};
+    cr_assert_neq(ampc_module_write_library(m, so, &bad_cc, &err), AMPC_OK);
+    cr_assert(err && strstr(err, "/nonexistent/cc") && strstr(err, "not found"), "%s", err ? err : "");
+    free(err);
+    cr_assert(!exists(so) && !exists(h), "no library or header after a failed build");
+    ampc_library_options bad_name = {.name = "9lives"};
+    cr_assert_eq(ampc_module_write_library(m, so, &bad_name, &err), AMPC_E_INVALID_ARG);
+    cr_assert(err && strstr(err, "'9lives' is not a C identifier"), "%s", err ? err : "");
+    free(err);
+    cr_assert_eq(ampc_rt_load("/nonexistent/model.so", &(ampc_rt_artifact *){NULL}, &err), AMPC_E_IO);
+    cr_assert(err && strstr(err, "/nonexistent/model.so"), "%s", err ? err : "");
+    free(err);
+    ampc_module_destroy(m);
+    remove_dir(dir);
+}
+
+/* A C program that includes the generated header and links the library: it prints the first
+ * output, or the error. */
+static const char app_c[] =
+    "#include \"app_mlp.h\"\n"
+    "#include <stdio.h>\n#include <stdlib.h>\n"
+    "int main(void) {\n"
+    "    float x[4 * 16], y[4 * 3];\n"
+    "    for (int i = 0; i < 4 * 16; i++) x[i] = (float)((i % 9) - 4) / 4.0f;\n"
+    "    app_mlp_model *m = NULL;\n"
+    "    char *err = NULL;\n"
+    "    int rc = app_mlp_create(0, &m, &err);\n"
+    "    if (rc == 0) {\n"
+    "        const void *in[app_mlp_N_INPUTS] = {x};\n"
+    "        void *out[app_mlp_N_OUTPUTS] = {y};\n"
+    "        rc = app_mlp_run(m, in, out, NULL, &err);\n"
+    "    }\n"
+    "    if (rc != 0) { printf(\"error %d: %s\\n\", rc, err); free(err); return 1; }\n"
+    "    for (int i = 0; i < 4 * 3; i++) printf(\"%.9g\\n\", y[i]);\n"
+    "    app_mlp_destroy(m);\n"
+    "    return 0;\n"
+    "}\n";
+
+Test(artifact, c_program_links_the_library, .timeout = 120) {
+    char dir[4096], path[4300], cmd[16384];
+    test_dir(dir, sizeof dir, "app");
+    snprintf(path, sizeof path, "%s/app_mlp.so", dir);
+    ampc_module *m = compile_mlp();
+    write_lib(m, path, NULL);
+    ampc_module_destroy(m);
+    snprintf(path, sizeof path, "%s/app.c", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f && fputs(app_c, f) >= 0 && fclose(f) == 0);
+    snprintf(cmd, sizeof cmd, "cd '%s' && cc %s -std=c11 -Wall -Werror -o app app.c ./app_mlp.so "
+                              "-Wl,-rpath,'$ORIGIN' > cc.log 2>&1 && ./app > out.txt 2>&1",
+             dir, strlen(AMPC_SANITIZE_FLAGS) ? AMPC_SANITIZE_FLAGS : "");
+    int rc = system(cmd);
+    snprintf(path, sizeof path, "%s/out.txt", dir);
+    f = fopen(path, "r");
+    char out[4096] = {0};
+    if (f) {
+        size_t n = fread(out, 1, sizeof out - 1, f);
+        out[n] = 0;
+        fclose(f);
+    }
+    int32_t count = 0, n_dev = 0;
+    char *derr = NULL;
+    if (ampc_rt_device_count(&n_dev, &derr) != AMPC_OK) {
+        /* No GPU here: the program must start, fail cleanly and say why. */
+        cr_assert_neq(rc, 0, "the program reports the error through its exit status");
+        cr_assert(strstr(out, "error 12: no CUDA device: "), "expected the no-device error, got: %s", out);
+        free(derr);
+        remove_dir(dir);
+        return;
+    }
+    cr_assert_eq(rc, 0, "the C program failed: %s", out);
+    /* On a GPU: the library's outputs against the reference evaluator. */
+    ampc_graph *g = mlp();
+    float x[4 * 16];
+    for (int i = 0; i < 4 * 16; i++) x[i] = (float)((i % 9) - 4) / 4.0f;
+    ampc_tensor in = t_tensor(AMPC_DTYPE_F32, SHAPE(4, 16), x);
+    ampc_tensor ref;
+    cr_assert_eq(ampc_graph_evaluate(g, &in, 1, &ref, 1), AMPC_OK, "%s", ampc_graph_errors(g));
+    float got[12];
+    char *p = out;
+    for (; count < 12; count++) {
+        char *end;
+        got[count] = strtof(p, &end);
+        if (end == p) break;
+        p = end;
+    }
+    cr_assert_eq(count, 12, "12 outputs printed: %s", out);
+    ampc_tensor gt = t_tensor(AMPC_DTYPE_F32, SHAPE(4, 3), got);
+    char msg[512];
+    cr_assert(t_tensors_close(&gt, &ref, 1e-5, 1e-5, "y", msg, sizeof msg), "%s", msg);
+    ampc_tensor_free(&ref);
+    ampc_graph_destroy(g);
+    remove_dir(dir);
+}

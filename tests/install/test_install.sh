@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# test_install.sh BUILD_DIR — installs ampc from BUILD_DIR into a temporary prefix, builds
+# examples/app against that installation alone (find_package(ampc), pkg-config), and runs the
+# app: without a GPU it must fail with the library's "no CUDA device" error, with one it must
+# print the logits.
+set -euo pipefail
+build=$1
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/ampc-install-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+cmake --install "$build" --prefix "$work/prefix" > "$work/install.log"
+for f in bin/ampc lib/libampc.so lib/libampcrt.so include/ampc.h include/ampc_runtime.h \
+         lib/ampc/libampc_runtime.a lib/ampc/include/runtime/plan.h \
+         lib/pkgconfig/ampc.pc lib/cmake/ampc/ampcConfig.cmake; do
+  [ -e "$work/prefix/$f" ] || { echo "not installed: $f"; exit 1; }
+done
+PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --cflags --libs ampcrt | grep -q -- "-lampcrt" \
+  || { echo "pkg-config ampcrt does not give -lampcrt"; exit 1; }
+# The installed ampc compiles a model on its own (no build tree: AMPC_RUNTIME_DIR unset, and
+# the build tree moved out of sight would make no difference since lib/ampc/ is found first).
+"$work/prefix/bin/ampc" "$src/tests/install/affine.ampc" -o "$work/affine.so"
+[ -f "$work/affine.so" ] && [ -f "$work/affine.h" ] || { echo "ampc -o wrote no library"; exit 1; }
+cmake -S "$src/examples/app" -B "$work/app" -DCMAKE_PREFIX_PATH="$work/prefix" > "$work/cfg.log"
+cmake --build "$work/app" > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
+set +e
+"$work/app/app" > "$work/out.txt" 2>&1
+rc=$?
+set -e
+cat "$work/out.txt"
+if grep -q "no CUDA device: " "$work/out.txt"; then
+  [ $rc -ne 0 ] || { echo "the app must exit non-zero on the error"; exit 1; }
+  echo "ok: the installed ampc built the app; without a GPU it reports the no-device error"
+else
+  [ $rc -eq 0 ] && grep -q "sample 0:" "$work/out.txt" || { echo "the app failed"; exit 1; }
+  echo "ok: the app ran the MLP on the GPU"
+fi
