@@ -19,4 +19,10 @@ char *ampc_artifact_host_c(const ampc_module *m, const char *name, const ampc_ar
 /* model.h for library `name`; `source` (the model's file, may be NULL) is named in its comment. */
 char *ampc_artifact_header(const ampc_module *m, const char *name, const char *source);
 
+/* What building a library needs, found as ampc_module_write_library would: the C compiler
+ * (`cc` as given, else $CC, else "cc", looked up on PATH) and the runtime archive. Fills both
+ * paths; AMPC_E_IO with *err saying which is missing. */
+ampc_status ampc_artifact_toolchain(const char *cc, char *cc_path, size_t cc_cap, char *runtime,
+                                    size_t runtime_cap, char **err);
+
 #endif

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static bool has_suffix(const char *s, const char *suffix) {
@@ -160,27 +161,125 @@ static bool parse_archs(const char *list, int32_t *archs, int32_t *n) {
     return ok;
 }
 
+/* The progress line while kernels compile (stderr, when it is a terminal or with -v). */
+static void show_progress(void *user, int32_t done, int32_t total) {
+    (void)user;
+    fprintf(stderr, "\rampc: compiling kernels %d/%d", done, total);
+    if (done == total) fputc('\n', stderr);
+    fflush(stderr);
+}
+
+/* What --report records besides the plan. */
+typedef struct compile_record {
+    ampc_pass_record passes[64];
+    int32_t n_passes;
+    double ms;
+} compile_record;
+
+static double wall_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
 /* Compiles the graph for the GPU with the command line's options; prints the failure. */
-static ampc_module *compile_gpu(ampc_graph *g, const ampc_cli_options *o) {
+static ampc_module *compile_gpu(ampc_graph *g, const ampc_cli_options *o, compile_record *rec) {
     int32_t archs[16], n_archs;
     if (!parse_archs(o->arch, archs, &n_archs)) return NULL;
+    compile_record none;
+    if (!rec) rec = &none;
     ampc_pipeline_options po = {.disable = o->disable, .n_disable = o->n_disable,
                                 .dump_after = o->dump_after, .dump_file = stderr, .verify = true,
-                                .trace = o->verbose ? stderr : NULL};
+                                .trace = o->verbose ? stderr : NULL, .record = rec->passes,
+                                .max_records = 64, .n_records = &rec->n_passes};
     ampc_compile_options co = {.archs = o->arch ? archs : NULL, .n_archs = n_archs, .pipeline = &po,
                                .no_tf32 = o->precision && !strcmp(o->precision, "fp32")};
+    if (o->verbose || isatty(2)) co.progress = show_progress;
     ampc_module *m = NULL;
+    double t0 = wall_ms();
     if (ampc_compile(g, &co, &m) != AMPC_OK) {
         fprintf(stderr, "ampc: %s: compilation failed:\n%s\n", o->model, ampc_graph_errors(g));
         return NULL;
     }
+    rec->ms = wall_ms() - t0;
     return m;
+}
+
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static const char *step_kind_name(const ampc_rt_step *s);
+static const char *step_precision(const ampc_rt_step *s);
+
+/* --report FILE.json: what each pass did, the memory plan, the images and every step with its
+ * provider and precision. Written through a temporary file renamed into place. */
+static bool write_report(const char *path, const ampc_cli_options *o, const ampc_module *m,
+                         const compile_record *rec) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, "ampc: cannot write '%s': %s\n", tmp, strerror(errno));
+        return false;
+    }
+    const ampc_rt_plan *p = &m->cg->plan;
+    fprintf(f, "{\n  \"ampc\": \"%s\",\n  \"model\": ", AMPC_VERSION_STRING);
+    json_str(f, o->model);
+    fprintf(f, ",\n  \"output\": ");
+    json_str(f, o->output);
+    fprintf(f, ",\n  \"precision\": \"%s\",\n  \"compile_ms\": %.3f,\n  \"passes\": [",
+            o->precision ? o->precision : "tf32", rec->ms);
+    for (int32_t i = 0; i < rec->n_passes; i++) {
+        const ampc_pass_record *r = &rec->passes[i];
+        fprintf(f, "%s\n    {\"name\": \"%s\", \"ran\": %s, \"changed\": %s, \"ms\": %.3f, "
+                   "\"nodes_before\": %d, \"nodes_after\": %d}",
+                i ? "," : "", r->name, r->ran ? "true" : "false", r->changed ? "true" : "false",
+                r->ms, r->nodes_before, r->nodes_after);
+    }
+    fprintf(f, "\n  ],\n  \"memory\": {\"arena_bytes\": %lld, \"weights_bytes\": %lld},\n"
+               "  \"images\": [", (long long)p->arena_bytes, (long long)p->weights_bytes);
+    for (int32_t i = 0; i < p->n_images; i++)
+        fprintf(f, "%s\n    {\"unit\": %d, \"kind\": \"%s\", \"sm\": %d, \"bytes\": %lld}",
+                i ? "," : "", p->images[i].unit,
+                p->images[i].kind == AMPC_RT_IMAGE_PTX ? "ptx" : "cubin", p->images[i].sm,
+                (long long)p->images[i].size);
+    fprintf(f, "\n  ],\n  \"steps\": [");
+    for (int32_t i = 0; i < p->n_steps; i++) {
+        const ampc_rt_step *s = &p->steps[i];
+        fprintf(f, "%s\n    {\"index\": %d, \"provider\": \"%s\", \"precision\": \"%s\", "
+                   "\"nodes\": ", i ? "," : "", i, step_kind_name(s), step_precision(s));
+        json_str(f, s->label);
+        if (s->kind == AMPC_RT_STEP_KERNEL) {
+            fprintf(f, ", \"kernel\": ");
+            json_str(f, s->kernel.name);
+        }
+        fputc('}', f);
+    }
+    fprintf(f, "\n  ]\n}\n");
+    bool ok = fclose(f) == 0 && rename(tmp, path) == 0;
+    if (!ok) {
+        fprintf(stderr, "ampc: cannot write '%s': %s\n", path, strerror(errno));
+        remove(tmp);
+    }
+    return ok;
 }
 
 /* --emit cuda|ptx|c, or -o LIBRARY: compile for the GPU and write what was asked. */
 static int emit_gpu(ampc_graph *g, const ampc_cli_options *o) {
-    ampc_module *m = compile_gpu(g, o);
+    compile_record rec = {0};
+    ampc_module *m = compile_gpu(g, o, &rec);
     if (!m) return 1;
+    if (o->report && !write_report(o->report, o, m, &rec)) {
+        ampc_module_destroy(m);
+        return 1;
+    }
     int rc = 1;
     if (!o->emit) { /* the shared library and its header */
         char *err = NULL;
@@ -270,7 +369,68 @@ static void print_graph_summary(ampc_graph *g) {
         if (hist[op]) printf("  %-24s %d\n", ampc_op_get((ampc_opcode)op)->onnx, hist[op]);
 }
 
+static const char *step_kind_name(const ampc_rt_step *s) {
+    switch (s->kind) {
+    case AMPC_RT_STEP_KERNEL: return "kernel";
+    case AMPC_RT_STEP_GEMM: return "cuBLASLt";
+    case AMPC_RT_STEP_CONV: return "cuDNN";
+    case AMPC_RT_STEP_COPY: return "copy";
+    default: return "memset";
+    }
+}
+
+/* The precision a step computes in: f32 library steps say TF32 or FP32. */
+static const char *step_precision(const ampc_rt_step *s) {
+    uint8_t math = s->kind == AMPC_RT_STEP_GEMM ? s->gemm.math
+                   : s->kind == AMPC_RT_STEP_CONV ? s->conv.math : 0;
+    ampc_dtype t = s->kind == AMPC_RT_STEP_GEMM ? s->gemm.dtype_ab
+                   : s->kind == AMPC_RT_STEP_CONV ? s->conv.dtype : AMPC_DTYPE_UNDEFINED;
+    if (t == AMPC_DTYPE_F32) return math == AMPC_RT_MATH_TF32 ? "tf32" : "fp32";
+    return t == AMPC_DTYPE_UNDEFINED ? "" : ampc_dtype_name(t);
+}
+
+/* `ampc inspect model.so`: what the library holds and how it will run. */
+static int inspect_library(const ampc_cli_options *o) {
+    ampc_rt_artifact *a = NULL;
+    char *err = NULL;
+    if (ampc_rt_load(o->model, &a, &err) != AMPC_OK) {
+        fprintf(stderr, "ampc: %s\n", err ? err : "cannot load the library");
+        free(err);
+        return 1;
+    }
+    const ampc_rt_plan *p = ampc_rt_artifact_plan(a);
+    printf("library '%s' (C prefix %s_), written by ampc %s\n", o->model,
+           ampc_rt_artifact_name(a), ampc_rt_artifact_version(a));
+    for (int pass = 0; pass < 2; pass++) {
+        const ampc_rt_io *io = pass ? p->outputs : p->inputs;
+        int32_t n = pass ? p->n_outputs : p->n_inputs;
+        printf("%s (%d):\n", pass ? "outputs" : "inputs", n);
+        for (int32_t i = 0; i < n; i++) {
+            char sh[AMPC_SHAPE_STR_MAX];
+            printf("  %-24s %s%s  %lld bytes\n", io[i].name, ampc_dtype_name(io[i].dtype),
+                   ampc_shape_str(&io[i].shape, sh, sizeof sh), (long long)io[i].ref.bytes);
+        }
+    }
+    printf("memory plan: arena %lld bytes, weights %lld bytes\n", (long long)p->arena_bytes,
+           (long long)p->weights_bytes);
+    printf("images (%d, %d translation units):\n", p->n_images, p->n_units);
+    for (int32_t i = 0; i < p->n_images; i++)
+        printf("  unit %d: %s_%d, %lld bytes\n", p->images[i].unit,
+               p->images[i].kind == AMPC_RT_IMAGE_PTX ? "PTX compute" : "cubin sm", p->images[i].sm,
+               (long long)p->images[i].size);
+    int32_t count[5] = {0};
+    for (int32_t i = 0; i < p->n_steps; i++) count[p->steps[i].kind < 5 ? p->steps[i].kind : 4]++;
+    printf("steps (%d): %d kernels, %d cuBLASLt, %d cuDNN, %d copies, %d memsets\n", p->n_steps,
+           count[0], count[1], count[2], count[3], count[4]);
+    for (int32_t i = 0; i < p->n_steps; i++)
+        printf("  %4d  %-8s %-5s %s\n", i, step_kind_name(&p->steps[i]), step_precision(&p->steps[i]),
+               p->steps[i].label ? p->steps[i].label : "");
+    ampc_rt_unload(a);
+    return 0;
+}
+
 int ampc_cli_inspect(const ampc_cli_options *o) {
+    if (has_suffix(o->model, ".so")) return inspect_library(o);
     if (has_suffix(o->model, ".onnx")) {
         /* The ONNX view first (opsets, coverage): it works even when import would fail. */
         if (ampc_onnx_inspect(o->model, stdout) != AMPC_OK) return 1;
@@ -522,7 +682,7 @@ int ampc_cli_run(const ampc_cli_options *o) {
         plan = ampc_rt_artifact_plan(lib);
     } else {
         if (!(g = load_model(o))) return 1;
-        if (o->reference ? !optimize(g, o) : !(mod = compile_gpu(g, o))) {
+        if (o->reference ? !optimize(g, o) : !(mod = compile_gpu(g, o, NULL))) {
             ampc_graph_destroy(g);
             return 1;
         }

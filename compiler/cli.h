@@ -10,7 +10,7 @@
 enum { AMPC_CLI_MAX_LIST = 64 };
 
 typedef struct ampc_cli_options {
-    const char *command;   /* NULL (compile), "inspect" or "run" */
+    const char *command;   /* NULL (compile), "inspect", "run" or "doctor" */
     const char *model;
     const char *output;    /* -o */
     const char *emit;      /* --emit */
@@ -19,6 +19,7 @@ typedef struct ampc_cli_options {
     const char *save_dir;
     const char *name;      /* --name: the library's C prefix */
     const char *precision; /* --precision fp32|tf32 (NULL: tf32) */
+    const char *report;    /* --report FILE.json */
     const char *shapes[AMPC_CLI_MAX_LIST];
     const char *disable[AMPC_CLI_MAX_LIST];
     const char *inputs[AMPC_CLI_MAX_LIST];
@@ -32,5 +33,6 @@ typedef struct ampc_cli_options {
 int ampc_cli_compile(const ampc_cli_options *o);
 int ampc_cli_inspect(const ampc_cli_options *o);
 int ampc_cli_run(const ampc_cli_options *o);
+int ampc_cli_doctor(const ampc_cli_options *o);
 
 #endif

@@ -39,6 +39,8 @@ ampc_status ampc_compile(ampc_graph *g, const ampc_compile_options *o, ampc_modu
         .archs = opts.archs ? opts.archs : &default_arch,
         .n_archs = opts.archs ? opts.n_archs : 1,
         .cache_dir = opts.cache_dir,
+        .progress = opts.progress,
+        .user = opts.progress_user,
     };
     ampc_rt_image *images = NULL;
     int32_t n_images = 0;

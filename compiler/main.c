@@ -5,6 +5,7 @@
  *              [--disable-pass PASS] [--dump-after PASS] [--print-pipeline] [-v]
  *   ampc MODEL --emit ir|cuda|ptx|c [-o FILE]
  *   ampc inspect MODEL
+ *   ampc doctor
  *   ampc run MODEL|MODEL.so [--reference] [--input NAME=FILE.npy|FILE.pb]... [--save-outputs DIR]
  *            [--iterations N] [--warmup N] [--profile]
  *
@@ -28,11 +29,14 @@ static const char usage[] =
     "       ampc run MODEL|MODEL.so [--reference] [--input NAME=FILE]... [--save-outputs DIR]\n"
     "                [--iterations N] [--warmup N] [--profile]\n"
     "                                         run on the GPU (--reference: the CPU evaluator)\n"
+    "       ampc doctor                       GPUs, driver, CUDA libraries, what is missing\n"
     "       ampc --version | --help\n"
     "\n"
     "options:\n"
     "  -o FILE               output file: the library (MODEL.so), or --emit's ('-' for stdout)\n"
     "  --name NAME           the library's C prefix (default: from the file name)\n"
+    "  --report FILE.json    what each pass did, the memory plan, every step's provider and\n"
+    "                        precision (with -o or --emit cuda|ptx|c)\n"
     "  --precision fp32|tf32 f32 matmuls and convolutions in full fp32, or on TF32 tensor\n"
     "                        cores (default: tf32)\n"
     "  --emit ir|cuda|ptx|c  write the optimised IR, the generated CUDA C, its PTX or host C\n"
@@ -73,7 +77,9 @@ static bool is_opt(const char *arg, const char *opt) {
 /* Parses argv into o; returns 0, or the process exit code on error. */
 static int parse_args(int argc, char **argv, ampc_cli_options *o) {
     int i = 1;
-    if (i < argc && (!strcmp(argv[i], "inspect") || !strcmp(argv[i], "run"))) o->command = argv[i++];
+    if (i < argc && (!strcmp(argv[i], "inspect") || !strcmp(argv[i], "run") ||
+                     !strcmp(argv[i], "doctor")))
+        o->command = argv[i++];
     for (; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -124,6 +130,8 @@ static int parse_args(int argc, char **argv, ampc_cli_options *o) {
                 return fail("--precision %s is not available (available: fp32, tf32; fp16 and "
                             "bf16 are planned)", v, ""), 2;
             o->precision = v;
+        } else if (is_opt(a, "--report")) {
+            if (!(o->report = opt_value(argc, argv, &i, "--report"))) return 2;
         } else if (is_opt(a, "--name")) {
             if (!(o->name = opt_value(argc, argv, &i, "--name"))) return 2;
         } else if (!strcmp(a, "--profile")) {
@@ -158,6 +166,7 @@ int main(int argc, char **argv) {
         ampc_pipeline_print(stdout);
         return 0;
     }
+    if (o.command && !strcmp(o.command, "doctor")) return ampc_cli_doctor(&o);
     if (!o.model) {
         fputs(usage, stderr);
         return 2;

@@ -301,6 +301,16 @@ AMPC_API ampc_status ampc_graph_evaluate(ampc_graph *g, const ampc_tensor *input
  * The optimisation pipeline
  * ------------------------------------------------------------------------------------------- */
 
+/* What one pass of a pipeline run did (ampc_pipeline_options.record). */
+typedef struct ampc_pass_record {
+    const char *name;     /* the pass (static storage) */
+    bool ran;             /* false: disabled */
+    bool changed;         /* the pass changed the graph */
+    ampc_status status;
+    double ms;            /* wall time */
+    int32_t nodes_before, nodes_after; /* live nodes around the pass */
+} ampc_pass_record;
+
 typedef struct ampc_pipeline_options {
     const char *const *disable; /* names of passes to skip (n_disable of them) */
     int32_t n_disable;
@@ -308,6 +318,10 @@ typedef struct ampc_pipeline_options {
     FILE *dump_file;            /* NULL: stderr */
     bool verify;                /* run the verifier after every pass (tests always do) */
     FILE *trace;                /* when not NULL, one line per pass: name, changed, time */
+    ampc_pass_record *record;   /* when not NULL, one record per pass in order, at most
+                                   max_records; *n_records receives how many were written */
+    int32_t max_records;
+    int32_t *n_records;
 } ampc_pipeline_options;
 
 /* Runs the default pass pipeline over the graph. `o` may be NULL (defaults: verify on). */
@@ -427,6 +441,10 @@ typedef struct ampc_compile_options {
     const char *cache_dir; /* NVRTC image cache: NULL: $AMPC_CACHE_DIR or ~/.cache/ampc; "": off */
     const ampc_pipeline_options *pipeline; /* NULL: defaults (verifier on) */
     int32_t device;        /* the CUDA device ampc_module_run uses */
+    /* Called as kernels finish compiling (done = 1..total), on the calling thread; NULL: no
+     * reports. The CLI draws its progress line with it. */
+    void (*progress)(void *user, int32_t done, int32_t total);
+    void *progress_user;
 } ampc_compile_options;
 
 /* Compiles the graph (which it optimises in place). On success *out owns the module (free with

@@ -74,6 +74,13 @@ static ampc_status verify_after(ampc_graph *g, const char *what) {
 static ampc_status run_one(ampc_graph *g, const ampc_pass_info *p, const ampc_pipeline_options *o,
                            bool skip) {
     ampc_status st = AMPC_OK;
+    ampc_pass_record *rec = NULL;
+    if (o->record && o->n_records && *o->n_records < o->max_records) {
+        rec = &o->record[(*o->n_records)++];
+        *rec = (ampc_pass_record){.name = p->name, .ran = !skip,
+                                  .nodes_before = ampc_graph_node_count(g)};
+        rec->nodes_after = rec->nodes_before;
+    }
     if (skip) {
         if (o->trace) fprintf(o->trace, "pass %-12s disabled\n", p->name);
     } else {
@@ -82,6 +89,12 @@ static ampc_status run_one(ampc_graph *g, const ampc_pass_info *p, const ampc_pi
         double t0 = now_ms();
         st = p->run(g, &changed);
         double ms = now_ms() - t0;
+        if (rec) {
+            rec->changed = changed;
+            rec->status = st;
+            rec->ms = ms;
+            rec->nodes_after = ampc_graph_node_count(g);
+        }
         if (o->trace) {
             if (st == AMPC_OK)
                 fprintf(o->trace, "pass %-12s changed %-3s %9.3f ms\n", p->name,
@@ -134,6 +147,7 @@ static bool disabled(const ampc_pipeline_options *o, const char *name) {
 
 ampc_status ampc_pipeline_run(ampc_graph *g, const ampc_pipeline_options *o) {
     ampc_status st = check_options(g, o);
+    if (o->n_records) *o->n_records = 0;
     for (int32_t i = 0; st == AMPC_OK && i < AMPC_ARRAY_LEN(pass_table); i++)
         st = run_one(g, &pass_table[i], o, disabled(o, pass_table[i].name));
     return st;

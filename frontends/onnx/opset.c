@@ -24,6 +24,11 @@
  *      RoiAlign before 16 (its only coordinate mode was output_half_pixel), LpPool-1 and
  *      GlobalLpPool-1 (a float p).
  *
+ *   4. What exporters write that the standard's type constraints exclude but onnxruntime runs:
+ *      LayerNormalization whose Scale and B are another float type than X (torch.onnx.export of
+ *      an fp16 model whose attention it computed in fp32 writes an f32 X with f16 Scale and B):
+ *      Scale and B are cast to X's type, the type the output has.
+ *
  * Which ops and opsets the importer takes is the op table's opset_lo/opset_hi, extended downwards
  * by op_floors where a rewrite here covers the older forms. Ops that name a different table row
  * (Scatter -> ScatterElements) are looked up by name at run time, so a row
@@ -567,6 +572,24 @@ static ampc_status lp_pool_int_p(ampc_onnx_ctx *c, ampc_onnx_node *nd) {
     return AMPC_OK;
 }
 
+/* LayerNormalization with Scale / B of another float type than X: cast them to X's type. */
+static ampc_status layer_norm_param_dtype(ampc_onnx_ctx *c, ampc_onnx_node *nd) {
+    if (nd->n_in < 2 || !nd->in[0] || !ampc_dtype_is_float(nd->in[0]->dtype)) return AMPC_OK;
+    ampc_dtype t = nd->in[0]->dtype;
+    for (int32_t i = 1; i <= 2 && i < nd->n_in; i++) {
+        ampc_value *v = nd->in[i];
+        if (!v || v->dtype == t || !ampc_dtype_is_float(v->dtype)) continue;
+        ampc_attr to = {.name = "to", .kind = AMPC_ATTR_INT, .i = ampc_dtype_to_onnx(t)};
+        ampc_value *out;
+        ampc_status st = ampc_onnx_build(c, nd, AMPC_OP_CAST,
+                                         hint(c, nd, i == 1 ? "scale_cast" : "bias_cast"), &v, 1,
+                                         &to, 1, 1, NULL, &out);
+        if (st != AMPC_OK) return st;
+        nd->in[i] = out;
+    }
+    return AMPC_OK;
+}
+
 /* ---- the entry ------------------------------------------------------------------------------ */
 
 ampc_status ampc_onnx_emit(ampc_onnx_ctx *c, ampc_onnx_node *nd) {
@@ -624,6 +647,10 @@ ampc_status ampc_onnx_emit(ampc_onnx_ctx *c, ampc_onnx_node *nd) {
         (st = lp_pool_int_p(c, nd)) != AMPC_OK)
         return st;
     if (row_is(nd, "Scan") && opset < 9) return scan8_per_batch(c, nd);
+
+    /* 4. exporters' liberties */
+    if (row_is(nd, "LayerNormalization") && (st = layer_norm_param_dtype(c, nd)) != AMPC_OK)
+        return st;
     if ((row_is(nd, "Softmax") || row_is(nd, "LogSoftmax") || row_is(nd, "Hardmax")) &&
         opset < 13 && nd->n_in >= 1 && nd->in[0])
         return coerced_softmax(c, nd);

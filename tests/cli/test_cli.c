@@ -154,17 +154,52 @@ Test(cli, run_reference_reads_and_writes_npy) {
     rmdir_all(d);
 }
 
+Test(cli, doctor_reports_and_names_fixes) {
+    char *out;
+    int rc = ampc(&out, "doctor");
+    cr_assert(strstr(out, "NVRTC: version ") && strstr(out, "cuBLASLt: ") &&
+              strstr(out, "kernel cache: "), "%s", out);
+    if (rc == 0) {
+        cr_assert(strstr(out, "no problems found"), "%s", out);
+    } else {
+        cr_assert_eq(rc, 1, "%s", out);
+        cr_assert(strstr(out, "PROBLEM: ") && strstr(out, "fix: ") && strstr(out, "problem"), "%s", out);
+    }
+    free(out);
+    /* A cache folder that cannot be created is a problem, with its fix. */
+    setenv("AMPC_CACHE_DIR", "/proc/ampc-cache", 1);
+    rc = ampc(&out, "doctor");
+    unsetenv("AMPC_CACHE_DIR");
+    cr_assert_eq(rc, 1, "%s", out);
+    cr_assert(strstr(out, "PROBLEM: the kernel cache folder cannot be created or written") &&
+              strstr(out, "point AMPC_CACHE_DIR at a writable folder"), "%s", out);
+    free(out);
+}
+
 Test(cli, compile_to_library_and_run_it, .timeout = 120) {
     char *d = tmpdir(), path[512], lib[600], hdr[600], *out;
     snprintf(path, sizeof path, "%s/m.ir", d);
     snprintf(lib, sizeof lib, "%s/my-model.so", d);
     snprintf(hdr, sizeof hdr, "%s/my-model.h", d);
     write_text(path, model_text);
-    cr_assert_eq(ampc(&out, "%s -o %s", path, lib), 0, "%s", out);
+    char report[600];
+    snprintf(report, sizeof report, "%s/report.json", d);
+    cr_assert_eq(ampc(&out, "%s -o %s --report %s", path, lib, report), 0, "%s", out);
     free(out);
     FILE *f = fopen(hdr, "r");
     cr_assert_not_null(f, "the header is written next to the library");
     fclose(f);
+    char text[8192] = {0};
+    f = fopen(report, "r");
+    cr_assert(f && fread(text, 1, sizeof text - 1, f) > 0, "the report is written");
+    fclose(f);
+    cr_assert(strstr(text, "\"name\": \"fold\", \"ran\": true") && strstr(text, "\"steps\": [") &&
+              strstr(text, "\"provider\": \"cuBLASLt\", \"precision\": \"tf32\""), "%s", text);
+    /* inspect reads the library back: its inputs, memory plan and steps. */
+    cr_assert_eq(ampc(&out, "inspect %s", lib), 0, "%s", out);
+    cr_assert(strstr(out, "(C prefix my_model_)") && strstr(out, "x                        f32[2,3]") &&
+              strstr(out, "memory plan: arena") && strstr(out, "cuBLASLt tf32"), "%s", out);
+    free(out);
     cr_assert_eq(ampc(&out, "%s -o %s --name 3d", path, lib), 1);
     cr_assert(strstr(out, "library name '3d' is not a C identifier"), "%s", out);
     free(out);

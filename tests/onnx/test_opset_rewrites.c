@@ -251,3 +251,41 @@ Test(opset_rewrites, batch_norm_training_mode_is_refused_clearly) {
                  "statistics) is not supported: ampc compiles inference graphs");
     mb_free(&b);
 }
+
+/* ---- LayerNormalization with parameters of another float type ------------------------------- */
+
+/* torch.onnx.export of an fp16 BERT writes f32 activations into LayerNormalization with f16
+ * Scale and B. They are cast to X's type: x rows {1, 3} and {0, 4} normalise (epsilon 0) to
+ * {-1, 1}; scale {2, 3} (f16, exact) and bias {10, 20} give {8, 23} for both rows. A Scale of a
+ * non-float type stays an error. */
+Test(opset_rewrites, layer_norm_f16_params_on_f32_input) {
+    mb b;
+    mb_init(&b, 8, 17);
+    mb_input(&b, "x", OT_FLOAT, "2,2");
+    uint16_t sv[2] = {0x4000, 0x4200}, bv[2] = {0x4900, 0x4d00}; /* 2, 3, 10, 20 in f16 */
+    mb_initializer(&b, mb_tensor_raw(&b, "scale", OT_FLOAT16, 1, (int64_t[]){2}, sv, sizeof sv));
+    mb_initializer(&b, mb_tensor_raw(&b, "bias", OT_FLOAT16, 1, (int64_t[]){2}, bv, sizeof bv));
+    Onnx__NodeProto *n = mb_node(&b, "LayerNormalization", "ln", "x,scale,bias", "y");
+    mb_attr_f(&b, n, "epsilon", 0);
+    mb_output(&b, "y", OT_FLOAT, NULL);
+    ampc_graph *g = import_ok(&b);
+    const ampc_node *ln = find_op(g, AMPC_OP_LAYER_NORM);
+    cr_assert_eq(ln->inputs[1]->dtype, AMPC_DTYPE_F32, "scale cast to x's type");
+    cr_assert_eq(ln->inputs[2]->dtype, AMPC_DTYPE_F32, "bias cast to x's type");
+    float x[4] = {1, 3, 0, 4};
+    ampc_tensor in = t_tensor(AMPC_DTYPE_F32, SHAPE(2, 2), x);
+    ampc_tensor out = eval1(g, &in, 1);
+    t_expect_close(&out, SHAPE(2, 2), (double[]){8, 23, 8, 23}, 1e-6, 0);
+    ampc_tensor_free(&out);
+    ampc_graph_destroy(g);
+    mb_free(&b);
+
+    mb_init(&b, 8, 17);
+    mb_input(&b, "x", OT_FLOAT, "2,2");
+    int64_t iv[2] = {1, 1};
+    mb_initializer(&b, mb_tensor_raw(&b, "scale", OT_INT64, 1, (int64_t[]){2}, iv, sizeof iv));
+    mb_node(&b, "LayerNormalization", "ln", "x,scale", "y");
+    mb_output(&b, "y", OT_FLOAT, NULL);
+    import_fails(&b, AMPC_E_DTYPE, "LayerNormalization");
+    mb_free(&b);
+}

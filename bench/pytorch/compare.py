@@ -1,0 +1,224 @@
+"""compare.py OUT_DIR — ampc against PyTorch on this GPU, in one process (issue: speed).
+
+For each model (torchvision ResNet-50, transformers BertModel base, the seed MLP 784-128-10;
+random weights; fp16 via model.half()), at each batch size:
+  1. export it to ONNX (opset 17) and compile it with `ampc MODEL.onnx -o MODEL.so` (timed);
+  2. load the library into this process (ctypes) and run it on torch's stream with device
+     pointers, and check its outputs against PyTorch eager (fp16 tolerance);
+  3. time, with CUDA events around each call, after warm-up: PyTorch eager replayed from a CUDA
+     graph, torch.compile (inductor) replayed from a CUDA graph, and the ampc library (which
+     replays its own CUDA graph); the median of the per-call times.
+Writes OUT_DIR/results.json and OUT_DIR/benchmarks.md (the table for docs/benchmarks.md) and,
+when matplotlib is there, OUT_DIR/benchmarks.png.
+
+  AMPC=.devbin/bin/ampc python bench/pytorch/compare.py $OUT
+"""
+import ctypes
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+AMPC = os.environ.get("AMPC", ".devbin/bin/ampc")
+ITERS = int(os.environ.get("AMPC_BENCH_ITERS", "200"))
+WARMUP = 30
+
+
+def models():
+    import torchvision
+    from transformers import BertConfig, BertModel
+
+    class Bert(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bert = BertModel(BertConfig(), add_pooling_layer=False)
+
+        def forward(self, input_ids, attention_mask):
+            return self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    mlp = torch.nn.Sequential(torch.nn.Linear(784, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    r50 = torchvision.models.resnet50(weights=None)
+    bert = Bert()
+
+    def bert_inputs(b):
+        ids = torch.randint(0, 30522, (b, 128), dtype=torch.int64, device="cuda")
+        return (ids, torch.ones(b, 128, dtype=torch.int64, device="cuda"))
+
+    return [
+        ("MLP 784-128-10", "mlp", mlp, [64], lambda b: (torch.randn(b, 784, device="cuda").half(),), ["x"]),
+        ("ResNet-50", "resnet50", r50, [1, 32],
+         lambda b: (torch.randn(b, 3, 224, 224, device="cuda").half(),), ["x"]),
+        ("BERT-base seq128", "bert", bert, [1, 32], bert_inputs, ["input_ids", "attention_mask"]),
+    ]
+
+
+def time_calls(fn, stream):
+    for _ in range(WARMUP):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(ITERS):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record(stream)
+        fn()
+        b.record(stream)
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def graphed(fn, args):
+    """fn(*args) captured once into a CUDA graph; returns (replay, static outputs)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn(*args)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = fn(*args)
+    return g.replay, out
+
+
+class AmpcLibrary:
+    def __init__(self, path, name):
+        self.lib = ctypes.CDLL(path)
+        self.name = name
+        err = ctypes.c_char_p()
+        self.model = ctypes.c_void_p()
+        create = getattr(self.lib, name + "_create")
+        create.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_char_p)]
+        if create(0, ctypes.byref(self.model), ctypes.byref(err)) != 0:
+            raise RuntimeError(err.value.decode())
+        self.run_fn = getattr(self.lib, name + "_run")
+        self.run_fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                ctypes.POINTER(ctypes.c_char_p)]
+
+    def bind(self, inputs, outputs):
+        self.ins = (ctypes.c_void_p * len(inputs))(*[t.data_ptr() for t in inputs])
+        self.outs = (ctypes.c_void_p * len(outputs))(*[t.data_ptr() for t in outputs])
+
+    def run(self):
+        err = ctypes.c_char_p()
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        if self.run_fn(self.model, self.ins, self.outs, stream, ctypes.byref(err)) != 0:
+            raise RuntimeError(err.value.decode())
+
+
+def bench_one(label, key, model, batch, make_inputs, input_names, work):
+    row = {"model": label, "batch": batch}
+    torch.manual_seed(0)
+    args = make_inputs(batch)
+    with torch.no_grad():
+        ref = model(*args).float()
+    onnx_path = os.path.join(work, "%s_b%d.onnx" % (key, batch))
+    so_path = os.path.join(work, "%s_b%d.so" % (key, batch))
+    name = "%s_b%d" % (key, batch)
+    with torch.no_grad():
+        torch.onnx.export(model, args, onnx_path, input_names=input_names, opset_version=17,
+                          dynamo=False)
+    t0 = time.time()
+    r = subprocess.run([AMPC, onnx_path, "-o", so_path], capture_output=True, text=True)
+    row["ampc_compile_s"] = round(time.time() - t0, 2)
+    stream = torch.cuda.current_stream()
+    with torch.no_grad():
+        eager_replay, _ = graphed(model, args)
+        row["eager_graph_ms"] = time_calls(eager_replay, stream)
+        compiled = torch.compile(model)
+        compiled(*args)
+        compile_replay, _ = graphed(compiled, args)
+        row["compile_graph_ms"] = time_calls(compile_replay, stream)
+    if r.returncode != 0:
+        row["ampc_error"] = (r.stderr or r.stdout)[-1500:]
+        return row
+    try:
+        lib = AmpcLibrary(so_path, name)
+        out = torch.empty(ref.shape, dtype=torch.float16, device="cuda")
+        lib.bind(list(args), [out])
+        lib.run()
+        torch.cuda.synchronize()
+        err = (out.float() - ref).abs()
+        scale = ref.abs().max().item()
+        row["max_abs_err"] = err.max().item()
+        row["ref_scale"] = scale
+        row["outputs_match"] = bool(err.max().item() <= 2e-2 * scale + 1e-3)
+        row["ampc_ms"] = time_calls(lib.run, stream)
+    except Exception as e:  # a failed library is a result, reported
+        row["ampc_error"] = str(e)[-1500:]
+    best = min(row["eager_graph_ms"], row["compile_graph_ms"])
+    if "ampc_ms" in row:
+        row["ratio_vs_best_pytorch"] = row["ampc_ms"] / best
+    return row
+
+
+def write_markdown(rows, path, gpu):
+    with open(path, "w") as f:
+        f.write("| model | batch | PyTorch eager + CUDA graph | torch.compile + CUDA graph | ampc | "
+                "ampc / best PyTorch | outputs vs PyTorch (max abs err / max abs) | ampc -o time |\n"
+                "|---|---:|---:|---:|---:|---:|---|---:|\n")
+        for r in rows:
+            amp = "%.3f ms" % r["ampc_ms"] if "ampc_ms" in r else "failed"
+            ratio = "%.2fx" % r["ratio_vs_best_pytorch"] if "ratio_vs_best_pytorch" in r else "-"
+            match = ("%s (%.2g / %.3g)" % ("match" if r["outputs_match"] else "MISMATCH",
+                                           r["max_abs_err"], r["ref_scale"])
+                     if "outputs_match" in r else r.get("ampc_error", "-").splitlines()[-1][:120])
+            f.write("| %s | %d | %.3f ms | %.3f ms | %s | %s | %s | %.1f s |\n"
+                    % (r["model"], r["batch"], r["eager_graph_ms"], r["compile_graph_ms"], amp,
+                       ratio, match, r["ampc_compile_s"]))
+        f.write("\nMedian of %d calls each timed with CUDA events after %d warm-up calls, fp16, "
+                "%s, torch %s.\n" % (ITERS, WARMUP, gpu, torch.__version__))
+
+
+def write_chart(rows, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    labels = ["%s b%d" % (r["model"].split()[0], r["batch"]) for r in rows]
+    series = [("PyTorch eager + graph", "eager_graph_ms"), ("torch.compile + graph", "compile_graph_ms"),
+              ("ampc", "ampc_ms")]
+    fig, ax = plt.subplots(figsize=(9, 4))
+    w = 0.27
+    for k, (name, key) in enumerate(series):
+        ax.bar([i + (k - 1) * w for i in range(len(rows))], [r.get(key, 0) for r in rows], w, label=name)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels(labels)
+    ax.set_ylabel("median latency (ms)")
+    ax.set_yscale("log")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def main():
+    out = sys.argv[1]
+    work = "/tmp/ampc-bench"
+    os.makedirs(out, exist_ok=True)
+    os.makedirs(work, exist_ok=True)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cudnn.benchmark = True
+    rows = []
+    for label, key, model, batches, make_inputs, names in models():
+        model = model.half().cuda().eval()
+        for b in batches:
+            row = bench_one(label, key, model, b, make_inputs, names, work)
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    gpu = torch.cuda.get_device_name(0)
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump({"gpu": gpu, "torch": torch.__version__, "rows": rows}, f, indent=1)
+    write_markdown(rows, os.path.join(out, "benchmarks.md"), gpu)
+    write_chart(rows, os.path.join(out, "benchmarks.png"))
+
+
+if __name__ == "__main__":
+    main()
