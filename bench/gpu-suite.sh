@@ -8,6 +8,8 @@
 #                    of docs/conformance.md (scripts/conformance.sh)
 #   gpu-random.tsv   the GPU against the reference on random inputs, every case (copied to
 #                    tests/conformance/gpu-random.tsv)
+#   artifact.txt     libraries: ResNet-50 and BERT-base through ampc -o and a C program
+#   bench/           ampc against PyTorch: benchmarks.md, benchmarks.png, results.json
 #
 # Prepare on the development machine with bench/gpu-prepare.sh (builds build-gpu/, copies the
 # binaries the suite runs into .devbin/, packs the libraries the GPU machine lacks into .devlibs/
@@ -30,7 +32,8 @@ export AMPC_CACHE_DIR=/tmp/ampc-cache
 
 # Unit suites that execute on the GPU.
 : > "$out/tests.log"
-for t in "$build"/tests/runtime_test_* "$build"/tests/codegen_test_* "$build"/tests/compiler_test_artifact; do
+for t in "$build"/tests/runtime_test_* "$build"/tests/codegen_test_* "$build"/tests/compiler_test_artifact \
+         "$build"/tests/passes_test_fuse_conv; do
   [ -x "$t" ] || continue
   echo "== $(basename "$t")" >> "$out/tests.log"
   "$t" --jobs=16 >> "$out/tests.log" 2>&1
@@ -72,4 +75,9 @@ done
 # Libraries: ResNet-50 and BERT-base exported by torch there, compiled with `ampc -o`, linked
 # by a C program, compared with onnxruntime (bench/artifact-check.sh).
 bash bench/artifact-check.sh >> "$out/summary.txt" 2>&1
+
+# ampc against PyTorch eager and torch.compile in one process (docs/benchmarks.md).
+AMPC="$build/bin/ampc" "${AMPC_TORCH_PYTHON:-/opt/torch/.venv/bin/python}" bench/pytorch/compare.py \
+  "$out/bench" > "$out/bench.log" 2>&1 || echo "bench/pytorch/compare.py failed (see bench.log)" >> "$out/summary.txt"
+[ -f "$out/bench/benchmarks.md" ] && cat "$out/bench/benchmarks.md" >> "$out/summary.txt"
 cat "$out/summary.txt"

@@ -11,6 +11,10 @@
  * legacy cuDNN API the runtime uses takes one pad per dim) and, for ConvTranspose, when cuDNN's
  * forward convolution of the output gives back the input's dims (output_padding < stride).
  *
+ * ampc.FusedConv (passes/fuse_conv.c) adds the residual z and the ReLU: in the cuDNN step
+ * (runtime/prov_cudnn.c fuses them into the convolution call where cuDNN can) or at the end of
+ * the direct kernel, before the one rounding to y.
+ *
  * Generated direct kernels, one thread per output element (correct, slower), for everything
  * else: asymmetric pads (the memory plan has no temporaries to pad the input into), f64, more
  * than 3 spatial dims or tensors past cuDNN's 2^31-element limit, ConvTranspose shapes cuDNN
@@ -32,7 +36,8 @@ typedef struct conv_desc {
     const ampc_value *x, *w, *b, *y;
     const ampc_value *zx, *zw;           /* ConvInteger, QLinearConv: zero points */
     const ampc_value *sx, *sw, *sy, *zy; /* QLinearConv: scales and the output zero point */
-    bool transpose, integer, qlinear;
+    const ampc_value *z;                 /* ampc.FusedConv: the residual added, or NULL */
+    bool transpose, integer, qlinear, relu;
     int64_t batch, c, m, group;          /* N, input channels, output channels, groups */
     ampc_conv_geom geo;
     int64_t in[AMPC_MAX_RANK], out[AMPC_MAX_RANK];
@@ -63,6 +68,10 @@ static ampc_status describe(ampc_cg *cg, const ampc_node *n, conv_desc *d) {
         } else {
             d->b = n->n_inputs > 2 ? n->inputs[2] : NULL;
         }
+    }
+    if (n->op == AMPC_OP_FUSED_CONV) {
+        d->z = n->n_inputs > 3 ? n->inputs[3] : NULL;
+        d->relu = ampc_ir_attr_find(n, "activation") != NULL;
     }
     d->batch = d->x->shape.dims[0];
     d->c = d->x->shape.dims[1];
@@ -132,6 +141,9 @@ static ampc_status conv_step(ampc_cg *cg, const ampc_node *n, const conv_desc *d
     p.math = d->x->dtype == AMPC_DTYPE_F32 ? ampc_cg_opts(cg)->math : (uint8_t)AMPC_RT_MATH_DEFAULT;
     p.transpose = d->transpose;
     p.has_bias = d->b != NULL;
+    p.has_residual = d->z != NULL;
+    p.relu = d->relu;
+    if (d->z) p.z = ampc_cg_ref(cg, d->z);
     p.x = ampc_cg_ref(cg, d->x);
     p.w = ampc_cg_ref(cg, d->w);
     if (d->b) p.bias = ampc_cg_ref(cg, d->b);
@@ -169,6 +181,7 @@ static ampc_status direct_forward(ampc_cg *cg, const ampc_node *n, const conv_de
                                                    : d->integer ? "conv_integer" : "conv_direct");
     const char *px = ampc_cg_param(k, d->x, false), *pw = ampc_cg_param(k, d->w, false);
     const char *pb = d->b ? ampc_cg_param(k, d->b, false) : NULL;
+    const char *pz = d->z ? ampc_cg_param(k, d->z, false) : NULL;
     const char *pzx = d->zx ? ampc_cg_param(k, d->zx, false) : NULL;
     const char *pzw = d->zw ? ampc_cg_param(k, d->zw, false) : NULL;
     const char *psx = NULL, *psw = NULL, *psy = NULL, *pzy = NULL;
@@ -234,6 +247,8 @@ static ampc_status direct_forward(ampc_cg *cg, const ampc_node *n, const conv_de
     ampc_cg_line(k, "acc_ += s_;");
     for (int32_t i = 0; i < g->k; i++) ampc_cg_close(k);
     if (!d->integer) {
+        if (pz) ampc_cg_line(k, "acc_ += ampc::cvt<%s>(%s[i]);", ct, pz);
+        if (d->relu) ampc_cg_line(k, "if (acc_ < (%s)0) acc_ = (%s)0;", ct, ct);
         ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(acc_);", py, ampc_cg_ctype(d->y->dtype));
     } else if (!d->qlinear) {
         ampc_cg_line(k, "%s[i] = (int)acc_;", py);
@@ -316,7 +331,7 @@ static ampc_status direct_transpose(ampc_cg *cg, const ampc_node *n, const conv_
 ampc_status ampc_cg_lower_conv(ampc_cg *cg, const ampc_node *n) {
     switch (n->op) {
     case AMPC_OP_CONV: case AMPC_OP_CONV_TRANSPOSE: case AMPC_OP_CONV_INTEGER:
-    case AMPC_OP_QLINEAR_CONV: break;
+    case AMPC_OP_QLINEAR_CONV: case AMPC_OP_FUSED_CONV: break;
     default:
         return AMPC_FAIL(ampc_cg_graph(cg), n, AMPC_E_UNSUPPORTED,
                          "%s has no GPU lowering yet; it runs on the reference evaluator only",

@@ -108,15 +108,22 @@ static ampc_status find_runtime(runtime_files *rf, char **err) {
         return failf(err, AMPC_E_IO, "AMPC_RUNTIME_DIR='%s' holds no libampc_runtime.a and "
                                      "include/runtime/plan.h", env);
     }
+    /* The file holding this code: libampc.so, or the executable ampc_core is linked into (whose
+     * name dladdr may report as argv[0], which need not be a path: /proc/self/exe is asked too). */
+    char self[2][4096] = {{0}};
     Dl_info info;
-    if (dladdr((void *)(uintptr_t)&ampc_module_write_library, &info) && info.dli_fname) {
-        const char *slash = strrchr(info.dli_fname, '/');
-        int n = slash ? (int)(slash - info.dli_fname) : 1;
-        const char *dir = slash ? info.dli_fname : ".";
-        char cand[4096];
-        snprintf(cand, sizeof cand, "%.*s/ampc", n, dir); /* <prefix>/lib/libampc.so */
+    if (dladdr((void *)(uintptr_t)&ampc_module_write_library, &info) && info.dli_fname)
+        snprintf(self[0], sizeof self[0], "%s", info.dli_fname);
+    ssize_t len = readlink("/proc/self/exe", self[1], sizeof self[1] - 1);
+    self[1][len > 0 ? len : 0] = 0;
+    for (int k = 0; k < 2; k++) {
+        const char *slash = strrchr(self[k], '/');
+        if (!slash) continue;
+        int n = (int)(slash - self[k]);
+        char cand[4200];
+        snprintf(cand, sizeof cand, "%.*s/ampc", n, self[k]); /* <prefix>/lib/libampc.so */
         if (try_runtime_dir(cand, rf)) return AMPC_OK;
-        snprintf(cand, sizeof cand, "%.*s/../lib/ampc", n, dir); /* <prefix>/bin/ampc */
+        snprintf(cand, sizeof cand, "%.*s/../lib/ampc", n, self[k]); /* <prefix>/bin/ampc */
         if (try_runtime_dir(cand, rf)) return AMPC_OK;
     }
     if (*AMPC_BUILD_RUNTIME_DIR) {

@@ -703,10 +703,11 @@ int ampc_cli_run(const ampc_cli_options *o) {
                                                 ampc_dtype_size(lo.dtypes[i]) + 1, 1)};
     bool ok = read_inputs(o, &li, in);
     if (ok && !plan) {
-        ampc_tensor ref[AMPC_CLI_MAX_LIST];
-        ok = lo.n <= AMPC_CLI_MAX_LIST && ampc_graph_evaluate(g, in, li.n, ref, lo.n) == AMPC_OK;
+        ampc_tensor *ref = ampc_xcalloc((size_t)lo.n + 1, sizeof *ref);
+        ok = ampc_graph_evaluate(g, in, li.n, ref, lo.n) == AMPC_OK;
         if (!ok) fprintf(stderr, "ampc: %s: evaluation failed:\n%s\n", o->model, ampc_graph_errors(g));
         for (int32_t i = 0; ok && i < lo.n; i++) ampc_tensor_free(&out[i]), out[i] = ref[i];
+        free(ref);
     } else if (ok) {
         ok = run_plan(plan, o, in, li.n, out, lo.n);
     }

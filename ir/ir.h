@@ -43,6 +43,7 @@ enum {
     T_SHAPEONLY = 1u << 9, /* output depends on input shapes only, never on their data */
     T_NOFOLD = 1u << 10,   /* never constant-folded (random, or output too large to fold) */
     T_VIEW = 1u << 11,     /* output is input 0 reinterpreted (same bytes, new shape) */
+    T_INTERNAL = 1u << 12, /* ampc's own op ("ampc." name), written by passes, never imported */
 };
 
 /* How the GPU layer will lower an op (codegen maps each kind to its emitter). */

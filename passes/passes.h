@@ -50,6 +50,9 @@ ampc_status ampc_pass_cse(ampc_graph *g, bool *changed);
 /* Dead-code elimination: removes nodes the graph outputs do not depend on, then compacts
  * (dce.c). */
 ampc_status ampc_pass_dce(ampc_graph *g, bool *changed);
+/* Convolution epilogues: Conv -> [Add residual] -> [Relu] into one ampc.FusedConv
+ * (fuse_conv.c). */
+ampc_status ampc_pass_fuse_conv(ampc_graph *g, bool *changed);
 /* Memory planning: weights offsets for constants, arena offsets for everything else by
  * liveness, views and in-place elementwise sharing bytes (plan_memory.c). */
 ampc_status ampc_pass_plan_memory(ampc_graph *g, bool *changed);

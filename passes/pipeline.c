@@ -18,6 +18,8 @@ static const ampc_pass_info pass_table[] = {
     {"fold", ampc_pass_fold, "evaluate nodes whose inputs are all constant into constants"},
     {"cse", ampc_pass_cse, "merge identical nodes and identical small constants"},
     /* precision, sparsity, fuse, layout: decisions that read a clean, folded graph */
+    {"fuse-conv", ampc_pass_fuse_conv,
+     "fold a residual Add and a ReLU after a Conv into one ampc.FusedConv"},
     {"dce", ampc_pass_dce, "remove nodes that no graph output depends on"},
     {"plan-memory", ampc_pass_plan_memory,
      "place constants in the weights blob and every other value in the arena (liveness)"},

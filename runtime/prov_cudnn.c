@@ -16,9 +16,10 @@
  *
  * Planned once per step at model creation: the tensor, filter and convolution descriptors, the
  * algorithm (cudnnFind*AlgorithmEx: each candidate is run once on the model's own buffers in a
- * planning scratch workspace and the fastest kept), and the workspace size. Bias + ReLU on f32
- * use the fused cudnnConvolutionBiasActivationForward; other combinations run the convolution
- * then cudnnAddTensor (residual, bias) and cudnnActivationForward (ReLU) in place.
+ * planning scratch workspace and the fastest kept), and the workspace size. Bias + ReLU (with or
+ * without a residual) use the fused cudnnConvolutionBiasActivationForward (f32; f16 and bf16
+ * where cuDNN accepts the configuration, see fused_launch); other combinations run the
+ * convolution then cudnnAddTensor (residual, bias) and cudnnActivationForward (ReLU) in place.
  */
 #include "runtime/internal.h"
 
@@ -191,7 +192,7 @@ static ampc_status conv_supports(const rt_ctx *ctx, const ampc_rt_plan *p, const
 /* ---- planning and launching -------------------------------------------------------------------- */
 
 typedef struct conv_state {
-    bool noop, fused;
+    bool noop, fused, fused_proven; /* fused_proven: the fused call has succeeded once */
     const ampc_rt_conv *c; /* the model's copy of the step */
     cudnnTensorDescriptor_t xd, yd, bd;
     cudnnFilterDescriptor_t wd;
@@ -347,7 +348,7 @@ static ampc_status conv_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, s
     st->y = rt_ref_ptr(ctx, c->y);
     st->bias = c->has_bias ? rt_ref_ptr(ctx, c->bias) : NULL;
     st->z = c->has_residual ? rt_ref_ptr(ctx, c->z) : NULL;
-    st->fused = !c->transpose && c->has_bias && c->relu && c->dtype == AMPC_DTYPE_F32;
+    st->fused = !c->transpose && c->has_bias && c->relu && c->dtype != AMPC_DTYPE_F64;
     if (c->relu || st->fused) {
         RT_CUDNN(e, dnn.cudnnCreateActivationDescriptor(&st->ad));
         RT_CUDNN(e, dnn.cudnnSetActivationDescriptor(st->ad, CUDNN_ACTIVATION_RELU,
@@ -405,6 +406,34 @@ static ampc_status conv_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, s
     return AMPC_OK;
 }
 
+/* y = relu(conv(x, w) + alpha2 * z + bias) in one call; without a residual z is y with
+ * alpha2 = 0. cuDNN takes this form for f32 always, for f16 and bf16 in some configurations
+ * only: the first launch (when model creation proves the step, before any graph capture) learns
+ * which, and a configuration cuDNN refuses falls back to the separate calls for good. Returns
+ * true when the step is done (e says how it went), false to run the separate calls. */
+static bool fused_launch(conv_state *st, cudnnHandle_t h, rt_ctx *ctx, rt_err *e) {
+    const ampc_rt_conv *c = st->c;
+    cudnnStatus_t rc = dnn.cudnnConvolutionBiasActivationForward(
+        h, &st->one, st->xd, st->x, st->wd, st->w, st->cd, (cudnnConvolutionFwdAlgo_t)st->algo,
+        ctx->workspace, ctx->workspace_bytes,
+        c->has_residual ? (const void *)&st->one : (const void *)&st->zero, st->yd,
+        c->has_residual ? st->z : st->y, st->bd, st->bias, st->ad, st->yd, st->y);
+    if (rc == CUDNN_STATUS_SUCCESS) {
+        st->fused_proven = true;
+        cudaError_t le = cudaGetLastError();
+        if (le != cudaSuccess)
+            rt_fail_cuda(e, le, "cudaGetLastError()", __func__, __FILE__, __LINE__);
+        return true;
+    }
+    if (st->fused_proven || c->dtype == AMPC_DTYPE_F32) {
+        rt_fail_cudnn(e, rc, "cudnnConvolutionBiasActivationForward(...)", __func__, __FILE__,
+                      __LINE__);
+        return true;
+    }
+    st->fused = false;
+    return false;
+}
+
 static ampc_status conv_launch(rt_ctx *ctx, void *state, cudaStream_t stream, rt_err *e) {
     conv_state *st = state;
     if (st->noop) return AMPC_OK;
@@ -416,15 +445,8 @@ static ampc_status conv_launch(rt_ctx *ctx, void *state, cudaStream_t stream, rt
                                                      st->cd, (cudnnConvolutionBwdDataAlgo_t)st->algo,
                                                      ctx->workspace, ctx->workspace_bytes,
                                                      &st->zero, st->yd, st->y));
-    } else if (st->fused) {
-        /* y = relu(conv(x, w) + alpha2 * z + bias); without a residual z is y with alpha2 = 0 */
-        RT_CUDNN(e, dnn.cudnnConvolutionBiasActivationForward(
-                        h, &st->one, st->xd, st->x, st->wd, st->w, st->cd,
-                        (cudnnConvolutionFwdAlgo_t)st->algo, ctx->workspace, ctx->workspace_bytes,
-                        c->has_residual ? (const void *)&st->one : (const void *)&st->zero, st->yd,
-                        c->has_residual ? st->z : st->y, st->bd, st->bias, st->ad, st->yd, st->y));
-        RT_LAUNCH_CHECK(e);
-        return AMPC_OK;
+    } else if (st->fused && fused_launch(st, h, ctx, e)) {
+        return e->status;
     } else {
         RT_CUDNN(e, dnn.cudnnConvolutionForward(h, &st->one, st->xd, st->x, st->wd, st->w, st->cd,
                                                 (cudnnConvolutionFwdAlgo_t)st->algo,

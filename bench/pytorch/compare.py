@@ -85,6 +85,16 @@ def graphed(fn, args):
     return g.replay, out
 
 
+class TensorInfo(ctypes.Structure):
+    """<name>_tensor_info of the generated header."""
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int32), ("dtype_name", ctypes.c_char_p),
+                ("rank", ctypes.c_int32), ("dims", ctypes.c_int64 * 8), ("bytes", ctypes.c_int64)]
+
+
+TORCH_DTYPES = {b"f32": torch.float32, b"f16": torch.float16, b"bf16": torch.bfloat16,
+                b"f64": torch.float64, b"i64": torch.int64, b"i32": torch.int32}
+
+
 class AmpcLibrary:
     def __init__(self, path, name):
         self.lib = ctypes.CDLL(path)
@@ -98,6 +108,11 @@ class AmpcLibrary:
         self.run_fn = getattr(self.lib, name + "_run")
         self.run_fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                 ctypes.POINTER(ctypes.c_char_p)]
+
+    def output_like(self, i):
+        """A device tensor for output i, with the dtype and shape the library declares."""
+        info = (TensorInfo * (i + 1)).in_dll(self.lib, self.name + "_outputs")[i]
+        return torch.empty(list(info.dims[:info.rank]), dtype=TORCH_DTYPES[info.dtype_name], device="cuda")
 
     def bind(self, inputs, outputs):
         self.ins = (ctypes.c_void_p * len(inputs))(*[t.data_ptr() for t in inputs])
@@ -138,7 +153,8 @@ def bench_one(label, key, model, batch, make_inputs, input_names, work):
         return row
     try:
         lib = AmpcLibrary(so_path, name)
-        out = torch.empty(ref.shape, dtype=torch.float16, device="cuda")
+        out = lib.output_like(0)  # the exported graph may end in f32 (torch computes some of it so)
+        assert tuple(out.shape) == tuple(ref.shape), (out.shape, ref.shape)
         lib.bind(list(args), [out])
         lib.run()
         torch.cuda.synchronize()

@@ -106,7 +106,7 @@ bool ampc_onnx_op_lookup(const char *op_type, int64_t opset, ampc_opcode *op, am
         }
         return true;
     }
-    if (!ampc_op_from_onnx(op_type, op)) {
+    if (!ampc_op_from_onnx(op_type, op) || (ampc_op_get(*op)->traits & T_INTERNAL)) {
         ampc_sb_puts(why, "op not in ampc's op table");
         return false;
     }

@@ -269,6 +269,28 @@ ampc_status ampc_infer_conv(ampc_graph *g, ampc_node *n) {
     return AMPC_OK;
 }
 
+/* ampc.FusedConv: Conv's rules, then the residual z (input 3) has Y's dtype and shape, and the
+ * activation is absent or "Relu". */
+ampc_status ampc_infer_fused_conv(ampc_graph *g, ampc_node *n) {
+    ampc_status st = ampc_infer_conv(g, n);
+    if (st) return st;
+    const ampc_value *y = n->outputs[0];
+    if (n->n_inputs > 3 && n->inputs[3]) {
+        const ampc_value *z = n->inputs[3];
+        if (!ampc_infer_same_dtype(g, n, 0, 3)) return AMPC_E_DTYPE;
+        char sz[AMPC_SHAPE_STR_MAX], sy[AMPC_SHAPE_STR_MAX];
+        if (!ampc_shape_eq(&z->shape, &y->shape))
+            return AMPC_FAIL(g, n, AMPC_E_SHAPE, "the residual input 3 '%s' must have the output's "
+                             "shape %s, got %s", z->name, ampc_shape_str(&y->shape, sy, sizeof sy),
+                             ampc_shape_str(&z->shape, sz, sizeof sz));
+    }
+    const ampc_attr *act = ampc_ir_attr_find(n, "activation");
+    if (act && (act->kind != AMPC_ATTR_STRING || strcmp(act->s, "Relu")))
+        return AMPC_FAIL(g, n, AMPC_E_ATTR, "attribute 'activation' must be the string \"Relu\" "
+                         "when present");
+    return AMPC_OK;
+}
+
 /* Input i of a DeformConv (offset or mask) must be [N, per_point, out...] with Y's N and spatial
  * dims; `what` says what its channels hold. */
 static ampc_status check_sampling_input(ampc_graph *g, ampc_node *n, int32_t i, const ampc_shape *y,

@@ -131,10 +131,10 @@ static double *load_all(ampc_graph *g, const ampc_node *n, const ampc_tensor *t)
     return d;
 }
 
-ampc_status ampc_ref_conv(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
-                          ampc_tensor *const *out) {
+/* The forward convolution, then (ampc.FusedConv) + z and ReLU before the one rounding to y. */
+static ampc_status conv_forward(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                                ampc_tensor *y, const ampc_tensor *z, bool relu) {
     const ampc_tensor *x = in[0], *w = in[1], *b = n->n_inputs > 2 ? in[2] : NULL;
-    ampc_tensor *y = out[0];
     geom gm;
     ampc_status st = geom_init(g, n, &x->shape, &y->shape, &w->shape.dims[2], &gm);
     if (st) return st;
@@ -165,8 +165,11 @@ ampc_status ampc_ref_conv(ampc_graph *g, const ampc_node *n, const ampc_tensor *
                     }
                 }
             }
-            for (int64_t j = 0; j < m; j++)
-                ampc_ref_store_f64(y->data, y->dtype, (b0 * m + j) * gm.out_n + p, acc[j]);
+            for (int64_t j = 0; j < m; j++) {
+                int64_t at = (b0 * m + j) * gm.out_n + p;
+                double v = acc[j] + (z ? ampc_ref_load_f64(z->data, z->dtype, at) : 0);
+                ampc_ref_store_f64(y->data, y->dtype, at, relu && v < 0 ? 0 : v);
+            }
         }
     }
 done:
@@ -175,6 +178,17 @@ done:
     free(wd);
     free(acc);
     return st;
+}
+
+ampc_status ampc_ref_conv(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                          ampc_tensor *const *out) {
+    return conv_forward(g, n, in, out[0], NULL, false);
+}
+
+ampc_status ampc_ref_fused_conv(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                                ampc_tensor *const *out) {
+    const ampc_attr *act = ampc_ir_attr_find(n, "activation");
+    return conv_forward(g, n, in, out[0], n->n_inputs > 3 ? in[3] : NULL, act != NULL);
 }
 
 /* ConvTranspose scatters each input element through the kernel: input point q of channel c adds

@@ -1,0 +1,113 @@
+/*
+ * fuse_conv.c — convolution epilogues: a Conv followed by a residual Add and/or a ReLU becomes
+ * one ampc.FusedConv, y = relu(conv(x, w) + b + z), which the GPU runs as one cuDNN call (or one
+ * generated kernel) instead of a convolution and one or two elementwise passes over its output.
+ *
+ * Patterns, for a Conv whose output has no other use and is not a graph output:
+ *   Conv -> Relu                       FusedConv(x, w, b)        activation=Relu
+ *   Conv -> Add(., z)                  FusedConv(x, w, b, z)
+ *   Conv -> Add(., z) -> Relu          FusedConv(x, w, b, z)     activation=Relu
+ * where z has exactly the Conv output's shape and dtype (no broadcasting) and the Add's output,
+ * when a Relu follows, has no other use either. The fused node takes the place (and output) of
+ * the LAST node of the pattern: every input (z included, often computed after the Conv) is then
+ * produced before it, so the node order stays topological. The Conv and Add are removed.
+ *
+ * Numerics: the fused op rounds once, where the unfused graph rounded after the convolution and
+ * after the Add; the difference is within one rounding of the output type. The reference
+ * evaluator implements ampc.FusedConv the same way (ir/ref/conv.c), so fused graphs are checked
+ * against it like any other.
+ */
+#include "passes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Uses of every value: node inputs plus graph outputs (those count as a use that forbids
+ * fusing the value away). */
+static int32_t *count_uses(const ampc_graph *g) {
+    int32_t *uses = calloc((size_t)g->n_values + 1, sizeof *uses);
+    if (!uses) return NULL;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ampc_node *n = g->nodes[i];
+        if (n->dead) continue;
+        for (int32_t k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k]) uses[n->inputs[k]->id]++;
+    }
+    for (int32_t i = 0; i < g->n_outputs; i++) uses[g->outputs[i]->id] += 2;
+    return uses;
+}
+
+/* The single node reading v (NULL when v has other uses or none). */
+static ampc_node *only_user(const ampc_graph *g, const ampc_value *v, const int32_t *uses,
+                            int32_t from) {
+    if (uses[v->id] != 1) return NULL;
+    for (int32_t i = from; i < g->n_nodes; i++) {
+        ampc_node *n = g->nodes[i];
+        if (n->dead) continue;
+        for (int32_t k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] == v) return n;
+    }
+    return NULL;
+}
+
+/* Turns `last` into FusedConv(conv's inputs, z) with conv's attributes (+ activation), keeping
+ * last's output, and removes conv (and `add` when it is not `last`). */
+static ampc_status fuse(ampc_graph *g, ampc_node *conv, ampc_node *add, ampc_node *last,
+                        ampc_value *z, bool relu) {
+    ampc_value **in = ampc_ir_alloc(g, 4 * sizeof *in);
+    ampc_attr *attrs = ampc_ir_alloc(g, ((size_t)conv->n_attrs + 1) * sizeof *attrs);
+    if (!in || !attrs) return AMPC_E_OOM;
+    for (int32_t k = 0; k < 4; k++) in[k] = k < conv->n_inputs ? conv->inputs[k] : NULL;
+    in[3] = z;
+    memcpy(attrs, conv->attrs, (size_t)conv->n_attrs * sizeof *attrs);
+    int32_t n_attrs = conv->n_attrs;
+    if (relu) attrs[n_attrs++] = (ampc_attr){.name = "activation", .kind = AMPC_ATTR_STRING, .s = "Relu"};
+    ampc_value *y = last->outputs[0];
+    last->op = AMPC_OP_FUSED_CONV;
+    last->name = conv->name;
+    last->inputs = in;
+    last->n_inputs = z ? 4 : (conv->n_inputs > 2 && conv->inputs[2] ? 3 : 2);
+    last->attrs = attrs;
+    last->n_attrs = n_attrs;
+    ampc_ir_node_remove(g, conv);
+    if (add && add != last) ampc_ir_node_remove(g, add);
+    y->producer = last;
+    return ampc_ir_node_infer(g, last);
+}
+
+/* Conv output -> Add(conv output, z): z, the Add's other input, when it qualifies. */
+static ampc_value *residual_of(const ampc_node *add, const ampc_value *y) {
+    if (add->op != AMPC_OP_ADD || add->n_inputs != 2) return NULL;
+    ampc_value *z = add->inputs[0] == y ? add->inputs[1] : add->inputs[1] == y ? add->inputs[0] : NULL;
+    if (!z || z == y || z->dtype != y->dtype || !ampc_shape_eq(&z->shape, &y->shape)) return NULL;
+    return z;
+}
+
+ampc_status ampc_pass_fuse_conv(ampc_graph *g, bool *changed) {
+    *changed = false;
+    int32_t *uses = count_uses(g);
+    if (!uses) return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
+    ampc_status st = AMPC_OK;
+    for (int32_t i = 0; i < g->n_nodes && st == AMPC_OK; i++) {
+        ampc_node *conv = g->nodes[i];
+        if (conv->dead || conv->op != AMPC_OP_CONV || !ampc_dtype_is_float(conv->outputs[0]->dtype))
+            continue;
+        ampc_value *y = conv->outputs[0];
+        ampc_node *next = only_user(g, y, uses, i + 1);
+        if (!next) continue;
+        if (next->op == AMPC_OP_RELU) {
+            st = fuse(g, conv, NULL, next, NULL, true);
+            *changed = true;
+            continue;
+        }
+        ampc_value *z = residual_of(next, y);
+        if (!z) continue;
+        ampc_node *relu = only_user(g, next->outputs[0], uses, next->id + 1);
+        if (relu && relu->op != AMPC_OP_RELU) relu = NULL;
+        st = fuse(g, conv, next, relu ? relu : next, z, relu != NULL);
+        *changed = true;
+    }
+    free(uses);
+    if (*changed) ampc_ir_graph_compact(g);
+    return st;
+}
