@@ -18,6 +18,8 @@
  *     [1,N]) with beta == 1 is the bias epilogue (not for f64, where cuBLASLt's epilogues are not
  *     relied on); any other C (a scalar, [M,1], a row with beta != 1) is first broadcast into D by
  *     a generated kernel and the step then reads C = D.
+ *   ampc.FusedMatMul (passes/fuse_matmul.c): one GEMM of all of A's rows, the bias and ReLU in
+ *     the epilogue, the residual as C with beta = 1.
  * Integer MatMul and Gemm, MatMulInteger, QLinearMatMul and Einsum are generated kernels, one
  * thread per output element looping over the contracted dims: integers accumulate in wrapping
  * 64-bit arithmetic (as the reference), floats in f32 (f64 for f64). QLinearMatMul requantises as
@@ -265,6 +267,43 @@ static ampc_status lower_matmul(ampc_cg *cg, const ampc_node *n) {
     ampc_status st = matmul_steps(cg, n, &g, &fits);
     if (st != AMPC_OK || fits) return st;
     return naive_product(cg, n, &g);
+}
+
+/* ampc.FusedMatMul: one GEMM of all of A's rows by the matrix B; the bias and ReLU go to
+ * cuBLASLt's epilogue, the residual z is the C operand with beta = 1. */
+static ampc_status lower_fused_matmul(ampc_cg *cg, const ampc_node *n) {
+    const ampc_value *a = n->inputs[0], *b = n->inputs[1], *y = n->outputs[0];
+    const ampc_value *bias = n->n_inputs > 2 ? n->inputs[2] : NULL;
+    const ampc_value *z = n->n_inputs > 3 ? n->inputs[3] : NULL;
+    bool relu = ampc_ir_attr_find(n, "activation") != NULL;
+    ampc_rt_gemm p = gemm_base(cg, a, y);
+    p.k = b->shape.dims[0];
+    p.n = b->shape.dims[1];
+    p.m = p.k ? ampc_ir_numel(a) / p.k : 0;
+    if (p.k == 0 || p.m == 0 || p.n == 0)
+        return AMPC_FAIL(ampc_cg_graph(cg), n, AMPC_E_UNSUPPORTED,
+                         "ampc.FusedMatMul with an empty dimension (m %lld, n %lld, k %lld)",
+                         (long long)p.m, (long long)p.n, (long long)p.k);
+    p.lda = p.k;
+    p.ldb = p.n;
+    p.ldc = p.ldd = p.n;
+    p.stride_a = p.m * p.k;
+    p.stride_b = p.k * p.n;
+    p.stride_c = p.stride_d = p.m * p.n;
+    p.a = ampc_cg_ref(cg, a);
+    p.b = ampc_cg_ref(cg, b);
+    p.d = ampc_cg_ref(cg, y);
+    p.epilogue = bias ? (relu ? AMPC_RT_EPI_BIAS_RELU : AMPC_RT_EPI_BIAS)
+                      : (relu ? AMPC_RT_EPI_RELU : AMPC_RT_EPI_NONE);
+    if (bias) {
+        p.bias = ampc_cg_ref(cg, bias);
+        p.dtype_bias = bias->dtype;
+    }
+    if (z) {
+        p.c = ampc_cg_ref(cg, z);
+        p.beta = 1.0f;
+    }
+    return ampc_cg_step_gemm(cg, n, &p);
 }
 
 /* ---- Gemm ------------------------------------------------------------------------------------ */
@@ -654,6 +693,7 @@ ampc_status ampc_cg_lower_contract(ampc_cg *cg, const ampc_node *n) {
     switch (n->op) {
     case AMPC_OP_MATMUL: return lower_matmul(cg, n);
     case AMPC_OP_GEMM: return lower_gemm(cg, n);
+    case AMPC_OP_FUSED_MATMUL: return lower_fused_matmul(cg, n);
     case AMPC_OP_MATMUL_INTEGER:
     case AMPC_OP_QLINEAR_MATMUL: return lower_int_matmul(cg, n);
     case AMPC_OP_EINSUM: return lower_einsum(cg, n);

@@ -19,36 +19,7 @@
  */
 #include "passes.h"
 
-#include <stdlib.h>
 #include <string.h>
-
-/* Uses of every value: node inputs plus graph outputs (those count as a use that forbids
- * fusing the value away). */
-static int32_t *count_uses(const ampc_graph *g) {
-    int32_t *uses = calloc((size_t)g->n_values + 1, sizeof *uses);
-    if (!uses) return NULL;
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        const ampc_node *n = g->nodes[i];
-        if (n->dead) continue;
-        for (int32_t k = 0; k < n->n_inputs; k++)
-            if (n->inputs[k]) uses[n->inputs[k]->id]++;
-    }
-    for (int32_t i = 0; i < g->n_outputs; i++) uses[g->outputs[i]->id] += 2;
-    return uses;
-}
-
-/* The single node reading v (NULL when v has other uses or none). */
-static ampc_node *only_user(const ampc_graph *g, const ampc_value *v, const int32_t *uses,
-                            int32_t from) {
-    if (uses[v->id] != 1) return NULL;
-    for (int32_t i = from; i < g->n_nodes; i++) {
-        ampc_node *n = g->nodes[i];
-        if (n->dead) continue;
-        for (int32_t k = 0; k < n->n_inputs; k++)
-            if (n->inputs[k] == v) return n;
-    }
-    return NULL;
-}
 
 /* Turns `last` into FusedConv(conv's inputs, z) with conv's attributes (+ activation), keeping
  * last's output, and removes conv (and `add` when it is not `last`). */
@@ -85,29 +56,31 @@ static ampc_value *residual_of(const ampc_node *add, const ampc_value *y) {
 
 ampc_status ampc_pass_fuse_conv(ampc_graph *g, bool *changed) {
     *changed = false;
-    int32_t *uses = count_uses(g);
-    if (!uses) return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
+    ampc_uses uses;
+    if (ampc_pass_uses(g, &uses) != AMPC_OK) return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
     ampc_status st = AMPC_OK;
     for (int32_t i = 0; i < g->n_nodes && st == AMPC_OK; i++) {
         ampc_node *conv = g->nodes[i];
         if (conv->dead || conv->op != AMPC_OP_CONV || !ampc_dtype_is_float(conv->outputs[0]->dtype))
             continue;
         ampc_value *y = conv->outputs[0];
-        ampc_node *next = only_user(g, y, uses, i + 1);
+        ampc_node *next = ampc_pass_only_user(&uses, y);
         if (!next) continue;
         if (next->op == AMPC_OP_RELU) {
             st = fuse(g, conv, NULL, next, NULL, true);
+            ampc_pass_uses_moved(&uses, next);
             *changed = true;
             continue;
         }
         ampc_value *z = residual_of(next, y);
         if (!z) continue;
-        ampc_node *relu = only_user(g, next->outputs[0], uses, next->id + 1);
+        ampc_node *relu = ampc_pass_only_user(&uses, next->outputs[0]);
         if (relu && relu->op != AMPC_OP_RELU) relu = NULL;
         st = fuse(g, conv, next, relu ? relu : next, z, relu != NULL);
+        ampc_pass_uses_moved(&uses, relu ? relu : next);
         *changed = true;
     }
-    free(uses);
+    ampc_pass_uses_free(&uses);
     if (*changed) ampc_ir_graph_compact(g);
     return st;
 }

@@ -39,6 +39,22 @@ ampc_status ampc_pipeline_run(ampc_graph *g, const ampc_pipeline_options *o);
  * (golden tests and `ampc --pass`); an unknown name is an error listing the valid ones. */
 ampc_status ampc_pipeline_run_pass(ampc_graph *g, const char *name, const ampc_pipeline_options *o);
 
+/* ---- shared by the fusion passes (uses.c) --------------------------------------------------- */
+
+/* How many times each value (by id) is used, node inputs plus 2 for a graph output (so an
+ * output never counts as used once), and for each the last node reading it. */
+typedef struct ampc_uses {
+    int32_t *count;
+    ampc_node **user;
+} ampc_uses;
+
+ampc_status ampc_pass_uses(const ampc_graph *g, ampc_uses *u); /* AMPC_E_OOM, nothing recorded */
+void ampc_pass_uses_free(ampc_uses *u);
+/* The live node reading v when v is used exactly once; else NULL. */
+ampc_node *ampc_pass_only_user(const ampc_uses *u, const ampc_value *v);
+/* After a fusion rewrote node n's inputs: n is now the user of each of them. */
+void ampc_pass_uses_moved(ampc_uses *u, ampc_node *n);
+
 /* ---- the passes --------------------------------------------------------------------------- */
 
 /* Constant folding: evaluates every node whose inputs are all known, turning its outputs into
@@ -53,6 +69,9 @@ ampc_status ampc_pass_dce(ampc_graph *g, bool *changed);
 /* Convolution epilogues: Conv -> [Add residual] -> [Relu] into one ampc.FusedConv
  * (fuse_conv.c). */
 ampc_status ampc_pass_fuse_conv(ampc_graph *g, bool *changed);
+/* Matmul epilogues: MatMul by a matrix -> [Add bias] -> [Add residual] -> [Relu] into one
+ * ampc.FusedMatMul, a single cuBLASLt call (fuse_matmul.c). */
+ampc_status ampc_pass_fuse_matmul(ampc_graph *g, bool *changed);
 /* Memory planning: weights offsets for constants, arena offsets for everything else by
  * liveness, views and in-place elementwise sharing bytes (plan_memory.c). */
 ampc_status ampc_pass_plan_memory(ampc_graph *g, bool *changed);

@@ -20,6 +20,8 @@ static const ampc_pass_info pass_table[] = {
     /* precision, sparsity, fuse, layout: decisions that read a clean, folded graph */
     {"fuse-conv", ampc_pass_fuse_conv,
      "fold a residual Add and a ReLU after a Conv into one ampc.FusedConv"},
+    {"fuse-matmul", ampc_pass_fuse_matmul,
+     "fold a bias Add, a residual Add and a ReLU after a MatMul into one ampc.FusedMatMul"},
     {"dce", ampc_pass_dce, "remove nodes that no graph output depends on"},
     {"plan-memory", ampc_pass_plan_memory,
      "place constants in the weights blob and every other value in the arena (liveness)"},

@@ -10,6 +10,8 @@
  */
 #include "infer.h"
 
+#include <string.h>
+
 static bool contract_dtype_ok(ampc_dtype t) {
     switch (t) {
     case AMPC_DTYPE_F32: case AMPC_DTYPE_F16: case AMPC_DTYPE_BF16: case AMPC_DTYPE_F64:
@@ -69,6 +71,34 @@ ampc_status ampc_infer_matmul(ampc_graph *g, ampc_node *n) {
     if (sa->rank >= 2) out.dims[out.rank++] = sa->dims[sa->rank - 2];
     if (sb->rank >= 2) out.dims[out.rank++] = sb->dims[sb->rank - 1];
     ampc_infer_set(n, 0, a->dtype, &out);
+    return AMPC_OK;
+}
+
+/* ampc.FusedMatMul: MatMul's rules with B a matrix and A of rank >= 2 (the product is one GEMM
+ * of prod(A's leading dims) rows); bias (input 2) holds N elements of Y's dtype with N last;
+ * z (input 3) has Y's shape; the activation is absent or "Relu"; floats only. */
+ampc_status ampc_infer_fused_matmul(ampc_graph *g, ampc_node *n) {
+    ampc_status st = ampc_infer_matmul(g, n);
+    if (st) return st;
+    const ampc_value *a = n->inputs[0], *b = n->inputs[1], *y = n->outputs[0];
+    if (!ampc_dtype_is_float(y->dtype) || b->shape.rank != 2 || a->shape.rank < 2)
+        return AMPC_FAIL(g, n, AMPC_E_SHAPE, "ampc.FusedMatMul takes a float A of rank >= 2 and a "
+                         "matrix B, got %s A of rank %d and B of rank %d",
+                         ampc_dtype_name(y->dtype), a->shape.rank, b->shape.rank);
+    int64_t nn = b->shape.dims[1];
+    const ampc_value *bias = n->n_inputs > 2 ? n->inputs[2] : NULL;
+    const ampc_value *z = n->n_inputs > 3 ? n->inputs[3] : NULL;
+    if (bias && (ampc_shape_numel(&bias->shape) != nn || bias->shape.rank < 1 ||
+                 bias->shape.dims[bias->shape.rank - 1] != nn))
+        return AMPC_FAIL(g, n, AMPC_E_SHAPE, "the bias input 2 '%s' must hold N = %lld elements "
+                         "along its last dim", bias->name, (long long)nn);
+    if (z && !ampc_shape_eq(&z->shape, &y->shape))
+        return AMPC_FAIL(g, n, AMPC_E_SHAPE, "the residual input 3 '%s' must have the output's "
+                         "shape", z->name);
+    const ampc_attr *act = ampc_ir_attr_find(n, "activation");
+    if (act && (act->kind != AMPC_ATTR_STRING || strcmp(act->s, "Relu")))
+        return AMPC_FAIL(g, n, AMPC_E_ATTR, "attribute 'activation' must be the string \"Relu\" "
+                         "when present");
     return AMPC_OK;
 }
 

@@ -55,10 +55,10 @@ static void mm_i64(const int64_t *a, const int64_t *b, int64_t m, int64_t k, int
     }
 }
 
-ampc_status ampc_ref_matmul(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
-                            ampc_tensor *const *out) {
+/* The product, then (ampc.FusedMatMul) + bias[col] + z and ReLU before the one rounding. */
+static ampc_status matmul(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                          ampc_tensor *y, const ampc_tensor *bias, const ampc_tensor *z, bool relu) {
     const ampc_tensor *a = in[0], *b = in[1];
-    ampc_tensor *y = out[0];
     const int32_t ra = a->shape.rank, rb = b->shape.rank;
     const int64_t m = ra >= 2 ? a->shape.dims[ra - 2] : 1, k = a->shape.dims[ra - 1];
     const int64_t nn = rb >= 2 ? b->shape.dims[rb - 1] : 1;
@@ -86,8 +86,12 @@ ampc_status ampc_ref_matmul(ampc_graph *g, const ampc_node *n, const ampc_tensor
         const int64_t oa = it.off[0] * m * k, ob = it.off[1] * k * nn, oy = t * m * nn;
         if (fl) {
             mm_f64((const double *)wa + oa, (const double *)wb + ob, m, k, nn, wc);
-            for (int64_t i = 0; i < m * nn; i++)
-                ampc_ref_store_f64(y->data, y->dtype, oy + i, ((double *)wc)[i]);
+            for (int64_t i = 0; i < m * nn; i++) {
+                double v = ((double *)wc)[i];
+                if (bias) v += ampc_ref_load_f64(bias->data, bias->dtype, i % nn);
+                if (z) v += ampc_ref_load_f64(z->data, z->dtype, oy + i);
+                ampc_ref_store_f64(y->data, y->dtype, oy + i, relu && v < 0 ? 0 : v);
+            }
         } else {
             mm_i64((const int64_t *)wa + oa, (const int64_t *)wb + ob, m, k, nn, wc);
             for (int64_t i = 0; i < m * nn; i++)
@@ -96,6 +100,17 @@ ampc_status ampc_ref_matmul(ampc_graph *g, const ampc_node *n, const ampc_tensor
     }
     free(wa), free(wb), free(wc);
     return AMPC_OK;
+}
+
+ampc_status ampc_ref_matmul(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                            ampc_tensor *const *out) {
+    return matmul(g, n, in, out[0], NULL, NULL, false);
+}
+
+ampc_status ampc_ref_fused_matmul(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                                  ampc_tensor *const *out) {
+    return matmul(g, n, in, out[0], n->n_inputs > 2 ? in[2] : NULL, n->n_inputs > 3 ? in[3] : NULL,
+                  ampc_ir_attr_find(n, "activation") != NULL);
 }
 
 ampc_status ampc_ref_gemm(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,

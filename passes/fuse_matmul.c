@@ -1,0 +1,111 @@
+/*
+ * fuse_matmul.c — matmul epilogues: a MatMul by a matrix followed by a bias Add, a residual Add
+ * and/or a ReLU becomes one ampc.FusedMatMul, y = relu(A @ B + bias + z), which the GPU runs as a
+ * single cuBLASLt call (the bias and ReLU in its epilogue, the residual as its C operand with
+ * beta = 1) instead of a GEMM and up to three elementwise passes over its output. Transformer
+ * layers export exactly this: MatMul -> Add(bias) [-> Add(residual)] for every projection.
+ *
+ * The chain starts at a MatMul whose B is a matrix ([K, N]) and whose A has rank >= 2 (so the
+ * product is one GEMM of all of A's rows), nothing empty, with a float type other than f64 (cuBLASLt's
+ * epilogues are not relied on for f64). It then takes, while the current value has exactly one
+ * use and is not a graph output:
+ *   Add(., c)   c of the same dtype holding N elements along its last dim: the bias (once)
+ *   Add(., z)   z of exactly the current shape and dtype: the residual (once)
+ *   Relu        ends the chain
+ * The fused node takes the place and output of the chain's last node (every input is then
+ * produced before it: the order stays topological); the others are removed. The fused op rounds
+ * once where the chain rounded after each node: within one rounding of the output type. The
+ * reference evaluator implements ampc.FusedMatMul the same way (ir/ref/contract.c).
+ */
+#include "passes.h"
+
+#include <string.h>
+
+typedef struct chain {
+    ampc_node *mm, *last, *nodes[3];
+    int32_t n_nodes;
+    ampc_value *bias, *z;
+    bool relu;
+} chain;
+
+static bool starts_chain(const ampc_node *n) {
+    if (n->dead || n->op != AMPC_OP_MATMUL) return false;
+    const ampc_value *a = n->inputs[0], *b = n->inputs[1], *y = n->outputs[0];
+    return ampc_dtype_is_float(y->dtype) && y->dtype != AMPC_DTYPE_F64 && b->shape.rank == 2 &&
+           a->shape.rank >= 2 && b->shape.dims[0] > 0 && ampc_ir_numel(y) > 0;
+}
+
+static bool is_bias(const ampc_value *c, const ampc_value *cur, int64_t nn) {
+    return c->dtype == cur->dtype && c->shape.rank >= 1 && c->shape.dims[c->shape.rank - 1] == nn &&
+           ampc_shape_numel(&c->shape) == nn;
+}
+
+/* Follows the chain from mm as far as the rules allow; false when nothing follows it. */
+static bool grow(chain *c, const ampc_uses *uses) {
+    ampc_value *cur = c->mm->outputs[0];
+    int64_t nn = c->mm->inputs[1]->shape.dims[1];
+    for (ampc_node *next; (next = ampc_pass_only_user(uses, cur)) && !c->relu;) {
+        if (next->op == AMPC_OP_RELU) {
+            c->relu = true;
+        } else if (next->op == AMPC_OP_ADD && next->n_inputs == 2) {
+            ampc_value *other = next->inputs[0] == cur ? next->inputs[1] : next->inputs[0];
+            if (next->inputs[0] == next->inputs[1]) break;
+            if (!c->bias && is_bias(other, cur, nn) && ampc_shape_eq(&next->outputs[0]->shape, &cur->shape))
+                c->bias = other;
+            else if (!c->z && other->dtype == cur->dtype && ampc_shape_eq(&other->shape, &cur->shape))
+                c->z = other;
+            else
+                break;
+        } else {
+            break;
+        }
+        c->nodes[c->n_nodes++] = next;
+        c->last = next;
+        cur = next->outputs[0];
+    }
+    return c->n_nodes > 0;
+}
+
+/* Turns the chain's last node into the FusedMatMul and removes the others. */
+static ampc_status fuse(ampc_graph *g, chain *c) {
+    ampc_value **in = ampc_ir_alloc(g, 4 * sizeof *in);
+    ampc_attr *attrs = ampc_ir_alloc(g, sizeof *attrs);
+    if (!in || !attrs) return AMPC_E_OOM;
+    in[0] = c->mm->inputs[0];
+    in[1] = c->mm->inputs[1];
+    in[2] = c->bias;
+    in[3] = c->z;
+    attrs[0] = (ampc_attr){.name = "activation", .kind = AMPC_ATTR_STRING, .s = "Relu"};
+    ampc_node *last = c->last;
+    last->op = AMPC_OP_FUSED_MATMUL;
+    last->name = c->mm->name;
+    last->inputs = in;
+    last->n_inputs = c->z ? 4 : c->bias ? 3 : 2;
+    last->attrs = attrs;
+    last->n_attrs = c->relu ? 1 : 0;
+    ampc_ir_node_remove(g, c->mm);
+    for (int32_t i = 0; i < c->n_nodes; i++)
+        if (c->nodes[i] != last) ampc_ir_node_remove(g, c->nodes[i]);
+    last->outputs[0]->producer = last;
+    return ampc_ir_node_infer(g, last);
+}
+
+ampc_status ampc_pass_fuse_matmul(ampc_graph *g, bool *changed) {
+    *changed = false;
+    ampc_uses uses;
+    if (ampc_pass_uses(g, &uses) != AMPC_OK) return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
+    ampc_status st = AMPC_OK;
+    for (int32_t i = 0; i < g->n_nodes && st == AMPC_OK; i++) {
+        if (!starts_chain(g->nodes[i])) continue;
+        chain c;
+        memset(&c, 0, sizeof c);
+        c.mm = g->nodes[i];
+        if (!grow(&c, &uses)) continue;
+        st = fuse(g, &c);
+        ampc_pass_uses_moved(&uses, c.last);
+        *changed = true;
+    }
+    ampc_pass_uses_free(&uses);
+    if (*changed) ampc_ir_graph_compact(g);
+    return st;
+}

@@ -1,0 +1,140 @@
+/*
+ * test_fuse_matmul.c — the fuse-matmul pass: MatMul by a matrix -> Add(bias) -> Add(residual) ->
+ * Relu (and every prefix of it) becomes one ampc.FusedMatMul where the chain's last node was;
+ * what must not fuse stays (a batched B, f64, a bias that broadcasts rows, a value used twice);
+ * the fused graph computes what the unfused one did (reference evaluator); it compiles to one
+ * cuBLASLt step; on a GPU machine it matches the reference.
+ */
+#include "support.h"
+
+#include "passes/passes.h"
+
+#include <string.h>
+
+static ampc_value *weights(ampc_graph *g, int64_t k, int64_t n, int salt) {
+    double w[16 * 16];
+    for (int i = 0; i < k * n; i++) w[i] = ((i * 7 + salt) % 13 - 6) / 8.0;
+    return t_const_f32(g, SHAPE(k, n), w);
+}
+
+/* y = [relu](x @ W + b [+ r]), x [2, 5, 8], W [8, 6]; r = x2 @ W2 computed AFTER the MatMul. */
+static ampc_graph *chain(bool bias, bool residual, bool relu) {
+    ampc_graph *g = ampc_graph_create("chain");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(2, 5, 8));
+    ampc_value *x2 = t_input(g, "x2", AMPC_DTYPE_F32, SHAPE(2, 5, 4));
+    ampc_value *y = ampc_matmul(g, x, weights(g, 8, 6, 1));
+    ampc_value *r = ampc_matmul(g, x2, weights(g, 4, 6, 2));
+    double b[6] = {0.5, -0.25, 1, -1, 0.125, 2};
+    if (bias) y = ampc_add(g, t_const_f32(g, SHAPE(6), b), y); /* bias first, as torch exports */
+    if (residual) y = ampc_add(g, y, ampc_relu(g, r));
+    else ampc_output(g, r, "r");
+    if (relu) y = ampc_relu(g, y);
+    ampc_output(g, y, "y");
+    return g;
+}
+
+static int32_t count_op(const ampc_graph *g, ampc_opcode op) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) n += !g->nodes[i]->dead && g->nodes[i]->op == op;
+    return n;
+}
+
+static void fill(ampc_tensor *t, const char *name, uint64_t *seed) {
+    (void)name;
+    float *p = t->data;
+    for (int64_t i = 0; i < ampc_shape_numel(&t->shape); i++) {
+        *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
+        p[i] = (float)((double)(*seed >> 40) / (double)(1ull << 24) * 2 - 1);
+    }
+}
+
+static void check_variant(bool bias, bool residual, bool relu) {
+    ampc_graph *a = chain(bias, residual, relu), *b = chain(bias, residual, relu);
+    const char *off[1] = {"fuse-matmul"};
+    ampc_pipeline_options with = {.verify = true}, without = {.verify = true, .disable = off, .n_disable = 1};
+    cr_assert_eq(ampc_graph_optimize(a, &with), AMPC_OK, "%s", ampc_graph_errors(a));
+    cr_assert_eq(ampc_graph_optimize(b, &without), AMPC_OK, "%s", ampc_graph_errors(b));
+    bool any = bias || residual || relu;
+    /* With a residual, r = relu(x2 @ W2) is a chain of its own and fuses too. */
+    cr_assert_eq(count_op(a, AMPC_OP_FUSED_MATMUL), any ? (residual ? 2 : 1) : 0);
+    cr_assert_eq(count_op(a, AMPC_OP_ADD), 0, "every Add folded");
+    float x[2 * 5 * 8], x2[2 * 5 * 4];
+    uint64_t seed = 5;
+    ampc_tensor in[2] = {t_tensor(AMPC_DTYPE_F32, SHAPE(2, 5, 8), x),
+                         t_tensor(AMPC_DTYPE_F32, SHAPE(2, 5, 4), x2)};
+    fill(&in[0], "x", &seed);
+    fill(&in[1], "x2", &seed);
+    int32_t no = ampc_graph_output_count(a);
+    ampc_tensor ya[2], yb[2];
+    cr_assert_eq(ampc_graph_evaluate(a, in, 2, ya, no), AMPC_OK, "%s", ampc_graph_errors(a));
+    cr_assert_eq(ampc_graph_evaluate(b, in, 2, yb, no), AMPC_OK, "%s", ampc_graph_errors(b));
+    char msg[512];
+    for (int32_t i = 0; i < no; i++) {
+        cr_assert(t_tensors_close(&ya[i], &yb[i], 1e-6, 1e-6, "y", msg, sizeof msg), "%s", msg);
+        ampc_tensor_free(&ya[i]);
+        ampc_tensor_free(&yb[i]);
+    }
+    ampc_graph_destroy(a);
+    ampc_graph_destroy(b);
+}
+
+Test(fuse_matmul, bias_residual_relu) { check_variant(true, true, true); }
+Test(fuse_matmul, bias_residual) { check_variant(true, true, false); }
+Test(fuse_matmul, bias_only) { check_variant(true, false, false); }
+Test(fuse_matmul, relu_only) { check_variant(false, false, true); }
+
+Test(fuse_matmul, the_fused_node_follows_its_inputs) {
+    ampc_graph *g = chain(true, true, true);
+    cr_assert_eq(ampc_graph_optimize(g, NULL), AMPC_OK, "%s", ampc_graph_errors(g));
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ampc_node *n = g->nodes[i];
+        if (n->op != AMPC_OP_FUSED_MATMUL || n->n_inputs < 4) continue;
+        const ampc_node *zp = n->inputs[3]->producer;
+        cr_assert(zp && zp->id < n->id, "the residual is produced before the fused node");
+        cr_assert_eq(n->inputs[2]->shape.dims[0], 6);
+        cr_assert_str_eq(n->outputs[0]->name, "y");
+        cr_assert_not_null(ampc_ir_attr_find(n, "activation"));
+    }
+    ampc_graph_destroy(g);
+}
+
+Test(fuse_matmul, what_must_not_fuse_stays) {
+    ampc_graph *g = ampc_graph_create("nofuse");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(2, 5, 8));
+    ampc_value *wb = t_input(g, "wb", AMPC_DTYPE_F32, SHAPE(2, 8, 6));  /* batched B */
+    ampc_output(g, ampc_relu(g, ampc_matmul(g, x, wb)), "out_a");
+    double rows[5 * 6] = {0};
+    ampc_value *m2 = ampc_matmul(g, x, weights(g, 8, 6, 3));             /* bias [5,6] broadcasts */
+    ampc_output(g, ampc_add(g, m2, t_const_f32(g, SHAPE(5, 6), rows)), "out_b");
+    ampc_value *m3 = ampc_matmul(g, x, weights(g, 8, 6, 4));             /* used twice */
+    ampc_output(g, ampc_add(g, ampc_relu(g, m3), m3), "out_c");
+    ampc_value *xd = t_input(g, "xd", AMPC_DTYPE_F64, SHAPE(2, 8));      /* f64 */
+    ampc_value *wd = t_input(g, "wd", AMPC_DTYPE_F64, SHAPE(8, 3));
+    ampc_output(g, ampc_relu(g, ampc_matmul(g, xd, wd)), "out_d");
+    cr_assert_eq(ampc_graph_optimize(g, NULL), AMPC_OK, "%s", ampc_graph_errors(g));
+    cr_assert_eq(count_op(g, AMPC_OP_FUSED_MATMUL), 0);
+    cr_assert_eq(count_op(g, AMPC_OP_MATMUL), 4);
+    ampc_graph_destroy(g);
+}
+
+/* Without a GPU: the full chain compiles to one cuBLASLt step per MatMul. */
+Test(fuse_matmul, one_step_per_matmul, .timeout = 60) {
+    ampc_graph *g = chain(true, true, true);
+    static const int32_t none = 0;
+    ampc_compile_options o = {.archs = &none, .n_archs = 0, .cache_dir = ""};
+    ampc_module *m = NULL;
+    cr_assert_eq(ampc_compile(g, &o, &m), AMPC_OK, "%s", ampc_graph_errors(g));
+    cr_assert_eq(ampc_module_step_count(m), 2, "two GEMMs, nothing else");
+    ampc_module_destroy(m);
+    ampc_graph_destroy(g);
+}
+
+static void tol(ampc_dtype t, double *rtol, double *atol) {
+    (void)t;
+    *rtol = 1e-4, *atol = 1e-4;
+}
+
+Test(fuse_matmul, gpu_matches_the_reference, .timeout = 120) {
+    t_gpu_check chk = {.fill = fill, .seed = 3, .tolerance = tol, .what = "bias+residual+relu"};
+    t_gpu_vs_reference(chain(true, true, true), &chk);
+}
