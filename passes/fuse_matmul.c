@@ -12,6 +12,10 @@
  *   Add(., c)   c of the same dtype holding N elements along its last dim: the bias (once)
  *   Add(., z)   z of exactly the current shape and dtype: the residual (once)
  *   Relu        ends the chain
+ * A Gemm starts a chain too when it is a plain product plus bias, as nn.Linear exports it:
+ * transA = 0, alpha = 1, a constant B (transposed here when transB = 1, a copy of the weights
+ * in [K, N] order), and C absent or a bias of N elements with beta = 1; a Gemm with nothing to
+ * fold after it stays a Gemm (its own lowering already puts the bias in the epilogue).
  * The fused node takes the place and output of the chain's last node (every input is then
  * produced before it: the order stays topological); the others are removed. The fused op rounds
  * once where the chain rounded after each node: within one rounding of the output type. The
@@ -19,31 +23,62 @@
  */
 #include "passes.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct chain {
     ampc_node *mm, *last, *nodes[3];
     int32_t n_nodes;
+    ampc_value *b;         /* the [K, N] matrix (a transposed copy for a Gemm with transB) */
     ampc_value *bias, *z;
     bool relu;
 } chain;
-
-static bool starts_chain(const ampc_node *n) {
-    if (n->dead || n->op != AMPC_OP_MATMUL) return false;
-    const ampc_value *a = n->inputs[0], *b = n->inputs[1], *y = n->outputs[0];
-    return ampc_dtype_is_float(y->dtype) && y->dtype != AMPC_DTYPE_F64 && b->shape.rank == 2 &&
-           a->shape.rank >= 2 && b->shape.dims[0] > 0 && ampc_ir_numel(y) > 0;
-}
 
 static bool is_bias(const ampc_value *c, const ampc_value *cur, int64_t nn) {
     return c->dtype == cur->dtype && c->shape.rank >= 1 && c->shape.dims[c->shape.rank - 1] == nn &&
            ampc_shape_numel(&c->shape) == nn;
 }
 
+static bool float_product(const ampc_node *n) {
+    const ampc_value *a = n->inputs[0], *b = n->inputs[1], *y = n->outputs[0];
+    return ampc_dtype_is_float(y->dtype) && y->dtype != AMPC_DTYPE_F64 && b->shape.rank == 2 &&
+           a->shape.rank >= 2 && b->shape.dims[0] > 0 && ampc_ir_numel(y) > 0;
+}
+
+/* A Gemm that is A @ B(^T) + bias; c->bias is set from its C. */
+static bool gemm_qualifies(ampc_graph *g, const ampc_node *n, chain *c) {
+    if (!float_product(n) || !n->inputs[1]->data) return false;
+    if (ampc_ir_attr_int(g, n, "transA", 0) != 0 || ampc_ir_attr_float(g, n, "alpha", 1) != 1)
+        return false;
+    const ampc_value *cv = n->n_inputs > 2 ? n->inputs[2] : NULL;
+    if (cv && (ampc_ir_attr_float(g, n, "beta", 1) != 1 ||
+               !is_bias(cv, n->outputs[0], n->outputs[0]->shape.dims[1])))
+        return false;
+    c->bias = n->n_inputs > 2 ? n->inputs[2] : NULL;
+    return true;
+}
+
+/* B as [K, N]: the Gemm's B itself, or a transposed copy of the constant when transB = 1. */
+static ampc_value *matrix_b(ampc_graph *g, const ampc_node *n) {
+    ampc_value *b = n->inputs[1];
+    if (n->op != AMPC_OP_GEMM || ampc_ir_attr_int(g, n, "transB", 0) == 0) return b;
+    int64_t rows = b->shape.dims[0], cols = b->shape.dims[1];
+    size_t es = ampc_dtype_size(b->dtype);
+    unsigned char *t = malloc((size_t)(rows * cols) * es);
+    if (!t) return NULL;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t k = 0; k < cols; k++)
+            memcpy(t + (size_t)(k * rows + r) * es, (const unsigned char *)b->data + (size_t)(r * cols + k) * es, es);
+    ampc_shape s = {2, {cols, rows}};
+    ampc_value *v = ampc_ir_const_new(g, NULL, b->dtype, &s, t);
+    free(t);
+    return v;
+}
+
 /* Follows the chain from mm as far as the rules allow; false when nothing follows it. */
 static bool grow(chain *c, const ampc_uses *uses) {
     ampc_value *cur = c->mm->outputs[0];
-    int64_t nn = c->mm->inputs[1]->shape.dims[1];
+    int64_t nn = cur->shape.dims[cur->shape.rank - 1];
     for (ampc_node *next; (next = ampc_pass_only_user(uses, cur)) && !c->relu;) {
         if (next->op == AMPC_OP_RELU) {
             c->relu = true;
@@ -72,7 +107,7 @@ static ampc_status fuse(ampc_graph *g, chain *c) {
     ampc_attr *attrs = ampc_ir_alloc(g, sizeof *attrs);
     if (!in || !attrs) return AMPC_E_OOM;
     in[0] = c->mm->inputs[0];
-    in[1] = c->mm->inputs[1];
+    in[1] = c->b;
     in[2] = c->bias;
     in[3] = c->z;
     attrs[0] = (ampc_attr){.name = "activation", .kind = AMPC_ATTR_STRING, .s = "Relu"};
@@ -96,11 +131,18 @@ ampc_status ampc_pass_fuse_matmul(ampc_graph *g, bool *changed) {
     if (ampc_pass_uses(g, &uses) != AMPC_OK) return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
     ampc_status st = AMPC_OK;
     for (int32_t i = 0; i < g->n_nodes && st == AMPC_OK; i++) {
-        if (!starts_chain(g->nodes[i])) continue;
+        ampc_node *n = g->nodes[i];
         chain c;
         memset(&c, 0, sizeof c);
-        c.mm = g->nodes[i];
+        c.mm = n;
+        if (n->dead || !(n->op == AMPC_OP_MATMUL ? float_product(n)
+                         : n->op == AMPC_OP_GEMM && gemm_qualifies(g, n, &c)))
+            continue;
         if (!grow(&c, &uses)) continue;
+        if (!(c.b = matrix_b(g, n))) {
+            st = AMPC_FAIL(g, n, AMPC_E_OOM, "out of memory transposing the weights");
+            break;
+        }
         st = fuse(g, &c);
         ampc_pass_uses_moved(&uses, c.last);
         *changed = true;

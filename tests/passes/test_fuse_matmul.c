@@ -138,3 +138,48 @@ Test(fuse_matmul, gpu_matches_the_reference, .timeout = 120) {
     t_gpu_check chk = {.fill = fill, .seed = 3, .tolerance = tol, .what = "bias+residual+relu"};
     t_gpu_vs_reference(chain(true, true, true), &chk);
 }
+
+/* nn.Linear exports Gemm(transB=1) with a bias: the first layer's ReLU folds into it (B is
+ * transposed once at compile time); the last Gemm, with nothing after it, stays a Gemm. */
+static ampc_graph *mlp(void) {
+    ampc_graph *g = ampc_graph_create("mlp");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(4, 8));
+    double w1[6 * 8], b1[6], w2[3 * 6], b2[3];
+    for (int i = 0; i < 6 * 8; i++) w1[i] = ((i * 5) % 11 - 5) / 8.0;
+    for (int i = 0; i < 6; i++) b1[i] = (i - 3) / 4.0;
+    for (int i = 0; i < 3 * 6; i++) w2[i] = ((i * 3) % 7 - 3) / 4.0;
+    for (int i = 0; i < 3; i++) b2[i] = i / 2.0;
+    ampc_value *h = ampc_relu(g, ampc_gemm(g, x, t_const_f32(g, SHAPE(6, 8), w1),
+                                           t_const_f32(g, SHAPE(6), b1), false, true));
+    ampc_output(g, ampc_gemm(g, h, t_const_f32(g, SHAPE(3, 6), w2), t_const_f32(g, SHAPE(3), b2),
+                             false, true), "logits");
+    return g;
+}
+
+Test(fuse_matmul, linear_layers) {
+    ampc_graph *a = mlp(), *b = mlp();
+    const char *off[1] = {"fuse-matmul"};
+    ampc_pipeline_options with = {.verify = true}, without = {.verify = true, .disable = off, .n_disable = 1};
+    cr_assert_eq(ampc_graph_optimize(a, &with), AMPC_OK, "%s", ampc_graph_errors(a));
+    cr_assert_eq(ampc_graph_optimize(b, &without), AMPC_OK, "%s", ampc_graph_errors(b));
+    cr_assert_eq(count_op(a, AMPC_OP_FUSED_MATMUL), 1);
+    cr_assert_eq(count_op(a, AMPC_OP_GEMM), 1);
+    cr_assert_eq(count_op(a, AMPC_OP_RELU), 0);
+    float x[4 * 8];
+    uint64_t seed = 9;
+    ampc_tensor in = t_tensor(AMPC_DTYPE_F32, SHAPE(4, 8), x), ya, yb;
+    fill(&in, "x", &seed);
+    cr_assert_eq(ampc_graph_evaluate(a, &in, 1, &ya, 1), AMPC_OK, "%s", ampc_graph_errors(a));
+    cr_assert_eq(ampc_graph_evaluate(b, &in, 1, &yb, 1), AMPC_OK, "%s", ampc_graph_errors(b));
+    char msg[512];
+    cr_assert(t_tensors_close(&ya, &yb, 1e-6, 1e-6, "logits", msg, sizeof msg), "%s", msg);
+    ampc_tensor_free(&ya);
+    ampc_tensor_free(&yb);
+    ampc_graph_destroy(a);
+    ampc_graph_destroy(b);
+}
+
+Test(fuse_matmul, linear_layers_gpu, .timeout = 120) {
+    t_gpu_check chk = {.fill = fill, .seed = 4, .tolerance = tol, .what = "linear layers"};
+    t_gpu_vs_reference(mlp(), &chk);
+}
