@@ -69,6 +69,9 @@ ampc_status ampc_pass_dce(ampc_graph *g, bool *changed);
 /* Convolution epilogues: Conv -> [Add residual] -> [Relu] into one ampc.FusedConv
  * (fuse_conv.c). */
 ampc_status ampc_pass_fuse_conv(ampc_graph *g, bool *changed);
+/* GELU written out (Div/Mul by sqrt 2, Erf, Add 1, Mul by x and by 0.5) into one Gelu node
+ * (fuse_gelu.c). */
+ampc_status ampc_pass_fuse_gelu(ampc_graph *g, bool *changed);
 /* Matmul epilogues: MatMul by a matrix -> [Add bias] -> [Add residual] -> [Relu] into one
  * ampc.FusedMatMul, a single cuBLASLt call (fuse_matmul.c). */
 ampc_status ampc_pass_fuse_matmul(ampc_graph *g, bool *changed);

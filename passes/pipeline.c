@@ -18,6 +18,8 @@ static const ampc_pass_info pass_table[] = {
     {"fold", ampc_pass_fold, "evaluate nodes whose inputs are all constant into constants"},
     {"cse", ampc_pass_cse, "merge identical nodes and identical small constants"},
     /* precision, sparsity, fuse, layout: decisions that read a clean, folded graph */
+    {"fuse-gelu", ampc_pass_fuse_gelu,
+     "turn GELU written out with Erf (x * 0.5 * (1 + erf(x / sqrt 2))) into one Gelu"},
     {"fuse-conv", ampc_pass_fuse_conv,
      "fold a residual Add and a ReLU after a Conv into one ampc.FusedConv"},
     {"fuse-matmul", ampc_pass_fuse_matmul,

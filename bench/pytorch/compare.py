@@ -12,6 +12,7 @@ Writes OUT_DIR/results.json and OUT_DIR/benchmarks.md (the table for docs/benchm
 when matplotlib is there, OUT_DIR/benchmarks.png.
 
   AMPC=.devbin/bin/ampc python bench/pytorch/compare.py $OUT
+  (AMPC_BENCH_MODELS=mlp,resnet50,bert picks models; AMPC_BENCH_ITERS the timed calls)
 """
 import ctypes
 import json
@@ -223,7 +224,10 @@ def main():
     torch.backends.cudnn.allow_tf32 = True
     torch.backends.cudnn.benchmark = True
     rows = []
+    only = [k for k in os.environ.get("AMPC_BENCH_MODELS", "").split(",") if k]
     for label, key, model, batches, make_inputs, names in models():
+        if only and key not in only:
+            continue
         model = model.half().cuda().eval()
         for b in batches:
             row = bench_one(label, key, model, b, make_inputs, names, work)
