@@ -34,21 +34,6 @@ static ampc_graph *block(bool relu_after_add) {
     return g;
 }
 
-static int32_t count_op(const ampc_graph *g, ampc_opcode op) {
-    int32_t n = 0;
-    for (int32_t i = 0; i < g->n_nodes; i++) n += !g->nodes[i]->dead && g->nodes[i]->op == op;
-    return n;
-}
-
-static void fill(ampc_tensor *t, const char *name, uint64_t *seed) {
-    (void)name;
-    float *p = t->data;
-    for (int64_t i = 0; i < ampc_shape_numel(&t->shape); i++) {
-        *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
-        p[i] = (float)((double)(*seed >> 40) / (double)(1ull << 24) * 2 - 1);
-    }
-}
-
 /* Evaluates g with and without the pass on the same input; asserts they agree. */
 static void same_with_and_without(bool relu_after_add) {
     ampc_graph *a = block(relu_after_add), *b = block(relu_after_add);
@@ -56,14 +41,14 @@ static void same_with_and_without(bool relu_after_add) {
     ampc_pipeline_options with = {.verify = true}, without = {.verify = true, .disable = off, .n_disable = 1};
     cr_assert_eq(ampc_graph_optimize(a, &with), AMPC_OK, "%s", ampc_graph_errors(a));
     cr_assert_eq(ampc_graph_optimize(b, &without), AMPC_OK, "%s", ampc_graph_errors(b));
-    cr_assert_eq(count_op(a, AMPC_OP_FUSED_CONV), 2, "conv1+relu and conv2+add(+relu) fuse");
-    cr_assert_eq(count_op(a, AMPC_OP_CONV), 1, "the skip conv feeds the fused node as z");
-    cr_assert_eq(count_op(a, AMPC_OP_ADD) + count_op(a, AMPC_OP_RELU), 0);
-    cr_assert_eq(count_op(b, AMPC_OP_FUSED_CONV), 0);
+    cr_assert_eq(t_count_op(a, AMPC_OP_FUSED_CONV), 2, "conv1+relu and conv2+add(+relu) fuse");
+    cr_assert_eq(t_count_op(a, AMPC_OP_CONV), 1, "the skip conv feeds the fused node as z");
+    cr_assert_eq(t_count_op(a, AMPC_OP_ADD) + t_count_op(a, AMPC_OP_RELU), 0);
+    cr_assert_eq(t_count_op(b, AMPC_OP_FUSED_CONV), 0);
     float x[2 * 4 * 6 * 6];
     uint64_t seed = 7;
     ampc_tensor in = t_tensor(AMPC_DTYPE_F32, SHAPE(2, 4, 6, 6), x);
-    fill(&in, "x", &seed);
+    t_fill_uniform_f32(&in, "x", &seed);
     ampc_tensor ya, yb;
     cr_assert_eq(ampc_graph_evaluate(a, &in, 1, &ya, 1), AMPC_OK, "%s", ampc_graph_errors(a));
     cr_assert_eq(ampc_graph_evaluate(b, &in, 1, &yb, 1), AMPC_OK, "%s", ampc_graph_errors(b));
@@ -112,8 +97,8 @@ Test(fuse_conv, what_must_not_fuse_stays) {
     ampc_output(g, c3, "c3");
     ampc_output(g, ampc_relu(g, c3), "r3");
     cr_assert_eq(ampc_graph_optimize(g, NULL), AMPC_OK, "%s", ampc_graph_errors(g));
-    cr_assert_eq(count_op(g, AMPC_OP_FUSED_CONV), 0);
-    cr_assert_eq(count_op(g, AMPC_OP_CONV), 3);
+    cr_assert_eq(t_count_op(g, AMPC_OP_FUSED_CONV), 0);
+    cr_assert_eq(t_count_op(g, AMPC_OP_CONV), 3);
     bool changed = true;
     cr_assert_eq(ampc_pass_fuse_conv(g, &changed), AMPC_OK);
     cr_assert_not(changed, "a second run changes nothing");
@@ -147,7 +132,7 @@ Test(fuse_conv, gpu_matches_the_reference, .timeout = 120) {
                                         t_const_f32(g, SHAPE(4), b), NULL, pads, NULL, 1);
             ampc_output(g, ampc_relu(g, ampc_add(g, c, x)), "y");
         }
-        t_gpu_check chk = {.fill = fill, .seed = 11, .tolerance = tol,
+        t_gpu_check chk = {.fill = t_fill_uniform_f32, .seed = 11, .tolerance = tol,
                            .what = pass ? "direct kernel" : "cuDNN"};
         t_gpu_vs_reference(g, &chk);
     }

@@ -33,21 +33,6 @@ static ampc_graph *chain(bool bias, bool residual, bool relu) {
     return g;
 }
 
-static int32_t count_op(const ampc_graph *g, ampc_opcode op) {
-    int32_t n = 0;
-    for (int32_t i = 0; i < g->n_nodes; i++) n += !g->nodes[i]->dead && g->nodes[i]->op == op;
-    return n;
-}
-
-static void fill(ampc_tensor *t, const char *name, uint64_t *seed) {
-    (void)name;
-    float *p = t->data;
-    for (int64_t i = 0; i < ampc_shape_numel(&t->shape); i++) {
-        *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
-        p[i] = (float)((double)(*seed >> 40) / (double)(1ull << 24) * 2 - 1);
-    }
-}
-
 static void check_variant(bool bias, bool residual, bool relu) {
     ampc_graph *a = chain(bias, residual, relu), *b = chain(bias, residual, relu);
     const char *off[1] = {"fuse-matmul"};
@@ -56,14 +41,14 @@ static void check_variant(bool bias, bool residual, bool relu) {
     cr_assert_eq(ampc_graph_optimize(b, &without), AMPC_OK, "%s", ampc_graph_errors(b));
     bool any = bias || residual || relu;
     /* With a residual, r = relu(x2 @ W2) is a chain of its own and fuses too. */
-    cr_assert_eq(count_op(a, AMPC_OP_FUSED_MATMUL), any ? (residual ? 2 : 1) : 0);
-    cr_assert_eq(count_op(a, AMPC_OP_ADD), 0, "every Add folded");
+    cr_assert_eq(t_count_op(a, AMPC_OP_FUSED_MATMUL), any ? (residual ? 2 : 1) : 0);
+    cr_assert_eq(t_count_op(a, AMPC_OP_ADD), 0, "every Add folded");
     float x[2 * 5 * 8], x2[2 * 5 * 4];
     uint64_t seed = 5;
     ampc_tensor in[2] = {t_tensor(AMPC_DTYPE_F32, SHAPE(2, 5, 8), x),
                          t_tensor(AMPC_DTYPE_F32, SHAPE(2, 5, 4), x2)};
-    fill(&in[0], "x", &seed);
-    fill(&in[1], "x2", &seed);
+    t_fill_uniform_f32(&in[0], "x", &seed);
+    t_fill_uniform_f32(&in[1], "x2", &seed);
     int32_t no = ampc_graph_output_count(a);
     ampc_tensor ya[2], yb[2];
     cr_assert_eq(ampc_graph_evaluate(a, in, 2, ya, no), AMPC_OK, "%s", ampc_graph_errors(a));
@@ -112,8 +97,8 @@ Test(fuse_matmul, what_must_not_fuse_stays) {
     ampc_value *wd = t_input(g, "wd", AMPC_DTYPE_F64, SHAPE(8, 3));
     ampc_output(g, ampc_relu(g, ampc_matmul(g, xd, wd)), "out_d");
     cr_assert_eq(ampc_graph_optimize(g, NULL), AMPC_OK, "%s", ampc_graph_errors(g));
-    cr_assert_eq(count_op(g, AMPC_OP_FUSED_MATMUL), 0);
-    cr_assert_eq(count_op(g, AMPC_OP_MATMUL), 4);
+    cr_assert_eq(t_count_op(g, AMPC_OP_FUSED_MATMUL), 0);
+    cr_assert_eq(t_count_op(g, AMPC_OP_MATMUL), 4);
     ampc_graph_destroy(g);
 }
 
@@ -135,7 +120,7 @@ static void tol(ampc_dtype t, double *rtol, double *atol) {
 }
 
 Test(fuse_matmul, gpu_matches_the_reference, .timeout = 120) {
-    t_gpu_check chk = {.fill = fill, .seed = 3, .tolerance = tol, .what = "bias+residual+relu"};
+    t_gpu_check chk = {.fill = t_fill_uniform_f32, .seed = 3, .tolerance = tol, .what = "bias+residual+relu"};
     t_gpu_vs_reference(chain(true, true, true), &chk);
 }
 
@@ -162,13 +147,13 @@ Test(fuse_matmul, linear_layers) {
     ampc_pipeline_options with = {.verify = true}, without = {.verify = true, .disable = off, .n_disable = 1};
     cr_assert_eq(ampc_graph_optimize(a, &with), AMPC_OK, "%s", ampc_graph_errors(a));
     cr_assert_eq(ampc_graph_optimize(b, &without), AMPC_OK, "%s", ampc_graph_errors(b));
-    cr_assert_eq(count_op(a, AMPC_OP_FUSED_MATMUL), 1);
-    cr_assert_eq(count_op(a, AMPC_OP_GEMM), 1);
-    cr_assert_eq(count_op(a, AMPC_OP_RELU), 0);
+    cr_assert_eq(t_count_op(a, AMPC_OP_FUSED_MATMUL), 1);
+    cr_assert_eq(t_count_op(a, AMPC_OP_GEMM), 1);
+    cr_assert_eq(t_count_op(a, AMPC_OP_RELU), 0);
     float x[4 * 8];
     uint64_t seed = 9;
     ampc_tensor in = t_tensor(AMPC_DTYPE_F32, SHAPE(4, 8), x), ya, yb;
-    fill(&in, "x", &seed);
+    t_fill_uniform_f32(&in, "x", &seed);
     cr_assert_eq(ampc_graph_evaluate(a, &in, 1, &ya, 1), AMPC_OK, "%s", ampc_graph_errors(a));
     cr_assert_eq(ampc_graph_evaluate(b, &in, 1, &yb, 1), AMPC_OK, "%s", ampc_graph_errors(b));
     char msg[512];
@@ -180,6 +165,6 @@ Test(fuse_matmul, linear_layers) {
 }
 
 Test(fuse_matmul, linear_layers_gpu, .timeout = 120) {
-    t_gpu_check chk = {.fill = fill, .seed = 4, .tolerance = tol, .what = "linear layers"};
+    t_gpu_check chk = {.fill = t_fill_uniform_f32, .seed = 4, .tolerance = tol, .what = "linear layers"};
     t_gpu_vs_reference(mlp(), &chk);
 }

@@ -191,3 +191,18 @@ void t_gpu_vs_reference(ampc_graph *g, const t_gpu_check *c) {
     cr_assert_eq(st, AMPC_OK, "%s: run failed: %s", what, msg);
     cr_assert(ok, "%s: %s", what, msg);
 }
+
+int32_t t_count_op(const ampc_graph *g, ampc_opcode op) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) n += !g->nodes[i]->dead && g->nodes[i]->op == op;
+    return n;
+}
+
+void t_fill_uniform_f32(ampc_tensor *t, const char *name, uint64_t *seed) {
+    (void)name;
+    float *p = t->data;
+    for (int64_t i = 0; i < ampc_shape_numel(&t->shape); i++) {
+        *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
+        p[i] = (float)((double)(*seed >> 40) / (double)(1ull << 24) * 2 - 1);
+    }
+}

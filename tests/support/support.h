@@ -63,6 +63,11 @@ bool t_tensors_close(const ampc_tensor *got, const ampc_tensor *ref, double rtol
  * Destroys g. */
 void t_gpu_vs_reference(ampc_graph *g, const t_gpu_check *c);
 
+/* The number of live nodes of op `op` in g. */
+int32_t t_count_op(const ampc_graph *g, ampc_opcode op);
+/* A t_fill_fn for f32 tensors: uniform values in [-1, 1) from the seed (LCG). */
+void t_fill_uniform_f32(ampc_tensor *t, const char *name, uint64_t *seed);
+
 /* Asserts the graph's diagnostics contain `needle` (and prints them when they do not). */
 void t_expect_diag(ampc_graph *g, const char *needle);
 
