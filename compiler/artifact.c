@@ -140,6 +140,28 @@ static ampc_status find_runtime(runtime_files *rf, char **err) {
                  AMPC_BUILD_RUNTIME_DIR);
 }
 
+/* Finds `prog` as the shell would (a name with a '/' as given, else along PATH); the path in
+ * out (may be NULL). */
+static bool find_program(const char *prog, char *out, size_t cap) {
+    if (strchr(prog, '/')) {
+        if (access(prog, X_OK) != 0) return false;
+        if (out) snprintf(out, cap, "%s", prog);
+        return true;
+    }
+    const char *path = getenv("PATH");
+    for (const char *p = path ? path : ""; *p;) {
+        size_t n = strcspn(p, ":");
+        char cand[4096];
+        snprintf(cand, sizeof cand, "%.*s/%s", (int)n, p, prog);
+        if (n && access(cand, X_OK) == 0) {
+            if (out) snprintf(out, cap, "%s", cand);
+            return true;
+        }
+        p += n + (p[n] == ':');
+    }
+    return false;
+}
+
 /* The C compiler to run: the option, else $CC, else "cc". */
 static const char *compiler_name(const char *cc) {
     if (!cc || !*cc) cc = getenv("CC");
@@ -150,39 +172,14 @@ ampc_status ampc_artifact_toolchain(const char *cc, char *cc_path, size_t cc_cap
                                     size_t runtime_cap, char **err) {
     if (err) *err = NULL;
     cc = compiler_name(cc);
-    cc_path[0] = runtime[0] = 0;
-    if (strchr(cc, '/')) {
-        if (access(cc, X_OK) == 0) snprintf(cc_path, cc_cap, "%s", cc);
-    } else {
-        const char *path = getenv("PATH");
-        for (const char *p = path ? path : ""; *p && !cc_path[0];) {
-            size_t n = strcspn(p, ":");
-            char cand[4096];
-            snprintf(cand, sizeof cand, "%.*s/%s", (int)n, p, cc);
-            if (n && access(cand, X_OK) == 0) snprintf(cc_path, cc_cap, "%s", cand);
-            p += n + (p[n] == ':');
-        }
-    }
-    if (!cc_path[0])
+    runtime[0] = 0;
+    if (!find_program(cc, cc_path, cc_cap))
         return failf(err, AMPC_E_IO, "the C compiler '%s' was not found (ampc needs one to build "
                                      "a library: install gcc or clang, or name it with $CC)", cc);
     runtime_files rf;
     ampc_status st = find_runtime(&rf, err);
     if (st == AMPC_OK) snprintf(runtime, runtime_cap, "%s", rf.archive);
     return st;
-}
-
-/* Whether `prog` is an executable on PATH. */
-static bool on_path(const char *prog) {
-    const char *path = getenv("PATH");
-    for (const char *p = path ? path : ""; *p;) {
-        size_t n = strcspn(p, ":");
-        char cand[4096];
-        snprintf(cand, sizeof cand, "%.*s/%s", (int)n, p, prog);
-        if (n && access(cand, X_OK) == 0) return true;
-        p += n + (p[n] == ':');
-    }
-    return false;
 }
 
 /* ---- files ----------------------------------------------------------------------------------- */
@@ -361,7 +358,7 @@ static ampc_status build(const ampc_module *m, const char *name, const char *fin
     argv[a++] = "-Wl,--exclude-libs,ALL";
     /* LLD links a library with large embedded weights in about half the time of GNU ld (the
      * weights are copied once more either way); used when it is installed. */
-    if (on_path("ld.lld")) argv[a++] = "-fuse-ld=lld";
+    if (find_program("ld.lld", NULL, 0)) argv[a++] = "-fuse-ld=lld";
     argv[a++] = "-Wl,-z,noexecstack";
     argv[a++] = ldir;
     argv[a++] = rpath;

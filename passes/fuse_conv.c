@@ -19,31 +19,26 @@
  */
 #include "passes.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Turns `last` into FusedConv(conv's inputs, z) with conv's attributes (+ activation), keeping
  * last's output, and removes conv (and `add` when it is not `last`). */
 static ampc_status fuse(ampc_graph *g, ampc_node *conv, ampc_node *add, ampc_node *last,
-                        ampc_value *z, bool relu) {
-    ampc_value **in = ampc_ir_alloc(g, 4 * sizeof *in);
-    ampc_attr *attrs = ampc_ir_alloc(g, ((size_t)conv->n_attrs + 1) * sizeof *attrs);
-    if (!in || !attrs) return AMPC_E_OOM;
-    for (int32_t k = 0; k < 4; k++) in[k] = k < conv->n_inputs ? conv->inputs[k] : NULL;
-    in[3] = z;
+                        ampc_value *z, bool relu, ampc_uses *u) {
+    ampc_value *in[4] = {conv->inputs[0], conv->inputs[1], conv->n_inputs > 2 ? conv->inputs[2] : NULL, z};
+    ampc_attr *attrs = malloc(((size_t)conv->n_attrs + 1) * sizeof *attrs);
+    if (!attrs) return AMPC_E_OOM;
     memcpy(attrs, conv->attrs, (size_t)conv->n_attrs * sizeof *attrs);
     int32_t n_attrs = conv->n_attrs;
     if (relu) attrs[n_attrs++] = (ampc_attr){.name = "activation", .kind = AMPC_ATTR_STRING, .s = "Relu"};
-    ampc_value *y = last->outputs[0];
-    last->op = AMPC_OP_FUSED_CONV;
-    last->name = conv->name;
-    last->inputs = in;
-    last->n_inputs = z ? 4 : (conv->n_inputs > 2 && conv->inputs[2] ? 3 : 2);
-    last->attrs = attrs;
-    last->n_attrs = n_attrs;
+    int32_t n_in = z ? 4 : (in[2] ? 3 : 2);
+    const char *name = conv->name;
     ampc_ir_node_remove(g, conv);
     if (add && add != last) ampc_ir_node_remove(g, add);
-    y->producer = last;
-    return ampc_ir_node_infer(g, last);
+    ampc_status st = ampc_pass_rewrite(g, last, AMPC_OP_FUSED_CONV, name, in, n_in, attrs, n_attrs, u);
+    free(attrs);
+    return st;
 }
 
 /* Conv output -> Add(conv output, z): z, the Add's other input, when it qualifies. */
@@ -67,8 +62,7 @@ ampc_status ampc_pass_fuse_conv(ampc_graph *g, bool *changed) {
         ampc_node *next = ampc_pass_only_user(&uses, y);
         if (!next) continue;
         if (next->op == AMPC_OP_RELU) {
-            st = fuse(g, conv, NULL, next, NULL, true);
-            ampc_pass_uses_moved(&uses, next);
+            st = fuse(g, conv, NULL, next, NULL, true, &uses);
             *changed = true;
             continue;
         }
@@ -76,8 +70,7 @@ ampc_status ampc_pass_fuse_conv(ampc_graph *g, bool *changed) {
         if (!z) continue;
         ampc_node *relu = ampc_pass_only_user(&uses, next->outputs[0]);
         if (relu && relu->op != AMPC_OP_RELU) relu = NULL;
-        st = fuse(g, conv, next, relu ? relu : next, z, relu != NULL);
-        ampc_pass_uses_moved(&uses, relu ? relu : next);
+        st = fuse(g, conv, next, relu ? relu : next, z, relu != NULL, &uses);
         *changed = true;
     }
     ampc_pass_uses_free(&uses);

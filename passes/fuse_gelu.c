@@ -88,23 +88,9 @@ ampc_status ampc_pass_fuse_gelu(ampc_graph *g, bool *changed) {
         ampc_node *e = g->nodes[i], *last, *chain[4];
         ampc_value *x;
         if (e->dead || e->op != AMPC_OP_ERF || !match(e, &uses, &last, &x, chain)) continue;
-        ampc_value **in = ampc_ir_alloc(g, sizeof *in);
-        ampc_attr *attrs = ampc_ir_alloc(g, sizeof *attrs);
-        if (!in || !attrs) {
-            st = AMPC_E_OOM;
-            break;
-        }
-        in[0] = x;
-        attrs[0] = (ampc_attr){.name = "approximate", .kind = AMPC_ATTR_STRING, .s = "none"};
+        ampc_attr exact = {.name = "approximate", .kind = AMPC_ATTR_STRING, .s = "none"};
         for (int k = 0; k < 4; k++) ampc_ir_node_remove(g, chain[k]);
-        last->op = AMPC_OP_GELU;
-        last->inputs = in;
-        last->n_inputs = 1;
-        last->attrs = attrs;
-        last->n_attrs = 1;
-        last->outputs[0]->producer = last;
-        st = ampc_ir_node_infer(g, last);
-        ampc_pass_uses_moved(&uses, last);
+        st = ampc_pass_rewrite(g, last, AMPC_OP_GELU, last->name, &x, 1, &exact, 1, &uses);
         *changed = true;
     }
     ampc_pass_uses_free(&uses);

@@ -102,27 +102,15 @@ static bool grow(chain *c, const ampc_uses *uses) {
 }
 
 /* Turns the chain's last node into the FusedMatMul and removes the others. */
-static ampc_status fuse(ampc_graph *g, chain *c) {
-    ampc_value **in = ampc_ir_alloc(g, 4 * sizeof *in);
-    ampc_attr *attrs = ampc_ir_alloc(g, sizeof *attrs);
-    if (!in || !attrs) return AMPC_E_OOM;
-    in[0] = c->mm->inputs[0];
-    in[1] = c->b;
-    in[2] = c->bias;
-    in[3] = c->z;
-    attrs[0] = (ampc_attr){.name = "activation", .kind = AMPC_ATTR_STRING, .s = "Relu"};
-    ampc_node *last = c->last;
-    last->op = AMPC_OP_FUSED_MATMUL;
-    last->name = c->mm->name;
-    last->inputs = in;
-    last->n_inputs = c->z ? 4 : c->bias ? 3 : 2;
-    last->attrs = attrs;
-    last->n_attrs = c->relu ? 1 : 0;
+static ampc_status fuse(ampc_graph *g, chain *c, ampc_uses *u) {
+    ampc_value *in[4] = {c->mm->inputs[0], c->b, c->bias, c->z};
+    ampc_attr relu = {.name = "activation", .kind = AMPC_ATTR_STRING, .s = "Relu"};
+    const char *name = c->mm->name;
     ampc_ir_node_remove(g, c->mm);
     for (int32_t i = 0; i < c->n_nodes; i++)
-        if (c->nodes[i] != last) ampc_ir_node_remove(g, c->nodes[i]);
-    last->outputs[0]->producer = last;
-    return ampc_ir_node_infer(g, last);
+        if (c->nodes[i] != c->last) ampc_ir_node_remove(g, c->nodes[i]);
+    return ampc_pass_rewrite(g, c->last, AMPC_OP_FUSED_MATMUL, name, in,
+                             c->z ? 4 : c->bias ? 3 : 2, &relu, c->relu ? 1 : 0, u);
 }
 
 ampc_status ampc_pass_fuse_matmul(ampc_graph *g, bool *changed) {
@@ -143,8 +131,7 @@ ampc_status ampc_pass_fuse_matmul(ampc_graph *g, bool *changed) {
             st = AMPC_FAIL(g, n, AMPC_E_OOM, "out of memory transposing the weights");
             break;
         }
-        st = fuse(g, &c);
-        ampc_pass_uses_moved(&uses, c.last);
+        st = fuse(g, &c, &uses);
         *changed = true;
     }
     ampc_pass_uses_free(&uses);

@@ -54,6 +54,13 @@ void ampc_pass_uses_free(ampc_uses *u);
 ampc_node *ampc_pass_only_user(const ampc_uses *u, const ampc_value *v);
 /* After a fusion rewrote node n's inputs: n is now the user of each of them. */
 void ampc_pass_uses_moved(ampc_uses *u, ampc_node *n);
+/* Turns node n, the last node of a matched pattern, into `op` with these inputs and attributes
+ * (copied into the graph's arena), keeping its output and its place in the order (after every
+ * input of the pattern); updates the use index and runs inference. The caller removes the
+ * pattern's other nodes. */
+ampc_status ampc_pass_rewrite(ampc_graph *g, ampc_node *n, ampc_opcode op, const char *name,
+                              ampc_value *const *in, int32_t n_in, const ampc_attr *attrs,
+                              int32_t n_attrs, ampc_uses *u);
 
 /* ---- the passes --------------------------------------------------------------------------- */
 

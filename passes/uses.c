@@ -1,10 +1,12 @@
 /*
  * uses.c — what the fusion passes share: how many times each value is used and, for a value
- * used once, the node using it.
+ * used once, the node using it; and the in-place rewrite of a pattern's last node into the fused
+ * op.
  */
 #include "passes.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 ampc_status ampc_pass_uses(const ampc_graph *g, ampc_uses *u) {
     u->count = calloc((size_t)g->n_values + 1, sizeof *u->count);
@@ -38,4 +40,23 @@ ampc_node *ampc_pass_only_user(const ampc_uses *u, const ampc_value *v) {
 void ampc_pass_uses_moved(ampc_uses *u, ampc_node *n) {
     for (int32_t k = 0; k < n->n_inputs; k++)
         if (n->inputs[k]) u->user[n->inputs[k]->id] = n;
+}
+
+ampc_status ampc_pass_rewrite(ampc_graph *g, ampc_node *n, ampc_opcode op, const char *name,
+                              ampc_value *const *in, int32_t n_in, const ampc_attr *attrs,
+                              int32_t n_attrs, ampc_uses *u) {
+    ampc_value **ins = ampc_ir_alloc(g, (size_t)(n_in ? n_in : 1) * sizeof *ins);
+    ampc_attr *as = ampc_ir_alloc(g, (size_t)(n_attrs ? n_attrs : 1) * sizeof *as);
+    if (!ins || !as) return AMPC_E_OOM;
+    memcpy(ins, in, (size_t)n_in * sizeof *ins);
+    if (n_attrs) memcpy(as, attrs, (size_t)n_attrs * sizeof *as);
+    n->op = op;
+    n->name = name;
+    n->inputs = ins;
+    n->n_inputs = n_in;
+    n->attrs = as;
+    n->n_attrs = n_attrs;
+    n->outputs[0]->producer = n;
+    ampc_pass_uses_moved(u, n);
+    return ampc_ir_node_infer(g, n);
 }
