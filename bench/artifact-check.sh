@@ -2,7 +2,9 @@
 # artifact-check.sh — on the GPU machine: export ResNet-50 and BERT-base (random weights) with
 # torch, compile each with `ampc MODEL.onnx -o MODEL.so` (timed), build a C program against each
 # library's header, run it, and compare its outputs with onnxruntime's CPU outputs. Also
-# `ampc run MODEL.so --iterations 200` for the GPU latency. Results in $OUT/artifact.txt.
+# `ampc run MODEL.so --iterations 200` for the GPU latency. Every precision mode: fp32, tf32, and
+# fp16 / bf16 (the precision pass), each against onnxruntime's f32 outputs. Results in
+# $OUT/artifact.txt; --report JSON of the fp16 and bf16 builds in $OUT/MODEL.PRECISION.report.json.
 # Needs the install tree in .devbin (bench/gpu-prepare.sh) and .devlibs.
 set -uo pipefail
 out=${OUT:-gpu-out}
@@ -15,13 +17,14 @@ export AMPC_CACHE_DIR=/tmp/ampc-cache
 report="$out/artifact.txt"
 : > "$report"
 $py bench/export_models.py $work > "$out/export.log" 2>&1 || { echo "export failed" >> "$report"; tail -20 "$out/export.log" >> "$report"; }
-for spec in resnet50:fp32 bert:fp32 resnet50:tf32 bert:tf32; do
+for spec in resnet50:fp32 bert:fp32 resnet50:tf32 bert:tf32 resnet50:fp16 bert:fp16 resnet50:bf16 bert:bf16; do
   model=${spec%:*} precision=${spec#*:}
   [ -f $work/$model.onnx ] || continue
   echo "== $model, --precision $precision" >> "$report"
   rm -f $work/$model.so
   start=$(date +%s%N)
-  if ! .devbin/bin/ampc $work/$model.onnx -o $work/$model.so --precision $precision > "$out/$model.compile.log" 2>&1; then
+  if ! .devbin/bin/ampc $work/$model.onnx -o $work/$model.so --precision $precision \
+       --report "$out/$model.$precision.report.json" > "$out/$model.compile.log" 2>&1; then
     echo "$model: ampc -o failed: $(head -c 1500 "$out/$model.compile.log")" >> "$report"; continue
   fi
   echo "$model: ampc -o $model.so took $(( ($(date +%s%N) - start) / 1000000 )) ms (cold kernel cache)" >> "$report"
@@ -41,9 +44,10 @@ for k, (_, name, dtype, shape) in enumerate(lines):
     got = np.fromfile("%s/%s.gpu%d.bin" % (work, model, k), dtype=dtype).reshape(shape)
     err = np.abs(got.astype(np.float64) - ref)
     # Tolerance relative to the output's scale: fp32 accumulates rounding over tens of layers
-    # in a different order than onnxruntime; TF32 rounds every operand to a 10-bit mantissa.
+    # in a different order than onnxruntime; TF32 rounds every operand to a 10-bit mantissa;
+    # fp16 and bf16 store every tensor with 11 and 8 bits.
     scale = np.abs(ref).max()
-    rel = 1e-4 if precision == "fp32" else 5e-3
+    rel = {"fp32": 1e-4, "tf32": 5e-3}.get(precision, 1e-2)
     ok = (err <= rel * scale).all()
     print("%s output %s %s: max |gpu - onnxruntime| %.3g, max |ref| %.3g (ratio %.2g), mean %.3g: %s"
           % (model, name, list(shape), err.max(), scale, err.max() / scale, err.mean(),

@@ -129,15 +129,23 @@ static ampc_graph *load_model(const ampc_cli_options *o) {
     return g;
 }
 
+static ampc_precision cli_precision(const ampc_cli_options *o) {
+    if (o->precision && !strcmp(o->precision, "fp16")) return AMPC_PRECISION_FP16;
+    if (o->precision && !strcmp(o->precision, "bf16")) return AMPC_PRECISION_BF16;
+    return AMPC_PRECISION_KEEP;
+}
+
+/* The pass pipeline as the command line asks for it. */
+static ampc_pipeline_options pipeline_options(const ampc_cli_options *o) {
+    return (ampc_pipeline_options){.disable = o->disable, .n_disable = o->n_disable,
+                                   .dump_after = o->dump_after, .dump_file = stderr, .verify = true,
+                                   .trace = o->verbose ? stderr : NULL,
+                                   .precision = cli_precision(o), .keep_fp32 = o->keep_fp32,
+                                   .n_keep_fp32 = o->n_keep_fp32};
+}
+
 static bool optimize(ampc_graph *g, const ampc_cli_options *o) {
-    ampc_pipeline_options po = {
-        .disable = o->disable,
-        .n_disable = o->n_disable,
-        .dump_after = o->dump_after,
-        .dump_file = stderr,
-        .verify = true,
-        .trace = o->verbose ? stderr : NULL,
-    };
+    ampc_pipeline_options po = pipeline_options(o);
     if (ampc_graph_optimize(g, &po) == AMPC_OK) return true;
     fprintf(stderr, "ampc: %s: optimisation failed:\n%s\n", o->model, ampc_graph_errors(g));
     return false;
@@ -188,10 +196,10 @@ static ampc_module *compile_gpu(ampc_graph *g, const ampc_cli_options *o, compil
     if (!parse_archs(o->arch, archs, &n_archs)) return NULL;
     compile_record none;
     if (!rec) rec = &none;
-    ampc_pipeline_options po = {.disable = o->disable, .n_disable = o->n_disable,
-                                .dump_after = o->dump_after, .dump_file = stderr, .verify = true,
-                                .trace = o->verbose ? stderr : NULL, .record = rec->passes,
-                                .max_records = 64, .n_records = &rec->n_passes};
+    ampc_pipeline_options po = pipeline_options(o);
+    po.record = rec->passes;
+    po.max_records = 64;
+    po.n_records = &rec->n_passes;
     ampc_compile_options co = {.archs = o->arch ? archs : NULL, .n_archs = n_archs, .pipeline = &po,
                                .no_tf32 = o->precision && !strcmp(o->precision, "fp32")};
     if (o->verbose || isatty(2)) co.progress = show_progress;
@@ -220,8 +228,36 @@ static const char *step_precision(const ampc_rt_step *s);
 
 /* --report FILE.json: what each pass did, the memory plan, the images and every step with its
  * provider and precision. Written through a temporary file renamed into place. */
-static bool write_report(const char *path, const ampc_cli_options *o, const ampc_module *m,
-                         const compile_record *rec) {
+/* The type node n computes in: its first float output's, else its first float input's. */
+static ampc_dtype node_float_type(const ampc_node *n) {
+    for (int32_t i = 0; i < n->n_outputs; i++)
+        if (ampc_dtype_is_float(n->outputs[i]->dtype)) return n->outputs[i]->dtype;
+    for (int32_t i = 0; i < n->n_inputs; i++)
+        if (n->inputs[i] && ampc_dtype_is_float(n->inputs[i]->dtype)) return n->inputs[i]->dtype;
+    return AMPC_DTYPE_UNDEFINED;
+}
+
+/* The report's "nodes": each node the precision pass decided on, its type and the reason. */
+static void write_node_precision(FILE *f, const ampc_graph *g) {
+    fprintf(f, ",\n  \"nodes\": [");
+    bool first = true;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ampc_node *n = g->nodes[i];
+        if (n->dead || n->prec_why == PREC_WHY_NONE) continue;
+        fprintf(f, "%s\n    {\"node\": ", first ? "" : ",");
+        json_str(f, n->name);
+        fprintf(f, ", \"op\": ");
+        json_str(f, ampc_op_get(n->op)->onnx);
+        fprintf(f, ", \"dtype\": \"%s\", \"why\": ", ampc_dtype_name(node_float_type(n)));
+        json_str(f, ampc_prec_why_str((ampc_prec_why)n->prec_why));
+        fputc('}', f);
+        first = false;
+    }
+    fprintf(f, "\n  ]");
+}
+
+static bool write_report(const char *path, const ampc_cli_options *o, const ampc_graph *g,
+                         const ampc_module *m, const compile_record *rec) {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "w");
@@ -262,7 +298,9 @@ static bool write_report(const char *path, const ampc_cli_options *o, const ampc
         }
         fputc('}', f);
     }
-    fprintf(f, "\n  ]\n}\n");
+    fprintf(f, "\n  ]");
+    write_node_precision(f, g);
+    fprintf(f, "\n}\n");
     bool ok = fclose(f) == 0 && rename(tmp, path) == 0;
     if (!ok) {
         fprintf(stderr, "ampc: cannot write '%s': %s\n", path, strerror(errno));
@@ -276,7 +314,7 @@ static int emit_gpu(ampc_graph *g, const ampc_cli_options *o) {
     compile_record rec = {0};
     ampc_module *m = compile_gpu(g, o, &rec);
     if (!m) return 1;
-    if (o->report && !write_report(o->report, o, m, &rec)) {
+    if (o->report && !write_report(o->report, o, g, m, &rec)) {
         ampc_module_destroy(m);
         return 1;
     }

@@ -18,12 +18,13 @@ typedef struct ampc_cli_options {
     const char *dump_after;
     const char *save_dir;
     const char *name;      /* --name: the library's C prefix */
-    const char *precision; /* --precision fp32|tf32 (NULL: tf32) */
+    const char *precision; /* --precision fp32|tf32|fp16|bf16 (NULL: tf32) */
     const char *report;    /* --report FILE.json */
     const char *shapes[AMPC_CLI_MAX_LIST];
     const char *disable[AMPC_CLI_MAX_LIST];
     const char *inputs[AMPC_CLI_MAX_LIST];
-    int n_shapes, n_disable, n_inputs;
+    const char *keep_fp32[AMPC_CLI_MAX_LIST]; /* --keep-fp32 OP|NODE */
+    int n_shapes, n_disable, n_inputs, n_keep_fp32;
     int64_t max_batch;
     int32_t iterations, warmup; /* run: timed launches (0: none) and warm-up launches */
     bool verbose, print_pipeline, reference, profile;

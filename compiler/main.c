@@ -37,8 +37,10 @@ static const char usage[] =
     "  --name NAME           the library's C prefix (default: from the file name)\n"
     "  --report FILE.json    what each pass did, the memory plan, every step's provider and\n"
     "                        precision (with -o or --emit cuda|ptx|c)\n"
-    "  --precision fp32|tf32 f32 matmuls and convolutions in full fp32, or on TF32 tensor\n"
-    "                        cores (default: tf32)\n"
+    "  --precision MODE      fp32: f32 math everywhere; tf32 (default): f32 tensors, TF32\n"
+    "                        tensor cores in matmuls and convolutions; fp16, bf16: f32 tensors\n"
+    "                        move to that type as each op's policy allows (interface kept)\n"
+    "  --keep-fp32 OP|NODE   with fp16/bf16: keep an op type or a node in f32 (repeatable)\n"
     "  --emit ir|cuda|ptx|c  write the optimised IR, the generated CUDA C, its PTX or host C\n"
     "  --arch sm_80,sm_90    cubin architectures (default: the GPU present, else sm_80)\n"
     "  --shape NAME=DxDx..   give the shape of an input with symbolic dims (repeatable)\n"
@@ -126,10 +128,14 @@ static int parse_args(int argc, char **argv, ampc_cli_options *o) {
             o->inputs[o->n_inputs++] = v;
         } else if (is_opt(a, "--precision")) {
             if (!(v = opt_value(argc, argv, &i, "--precision"))) return 2;
-            if (strcmp(v, "fp32") && strcmp(v, "tf32"))
-                return fail("--precision %s is not available (available: fp32, tf32; fp16 and "
-                            "bf16 are planned)", v, ""), 2;
+            if (strcmp(v, "fp32") && strcmp(v, "tf32") && strcmp(v, "fp16") && strcmp(v, "bf16"))
+                return fail("--precision %s is not available (available: fp32, tf32, fp16, bf16; "
+                            "auto is planned)", v, ""), 2;
             o->precision = v;
+        } else if (is_opt(a, "--keep-fp32")) {
+            if (!(v = opt_value(argc, argv, &i, "--keep-fp32"))) return 2;
+            if (o->n_keep_fp32 == AMPC_CLI_MAX_LIST) return fail("too many --keep-fp32", "", ""), 2;
+            o->keep_fp32[o->n_keep_fp32++] = v;
         } else if (is_opt(a, "--report")) {
             if (!(o->report = opt_value(argc, argv, &i, "--report"))) return 2;
         } else if (is_opt(a, "--name")) {

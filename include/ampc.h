@@ -311,6 +311,13 @@ typedef struct ampc_pass_record {
     int32_t nodes_before, nodes_after; /* live nodes around the pass */
 } ampc_pass_record;
 
+/* The tensor precision the precision pass gives the graph (ampc_pipeline_options.precision). */
+typedef enum ampc_precision {
+    AMPC_PRECISION_KEEP = 0, /* every tensor in the model's own dtype (--precision fp32, tf32) */
+    AMPC_PRECISION_FP16,     /* f32 tensors to f16 where the op table's policy allows it */
+    AMPC_PRECISION_BF16,     /* the same with bf16 */
+} ampc_precision;
+
 typedef struct ampc_pipeline_options {
     const char *const *disable; /* names of passes to skip (n_disable of them) */
     int32_t n_disable;
@@ -322,6 +329,13 @@ typedef struct ampc_pipeline_options {
                                    max_records; *n_records receives how many were written */
     int32_t max_records;
     int32_t *n_records;
+    /* The precision pass: with FP16 or BF16, f32 tensors move to that type as the op table's
+     * policy says, constants converted at compile time; graph inputs and outputs keep their
+     * dtypes (casts at the edges). keep_fp32 names ops ("Softmax") or nodes (by name) that stay
+     * f32 whatever the policy; a name that matches nothing is an error. */
+    ampc_precision precision;
+    const char *const *keep_fp32;
+    int32_t n_keep_fp32;
 } ampc_pipeline_options;
 
 /* Runs the default pass pipeline over the graph. `o` may be NULL (defaults: verify on). */

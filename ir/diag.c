@@ -38,6 +38,11 @@ void ampc_diag_clear(ampc_diag *d) {
     d->dropped = 0;
 }
 
+void ampc_diag_truncate(ampc_diag *d, int32_t n) {
+    for (int32_t i = n; i < d->n; i++) free(d->entries[i].msg);
+    if (n < d->n) d->n = n;
+}
+
 void ampc_diag_free(ampc_diag *d) {
     ampc_diag_clear(d);
     free(d->entries);

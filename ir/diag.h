@@ -36,6 +36,9 @@ ampc_status ampc_diag_error(ampc_diag *d, const ampc_node *n, ampc_status code, 
                             ...) __attribute__((format(printf, 4, 5)));
 ampc_status ampc_diag_verror(ampc_diag *d, const ampc_node *n, ampc_status code, const char *fmt,
                              va_list ap);
+/* Forgets the messages recorded after the first n (a pass that tried something and took it
+ * back). */
+void ampc_diag_truncate(ampc_diag *d, int32_t n);
 /* The first recorded status, or AMPC_OK. */
 ampc_status ampc_diag_status(const ampc_diag *d);
 /* All messages joined by newlines (malloc'ed). */

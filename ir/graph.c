@@ -366,6 +366,25 @@ void ampc_ir_graph_compact(ampc_graph *g) {
     free(used);
 }
 
+void ampc_ir_graph_replace_output(ampc_graph *g, int32_t i, ampc_value *r) {
+    ampc_value *v = g->outputs[i];
+    /* A graph output keeps its name (callers address outputs by name): the replacement takes it
+     * over and the replaced value gets the replacement's, unless the replacement is itself a
+     * graph input or output whose name is also part of the interface. */
+    v->flags &= ~(uint32_t)AMPC_VALUE_OUTPUT;
+    if (!(r->flags & (AMPC_VALUE_INPUT | AMPC_VALUE_OUTPUT))) {
+        const char *name = v->name;
+        ampc_strmap_del(&g->names, v->name);
+        ampc_strmap_del(&g->names, r->name);
+        v->name = r->name;
+        r->name = name;
+        ampc_strmap_put(&g->names, v->name, v);
+        ampc_strmap_put(&g->names, r->name, r);
+    }
+    r->flags |= AMPC_VALUE_OUTPUT;
+    g->outputs[i] = r;
+}
+
 void ampc_ir_graph_replace_uses(ampc_graph *g, ampc_value *const *map) {
     for (int32_t i = 0; i < g->n_nodes; i++) {
         ampc_node *n = g->nodes[i];
@@ -373,25 +392,46 @@ void ampc_ir_graph_replace_uses(ampc_graph *g, ampc_value *const *map) {
         for (int32_t j = 0; j < n->n_inputs; j++)
             if (n->inputs[j] && map[n->inputs[j]->id]) n->inputs[j] = map[n->inputs[j]->id];
     }
-    for (int32_t i = 0; i < g->n_outputs; i++) {
-        ampc_value *v = g->outputs[i], *r = map[v->id];
-        if (!r) continue;
-        /* A graph output keeps its name (callers address outputs by name): the replacement
-         * takes it over and the replaced value gets the replacement's, unless the replacement is
-         * itself a graph input or output whose name is also part of the interface. */
-        v->flags &= ~(uint32_t)AMPC_VALUE_OUTPUT;
-        if (!(r->flags & (AMPC_VALUE_INPUT | AMPC_VALUE_OUTPUT))) {
-            const char *name = v->name;
-            ampc_strmap_del(&g->names, v->name);
-            ampc_strmap_del(&g->names, r->name);
-            v->name = r->name;
-            r->name = name;
-            ampc_strmap_put(&g->names, v->name, v);
-            ampc_strmap_put(&g->names, r->name, r);
+    for (int32_t i = 0; i < g->n_outputs; i++)
+        if (map[g->outputs[i]->id]) ampc_ir_graph_replace_output(g, i, map[g->outputs[i]->id]);
+}
+
+void ampc_ir_graph_settle(ampc_graph *g, int32_t first_new) {
+    int32_t n = g->n_nodes, n_new = n - first_new;
+    if (n_new <= 0) return;
+    /* after[j]: the position of the old node new node j must follow (-1: none, it goes first);
+     * a new node reading another new node follows what that one follows, and comes later in
+     * the appended order, so the order between them holds. */
+    int32_t *after = ampc_xmalloc((size_t)n_new * sizeof *after);
+    int32_t *count = ampc_xcalloc((size_t)first_new + 1, sizeof *count);
+    ampc_node **order = ampc_xmalloc((size_t)n * sizeof *order);
+    for (int32_t j = 0; j < n_new; j++) {
+        const ampc_node *m = g->nodes[first_new + j];
+        after[j] = -1;
+        for (int32_t k = 0; k < m->n_inputs; k++) {
+            const ampc_node *p = m->inputs[k] ? m->inputs[k]->producer : NULL;
+            if (!p) continue;
+            int32_t at = p->id < first_new ? p->id : after[p->id - first_new];
+            if (at > after[j]) after[j] = at;
         }
-        r->flags |= AMPC_VALUE_OUTPUT;
-        g->outputs[i] = r;
+        count[after[j] + 1]++;
     }
+    /* Counting sort by `after`: slot s holds the new nodes following old node s - 1. */
+    int32_t *start = ampc_xmalloc(((size_t)first_new + 1) * sizeof *start);
+    for (int32_t s = 0, total = 0; s <= first_new; s++) start[s] = total, total += count[s];
+    ampc_node **placed = ampc_xmalloc((size_t)n_new * sizeof *placed);
+    for (int32_t j = 0; j < n_new; j++) placed[start[after[j] + 1]++] = g->nodes[first_new + j];
+    int32_t k = 0, next = 0;
+    for (int32_t s = 0; s <= first_new; s++) {
+        if (s) order[k++] = g->nodes[s - 1];
+        for (int32_t c = 0; c < count[s]; c++) order[k++] = placed[next++];
+    }
+    for (int32_t i = 0; i < n; i++) order[i]->id = i, g->nodes[i] = order[i];
+    free(after);
+    free(count);
+    free(order);
+    free(start);
+    free(placed);
 }
 
 /* ---- attributes ----------------------------------------------------------------------------- */

@@ -22,7 +22,7 @@
 /* ---- the op table --------------------------------------------------------------------------- */
 
 typedef enum ampc_opcode {
-#define OP(id, onnx, lo, hi, min_in, max_in, min_out, max_out, cin, traits, infer, ref, lower)     \
+#define OP(id, onnx, lo, hi, min_in, max_in, min_out, max_out, cin, traits, prec, infer, ref, lower)     \
     AMPC_OP_##id,
 #include "ops.def"
 #undef OP
@@ -60,6 +60,25 @@ typedef enum ampc_lower_kind {
     LOWER_CONTROL,     /* control flow (If, Loop, Scan): bodies lowered on their own, host-driven */
 } ampc_lower_kind;
 
+/* What the precision pass does with an op under --precision fp16/bf16 (ops.def's prec column). */
+typedef enum ampc_prec_policy {
+    PREC_FOLLOW, /* computes in the type of its float inputs: low when they are */
+    PREC_LOW,    /* always in the low type (tensor-core contractions and convolutions) */
+    PREC_F32,    /* stays f32: its inputs are cast back when they arrive in the low type */
+} ampc_prec_policy;
+
+/* Why the precision pass left a node where it is (ampc_node.prec_why; ampc_prec_why_str). */
+typedef enum ampc_prec_why {
+    PREC_WHY_NONE,    /* the pass did not run, or the node has no f32 tensor to move */
+    PREC_WHY_LOW,     /* policy LOW: runs in the low type */
+    PREC_WHY_FOLLOW,  /* policy FOLLOW: runs in the type its inputs arrive in */
+    PREC_WHY_POLICY,  /* policy F32: stays f32 */
+    PREC_WHY_KEEP,    /* named by keep_fp32 (--keep-fp32) */
+    PREC_WHY_RANGE,   /* a constant input holds a finite value beyond f16's range */
+    PREC_WHY_TYPES,   /* the op does not take its inputs in the low type */
+} ampc_prec_why;
+const char *ampc_prec_why_str(ampc_prec_why why);
+
 typedef struct ampc_graph ampc_graph;
 typedef struct ampc_node ampc_node;
 typedef struct ampc_value ampc_value;
@@ -86,6 +105,7 @@ typedef struct ampc_op_info {
     int16_t min_out, max_out;
     uint32_t const_inputs;    /* bit i: input i must be known at compile time (shapes, axes) */
     uint32_t traits;
+    ampc_prec_policy prec;
     ampc_infer_fn infer;
     ampc_ref_fn ref;
     ampc_lower_kind lower;
@@ -150,6 +170,7 @@ struct ampc_node {
     ampc_value **outputs;
     ampc_attr *attrs;
     bool dead;             /* removed; swept by ampc_ir_graph_compact */
+    uint8_t prec_why;      /* ampc_prec_why: set by the precision pass */
 };
 
 struct ampc_graph {
@@ -172,6 +193,10 @@ struct ampc_graph {
     int32_t n_subgraphs;
     int64_t arena_bytes;   /* set by plan-memory: device arena size */
     int64_t weights_bytes; /* set by plan-memory: constant blob size */
+    /* What the caller asked of the precision pass; set by the pipeline for its run. */
+    ampc_precision precision;
+    const char *const *keep_fp32;
+    int32_t n_keep_fp32;
 };
 
 /* ---- building ------------------------------------------------------------------------------- */
@@ -216,6 +241,14 @@ void ampc_ir_graph_compact(ampc_graph *g);
 /* Replaces every use of a value (node inputs, graph outputs) following map[old->id] when not
  * NULL; one sweep over the graph. */
 void ampc_ir_graph_replace_uses(ampc_graph *g, ampc_value *const *map);
+/* Makes r graph output i in place of the value there, which hands r its name (unless r is
+ * itself part of the interface). */
+void ampc_ir_graph_replace_output(ampc_graph *g, int32_t i, ampc_value *r);
+/* Moves the nodes appended since position first_new (whose inputs come from graph inputs,
+ * constants, nodes before first_new or earlier appended nodes) to just after the producers of
+ * their inputs, keeping every other order; renumbers ids. Passes that insert nodes (casts,
+ * layout transposes) append them and settle once. */
+void ampc_ir_graph_settle(ampc_graph *g, int32_t first_new);
 
 /* Allocates arena memory; records an OOM diagnostic and returns NULL on exhaustion. */
 void *ampc_ir_alloc(ampc_graph *g, size_t n);

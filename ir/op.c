@@ -8,9 +8,9 @@
 #include <string.h>
 
 const ampc_op_info ampc_op_table[AMPC_OP_COUNT] = {
-#define OP(id, onnx, lo, hi, min_in, max_in, min_out, max_out, cin, traits, infer, ref, lower)     \
-    [AMPC_OP_##id] = {#id,        onnx,    lo,     hi,                 min_in,          max_in,    \
-                      min_out,    max_out, cin,    traits,             ampc_infer_##infer,         \
+#define OP(id, onnx, lo, hi, min_in, max_in, min_out, max_out, cin, traits, prec, infer, ref, lower)     \
+    [AMPC_OP_##id] = {#id,        onnx,    lo,     hi,     min_in,     max_in,  min_out,           \
+                      max_out,    cin,     traits, PREC_##prec, ampc_infer_##infer,                \
                       ampc_ref_##ref,      LOWER_##lower},
 #include "ops.def"
 #undef OP
@@ -23,4 +23,17 @@ bool ampc_op_from_onnx(const char *onnx, ampc_opcode *out) {
             return true;
         }
     return false;
+}
+
+const char *ampc_prec_why_str(ampc_prec_why why) {
+    switch (why) {
+    case PREC_WHY_NONE: return "none";
+    case PREC_WHY_LOW: return "policy: low";
+    case PREC_WHY_FOLLOW: return "policy: follows its inputs";
+    case PREC_WHY_POLICY: return "policy: f32";
+    case PREC_WHY_KEEP: return "keep-fp32";
+    case PREC_WHY_RANGE: return "range: a constant beyond the low type";
+    case PREC_WHY_TYPES: return "types: the op refuses the low type";
+    }
+    return "?";
 }

@@ -73,6 +73,11 @@ ampc_status ampc_pass_cse(ampc_graph *g, bool *changed);
 /* Dead-code elimination: removes nodes the graph outputs do not depend on, then compacts
  * (dce.c). */
 ampc_status ampc_pass_dce(ampc_graph *g, bool *changed);
+/* Mixed precision: under --precision fp16|bf16, f32 tensors move to the low type as the op
+ * table's prec column says, with casts where types meet and at the graph's edges; constants are
+ * converted; casts that do nothing or round-trip through a wider type are removed; each node's
+ * reason is left in prec_why (precision.c). Does nothing in the default (keep) mode. */
+ampc_status ampc_pass_precision(ampc_graph *g, bool *changed);
 /* Convolution epilogues: Conv -> [Add residual] -> [Relu] into one ampc.FusedConv
  * (fuse_conv.c). */
 ampc_status ampc_pass_fuse_conv(ampc_graph *g, bool *changed);

@@ -18,6 +18,8 @@ static const ampc_pass_info pass_table[] = {
     {"fold", ampc_pass_fold, "evaluate nodes whose inputs are all constant into constants"},
     {"cse", ampc_pass_cse, "merge identical nodes and identical small constants"},
     /* precision, sparsity, fuse, layout: decisions that read a clean, folded graph */
+    {"precision", ampc_pass_precision,
+     "with --precision fp16|bf16, move f32 tensors to the low type as the op table's policy says"},
     {"fuse-gelu", ampc_pass_fuse_gelu,
      "turn GELU written out with Erf (x * 0.5 * (1 + erf(x / sqrt 2))) into one Gelu"},
     {"fuse-conv", ampc_pass_fuse_conv,
@@ -151,11 +153,20 @@ static bool disabled(const ampc_pipeline_options *o, const char *name) {
     return false;
 }
 
+/* The requests passes read from the graph (the precision pass's), for one run. */
+static void set_requests(ampc_graph *g, const ampc_pipeline_options *o) {
+    g->precision = o ? o->precision : AMPC_PRECISION_KEEP;
+    g->keep_fp32 = o ? o->keep_fp32 : NULL;
+    g->n_keep_fp32 = o ? o->n_keep_fp32 : 0;
+}
+
 ampc_status ampc_pipeline_run(ampc_graph *g, const ampc_pipeline_options *o) {
     ampc_status st = check_options(g, o);
     if (o->n_records) *o->n_records = 0;
+    set_requests(g, o);
     for (int32_t i = 0; st == AMPC_OK && i < AMPC_ARRAY_LEN(pass_table); i++)
         st = run_one(g, &pass_table[i], o, disabled(o, pass_table[i].name));
+    set_requests(g, NULL);
     return st;
 }
 
@@ -164,7 +175,10 @@ ampc_status ampc_pipeline_run_pass(ampc_graph *g, const char *name,
     const ampc_pass_info *p = ampc_pass_find(name);
     if (!p) return unknown_pass(g, name, "to run");
     ampc_status st = check_options(g, o);
-    return st == AMPC_OK ? run_one(g, p, o, false) : st;
+    set_requests(g, o);
+    if (st == AMPC_OK) st = run_one(g, p, o, false);
+    set_requests(g, NULL);
+    return st;
 }
 
 ampc_status ampc_graph_optimize(ampc_graph *g, const ampc_pipeline_options *o) {

@@ -2,7 +2,9 @@
 
 For each model (torchvision ResNet-50, transformers BertModel base, the seed MLP 784-128-10;
 random weights; fp16 via model.half()), at each batch size:
-  1. export it to ONNX (opset 17) and compile it with `ampc MODEL.onnx -o MODEL.so` (timed);
+  1. export it to ONNX (opset 17) and compile it with `ampc MODEL.onnx -o MODEL.so --precision
+     fp16` (timed; the model is already f16, and fp16 mode brings the parts torch's exporter
+     writes in f32 back to f16, as PyTorch runs them);
   2. load the library into this process (ctypes) and run it on torch's stream with device
      pointers, and check its outputs against PyTorch eager (fp16 tolerance);
   3. time, with CUDA events around each call, after warm-up: PyTorch eager replayed from a CUDA
@@ -12,7 +14,8 @@ Writes OUT_DIR/results.json and OUT_DIR/benchmarks.md (the table for docs/benchm
 when matplotlib is there, OUT_DIR/benchmarks.png.
 
   AMPC=.devbin/bin/ampc python bench/pytorch/compare.py $OUT
-  (AMPC_BENCH_MODELS=mlp,resnet50,bert picks models; AMPC_BENCH_ITERS the timed calls)
+  (AMPC_BENCH_MODELS=mlp,resnet50,bert picks models; AMPC_BENCH_ITERS the timed calls;
+   AMPC_BENCH_PRECISION the --precision given to ampc, default fp16)
 """
 import ctypes
 import json
@@ -26,6 +29,7 @@ import torch
 
 AMPC = os.environ.get("AMPC", ".devbin/bin/ampc")
 ITERS = int(os.environ.get("AMPC_BENCH_ITERS", "200"))
+PRECISION = os.environ.get("AMPC_BENCH_PRECISION", "fp16")
 WARMUP = 30
 
 
@@ -139,7 +143,8 @@ def bench_one(label, key, model, batch, make_inputs, input_names, work):
         torch.onnx.export(model, args, onnx_path, input_names=input_names, opset_version=17,
                           dynamo=False)
     t0 = time.time()
-    r = subprocess.run([AMPC, onnx_path, "-o", so_path], capture_output=True, text=True)
+    r = subprocess.run([AMPC, onnx_path, "-o", so_path, "--precision", PRECISION],
+                       capture_output=True, text=True)
     row["ampc_compile_s"] = round(time.time() - t0, 2)
     stream = torch.cuda.current_stream()
     with torch.no_grad():

@@ -8,7 +8,7 @@
 
 #include "../ir.h"
 
-#define OP(id, onnx, lo, hi, min_in, max_in, min_out, max_out, cin, traits, infer, ref, lower)     \
+#define OP(id, onnx, lo, hi, min_in, max_in, min_out, max_out, cin, traits, prec, infer, ref, lower)     \
     ampc_status ampc_infer_##infer(ampc_graph *g, ampc_node *n);
 #include "../ops.def"
 #undef OP

@@ -9,7 +9,7 @@
 
 #include "../ir.h"
 
-#define OP(id, onnx, lo, hi, min_in, max_in, min_out, max_out, cin, traits, infer, ref, lower)     \
+#define OP(id, onnx, lo, hi, min_in, max_in, min_out, max_out, cin, traits, prec, infer, ref, lower)     \
     ampc_status ampc_ref_##ref(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,    \
                                ampc_tensor *const *out);
 #include "../ops.def"

@@ -114,6 +114,26 @@ Test(cli, emit_ir_runs_the_pipeline_and_honours_disable) {
     rmdir_all(d);
 }
 
+Test(cli, precision_fp16_moves_the_graph_and_keeps_what_it_is_told) {
+    char *d = tmpdir(), path[512], *out;
+    snprintf(path, sizeof path, "%s/m.ir", d);
+    write_text(path, model_text);
+    cr_assert_eq(ampc(&out, "%s --emit ir --precision fp16", path), 0, "%s", out);
+    cr_assert(strstr(out, "%y : f16[2,2] = MatMul(%x_to_f16, %w_f16)"), "%s", out);
+    cr_assert(strstr(out, "%z : f32[2,2] = Cast(%z_f16) {to = 1}"), "the output stays f32:\n%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --emit ir --precision bf16 --keep-fp32 mm", path), 0, "%s", out);
+    cr_assert(strstr(out, "%y : f32[2,2] = MatMul(%x, %w)"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --emit ir --precision fp16 --keep-fp32 Softmax", path), 1);
+    cr_assert(strstr(out, "keep-fp32 'Softmax' names no node and no op of graph 'affine'"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --emit ir --precision fp8", path), 2);
+    cr_assert(strstr(out, "--precision fp8 is not available (available: fp32, tf32, fp16, bf16"), "%s", out);
+    free(out);
+    rmdir_all(d);
+}
+
 Test(cli, parse_errors_name_file_line_and_column) {
     char *d = tmpdir(), path[512], *out;
     snprintf(path, sizeof path, "%s/bad.ir", d);
@@ -206,6 +226,16 @@ Test(cli, compile_to_library_and_run_it, .timeout = 120) {
     cr_assert_eq(ampc(&out, "%s -o %s --precision fp8", path, lib), 2);
     cr_assert(strstr(out, "--precision fp8 is not available"), "%s", out);
     free(out);
+    /* fp16: the report lists each node's type and the reason, and the GEMM runs in f16. */
+    cr_assert_eq(ampc(&out, "%s -o %s --precision fp16 --report %s", path, lib, report), 0, "%s", out);
+    free(out);
+    memset(text, 0, sizeof text);
+    f = fopen(report, "r");
+    cr_assert(f && fread(text, 1, sizeof text - 1, f) > 0, "the report is written");
+    fclose(f);
+    cr_assert(strstr(text, "{\"node\": \"mm\", \"op\": \"MatMul\", \"dtype\": \"f16\", "
+                           "\"why\": \"policy: low\"}") &&
+              strstr(text, "\"provider\": \"cuBLASLt\", \"precision\": \"f16\""), "%s", text);
     /* `run` on the library: the GPU's outputs, or without one the no-device error. */
     int32_t n = 0;
     char *err = NULL;

@@ -404,10 +404,11 @@ Test(pipeline, runs_every_pass_and_traces_each) {
     int lines = 0;
     for (char *c = t; *c; c++) lines += *c == '\n';
     cr_assert(strstr(t, "pass plan-memory  changed yes "), "trace:\n%s", t);
+    cr_assert(strstr(t, "pass precision    changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass fuse-gelu    changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass fuse-conv    changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass fuse-matmul  changed no "), "trace:\n%s", t);
-    cr_assert_eq(lines, 7, "trace:\n%s", t);
+    cr_assert_eq(lines, 8, "trace:\n%s", t);
     free(t);
     char *text = ampc_graph_to_text(g, true);
     cr_assert_str_eq(text, "graph \"p\" {\n"
@@ -469,7 +470,7 @@ Test(pipeline, unknown_pass_names_are_errors_listing_the_valid_ones) {
     ampc_pipeline_options o = {.disable = off, .n_disable = 2};
     cr_assert_eq(ampc_graph_optimize(g, &o), AMPC_E_INVALID_ARG);
     cr_assert_str_eq(ampc_graph_errors(g), "unknown pass 'nope' in the list of passes to disable; "
-                                           "the passes are: fold, cse, fuse-gelu, fuse-conv, fuse-matmul, dce, plan-memory");
+                                           "the passes are: fold, cse, precision, fuse-gelu, fuse-conv, fuse-matmul, dce, plan-memory");
     cr_assert_eq(ampc_graph_node_count(g), 5); /* nothing ran */
     ampc_graph_destroy(g);
 
@@ -477,10 +478,10 @@ Test(pipeline, unknown_pass_names_are_errors_listing_the_valid_ones) {
     ampc_pipeline_options o2 = {.dump_after = "fuse"};
     cr_assert_eq(ampc_graph_optimize(g, &o2), AMPC_E_INVALID_ARG);
     cr_assert_str_eq(ampc_graph_errors(g), "unknown pass 'fuse' to dump the IR after; the passes "
-                                           "are: fold, cse, fuse-gelu, fuse-conv, fuse-matmul, dce, plan-memory");
+                                           "are: fold, cse, precision, fuse-gelu, fuse-conv, fuse-matmul, dce, plan-memory");
     ampc_graph_clear_errors(g);
     cr_assert_eq(ampc_pipeline_run_pass(g, "cse2", &o2), AMPC_E_INVALID_ARG);
-    t_expect_diag(g, "unknown pass 'cse2' to run; the passes are: fold, cse, fuse-gelu, fuse-conv, fuse-matmul, dce, plan-memory");
+    t_expect_diag(g, "unknown pass 'cse2' to run; the passes are: fold, cse, precision, fuse-gelu, fuse-conv, fuse-matmul, dce, plan-memory");
     ampc_graph_destroy(g);
 }
 
@@ -506,14 +507,10 @@ Test(pipeline, verifies_the_input_graph_and_refuses_graphs_with_errors) {
 Test(pipeline, the_registry_lists_and_finds_passes) {
     int32_t n;
     const ampc_pass_info *list = ampc_pass_list(&n);
-    cr_assert_eq(n, 7);
-    cr_assert_str_eq(list[0].name, "fold");
-    cr_assert_str_eq(list[1].name, "cse");
-    cr_assert_str_eq(list[2].name, "fuse-gelu");
-    cr_assert_str_eq(list[3].name, "fuse-conv");
-    cr_assert_str_eq(list[4].name, "fuse-matmul");
-    cr_assert_str_eq(list[5].name, "dce");
-    cr_assert_str_eq(list[6].name, "plan-memory");
+    cr_assert_eq(n, 8);
+    const char *names[8] = {"fold", "cse", "precision", "fuse-gelu", "fuse-conv", "fuse-matmul",
+                            "dce", "plan-memory"};
+    for (int i = 0; i < 8; i++) cr_assert_str_eq(list[i].name, names[i]);
     cr_assert_eq(ampc_pass_find("cse")->run, ampc_pass_cse);
     cr_assert_null(ampc_pass_find("CSE"));
     cr_assert_null(ampc_pass_find(NULL));
@@ -525,14 +522,16 @@ Test(pipeline, the_registry_lists_and_finds_passes) {
                         "   1. fold         evaluate nodes whose inputs are all constant into "
                         "constants\n"
                         "   2. cse          merge identical nodes and identical small constants\n"
-                        "   3. fuse-gelu    turn GELU written out with Erf (x * 0.5 * (1 + erf(x / "
+                        "   3. precision    with --precision fp16|bf16, move f32 tensors to the "
+                        "low type as the op table's policy says\n"
+                        "   4. fuse-gelu    turn GELU written out with Erf (x * 0.5 * (1 + erf(x / "
                         "sqrt 2))) into one Gelu\n"
-                        "   4. fuse-conv    fold a residual Add and a ReLU after a Conv into one "
+                        "   5. fuse-conv    fold a residual Add and a ReLU after a Conv into one "
                         "ampc.FusedConv\n"
-                        "   5. fuse-matmul  fold a bias Add, a residual Add and a ReLU after a "
+                        "   6. fuse-matmul  fold a bias Add, a residual Add and a ReLU after a "
                         "MatMul into one ampc.FusedMatMul\n"
-                        "   6. dce          remove nodes that no graph output depends on\n"
-                        "   7. plan-memory  place constants in the weights blob and every other "
+                        "   7. dce          remove nodes that no graph output depends on\n"
+                        "   8. plan-memory  place constants in the weights blob and every other "
                          "value in the arena (liveness)\n");
     free(t);
 }

@@ -1,0 +1,325 @@
+/*
+ * test_precision.c — the precision pass under fp16 and bf16: where the casts go (golden IR), which
+ * nodes stay f32 and why (policy, keep-fp32, range), how an exporter's f32 islands in an f16
+ * model rejoin it, cast folding, the graph's interface kept, a second run changing nothing, and
+ * the moved graph computing what the f32 graph computes within the low type's precision on the
+ * reference evaluator (the GPU suites run the same graphs there).
+ */
+#include "support.h"
+
+#include "passes/passes.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static ampc_graph *parse(const char *text) {
+    ampc_graph *g = NULL;
+    char *err = NULL;
+    cr_assert_eq(ampc_graph_parse(text, strlen(text), &g, &err), AMPC_OK, "parse: %s", err);
+    return g;
+}
+
+/* Runs the precision pass alone in `mode` and returns the printed graph (the caller frees it). */
+static char *run_pass(ampc_graph *g, ampc_precision mode, const char *const *keep, int32_t n_keep,
+                      bool *changed_out) {
+    FILE *trace = tmpfile();
+    ampc_pipeline_options o = {.verify = true, .precision = mode, .keep_fp32 = keep,
+                               .n_keep_fp32 = n_keep, .trace = trace};
+    cr_assert_eq(ampc_pipeline_run_pass(g, "precision", &o), AMPC_OK, "%s", ampc_graph_errors(g));
+    rewind(trace);
+    char line[128] = "";
+    cr_assert(fgets(line, sizeof line, trace));
+    fclose(trace);
+    if (changed_out) *changed_out = strstr(line, "changed yes") != NULL;
+    return ampc_graph_to_text(g, false);
+}
+
+static void expect_text(ampc_graph *g, ampc_precision mode, const char *want) {
+    bool changed;
+    char *got = run_pass(g, mode, NULL, 0, &changed);
+    cr_assert_str_eq(got, want, "got:\n%s", got);
+    cr_assert(changed);
+    free(got);
+}
+
+/* A second run finds nothing left to do and leaves the text as it is. */
+static void expect_second_run_idle(ampc_graph *g, ampc_precision mode) {
+    char *first = ampc_graph_to_text(g, false);
+    bool changed;
+    char *got = run_pass(g, mode, NULL, 0, &changed);
+    cr_assert_not(changed, "second run changed the graph:\n%s", got);
+    cr_assert_str_eq(got, first);
+    free(got);
+    free(first);
+}
+
+static const char *mlp =
+    "graph \"mlp\" {\n"
+    "  input %x : f32[2,4]\n"
+    "  const %w : f32[4,3] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]\n"
+    "  const %b : f32[3] = [0.5, -0.5, 1]\n"
+    "  %h : f32[2,3] = MatMul(%x, %w) @\"fc\"\n"
+    "  %hb : f32[2,3] = Add(%h, %b) @\"bias\"\n"
+    "  %y : f32[2,3] = Relu(%hb) @\"relu\"\n"
+    "  output %y\n"
+    "}\n";
+
+Test(precision, moves_an_mlp_and_keeps_its_interface) {
+    ampc_graph *g = parse(mlp);
+    expect_text(g, AMPC_PRECISION_FP16,
+                "graph \"mlp\" {\n"
+                "  input %x : f32[2,4]\n"
+                "  const %w_f16 : f16[4,3] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]\n"
+                "  const %b_f16 : f16[3] = [0.5, -0.5, 1]\n"
+                "  %x_to_f16 : f16[2,4] = Cast(%x) {to = 10} @\"x_to_f16\"\n"
+                "  %h : f16[2,3] = MatMul(%x_to_f16, %w_f16) @\"fc\"\n"
+                "  %hb : f16[2,3] = Add(%h, %b_f16) @\"bias\"\n"
+                "  %y_f16 : f16[2,3] = Relu(%hb) @\"relu\"\n"
+                "  %y : f32[2,3] = Cast(%y_f16) {to = 1} @\"y_to_f32\"\n"
+                "  output %y\n"
+                "}\n");
+    expect_second_run_idle(g, AMPC_PRECISION_FP16);
+    ampc_graph_destroy(g);
+}
+
+Test(precision, bf16_moves_the_same_way) {
+    ampc_graph *g = parse(mlp);
+    char *t = run_pass(g, AMPC_PRECISION_BF16, NULL, 0, NULL);
+    cr_assert(strstr(t, "%h : bf16[2,3] = MatMul(%x_to_bf16, %w_bf16)"), "%s", t);
+    cr_assert(strstr(t, "%y : f32[2,3] = Cast(%y_bf16) {to = 1} @\"y_to_f32\""), "%s", t);
+    free(t);
+    cr_assert_eq(g->nodes[1]->prec_why, PREC_WHY_LOW);
+    ampc_graph_destroy(g);
+}
+
+Test(precision, keep_mode_changes_nothing) {
+    ampc_graph *g = parse(mlp);
+    bool changed;
+    char *t = run_pass(g, AMPC_PRECISION_KEEP, NULL, 0, &changed);
+    cr_assert_not(changed);
+    cr_assert_str_eq(t, mlp);
+    free(t);
+    ampc_graph_destroy(g);
+}
+
+/* An F32-policy op between low nodes: its input comes back to f32, its output goes low again
+ * for the FOLLOW node after it, because that node's other input arrives low. */
+Test(precision, f32_policy_ops_get_their_inputs_back) {
+    ampc_graph *g = parse("graph \"e\" {\n"
+                          "  input %x : f32[2,2]\n"
+                          "  input %w : f32[2,2]\n"
+                          "  %m : f32[2,2] = MatMul(%x, %w) @\"mm\"\n"
+                          "  %e : f32[2,2] = Exp(%m) @\"exp\"\n"
+                          "  %s : f32[2,2] = Add(%e, %m) @\"add\"\n"
+                          "  output %s\n"
+                          "}\n");
+    expect_text(g, AMPC_PRECISION_FP16,
+                "graph \"e\" {\n"
+                "  input %x : f32[2,2]\n"
+                "  input %w : f32[2,2]\n"
+                "  %x_to_f16 : f16[2,2] = Cast(%x) {to = 10} @\"x_to_f16\"\n"
+                "  %w_to_f16 : f16[2,2] = Cast(%w) {to = 10} @\"w_to_f16\"\n"
+                "  %m : f16[2,2] = MatMul(%x_to_f16, %w_to_f16) @\"mm\"\n"
+                "  %m_to_f32 : f32[2,2] = Cast(%m) {to = 1} @\"m_to_f32\"\n"
+                "  %e : f32[2,2] = Exp(%m_to_f32) @\"exp\"\n"
+                "  %e_to_f16 : f16[2,2] = Cast(%e) {to = 10} @\"e_to_f16\"\n"
+                "  %s_f16 : f16[2,2] = Add(%e_to_f16, %m) @\"add\"\n"
+                "  %s : f32[2,2] = Cast(%s_f16) {to = 1} @\"s_to_f32\"\n"
+                "  output %s\n"
+                "}\n");
+    cr_assert_eq(g->nodes[4]->prec_why, PREC_WHY_POLICY, "Exp: %s",
+                 ampc_prec_why_str(g->nodes[4]->prec_why));
+    cr_assert_eq(g->nodes[6]->prec_why, PREC_WHY_FOLLOW);
+    expect_second_run_idle(g, AMPC_PRECISION_FP16);
+    ampc_graph_destroy(g);
+}
+
+/* A FOLLOW node whose inputs all arrive f32 stays f32: the input normalisation before a network's
+ * first convolution costs no casts. */
+Test(precision, follow_ops_stay_f32_when_nothing_arrives_low) {
+    ampc_graph *g = parse("graph \"n\" {\n"
+                          "  input %x : f32[4]\n"
+                          "  const %c : f32[4] = [1, 2, 3, 4]\n"
+                          "  %a : f32[4] = Sub(%x, %c) @\"sub\"\n"
+                          "  %y : f32[4] = Relu(%a) @\"relu\"\n"
+                          "  output %y\n"
+                          "}\n");
+    bool changed;
+    char *t = run_pass(g, AMPC_PRECISION_FP16, NULL, 0, &changed);
+    cr_assert_not(changed, "%s", t);
+    cr_assert(strstr(t, "%a : f32[4] = Sub(%x, %c)"), "%s", t);
+    cr_assert_eq(g->nodes[0]->prec_why, PREC_WHY_FOLLOW);
+    free(t);
+    ampc_graph_destroy(g);
+}
+
+Test(precision, keep_fp32_by_op_or_node_name) {
+    const char *by_op[1] = {"MatMul"}, *by_name[1] = {"bias"};
+    ampc_graph *g = parse(mlp);
+    char *t = run_pass(g, AMPC_PRECISION_FP16, by_op, 1, NULL);
+    cr_assert(strstr(t, "%h : f32[2,3] = MatMul(%x, %w)"), "%s", t);
+    cr_assert_eq(g->nodes[0]->prec_why, PREC_WHY_KEEP);
+    /* Nothing arrives low after it: the rest stays f32 too, and no cast is left. */
+    cr_assert_null(strstr(t, "Cast"), "%s", t);
+    free(t);
+    ampc_graph_destroy(g);
+
+    g = parse(mlp);
+    t = run_pass(g, AMPC_PRECISION_FP16, by_name, 1, NULL);
+    cr_assert(strstr(t, "%h_to_f32 : f32[2,3] = Cast(%h) {to = 1}"), "%s", t);
+    cr_assert(strstr(t, "%hb : f32[2,3] = Add(%h_to_f32, %b)"), "%s", t);
+    cr_assert(strstr(t, "%y : f32[2,3] = Relu(%hb)"), "the Relu follows its f32 input:\n%s", t);
+    free(t);
+    ampc_graph_destroy(g);
+}
+
+Test(precision, keep_fp32_naming_nothing_is_an_error) {
+    const char *keep[1] = {"Sofmax"};
+    ampc_graph *g = parse(mlp);
+    ampc_pipeline_options o = {.verify = true, .precision = AMPC_PRECISION_FP16,
+                               .keep_fp32 = keep, .n_keep_fp32 = 1};
+    cr_assert_eq(ampc_pipeline_run_pass(g, "precision", &o), AMPC_E_INVALID_ARG);
+    t_expect_diag(g, "keep-fp32 'Sofmax' names no node and no op of graph 'mlp' (give a node name "
+                     "or an ONNX op type such as Softmax)");
+    ampc_graph_destroy(g);
+}
+
+/* A constant beyond f16's largest finite value (65504) would become infinity: its node stays
+ * f32 in fp16, and moves in bf16, whose range is f32's. */
+Test(precision, constants_beyond_f16_range_keep_their_node) {
+    const char *text = "graph \"r\" {\n"
+                       "  input %x : f32[2,2]\n"
+                       "  input %w : f32[2,2]\n"
+                       "  const %big : f32[] = [100000]\n"
+                       "  %m : f32[2,2] = MatMul(%x, %w) @\"mm\"\n"
+                       "  %y : f32[2,2] = Mul(%m, %big) @\"scale\"\n"
+                       "  output %y\n"
+                       "}\n";
+    ampc_graph *g = parse(text);
+    char *t = run_pass(g, AMPC_PRECISION_FP16, NULL, 0, NULL);
+    cr_assert(strstr(t, "%y : f32[2,2] = Mul(%m_to_f32, %big)"), "%s", t);
+    cr_assert_eq(g->nodes[g->n_nodes - 1]->prec_why, PREC_WHY_RANGE);
+    free(t);
+    ampc_graph_destroy(g);
+    g = parse(text);
+    t = run_pass(g, AMPC_PRECISION_BF16, NULL, 0, NULL);
+    cr_assert(strstr(t, "bf16[2,2] = Mul(%m, %big_bf16)"), "%s", t);
+    free(t);
+    ampc_graph_destroy(g);
+}
+
+/* torch's export of a half() transformer: f16 activations cast to f32 around LayerNormalization
+ * (with f32 scale and bias) and cast back. The island joins the f16 graph and no cast is left. */
+Test(precision, exported_f32_islands_rejoin_the_f16_graph) {
+    ampc_graph *g = parse("graph \"ln\" {\n"
+                          "  input %x : f16[2,4]\n"
+                          "  const %s : f32[4] = [1, 1, 1, 1]\n"
+                          "  const %b : f32[4] = [0, 0, 0, 0]\n"
+                          "  %x32 : f32[2,4] = Cast(%x) {to = 1} @\"up\"\n"
+                          "  %n : f32[2,4] = LayerNormalization(%x32, %s, %b) {axis = -1} @\"ln\"\n"
+                          "  %y : f16[2,4] = Cast(%n) {to = 10} @\"down\"\n"
+                          "  %z : f16[2,4] = Relu(%y) @\"relu\"\n"
+                          "  output %z\n"
+                          "}\n");
+    expect_text(g, AMPC_PRECISION_FP16,
+                "graph \"ln\" {\n"
+                "  input %x : f16[2,4]\n"
+                "  const %s_f16 : f16[4] = [1, 1, 1, 1]\n"
+                "  const %b_f16 : f16[4] = [0, 0, 0, 0]\n"
+                "  %n : f16[2,4] = LayerNormalization(%x, %s_f16, %b_f16) {axis = -1} @\"ln\"\n"
+                "  %z : f16[2,4] = Relu(%n) @\"relu\"\n"
+                "  output %z\n"
+                "}\n");
+    expect_second_run_idle(g, AMPC_PRECISION_FP16);
+    ampc_graph_destroy(g);
+}
+
+/* The moved graph against the f32 graph on the reference evaluator: a small network with a
+ * convolution, a residual, a softmax and a LayerNorm, all of it moved, within f16's (bf16's)
+ * precision. */
+static ampc_graph *small_net(void) {
+    ampc_graph *g = ampc_graph_create("net");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(1, 2, 6, 6));
+    double w[3 * 2 * 3 * 3], b[3], s[6], z[6];
+    for (int i = 0; i < 54; i++) w[i] = sin(i * 0.7) * 0.4;
+    for (int i = 0; i < 3; i++) b[i] = 0.1 * i - 0.1;
+    for (int i = 0; i < 6; i++) s[i] = 1 + 0.1 * i, z[i] = 0.05 * i;
+    ampc_value *in[3] = {x, t_const_f32(g, SHAPE(3, 2, 3, 3), w), t_const_f32(g, SHAPE(3), b)};
+    ampc_attr_arg pads = AMPC_ATTR_IS("pads", ((int64_t[]){1, 1, 1, 1}), 4);
+    ampc_value *c = ampc_op(g, "Conv", in, 3, &pads, 1);
+    ampc_value *r = ampc_op(g, "Relu", &c, 1, NULL, 0);
+    ampc_value *sm = ampc_op(g, "Softmax", &r, 1, NULL, 0);
+    ampc_value *ln_in[3] = {ampc_add(g, sm, r), t_const_f32(g, SHAPE(6), s), t_const_f32(g, SHAPE(6), z)};
+    ampc_value *ln = ampc_op(g, "LayerNormalization", ln_in, 3, NULL, 0);
+    ampc_output(g, ln, "y");
+    cr_assert_eq(ampc_graph_status(g), AMPC_OK, "%s", ampc_graph_errors(g));
+    return g;
+}
+
+static void check_against_f32(ampc_precision mode, double tol) {
+    ampc_graph *a = small_net(), *b = small_net();
+    ampc_pipeline_options o = {.verify = true, .precision = mode};
+    cr_assert_eq(ampc_graph_optimize(a, &o), AMPC_OK, "%s", ampc_graph_errors(a));
+    cr_assert_eq(t_count_op(a, AMPC_OP_CAST), 2, "one cast in, one out");
+    ampc_value *y = a->outputs[0];
+    cr_assert_eq(y->dtype, AMPC_DTYPE_F32);
+    cr_assert_str_eq(y->name, "y");
+    float x[72];
+    for (int i = 0; i < 72; i++) x[i] = (float)cos(i * 0.31);
+    ampc_tensor in = t_tensor(AMPC_DTYPE_F32, SHAPE(1, 2, 6, 6), x), ya, yb;
+    cr_assert_eq(ampc_graph_evaluate(a, &in, 1, &ya, 1), AMPC_OK, "%s", ampc_graph_errors(a));
+    cr_assert_eq(ampc_graph_evaluate(b, &in, 1, &yb, 1), AMPC_OK, "%s", ampc_graph_errors(b));
+    char msg[512];
+    cr_assert(t_tensors_close(&ya, &yb, tol, tol, "y", msg, sizeof msg), "%s", msg);
+    /* ...and not equal: the low type did round somewhere. */
+    cr_assert(memcmp(ya.data, yb.data, 108 * sizeof(float)) != 0);
+    ampc_tensor_free(&ya);
+    ampc_tensor_free(&yb);
+    ampc_graph_destroy(a);
+    ampc_graph_destroy(b);
+}
+
+Test(precision, fp16_network_matches_f32_on_the_reference) { check_against_f32(AMPC_PRECISION_FP16, 1e-2); }
+Test(precision, bf16_network_matches_f32_on_the_reference) { check_against_f32(AMPC_PRECISION_BF16, 4e-2); }
+
+/* ---- on the GPU: the moved graph against the f32 graph on the reference evaluator ----------- */
+
+static void fill_cos(ampc_tensor *t, const char *name, uint64_t *seed) {
+    (void)name;
+    float *x = t->data;
+    for (int64_t i = 0, n = ampc_shape_numel(&t->shape); i < n; i++)
+        x[i] = (float)cos((double)(i + (int64_t)*seed) * 0.31);
+}
+
+static void gpu_check(ampc_graph *g, ampc_precision mode, double tol, const char *what) {
+    ampc_pipeline_options o = {.verify = true, .precision = mode};
+    t_gpu_check c = {.fill = fill_cos, .seed = 1, .rtol = tol, .atol = tol, .pipeline = &o,
+                     .what = what};
+    t_gpu_vs_reference(g, &c);
+}
+
+Test(precision_gpu, fp16_network) { gpu_check(small_net(), AMPC_PRECISION_FP16, 1e-2, "fp16"); }
+Test(precision_gpu, bf16_network) { gpu_check(small_net(), AMPC_PRECISION_BF16, 4e-2, "bf16"); }
+
+/* Activations whose squares leave f16's range (|x| up to 400, x^2 up to 1.6e5 > 65504): a
+ * LayerNormalization that summed squares in f16 would overflow; in fp16 mode the tensors are f16
+ * and the statistics f32, and the output stays right. */
+static void fill_large(ampc_tensor *t, const char *name, uint64_t *seed) {
+    fill_cos(t, name, seed);
+    float *x = t->data;
+    for (int64_t i = 0, n = ampc_shape_numel(&t->shape); i < n; i++) x[i] *= 400.0f;
+}
+
+Test(precision_gpu, layer_norm_of_large_activations_in_fp16) {
+    ampc_graph *g = ampc_graph_create("ln_large");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(4, 768));
+    double s[768], b[768];
+    for (int i = 0; i < 768; i++) s[i] = 1 + 0.001 * i, b[i] = 0.01 * (i % 7);
+    ampc_value *in[3] = {x, t_const_f32(g, SHAPE(768), s), t_const_f32(g, SHAPE(768), b)};
+    ampc_output(g, ampc_op(g, "LayerNormalization", in, 3, NULL, 0), "y");
+    ampc_pipeline_options o = {.verify = true, .precision = AMPC_PRECISION_FP16};
+    t_gpu_check c = {.fill = fill_large, .seed = 3, .rtol = 1e-2, .atol = 1e-2, .pipeline = &o,
+                     .what = "fp16 LayerNormalization, |x| <= 400"};
+    t_gpu_vs_reference(g, &c);
+}
