@@ -3,8 +3,9 @@
 # torch, compile each with `ampc MODEL.onnx -o MODEL.so` (timed), build a C program against each
 # library's header, run it, and compare its outputs with onnxruntime's CPU outputs. Also
 # `ampc run MODEL.so --iterations 200` for the GPU latency. Every precision mode: fp32, tf32, and
-# fp16 / bf16 (the precision pass), each against onnxruntime's f32 outputs. Results in
-# $OUT/artifact.txt; --report JSON of the fp16 and bf16 builds in $OUT/MODEL.PRECISION.report.json.
+# fp16 / bf16 (the precision pass) and auto (its error search, calibrated on other inputs than
+# the ones checked: $work/MODEL.calib), each against onnxruntime's f32 outputs. Results in
+# $OUT/artifact.txt; each build's --report JSON in $OUT/MODEL.PRECISION.report.json.
 # Needs the install tree in .devbin (bench/gpu-prepare.sh) and .devlibs.
 set -uo pipefail
 out=${OUT:-gpu-out}
@@ -17,19 +18,28 @@ export AMPC_CACHE_DIR=/tmp/ampc-cache
 report="$out/artifact.txt"
 : > "$report"
 $py bench/export_models.py $work > "$out/export.log" 2>&1 || { echo "export failed" >> "$report"; tail -20 "$out/export.log" >> "$report"; }
-for spec in resnet50:fp32 bert:fp32 resnet50:tf32 bert:tf32 resnet50:fp16 bert:fp16 resnet50:bf16 bert:bf16; do
-  model=${spec%:*} precision=${spec#*:}
+# AMPC_ARTIFACT_SPECS replaces the list: MODEL:PRECISION[:EXTRA], EXTRA being more ampc options
+# with '+' for spaces (bert:bf16:--keep-fp32+Softmax).
+specs=${AMPC_ARTIFACT_SPECS:-"resnet50:fp32 bert:fp32 resnet50:tf32 bert:tf32 resnet50:fp16 bert:fp16
+  resnet50:bf16 bert:bf16 resnet50:auto bert:auto resnet50:auto:--auto-type+bf16
+  bert:auto:--auto-type+bf16"}
+for spec in $specs; do
+  model=${spec%%:*} rest=${spec#*:}
+  precision=${rest%%:*} extra=""
+  [ "$rest" != "$precision" ] && extra=${rest#*:} && extra=${extra//+/ }
+  tag=$precision${extra:+_${extra//[^a-z0-9]/}}
+  [ "$precision" = auto ] && extra="$extra --calibrate $work/$model.calib"
   [ -f $work/$model.onnx ] || continue
-  echo "== $model, --precision $precision" >> "$report"
+  echo "== $model, --precision $precision $extra" >> "$report"
   rm -f $work/$model.so
   start=$(date +%s%N)
-  if ! .devbin/bin/ampc $work/$model.onnx -o $work/$model.so --precision $precision \
-       --report "$out/$model.$precision.report.json" > "$out/$model.compile.log" 2>&1; then
-    echo "$model: ampc -o failed: $(head -c 1500 "$out/$model.compile.log")" >> "$report"; continue
+  if ! .devbin/bin/ampc $work/$model.onnx -o $work/$model.so --precision $precision $extra \
+       --report "$out/$model.$tag.report.json" > "$out/$model.$tag.compile.log" 2>&1; then
+    echo "$model: ampc -o failed: $(head -c 1500 "$out/$model.$tag.compile.log")" >> "$report"; continue
   fi
   echo "$model: ampc -o $model.so took $(( ($(date +%s%N) - start) / 1000000 )) ms (cold kernel cache)" >> "$report"
   rm -f $work/$model.so && start=$(date +%s%N)
-  .devbin/bin/ampc $work/$model.onnx -o $work/$model.so --precision $precision >> "$out/$model.compile.log" 2>&1
+  .devbin/bin/ampc $work/$model.onnx -o $work/$model.so --precision $precision $extra >> "$out/$model.$tag.compile.log" 2>&1
   echo "$model: ampc -o $model.so took $(( ($(date +%s%N) - start) / 1000000 )) ms (warm kernel cache)" >> "$report"
   cc -O2 -DMODEL=$model -include $work/$model.h -o $work/check_$model bench/artifact_check.c \
      $work/$model.so -Wl,-rpath,$work >> "$report" 2>&1
@@ -54,6 +64,6 @@ for k, (_, name, dtype, shape) in enumerate(lines):
              ("MATCH (|err| <= %g max|ref|)" % rel) if ok else ("MISMATCH (> %g max|ref|)" % rel)))
 PY
   .devbin/bin/ampc run $work/$model.so --iterations 200 --warmup 20 2>/dev/null | grep latency | sed "s/^/$model: /" >> "$report"
-  .devbin/bin/ampc run $work/$model.so --profile 2>/dev/null | head -14 > "$out/$model.$precision.profile.txt"
+  .devbin/bin/ampc run $work/$model.so --profile 2>/dev/null | head -14 > "$out/$model.$tag.profile.txt"
 done
 cat "$report"

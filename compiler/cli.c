@@ -6,6 +6,8 @@
 #define _POSIX_C_SOURCE 200809L /* strndup, getpid */
 #include "compiler/cli.h"
 
+#include "compiler/auto_precision.h"
+
 #include "ir/ir.h"
 #include "ir/ref/ref.h"
 #include "compiler/module.h"
@@ -129,24 +131,38 @@ static ampc_graph *load_model(const ampc_cli_options *o) {
     return g;
 }
 
+static bool is_auto(const ampc_cli_options *o) {
+    return o->precision && !strcmp(o->precision, "auto");
+}
+
 static ampc_precision cli_precision(const ampc_cli_options *o) {
-    if (o->precision && !strcmp(o->precision, "fp16")) return AMPC_PRECISION_FP16;
-    if (o->precision && !strcmp(o->precision, "bf16")) return AMPC_PRECISION_BF16;
+    const char *p = is_auto(o) ? (o->auto_type ? o->auto_type : "fp16") : o->precision;
+    if (p && !strcmp(p, "fp16")) return AMPC_PRECISION_FP16;
+    if (p && !strcmp(p, "bf16")) return AMPC_PRECISION_BF16;
     return AMPC_PRECISION_KEEP;
 }
 
-/* The pass pipeline as the command line asks for it. */
-static ampc_pipeline_options pipeline_options(const ampc_cli_options *o) {
+/* The pass pipeline as the command line asks for it (with auto's choice when there is one). */
+static ampc_pipeline_options pipeline_options(const ampc_cli_options *o,
+                                              const ampc_auto_result *ar) {
     return (ampc_pipeline_options){.disable = o->disable, .n_disable = o->n_disable,
                                    .dump_after = o->dump_after, .dump_file = stderr, .verify = true,
                                    .trace = o->verbose ? stderr : NULL,
                                    .precision = cli_precision(o), .keep_fp32 = o->keep_fp32,
-                                   .n_keep_fp32 = o->n_keep_fp32};
+                                   .n_keep_fp32 = o->n_keep_fp32,
+                                   .auto_fp32 = ar ? (const char *const *)ar->kept : NULL,
+                                   .n_auto_fp32 = ar ? ar->n_kept : 0};
 }
 
+static bool resolve_auto(const ampc_cli_options *o, ampc_auto_result *r);
+
 static bool optimize(ampc_graph *g, const ampc_cli_options *o) {
-    ampc_pipeline_options po = pipeline_options(o);
-    if (ampc_graph_optimize(g, &po) == AMPC_OK) return true;
+    ampc_auto_result ar = {0};
+    if (is_auto(o) && !resolve_auto(o, &ar)) return false;
+    ampc_pipeline_options po = pipeline_options(o, &ar);
+    ampc_status st = ampc_graph_optimize(g, &po);
+    ampc_auto_result_free(&ar);
+    if (st == AMPC_OK) return true;
     fprintf(stderr, "ampc: %s: optimisation failed:\n%s\n", o->model, ampc_graph_errors(g));
     return false;
 }
@@ -182,6 +198,7 @@ typedef struct compile_record {
     ampc_pass_record passes[64];
     int32_t n_passes;
     double ms;
+    ampc_auto_result autop; /* --precision auto's search */
 } compile_record;
 
 static double wall_ms(void) {
@@ -194,9 +211,10 @@ static double wall_ms(void) {
 static ampc_module *compile_gpu(ampc_graph *g, const ampc_cli_options *o, compile_record *rec) {
     int32_t archs[16], n_archs;
     if (!parse_archs(o->arch, archs, &n_archs)) return NULL;
-    compile_record none;
+    compile_record none = {0};
     if (!rec) rec = &none;
-    ampc_pipeline_options po = pipeline_options(o);
+    if (is_auto(o) && !resolve_auto(o, &rec->autop)) return NULL;
+    ampc_pipeline_options po = pipeline_options(o, &rec->autop);
     po.record = rec->passes;
     po.max_records = 64;
     po.n_records = &rec->n_passes;
@@ -205,7 +223,9 @@ static ampc_module *compile_gpu(ampc_graph *g, const ampc_cli_options *o, compil
     if (o->verbose || isatty(2)) co.progress = show_progress;
     ampc_module *m = NULL;
     double t0 = wall_ms();
-    if (ampc_compile(g, &co, &m) != AMPC_OK) {
+    ampc_status st = ampc_compile(g, &co, &m);
+    if (rec == &none) ampc_auto_result_free(&none.autop);
+    if (st != AMPC_OK) {
         fprintf(stderr, "ampc: %s: compilation failed:\n%s\n", o->model, ampc_graph_errors(g));
         return NULL;
     }
@@ -300,6 +320,18 @@ static bool write_report(const char *path, const ampc_cli_options *o, const ampc
     }
     fprintf(f, "\n  ]");
     write_node_precision(f, g);
+    if (is_auto(o)) {
+        const ampc_auto_result *a = &rec->autop;
+        fprintf(f, ",\n  \"auto\": {\"tolerance\": %g, \"error_all_low\": %g, \"error\": %g, "
+                   "\"met\": %s, \"rounds\": %d, \"moved_to_f32\": [",
+                o->tolerance > 0 ? o->tolerance : 1e-2, a->error_low, a->error,
+                a->met ? "true" : "false", a->rounds);
+        for (int32_t i = 0; i < a->n_kept; i++) {
+            fputs(i ? ", " : "", f);
+            json_str(f, a->kept[i]);
+        }
+        fprintf(f, "]}");
+    }
     fprintf(f, "\n}\n");
     bool ok = fclose(f) == 0 && rename(tmp, path) == 0;
     if (!ok) {
@@ -313,8 +345,9 @@ static bool write_report(const char *path, const ampc_cli_options *o, const ampc
 static int emit_gpu(ampc_graph *g, const ampc_cli_options *o) {
     compile_record rec = {0};
     ampc_module *m = compile_gpu(g, o, &rec);
-    if (!m) return 1;
-    if (o->report && !write_report(o->report, o, g, m, &rec)) {
+    bool reported = m && (!o->report || write_report(o->report, o, g, m, &rec));
+    ampc_auto_result_free(&rec.autop);
+    if (!reported) {
         ampc_module_destroy(m);
         return 1;
     }
@@ -599,6 +632,83 @@ static bool read_inputs(const ampc_cli_options *o, const io_list *l, ampc_tensor
                 ampc_shape_str(&l->shapes[i], t, sizeof t), l->names[i]);
     }
     return true;
+}
+
+/* ---- --precision auto ------------------------------------------------------------------------ */
+
+static ampc_graph *reload(void *user) { return load_model(user); }
+
+/* DIR/<input>.npy or DIR/<input>.pb for each input found there (--calibrate). */
+static bool read_calibration(const ampc_cli_options *o, const io_list *l, ampc_tensor *in) {
+    for (int32_t i = 0; o->calibrate && i < l->n; i++) {
+        ampc_strbuf path = {0};
+        struct stat st;
+        ampc_sb_printf(&path, "%s/%s.npy", o->calibrate, l->names[i]);
+        if (stat(path.data, &st) != 0) {
+            ampc_sb_free(&path);
+            ampc_sb_printf(&path, "%s/%s.pb", o->calibrate, l->names[i]);
+        }
+        if (stat(path.data, &st) != 0) {
+            fprintf(stderr, "ampc: --calibrate %s has neither %s.npy nor %s.pb: random data for "
+                    "input '%s'\n", o->calibrate, l->names[i], l->names[i], l->names[i]);
+            ampc_sb_free(&path);
+            continue;
+        }
+        char *err = NULL;
+        ampc_status s = ampc_tensor_read_file(path.data, &in[i], NULL, &err);
+        if (s == AMPC_OK && (in[i].dtype != l->dtypes[i] || !ampc_shape_eq(&in[i].shape, &l->shapes[i]))) {
+            char want[AMPC_SHAPE_STR_MAX], got[AMPC_SHAPE_STR_MAX];
+            fprintf(stderr, "ampc: %s: input '%s' is %s%s, the file holds %s%s\n", path.data,
+                    l->names[i], ampc_dtype_name(l->dtypes[i]),
+                    ampc_shape_str(&l->shapes[i], want, sizeof want), ampc_dtype_name(in[i].dtype),
+                    ampc_shape_str(&in[i].shape, got, sizeof got));
+            s = AMPC_E_SHAPE;
+        } else if (s != AMPC_OK) {
+            fprintf(stderr, "ampc: %s: %s\n", path.data, err ? err : "cannot read tensor");
+        }
+        free(err);
+        ampc_sb_free(&path);
+        if (s != AMPC_OK) return false;
+    }
+    return true;
+}
+
+/* Runs the search for --precision auto; false with the reason printed. */
+static bool resolve_auto(const ampc_cli_options *o, ampc_auto_result *r) {
+    ampc_graph *g = load_model(o);
+    if (!g) return false;
+    io_list li = {0};
+    io_from_graph(&li, g->inputs, g->n_inputs);
+    ampc_graph_destroy(g);
+    ampc_tensor *in = ampc_xcalloc((size_t)li.n + 1, sizeof *in);
+    if (!o->calibrate)
+        fprintf(stderr, "ampc: warning: --precision auto measures its error on random inputs; give "
+                        "--calibrate DIR with real ones\n");
+    bool ok = read_calibration(o, &li, in) && read_inputs(o, &li, in);
+    int32_t n_dev = 0;
+    char *err = NULL;
+    bool gpu = ampc_rt_device_count(&n_dev, &err) == AMPC_OK && n_dev > 0;
+    free(err);
+    err = NULL;
+    if (ok && !gpu)
+        fprintf(stderr, "ampc: precision auto: no GPU here, the search runs on the reference "
+                        "evaluator (slow for large models)\n");
+    ampc_auto_options ao = {.low = cli_precision(o), .tolerance = o->tolerance > 0 ? o->tolerance : 1e-2,
+                            .inputs = in, .n_inputs = li.n, .gpu = gpu, .keep_fp32 = o->keep_fp32,
+                            .n_keep_fp32 = o->n_keep_fp32, .log = stderr};
+    if (ok && ampc_auto_precision(reload, (void *)o, &ao, r, &err) != AMPC_OK) {
+        fprintf(stderr, "ampc: %s: precision auto: %s\n", o->model, err ? err : "failed");
+        ok = false;
+    }
+    free(err);
+    if (ok)
+        fprintf(stderr, "ampc: precision auto: %d nodes moved back to f32; outputs' error %.3g "
+                        "(all low: %.3g; tolerance %g)%s\n", r->n_kept, r->error, r->error_low,
+                ao.tolerance, r->met ? "" : ": NOT MET, every node the search could move is f32");
+    for (int32_t i = 0; i < li.n; i++) ampc_tensor_free(&in[i]);
+    free(in);
+    io_free(&li);
+    return ok;
 }
 
 static bool save_outputs(const ampc_cli_options *o, const io_list *l, const ampc_tensor *out) {

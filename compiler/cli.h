@@ -20,6 +20,9 @@ typedef struct ampc_cli_options {
     const char *name;      /* --name: the library's C prefix */
     const char *precision; /* --precision fp32|tf32|fp16|bf16 (NULL: tf32) */
     const char *report;    /* --report FILE.json */
+    const char *calibrate; /* --calibrate DIR: inputs for --precision auto */
+    const char *auto_type; /* --auto-type fp16|bf16 (NULL: fp16) */
+    double tolerance;      /* --tolerance (0: 1e-2) */
     const char *shapes[AMPC_CLI_MAX_LIST];
     const char *disable[AMPC_CLI_MAX_LIST];
     const char *inputs[AMPC_CLI_MAX_LIST];

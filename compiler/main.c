@@ -40,7 +40,12 @@ static const char usage[] =
     "  --precision MODE      fp32: f32 math everywhere; tf32 (default): f32 tensors, TF32\n"
     "                        tensor cores in matmuls and convolutions; fp16, bf16: f32 tensors\n"
     "                        move to that type as each op's policy allows (interface kept)\n"
-    "  --keep-fp32 OP|NODE   with fp16/bf16: keep an op type or a node in f32 (repeatable)\n"
+    "                        auto: fp16 (or --auto-type bf16), with the nodes that add most\n"
+    "                        error moved back to f32 until the outputs are within --tolerance\n"
+    "                        (default 1e-2, relative to each output's largest magnitude) of\n"
+    "                        f32 on the --calibrate inputs\n"
+    "  --keep-fp32 OP|NODE   with fp16/bf16/auto: keep an op type or a node in f32 (repeatable)\n"
+    "  --calibrate DIR       auto: DIR/<input>.npy or .pb for each input (default: random data)\n"
     "  --emit ir|cuda|ptx|c  write the optimised IR, the generated CUDA C, its PTX or host C\n"
     "  --arch sm_80,sm_90    cubin architectures (default: the GPU present, else sm_80)\n"
     "  --shape NAME=DxDx..   give the shape of an input with symbolic dims (repeatable)\n"
@@ -128,10 +133,24 @@ static int parse_args(int argc, char **argv, ampc_cli_options *o) {
             o->inputs[o->n_inputs++] = v;
         } else if (is_opt(a, "--precision")) {
             if (!(v = opt_value(argc, argv, &i, "--precision"))) return 2;
-            if (strcmp(v, "fp32") && strcmp(v, "tf32") && strcmp(v, "fp16") && strcmp(v, "bf16"))
-                return fail("--precision %s is not available (available: fp32, tf32, fp16, bf16; "
-                            "auto is planned)", v, ""), 2;
+            if (strcmp(v, "fp32") && strcmp(v, "tf32") && strcmp(v, "fp16") && strcmp(v, "bf16") &&
+                strcmp(v, "auto"))
+                return fail("--precision %s is not available (available: fp32, tf32, fp16, bf16, "
+                            "auto)", v, ""), 2;
             o->precision = v;
+        } else if (is_opt(a, "--auto-type")) {
+            if (!(v = opt_value(argc, argv, &i, "--auto-type"))) return 2;
+            if (strcmp(v, "fp16") && strcmp(v, "bf16"))
+                return fail("--auto-type %s: give fp16 or bf16", v, ""), 2;
+            o->auto_type = v;
+        } else if (is_opt(a, "--tolerance")) {
+            if (!(v = opt_value(argc, argv, &i, "--tolerance"))) return 2;
+            char *end;
+            o->tolerance = strtod(v, &end);
+            if (*end || !(o->tolerance > 0))
+                return fail("--tolerance needs a positive number, got '%s'", v, ""), 2;
+        } else if (is_opt(a, "--calibrate")) {
+            if (!(o->calibrate = opt_value(argc, argv, &i, "--calibrate"))) return 2;
         } else if (is_opt(a, "--keep-fp32")) {
             if (!(v = opt_value(argc, argv, &i, "--keep-fp32"))) return 2;
             if (o->n_keep_fp32 == AMPC_CLI_MAX_LIST) return fail("too many --keep-fp32", "", ""), 2;

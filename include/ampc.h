@@ -336,6 +336,9 @@ typedef struct ampc_pipeline_options {
     ampc_precision precision;
     const char *const *keep_fp32;
     int32_t n_keep_fp32;
+    /* Node names --precision auto's search moved to f32 (kept like keep_fp32; reported apart). */
+    const char *const *auto_fp32;
+    int32_t n_auto_fp32;
 } ampc_pipeline_options;
 
 /* Runs the default pass pipeline over the graph. `o` may be NULL (defaults: verify on). */

@@ -65,6 +65,7 @@ typedef enum ampc_prec_policy {
     PREC_FOLLOW, /* computes in the type of its float inputs: low when they are */
     PREC_LOW,    /* always in the low type (tensor-core contractions and convolutions) */
     PREC_F32,    /* stays f32: its inputs are cast back when they arrive in the low type */
+    PREC_NORM,   /* FOLLOW under fp16, F32 under bf16 (normalisations of a residual stream) */
 } ampc_prec_policy;
 
 /* Why the precision pass left a node where it is (ampc_node.prec_why; ampc_prec_why_str). */
@@ -76,6 +77,7 @@ typedef enum ampc_prec_why {
     PREC_WHY_KEEP,    /* named by keep_fp32 (--keep-fp32) */
     PREC_WHY_RANGE,   /* a constant input holds a finite value beyond f16's range */
     PREC_WHY_TYPES,   /* the op does not take its inputs in the low type */
+    PREC_WHY_AUTO,    /* --precision auto's search moved it back (auto_fp32) */
 } ampc_prec_why;
 const char *ampc_prec_why_str(ampc_prec_why why);
 
@@ -195,8 +197,8 @@ struct ampc_graph {
     int64_t weights_bytes; /* set by plan-memory: constant blob size */
     /* What the caller asked of the precision pass; set by the pipeline for its run. */
     ampc_precision precision;
-    const char *const *keep_fp32;
-    int32_t n_keep_fp32;
+    const char *const *keep_fp32, *const *auto_fp32;
+    int32_t n_keep_fp32, n_auto_fp32;
 };
 
 /* ---- building ------------------------------------------------------------------------------- */

@@ -34,6 +34,7 @@ const char *ampc_prec_why_str(ampc_prec_why why) {
     case PREC_WHY_KEEP: return "keep-fp32";
     case PREC_WHY_RANGE: return "range: a constant beyond the low type";
     case PREC_WHY_TYPES: return "types: the op refuses the low type";
+    case PREC_WHY_AUTO: return "auto: moved back to f32 by the error search";
     }
     return "?";
 }

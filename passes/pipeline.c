@@ -158,6 +158,8 @@ static void set_requests(ampc_graph *g, const ampc_pipeline_options *o) {
     g->precision = o ? o->precision : AMPC_PRECISION_KEEP;
     g->keep_fp32 = o ? o->keep_fp32 : NULL;
     g->n_keep_fp32 = o ? o->n_keep_fp32 : 0;
+    g->auto_fp32 = o ? o->auto_fp32 : NULL;
+    g->n_auto_fp32 = o ? o->n_auto_fp32 : 0;
 }
 
 ampc_status ampc_pipeline_run(ampc_graph *g, const ampc_pipeline_options *o) {

@@ -57,6 +57,9 @@ ampc_status ampc_pass_rewrite(ampc_graph *g, ampc_node *n, ampc_opcode op, const
     n->attrs = as;
     n->n_attrs = n_attrs;
     n->outputs[0]->producer = n;
+    /* The fused node took the place of the pattern's last node, often an epilogue op that
+     * followed its inputs into the low type: the fused op's own policy is the reason now. */
+    if (ampc_op_get(op)->prec == PREC_LOW && n->prec_why == PREC_WHY_FOLLOW) n->prec_why = PREC_WHY_LOW;
     ampc_pass_uses_moved(u, n);
     return ampc_ir_node_infer(g, n);
 }

@@ -129,7 +129,46 @@ Test(cli, precision_fp16_moves_the_graph_and_keeps_what_it_is_told) {
     cr_assert(strstr(out, "keep-fp32 'Softmax' names no node and no op of graph 'affine'"), "%s", out);
     free(out);
     cr_assert_eq(ampc(&out, "%s --emit ir --precision fp8", path), 2);
-    cr_assert(strstr(out, "--precision fp8 is not available (available: fp32, tf32, fp16, bf16"), "%s", out);
+    cr_assert(strstr(out, "--precision fp8 is not available (available: fp32, tf32, fp16, bf16, auto)"), "%s", out);
+    free(out);
+    rmdir_all(d);
+}
+
+/* 1000 + h - 1000 cancels: in f16 the sum keeps h to 0.5 at best, so the output is off by up to
+ * 0.25 where h is about 1. The search must end within the tolerance, with nodes moved back. */
+static const char cancel_text[] =
+    "graph \"cancel\" {\n"
+    "  input %x : f32[4,2]\n"
+    "  const %w : f32[2,2] = [1, 0, 0, 1]\n"
+    "  const %big : f32[] = [1000]\n"
+    "  %h : f32[4,2] = MatMul(%x, %w) @\"mm\"\n"
+    "  %a : f32[4,2] = Add(%h, %big) @\"shift\"\n"
+    "  %s : f32[4,2] = Sub(%a, %big) @\"unshift\"\n"
+    "  output %s\n"
+    "}\n";
+
+Test(cli, precision_auto_moves_nodes_back_until_the_tolerance_holds) {
+    char *d = tmpdir(), path[512], *out;
+    snprintf(path, sizeof path, "%s/m.ir", d);
+    write_text(path, cancel_text);
+    cr_assert_eq(ampc(&out, "%s --emit ir --precision auto --tolerance 1e-3", path), 0, "%s", out);
+    cr_assert(strstr(out, "round 1: outputs' error "), "%s", out);
+    cr_assert(strstr(out, "to f32: node '"), "%s", out);
+    cr_assert(strstr(out, "(all low: "), "%s", out);
+    cr_assert_null(strstr(out, "NOT MET"), "%s", out);
+    cr_assert(strstr(out, "%s : f32[4,2] = Sub("), "%s", out);
+    free(out);
+    /* A model that fp16 serves as it is: nothing moves, the MatMul runs in f16. */
+    write_text(path, model_text);
+    cr_assert_eq(ampc(&out, "%s --emit ir --precision auto", path), 0, "%s", out);
+    cr_assert(strstr(out, "precision auto: 0 nodes moved back to f32"), "%s", out);
+    cr_assert(strstr(out, "= MatMul(%x_to_f16, %w_f16)"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --emit ir --precision auto --calibrate %s/none", path, d), 0, "%s", out);
+    cr_assert(strstr(out, "/none has neither x.npy nor x.pb: random data for input 'x'"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --emit ir --precision auto --tolerance -1", path), 2);
+    cr_assert(strstr(out, "--tolerance needs a positive number, got '-1'"), "%s", out);
     free(out);
     rmdir_all(d);
 }

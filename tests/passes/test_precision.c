@@ -209,6 +209,39 @@ Test(precision, constants_beyond_f16_range_keep_their_node) {
     ampc_graph_destroy(g);
 }
 
+/* bf16: a residual Add that meets an f32 value stays f32 (the widest type wins) and the
+ * LayerNormalization stays f32 (NORM policy): the residual stream keeps f32, the matmul does not. */
+Test(precision, bf16_keeps_the_residual_stream_f32) {
+    ampc_graph *g = parse("graph \"res\" {\n"
+                          "  input %x : f32[2,4]\n"
+                          "  input %w : f32[4,4]\n"
+                          "  const %s : f32[4] = [1, 1, 1, 1]\n"
+                          "  %h : f32[2,4] = MatMul(%x, %w) @\"mm\"\n"
+                          "  %r : f32[2,4] = Add(%h, %x) @\"residual\"\n"
+                          "  %n : f32[2,4] = LayerNormalization(%r, %s) {axis = -1} @\"ln\"\n"
+                          "  output %n\n"
+                          "}\n");
+    char *t = run_pass(g, AMPC_PRECISION_BF16, NULL, 0, NULL);
+    cr_assert(strstr(t, "%h : bf16[2,4] = MatMul(%x_to_bf16, %w_to_bf16)"), "%s", t);
+    cr_assert(strstr(t, "%r : f32[2,4] = Add(%h_to_f32, %x)"), "%s", t);
+    cr_assert(strstr(t, "%n : f32[2,4] = LayerNormalization(%r, %s)"), "%s", t);
+    free(t);
+    cr_assert_eq(g->nodes[g->n_nodes - 1]->prec_why, PREC_WHY_POLICY);
+    ampc_graph_destroy(g);
+    /* fp16 runs the same graph low from the MatMul on. */
+    g = parse("graph \"res\" {\n"
+              "  input %x : f32[2,4]\n"
+              "  input %w : f32[4,4]\n"
+              "  %h : f32[2,4] = MatMul(%x, %w) @\"mm\"\n"
+              "  %r : f32[2,4] = Add(%h, %x) @\"residual\"\n"
+              "  output %r\n"
+              "}\n");
+    t = run_pass(g, AMPC_PRECISION_FP16, NULL, 0, NULL);
+    cr_assert(strstr(t, "%r_f16 : f16[2,4] = Add(%h, %x_to_f16)"), "%s", t);
+    free(t);
+    ampc_graph_destroy(g);
+}
+
 /* torch's export of a half() transformer: f16 activations cast to f32 around LayerNormalization
  * (with f32 scale and bias) and cast back. The island joins the f16 graph and no cast is left. */
 Test(precision, exported_f32_islands_rejoin_the_f16_graph) {
