@@ -166,6 +166,17 @@ AMPC_API ampc_status ampc_rt_model_run(ampc_rt_model *m, const ampc_tensor *inpu
                                        ampc_tensor *outputs, int32_t n_out, void *stream,
                                        char **err);
 
+/* As ampc_rt_model_run, but returns once the work is enqueued on the stream, without waiting:
+ * the outputs are complete when the stream reaches that point (record an event, or synchronise),
+ * and every buffer must stay valid until then. The model is then busy until the stream gets
+ * there: enqueue it again on the same stream only (work on another stream would race with this
+ * one for the model's memory). Errors inside kernels show at the next call that synchronises.
+ * The checks before anything is touched are ampc_rt_model_run's. This is the call to use from a
+ * framework's stream, next to its own work, as CUDA graph replays are. */
+AMPC_API ampc_status ampc_rt_model_enqueue(ampc_rt_model *m, const ampc_tensor *inputs,
+                                           int32_t n_in, ampc_tensor *outputs, int32_t n_out,
+                                           void *stream, char **err);
+
 /* As ampc_rt_model_run, but the steps are launched one by one (never from the graph) with a CUDA
  * event before and after each, and step_ms[i] receives step i's GPU time in milliseconds
  * (step_ms must hold ampc_rt_model_n_steps(m) values; on failure its contents are unspecified).

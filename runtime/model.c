@@ -464,7 +464,7 @@ static void try_capture(ampc_rt_model *m) {
  * pageable host memory synchronously. Profiling launches step by step between events; a plain
  * run replays the graph (capturing it the first time). */
 static ampc_status run_on_device(ampc_rt_model *m, const ampc_tensor *in, ampc_tensor *out,
-                                 cudaStream_t stream, double *step_ms, rt_err *e) {
+                                 cudaStream_t stream, double *step_ms, bool sync, rt_err *e) {
     RT_CUDA(e, cudaSetDevice(m->ctx.dev.index));
     cudaStream_t s = stream ? stream : m->stream;
     for (int32_t i = 0; i < m->n_inputs; i++) {
@@ -505,6 +505,7 @@ static ampc_status run_on_device(ampc_rt_model *m, const ampc_tensor *in, ampc_t
             return e->status;
         }
     }
+    if (!sync) return AMPC_OK;
     RT_CUDA(e, cudaStreamSynchronize(s));
     if (step_ms != NULL)
         for (int32_t i = 0; i < m->n_steps; i++) {
@@ -517,7 +518,8 @@ static ampc_status run_on_device(ampc_rt_model *m, const ampc_tensor *in, ampc_t
 
 /* The body of run and profile: argument checks and validation touch nothing on the device. */
 static ampc_status run(ampc_rt_model *m, const ampc_tensor *in, int32_t n_in, ampc_tensor *out,
-                       int32_t n_out, void *stream, double *step_ms, bool profile, char **err) {
+                       int32_t n_out, void *stream, double *step_ms, bool profile, bool sync,
+                       char **err) {
     rt_err e = {0};
     if (m == NULL) {
         rt_fail(&e, AMPC_E_INVALID_ARG, "the model is NULL");
@@ -532,20 +534,25 @@ static ampc_status run(ampc_rt_model *m, const ampc_tensor *in, int32_t n_in, am
     if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
     double none;
     run_on_device(m, in, out, (cudaStream_t)stream, profile ? (step_ms ? step_ms : &none) : NULL,
-                  &e);
+                  sync || profile, &e);
     if (prev >= 0 && prev != m->ctx.dev.index) (void)cudaSetDevice(prev);
     return rt_err_give(&e, err);
 }
 
 ampc_status ampc_rt_model_run(ampc_rt_model *m, const ampc_tensor *inputs, int32_t n_in,
                               ampc_tensor *outputs, int32_t n_out, void *stream, char **err) {
-    return run(m, inputs, n_in, outputs, n_out, stream, NULL, false, err);
+    return run(m, inputs, n_in, outputs, n_out, stream, NULL, false, true, err);
+}
+
+ampc_status ampc_rt_model_enqueue(ampc_rt_model *m, const ampc_tensor *inputs, int32_t n_in,
+                                  ampc_tensor *outputs, int32_t n_out, void *stream, char **err) {
+    return run(m, inputs, n_in, outputs, n_out, stream, NULL, false, false, err);
 }
 
 ampc_status ampc_rt_model_profile(ampc_rt_model *m, const ampc_tensor *inputs, int32_t n_in,
                                   ampc_tensor *outputs, int32_t n_out, void *stream,
                                   double *step_ms, char **err) {
-    return run(m, inputs, n_in, outputs, n_out, stream, step_ms, true, err);
+    return run(m, inputs, n_in, outputs, n_out, stream, step_ms, true, true, err);
 }
 
 /* Times `iterations` launches of the steps alone (the graph replay once captured), each between

@@ -79,6 +79,7 @@ Test(artifact, library_header_and_exports, .timeout = 120) {
     cr_assert_not_null(lib, "%s", dlerror());
     cr_assert_not_null(dlsym(lib, "tiny_mlp_create"));
     cr_assert_not_null(dlsym(lib, "tiny_mlp_run"));
+    cr_assert_not_null(dlsym(lib, "tiny_mlp_enqueue"));
     cr_assert_not_null(dlsym(lib, "tiny_mlp_destroy"));
     cr_assert_not_null(dlsym(lib, AMPC_RT_ARTIFACT_SYMBOL));
     /* The runtime inside is hidden: none of its functions is visible from outside. */

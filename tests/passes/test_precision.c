@@ -8,6 +8,7 @@
 #include "support.h"
 
 #include "passes/passes.h"
+#include "ampc_runtime.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -355,4 +356,64 @@ Test(precision_gpu, layer_norm_of_large_activations_in_fp16) {
     t_gpu_check c = {.fill = fill_large, .seed = 3, .rtol = 1e-2, .atol = 1e-2, .pipeline = &o,
                      .what = "fp16 LayerNormalization, |x| <= 400"};
     t_gpu_vs_reference(g, &c);
+}
+
+/* TF32 against full f32 on a large GEMM (1024^3, values in [-1, 1)): TF32 rounds each operand to
+ * a 10-bit mantissa, so an element may be off by up to 2^-10 of the sum of |a_k b_k| (each product
+ * within 2 * 2^-11 of exact, f32 accumulation far below that); full f32 must be far closer. */
+static double gemm_error(bool tf32, double *bound) {
+    enum { N = 1024 };
+    ampc_graph *g = ampc_graph_create("gemm");
+    ampc_value *in[2] = {t_input(g, "a", AMPC_DTYPE_F32, SHAPE(N, N)),
+                         t_input(g, "b", AMPC_DTYPE_F32, SHAPE(N, N))};
+    ampc_output(g, ampc_op(g, "MatMul", in, 2, NULL, 0), "y");
+    float *a = malloc(sizeof(float) * N * N), *b = malloc(sizeof(float) * N * N);
+    uint64_t seed = 7;
+    ampc_tensor t[2] = {t_tensor(AMPC_DTYPE_F32, SHAPE(N, N), a), t_tensor(AMPC_DTYPE_F32, SHAPE(N, N), b)};
+    t_fill_uniform_f32(&t[0], "a", &seed);
+    t_fill_uniform_f32(&t[1], "b", &seed);
+    ampc_tensor ref;
+    cr_assert_eq(ampc_graph_evaluate(g, t, 2, &ref, 1), AMPC_OK, "%s", ampc_graph_errors(g));
+    *bound = 0;
+    for (int i = 0; i < N; i += 97) /* sum |a_ik b_kj| over a sample of rows, all columns */
+        for (int j = 0; j < N; j++) {
+            double s = 0;
+            for (int k = 0; k < N; k++) s += fabs((double)a[i * N + k] * b[k * N + j]);
+            if (s > *bound) *bound = s;
+        }
+    *bound *= ldexp(1, -10);
+    static const int32_t none = 0;
+    ampc_compile_options o = {.archs = &none, .n_archs = 0, .cache_dir = "", .no_tf32 = !tf32};
+    ampc_module *m = NULL;
+    cr_assert_eq(ampc_compile(g, &o, &m), AMPC_OK, "%s", ampc_graph_errors(g));
+    float *y = malloc(sizeof(float) * N * N);
+    ampc_tensor got = t_tensor(AMPC_DTYPE_F32, SHAPE(N, N), y);
+    cr_assert_eq(ampc_module_run(m, t, 2, &got, 1, NULL), AMPC_OK, "%s", ampc_module_errors(m));
+    double worst = 0;
+    for (int64_t i = 0; i < (int64_t)N * N; i++) {
+        double d = fabs((double)y[i] - ((const float *)ref.data)[i]);
+        if (d > worst) worst = d;
+    }
+    ampc_module_destroy(m);
+    ampc_tensor_free(&ref);
+    free(a), free(b), free(y);
+    ampc_graph_destroy(g);
+    return worst;
+}
+
+Test(precision_gpu, tf32_against_fp32_on_a_large_gemm) {
+    int32_t n = 0;
+    char *err = NULL;
+    if (ampc_rt_device_count(&n, &err) != AMPC_OK || n == 0) {
+        char reason[256];
+        snprintf(reason, sizeof reason, "%s", err ? err : "no CUDA device");
+        free(err);
+        cr_skip_test("%s", reason);
+    }
+    double bound, bound32;
+    double e_tf32 = gemm_error(true, &bound), e_fp32 = gemm_error(false, &bound32);
+    cr_log_info("1024^3 GEMM: max |err| TF32 %.3g (bound %.3g), fp32 %.3g", e_tf32, bound, e_fp32);
+    cr_assert_leq(e_tf32, bound, "TF32 error %g beyond 2^-10 sum |ab| = %g", e_tf32, bound);
+    cr_assert_lt(e_fp32 * 16, e_tf32, "fp32 (%g) is not clearly closer than TF32 (%g): is TF32 "
+                 "really off with --precision fp32?", e_fp32, e_tf32);
 }
