@@ -38,6 +38,8 @@ typedef struct conv_desc {
     const ampc_value *sx, *sw, *sy, *zy; /* QLinearConv: scales and the output zero point */
     const ampc_value *z;                 /* ampc.FusedConv: the residual added, or NULL */
     bool transpose, integer, qlinear, relu;
+    bool channels_last;                  /* x, z, y [N, S..., C], w [M, S..., C/group] */
+    ampc_shape wshape;                   /* w's shape in NCHW order */
     int64_t batch, c, m, group;          /* N, input channels, output channels, groups */
     ampc_conv_geom geo;
     int64_t in[AMPC_MAX_RANK], out[AMPC_MAX_RANK];
@@ -73,16 +75,23 @@ static ampc_status describe(ampc_cg *cg, const ampc_node *n, conv_desc *d) {
         d->z = n->n_inputs > 3 ? n->inputs[3] : NULL;
         d->relu = ampc_ir_attr_find(n, "activation") != NULL;
     }
-    d->batch = d->x->shape.dims[0];
-    d->c = d->x->shape.dims[1];
-    d->m = d->y->shape.dims[1];
+    /* A channels-last convolution is described through its NCHW shadow (ir/infer/infer.h). */
+    ampc_conv_shadow sh;
+    d->channels_last = ampc_conv_channels_last(n);
+    if (d->channels_last) ampc_conv_shadow_make(n, &sh);
+    const ampc_node *nchw = d->channels_last ? &sh.node : n;
+    const ampc_shape *xs = &nchw->inputs[0]->shape, *ys = &nchw->outputs[0]->shape;
+    d->wshape = nchw->inputs[d->qlinear ? 3 : 1]->shape;
+    d->batch = xs->dims[0];
+    d->c = xs->dims[1];
+    d->m = ys->dims[1];
     d->group = ampc_ir_attr_int(g, n, "group", 1);
     if (d->group < 1) d->group = 1;
-    ampc_status st = ampc_infer_conv_geom(g, n, &d->geo);
+    ampc_status st = ampc_infer_conv_geom(g, nchw, &d->geo);
     if (st != AMPC_OK) return st;
     for (int32_t i = 0; i < d->geo.k; i++) {
-        d->in[i] = d->x->shape.dims[2 + i];
-        d->out[i] = d->y->shape.dims[2 + i];
+        d->in[i] = xs->dims[2 + i];
+        d->out[i] = ys->dims[2 + i];
     }
     return AMPC_OK;
 }
@@ -114,9 +123,9 @@ static bool cudnn_ok(const conv_desc *d) {
             if (fwd < 0 || fwd / g->stride[i] + 1 != d->in[i]) return false;
         }
     }
-    int64_t wk = d->w->shape.dims[1];
+    int64_t wk = d->wshape.dims[1];
     return fits_int(d->batch, d->c, d->in, g->k) && fits_int(d->batch, d->m, d->out, g->k) &&
-           fits_int(d->w->shape.dims[0], wk, g->kernel, g->k);
+           fits_int(d->wshape.dims[0], wk, g->kernel, g->k);
 }
 
 static ampc_status conv_step(ampc_cg *cg, const ampc_node *n, const conv_desc *d) {
@@ -143,6 +152,7 @@ static ampc_status conv_step(ampc_cg *cg, const ampc_node *n, const conv_desc *d
     p.has_bias = d->b != NULL;
     p.has_residual = d->z != NULL;
     p.relu = d->relu;
+    p.channels_last = d->channels_last;
     if (d->z) p.z = ampc_cg_ref(cg, d->z);
     p.x = ampc_cg_ref(cg, d->x);
     p.w = ampc_cg_ref(cg, d->w);
@@ -342,5 +352,8 @@ ampc_status ampc_cg_lower_conv(ampc_cg *cg, const ampc_node *n) {
     ampc_status st = describe(cg, n, &d);
     if (st != AMPC_OK) return st;
     if (cudnn_ok(&d)) return conv_step(cg, n, &d);
+    if (d.channels_last) /* the layout pass makes channels-last convolutions for cuDNN only */
+        return AMPC_FAIL(ampc_cg_graph(cg), n, AMPC_E_UNSUPPORTED,
+                         "a channels-last convolution cuDNN cannot run (pads, dtype or size)");
     return d.transpose ? direct_transpose(cg, n, &d) : direct_forward(cg, n, &d);
 }

@@ -85,8 +85,9 @@ static void put_conv(ampc_strbuf *sb, const ampc_rt_conv *c) {
         put_i64s(sb, arrays[i], 3);
     }
     ampc_sb_printf(sb, ",\n        .dtype = %d, .math = %u, .relu = %d, .has_bias = %d, "
-                       ".has_residual = %d, .transpose = %d, .output_padding = ",
-                   c->dtype, c->math, c->relu, c->has_bias, c->has_residual, c->transpose);
+                       ".has_residual = %d, .transpose = %d, .channels_last = %d, .output_padding = ",
+                   c->dtype, c->math, c->relu, c->has_bias, c->has_residual, c->transpose,
+                   c->channels_last);
     put_i64s(sb, c->output_padding, 3);
     const ampc_rt_ref *refs[5] = {&c->x, &c->w, &c->bias, &c->z, &c->y};
     static const char *const rnames[5] = {"x", "w", "bias", "z", "y"};
@@ -391,7 +392,7 @@ char *ampc_artifact_header(const ampc_module *m, const char *name, const char *s
         "/* As %1$s_run, but returns once the work is enqueued on `stream`: the outputs are complete "
         "when\n * the stream gets there, and the buffers must stay valid until then. Enqueue a "
         "model on one\n * stream only. Errors inside kernels show at the next call that "
-        "synchronises. */\n"
+        "synchronises. NULL is the model's own stream; cudaStreamLegacy orders with the\n * legacy default stream. */\n"
         "int %1$s_enqueue(%1$s_model *model, const void *const *inputs, void *const *outputs, "
         "void *stream,\n              char **err);\n\n"
         "/* Frees the model (NULL is fine). */\n"

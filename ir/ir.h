@@ -199,6 +199,7 @@ struct ampc_graph {
     ampc_precision precision;
     const char *const *keep_fp32, *const *auto_fp32;
     int32_t n_keep_fp32, n_auto_fp32;
+    bool channels_last; /* the layout pass's request */
 };
 
 /* ---- building ------------------------------------------------------------------------------- */

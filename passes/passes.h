@@ -87,6 +87,10 @@ ampc_status ampc_pass_fuse_gelu(ampc_graph *g, bool *changed);
 /* Matmul epilogues: MatMul by a matrix -> [Add bias] -> [Add residual] -> [Relu] into one
  * ampc.FusedMatMul, a single cuBLASLt call (fuse_matmul.c). */
 ampc_status ampc_pass_fuse_matmul(ampc_graph *g, bool *changed);
+/* Layout, when asked (channels_last): 2-D f16/bf16 convolutions become channels-last
+ * ampc.FusedConv (NHWC data, weights permuted at compile time), with Transposes only where the
+ * layout changes (layout.c). */
+ampc_status ampc_pass_layout(ampc_graph *g, bool *changed);
 /* Memory planning: weights offsets for constants, arena offsets for everything else by
  * liveness, views and in-place elementwise sharing bytes (plan_memory.c). */
 ampc_status ampc_pass_plan_memory(ampc_graph *g, bool *changed);

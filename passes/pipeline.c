@@ -26,6 +26,8 @@ static const ampc_pass_info pass_table[] = {
      "fold a residual Add and a ReLU after a Conv into one ampc.FusedConv"},
     {"fuse-matmul", ampc_pass_fuse_matmul,
      "fold a bias Add, a residual Add and a ReLU after a MatMul into one ampc.FusedMatMul"},
+    {"layout", ampc_pass_layout,
+     "with --layout nhwc, run 2-D f16/bf16 convolutions channels-last (transposes where it changes)"},
     {"dce", ampc_pass_dce, "remove nodes that no graph output depends on"},
     {"plan-memory", ampc_pass_plan_memory,
      "place constants in the weights blob and every other value in the arena (liveness)"},
@@ -160,6 +162,7 @@ static void set_requests(ampc_graph *g, const ampc_pipeline_options *o) {
     g->n_keep_fp32 = o ? o->n_keep_fp32 : 0;
     g->auto_fp32 = o ? o->auto_fp32 : NULL;
     g->n_auto_fp32 = o ? o->n_auto_fp32 : 0;
+    g->channels_last = o ? o->channels_last : false;
 }
 
 ampc_status ampc_pipeline_run(ampc_graph *g, const ampc_pipeline_options *o) {

@@ -112,6 +112,7 @@ typedef struct ampc_rt_conv {
     uint8_t math;                    /* ampc_rt_math */
     bool relu, has_bias, has_residual;
     bool transpose;                  /* ConvTranspose (data gradient form) */
+    bool channels_last;              /* x, z, y stored [N, S..., C] and w [M, S..., C/groups] */
     int64_t output_padding[3];
     ampc_rt_ref x, w, bias, z, y;
 } ampc_rt_conv;

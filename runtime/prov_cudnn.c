@@ -218,9 +218,10 @@ static cudnnDataType_t dnn_type(ampc_dtype t) {
     }
 }
 
-/* A packed NC(D)HW descriptor; 1-D tensors become N x C x 1 x W (cuDNN wants 4 dims or more). */
+/* A packed NC(D)HW descriptor, or N(D)HWC with strides when channels_last; 1-D tensors become
+ * N x C x 1 x W (cuDNN wants 4 dims or more). */
 static ampc_status tensor_desc(cudnnTensorDescriptor_t *d, cudnnDataType_t t, int64_t n, int64_t ch,
-                               const int64_t *sp, int spatial, rt_err *e) {
+                               const int64_t *sp, int spatial, bool channels_last, rt_err *e) {
     int dims[5], strides[5], nd = spatial == 1 ? 4 : spatial + 2;
     dims[0] = (int)n;
     dims[1] = (int)ch;
@@ -232,6 +233,12 @@ static ampc_status tensor_desc(cudnnTensorDescriptor_t *d, cudnnDataType_t t, in
     }
     strides[nd - 1] = 1;
     for (int i = nd - 2; i >= 0; i--) strides[i] = strides[i + 1] * dims[i + 1];
+    if (channels_last) { /* C innermost, then the spatial dims, then N */
+        strides[1] = 1;
+        strides[nd - 1] = dims[1];
+        for (int i = nd - 2; i >= 2; i--) strides[i] = strides[i + 1] * dims[i + 1];
+        strides[0] = strides[2] * dims[2];
+    }
     RT_CUDNN(e, dnn.cudnnCreateTensorDescriptor(d));
     RT_CUDNN(e, dnn.cudnnSetTensorNdDescriptor(*d, t, nd, dims, strides));
     return AMPC_OK;
@@ -325,18 +332,21 @@ static ampc_status conv_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, s
         st->one.f = 1.0f;
         st->zero.f = 0.0f;
     }
-    if (tensor_desc(&st->xd, t, c->n, c->c_in, c->in, c->spatial, e) ||
-        tensor_desc(&st->yd, t, c->n, c->c_out, c->out, c->spatial, e))
+    bool cl = c->channels_last;
+    if (tensor_desc(&st->xd, t, c->n, c->c_in, c->in, c->spatial, cl, e) ||
+        tensor_desc(&st->yd, t, c->n, c->c_out, c->out, c->spatial, cl, e))
         return e->status;
     int64_t ones[3] = {1, 1, 1};
-    if (c->has_bias && tensor_desc(&st->bd, t, 1, c->c_out, ones, c->spatial, e)) return e->status;
+    if (c->has_bias && tensor_desc(&st->bd, t, 1, c->c_out, ones, c->spatial, false, e))
+        return e->status;
 
     int fdims[5], nd;
     fdims[0] = (int)(c->transpose ? c->c_in : c->c_out);
     fdims[1] = (int)((c->transpose ? c->c_out : c->c_in) / c->groups);
     nd = 2 + lift(c->kernel, c->spatial, 1, fdims + 2);
     RT_CUDNN(e, dnn.cudnnCreateFilterDescriptor(&st->wd));
-    RT_CUDNN(e, dnn.cudnnSetFilterNdDescriptor(st->wd, t, CUDNN_TENSOR_NCHW, nd, fdims));
+    RT_CUDNN(e, dnn.cudnnSetFilterNdDescriptor(st->wd, t, cl ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+                                               nd, fdims));
 
     int pad[3], stride[3], dil[3];
     int ns = lift(c->pad_begin, c->spatial, 0, pad);

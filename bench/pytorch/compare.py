@@ -17,7 +17,8 @@ when matplotlib is there, OUT_DIR/benchmarks.png.
 
   AMPC=.devbin/bin/ampc python bench/pytorch/compare.py $OUT
   (AMPC_BENCH_MODELS=mlp,resnet50,bert picks models; AMPC_BENCH_ITERS the timed calls;
-   AMPC_BENCH_PRECISION the --precision given to ampc, default fp16)
+   AMPC_BENCH_PRECISION the --precision given to ampc, default fp16; AMPC_BENCH_EXTRA more ampc
+   options, space-separated, e.g. "--disable-pass layout")
 """
 import ctypes
 import json
@@ -32,6 +33,7 @@ import torch
 AMPC = os.environ.get("AMPC", ".devbin/bin/ampc")
 ITERS = int(os.environ.get("AMPC_BENCH_ITERS", "200"))
 PRECISION = os.environ.get("AMPC_BENCH_PRECISION", "fp16")
+EXTRA = os.environ.get("AMPC_BENCH_EXTRA", "").split()
 WARMUP = 30
 
 
@@ -129,7 +131,9 @@ class AmpcLibrary:
 
     def _call(self, fn):
         err = ctypes.c_char_p()
-        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        # torch's default stream is the legacy one, handle 0, which the library takes as "its own
+        # stream": name it cudaStreamLegacy (0x1) so the work is ordered with torch's.
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream or 1)
         if fn(self.model, self.ins, self.outs, stream, ctypes.byref(err)) != 0:
             raise RuntimeError(err.value.decode())
 
@@ -155,7 +159,7 @@ def bench_one(label, key, model, batch, make_inputs, input_names, work):
         torch.onnx.export(model, args, onnx_path, input_names=input_names, opset_version=17,
                           dynamo=False)
     t0 = time.time()
-    r = subprocess.run([AMPC, onnx_path, "-o", so_path, "--precision", PRECISION],
+    r = subprocess.run([AMPC, onnx_path, "-o", so_path, "--precision", PRECISION] + EXTRA,
                        capture_output=True, text=True)
     row["ampc_compile_s"] = round(time.time() - t0, 2)
     stream = torch.cuda.current_stream()

@@ -271,7 +271,65 @@ ampc_status ampc_infer_conv(ampc_graph *g, ampc_node *n) {
 
 /* ampc.FusedConv: Conv's rules, then the residual z (input 3) has Y's dtype and shape, and the
  * activation is absent or "Relu". */
+bool ampc_conv_channels_last(const ampc_node *n) {
+    const ampc_attr *a = n->op == AMPC_OP_FUSED_CONV ? ampc_ir_attr_find(n, "channels_last") : NULL;
+    return a && a->kind == AMPC_ATTR_INT && a->i == 1;
+}
+
+ampc_shape ampc_shape_to_channels_last(const ampc_shape *s) {
+    ampc_shape r = *s;
+    if (s->rank < 3) return r;
+    for (int32_t i = 2; i < s->rank; i++) r.dims[i - 1] = s->dims[i];
+    r.dims[s->rank - 1] = s->dims[1];
+    return r;
+}
+
+ampc_shape ampc_shape_to_channels_first(const ampc_shape *s) {
+    ampc_shape r = *s;
+    if (s->rank < 3) return r;
+    r.dims[1] = s->dims[s->rank - 1];
+    for (int32_t i = 2; i < s->rank; i++) r.dims[i] = s->dims[i - 1];
+    return r;
+}
+
+void ampc_conv_shadow_make(const ampc_node *n, ampc_conv_shadow *s) {
+    memset(s, 0, sizeof *s);
+    s->node = *n;
+    for (int32_t i = 0; i < n->n_inputs && i < 4; i++) {
+        if (!n->inputs[i]) continue;
+        s->vals[i] = *n->inputs[i];
+        s->vals[i].data = NULL;
+        if (i != 2) s->vals[i].shape = ampc_shape_to_channels_first(&n->inputs[i]->shape);
+        s->in[i] = &s->vals[i];
+    }
+    s->vals[4] = *n->outputs[0];
+    s->vals[4].shape = ampc_shape_to_channels_first(&n->outputs[0]->shape);
+    s->out[0] = &s->vals[4];
+    s->node.inputs = s->in;
+    s->node.outputs = s->out;
+    s->node.n_outputs = 1;
+}
+
+static ampc_status infer_fused_conv_nchw(ampc_graph *g, ampc_node *n);
+
 ampc_status ampc_infer_fused_conv(ampc_graph *g, ampc_node *n) {
+    const ampc_attr *cl = ampc_ir_attr_find(n, "channels_last");
+    if (cl && (cl->kind != AMPC_ATTR_INT || (cl->i != 0 && cl->i != 1)))
+        return AMPC_FAIL(g, n, AMPC_E_ATTR, "attribute 'channels_last' must be the int 0 or 1");
+    if (!ampc_conv_channels_last(n)) return infer_fused_conv_nchw(g, n);
+    if (n->inputs[0]->shape.rank < 3)
+        return AMPC_FAIL(g, n, AMPC_E_SHAPE, "a channels-last convolution needs x of rank 3 or "
+                         "more, got rank %d", n->inputs[0]->shape.rank);
+    ampc_conv_shadow sh;
+    ampc_conv_shadow_make(n, &sh);
+    ampc_status st = infer_fused_conv_nchw(g, &sh.node);
+    if (st) return st;
+    n->outputs[0]->dtype = sh.vals[4].dtype;
+    n->outputs[0]->shape = ampc_shape_to_channels_last(&sh.vals[4].shape);
+    return AMPC_OK;
+}
+
+static ampc_status infer_fused_conv_nchw(ampc_graph *g, ampc_node *n) {
     ampc_status st = ampc_infer_conv(g, n);
     if (st) return st;
     const ampc_value *y = n->outputs[0];

@@ -57,4 +57,20 @@ typedef struct ampc_conv_geom {
 } ampc_conv_geom;
 ampc_status ampc_infer_conv_geom(ampc_graph *g, const ampc_node *n, ampc_conv_geom *out);
 
+/* An ampc.FusedConv with channels_last = 1 (passes/layout.c) holds x, z and y as [N, spatial...,
+ * C] and w as [M, spatial..., C/group]. Its shadow is the same node over NCHW-shaped copies of
+ * its values (no data), so the NCHW rules (inference, geometry) apply unchanged. */
+typedef struct ampc_conv_shadow {
+    ampc_node node;
+    ampc_value vals[5]; /* x, w, b, z, y */
+    ampc_value *in[4], *out[1];
+} ampc_conv_shadow;
+
+bool ampc_conv_channels_last(const ampc_node *n);
+/* Fills s from n; s->node is what the NCHW rules read. */
+void ampc_conv_shadow_make(const ampc_node *n, ampc_conv_shadow *s);
+/* The channels-last shape of an NCHW one ([N, C, S...] -> [N, S..., C]), and back. */
+ampc_shape ampc_shape_to_channels_last(const ampc_shape *s);
+ampc_shape ampc_shape_to_channels_first(const ampc_shape *s);
+
 #endif /* AMPC_INFER_H */

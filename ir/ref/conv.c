@@ -14,6 +14,7 @@
  * shapes (geom_init), which is what places the windows.
  */
 #include "ref.h"
+#include "../infer/infer.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -185,9 +186,61 @@ ampc_status ampc_ref_conv(ampc_graph *g, const ampc_node *n, const ampc_tensor *
     return conv_forward(g, n, in, out[0], NULL, false);
 }
 
+/* Copies t into r with the channel dim moved: [N, C, S...] -> [N, S..., C] when to_last, the
+ * reverse otherwise; r gets the moved shape and a new buffer (NULL data on OOM). */
+static void move_channels(const ampc_tensor *t, ampc_tensor *r, bool to_last) {
+    r->dtype = t->dtype;
+    r->shape = to_last ? ampc_shape_to_channels_last(&t->shape) : ampc_shape_to_channels_first(&t->shape);
+    size_t es = ampc_dtype_size(t->dtype);
+    int64_t nb = t->shape.dims[0], c = to_last ? t->shape.dims[1] : t->shape.dims[t->shape.rank - 1];
+    int64_t sp = nb && c ? ampc_shape_numel(&t->shape) / nb / c : 0;
+    r->data = malloc((size_t)ampc_shape_numel(&t->shape) * es + 1);
+    if (!r->data) return;
+    const char *src = t->data;
+    char *dst = r->data;
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t k = 0; k < c; k++)
+            for (int64_t q = 0; q < sp; q++) {
+                int64_t first = (b * c + k) * sp + q, last = (b * sp + q) * c + k;
+                memcpy(dst + (to_last ? last : first) * es, src + (to_last ? first : last) * es, es);
+            }
+}
+
+/* A channels-last ampc.FusedConv: its tensors moved to NCHW, the NCHW kernel on its shadow,
+ * the output moved back. */
+static ampc_status fused_conv_channels_last(ampc_graph *g, const ampc_node *n,
+                                            const ampc_tensor *const *in, ampc_tensor *y, bool relu) {
+    ampc_conv_shadow sh;
+    ampc_conv_shadow_make(n, &sh);
+    ampc_tensor t[4] = {{0}}, yt = {0};
+    const ampc_tensor *args[4] = {NULL, NULL, n->n_inputs > 2 ? in[2] : NULL, NULL};
+    bool ok = true;
+    for (int32_t i = 0; i < n->n_inputs && i < 4; i++) {
+        if (i == 2 || !in[i]) continue;
+        move_channels(in[i], &t[i], false);
+        args[i] = &t[i];
+        ok = ok && t[i].data;
+    }
+    yt = (ampc_tensor){y->dtype, ampc_shape_to_channels_first(&y->shape),
+                       calloc((size_t)ampc_shape_numel(&y->shape) + 1, ampc_dtype_size(y->dtype))};
+    ampc_status st = ok && yt.data ? conv_forward(g, &sh.node, (const ampc_tensor *const *)args, &yt, args[3], relu)
+                                   : AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory");
+    if (st == AMPC_OK) {
+        ampc_tensor back;
+        move_channels(&yt, &back, true);
+        if (back.data) memcpy(y->data, back.data, (size_t)ampc_shape_numel(&y->shape) * ampc_dtype_size(y->dtype));
+        else st = AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory");
+        free(back.data);
+    }
+    for (int32_t i = 0; i < 4; i++) free(t[i].data);
+    free(yt.data);
+    return st;
+}
+
 ampc_status ampc_ref_fused_conv(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                                 ampc_tensor *const *out) {
     const ampc_attr *act = ampc_ir_attr_find(n, "activation");
+    if (ampc_conv_channels_last(n)) return fused_conv_channels_last(g, n, in, out[0], act != NULL);
     return conv_forward(g, n, in, out[0], n->n_inputs > 3 ? in[3] : NULL, act != NULL);
 }
 
