@@ -8,7 +8,7 @@
 #include "support.h"
 
 #include "passes/passes.h"
-#include "ampc_runtime.h"
+#include "compiler/auto_precision.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -345,13 +345,19 @@ static void fill_large(ampc_tensor *t, const char *name, uint64_t *seed) {
     for (int64_t i = 0, n = ampc_shape_numel(&t->shape); i < n; i++) x[i] *= 400.0f;
 }
 
-Test(precision_gpu, layer_norm_of_large_activations_in_fp16) {
+static ampc_graph *layer_norm_large(void *user) {
+    (void)user;
     ampc_graph *g = ampc_graph_create("ln_large");
     ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(4, 768));
     double s[768], b[768];
     for (int i = 0; i < 768; i++) s[i] = 1 + 0.001 * i, b[i] = 0.01 * (i % 7);
     ampc_value *in[3] = {x, t_const_f32(g, SHAPE(768), s), t_const_f32(g, SHAPE(768), b)};
     ampc_output(g, ampc_op(g, "LayerNormalization", in, 3, NULL, 0), "y");
+    return g;
+}
+
+Test(precision_gpu, layer_norm_of_large_activations_in_fp16) {
+    ampc_graph *g = layer_norm_large(NULL);
     ampc_pipeline_options o = {.verify = true, .precision = AMPC_PRECISION_FP16};
     t_gpu_check c = {.fill = fill_large, .seed = 3, .rtol = 1e-2, .atol = 1e-2, .pipeline = &o,
                      .what = "fp16 LayerNormalization, |x| <= 400"};
@@ -402,18 +408,30 @@ static double gemm_error(bool tf32, double *bound) {
 }
 
 Test(precision_gpu, tf32_against_fp32_on_a_large_gemm) {
-    int32_t n = 0;
-    char *err = NULL;
-    if (ampc_rt_device_count(&n, &err) != AMPC_OK || n == 0) {
-        char reason[256];
-        snprintf(reason, sizeof reason, "%s", err ? err : "no CUDA device");
-        free(err);
-        cr_skip_test("%s", reason);
-    }
+    t_skip_without_gpu();
     double bound, bound32;
     double e_tf32 = gemm_error(true, &bound), e_fp32 = gemm_error(false, &bound32);
     cr_log_info("1024^3 GEMM: max |err| TF32 %.3g (bound %.3g), fp32 %.3g", e_tf32, bound, e_fp32);
     cr_assert_leq(e_tf32, bound, "TF32 error %g beyond 2^-10 sum |ab| = %g", e_tf32, bound);
     cr_assert_lt(e_fp32 * 16, e_tf32, "fp32 (%g) is not clearly closer than TF32 (%g): is TF32 "
                  "really off with --precision fp32?", e_fp32, e_tf32);
+}
+
+/* The same model through --precision auto on the GPU: the search meets 1e-2 (nothing needs to
+ * move: the statistics are f32 already). */
+Test(precision_gpu, layer_norm_of_large_activations_in_auto) {
+    t_skip_without_gpu();
+    float x[4 * 768];
+    ampc_tensor in = t_tensor(AMPC_DTYPE_F32, SHAPE(4, 768), x);
+    uint64_t seed = 3;
+    fill_large(&in, "x", &seed);
+    ampc_auto_options o = {.low = AMPC_PRECISION_FP16, .tolerance = 1e-2, .inputs = &in,
+                           .n_inputs = 1, .gpu = true};
+    ampc_auto_result r;
+    char *err = NULL;
+    cr_assert_eq(ampc_auto_precision(layer_norm_large, NULL, &o, &r, &err), AMPC_OK, "%s", err);
+    cr_assert(r.met, "error %g above 1e-2", r.error);
+    cr_assert_leq(r.error, 1e-2);
+    cr_assert_eq(r.rounds, 1);
+    ampc_auto_result_free(&r);
 }

@@ -133,14 +133,31 @@ static void check_tolerance(const t_gpu_check *c, ampc_dtype t, double *rtol, do
     *atol = half ? fmax(c->atol, 1e-2) : c->atol;
 }
 
-void t_gpu_vs_reference(ampc_graph *g, const t_gpu_check *c) {
-    const char *what = c->what ? c->what : "";
+/* The reason there is no CUDA device (malloc'ed), or NULL when there is one. */
+static char *no_gpu_reason(void) {
     int32_t n_dev = 0;
     char *err = NULL;
-    if (ampc_rt_device_count(&n_dev, &err) != AMPC_OK || n_dev == 0) {
+    if (ampc_rt_device_count(&n_dev, &err) == AMPC_OK && n_dev > 0) return NULL;
+    if (!err) err = ampc_xstrdup("no CUDA device");
+    return err;
+}
+
+void t_skip_without_gpu(void) {
+    char *why = no_gpu_reason();
+    if (!why) return;
+    char reason[512];
+    snprintf(reason, sizeof reason, "%s", why);
+    free(why);
+    cr_skip_test("%s", reason);
+}
+
+void t_gpu_vs_reference(ampc_graph *g, const t_gpu_check *c) {
+    const char *what = c->what ? c->what : "";
+    char *why = no_gpu_reason();
+    if (why) {
         char reason[512];
-        snprintf(reason, sizeof reason, "%s", err ? err : "no CUDA device");
-        free(err);
+        snprintf(reason, sizeof reason, "%s", why);
+        free(why);
         ampc_graph_destroy(g);
         cr_skip_test("%s", reason);
     }

@@ -57,6 +57,9 @@ typedef struct t_gpu_check {
 bool t_tensors_close(const ampc_tensor *got, const ampc_tensor *ref, double rtol, double atol,
                      const char *name, char *msg, size_t cap);
 
+/* Skips the calling test, with the reason, when there is no CUDA device. */
+void t_skip_without_gpu(void);
+
 /* Fills g's inputs with c->fill, evaluates g on the reference evaluator, compiles it (PTX, no
  * cache) and runs it on the GPU with every output poisoned first (so an element no kernel writes
  * shows), and asserts that every output matches. Skips the test when there is no CUDA device.
