@@ -87,6 +87,9 @@ ampc_status ampc_pass_fuse_gelu(ampc_graph *g, bool *changed);
 /* Matmul epilogues: MatMul by a matrix -> [Add bias] -> [Add residual] -> [Relu] into one
  * ampc.FusedMatMul, a single cuBLASLt call (fuse_matmul.c). */
 ampc_status ampc_pass_fuse_matmul(ampc_graph *g, bool *changed);
+/* Scale folding: Mul by a scalar constant after a matmul with constant weights (through
+ * Reshape/Transpose) becomes scaled weights and bias (fold_scale.c). */
+ampc_status ampc_pass_fold_scale(ampc_graph *g, bool *changed);
 /* Layout, when asked (channels_last): 2-D f16/bf16 convolutions become channels-last
  * ampc.FusedConv (NHWC data, weights permuted at compile time), with Transposes only where the
  * layout changes (layout.c). */

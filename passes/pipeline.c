@@ -26,6 +26,8 @@ static const ampc_pass_info pass_table[] = {
      "fold a residual Add and a ReLU after a Conv into one ampc.FusedConv"},
     {"fuse-matmul", ampc_pass_fuse_matmul,
      "fold a bias Add, a residual Add and a ReLU after a MatMul into one ampc.FusedMatMul"},
+    {"fold-scale", ampc_pass_fold_scale,
+     "fold a scalar product after a matmul with constant weights into the weights"},
     {"layout", ampc_pass_layout,
      "with --layout nhwc, run 2-D f16/bf16 convolutions channels-last (transposes where it changes)"},
     {"dce", ampc_pass_dce, "remove nodes that no graph output depends on"},
