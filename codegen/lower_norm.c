@@ -138,8 +138,8 @@ static ampc_status lower_axis_op(ampc_cg *cg, const ampc_node *n) {
     emit_axis_base(k, len, inner);
 
     switch (n->op) {
-    case AMPC_OP_SOFTMAX: case AMPC_OP_LOG_SOFTMAX: {
-        /* max (NaN sticks), sum of exp(x - max), write */
+    case AMPC_OP_SOFTMAX: case AMPC_OP_LOG_SOFTMAX: case AMPC_OP_SAFE_SOFTMAX: {
+        /* max (NaN sticks), sum of exp(x - max), write (SafeSoftmax: a NaN written as 0) */
         ampc_cg_line(k, "%s mx = -(%s)INFINITY;", at, at);
         open_row_loop(k, &r, len);
         ampc_cg_line(k, "mx = ampc::red_max()(mx, ampc::cvt<%s>(%s));", at, elem);
@@ -156,8 +156,14 @@ static ampc_status lower_axis_op(ampc_cg *cg, const ampc_node *n) {
         if (n->op == AMPC_OP_LOG_SOFTMAX) ampc_cg_line(k, "const %s ls = ampc::m_log(s);", at);
         open_row_loop(k, &r, len);
         ampc_cg_line(k, "const %s d = ampc::cvt<%s>(%s) - mx;", at, at, elem);
-        ampc_cg_line(k, "%s[b + j * %lldLL] = ampc::cvt<%s>(%s);", py, (long long)inner, yt,
-                     n->op == AMPC_OP_LOG_SOFTMAX ? "d - ls" : "ampc::m_exp(d) / s");
+        if (n->op == AMPC_OP_SAFE_SOFTMAX) {
+            ampc_cg_line(k, "const %s v = ampc::m_exp(d) / s;", at);
+            ampc_cg_line(k, "%s[b + j * %lldLL] = ampc::cvt<%s>(v == v ? v : (%s)0);", py,
+                         (long long)inner, yt, at);
+        } else {
+            ampc_cg_line(k, "%s[b + j * %lldLL] = ampc::cvt<%s>(%s);", py, (long long)inner, yt,
+                         n->op == AMPC_OP_LOG_SOFTMAX ? "d - ls" : "ampc::m_exp(d) / s");
+        }
         ampc_cg_close(k);
         break;
     }
@@ -563,7 +569,8 @@ static ampc_status lower_loss(ampc_cg *cg, const ampc_node *n) {
 
 ampc_status ampc_cg_lower_norm(ampc_cg *cg, const ampc_node *n) {
     switch (n->op) {
-    case AMPC_OP_SOFTMAX: case AMPC_OP_LOG_SOFTMAX: case AMPC_OP_HARDMAX: case AMPC_OP_LP_NORM:
+    case AMPC_OP_SOFTMAX: case AMPC_OP_LOG_SOFTMAX: case AMPC_OP_SAFE_SOFTMAX:
+    case AMPC_OP_HARDMAX: case AMPC_OP_LP_NORM:
         return lower_axis_op(cg, n);
     case AMPC_OP_LAYER_NORM: case AMPC_OP_RMS_NORM: return lower_layer_norm(cg, n);
     case AMPC_OP_INSTANCE_NORM: case AMPC_OP_GROUP_NORM: return lower_channel_norm(cg, n);

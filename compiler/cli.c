@@ -678,8 +678,7 @@ static bool resolve_auto(const ampc_cli_options *o, ampc_auto_result *r) {
     ampc_graph *g = load_model(o);
     if (!g) return false;
     io_list li = {0};
-    io_from_graph(&li, g->inputs, g->n_inputs);
-    ampc_graph_destroy(g);
+    io_from_graph(&li, g->inputs, g->n_inputs); /* names in g's arena: g lives until the end */
     ampc_tensor *in = ampc_xcalloc((size_t)li.n + 1, sizeof *in);
     if (!o->calibrate)
         fprintf(stderr, "ampc: warning: --precision auto measures its error on random inputs; give "
@@ -708,6 +707,7 @@ static bool resolve_auto(const ampc_cli_options *o, ampc_auto_result *r) {
     for (int32_t i = 0; i < li.n; i++) ampc_tensor_free(&in[i]);
     free(in);
     io_free(&li);
+    ampc_graph_destroy(g);
     return ok;
 }
 

@@ -77,8 +77,12 @@ ampc_status ampc_pass_fold_scale(ampc_graph *g, bool *changed) {
     *changed = false;
     ampc_uses uses;
     if (ampc_pass_uses(g, &uses) != AMPC_OK) return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
-    ampc_value **map = calloc((size_t)g->n_values + 1, sizeof *map);
-    ampc_status st = map ? AMPC_OK : AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
+    /* The Mul outputs to replace and their replacements; the map is made at the end, when the
+     * scaled constants have their ids. */
+    ampc_value **from = calloc((size_t)g->n_nodes + 1, sizeof *from);
+    ampc_value **to = calloc((size_t)g->n_nodes + 1, sizeof *to);
+    int32_t n_map = 0;
+    ampc_status st = from && to ? AMPC_OK : AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
     for (int32_t i = 0; st == AMPC_OK && i < g->n_nodes; i++) {
         ampc_node *m = g->nodes[i];
         if (m->dead || m->op != AMPC_OP_MUL || m->n_inputs != 2) continue;
@@ -98,15 +102,21 @@ ampc_status ampc_pass_fold_scale(ampc_graph *g, bool *changed) {
         }
         p->inputs[1] = b;
         if (has_bias) p->inputs[2] = bias;
-        map[m->outputs[0]->id] = v;
+        from[n_map] = m->outputs[0];
+        to[n_map++] = v;
         ampc_ir_node_remove(g, m);
         *changed = true;
     }
-    if (st == AMPC_OK && *changed) {
+    ampc_value **map = st == AMPC_OK && n_map ? calloc((size_t)g->n_values + 1, sizeof *map) : NULL;
+    if (n_map && st == AMPC_OK && !map) st = AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
+    if (map) {
+        for (int32_t i = 0; i < n_map; i++) map[from[i]->id] = to[i];
         ampc_ir_graph_replace_uses(g, map);
         ampc_ir_graph_compact(g);
     }
     free(map);
+    free(from);
+    free(to);
     ampc_pass_uses_free(&uses);
     return st;
 }

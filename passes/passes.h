@@ -78,6 +78,9 @@ ampc_status ampc_pass_dce(ampc_graph *g, bool *changed);
  * converted; casts that do nothing or round-trip through a wider type are removed; each node's
  * reason is left in prec_why (precision.c). Does nothing in the default (keep) mode. */
 ampc_status ampc_pass_precision(ampc_graph *g, bool *changed);
+/* Softmax with the exporters' NaN guard, Where(IsNaN(s), 0, s), into one ampc.SafeSoftmax
+ * (fuse_softmax.c). */
+ampc_status ampc_pass_fuse_softmax(ampc_graph *g, bool *changed);
 /* Convolution epilogues: Conv -> [Add residual] -> [Relu] into one ampc.FusedConv
  * (fuse_conv.c). */
 ampc_status ampc_pass_fuse_conv(ampc_graph *g, bool *changed);

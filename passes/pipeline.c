@@ -22,6 +22,8 @@ static const ampc_pass_info pass_table[] = {
      "with --precision fp16|bf16, move f32 tensors to the low type as the op table's policy says"},
     {"fuse-gelu", ampc_pass_fuse_gelu,
      "turn GELU written out with Erf (x * 0.5 * (1 + erf(x / sqrt 2))) into one Gelu"},
+    {"fuse-softmax", ampc_pass_fuse_softmax,
+     "turn Softmax guarded by Where(IsNaN(s), 0, s) into one ampc.SafeSoftmax"},
     {"fuse-conv", ampc_pass_fuse_conv,
      "fold a residual Add and a ReLU after a Conv into one ampc.FusedConv"},
     {"fuse-matmul", ampc_pass_fuse_matmul,

@@ -71,6 +71,15 @@ ampc_status ampc_ref_softmax(ampc_graph *g, const ampc_node *n, const ampc_tenso
     return AMPC_OK;
 }
 
+ampc_status ampc_ref_safe_softmax(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                                  ampc_tensor *const *out) {
+    ampc_status st = ampc_ref_softmax(g, n, in, out);
+    for (int64_t i = 0, k = ampc_shape_numel(&out[0]->shape); st == AMPC_OK && i < k; i++)
+        if (isnan(ampc_ref_load_f64(out[0]->data, out[0]->dtype, i)))
+            ampc_ref_store_f64(out[0]->data, out[0]->dtype, i, 0.0);
+    return st;
+}
+
 ampc_status ampc_ref_layer_norm(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                                 ampc_tensor *const *out) {
     (void)g;

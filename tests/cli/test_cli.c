@@ -101,7 +101,8 @@ Test(cli, emit_ir_runs_the_pipeline_and_honours_disable) {
     snprintf(path, sizeof path, "%s/m.ir", d);
     write_text(path, model_text);
     cr_assert_eq(ampc(&out, "%s --emit ir", path), 0, "%s", out);
-    cr_assert(strstr(out, "const %k : f32[] = [6]"), "fold turned k into a constant:\n%s", out);
+    cr_assert(strstr(out, "const %w_scaled : f32[3,2] = [6, 12, 18, 24, 30, 36]"),
+              "fold turned k into the constant 6, fold-scale moved it into the weights:\n%s", out);
     cr_assert_null(strstr(out, "Relu"), "dce removed the dead node:\n%s", out);
     free(out);
     cr_assert_eq(ampc(&out, "%s --emit ir --disable-pass dce -v", path), 0, "%s", out);
@@ -119,11 +120,11 @@ Test(cli, precision_fp16_moves_the_graph_and_keeps_what_it_is_told) {
     snprintf(path, sizeof path, "%s/m.ir", d);
     write_text(path, model_text);
     cr_assert_eq(ampc(&out, "%s --emit ir --precision fp16", path), 0, "%s", out);
-    cr_assert(strstr(out, "%y : f16[2,2] = MatMul(%x_to_f16, %w_f16)"), "%s", out);
-    cr_assert(strstr(out, "%z : f32[2,2] = Cast(%z_f16) {to = 1}"), "the output stays f32:\n%s", out);
+    cr_assert(strstr(out, "%y : f16[2,2] = MatMul(%x_to_f16, %w_f16_scaled)"), "%s", out);
+    cr_assert(strstr(out, "%z : f32[2,2] = Cast(%y) {to = 1}"), "the output stays f32:\n%s", out);
     free(out);
     cr_assert_eq(ampc(&out, "%s --emit ir --precision bf16 --keep-fp32 mm", path), 0, "%s", out);
-    cr_assert(strstr(out, "%y : f32[2,2] = MatMul(%x, %w)"), "%s", out);
+    cr_assert(strstr(out, "%z : f32[2,2] = MatMul(%x, %w_scaled)"), "%s", out);
     free(out);
     cr_assert_eq(ampc(&out, "%s --emit ir --precision fp16 --keep-fp32 Softmax", path), 1);
     cr_assert(strstr(out, "keep-fp32 'Softmax' names no node and no op of graph 'affine'"), "%s", out);
@@ -162,7 +163,7 @@ Test(cli, precision_auto_moves_nodes_back_until_the_tolerance_holds) {
     write_text(path, model_text);
     cr_assert_eq(ampc(&out, "%s --emit ir --precision auto", path), 0, "%s", out);
     cr_assert(strstr(out, "precision auto: 0 nodes moved back to f32"), "%s", out);
-    cr_assert(strstr(out, "= MatMul(%x_to_f16, %w_f16)"), "%s", out);
+    cr_assert(strstr(out, "= MatMul(%x_to_f16, %w_f16_scaled)"), "%s", out);
     free(out);
     cr_assert_eq(ampc(&out, "%s --emit ir --precision auto --calibrate %s/none", path, d), 0, "%s", out);
     cr_assert(strstr(out, "/none has neither x.npy nor x.pb: random data for input 'x'"), "%s", out);
