@@ -500,12 +500,39 @@ static int inspect_library(const ampc_cli_options *o) {
     return 0;
 }
 
+/* With --precision: the optimised graph's nodes, each with the type it computes in and why. */
+static int inspect_precision(const ampc_cli_options *o) {
+    ampc_graph *g = load_model(o);
+    if (!g || !optimize(g, o)) {
+        ampc_graph_destroy(g);
+        return 1;
+    }
+    int32_t low = 0, f32 = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ampc_node *n = g->nodes[i];
+        if (n->dead || n->prec_why == PREC_WHY_NONE) continue;
+        ampc_dtype t = node_float_type(n);
+        if (t == AMPC_DTYPE_F32) f32++;
+        else low++;
+    }
+    printf("precision (%s): %d nodes in the low type, %d in f32\n", o->precision, low, f32);
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ampc_node *n = g->nodes[i];
+        if (n->dead || n->prec_why == PREC_WHY_NONE) continue;
+        printf("  %-40s %-22s %-5s %s\n", n->name, ampc_op_get(n->op)->onnx,
+               ampc_dtype_name(node_float_type(n)), ampc_prec_why_str((ampc_prec_why)n->prec_why));
+    }
+    ampc_graph_destroy(g);
+    return 0;
+}
+
 int ampc_cli_inspect(const ampc_cli_options *o) {
     if (has_suffix(o->model, ".so")) return inspect_library(o);
+    bool low = cli_precision(o) != AMPC_PRECISION_KEEP;
     if (has_suffix(o->model, ".onnx")) {
         /* The ONNX view first (opsets, coverage): it works even when import would fail. */
         if (ampc_onnx_inspect(o->model, stdout) != AMPC_OK) return 1;
-        return 0;
+        return low ? inspect_precision(o) : 0;
     }
     ampc_graph *g = load_model(o);
     if (!g) return 1;
@@ -518,7 +545,7 @@ int ampc_cli_inspect(const ampc_cli_options *o) {
         printf("verifier: ok\n");
     }
     ampc_graph_destroy(g);
-    return rc;
+    return rc || !low ? rc : inspect_precision(o);
 }
 
 /* ---- run ------------------------------------------------------------------------------------ */

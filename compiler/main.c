@@ -4,7 +4,7 @@
  *   ampc MODEL -o MODEL.so [--name NAME] [--arch sm_80,...] [--shape NAME=DxDxD] [--max-batch N]
  *              [--disable-pass PASS] [--dump-after PASS] [--print-pipeline] [-v]
  *   ampc MODEL --emit ir|cuda|ptx|c [-o FILE]
- *   ampc inspect MODEL
+ *   ampc inspect MODEL [--precision fp16|bf16|auto]
  *   ampc doctor
  *   ampc run MODEL|MODEL.so [--reference] [--input NAME=FILE.npy|FILE.pb]... [--save-outputs DIR]
  *            [--iterations N] [--warmup N] [--profile]
@@ -25,7 +25,8 @@ static const char usage[] =
     "usage: ampc MODEL -o MODEL.so [options]  compile MODEL (.onnx or ampc IR text) into a\n"
     "                                         shared library and its header MODEL.h\n"
     "       ampc MODEL --emit ir|cuda|ptx|c   write the IR, CUDA C, PTX or the library's host C\n"
-    "       ampc inspect MODEL                summary: inputs, outputs, ops, coverage\n"
+    "       ampc inspect MODEL                summary: inputs, outputs, ops, coverage; with\n"
+    "                                         --precision fp16|bf16|auto each node's type and why\n"
     "       ampc run MODEL|MODEL.so [--reference] [--input NAME=FILE]... [--save-outputs DIR]\n"
     "                [--iterations N] [--warmup N] [--profile]\n"
     "                                         run on the GPU (--reference: the CPU evaluator)\n"

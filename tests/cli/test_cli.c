@@ -129,6 +129,11 @@ Test(cli, precision_fp16_moves_the_graph_and_keeps_what_it_is_told) {
     cr_assert_eq(ampc(&out, "%s --emit ir --precision fp16 --keep-fp32 Softmax", path), 1);
     cr_assert(strstr(out, "keep-fp32 'Softmax' names no node and no op of graph 'affine'"), "%s", out);
     free(out);
+    /* inspect --precision: each node's type and the reason. */
+    cr_assert_eq(ampc(&out, "inspect %s --precision fp16", path), 0, "%s", out);
+    cr_assert(strstr(out, "precision (fp16): 2 nodes in the low type, 1 in f32"), "%s", out);
+    cr_assert(strstr(out, "mm                                       MatMul                 f16   policy: low"), "%s", out);
+    free(out);
     cr_assert_eq(ampc(&out, "%s --emit ir --precision fp8", path), 2);
     cr_assert(strstr(out, "--precision fp8 is not available (available: fp32, tf32, fp16, bf16, auto)"), "%s", out);
     free(out);
