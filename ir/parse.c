@@ -136,6 +136,9 @@ static bool lex_string(parser *P) {
             return lex_error(P, P->p, "unterminated string: expected a closing '\"'%s", "");
         char c = *q++;
         if (c == '"') break;
+        /* Names and strings are C strings: a NUL would cut them short, and a name cut short can
+         * clash with another one (the builder would then pick a fresh name behind our back). */
+        if (!c) return lex_error(P, q - 1, "a string cannot contain a NUL byte%s", "");
         if (c != '\\') {
             ampc_sb_putc(&P->text, c);
             continue;
