@@ -532,6 +532,20 @@ Test(text, a_nul_byte_inside_a_quoted_name_is_a_parse_error) {
     free(err);
 }
 
+/* Found by fuzz_ir_text: a constant's shape was allocated before its data was read, so a few
+ * bytes of text could ask for gigabytes. The parser now refuses a shape with more elements than
+ * the text left could hold, before allocating. */
+Test(text, a_constant_larger_than_the_text_left_fails_before_allocating) {
+    expect_parse_error("graph \"g\" {\n  const %c : f32[8, 888003316] = [0, 1]\n}", AMPC_E_PARSE,
+                       "2:34: f32[8,888003316] needs 7104026528 values, more than the 8 bytes "
+                       "of text left hold");
+    expect_parse_error("graph \"g\" {\n  input %x : f32[2]\n  %y = Relu(%x) {t = tensor<i64["
+                       "1099511627776]>[1]}\n}",
+                       AMPC_E_PARSE,
+                       "3:48: i64[1099511627776] needs 1099511627776 values, more than the 6 bytes "
+                       "of text left hold");
+}
+
 Test(text, printed_types_must_agree_with_inference) {
     expect_parse_error("graph \"g\" {\n  input %x : f32[2]\n  %y : f32[3] = Relu(%x)\n}",
                        AMPC_E_PARSE, "3:3: %y is declared f32[3], but Relu inference gives f32[2]");
