@@ -4,7 +4,8 @@
  *
  * The readers take a path (external data is relative to the file's folder), so each input is
  * written to one file in a private folder made at start-up (under /dev/shm when it exists, so
- * the disk is not touched per input). A file that reads must write back, as .npy and as .pb, to
+ * the disk is not touched per input). The file is named .npy when the input starts with numpy's
+ * magic and .pb otherwise: a .npy name without the magic is refused before any parsing. A file that reads must write back, as .npy and as .pb, to
  * files that read into the same dtype, shape and bytes; one that does not must say why.
  */
 #define _GNU_SOURCE /* mkdtemp */
@@ -15,10 +16,11 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char dir[64], in_path[96], npy_path[96], pb_path[96];
+static char dir[64], in_npy[96], in_pb[96], npy_path[96], pb_path[96];
 
 static void remove_dir(void) {
-    unlink(in_path);
+    unlink(in_npy);
+    unlink(in_pb);
     unlink(npy_path);
     unlink(pb_path);
     rmdir(dir);
@@ -27,7 +29,8 @@ static void remove_dir(void) {
 static void make_dir(void) {
     snprintf(dir, sizeof dir, "%s/ampc-fuzz-XXXXXX", access("/dev/shm", W_OK) ? "/tmp" : "/dev/shm");
     FUZZ_CHECK(mkdtemp(dir), "cannot make a folder for the inputs (%s)", dir);
-    snprintf(in_path, sizeof in_path, "%s/input.npy", dir);
+    snprintf(in_npy, sizeof in_npy, "%s/input.npy", dir);
+    snprintf(in_pb, sizeof in_pb, "%s/input.pb", dir);
     snprintf(npy_path, sizeof npy_path, "%s/again.npy", dir);
     snprintf(pb_path, sizeof pb_path, "%s/again.pb", dir);
     atexit(remove_dir);
@@ -49,6 +52,7 @@ static void check_reads_back(const char *path, const ampc_tensor *t, const char 
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!dir[0]) make_dir();
+    const char *in_path = size >= 6 && !memcmp(data, "\x93NUMPY", 6) ? in_npy : in_pb;
     FILE *f = fopen(in_path, "wb");
     FUZZ_CHECK(f && fwrite(data, 1, size, f) == size && !fclose(f), "cannot write %s", in_path);
 
