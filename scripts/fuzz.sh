@@ -7,7 +7,8 @@
 #   scripts/fuzz.sh --seeds                rewrites the committed seed corpus (tests/fuzz/corpus)
 #
 # Environment: AMPC_FUZZ_TARGETS="onnx ir_text" runs a subset (default: every tests/fuzz/fuzz_*.c);
-# AMPC_FUZZ_JOBS=N runs N workers per target (default 1).
+# AMPC_FUZZ_JOBS=N runs N workers per target (default 1); AMPC_FUZZ_KEEP_GOING=1 runs libFuzzer's
+# fork mode, which goes on after a finding (each one saved), so a long run counts them all.
 #
 # Each target starts from its committed seeds (tests/fuzz/corpus/<target>/, read only) and the
 # inputs of past findings (tests/fuzz/regressions/<target>/, each named after its bug), plus,
@@ -55,7 +56,11 @@ fi
 targets=${AMPC_FUZZ_TARGETS:-$(for f in tests/fuzz/fuzz_*.c; do basename "$f" .c | sed 's/^fuzz_//'; done)}
 # -jobs=1 would still fork a worker; one job runs in process.
 parallel=()
-[ "$jobs" -gt 1 ] && parallel=(-jobs="$jobs" -workers="$jobs")
+if [ "${AMPC_FUZZ_KEEP_GOING:-0}" = 1 ]; then
+  parallel=(-fork="$jobs" -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1)
+elif [ "$jobs" -gt 1 ]; then
+  parallel=(-jobs="$jobs" -workers="$jobs")
+fi
 status=0
 printf '%-10s %6s %10s %8s %7s %7s %7s  %s\n' target seconds execs exec/s cov ft corpus findings
 for t in $targets; do
@@ -79,7 +84,11 @@ for t in $targets; do
   if [ "$jobs" -gt 1 ]; then cat fuzz-*.log >>"$log" 2>/dev/null; rm -f fuzz-*.log; fi
   took=$(( $(date +%s) - t0 ))
   execs=$( (grep -o 'stat::number_of_executed_units: [0-9]*' "$log" || true) | awk '{s += $2} END {print s + 0}')
-  last=$( (grep -E '^#[0-9]+.*cov: ' "$log" || true) | tail -1)
+  # The last status line: "#N NEW cov: ..." in process, "#N: cov: ..." in fork mode (which
+  # prints no final stats: its executions are the N of that line).
+  last=$( (grep -E '^#[0-9]+:? .*cov: ' "$log" || true) | tail -1)
+  [ "$execs" -gt 0 ] || execs=$(sed -n 's/^#\([0-9]*\).*/\1/p' <<<"$last")
+  execs=${execs:-0}
   cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")
   ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
   corp=$(sed -n 's/.* corp: \([0-9]*\).*/\1/p' <<<"$last")
