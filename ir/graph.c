@@ -260,6 +260,13 @@ ampc_status ampc_ir_node_infer(ampc_graph *g, ampc_node *n) {
     if (n->n_outputs < info->min_out || (info->max_out >= 0 && n->n_outputs > info->max_out))
         return AMPC_FAIL(g, n, AMPC_E_INVALID_ARG, "%s has %d to %d outputs, got %d", info->onnx,
                          info->min_out, info->max_out, n->n_outputs);
+    /* Attributes are looked up by name, so a second one of a name would be silently ignored
+     * (and the printed IR would not parse back): refuse it, as ONNX's checker does. */
+    for (int32_t i = 1; i < n->n_attrs; i++)
+        for (int32_t j = 0; j < i; j++)
+            if (!strcmp(n->attrs[i].name, n->attrs[j].name))
+                return AMPC_FAIL(g, n, AMPC_E_ATTR, "attribute '%s' is given twice",
+                                 n->attrs[i].name);
     for (int32_t i = 0; i < n->n_inputs; i++) {
         const ampc_value *v = n->inputs[i];
         if (!v) {

@@ -136,6 +136,9 @@ static bool lex_string(parser *P) {
             return lex_error(P, P->p, "unterminated string: expected a closing '\"'%s", "");
         char c = *q++;
         if (c == '"') break;
+        /* Names and strings are C strings: a NUL would cut them short, and a name cut short can
+         * clash with another one (the builder would then pick a fresh name behind our back). */
+        if (!c) return lex_error(P, q - 1, "a string cannot contain a NUL byte%s", "");
         if (c != '\\') {
             ampc_sb_putc(&P->text, c);
             continue;
@@ -419,27 +422,44 @@ static bool parse_elem(parser *P, void *data, ampc_dtype t, int64_t i) {
     return next(P);
 }
 
-/* Parses `data` for a value whose dtype and shape are set; fills the arena buffer `data`. */
-static bool parse_data(parser *P, void *data, ampc_dtype t, const ampc_shape *s) {
+/* Allocates v->data (in the graph's arena) for data that starts at token `at`. Every element takes
+ * at least one byte of text, so a shape that claims more elements than the text has bytes left
+ * is refused before anything is allocated (f32[8,888003316] would otherwise ask for 28 GB). */
+static bool alloc_data(parser *P, ampc_value *v, const tok *at, const char *ty) {
+    int64_t numel = ampc_shape_numel(&v->shape), left = (int64_t)(P->end - at->start);
+    if (numel > left)
+        return FAIL_TOK(P, at, "%s needs %lld values, more than the %lld bytes of text left hold",
+                        ty, (long long)numel, (long long)left);
+    size_t nb = ampc_ir_nbytes(v);
+    v->data = ampc_ir_alloc(P->g, nb ? nb : 1);
+    if (!v->data) return fail_at(P, at->line, at->col, AMPC_E_OOM, "out of host memory for %s", ty);
+    return true;
+}
+
+/* Parses `data` for v, whose dtype and shape are set, into a new arena buffer v->data. */
+static bool parse_data(parser *P, ampc_value *v) {
+    ampc_dtype t = v->dtype;
+    const ampc_shape *s = &v->shape;
     int64_t numel = ampc_shape_numel(s), count = 0;
     char ty[AMPC_TYPE_STR_MAX], sh[AMPC_SHAPE_STR_MAX];
     snprintf(ty, sizeof ty, "%s%s", ampc_dtype_name(t), ampc_shape_str(s, sh, sizeof sh));
+    tok open = P->t;
     if (!is_punct(P, '[')) {
         if (numel != 1) return expected(P, "'[' opening the data");
-        return parse_elem(P, data, t, 0);
+        return alloc_data(P, v, &open, ty) && parse_elem(P, v->data, t, 0);
     }
-    tok open = P->t;
     if (!next(P)) return false;
     if (P->t.kind == TK_ELLIPSIS)
         return FAIL_TOK(P, &P->t,
                         "the data of this %s constant was elided ('[...]'); print the graph with "
                         "full data to parse it back",
                         ty);
+    if (!alloc_data(P, v, &open, ty)) return false;
     while (!is_punct(P, ']')) {
         if (count && !expect_punct(P, ',', "or ']' in the data")) return false;
         if (count == numel)
             return FAIL_TOK(P, &P->t, "too many values: %s holds %lld", ty, (long long)numel);
-        if (!parse_elem(P, data, t, count++)) return false;
+        if (!parse_elem(P, v->data, t, count++)) return false;
     }
     if (count != numel)
         return FAIL_TOK(P, &open, "expected %lld values for %s, found %lld", (long long)numel, ty,
@@ -565,14 +585,11 @@ static bool parse_tensor_attr(parser *P, ampc_attr *a) {
     if (!next(P) || !expect_punct(P, '<', "after 'tensor'") ||
         !parse_type(P, &v->dtype, &v->shape) || !expect_punct(P, '>', "closing the tensor type"))
         return false;
-    size_t nb = ampc_ir_nbytes(v);
     v->id = -1;
     v->name = a->name;
-    v->data = ampc_ir_alloc(P->g, nb ? nb : 1);
-    if (!v->data) return fail_at(P, P->t.line, P->t.col, AMPC_E_OOM, "out of host memory");
     a->kind = AMPC_ATTR_TENSOR;
     a->tensor = v;
-    return parse_data(P, v->data, v->dtype, &v->shape);
+    return parse_data(P, v);
 }
 
 /* graph "name" { ... } as an attribute: a subgraph owned by the current graph. */
@@ -647,10 +664,7 @@ static bool parse_input_or_const(parser *P, bool is_input) {
     if (is_input) ampc_ir_graph_add_input(P->g, v);
     if (is_input && !is_punct(P, '=')) return true;
     if (!expect_punct(P, '=', "before the constant's data")) return false;
-    size_t nb = ampc_ir_nbytes(v);
-    v->data = ampc_ir_alloc(P->g, nb ? nb : 1);
-    if (!v->data) return fail_at(P, line, 1, AMPC_E_OOM, "out of host memory");
-    return parse_data(P, v->data, t, &s);
+    return parse_data(P, v);
 }
 
 static bool parse_output(parser *P) {

@@ -54,9 +54,12 @@ static void put_quoted(ampc_strbuf *sb, const char *s) {
     ampc_sb_putc(sb, '"');
 }
 
-/* A name as `prefix` + plain identifier, or `prefix` + quoted string. */
+/* A name as `prefix` + plain identifier, or `prefix` + quoted string. Without a prefix (an
+ * attribute name) the lexer reads a plain name as an identifier only when it starts with a letter
+ * or '_' ("1ode" would lex as a malformed number), so such a name is quoted. */
 static void put_name(ampc_strbuf *sb, char prefix, const char *name) {
     bool plain = *name != '\0';
+    if (!prefix && plain && (*name == '.' || (*name >= '0' && *name <= '9'))) plain = false;
     for (const char *p = name; *p && plain; p++) plain = plain_char(*p);
     if (prefix) ampc_sb_putc(sb, prefix);
     if (plain)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test.sh — builds ampc twice (release with debug info; debug with ASan+UBSan) and runs the whole
-# Criterion suite under ctest in both. Exit status is ctest's.
+# Criterion suite under ctest in both, then the short fuzz run: every libFuzzer target of
+# tests/fuzz for 20 s (scripts/fuzz.sh). Fails when a suite fails or the fuzzers find anything.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -13,4 +14,8 @@ for preset in default debug; do
   ctest --preset "$preset" -j "$(nproc)" || status=1
 done
 echo "test.sh: suites took $(( $(date +%s) - start )) s"
+echo "== fuzz (20 s per target) =="
+start=$(date +%s)
+"$root/scripts/fuzz.sh" 20 || status=1
+echo "test.sh: fuzz build and run took $(( $(date +%s) - start )) s"
 exit $status

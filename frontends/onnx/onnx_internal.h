@@ -26,6 +26,9 @@ enum {
     AMPC_ONNX_OPSET_NEWEST = 28,  /* ONNX 1.23 */
     AMPC_ONNX_PB_MAX_DEPTH = 100, /* message nesting, as protobuf's C++ parser limits it */
 };
+/* The largest model file read: protobuf serializes no message of 2 GiB or more, so a bigger file
+ * is not a ModelProto, and refusing it by its size avoids reading it whole first. */
+#define AMPC_ONNX_MODEL_MAX_BYTES ((int64_t)INT32_MAX)
 
 /* ---- protobuf ------------------------------------------------------------------------------- */
 
@@ -73,7 +76,8 @@ ampc_status ampc_onnx_tensor_data(const Onnx__TensorProto *t, const char *what,
 /* Total bytes of a TensorProto's data wherever it is stored (for summaries); 0 when unknown. */
 int64_t ampc_onnx_tensor_nbytes(const Onnx__TensorProto *t);
 
-/* Reads a whole regular file into a malloc'ed buffer (AMPC_E_IO with a message otherwise). */
+/* Reads a whole model file into a malloc'ed buffer: AMPC_E_IO with a message when it cannot be
+ * read, AMPC_E_PARSE when it is above AMPC_ONNX_MODEL_MAX_BYTES (before allocating). */
 ampc_status ampc_onnx_slurp(const char *path, uint8_t **out, size_t *len, ampc_strbuf *err);
 /* The folder of a path ("." when it has none), malloc'ed. */
 char *ampc_onnx_dir_of(const char *path);

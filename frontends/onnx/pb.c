@@ -199,6 +199,7 @@ int32_t ampc_onnx_pb_messages(const ProtobufCMessage *m, uint32_t tag,
         }
         pool->msgs[pool->n++] = msg;
     }
-    *out = pool->msgs + first;
+    /* No message found leaves pool->msgs NULL: NULL + 0 is undefined behaviour in C. */
+    *out = pool->n > first ? pool->msgs + first : NULL;
     return pool->n - first;
 }

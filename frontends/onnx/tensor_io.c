@@ -188,7 +188,10 @@ static ampc_status read_external(const Onnx__TensorProto *t, const char *what,
         st = AMPC_E_PARSE;
         goto done;
     }
-    fd = open(real_file, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO would block open() until a writer came, hanging the import before the
+     * regular-file check below could refuse it. O_NOFOLLOW: the path is resolved already; a
+     * symlink put in its place since realpath() ran is refused instead of followed. */
+    fd = open(real_file, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
     struct stat sb;
     if (fd < 0 || fstat(fd, &sb) != 0) {
         ampc_sb_printf(err, "%s: cannot open external data file '%s': %s", what, real_file,
@@ -345,11 +348,14 @@ static void set_err(char **err, ampc_strbuf *sb) {
     else ampc_sb_free(sb);
 }
 
-/* Reads a whole regular file into a malloc'ed buffer. */
-static ampc_status slurp(const char *path, uint8_t **out, size_t *len, ampc_strbuf *err) {
+/* Reads a whole regular file into a malloc'ed buffer. A file above max_bytes is refused before
+ * anything is allocated; `what` then names what the limit is for. */
+static ampc_status slurp(const char *path, int64_t max_bytes, const char *what, uint8_t **out,
+                         size_t *len, ampc_strbuf *err) {
     *out = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK so that a FIFO is refused below instead of blocking open() forever. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
         ampc_sb_printf(err, "cannot open '%s': %s", path, strerror(errno));
@@ -360,6 +366,11 @@ static ampc_status slurp(const char *path, uint8_t **out, size_t *len, ampc_strb
         ampc_sb_printf(err, "cannot read '%s': not a regular file", path);
         close(fd);
         return AMPC_E_IO;
+    }
+    if ((int64_t)st.st_size > max_bytes) {
+        ampc_sb_printf(err, "'%s' is %lld bytes, more than %s", path, (long long)st.st_size, what);
+        close(fd);
+        return AMPC_E_PARSE;
     }
     size_t n = (size_t)st.st_size;
     uint8_t *buf = malloc(n ? n : 1);
@@ -388,7 +399,10 @@ static ampc_status slurp(const char *path, uint8_t **out, size_t *len, ampc_strb
 
 /* Shared with import.c (contracts in onnx_internal.h). */
 ampc_status ampc_onnx_slurp(const char *path, uint8_t **out, size_t *len, ampc_strbuf *err) {
-    return slurp(path, out, len, err);
+    return slurp(path, AMPC_ONNX_MODEL_MAX_BYTES,
+                 "an ONNX model file can hold (2 GiB, protobuf's limit); larger models keep their "
+                 "weights in external data files",
+                 out, len, err);
 }
 
 /* The folder part of a path ("." when there is none); malloc'ed. */
@@ -653,7 +667,7 @@ ampc_status ampc_tensor_read_file(const char *path, ampc_tensor *t, char **name,
     }
     uint8_t *buf;
     size_t len;
-    ampc_status st = slurp(path, &buf, &len, &sb);
+    ampc_status st = slurp(path, INT64_MAX, "", &buf, &len, &sb);
     if (st == AMPC_OK) {
         size_t pl = strlen(path);
         bool npy_ext = pl >= 4 && !strcmp(path + pl - 4, ".npy");

@@ -666,6 +666,11 @@ ampc_status ampc_infer_pad(ampc_graph *g, ampc_node *n) {
     }
     ampc_status st = norm_axes(g, n, axes, na, r, "Pad axis", ax);
     if (st) return st;
+    if (np != 2 * na && (n->n_inputs < 2 || !n->inputs[1])) /* the table lets pads be absent */
+        return AMPC_FAIL(g, n, AMPC_E_SHAPE,
+                         "input 1 (pads) is absent; it must have %d entries (begin and end for "
+                         "each of %d axes)",
+                         2 * na, na);
     if (np != 2 * na)
         return AMPC_FAIL(g, n, AMPC_E_SHAPE,
                          "input 1 '%s' must have %d entries (begin and end for each of %d axes), "

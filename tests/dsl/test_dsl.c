@@ -98,3 +98,19 @@ Test(dsl, null_graph_is_tolerated) {
     cr_assert_eq(ampc_graph_status(NULL), AMPC_E_INVALID_ARG);
     ampc_graph_destroy(NULL);
 }
+
+/* Found by fuzz_onnx: an ONNX node carrying one attribute twice (transB = 1, transB = 1) built,
+ * the second copy was ignored by every lookup, and the printed IR did not parse back. Every front
+ * end now gets the builder's refusal. */
+Test(dsl, an_attribute_given_twice_is_refused) {
+    ampc_graph *g = ampc_graph_create("g");
+    int64_t d[2] = {2, 2};
+    ampc_value *a = ampc_input(g, "a", AMPC_DTYPE_F32, 2, d);
+    ampc_value *in[2] = {a, a};
+    ampc_attr_arg at[3] = {AMPC_ATTR_I("transB", 1), AMPC_ATTR_F("alpha", 2), AMPC_ATTR_I("transB", 0)};
+    ampc_value *y = ampc_op(g, "Gemm", in, 2, at, 3);
+    cr_assert(ampc_value_is_poisoned(y));
+    cr_assert_eq(ampc_graph_status(g), AMPC_E_ATTR);
+    cr_assert_str_eq(ampc_graph_errors(g), "node 0 (Gemm 'Gemm_0'): attribute 'transB' is given twice");
+    ampc_graph_destroy(g);
+}

@@ -673,6 +673,11 @@ Test(movement, pad_errors) {
     expect_fail(g, "Pad", in2, 2, &edge, 1,
                 "node 3 (Pad 'Pad_3'): mode 'edge' pads axis 0 from its elements, but input 0 "
                 "'e' [0,2] has none left there");
+    /* Found by fuzz_compile: pads absent (the op table lets Pad take X alone) made the message
+     * read the name of a NULL input. */
+    expect_fail(g, "Pad", &x, 1, NULL, 0,
+                "node 4 (Pad 'Pad_4'): input 1 (pads) is absent; it must have 4 entries (begin "
+                "and end for each of 2 axes)");
     ampc_graph_destroy(g);
 }
 

@@ -7,6 +7,7 @@
 #include "support.h"
 
 #include <math.h>
+#include <string.h>
 
 static ampc_value *softmax_op(ampc_graph *g, const char *op, ampc_value *x, const int64_t *axis) {
     ampc_attr_arg at = AMPC_ATTR_I("axis", axis ? *axis : 0);
@@ -769,5 +770,25 @@ Test(norm, batch_norm_training_outputs_are_unsupported) {
                  AMPC_E_INVALID_ARG);
     t_expect_diag(g, "node 2 (BatchNormalization 'BatchNormalization_2'): BatchNormalization has "
                      "1 to 3 outputs, got 4");
+    ampc_graph_destroy(g);
+}
+
+/* Found by fuzz_compile: Scale is a required input of LayerNormalization, but the op table let
+ * the node build with X alone; the reference evaluator and the GPU lowering then read a Scale
+ * that was not there. */
+Test(norm, layer_norm_without_scale_does_not_build) {
+    ampc_graph *g = ampc_graph_create("ln");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(3, 4));
+    ampc_value *y = ampc_op(g, "LayerNormalization", &x, 1, NULL, 0);
+    cr_assert(ampc_value_is_poisoned(y));
+    cr_assert_eq(ampc_graph_status(g), AMPC_E_INVALID_ARG);
+    cr_assert(strstr(ampc_graph_errors(g), "LayerNormalization takes 2 to 3 inputs, got 1"), "%s",
+              ampc_graph_errors(g));
+    ampc_value *in[2] = {x, NULL};
+    ampc_graph_clear_errors(g);
+    y = ampc_op(g, "LayerNormalization", in, 2, NULL, 0);
+    cr_assert(ampc_value_is_poisoned(y));
+    cr_assert(strstr(ampc_graph_errors(g), "input 1 is required but absent"), "%s",
+              ampc_graph_errors(g));
     ampc_graph_destroy(g);
 }

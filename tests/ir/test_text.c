@@ -209,6 +209,23 @@ Test(text, odd_names_are_quoted_and_round_trip) {
     ampc_graph_destroy(g);
 }
 
+/* Found by fuzz_onnx: an attribute name made only of identifier characters but starting with a
+ * digit or '.' ("1ode") was printed bare, and the lexer read it back as a malformed number. */
+Test(text, attribute_names_that_start_like_numbers_are_quoted_and_round_trip) {
+    ampc_graph *g = ampc_graph_create("attr names");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(2));
+    ampc_attr_arg at[] = {AMPC_ATTR_I("1ode", 1), AMPC_ATTR_I(".5", 2), AMPC_ATTR_I("_ok.1", 3)};
+    ampc_output(g, ampc_op(g, "Relu", &x, 1, at, AMPC_ARRAY_LEN(at)), "y");
+    char *text = ampc_graph_to_text(g, true);
+    cr_assert(strstr(text, "{\"1ode\" = 1, \".5\" = 2, _ok.1 = 3}"), "got:\n%s", text);
+    ampc_graph *h = roundtrip(g);
+    cr_assert_eq(ampc_ir_attr_find(h->nodes[0], "1ode")->i, 1);
+    cr_assert_eq(ampc_ir_attr_find(h->nodes[0], ".5")->i, 2);
+    free(text);
+    ampc_graph_destroy(h);
+    ampc_graph_destroy(g);
+}
+
 Test(text, constants_of_every_dtype_round_trip_bit_exactly) {
     ampc_graph *g = ampc_graph_create("dtypes");
     int64_t d;
@@ -499,6 +516,34 @@ Test(text, parse_errors_name_line_column_expected_and_found) {
     expect_parse_error("graph \"g\" {\n  relu %x\n}", AMPC_E_PARSE,
                        "2:3: expected a statement (input, const, output, or %name = Op(...)) or "
                        "'}', found 'relu'");
+}
+
+/* Found by fuzz_ir_text: a raw NUL inside a quoted name cut the name short, the builder then gave
+ * the value a fresh name and the parser's own assertion (the name it asked for) aborted. */
+Test(text, a_nul_byte_inside_a_quoted_name_is_a_parse_error) {
+    static const char text[] = "graph \"g\" {\n  input %x : f32[2]\n  %\"a\0b\" = Relu(%x)\n"
+                               "  output %x\n}\n";
+    ampc_graph *g = (ampc_graph *)1;
+    char *err = NULL;
+    ampc_status st = ampc_graph_parse(text, sizeof text - 1, &g, &err);
+    cr_assert_eq(st, AMPC_E_PARSE, "status %s (message: %s)", ampc_status_str(st), err);
+    cr_assert_null(g);
+    cr_assert_str_eq(err, "3:6: a string cannot contain a NUL byte");
+    free(err);
+}
+
+/* Found by fuzz_ir_text: a constant's shape was allocated before its data was read, so a few
+ * bytes of text could ask for gigabytes. The parser now refuses a shape with more elements than
+ * the text left could hold, before allocating. */
+Test(text, a_constant_larger_than_the_text_left_fails_before_allocating) {
+    expect_parse_error("graph \"g\" {\n  const %c : f32[8, 888003316] = [0, 1]\n}", AMPC_E_PARSE,
+                       "2:34: f32[8,888003316] needs 7104026528 values, more than the 8 bytes "
+                       "of text left hold");
+    expect_parse_error("graph \"g\" {\n  input %x : f32[2]\n  %y = Relu(%x) {t = tensor<i64["
+                       "1099511627776]>[1]}\n}",
+                       AMPC_E_PARSE,
+                       "3:48: i64[1099511627776] needs 1099511627776 values, more than the 6 bytes "
+                       "of text left hold");
 }
 
 Test(text, printed_types_must_agree_with_inference) {

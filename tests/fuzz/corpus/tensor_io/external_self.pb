@@ -1,0 +1,2 @@
+Btej
+location	input.npyp
