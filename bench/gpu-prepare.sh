@@ -14,8 +14,7 @@ rm -rf .devbin && mkdir -p .devbin/tests
 cmake --install build-gpu --prefix .devbin >/dev/null
 cp build-gpu/bin/* .devbin/bin/
 cp build-gpu/tests/runtime_test_* build-gpu/tests/codegen_test_* build-gpu/tests/compiler_test_artifact \
-   build-gpu/tests/passes_test_fuse_* build-gpu/tests/passes_test_precision \
-   build-gpu/tests/passes_test_layout .devbin/tests/
+   build-gpu/tests/passes_test_* .devbin/tests/
 ../shared/gpu/pack-libs .devbin/bin/* .devbin/tests/* .devbin/lib/*.so
 mkdir -p .devdata
 [ -f .devdata/onnx-testdata.tgz ] || tar czf .devdata/onnx-testdata.tgz -C /usr/share/libonnx-testdata data
