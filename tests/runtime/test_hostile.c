@@ -28,22 +28,6 @@ const char *__asan_default_options(void) { return "protect_shadow_gap=0"; }
 
 enum { N = 1000 }; /* elements of x and y */
 
-/* Skips the test unless device 0 can run models; the reason is the runtime's own message. */
-static void need_gpu(void) {
-    int32_t n = 0;
-    char *err = NULL;
-    if (ampc_rt_device_count(&n, &err) != AMPC_OK) {
-        char reason[1024];
-        snprintf(reason, sizeof reason, "%s", err ? err : "no CUDA device: (no message)");
-        free(err);
-        cr_skip_test("%s", reason);
-    }
-    ampc_rt_device_info info;
-    cr_assert_eq(ampc_rt_device_info_get(0, &info, &err), AMPC_OK, "%s", err);
-    if (!info.supported)
-        cr_skip_test("device 0 (%s) has compute capability %d.%d: ampc needs 8.0", info.name,
-                     info.major, info.minor);
-}
 
 /* y = relu(2x + 1) over f32[N], compiled for the GPU present (PTX + its cubin). */
 static ampc_module *compile_affine(void) {
@@ -82,7 +66,7 @@ static void run_ok(ampc_module *m, float *x, float *y) {
 
 /* Host buffers at odd addresses: the runtime copies them as bytes, alignment does not matter. */
 Test(runtime_hostile, misaligned_host_buffers) {
-    need_gpu();
+    t_skip_without_gpu();
     ampc_module *m = compile_affine();
     char *xb = malloc(N * sizeof(float) + 8), *yb = malloc(N * sizeof(float) + 8);
     float xv[N], yv[N];
@@ -98,7 +82,7 @@ Test(runtime_hostile, misaligned_host_buffers) {
 
 /* Device buffers, aligned and misaligned, for the input and the output. */
 Test(runtime_hostile, device_buffers_aligned_and_misaligned) {
-    need_gpu();
+    t_skip_without_gpu();
     ampc_module *m = compile_affine();
     float xv[N], yv[N];
     fill_x(xv, 0.5f);
@@ -119,7 +103,7 @@ Test(runtime_hostile, device_buffers_aligned_and_misaligned) {
 
 /* A host input with a device output and the reverse, in one module. */
 Test(runtime_hostile, host_and_device_buffers_mixed) {
-    need_gpu();
+    t_skip_without_gpu();
     ampc_module *m = compile_affine();
     float xv[N], yv[N];
     fill_x(xv, 0.25f);
@@ -140,7 +124,7 @@ Test(runtime_hostile, host_and_device_buffers_mixed) {
 
 /* Device memory of another device is refused before anything is copied. */
 Test(runtime_hostile, device_memory_of_another_device_is_refused) {
-    need_gpu();
+    t_skip_without_gpu();
     int n = 0;
     cr_assert_eq(cudaGetDeviceCount(&n), cudaSuccess);
     if (n < 2) cr_skip_test("one CUDA device: memory of another device cannot be made");
@@ -162,7 +146,7 @@ Test(runtime_hostile, device_memory_of_another_device_is_refused) {
 /* Through the JIT module: each wrong tensor is refused with a message naming it, the output is
  * not written, and a correct run afterwards still works. */
 Test(runtime_hostile, wrong_tensors_through_a_module_are_refused_and_harmless) {
-    need_gpu();
+    t_skip_without_gpu();
     ampc_module *m = compile_affine();
     float xv[N], yv[N];
     fill_x(xv, 0);
@@ -226,7 +210,7 @@ static void *work(void *arg) {
 /* Different models may run concurrently (the contract): each thread its own module, every
  * result exact. */
 Test(runtime_hostile, threads_each_on_their_own_model, .timeout = 300) {
-    need_gpu();
+    t_skip_without_gpu();
     worker w[THREADS];
     pthread_t t[THREADS];
     for (int i = 0; i < THREADS; i++) {

@@ -46,23 +46,6 @@ static ampc_rt_ref ref(uint8_t space, int64_t offset, int64_t bytes) {
 /* Whether the CUDA driver library is installed (independent of the runtime under test). */
 static bool have_driver(void) { return dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL) != NULL; }
 
-/* Skips the test unless device 0 can run models; the reason is the runtime's own message. */
-static ampc_rt_device_info need_gpu(void) {
-    int32_t n = 0;
-    char *err = NULL;
-    if (ampc_rt_device_count(&n, &err) != AMPC_OK) {
-        char reason[1024];
-        snprintf(reason, sizeof reason, "%s", err ? err : "no CUDA device: (no message)");
-        free(err);
-        cr_skip_test("%s", reason);
-    }
-    ampc_rt_device_info info;
-    cr_assert_eq(ampc_rt_device_info_get(0, &info, &err), AMPC_OK, "%s", err);
-    if (!info.supported)
-        cr_skip_test("device 0 (%s) has compute capability %d.%d: ampc needs 8.0", info.name,
-                     info.major, info.minor);
-    return info;
-}
 
 /* Asserts a status and that the message (*errp, read after the call) contains `needle`; frees
  * the message and clears *errp. */
@@ -722,7 +705,7 @@ static void expect_pipe(const float *x, const float *u, const float *z) {
 }
 
 Test(runtime_gpu, kernel_copy_memset_and_graph_replay) {
-    need_gpu();
+    t_skip_without_gpu();
     pipe_plan q;
     make_pipe(&q, 0);
     ampc_rt_model *m = create_ok(&q.p);
@@ -759,7 +742,7 @@ Test(runtime_gpu, kernel_copy_memset_and_graph_replay) {
 /* Enqueued runs on a stream of the caller's: device buffers, no wait; after the stream is
  * synchronised the outputs are what a run gives, run after run. */
 Test(runtime_gpu, enqueue_returns_before_the_outputs_and_they_arrive) {
-    need_gpu();
+    t_skip_without_gpu();
     pipe_plan q;
     make_pipe(&q, 0);
     ampc_rt_model *m = create_ok(&q.p);
@@ -797,7 +780,7 @@ Test(runtime_gpu, enqueue_returns_before_the_outputs_and_they_arrive) {
 }
 
 Test(runtime_gpu, graphs_off_by_environment_and_profile) {
-    need_gpu();
+    t_skip_without_gpu();
     setenv("AMPC_CUDA_GRAPHS", "0", 1);
     pipe_plan q;
     make_pipe(&q, 0);
@@ -824,7 +807,7 @@ Test(runtime_gpu, graphs_off_by_environment_and_profile) {
 }
 
 Test(runtime_gpu, user_stream_device_and_pinned_buffers) {
-    need_gpu();
+    t_skip_without_gpu();
     pipe_plan q;
     make_pipe(&q, 0);
     ampc_rt_model *m = create_ok(&q.p);
@@ -854,7 +837,7 @@ Test(runtime_gpu, user_stream_device_and_pinned_buffers) {
 }
 
 Test(runtime_gpu, inputs_are_validated_before_any_copy) {
-    need_gpu();
+    t_skip_without_gpu();
     pipe_plan q;
     make_pipe(&q, 0);
     ampc_rt_model *m = create_ok(&q.p);
@@ -902,7 +885,7 @@ Test(runtime_gpu, inputs_are_validated_before_any_copy) {
 }
 
 Test(runtime_gpu, cubin_preferred_and_bad_ptx_reported) {
-    ampc_rt_device_info d = need_gpu();
+    ampc_rt_device_info d = t_skip_without_gpu();
     int32_t arch = d.major * 10 + d.minor;
     pipe_plan q;
     make_pipe(&q, arch);
@@ -940,7 +923,7 @@ Test(runtime_gpu, cubin_preferred_and_bad_ptx_reported) {
 }
 
 Test(runtime_gpu, kernel_parameters_checked_at_load) {
-    need_gpu();
+    t_skip_without_gpu();
     pipe_plan q;
     make_pipe(&q, 0);
     ampc_rt_model *m = NULL;
@@ -977,7 +960,7 @@ typedef struct gcase {
 /* Builds a one-GEMM plan (A, B, C, bias in the weights; D the output), runs it twice (the second
  * run replays the graph) and checks D against a double-precision loop. */
 static void check_gemm(const gcase *g) {
-    need_gpu();
+    t_skip_without_gpu();
     size_t eab = ampc_dtype_size(g->ab), ecd = ampc_dtype_size(g->cd);
     int64_t ar = g->ta ? g->k : g->m, ac = g->ta ? g->m : g->k, lda = ac + g->pad;
     int64_t br = g->tb ? g->n : g->k, bc = g->tb ? g->k : g->n, ldb = bc + g->pad;
@@ -1107,7 +1090,7 @@ Test(runtime_gpu, gemm_bf16_and_f64) {
 }
 
 Test(runtime_gpu, gemm_empty_result_is_a_noop) {
-    need_gpu();
+    t_skip_without_gpu();
     ampc_rt_gemm gm = {.m = 0, .n = 4, .k = 3, .batch = 1, .lda = 3, .ldb = 4, .ldd = 4,
                        .dtype_ab = AMPC_DTYPE_F32, .dtype_cd = AMPC_DTYPE_F32, .alpha = 1,
                        .d = ARENA(0, 256)};
@@ -1136,7 +1119,7 @@ typedef struct ccase {
 /* Builds a one-convolution plan (x, w, bias, z in the weights; y the output), runs it twice and
  * checks y against a direct loop (spatial dims lifted to 3 with unit extents). */
 static void check_conv(const ccase *c) {
-    need_gpu();
+    t_skip_without_gpu();
     int64_t out[3] = {1, 1, 1}, in[3] = {1, 1, 1}, k[3] = {1, 1, 1}, st[3] = {1, 1, 1},
             dl[3] = {1, 1, 1}, pd[3] = {0, 0, 0};
     int off = 3 - c->spatial;
@@ -1306,7 +1289,7 @@ Test(runtime_gpu, conv2d_f16) {
 /* A model mixing a generated kernel, a matmul and a convolution: the graph (or its fallback)
  * gives the same bits run after run. */
 Test(runtime_gpu, mixed_steps_repeatable) {
-    need_gpu();
+    t_skip_without_gpu();
     pipe_plan q;
     make_pipe(&q, 0);
     /* reuse the pipe's arena: add a matmul u[25x40] @ W[40x8] -> arena 16384, and a conv over

@@ -142,13 +142,21 @@ static char *no_gpu_reason(void) {
     return err;
 }
 
-void t_skip_without_gpu(void) {
+ampc_rt_device_info t_skip_without_gpu(void) {
     char *why = no_gpu_reason();
-    if (!why) return;
-    char reason[512];
-    snprintf(reason, sizeof reason, "%s", why);
-    free(why);
-    cr_skip_test("%s", reason);
+    if (why) {
+        char reason[1024];
+        snprintf(reason, sizeof reason, "%s", why);
+        free(why);
+        cr_skip_test("%s", reason);
+    }
+    ampc_rt_device_info info;
+    char *err = NULL;
+    cr_assert_eq(ampc_rt_device_info_get(0, &info, &err), AMPC_OK, "%s", err);
+    if (!info.supported)
+        cr_skip_test("device 0 (%s) has compute capability %d.%d: ampc needs 8.0", info.name,
+                     info.major, info.minor);
+    return info;
 }
 
 void t_gpu_vs_reference(ampc_graph *g, const t_gpu_check *c) {

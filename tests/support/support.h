@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 
 #include "ir/ir.h"
+#include "ampc_runtime.h"
 
 /* A shape from a literal list: SHAPE(2, 3) is rank 2, dims {2, 3}; SHAPE() is a scalar. */
 #define SHAPE(...) t_shape((int64_t[]){0, ##__VA_ARGS__}, (int32_t)(sizeof((int64_t[]){0, ##__VA_ARGS__}) / sizeof(int64_t)) - 1)
@@ -57,8 +58,9 @@ typedef struct t_gpu_check {
 bool t_tensors_close(const ampc_tensor *got, const ampc_tensor *ref, double rtol, double atol,
                      const char *name, char *msg, size_t cap);
 
-/* Skips the calling test, with the reason, when there is no CUDA device. */
-void t_skip_without_gpu(void);
+/* Skips the calling test, with the runtime's reason, unless device 0 can run models (a CUDA
+ * device of compute capability 8.0 or newer); returns that device's description. */
+ampc_rt_device_info t_skip_without_gpu(void);
 
 /* Fills g's inputs with c->fill, evaluates g on the reference evaluator, compiles it (PTX, no
  * cache) and runs it on the GPU with every output poisoned first (so an element no kernel writes
