@@ -270,7 +270,7 @@ ampc_status ampc_ir_node_infer(ampc_graph *g, ampc_node *n) {
     for (int32_t i = 0; i < n->n_inputs; i++) {
         const ampc_value *v = n->inputs[i];
         if (!v) {
-            if (i < info->min_in)
+            if (ampc_op_input_required(n->op, i))
                 return AMPC_FAIL(g, n, AMPC_E_INVALID_ARG, "input %d is required but absent", i);
             continue;
         }

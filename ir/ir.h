@@ -119,6 +119,14 @@ static inline const ampc_op_info *ampc_op_get(ampc_opcode op) { return &ampc_op_
 static inline bool ampc_op_has(ampc_opcode op, uint32_t traits) {
     return (ampc_op_table[op].traits & traits) != 0;
 }
+/* Whether input i of an op must be present (a NULL slot is ONNX's omitted optional input):
+ * the first min_in are, and so is every input of a variadic op (ONNX cannot omit one of
+ * Sum's or Concat's inputs) except Loop's trip count and condition. */
+static inline bool ampc_op_input_required(ampc_opcode op, int32_t i) {
+    const ampc_op_info *info = &ampc_op_table[op];
+    if (i < info->min_in) return true;
+    return info->max_in < 0 && !(op == AMPC_OP_LOOP && i < 2);
+}
 /* Looks an op up by ONNX op type; false when it is not in the table. */
 bool ampc_op_from_onnx(const char *onnx, ampc_opcode *out);
 

@@ -191,7 +191,7 @@ static int check_node(ampc_graph *g, int32_t i, bool *defined, int32_t *producer
     for (int32_t j = 0; j < n->n_inputs; j++) {
         const ampc_value *v = n->inputs[j];
         if (!v) {
-            if (j < info->min_in) VFAIL(g, n, "input %d is required but absent", j);
+            if (ampc_op_input_required(n->op, j)) VFAIL(g, n, "input %d is required but absent", j);
             continue;
         }
         if (!is_member(g, v)) {

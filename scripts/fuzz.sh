@@ -8,7 +8,10 @@
 #
 # Environment: AMPC_FUZZ_TARGETS="onnx ir_text" runs a subset (default: every tests/fuzz/fuzz_*.c);
 # AMPC_FUZZ_JOBS=N runs N workers per target (default 1); AMPC_FUZZ_KEEP_GOING=1 runs libFuzzer's
-# fork mode, which goes on after a finding (each one saved), so a long run counts them all.
+# fork mode, which goes on after a finding (each one saved), so a long run counts them all;
+# AMPC_FUZZ_SEED=N fixes libFuzzer's random seed (default: a new one each run). CI fixes it, so
+# that a CI run explores the same inputs as the same command run here: a finding in CI then
+# reproduces with `AMPC_FUZZ_SEED=1 scripts/fuzz.sh 20`; long runs keep random seeds.
 #
 # Each target starts from its committed seeds (tests/fuzz/corpus/<target>/, read only) and the
 # inputs of past findings (tests/fuzz/regressions/<target>/, each named after its bug), plus,
@@ -34,6 +37,7 @@ fi
 
 secs=${1:-30}
 jobs=${AMPC_FUZZ_JOBS:-1}
+seed=${AMPC_FUZZ_SEED:-}
 start=$(date +%s)
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j "$(nproc)" >/dev/null
@@ -78,7 +82,7 @@ for t in $targets; do
   rc=0
   # detect_leaks: LeakSanitizer checks every input; a leak is a finding.
   ASAN_OPTIONS=detect_leaks=1 \
-    "$build/bin/fuzz_$t" -max_total_time="$secs" -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+    "$build/bin/fuzz_$t" -max_total_time="$secs" ${seed:+-seed=$seed} -rss_limit_mb=2048 -malloc_limit_mb=1024 \
     -timeout=10 -max_len=16384 -print_final_stats=1 "${parallel[@]}" \
     -artifact_prefix="$art/" "$work" "${seeds[@]}" >"$log" 2>&1 || rc=$?
   if [ "$jobs" -gt 1 ]; then cat fuzz-*.log >>"$log" 2>/dev/null; rm -f fuzz-*.log; fi
@@ -86,7 +90,7 @@ for t in $targets; do
   execs=$( (grep -o 'stat::number_of_executed_units: [0-9]*' "$log" || true) | awk '{s += $2} END {print s + 0}')
   # The last status line: "#N NEW cov: ..." in process, "#N: cov: ..." in fork mode (which
   # prints no final stats: its executions are the N of that line).
-  last=$( (grep -E '^#[0-9]+:? .*cov: ' "$log" || true) | tail -1)
+  last=$( (grep -E '^#[0-9]+:?[[:space:]].*cov: ' "$log" || true) | tail -1)
   [ "$execs" -gt 0 ] || execs=$(sed -n 's/^#\([0-9]*\).*/\1/p' <<<"$last")
   execs=${execs:-0}
   cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")
@@ -98,7 +102,8 @@ for t in $targets; do
   if [ "$rc" -ne 0 ] || [ "$found" -ne 0 ]; then
     status=1
     echo "fuzz.sh: fuzz_$t failed (exit $rc); log: $log" >&2
-    grep -E '^==[0-9]+==ERROR|fuzz check failed|^SUMMARY|Test unit written to' "$log" | head -8 >&2 || true
+    grep -E -A12 '^==[0-9]+==ERROR|fuzz check failed|runtime error' "$log" | head -40 >&2 || true
+    grep -E '^SUMMARY|Test unit written to|^Base64' "$log" | head -6 >&2 || true
     find "$art" -type f -newer "$mark" | sed 's/^/  input: /' >&2
   fi
 done

@@ -618,3 +618,23 @@ Test(random, errors) {
                      "probability must lie in [0, 1]");
     ampc_graph_destroy(g);
 }
+
+/* Found by fuzz_onnx: an input named "" (ONNX's omitted optional input) in the variadic part of
+ * Sum built a node with a NULL operand that shape inference then read. Only Loop may omit
+ * inputs of its variadic list (its trip count and condition). */
+Test(elementwise, variadic_input_cannot_be_omitted) {
+    ampc_graph *g = ampc_graph_create("sum");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(3));
+    const char *ops[] = {"Sum", "Max", "Concat"};
+    for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
+        ampc_value *in[3] = {x, NULL, x};
+        ampc_attr_arg axis = AMPC_ATTR_I("axis", 0);
+        ampc_graph_clear_errors(g);
+        ampc_value *y = ampc_op(g, ops[k], in, 3, &axis, k == 2 ? 1 : 0);
+        cr_assert(ampc_value_is_poisoned(y), "%s", ops[k]);
+        cr_assert_eq(ampc_graph_status(g), AMPC_E_INVALID_ARG);
+        cr_assert(strstr(ampc_graph_errors(g), "input 1 is required but absent"), "%s: %s", ops[k],
+                  ampc_graph_errors(g));
+    }
+    ampc_graph_destroy(g);
+}
