@@ -151,7 +151,7 @@ static ampc_pipeline_options pipeline_options(const ampc_cli_options *o,
                                    .precision = cli_precision(o), .keep_fp32 = o->keep_fp32,
                                    .n_keep_fp32 = o->n_keep_fp32,
                                    .auto_fp32 = ar ? (const char *const *)ar->kept : NULL,
-                                   .n_auto_fp32 = ar ? ar->n_kept : 0, .channels_last = o->nhwc};
+                                   .n_auto_fp32 = ar ? ar->n_kept : 0, .keep_nchw = o->nchw};
 }
 
 static bool resolve_auto(const ampc_cli_options *o, ampc_auto_result *r);

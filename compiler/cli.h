@@ -23,7 +23,7 @@ typedef struct ampc_cli_options {
     const char *calibrate; /* --calibrate DIR: inputs for --precision auto */
     const char *auto_type; /* --auto-type fp16|bf16 (NULL: fp16) */
     double tolerance;      /* --tolerance (0: 1e-2) */
-    bool nhwc;             /* --layout nhwc */
+    bool nchw;             /* --layout nchw */
     const char *shapes[AMPC_CLI_MAX_LIST];
     const char *disable[AMPC_CLI_MAX_LIST];
     const char *inputs[AMPC_CLI_MAX_LIST];

@@ -47,8 +47,8 @@ static const char usage[] =
     "                        f32 on the --calibrate inputs\n"
     "  --keep-fp32 OP|NODE   with fp16/bf16/auto: keep an op type or a node in f32 (repeatable)\n"
     "  --calibrate DIR       auto: DIR/<input>.npy or .pb for each input (default: random data)\n"
-    "  --layout nchw|nhwc    nhwc: 2-D f16/bf16 convolutions channels-last (default nchw, faster\n"
-    "                        with cuDNN's legacy API today)\n"
+    "  --layout nhwc|nchw    nhwc (default): 2-D f16/bf16 convolutions channels-last, with\n"
+    "                        cuDNN's fused engines; nchw keeps them NCHW\n"
     "  --emit ir|cuda|ptx|c  write the optimised IR, the generated CUDA C, its PTX or host C\n"
     "  --arch sm_80,sm_90    cubin architectures (default: the GPU present, else sm_80)\n"
     "  --shape NAME=DxDx..   give the shape of an input with symbolic dims (repeatable)\n"
@@ -156,7 +156,7 @@ static int parse_args(int argc, char **argv, ampc_cli_options *o) {
             if (!(v = opt_value(argc, argv, &i, "--layout"))) return 2;
             if (strcmp(v, "nchw") && strcmp(v, "nhwc"))
                 return fail("--layout %s: give nchw or nhwc", v, ""), 2;
-            o->nhwc = !strcmp(v, "nhwc");
+            o->nchw = !strcmp(v, "nchw");
         } else if (is_opt(a, "--calibrate")) {
             if (!(o->calibrate = opt_value(argc, argv, &i, "--calibrate"))) return 2;
         } else if (is_opt(a, "--keep-fp32")) {

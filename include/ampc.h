@@ -339,10 +339,10 @@ typedef struct ampc_pipeline_options {
     /* Node names --precision auto's search moved to f32 (kept like keep_fp32; reported apart). */
     const char *const *auto_fp32;
     int32_t n_auto_fp32;
-    /* The layout pass (--layout nhwc): 2-D f16/bf16 convolutions channels-last on cuDNN. Off by
-     * default: with cuDNN's legacy API on an H200 it measured slower than NCHW (ResNet-50 b1
-     * fp16: 2.33 against 1.22 ms; docs/benchmarks.md). */
-    bool channels_last;
+    /* The layout pass: 2-D f16/bf16 convolutions run channels-last (NHWC) on cuDNN, where its
+     * graph API fuses the epilogue (ResNet-50 fp16 b1 on an H200: 0.36 ms against 0.83 ms NCHW;
+     * docs/benchmarks.md). keep_nchw (--layout nchw) leaves every convolution NCHW. */
+    bool keep_nchw;
 } ampc_pipeline_options;
 
 /* Runs the default pass pipeline over the graph. `o` may be NULL (defaults: verify on). */

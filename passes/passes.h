@@ -93,7 +93,7 @@ ampc_status ampc_pass_fuse_matmul(ampc_graph *g, bool *changed);
 /* Scale folding: Mul by a scalar constant after a matmul with constant weights (through
  * Reshape/Transpose) becomes scaled weights and bias (fold_scale.c). */
 ampc_status ampc_pass_fold_scale(ampc_graph *g, bool *changed);
-/* Layout, when asked (channels_last): 2-D f16/bf16 convolutions become channels-last
+/* Layout (unless --layout nchw): 2-D f16/bf16 convolutions become channels-last
  * ampc.FusedConv (NHWC data, weights permuted at compile time), with Transposes only where the
  * layout changes (layout.c). */
 ampc_status ampc_pass_layout(ampc_graph *g, bool *changed);

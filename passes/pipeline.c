@@ -31,7 +31,7 @@ static const ampc_pass_info pass_table[] = {
     {"fold-scale", ampc_pass_fold_scale,
      "fold a scalar product after a matmul with constant weights into the weights"},
     {"layout", ampc_pass_layout,
-     "with --layout nhwc, run 2-D f16/bf16 convolutions channels-last (transposes where it changes)"},
+     "run 2-D f16/bf16 convolutions channels-last (transposes where it changes; --layout nchw: off)"},
     {"dce", ampc_pass_dce, "remove nodes that no graph output depends on"},
     {"plan-memory", ampc_pass_plan_memory,
      "place constants in the weights blob and every other value in the arena (liveness)"},
@@ -166,7 +166,7 @@ static void set_requests(ampc_graph *g, const ampc_pipeline_options *o) {
     g->n_keep_fp32 = o ? o->n_keep_fp32 : 0;
     g->auto_fp32 = o ? o->auto_fp32 : NULL;
     g->n_auto_fp32 = o ? o->n_auto_fp32 : 0;
-    g->channels_last = o ? o->channels_last : false;
+    g->channels_last = o ? !o->keep_nchw : true;
 }
 
 ampc_status ampc_pipeline_run(ampc_graph *g, const ampc_pipeline_options *o) {

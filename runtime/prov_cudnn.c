@@ -5,14 +5,14 @@
  * cuDNN is opened with dlopen on first use (libcudnn.so.9) and its functions bound with dlsym;
  * its headers are used for types only.
  *
- * Why the legacy API (cudnnConvolutionForward and friends) and not cuDNN 9's graph API: the
- * legacy API covers every convolution ONNX has (N-d, groups, dilations, transposed through
- * cudnnConvolutionBackwardData) with a handful of descriptors, its algorithms are chosen by one
- * call, and its failure modes are simple to report. The graph API earns its complexity when
- * ampc fuses more than bias + activation into a convolution (pointwise chains, norms): that is
- * the plan for later, behind this same provider interface. The legacy API is deprecated in
- * cuDNN 9 but still complete; its one limit here is symmetric padding (an asymmetric pad is
- * AMPC_E_UNSUPPORTED, and codegen pads the input first).
+ * Two APIs. The legacy one (cudnnConvolutionForward and friends) covers every convolution ONNX
+ * has (N-d, groups, dilations, transposed through cudnnConvolutionBackwardData) with a handful
+ * of descriptors, its algorithms are chosen by one call, and its failure modes are simple to
+ * report: every step is planned with it. For forward f16 and bf16 steps the graph API is tried
+ * too (conv, bias, residual and ReLU as one operation graph, which runtime-fusion engines run as
+ * one kernel) and the faster of the two, timed at creation, is kept: see "the graph API" below.
+ * The legacy API is deprecated in cuDNN 9 but still complete; its one limit here is symmetric
+ * padding (an asymmetric pad is AMPC_E_UNSUPPORTED, and codegen pads the input first).
  *
  * Planned once per step at model creation: the tensor, filter and convolution descriptors, the
  * algorithm (cudnnFind*AlgorithmEx: each candidate is run once on the model's own buffers in a
@@ -68,7 +68,13 @@ enum { CONV_SEARCH_BYTES = 256 << 20 };
     X(cudnnCreateActivationDescriptor)                                                             \
     X(cudnnSetActivationDescriptor)                                                                \
     X(cudnnDestroyActivationDescriptor)                                                            \
-    X(cudnnActivationForward)
+    X(cudnnActivationForward)                                                                      \
+    X(cudnnBackendCreateDescriptor)                                                                \
+    X(cudnnBackendDestroyDescriptor)                                                               \
+    X(cudnnBackendSetAttribute)                                                                    \
+    X(cudnnBackendGetAttribute)                                                                    \
+    X(cudnnBackendFinalize)                                                                        \
+    X(cudnnBackendExecute)
 
 static struct {
 #define X(f) __typeof__(&f) f;
@@ -192,8 +198,11 @@ static ampc_status conv_supports(const rt_ctx *ctx, const ampc_rt_plan *p, const
 
 /* ---- planning and launching -------------------------------------------------------------------- */
 
+typedef struct dnn_graph dnn_graph;
+
 typedef struct conv_state {
     bool noop, fused, fused_proven; /* fused_proven: the fused call has succeeded once */
+    dnn_graph *graph;      /* the graph API's plan when it won the timing (see graph_plan) */
     const ampc_rt_conv *c; /* the model's copy of the step */
     cudnnTensorDescriptor_t xd, yd, bd;
     cudnnFilterDescriptor_t wd;
@@ -218,18 +227,18 @@ static cudnnDataType_t dnn_type(ampc_dtype t) {
     }
 }
 
-/* A packed NC(D)HW descriptor, or N(D)HWC with strides when channels_last; 1-D tensors become
- * N x C x 1 x W (cuDNN wants 4 dims or more). */
-static ampc_status tensor_desc(cudnnTensorDescriptor_t *d, cudnnDataType_t t, int64_t n, int64_t ch,
-                               const int64_t *sp, int spatial, bool channels_last, rt_err *e) {
-    int dims[5], strides[5], nd = spatial == 1 ? 4 : spatial + 2;
-    dims[0] = (int)n;
-    dims[1] = (int)ch;
+/* Dims and strides of an n x ch x spatial tensor, 1-D lifted to N x C x 1 x W (cuDNN wants 4
+ * dims or more): packed NC(D)HW, or N(D)HWC when channels_last. Returns the rank. */
+static int layout(int64_t n, int64_t ch, const int64_t *sp, int spatial, bool channels_last,
+                  int64_t *dims, int64_t *strides) {
+    int nd = spatial == 1 ? 4 : spatial + 2;
+    dims[0] = n;
+    dims[1] = ch;
     if (spatial == 1) {
         dims[2] = 1;
-        dims[3] = (int)sp[0];
+        dims[3] = sp[0];
     } else {
-        for (int i = 0; i < spatial; i++) dims[2 + i] = (int)sp[i];
+        for (int i = 0; i < spatial; i++) dims[2 + i] = sp[i];
     }
     strides[nd - 1] = 1;
     for (int i = nd - 2; i >= 0; i--) strides[i] = strides[i + 1] * dims[i + 1];
@@ -239,6 +248,15 @@ static ampc_status tensor_desc(cudnnTensorDescriptor_t *d, cudnnDataType_t t, in
         for (int i = nd - 2; i >= 2; i--) strides[i] = strides[i + 1] * dims[i + 1];
         strides[0] = strides[2] * dims[2];
     }
+    return nd;
+}
+
+/* A legacy tensor descriptor of that layout (conv_supports keeps every count below 2^31). */
+static ampc_status tensor_desc(cudnnTensorDescriptor_t *d, cudnnDataType_t t, int64_t n, int64_t ch,
+                               const int64_t *sp, int spatial, bool channels_last, rt_err *e) {
+    int64_t dims64[5], strides64[5];
+    int dims[5], strides[5], nd = layout(n, ch, sp, spatial, channels_last, dims64, strides64);
+    for (int i = 0; i < nd; i++) dims[i] = (int)dims64[i], strides[i] = (int)strides64[i];
     RT_CUDNN(e, dnn.cudnnCreateTensorDescriptor(d));
     RT_CUDNN(e, dnn.cudnnSetTensorNdDescriptor(*d, t, nd, dims, strides));
     return AMPC_OK;
@@ -303,6 +321,8 @@ static int tally_best(const algo_tally *t) {
         if (t->seen[k] == FIND_ROUNDS && (best < 0 || t->total[k] < t->total[best])) best = k;
     return best;
 }
+
+static ampc_status graph_choose(rt_ctx *ctx, conv_state *st, size_t *workspace, rt_err *e);
 
 static ampc_status conv_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, size_t *workspace,
                              rt_err *e) {
@@ -435,7 +455,7 @@ static ampc_status conv_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, s
                         h, st->wd, st->xd, st->cd, st->yd,
                         (cudnnConvolutionBwdDataAlgo_t)st->algo, &st->ws));
     *workspace = st->ws;
-    return AMPC_OK;
+    return graph_choose(ctx, st, workspace, e);
 }
 
 /* y = relu(conv(x, w) + alpha2 * z + bias) in one call; without a residual z is y with
@@ -466,9 +486,8 @@ static bool fused_launch(conv_state *st, cudnnHandle_t h, rt_ctx *ctx, rt_err *e
     return false;
 }
 
-static ampc_status conv_launch(rt_ctx *ctx, void *state, cudaStream_t stream, rt_err *e) {
-    conv_state *st = state;
-    if (st->noop) return AMPC_OK;
+/* The step through the legacy API: one fused call or the convolution and then the epilogue. */
+static ampc_status legacy_launch(conv_state *st, rt_ctx *ctx, cudaStream_t stream, rt_err *e) {
     const ampc_rt_conv *c = st->c;
     cudnnHandle_t h = ctx->cudnn;
     RT_CUDNN(e, dnn.cudnnSetStream(h, stream));
@@ -496,6 +515,373 @@ static ampc_status conv_launch(rt_ctx *ctx, void *state, cudaStream_t stream, rt
     return AMPC_OK;
 }
 
+/* ---- the graph API --------------------------------------------------------------------------- */
+
+/* The legacy API runs the bias, residual and ReLU of an f16 or bf16 convolution as separate calls
+ * (cuDNN refuses the fused call in most such configurations) and chooses among prebuilt kernels
+ * only. The graph API takes the whole step as one operation graph, conv -> + bias -> + residual
+ * -> ReLU, with float intermediates that never reach memory, and its engines include
+ * runtime-fusion kernels that apply the epilogue in registers (channels-last f16/bf16). For each
+ * such step graph_choose builds that graph, times the engine configurations cuDNN's heuristics
+ * offer (GRAPH_ROUNDS runs each, on the model's buffers and the planning scratch), times the
+ * legacy calls the same way, and keeps the faster. AMPC_CUDNN_GRAPH=0 keeps the legacy calls;
+ * AMPC_CUDNN_VERBOSE=1 prints both timings per convolution. */
+
+enum { GRAPH_MAX_DESCS = 32, GRAPH_MAX_CFGS = 16, GRAPH_MAX_TRIES = 8, GRAPH_ROUNDS = 3 };
+enum { UID_X = 1, UID_W, UID_Y, UID_B, UID_Z, UID_VIRTUAL = 100 };
+
+struct dnn_graph {
+    cudnnBackendDescriptor_t descs[GRAPH_MAX_DESCS]; /* what the plan was built from */
+    int n_descs;
+    cudnnBackendDescriptor_t cfg, plan, pack;      /* the chosen engine configuration... */
+    void *pack_ws;                                 /* the workspace the pack was built with */
+    int64_t uids[5];
+    void *ptrs[5];
+    int n_ptrs;
+    size_t ws;
+};
+
+/* AMPC_CUDNN_VERBOSE=2: every stage of the graph API's planning on stderr. */
+static void gtrace(const char *fmt, long long a, long long b) {
+    const char *v = getenv("AMPC_CUDNN_VERBOSE");
+    if (v == NULL || strcmp(v, "2") != 0) return;
+    fprintf(stderr, "ampc: cuDNN graph API: ");
+    fprintf(stderr, fmt, a, b);
+    fputc('\n', stderr);
+}
+
+#define GSET(d, name, type, n, ptr)                                                                \
+    (dnn.cudnnBackendSetAttribute((d), (name), (type), (n), (ptr)) == CUDNN_STATUS_SUCCESS)
+#define GFIN(d) (dnn.cudnnBackendFinalize(d) == CUDNN_STATUS_SUCCESS)
+
+static void graph_free(dnn_graph *g) {
+    if (g == NULL) return;
+    if (g->pack) dnn.cudnnBackendDestroyDescriptor(g->pack);
+    if (g->plan) dnn.cudnnBackendDestroyDescriptor(g->plan);
+    if (g->cfg) dnn.cudnnBackendDestroyDescriptor(g->cfg);
+    for (int i = g->n_descs - 1; i >= 0; i--) dnn.cudnnBackendDestroyDescriptor(g->descs[i]);
+    free(g);
+}
+
+/* A descriptor that g owns; NULL when cuDNN makes none. */
+static cudnnBackendDescriptor_t gdesc(dnn_graph *g, cudnnBackendDescriptorType_t t) {
+    cudnnBackendDescriptor_t d = NULL;
+    if (g->n_descs == GRAPH_MAX_DESCS ||
+        dnn.cudnnBackendCreateDescriptor(t, &d) != CUDNN_STATUS_SUCCESS)
+        return NULL;
+    g->descs[g->n_descs++] = d;
+    return d;
+}
+
+static cudnnBackendDescriptor_t gtensor(dnn_graph *g, int64_t uid, cudnnDataType_t t, int nd,
+                                        const int64_t *dims, const int64_t *strides, bool virt) {
+    cudnnBackendDescriptor_t d = gdesc(g, CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+    int64_t align = 16; /* ampc places every buffer at a 256-byte boundary */
+    if (d && GSET(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &t) &&
+        GSET(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, nd, dims) &&
+        GSET(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, nd, strides) &&
+        GSET(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid) &&
+        GSET(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align) &&
+        GSET(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt) && GFIN(d))
+        return d;
+    return NULL;
+}
+
+/* y = mode(x[, b]) with float math. */
+static cudnnBackendDescriptor_t gpointwise(dnn_graph *g, cudnnPointwiseMode_t mode,
+                                           cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b,
+                                           cudnnBackendDescriptor_t y) {
+    cudnnBackendDescriptor_t pw = gdesc(g, CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+    cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+    if (!pw || !x || !y ||
+        !GSET(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode) ||
+        !GSET(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec) || !GFIN(pw))
+        return NULL;
+    cudnnBackendDescriptor_t op = gdesc(g, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+    const cudnnBackendAttributeType_t D = CUDNN_TYPE_BACKEND_DESCRIPTOR;
+    if (op && GSET(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, D, 1, &pw) &&
+        GSET(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, D, 1, &x) &&
+        (b == NULL || GSET(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, D, 1, &b)) &&
+        GSET(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, D, 1, &y) && GFIN(op))
+        return op;
+    return NULL;
+}
+
+/* The forward convolution x * w -> y. */
+static cudnnBackendDescriptor_t gconv(dnn_graph *g, const ampc_rt_conv *c,
+                                      cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t w,
+                                      cudnnBackendDescriptor_t y) {
+    int p[3], s[3], d[3];
+    int ns = lift(c->pad_begin, c->spatial, 0, p);
+    lift(c->stride, c->spatial, 1, s);
+    lift(c->dilation, c->spatial, 1, d);
+    int64_t pad[3], stride[3], dil[3], n = ns;
+    for (int i = 0; i < ns; i++) pad[i] = p[i], stride[i] = s[i], dil[i] = d[i];
+    cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+    cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    cudnnBackendDescriptor_t cd = gdesc(g, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+    if (!cd || !x || !w || !y ||
+        !GSET(cd, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp) ||
+        !GSET(cd, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode) ||
+        !GSET(cd, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &n) ||
+        !GSET(cd, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, n, dil) ||
+        !GSET(cd, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, n, stride) ||
+        !GSET(cd, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, n, pad) ||
+        !GSET(cd, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, n, pad) || !GFIN(cd))
+        return NULL;
+    float one = 1.0f, zero = 0.0f;
+    const cudnnBackendAttributeType_t D = CUDNN_TYPE_BACKEND_DESCRIPTOR;
+    cudnnBackendDescriptor_t op = gdesc(g, CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
+    if (op && GSET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, D, 1, &x) &&
+        GSET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, D, 1, &w) &&
+        GSET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, D, 1, &y) &&
+        GSET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, D, 1, &cd) &&
+        GSET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &one) &&
+        GSET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &zero) &&
+        GFIN(op))
+        return op;
+    return NULL;
+}
+
+/* The operation graph of step c: conv, then + bias, + residual and ReLU as the step has them,
+ * each intermediate a virtual float tensor. NULL when cuDNN refuses a piece. */
+static cudnnBackendDescriptor_t graph_build(dnn_graph *g, const conv_state *st, cudnnHandle_t h) {
+    const ampc_rt_conv *c = st->c;
+    cudnnDataType_t t = dnn_type(c->dtype), f = CUDNN_DATA_FLOAT;
+    bool cl = c->channels_last;
+    int64_t xd[5], xs[5], wd[5], ws[5], yd[5], ys[5], bd[5], bs[5], ones[3] = {1, 1, 1};
+    int nd = layout(c->n, c->c_in, c->in, c->spatial, cl, xd, xs);
+    layout(c->c_out, c->c_in / c->groups, c->kernel, c->spatial, cl, wd, ws);
+    layout(c->n, c->c_out, c->out, c->spatial, cl, yd, ys);
+    layout(1, c->c_out, ones, c->spatial, cl, bd, bs);
+    int n_epi = (int)c->has_bias + (int)c->has_residual + (int)c->relu;
+    int64_t uid = UID_VIRTUAL;
+    /* the tensor an operation writes: y for the last one, a virtual float tensor otherwise */
+#define NEXT()                                                                                     \
+    (n_epi-- == 0 ? gtensor(g, UID_Y, t, nd, yd, ys, false) : gtensor(g, uid++, f, nd, yd, ys, true))
+    cudnnBackendDescriptor_t ops[4];
+    int n_ops = 0;
+    cudnnBackendDescriptor_t cur = NEXT();
+    ops[n_ops++] = gconv(g, c, gtensor(g, UID_X, t, nd, xd, xs, false),
+                         gtensor(g, UID_W, t, nd, wd, ws, false), cur);
+    g->uids[0] = UID_X, g->ptrs[0] = (void *)st->x;
+    g->uids[1] = UID_W, g->ptrs[1] = (void *)st->w;
+    g->uids[2] = UID_Y, g->ptrs[2] = st->y;
+    g->n_ptrs = 3;
+    if (c->has_residual) { /* the legacy calls' order: residual, then bias */
+        cudnnBackendDescriptor_t next = NEXT();
+        ops[n_ops++] = gpointwise(g, CUDNN_POINTWISE_ADD, cur,
+                                  gtensor(g, UID_Z, t, nd, yd, ys, false), next);
+        cur = next;
+        g->uids[g->n_ptrs] = UID_Z, g->ptrs[g->n_ptrs++] = (void *)st->z;
+    }
+    if (c->has_bias) {
+        cudnnBackendDescriptor_t next = NEXT();
+        ops[n_ops++] = gpointwise(g, CUDNN_POINTWISE_ADD, cur,
+                                  gtensor(g, UID_B, t, nd, bd, bs, false), next);
+        cur = next;
+        g->uids[g->n_ptrs] = UID_B, g->ptrs[g->n_ptrs++] = (void *)st->bias;
+    }
+    if (c->relu) ops[n_ops++] = gpointwise(g, CUDNN_POINTWISE_RELU_FWD, cur, NULL, NEXT());
+#undef NEXT
+    for (int i = 0; i < n_ops; i++)
+        if (ops[i] == NULL) return NULL;
+    cudnnBackendDescriptor_t og = gdesc(g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+    if (og && GSET(og, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n_ops, ops) &&
+        GSET(og, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h) && GFIN(og))
+        return og;
+    return NULL;
+}
+
+/* A finalized variant pack binding g's buffers and the workspace ws; NULL when refused. */
+static cudnnBackendDescriptor_t graph_pack(const dnn_graph *g, void *ws) {
+    cudnnBackendDescriptor_t p = NULL;
+    if (dnn.cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &p) !=
+        CUDNN_STATUS_SUCCESS)
+        return NULL;
+    if (GSET(p, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, g->n_ptrs, g->uids) &&
+        GSET(p, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, g->n_ptrs, g->ptrs) &&
+        GSET(p, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws) && GFIN(p))
+        return p;
+    dnn.cudnnBackendDestroyDescriptor(p);
+    return NULL;
+}
+
+static ampc_status graph_launch(conv_state *st, rt_ctx *ctx, cudaStream_t stream, rt_err *e) {
+    dnn_graph *g = st->graph;
+    if (g->pack == NULL || g->pack_ws != ctx->workspace) {
+        if (g->pack) dnn.cudnnBackendDestroyDescriptor(g->pack);
+        g->pack = graph_pack(g, ctx->workspace);
+        g->pack_ws = ctx->workspace;
+        if (g->pack == NULL)
+            return rt_fail(e, AMPC_E_CUDA, "cuDNN refused the buffers of a convolution it planned");
+    }
+    cudnnHandle_t h = ctx->cudnn;
+    RT_CUDNN(e, dnn.cudnnSetStream(h, stream));
+    RT_CUDNN(e, dnn.cudnnBackendExecute(h, g->plan, g->pack));
+    RT_LAUNCH_CHECK(e);
+    return AMPC_OK;
+}
+
+typedef ampc_status (*timed_fn)(conv_state *st, rt_ctx *ctx, cudaStream_t stream, rt_err *e);
+
+/* Milliseconds per run of f over GRAPH_ROUNDS runs after one warm-up, with the planning scratch
+ * as the workspace; -1 when a run fails (e is then cleared: a candidate that fails is skipped). */
+static float time_runs(timed_fn f, conv_state *st, rt_ctx *ctx) {
+    rt_err e = {0};
+    void *ws = ctx->workspace;
+    size_t ws_bytes = ctx->workspace_bytes;
+    ctx->workspace = ctx->scratch;
+    ctx->workspace_bytes = ctx->scratch_bytes;
+    cudaEvent_t a = NULL, b = NULL;
+    float ms = -1.0f;
+    cudaStream_t s = ctx->plan_stream;
+    if (cudaEventCreate(&a) == cudaSuccess && cudaEventCreate(&b) == cudaSuccess &&
+        f(st, ctx, s, &e) == AMPC_OK && cudaEventRecord(a, s) == cudaSuccess) {
+        bool ok = true;
+        for (int r = 0; r < GRAPH_ROUNDS && ok; r++) ok = f(st, ctx, s, &e) == AMPC_OK;
+        if (ok && cudaEventRecord(b, s) == cudaSuccess && cudaEventSynchronize(b) == cudaSuccess &&
+            cudaEventElapsedTime(&ms, a, b) == cudaSuccess)
+            ms /= GRAPH_ROUNDS;
+        else
+            ms = -1.0f;
+    }
+    (void)cudaStreamSynchronize(s);
+    if (a) cudaEventDestroy(a);
+    if (b) cudaEventDestroy(b);
+    rt_cuda_clear();
+    rt_err_clear(&e);
+    ctx->workspace = ws;
+    ctx->workspace_bytes = ws_bytes;
+    return ms;
+}
+
+/* Tries the engine configurations of one heuristics mode, keeping in g the fastest so far
+ * (*best its time); *tried counts the plans that ran. */
+static void graph_try_mode(dnn_graph *g, conv_state *st, rt_ctx *ctx,
+                           cudnnBackendDescriptor_t og, cudnnBackendHeurMode_t mode, float *best,
+                           int *tried) {
+    cudnnHandle_t h = ctx->cudnn;
+    cudnnBackendDescriptor_t heur = gdesc(g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+    int64_t count = 0;
+    if (!heur ||
+        !GSET(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &og) ||
+        !GSET(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode) || !GFIN(heur) ||
+        dnn.cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, NULL) !=
+            CUDNN_STATUS_SUCCESS)
+        return;
+    gtrace("heuristics mode %lld: %lld configurations", (long long)mode, (long long)count);
+    if (count > GRAPH_MAX_CFGS) count = GRAPH_MAX_CFGS;
+    cudnnBackendDescriptor_t cfgs[GRAPH_MAX_CFGS] = {0};
+    int64_t made = 0, got = 0;
+    while (made < count &&
+           dnn.cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[made]) ==
+               CUDNN_STATUS_SUCCESS)
+        made++;
+    if (dnn.cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, made, &got, cfgs) !=
+        CUDNN_STATUS_SUCCESS)
+        got = 0;
+    gtrace("%lld configurations made, %lld filled", (long long)made, (long long)got);
+    for (int64_t i = 0; i < got && i < made && *tried < GRAPH_MAX_TRIES; i++) {
+        cudnnBackendDescriptor_t plan = NULL;
+        int64_t ws = 0, n_ws = 0;
+        if (dnn.cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) !=
+            CUDNN_STATUS_SUCCESS)
+            break;
+        bool ok = GSET(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h) &&
+                  GSET(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                       CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]) &&
+                  GFIN(plan) &&
+                  dnn.cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                               CUDNN_TYPE_INT64, 1, &n_ws, &ws) ==
+                      CUDNN_STATUS_SUCCESS &&
+                  ws >= 0 && (size_t)ws <= ctx->scratch_bytes;
+        gtrace("configuration %lld: plan finalized %lld", (long long)i, (long long)ok);
+        float ms = -1.0f;
+        if (ok) { /* time it as g's plan, then put back the best so far */
+            cudnnBackendDescriptor_t kept = g->plan;
+            g->plan = plan;
+            ms = time_runs(graph_launch, st, ctx);
+            gtrace("configuration %lld: %lld us", (long long)i, (long long)(ms * 1000));
+            if (g->pack) dnn.cudnnBackendDestroyDescriptor(g->pack);
+            g->pack = NULL;
+            g->plan = kept;
+            (*tried)++;
+        }
+        if (ms >= 0 && (*best < 0 || ms < *best)) {
+            if (g->plan) dnn.cudnnBackendDestroyDescriptor(g->plan);
+            if (g->cfg) dnn.cudnnBackendDestroyDescriptor(g->cfg);
+            g->plan = plan;
+            g->cfg = cfgs[i];
+            cfgs[i] = NULL;
+            g->ws = (size_t)ws;
+            *best = ms;
+        } else {
+            dnn.cudnnBackendDestroyDescriptor(plan);
+        }
+    }
+    for (int64_t i = 0; i < made; i++)
+        if (cfgs[i]) dnn.cudnnBackendDestroyDescriptor(cfgs[i]);
+}
+
+/* Chooses between the legacy calls and the graph API for a forward f16 or bf16 convolution (see
+ * the section comment); *workspace grows to the graph plan's when it wins. Without a graph plan
+ * that runs, the legacy calls stay, unless AMPC_CUDNN_GRAPH=1 asks for the graph API (the tests
+ * use it to prove that path): then the step fails. */
+static ampc_status graph_choose(rt_ctx *ctx, conv_state *st, size_t *workspace, rt_err *e) {
+    const ampc_rt_conv *c = st->c;
+    const char *env = getenv("AMPC_CUDNN_GRAPH");
+    bool off = env != NULL && strcmp(env, "0") == 0, must = env != NULL && strcmp(env, "1") == 0;
+    if (c->transpose || (c->dtype != AMPC_DTYPE_F16 && c->dtype != AMPC_DTYPE_BF16) || off)
+        return AMPC_OK;
+    dnn_graph *g = calloc(1, sizeof *g);
+    if (g == NULL) return rt_fail(e, AMPC_E_OOM, "out of host memory");
+    gtrace("step of %lld -> %lld channels", (long long)c->c_in, (long long)c->c_out);
+    float legacy = time_runs(legacy_launch, st, ctx), best = -1.0f;
+    gtrace("legacy calls: %lld us (%lld)", (long long)(legacy * 1000), 0);
+    int tried = 0;
+    cudnnBackendDescriptor_t og = graph_build(g, st, ctx->cudnn);
+    gtrace("operation graph built: %lld (%lld)", (long long)(og != NULL), 0);
+    st->graph = g; /* graph_launch runs st's graph: the candidates are timed through it */
+    if (og != NULL) {
+        graph_try_mode(g, st, ctx, og, CUDNN_HEUR_MODE_A, &best, &tried);
+        if (g->plan == NULL)
+            graph_try_mode(g, st, ctx, og, CUDNN_HEUR_MODE_FALLBACK, &best, &tried);
+    }
+    bool take = g->plan != NULL && (must || legacy < 0 || best < legacy);
+    const char *verbose = getenv("AMPC_CUDNN_VERBOSE");
+    if (verbose != NULL && strcmp(verbose, "0") != 0)
+        fprintf(stderr, "ampc: cuDNN %s conv n%lld c%lld->%lld k%lld s%lld%s%s%s%s: legacy %.4f ms, "
+                "graph %.4f ms (%d plans ran%s), %s\n", rt_dtype_name(c->dtype), (long long)c->n,
+                (long long)c->c_in, (long long)c->c_out, (long long)c->kernel[0],
+                (long long)c->stride[0], c->channels_last ? " nhwc" : "",
+                c->has_bias ? " +bias" : "", c->has_residual ? " +z" : "", c->relu ? " relu" : "",
+                legacy, best, tried, og == NULL ? ", graph refused" : "",
+                take ? "graph" : "legacy");
+    if (take) {
+        if (g->ws > *workspace) *workspace = g->ws;
+        return AMPC_OK;
+    }
+    st->graph = NULL;
+    graph_free(g);
+    if (must)
+        return rt_fail(e, AMPC_E_UNSUPPORTED, "AMPC_CUDNN_GRAPH=1 asks for cuDNN's graph API, but "
+                       "no engine runs this %s convolution%s (%d plans ran)",
+                       rt_dtype_name(c->dtype), og == NULL ? " (the operation graph was refused)"
+                                                           : "", tried);
+    return AMPC_OK;
+}
+
+
+static ampc_status conv_launch(rt_ctx *ctx, void *state, cudaStream_t stream, rt_err *e) {
+    conv_state *st = state;
+    if (st->noop) return AMPC_OK;
+    if (st->graph != NULL) return graph_launch(st, ctx, stream, e);
+    return legacy_launch(st, ctx, stream, e);
+}
+
 static void conv_release(rt_ctx *ctx, void *state) {
     (void)ctx;
     conv_state *st = state;
@@ -506,6 +892,7 @@ static void conv_release(rt_ctx *ctx, void *state) {
     if (st->wd) dnn.cudnnDestroyFilterDescriptor(st->wd);
     if (st->cd) dnn.cudnnDestroyConvolutionDescriptor(st->cd);
     if (st->ad) dnn.cudnnDestroyActivationDescriptor(st->ad);
+    graph_free(st->graph);
     free(st);
 }
 

@@ -1,9 +1,11 @@
 /*
  * test_layout.c — the layout pass: f16/bf16 2-D convolutions run channels-last with transposes
  * only where the layout changes (a residual block: four), the result bit for bit what the NCHW
- * graph computes on the reference evaluator, f32 convolutions untouched, a second run idle; and
- * on the GPU (cuDNN with NHWC descriptors) against the reference.
+ * graph computes on the reference evaluator, f32 convolutions untouched, a second run idle, on by
+ * default and off with keep_nchw; and on the GPU (cuDNN with NHWC descriptors, legacy calls or
+ * the graph API) against the reference.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "support.h"
 
 #include "passes/passes.h"
@@ -56,8 +58,8 @@ static void fill(ampc_tensor *t, const char *name, uint64_t *seed) {
 Test(layout, residual_block_runs_channels_last_with_four_transposes) {
     ampc_graph *a = block(AMPC_DTYPE_F16), *b = block(AMPC_DTYPE_F16);
     const char *off[1] = {"layout"};
-    ampc_pipeline_options with = {.verify = true, .channels_last = true},
-                          without = {.verify = true, .channels_last = true, .disable = off, .n_disable = 1};
+    ampc_pipeline_options with = {.verify = true},
+                          without = {.verify = true, .disable = off, .n_disable = 1};
     cr_assert_eq(ampc_graph_optimize(a, &with), AMPC_OK, "%s", ampc_graph_errors(a));
     cr_assert_eq(ampc_graph_optimize(b, &without), AMPC_OK, "%s", ampc_graph_errors(b));
     cr_assert_eq(t_count_op(a, AMPC_OP_FUSED_CONV), 3);
@@ -90,7 +92,7 @@ Test(layout, residual_block_runs_channels_last_with_four_transposes) {
 
 Test(layout, f32_convolutions_stay_nchw) {
     ampc_graph *g = block(AMPC_DTYPE_F32);
-    ampc_pipeline_options o = {.verify = true, .channels_last = true};
+    ampc_pipeline_options o = {.verify = true};
     cr_assert_eq(ampc_graph_optimize(g, &o), AMPC_OK, "%s", ampc_graph_errors(g));
     cr_assert_eq(t_count_op(g, AMPC_OP_TRANSPOSE), 0);
     for (int32_t i = 0; i < g->n_nodes; i++)
@@ -101,22 +103,27 @@ Test(layout, f32_convolutions_stay_nchw) {
 /* fp16 mode moves an f32 model to f16 first: its convolutions then go channels-last too. */
 Test(layout, fp16_mode_then_channels_last) {
     ampc_graph *g = block(AMPC_DTYPE_F32);
-    ampc_pipeline_options o = {.verify = true, .precision = AMPC_PRECISION_FP16,
-                               .channels_last = true};
+    ampc_pipeline_options o = {.verify = true, .precision = AMPC_PRECISION_FP16};
     cr_assert_eq(ampc_graph_optimize(g, &o), AMPC_OK, "%s", ampc_graph_errors(g));
     cr_assert_eq(t_count_op(g, AMPC_OP_TRANSPOSE), 4);
     ampc_graph_destroy(g);
 }
 
-/* Off unless asked. */
-Test(layout, off_by_default) {
-    ampc_graph *g = block(AMPC_DTYPE_F16);
+/* On by default (also with no options); keep_nchw (--layout nchw) turns it off. */
+Test(layout, on_by_default_off_with_keep_nchw) {
+    ampc_graph *g = block(AMPC_DTYPE_F16), *h = block(AMPC_DTYPE_F16);
     cr_assert_eq(ampc_graph_optimize(g, NULL), AMPC_OK, "%s", ampc_graph_errors(g));
-    cr_assert_eq(t_count_op(g, AMPC_OP_TRANSPOSE), 0);
+    cr_assert_eq(t_count_op(g, AMPC_OP_TRANSPOSE), 4);
+    ampc_pipeline_options o = {.verify = true, .keep_nchw = true};
+    cr_assert_eq(ampc_graph_optimize(h, &o), AMPC_OK, "%s", ampc_graph_errors(h));
+    cr_assert_eq(t_count_op(h, AMPC_OP_TRANSPOSE), 0);
+    for (int32_t i = 0; i < h->n_nodes; i++)
+        cr_assert_null(ampc_ir_attr_find(h->nodes[i], "channels_last"));
     ampc_graph_destroy(g);
+    ampc_graph_destroy(h);
 }
 
-static const ampc_pipeline_options nhwc = {.verify = true, .channels_last = true};
+static const ampc_pipeline_options nhwc = {.verify = true};
 
 Test(layout_gpu, residual_block_on_cudnn_nhwc) {
     ampc_graph *g = block(AMPC_DTYPE_F16);
@@ -129,5 +136,24 @@ Test(layout_gpu, residual_block_bf16_on_cudnn_nhwc) {
     ampc_graph *g = block(AMPC_DTYPE_BF16);
     t_gpu_check c = {.fill = fill, .seed = 2, .rtol = 4e-2, .atol = 4e-2, .what = "bf16 NHWC",
                      .pipeline = &nhwc};
+    t_gpu_vs_reference(g, &c);
+}
+
+/* The same blocks through cuDNN's graph API (conv, bias, residual and ReLU as one operation
+ * graph): AMPC_CUDNN_GRAPH=1 makes a step that finds no graph engine fail, so these pass only
+ * when every convolution ran that way. */
+Test(layout_gpu, residual_block_on_cudnn_graph_api) {
+    setenv("AMPC_CUDNN_GRAPH", "1", 1);
+    ampc_graph *g = block(AMPC_DTYPE_F16);
+    t_gpu_check c = {.fill = fill, .seed = 3, .rtol = 1e-2, .atol = 1e-2,
+                     .what = "f16 NHWC, graph API", .pipeline = &nhwc};
+    t_gpu_vs_reference(g, &c);
+}
+
+Test(layout_gpu, residual_block_bf16_on_cudnn_graph_api) {
+    setenv("AMPC_CUDNN_GRAPH", "1", 1);
+    ampc_graph *g = block(AMPC_DTYPE_BF16);
+    t_gpu_check c = {.fill = fill, .seed = 3, .rtol = 4e-2, .atol = 4e-2,
+                     .what = "bf16 NHWC, graph API", .pipeline = &nhwc};
     t_gpu_vs_reference(g, &c);
 }

@@ -537,8 +537,8 @@ Test(pipeline, the_registry_lists_and_finds_passes) {
                         "MatMul into one ampc.FusedMatMul\n"
                         "   8. fold-scale   fold a scalar product after a matmul with constant weights "
                         "into the weights\n"
-                        "   9. layout       with --layout nhwc, run 2-D f16/bf16 convolutions "
-                        "channels-last (transposes where it changes)\n"
+                        "   9. layout       run 2-D f16/bf16 convolutions channels-last "
+                        "(transposes where it changes; --layout nchw: off)\n"
                         "  10. dce          remove nodes that no graph output depends on\n"
                         "  11. plan-memory  place constants in the weights blob and every other "
                          "value in the arena (liveness)\n");
