@@ -60,6 +60,7 @@ ampc_status ampc_cg_lower_pool(ampc_cg *cg, const ampc_node *n);
 ampc_status ampc_cg_lower_move(ampc_cg *cg, const ampc_node *n);
 ampc_status ampc_cg_lower_index(ampc_cg *cg, const ampc_node *n);
 ampc_status ampc_cg_lower_control(ampc_cg *cg, const ampc_node *n);
+ampc_status ampc_cg_lower_collective(ampc_cg *cg, const ampc_node *n);
 /* Op-specific lowerings the kind functions dispatch to: RNN/GRU/LSTM (lower_rnn.c), GridSample and
  * DFT/STFT (lower_sample.c). */
 ampc_status ampc_cg_lower_rnn(ampc_cg *cg, const ampc_node *n);

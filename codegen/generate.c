@@ -30,8 +30,9 @@ static const ampc_cg_lower_fn lowerers[] = {
     [LOWER_MOVE] = ampc_cg_lower_move,
     [LOWER_INDEX] = ampc_cg_lower_index,
     [LOWER_CONTROL] = ampc_cg_lower_control,
+    [LOWER_COLLECTIVE] = ampc_cg_lower_collective,
 };
-_Static_assert(AMPC_ARRAY_LEN(lowerers) == LOWER_CONTROL + 1, "a lower kind has no entry");
+_Static_assert(AMPC_ARRAY_LEN(lowerers) == LOWER_COLLECTIVE + 1, "a lower kind has no entry");
 
 ampc_graph *ampc_cg_graph(ampc_cg *cg) { return cg->g; }
 const ampc_cg_options *ampc_cg_opts(ampc_cg *cg) { return &cg->o; }
@@ -41,6 +42,15 @@ ampc_status ampc_cg_lower_control(ampc_cg *cg, const ampc_node *n) {
     return AMPC_FAIL(cg->g, n, AMPC_E_UNSUPPORTED,
                      "%s has no GPU lowering yet (control flow); it runs on the reference "
                      "evaluator only", ampc_op_get(n->op)->onnx);
+}
+
+/* Collectives belong to a multi-GPU plan (one per rank, an NCCL communicator), which codegen
+ * does not build yet: a partitioned graph runs on the reference evaluator only. */
+ampc_status ampc_cg_lower_collective(ampc_cg *cg, const ampc_node *n) {
+    return AMPC_FAIL(cg->g, n, AMPC_E_UNSUPPORTED,
+                     "%s has no GPU lowering yet: multi-GPU plans (--gpus) are not built yet; "
+                     "compile for one GPU, or run the partitioned graph on the reference evaluator",
+                     ampc_op_get(n->op)->onnx);
 }
 
 ampc_rt_ref ampc_cg_ref(ampc_cg *cg, const ampc_value *v) {

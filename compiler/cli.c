@@ -151,7 +151,10 @@ static ampc_pipeline_options pipeline_options(const ampc_cli_options *o,
                                    .precision = cli_precision(o), .keep_fp32 = o->keep_fp32,
                                    .n_keep_fp32 = o->n_keep_fp32,
                                    .auto_fp32 = ar ? (const char *const *)ar->kept : NULL,
-                                   .n_auto_fp32 = ar ? ar->n_kept : 0, .keep_nchw = o->nchw};
+                                   .n_auto_fp32 = ar ? ar->n_kept : 0, .keep_nchw = o->nchw,
+                                   .gpus = o->gpus,
+                                   .partition = o->tensor_parallel ? AMPC_PARTITION_TENSOR
+                                                                   : AMPC_PARTITION_NONE};
 }
 
 static bool resolve_auto(const ampc_cli_options *o, ampc_auto_result *r);

@@ -24,6 +24,8 @@ typedef struct ampc_cli_options {
     const char *auto_type; /* --auto-type fp16|bf16 (NULL: fp16) */
     double tolerance;      /* --tolerance (0: 1e-2) */
     bool nchw;             /* --layout nchw */
+    int32_t gpus;          /* --gpus N (0: one GPU) */
+    bool tensor_parallel;  /* --partition tensor */
     const char *shapes[AMPC_CLI_MAX_LIST];
     const char *disable[AMPC_CLI_MAX_LIST];
     const char *inputs[AMPC_CLI_MAX_LIST];

@@ -49,6 +49,10 @@ static const char usage[] =
     "  --calibrate DIR       auto: DIR/<input>.npy or .pb for each input (default: random data)\n"
     "  --layout nhwc|nchw    nhwc (default): 2-D f16/bf16 convolutions channels-last, with\n"
     "                        cuDNN's fused engines; nchw keeps them NCHW\n"
+    "  --gpus N --partition tensor\n"
+    "                        split matmul pairs with constant weights over N GPUs (column-\n"
+    "                        then row-parallel, one all-reduce each); --emit ir shows the\n"
+    "                        partition; multi-GPU libraries (-o) are not built yet\n"
     "  --emit ir|cuda|ptx|c  write the optimised IR, the generated CUDA C, its PTX or host C\n"
     "  --arch sm_80,sm_90    cubin architectures (default: the GPU present, else sm_80)\n"
     "  --shape NAME=DxDx..   give the shape of an input with symbolic dims (repeatable)\n"
@@ -152,6 +156,21 @@ static int parse_args(int argc, char **argv, ampc_cli_options *o) {
             o->tolerance = strtod(v, &end);
             if (*end || !(o->tolerance > 0))
                 return fail("--tolerance needs a positive number, got '%s'", v, ""), 2;
+        } else if (is_opt(a, "--gpus")) {
+            if (!(v = opt_value(argc, argv, &i, "--gpus"))) return 2;
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (*end || n < 1 || n > 1024)
+                return fail("--gpus needs a number of GPUs from 1 to 1024, got '%s'", v, ""), 2;
+            o->gpus = (int32_t)n;
+        } else if (is_opt(a, "--partition")) {
+            if (!(v = opt_value(argc, argv, &i, "--partition"))) return 2;
+            if (!strcmp(v, "data") || !strcmp(v, "pipeline"))
+                return fail("--partition %s is not built yet; tensor is", v, ""), 2;
+            if (strcmp(v, "tensor"))
+                return fail("--partition %s: give tensor (data and pipeline are not built yet)", v,
+                            ""), 2;
+            o->tensor_parallel = true;
         } else if (is_opt(a, "--layout")) {
             if (!(v = opt_value(argc, argv, &i, "--layout"))) return 2;
             if (strcmp(v, "nchw") && strcmp(v, "nhwc"))

@@ -318,6 +318,12 @@ typedef enum ampc_precision {
     AMPC_PRECISION_BF16,     /* the same with bf16 */
 } ampc_precision;
 
+/* How a graph is split over GPUs (ampc_pipeline_options.partition, passes/partition.c). */
+typedef enum ampc_partition {
+    AMPC_PARTITION_NONE = 0, /* one GPU */
+    AMPC_PARTITION_TENSOR,   /* weights split across the GPUs (matmul pairs), one all-reduce each */
+} ampc_partition;
+
 typedef struct ampc_pipeline_options {
     const char *const *disable; /* names of passes to skip (n_disable of them) */
     int32_t n_disable;
@@ -343,6 +349,12 @@ typedef struct ampc_pipeline_options {
      * graph API fuses the epilogue (ResNet-50 fp16 b1 on an H200: 0.36 ms against 0.83 ms NCHW;
      * docs/benchmarks.md). keep_nchw (--layout nchw) leaves every convolution NCHW. */
     bool keep_nchw;
+    /* The partition pass (--gpus N --partition tensor): with gpus >= 2 and TENSOR, each pair of
+     * matmuls with constant weights (column-parallel, then row-parallel) is split into gpus
+     * ranks with one ampc.AllReduce. The partitioned graph runs on the reference evaluator;
+     * GPU plans for it are not built yet. */
+    int32_t gpus;
+    ampc_partition partition;
 } ampc_pipeline_options;
 
 /* Runs the default pass pipeline over the graph. `o` may be NULL (defaults: verify on). */

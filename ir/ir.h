@@ -58,6 +58,7 @@ typedef enum ampc_lower_kind {
     LOWER_MOVE,        /* generated gather/copy kernel (transpose, concat, slice...) */
     LOWER_INDEX,       /* data-dependent indexing (Gather, Scatter, TopK...) */
     LOWER_CONTROL,     /* control flow (If, Loop, Scan): bodies lowered on their own, host-driven */
+    LOWER_COLLECTIVE,  /* a collective between GPUs (ampc.AllReduce): an NCCL step */
 } ampc_lower_kind;
 
 /* What the precision pass does with an op under --precision fp16/bf16 (ops.def's prec column). */
@@ -208,6 +209,8 @@ struct ampc_graph {
     const char *const *keep_fp32, *const *auto_fp32;
     int32_t n_keep_fp32, n_auto_fp32;
     bool channels_last; /* the layout pass's request */
+    int32_t gpus;       /* the partition pass's request: ranks (>= 2) and how */
+    ampc_partition partition;
 };
 
 /* ---- building ------------------------------------------------------------------------------- */

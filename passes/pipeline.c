@@ -24,6 +24,8 @@ static const ampc_pass_info pass_table[] = {
      "turn GELU written out with Erf (x * 0.5 * (1 + erf(x / sqrt 2))) into one Gelu"},
     {"fuse-softmax", ampc_pass_fuse_softmax,
      "turn Softmax guarded by Where(IsNaN(s), 0, s) into one ampc.SafeSoftmax"},
+    {"partition", ampc_pass_partition,
+     "with --gpus N --partition tensor, split matmul pairs across the GPUs, one all-reduce each"},
     {"fuse-conv", ampc_pass_fuse_conv,
      "fold a residual Add and a ReLU after a Conv into one ampc.FusedConv"},
     {"fuse-matmul", ampc_pass_fuse_matmul,
@@ -149,6 +151,11 @@ static ampc_status check_options(ampc_graph *g, const ampc_pipeline_options *o) 
             return unknown_pass(g, o->disable[i], "in the list of passes to disable");
     if (o->dump_after && !ampc_pass_find(o->dump_after))
         return unknown_pass(g, o->dump_after, "to dump the IR after");
+    if (o->gpus < 0 || (o->partition != AMPC_PARTITION_NONE && o->gpus < 2) ||
+        (o->gpus > 1 && o->partition == AMPC_PARTITION_NONE))
+        return AMPC_FAIL(g, NULL, AMPC_E_INVALID_ARG, "partition: %d GPUs with %s; a partition "
+                         "needs 2 GPUs or more and 2 GPUs or more need a partition", o->gpus,
+                         o->partition == AMPC_PARTITION_NONE ? "no partition" : "a partition");
     if (o->verify) return verify_after(g, "before the first pass");
     return AMPC_OK;
 }
@@ -167,6 +174,8 @@ static void set_requests(ampc_graph *g, const ampc_pipeline_options *o) {
     g->auto_fp32 = o ? o->auto_fp32 : NULL;
     g->n_auto_fp32 = o ? o->n_auto_fp32 : 0;
     g->channels_last = o ? !o->keep_nchw : true;
+    g->gpus = o ? o->gpus : 0;
+    g->partition = o ? o->partition : AMPC_PARTITION_NONE;
 }
 
 ampc_status ampc_pipeline_run(ampc_graph *g, const ampc_pipeline_options *o) {

@@ -45,11 +45,16 @@ void ampc_pass_uses_moved(ampc_uses *u, ampc_node *n) {
 ampc_status ampc_pass_rewrite(ampc_graph *g, ampc_node *n, ampc_opcode op, const char *name,
                               ampc_value *const *in, int32_t n_in, const ampc_attr *attrs,
                               int32_t n_attrs, ampc_uses *u) {
+    /* The GPU a partitioned node runs on (passes/partition.c) stays with the rewritten node. */
+    const ampc_attr *rank = ampc_ir_attr_find(n, "rank");
+    for (int32_t i = 0; rank && i < n_attrs; i++)
+        if (!strcmp(attrs[i].name, "rank")) rank = NULL;
     ampc_value **ins = ampc_ir_alloc(g, (size_t)(n_in ? n_in : 1) * sizeof *ins);
-    ampc_attr *as = ampc_ir_alloc(g, (size_t)(n_attrs ? n_attrs : 1) * sizeof *as);
+    ampc_attr *as = ampc_ir_alloc(g, (size_t)(n_attrs + 1) * sizeof *as);
     if (!ins || !as) return AMPC_E_OOM;
     memcpy(ins, in, (size_t)n_in * sizeof *ins);
     if (n_attrs) memcpy(as, attrs, (size_t)n_attrs * sizeof *as);
+    if (rank) as[n_attrs++] = *rank;
     n->op = op;
     n->name = name;
     n->inputs = ins;

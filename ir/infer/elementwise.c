@@ -110,6 +110,20 @@ ampc_status ampc_infer_broadcast(ampc_graph *g, ampc_node *n) {
     return st;
 }
 
+/* ampc.AllReduce: one input per rank, all of one dtype and shape. */
+ampc_status ampc_infer_all_reduce(ampc_graph *g, ampc_node *n) {
+    const ampc_value *a = n->inputs[0];
+    if (!ampc_infer_check_dtype(g, n, 0, DT_NUM)) return AMPC_E_DTYPE;
+    for (int32_t i = 1; i < n->n_inputs; i++) {
+        if (!ampc_infer_same_dtype(g, n, 0, i)) return AMPC_E_DTYPE;
+        if (!ampc_shape_eq(&n->inputs[i]->shape, &a->shape))
+            return AMPC_FAIL(g, n, AMPC_E_SHAPE, "every rank's input must have one shape: input 0 "
+                             "'%s' and input %d '%s' differ", a->name, i, n->inputs[i]->name);
+    }
+    ampc_infer_set(n, 0, a->dtype, &a->shape);
+    return AMPC_OK;
+}
+
 ampc_status ampc_infer_compare(ampc_graph *g, ampc_node *n) {
     ampc_shape s;
     ampc_status st = broadcast_same(g, n, n->op == AMPC_OP_EQUAL ? DT_ANY : DT_NUM, &s);

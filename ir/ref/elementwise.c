@@ -178,7 +178,7 @@ ampc_status ampc_ref_cast(ampc_graph *g, const ampc_node *n, const ampc_tensor *
 
 static double binary_f(ampc_opcode op, double a, double b) {
     switch (op) {
-    case AMPC_OP_ADD: case AMPC_OP_SUM: case AMPC_OP_MEAN: return a + b;
+    case AMPC_OP_ADD: case AMPC_OP_SUM: case AMPC_OP_MEAN: case AMPC_OP_ALL_REDUCE: return a + b;
     case AMPC_OP_SUB: return a - b;
     case AMPC_OP_MUL: return a * b;
     case AMPC_OP_DIV: return a / b;
@@ -198,7 +198,8 @@ static double binary_f(ampc_opcode op, double a, double b) {
 static int64_t binary_i(ampc_opcode op, int64_t a, int64_t b, bool u) {
     uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
     switch (op) {
-    case AMPC_OP_ADD: case AMPC_OP_SUM: case AMPC_OP_MEAN: return (int64_t)(ua + ub);
+    case AMPC_OP_ADD: case AMPC_OP_SUM: case AMPC_OP_MEAN: case AMPC_OP_ALL_REDUCE:
+        return (int64_t)(ua + ub);
     case AMPC_OP_SUB: return (int64_t)(ua - ub);
     case AMPC_OP_MUL: return (int64_t)(ua * ub);
     case AMPC_OP_DIV:

@@ -115,6 +115,40 @@ Test(cli, emit_ir_runs_the_pipeline_and_honours_disable) {
     rmdir_all(d);
 }
 
+/* x @ W1 -> Relu -> @ W2: one pair, hidden width 4. */
+static const char mlp_text[] =
+    "graph \"mlp\" {\n"
+    "  input %x : f32[2,3]\n"
+    "  const %w1 : f32[3,4] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]\n"
+    "  const %w2 : f32[4,2] = [1, 0, 0, 1, 1, 1, -1, 2]\n"
+    "  %h : f32[2,4] = MatMul(%x, %w1) @\"first\"\n"
+    "  %r : f32[2,4] = Relu(%h) @\"act\"\n"
+    "  %y : f32[2,2] = MatMul(%r, %w2) @\"second\"\n"
+    "  output %y\n"
+    "}\n";
+
+Test(cli, gpus_and_partition_split_a_matmul_pair) {
+    char *d = tmpdir(), path[512], *out;
+    snprintf(path, sizeof path, "%s/mlp.ir", d);
+    write_text(path, mlp_text);
+    cr_assert_eq(ampc(&out, "%s --gpus 2 --partition tensor --emit ir", path), 0, "%s", out);
+    cr_assert(strstr(out, "const %w1_rank1 : f32[3,2] = [3, 4, 7, 8, 11, 12]"), "%s", out);
+    cr_assert(strstr(out, "const %w2_rank1 : f32[2,2] = [1, 1, -1, 2]"), "%s", out);
+    cr_assert(strstr(out, "%y : f32[2,2] = ampc.AllReduce(%second_rank0, %second_rank1)"), "%s",
+              out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --gpus 2 --partition data --emit ir", path), 2);
+    cr_assert(strstr(out, "--partition data is not built yet"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --gpus 0 --partition tensor --emit ir", path), 2);
+    cr_assert(strstr(out, "--gpus needs a number of GPUs from 1 to 1024, got '0'"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --gpus 2 --emit ir", path), 1);
+    cr_assert(strstr(out, "2 GPUs or more need a partition"), "%s", out);
+    free(out);
+    rmdir_all(d);
+}
+
 Test(cli, precision_fp16_moves_the_graph_and_keeps_what_it_is_told) {
     char *d = tmpdir(), path[512], *out;
     snprintf(path, sizeof path, "%s/m.ir", d);

@@ -1,0 +1,184 @@
+/*
+ * partition.c — tensor parallelism: a pair of matmuls with constant weights split over the GPUs.
+ *
+ * The pattern is a transformer's MLP (and any two-layer perceptron):
+ *
+ *   y = act(x @ W1 + b1) @ W2        W1 [K, H], b1 [H] (optional), W2 [H, N] constants
+ *
+ * where act is a chain of one-input elementwise ops (Relu, Gelu, Tanh...). With R ranks and H a
+ * multiple of R, rank r takes columns [r h, (r+1) h) of W1 and b1 and the same rows of W2
+ * (h = H / R): the first matmul is column-parallel, act works on the rank's own columns, and
+ * the second matmul is row-parallel, giving a partial product whose sum over the ranks is y:
+ *
+ *   y = sum_r act(x @ W1[:, r] + b1[r]) @ W2[r, :]
+ *
+ * One ampc.AllReduce adds the partials and leaves y on every rank; x, the rest of the graph and
+ * y's readers stay replicated (no `rank` attribute). Each rank holds 1/R of the pair's weights
+ * and does 1/R of its work; the cost is one all-reduce of y per pair (Megatron-LM's split).
+ *
+ * Each node of rank r carries `rank = r`. The graph stays one graph: the reference evaluator runs
+ * all ranks and the all-reduce as a sum, so the partition is checked against the original model
+ * on any machine. A pair is left whole (and says why in the node's trace) when H is not a
+ * multiple of R or a value inside it is used elsewhere or is a graph output.
+ */
+#include "passes.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_CHAIN = 8 };
+
+typedef struct mlp_pair {
+    ampc_node *first, *bias, *chain[MAX_CHAIN], *second;
+    int32_t n_chain;
+} mlp_pair;
+
+static bool const_matrix(const ampc_value *v) {
+    return v && v->data && v->shape.rank == 2 && ampc_dtype_is_float(v->dtype);
+}
+
+/* v's one reader, when v has exactly one and is not a graph output. */
+static ampc_node *only_reader(const ampc_uses *u, const ampc_value *v) {
+    return (v->flags & AMPC_VALUE_OUTPUT) ? NULL : ampc_pass_only_user(u, v);
+}
+
+/* The pair that starts at MatMul m, or false. */
+static bool find_pair(const ampc_uses *u, ampc_node *m, mlp_pair *p) {
+    memset(p, 0, sizeof *p);
+    if (m->dead || m->op != AMPC_OP_MATMUL || !const_matrix(m->inputs[1]) || m->inputs[0]->data)
+        return false;
+    int64_t h = m->inputs[1]->shape.dims[1];
+    p->first = m;
+    ampc_value *v = m->outputs[0];
+    ampc_node *n = only_reader(u, v);
+    if (n && n->op == AMPC_OP_ADD && n->n_inputs == 2) {
+        ampc_value *b = n->inputs[0] == v ? n->inputs[1] : n->inputs[0];
+        if (b->data && b->shape.rank == 1 && b->shape.dims[0] == h && b->dtype == v->dtype &&
+            ampc_shape_eq(&n->outputs[0]->shape, &v->shape)) {
+            p->bias = n;
+            v = n->outputs[0];
+            n = only_reader(u, v);
+        }
+    }
+    while (n && n->op != AMPC_OP_MATMUL) {
+        if (!ampc_op_has(n->op, T_ELEMWISE) || n->n_inputs != 1 || n->n_outputs != 1 ||
+            p->n_chain == MAX_CHAIN || !ampc_shape_eq(&n->outputs[0]->shape, &v->shape))
+            return false;
+        p->chain[p->n_chain++] = n;
+        v = n->outputs[0];
+        n = only_reader(u, v);
+    }
+    if (!n || n->inputs[0] != v || !const_matrix(n->inputs[1]) || n->inputs[1]->shape.dims[0] != h)
+        return false;
+    p->second = n;
+    return true;
+}
+
+/* Columns [c0, c0 + w) of matrix (or vector) m as a new constant named after m and the rank. */
+static ampc_value *shard(ampc_graph *g, const ampc_value *m, bool rows, int64_t c0, int64_t w,
+                         int32_t rank) {
+    size_t es = ampc_dtype_size(m->dtype);
+    int64_t n_rows = m->shape.rank == 2 ? m->shape.dims[0] : 1;
+    int64_t n_cols = m->shape.rank == 2 ? m->shape.dims[1] : m->shape.dims[0];
+    ampc_shape s = m->shape;
+    if (rows) {
+        s.dims[0] = w;
+    } else {
+        s.dims[s.rank - 1] = w;
+    }
+    char *d = malloc((size_t)(rows ? w * n_cols : n_rows * w) * es + 1);
+    if (!d) return NULL;
+    if (rows) {
+        memcpy(d, (const char *)m->data + (size_t)(c0 * n_cols) * es, (size_t)(w * n_cols) * es);
+    } else {
+        for (int64_t r = 0; r < n_rows; r++)
+            memcpy(d + (size_t)(r * w) * es, (const char *)m->data + (size_t)(r * n_cols + c0) * es,
+                   (size_t)w * es);
+    }
+    char name[160];
+    snprintf(name, sizeof name, "%.140s_rank%d", m->name, rank);
+    ampc_value *v = ampc_ir_const_new(g, name, m->dtype, &s, d);
+    free(d);
+    return v;
+}
+
+/* A copy of node n for rank r reading `in` (and n's other inputs from `more`), its one output
+ * returned; NULL on failure (diagnosed). */
+static ampc_value *rank_node(ampc_graph *g, const ampc_node *n, ampc_opcode op, ampc_value *in,
+                             ampc_value *more, int32_t rank) {
+    ampc_attr *attrs = ampc_ir_alloc(g, (size_t)(n->n_attrs + 1) * sizeof *attrs);
+    if (!attrs) return NULL;
+    memcpy(attrs, n->attrs, (size_t)n->n_attrs * sizeof *attrs);
+    attrs[n->n_attrs] = (ampc_attr){.name = "rank", .kind = AMPC_ATTR_INT, .i = rank};
+    ampc_value *ins[2] = {in, more};
+    char name[160];
+    snprintf(name, sizeof name, "%.140s_rank%d", n->name, rank);
+    ampc_node *out;
+    if (ampc_ir_node_build(g, op, name, ins, more ? 2 : 1, attrs, n->n_attrs + 1, 1, NULL, &out) !=
+        AMPC_OK)
+        return NULL;
+    return out->outputs[0];
+}
+
+/* Rank r's part of the pair: its partial product. */
+static ampc_value *split_rank(ampc_graph *g, const mlp_pair *p, int32_t r, int64_t h) {
+    const ampc_node *m = p->first;
+    ampc_value *w1 = shard(g, m->inputs[1], false, r * h, h, r);
+    ampc_value *w2 = shard(g, p->second->inputs[1], true, r * h, h, r);
+    if (!w1 || !w2) return NULL;
+    ampc_value *v = rank_node(g, m, AMPC_OP_MATMUL, m->inputs[0], w1, r);
+    if (v && p->bias) {
+        const ampc_value *b = p->bias->inputs[0]->data ? p->bias->inputs[0] : p->bias->inputs[1];
+        ampc_value *bs = shard(g, b, false, r * h, h, r);
+        v = bs ? rank_node(g, p->bias, AMPC_OP_ADD, v, bs, r) : NULL;
+    }
+    for (int32_t i = 0; v && i < p->n_chain; i++)
+        v = rank_node(g, p->chain[i], p->chain[i]->op, v, NULL, r);
+    return v ? rank_node(g, p->second, AMPC_OP_MATMUL, v, w2, r) : NULL;
+}
+
+/* Replaces the pair by its R ranks and an ampc.AllReduce writing the pair's own output value. */
+static ampc_status split_pair(ampc_graph *g, const mlp_pair *p, int32_t ranks) {
+    int64_t h = p->first->inputs[1]->shape.dims[1] / ranks;
+    ampc_value **partial = ampc_ir_alloc(g, (size_t)ranks * sizeof *partial);
+    if (!partial) return AMPC_E_OOM;
+    for (int32_t r = 0; r < ranks; r++)
+        if (!(partial[r] = split_rank(g, p, r, h))) return ampc_graph_status(g);
+    ampc_value *y = p->second->outputs[0];
+    ampc_ir_node_remove(g, p->second);
+    for (int32_t i = 0; i < p->n_chain; i++) ampc_ir_node_remove(g, p->chain[i]);
+    if (p->bias) ampc_ir_node_remove(g, p->bias);
+    ampc_ir_node_remove(g, p->first);
+    char name[160];
+    snprintf(name, sizeof name, "%.140s_allreduce", p->second->name);
+    ampc_node *ar =
+        ampc_ir_node_append(g, AMPC_OP_ALL_REDUCE, name, partial, ranks, NULL, 0, &y, 1);
+    if (!ar) return AMPC_E_OOM;
+    return ampc_ir_node_infer(g, ar);
+}
+
+ampc_status ampc_pass_partition(ampc_graph *g, bool *changed) {
+    *changed = false;
+    if (g->partition != AMPC_PARTITION_TENSOR || g->gpus < 2) return AMPC_OK;
+    ampc_uses uses;
+    if (ampc_pass_uses(g, &uses) != AMPC_OK)
+        return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
+    ampc_status st = AMPC_OK;
+    int32_t n_old = g->n_nodes;
+    for (int32_t i = 0; st == AMPC_OK && i < n_old; i++) {
+        mlp_pair p;
+        if (!find_pair(&uses, g->nodes[i], &p)) continue;
+        if (p.first->inputs[1]->shape.dims[1] % g->gpus) continue; /* H not a multiple of R */
+        st = split_pair(g, &p, g->gpus);
+        *changed = true;
+    }
+    ampc_pass_uses_free(&uses);
+    if (st == AMPC_OK && *changed) {
+        ampc_ir_graph_settle(g, n_old);
+        ampc_ir_graph_compact(g);
+    }
+    if (st == AMPC_E_OOM && ampc_graph_status(g) == AMPC_OK)
+        return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
+    return st;
+}

@@ -1,0 +1,165 @@
+/*
+ * test_partition.c — the partition pass (tensor parallelism): a two-layer perceptron split over
+ * 2 and 4 ranks computes what the whole one computes (reference evaluator, which runs every rank
+ * and the all-reduce); each rank's weights are its slice of the original (checked element by
+ * element), every split node carries its rank; pairs that cannot split stay whole; the options
+ * are checked; the IR prints and parses back.
+ */
+#include "support.h"
+
+#include "passes/passes.h"
+#include "ir/ref/ref.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { K = 6, H = 8, N = 5 };
+
+/* x [3, K] -> @ W1 [K, H] + b1 -> Relu -> Sigmoid -> @ W2 [H, N] -> + 1 -> y; h: W1's columns */
+static ampc_graph *mlp(int64_t h, bool hidden_is_output) {
+    ampc_graph *g = ampc_graph_create("mlp");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(3, K));
+    double w1[K * H], b1[H], w2[H * N];
+    for (int i = 0; i < K * h; i++) w1[i] = sin(i * 0.7) * 0.5;
+    for (int i = 0; i < h; i++) b1[i] = 0.1 * i - 0.3;
+    for (int i = 0; i < h * N; i++) w2[i] = cos(i * 0.3) * 0.4;
+    ampc_value *a[2] = {x, t_const_f32(g, SHAPE(K, h), w1)};
+    ampc_value *t = ampc_add(g, ampc_op(g, "MatMul", a, 2, NULL, 0), t_const_f32(g, SHAPE(h), b1));
+    t = ampc_op(g, "Relu", &t, 1, NULL, 0);
+    t = ampc_op(g, "Sigmoid", &t, 1, NULL, 0);
+    if (hidden_is_output) ampc_output(g, t, "hidden");
+    ampc_value *b[2] = {t, t_const_f32(g, SHAPE(h, N), w2)};
+    ampc_output(g, ampc_add(g, ampc_op(g, "MatMul", b, 2, NULL, 0), ampc_scalar_f32(g, 1)), "y");
+    cr_assert_eq(ampc_graph_status(g), AMPC_OK, "%s", ampc_graph_errors(g));
+    return g;
+}
+
+static ampc_pipeline_options ranks(int32_t n) {
+    return (ampc_pipeline_options){.verify = true, .gpus = n, .partition = AMPC_PARTITION_TENSOR};
+}
+
+/* The node of op `op` and rank r (by its attribute), or NULL. */
+static const ampc_node *node_of_rank(const ampc_graph *g, ampc_opcode op, int64_t r, int k) {
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ampc_node *n = g->nodes[i];
+        const ampc_attr *a = ampc_ir_attr_find(n, "rank");
+        if (n->op == op && a && a->i == r && k-- == 0) return n;
+    }
+    return NULL;
+}
+
+static void same_outputs(ampc_graph *a, ampc_graph *b) {
+    float x[3 * K];
+    for (int i = 0; i < 3 * K; i++) x[i] = (float)cos(i * 0.45);
+    ampc_tensor in = t_tensor(AMPC_DTYPE_F32, SHAPE(3, K), x), ya[2], yb[2];
+    int32_t n_out = ampc_graph_output_count(a);
+    cr_assert_eq(n_out, ampc_graph_output_count(b));
+    cr_assert_eq(ampc_graph_evaluate(a, &in, 1, ya, n_out), AMPC_OK, "%s", ampc_graph_errors(a));
+    cr_assert_eq(ampc_graph_evaluate(b, &in, 1, yb, n_out), AMPC_OK, "%s", ampc_graph_errors(b));
+    char msg[512];
+    for (int32_t i = 0; i < n_out; i++) {
+        cr_assert(t_tensors_close(&ya[i], &yb[i], 1e-6, 1e-6, "y", msg, sizeof msg), "%s", msg);
+        ampc_tensor_free(&ya[i]);
+        ampc_tensor_free(&yb[i]);
+    }
+}
+
+static void splits_into(int32_t r) {
+    ampc_graph *whole = mlp(H, false), *split = mlp(H, false);
+    const ampc_value *w1 = split->nodes[0]->inputs[1];
+    float w1_copy[K * H];
+    memcpy(w1_copy, w1->data, sizeof w1_copy);
+    ampc_pipeline_options o = ranks(r), one = {.verify = true};
+    cr_assert_eq(ampc_graph_optimize(split, &o), AMPC_OK, "%s", ampc_graph_errors(split));
+    cr_assert_eq(ampc_graph_optimize(whole, &one), AMPC_OK, "%s", ampc_graph_errors(whole));
+    cr_assert_eq(t_count_op(split, AMPC_OP_ALL_REDUCE), 1, "%s", ampc_graph_to_text(split, false));
+    /* after fuse-matmul: per rank one matmul with the bias, one without */
+    cr_assert_eq(t_count_op(split, AMPC_OP_FUSED_MATMUL) + t_count_op(split, AMPC_OP_MATMUL),
+                 2 * r);
+    int64_t h = H / r;
+    for (int64_t k = 0; k < r; k++) {
+        const ampc_node *first = node_of_rank(split, AMPC_OP_FUSED_MATMUL, k, 0);
+        cr_assert(first, "rank %lld has a first matmul:\n%s", (long long)k,
+                  ampc_graph_to_text(split, false));
+        const ampc_value *w = first->inputs[1];
+        cr_assert_eq(w->shape.dims[0], K);
+        cr_assert_eq(w->shape.dims[1], h);
+        const float *d = w->data;
+        for (int64_t i = 0; i < K; i++)
+            for (int64_t j = 0; j < h; j++)
+                cr_assert_eq(d[i * h + j], w1_copy[i * H + k * h + j], "rank %lld W1[%lld, %lld]",
+                             (long long)k, (long long)i, (long long)(k * h + j));
+        cr_assert(node_of_rank(split, AMPC_OP_SIGMOID, k, 0), "rank %lld has its Sigmoid",
+                  (long long)k);
+    }
+    cr_assert_null(node_of_rank(split, AMPC_OP_FUSED_MATMUL, r, 0));
+    same_outputs(split, whole);
+    char *text = ampc_graph_to_text(split, true);
+    ampc_graph *back = NULL;
+    char *err = NULL;
+    cr_assert_eq(ampc_graph_parse(text, strlen(text), &back, &err), AMPC_OK, "%s", err);
+    char *again = ampc_graph_to_text(back, true);
+    cr_assert_str_eq(again, text);
+    free(text);
+    free(again);
+    ampc_graph_destroy(back);
+    ampc_graph_destroy(whole);
+    ampc_graph_destroy(split);
+}
+
+Test(partition, mlp_over_two_ranks) { splits_into(2); }
+Test(partition, mlp_over_four_ranks) { splits_into(4); }
+
+/* Hidden width 6 over 4 ranks, a hidden value that is also a graph output, one GPU: left whole. */
+Test(partition, what_cannot_split_stays_whole) {
+    struct { int64_t h; bool hidden_out; int32_t gpus; } cases[] = {{6, false, 4}, {H, true, 2}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        ampc_graph *g = mlp(cases[c].h, cases[c].hidden_out);
+        ampc_graph *ref = mlp(cases[c].h, cases[c].hidden_out);
+        ampc_pipeline_options o = ranks(cases[c].gpus), one = {.verify = true};
+        cr_assert_eq(ampc_graph_optimize(g, &o), AMPC_OK, "%s", ampc_graph_errors(g));
+        cr_assert_eq(ampc_graph_optimize(ref, &one), AMPC_OK, "%s", ampc_graph_errors(ref));
+        cr_assert_eq(t_count_op(g, AMPC_OP_ALL_REDUCE), 0, "case %zu:\n%s", c,
+                     ampc_graph_to_text(g, false));
+        same_outputs(g, ref);
+        ampc_graph_destroy(g);
+        ampc_graph_destroy(ref);
+    }
+}
+
+Test(partition, options_are_checked) {
+    ampc_graph *g = mlp(H, false);
+    ampc_pipeline_options bad[] = {{.gpus = 2}, {.gpus = 1, .partition = AMPC_PARTITION_TENSOR},
+                                   {.gpus = -1}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ampc_graph_clear_errors(g);
+        cr_assert_eq(ampc_graph_optimize(g, &bad[i]), AMPC_E_INVALID_ARG, "case %zu", i);
+        cr_assert(strstr(ampc_graph_errors(g), "partition"), "%s", ampc_graph_errors(g));
+    }
+    ampc_graph_destroy(g);
+}
+
+/* ampc.AllReduce sums one same-shaped input per rank; other shapes are refused by name. */
+Test(partition, all_reduce_sums_and_checks_shapes) {
+    ampc_graph *g = ampc_graph_create("ar");
+    ampc_value *in[2] = {t_input(g, "a", AMPC_DTYPE_F32, SHAPE(2)),
+                         t_input(g, "b", AMPC_DTYPE_F32, SHAPE(2))};
+    ampc_node *n;
+    cr_assert_eq(ampc_ir_node_build(g, AMPC_OP_ALL_REDUCE, "ar", in, 2, NULL, 0, 1, NULL, &n),
+                 AMPC_OK, "%s", ampc_graph_errors(g));
+    ampc_output(g, n->outputs[0], "y");
+    float a[2] = {1, 2}, b[2] = {10, 20};
+    ampc_tensor ins[2] = {t_tensor(AMPC_DTYPE_F32, SHAPE(2), a),
+                          t_tensor(AMPC_DTYPE_F32, SHAPE(2), b)}, y;
+    cr_assert_eq(ampc_graph_evaluate(g, ins, 2, &y, 1), AMPC_OK, "%s", ampc_graph_errors(g));
+    cr_assert_float_eq(((float *)y.data)[0], 11.0f, 0);
+    cr_assert_float_eq(((float *)y.data)[1], 22.0f, 0);
+    ampc_tensor_free(&y);
+    ampc_value *bad[2] = {in[0], t_input(g, "c", AMPC_DTYPE_F32, SHAPE(3))};
+    cr_assert_neq(ampc_ir_node_build(g, AMPC_OP_ALL_REDUCE, "bad", bad, 2, NULL, 0, 1, NULL, &n),
+                  AMPC_OK);
+    cr_assert(strstr(ampc_graph_errors(g), "every rank's input must have one shape: input 0 'a' and "
+                                           "input 1 'c' differ"), "%s", ampc_graph_errors(g));
+    ampc_graph_destroy(g);
+}
