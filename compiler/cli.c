@@ -797,7 +797,55 @@ static int cmp_step_time(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
-/* --profile: one run step by step between events; the steps by time, largest first. */
+/* The ceilings a step's throughput is shown against: the f16 tensor-core GEMM rate (TFLOP/s) and
+ * the device-to-device copy rate (GB/s, bytes read plus written, as ampc_rt_model_step_work
+ * counts them) measured on the GPUs ampc is benchmarked on; AMPC_PEAK_TFLOPS and AMPC_PEAK_GBPS
+ * give them for another GPU. 0: unknown (no percent). */
+typedef struct ceilings {
+    double tflops, gbps;
+} ceilings;
+
+static ceilings gpu_ceilings(void) {
+    static const struct {
+        const char *name;
+        ceilings c;
+    } measured[] = {
+        {"NVIDIA H200", {755, 4100}}, /* measured 2026-11-30: f16 GEMM, device copy */
+    };
+    ceilings c = {0, 0};
+    ampc_rt_device_info info;
+    if (ampc_rt_device_info_get(0, &info, NULL) == AMPC_OK)
+        for (size_t i = 0; i < sizeof measured / sizeof *measured; i++)
+            if (!strncmp(info.name, measured[i].name, strlen(measured[i].name)))
+                c = measured[i].c;
+    const char *t = getenv("AMPC_PEAK_TFLOPS"), *b = getenv("AMPC_PEAK_GBPS");
+    if (t && atof(t) > 0) c.tflops = atof(t);
+    if (b && atof(b) > 0) c.gbps = atof(b);
+    return c;
+}
+
+/* One step's throughput column: TFLOP/s for a matmul or convolution, GB/s otherwise, each with
+ * its share of the ceiling when that is known ("-" for a step too short to time). */
+static void throughput(char *buf, size_t n, double flops, double bytes, double ms, ceilings c) {
+    if (ms <= 0) {
+        snprintf(buf, n, "-");
+    } else if (flops > 0) {
+        double tf = flops / (ms * 1e9);
+        if (c.tflops > 0)
+            snprintf(buf, n, "%8.1f TFLOP/s %3.0f%%", tf, 100 * tf / c.tflops);
+        else
+            snprintf(buf, n, "%8.1f TFLOP/s", tf);
+    } else {
+        double gb = bytes / (ms * 1e6);
+        if (c.gbps > 0)
+            snprintf(buf, n, "%8.1f GB/s    %3.0f%%", gb, 100 * gb / c.gbps);
+        else
+            snprintf(buf, n, "%8.1f GB/s", gb);
+    }
+}
+
+/* --profile: one run step by step between events; the steps by time, largest first, each with
+ * its achieved throughput. */
 static bool profile(ampc_rt_model *m, const ampc_tensor *in, int32_t ni, ampc_tensor *out,
                     int32_t no) {
     int32_t n = ampc_rt_model_n_steps(m);
@@ -808,14 +856,26 @@ static bool profile(ampc_rt_model *m, const ampc_tensor *in, int32_t ni, ampc_te
     bool ok = ampc_rt_model_profile(m, in, ni, out, no, NULL, ms, &err) == AMPC_OK &&
               ampc_rt_model_profile(m, in, ni, out, no, NULL, ms, &err) == AMPC_OK;
     if (ok) {
+        ceilings c = gpu_ceilings();
         for (int32_t i = 0; i < n; i++) st[i] = (step_time){i, ms[i]}, total += ms[i];
         qsort(st, (size_t)n, sizeof *st, cmp_step_time);
-        printf("profile (%d steps, %.4f ms in all, launched one by one):\n"
-               "  %5s  %-9s %10s %7s  %s\n", n, total, "step", "provider", "ms", "%", "graph nodes");
-        for (int32_t i = 0; i < n; i++)
-            printf("  %5d  %-9s %10.4f %6.1f%%  %s\n", st[i].step,
+        printf("profile (%d steps, %.4f ms in all, launched one by one; ceilings: ", n, total);
+        if (c.tflops > 0)
+            printf("%.0f TFLOP/s f16 GEMM, %.0f GB/s copy):\n", c.tflops, c.gbps);
+        else
+            printf("unknown for this GPU, set AMPC_PEAK_TFLOPS and AMPC_PEAK_GBPS):\n");
+        printf("  %5s  %-9s %10s %7s  %-24s %s\n", "step", "provider", "ms", "%", "achieved",
+               "graph nodes");
+        for (int32_t i = 0; i < n; i++) {
+            double flops, bytes;
+            char tp[64];
+            ampc_rt_model_step_work(m, st[i].step, &flops, &bytes);
+            throughput(tp, sizeof tp, flops, bytes, st[i].ms, c);
+            printf("  %5d  %-9s %10.4f %6.1f%%  %-24s %s\n", st[i].step,
                    ampc_rt_model_step_provider(m, st[i].step), st[i].ms,
-                   total > 0 ? 100 * st[i].ms / total : 0.0, ampc_rt_model_step_label(m, st[i].step));
+                   total > 0 ? 100 * st[i].ms / total : 0.0, tp,
+                   ampc_rt_model_step_label(m, st[i].step));
+        }
     } else {
         fprintf(stderr, "ampc: profiling failed: %s\n", err ? err : "");
     }

@@ -211,6 +211,12 @@ AMPC_API int32_t ampc_rt_model_n_steps(const ampc_rt_model *m);
  * "cuDNN", "copy", "memset"); "" for an index out of range. Valid until destroy. */
 AMPC_API const char *ampc_rt_model_step_label(const ampc_rt_model *m, int32_t i);
 AMPC_API const char *ampc_rt_model_step_provider(const ampc_rt_model *m, int32_t i);
+/* The work of step i, for achieved-throughput figures (`ampc run --profile`): *flops the
+ * floating-point operations of a matmul or convolution (2 per multiply-add; 0 for other steps,
+ * whose cost is memory), *bytes the bytes it reads plus writes (each buffer it touches counted
+ * once). false for an index out of range (both 0). */
+AMPC_API bool ampc_rt_model_step_work(const ampc_rt_model *m, int32_t i, double *flops,
+                                      double *bytes);
 /* Device memory the model holds, in bytes: arena + weights + library workspace. */
 AMPC_API int64_t ampc_rt_model_device_bytes(const ampc_rt_model *m);
 

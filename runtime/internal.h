@@ -70,6 +70,9 @@ ampc_status rt_fail_cudnn(rt_err *e, int rc, const char *stmt, const char *func,
 
 /* ---- small helpers -------------------------------------------------------------------------- */
 
+/* The work of one plan step (ampc_rt_model_step_work). */
+void rt_step_work(const ampc_rt_step *s, double *flops, double *bytes);
+
 /* Bytes per element and the IR's short name ("f32") of a dtype; 0 / "?" when invalid. */
 size_t rt_dtype_size(ampc_dtype t);
 const char *rt_dtype_name(ampc_dtype t);

@@ -628,6 +628,64 @@ const char *ampc_rt_model_step_provider(const ampc_rt_model *m, int32_t i) {
     return m->prov[i]->name;
 }
 
+/* Bytes of the refs a step touches, each buffer once (an in-place step names one twice). */
+static double refs_bytes(const ampc_rt_ref *r, int n) {
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        bool seen = r[i].bytes == 0;
+        for (int j = 0; j < i && !seen; j++)
+            seen = r[j].space == r[i].space && r[j].offset == r[i].offset;
+        if (!seen) sum += (double)r[i].bytes;
+    }
+    return sum;
+}
+
+void rt_step_work(const ampc_rt_step *s, double *flops, double *bytes) {
+    *flops = 0;
+    *bytes = 0;
+    switch ((ampc_rt_step_kind)s->kind) {
+    case AMPC_RT_STEP_KERNEL: {
+        enum { MAX_REFS = 64 };
+        ampc_rt_ref r[MAX_REFS];
+        int n = 0;
+        for (int32_t i = 0; i < s->kernel.n_args && n < MAX_REFS; i++)
+            if (s->kernel.args[i].kind == AMPC_RT_ARG_PTR) r[n++] = s->kernel.args[i].ref;
+        *bytes = refs_bytes(r, n);
+        break;
+    }
+    case AMPC_RT_STEP_GEMM: {
+        const ampc_rt_gemm *g = &s->gemm;
+        *flops = 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->batch;
+        ampc_rt_ref r[5] = {g->a, g->b, g->c, g->d, g->bias};
+        *bytes = refs_bytes(r, 5);
+        break;
+    }
+    case AMPC_RT_STEP_CONV: {
+        const ampc_rt_conv *c = &s->conv;
+        /* per output element of the forward convolution (ConvTranspose: of its input) */
+        double k = (double)(c->transpose ? c->c_out : c->c_in) / (double)c->groups, points = 1;
+        for (int i = 0; i < c->spatial; i++) {
+            k *= (double)c->kernel[i];
+            points *= (double)(c->transpose ? c->in[i] : c->out[i]);
+        }
+        *flops = 2.0 * (double)c->n * (double)(c->transpose ? c->c_in : c->c_out) * points * k;
+        ampc_rt_ref r[5] = {c->x, c->w, c->bias, c->z, c->y};
+        *bytes = refs_bytes(r, 5);
+        break;
+    }
+    case AMPC_RT_STEP_COPY: *bytes = 2.0 * (double)s->copy.src.bytes; break;
+    case AMPC_RT_STEP_MEMSET: *bytes = (double)s->memset.dst.bytes; break;
+    }
+}
+
+bool ampc_rt_model_step_work(const ampc_rt_model *m, int32_t i, double *flops, double *bytes) {
+    if (flops) *flops = 0;
+    if (bytes) *bytes = 0;
+    if (m == NULL || i < 0 || i >= m->n_steps || flops == NULL || bytes == NULL) return false;
+    rt_step_work(&m->steps[i], flops, bytes);
+    return true;
+}
+
 int64_t ampc_rt_model_device_bytes(const ampc_rt_model *m) { return m ? m->device_bytes : 0; }
 
 ampc_rt_graph_status ampc_rt_model_graph_status(const ampc_rt_model *m, const char **why) {

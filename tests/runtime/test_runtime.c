@@ -421,6 +421,44 @@ static void gemm_plan(tplan *t) {
     t->steps[0] = (ampc_rt_step){.kind = AMPC_RT_STEP_GEMM, .label = "MatMul 'mm'", .gemm = g};
 }
 
+/* The work behind `ampc run --profile`'s throughput column, counted by hand. */
+Test(runtime_host, step_work_counts_flops_and_bytes) {
+    double flops, bytes;
+    ampc_rt_gemm g = {.m = 64, .n = 32, .k = 16, .batch = 3, .a = WEIGHTS(0, 6144),
+                      .b = WEIGHTS(8192, 3072), .c = ARENA(0, 24576), .d = ARENA(0, 24576),
+                      .bias = WEIGHTS(12288, 128)};
+    ampc_rt_step s = {.kind = AMPC_RT_STEP_GEMM, .gemm = g};
+    rt_step_work(&s, &flops, &bytes);
+    cr_assert_float_eq(flops, 2.0 * 64 * 32 * 16 * 3, 0);
+    cr_assert_float_eq(bytes, 6144 + 3072 + 24576 + 128, 0, "C and D are one buffer: once");
+    /* 3x3 convolution, 8 -> 16 channels in 2 groups, 2 x 5 x 6 outputs, with a residual */
+    ampc_rt_conv c = {.spatial = 2, .n = 2, .c_in = 8, .c_out = 16, .groups = 2,
+                      .in = {5, 6}, .out = {5, 6}, .kernel = {3, 3}, .has_residual = true,
+                      .x = ARENA(0, 960), .w = WEIGHTS(0, 1152), .z = ARENA(1024, 1920),
+                      .y = ARENA(4096, 1920)};
+    s = (ampc_rt_step){.kind = AMPC_RT_STEP_CONV, .conv = c};
+    rt_step_work(&s, &flops, &bytes);
+    cr_assert_float_eq(flops, 2.0 * 2 * 16 * 30 * (4 * 9), 0);
+    cr_assert_float_eq(bytes, 960 + 1152 + 1920 + 1920, 0);
+    c.transpose = true; /* per input element: c_out / groups * 9 multiply-adds */
+    s.conv = c;
+    rt_step_work(&s, &flops, &bytes);
+    cr_assert_float_eq(flops, 2.0 * 2 * 8 * 30 * (8 * 9), 0);
+    ampc_rt_arg args[4] = {{.kind = AMPC_RT_ARG_PTR, .ref = ARENA(0, 400)},
+                           {.kind = AMPC_RT_ARG_I32, .i32 = 7},
+                           {.kind = AMPC_RT_ARG_PTR, .ref = ARENA(512, 100)},
+                           {.kind = AMPC_RT_ARG_PTR, .ref = ARENA(0, 400)}};
+    s = (ampc_rt_step){.kind = AMPC_RT_STEP_KERNEL, .kernel = {.n_args = 4, .args = args}};
+    rt_step_work(&s, &flops, &bytes);
+    cr_assert_float_eq(flops, 0, 0);
+    cr_assert_float_eq(bytes, 500, 0, "an in-place kernel names its buffer twice: once");
+    s = (ampc_rt_step){.kind = AMPC_RT_STEP_COPY, .copy = {ARENA(0, 100), ARENA(128, 100)}};
+    rt_step_work(&s, &flops, &bytes);
+    cr_assert_float_eq(bytes, 200, 0, "a copy reads and writes");
+    cr_assert_not(ampc_rt_model_step_work(NULL, 0, &flops, &bytes));
+    cr_assert_float_eq(flops + bytes, 0, 0);
+}
+
 Test(runtime_host, plan_gemm_rules) {
     tplan t;
     gemm_plan(&t);
