@@ -142,6 +142,12 @@ static ampc_precision cli_precision(const ampc_cli_options *o) {
     return AMPC_PRECISION_KEEP;
 }
 
+static ampc_sparsity cli_sparsity(const ampc_cli_options *o) {
+    if (o->sparsity && !strcmp(o->sparsity, "verify")) return AMPC_SPARSITY_VERIFY;
+    if (o->sparsity && !strcmp(o->sparsity, "prune")) return AMPC_SPARSITY_PRUNE;
+    return AMPC_SPARSITY_OFF;
+}
+
 /* The pass pipeline as the command line asks for it (with auto's choice when there is one). */
 static ampc_pipeline_options pipeline_options(const ampc_cli_options *o,
                                               const ampc_auto_result *ar) {
@@ -151,7 +157,9 @@ static ampc_pipeline_options pipeline_options(const ampc_cli_options *o,
                                    .precision = cli_precision(o), .keep_fp32 = o->keep_fp32,
                                    .n_keep_fp32 = o->n_keep_fp32,
                                    .auto_fp32 = ar ? (const char *const *)ar->kept : NULL,
-                                   .n_auto_fp32 = ar ? ar->n_kept : 0, .keep_nchw = o->nchw};
+                                   .n_auto_fp32 = ar ? ar->n_kept : 0, .keep_nchw = o->nchw,
+                                   .sparsity = cli_sparsity(o),
+                                   .sparsity_layers = o->sparsity_layers};
 }
 
 static bool resolve_auto(const ampc_cli_options *o, ampc_auto_result *r);
@@ -276,6 +284,25 @@ static void write_node_precision(FILE *f, const ampc_graph *g) {
     fprintf(f, "\n  ]");
 }
 
+/* The report's "sparse_layers": each contraction and convolution the sparsity pass looked at (only
+ * with --sparsity verify|prune): weight shape, K, what it found, the energy pruning removed. */
+static void write_sparsity(FILE *f, const ampc_graph *g) {
+    fprintf(f, ",\n  \"sparse_layers\": [");
+    for (int32_t i = 0; i < g->n_sparse_layers; i++) {
+        const ampc_sparse_layer *l = &g->sparse_layers[i];
+        char shape[AMPC_SHAPE_STR_MAX];
+        fprintf(f, "%s\n    {\"node\": ", i ? "," : "");
+        json_str(f, l->node);
+        fprintf(f, ", \"op\": ");
+        json_str(f, ampc_op_get(l->op)->onnx);
+        fprintf(f, ", \"shape\": \"%s\", \"k\": %lld, \"status\": ",
+                ampc_shape_str(&l->shape, shape, sizeof shape), (long long)l->k);
+        json_str(f, ampc_sparse_why_str(l->status));
+        fprintf(f, ", \"energy_removed\": %.6g}", l->energy_removed);
+    }
+    fprintf(f, "\n  ]");
+}
+
 static bool write_report(const char *path, const ampc_cli_options *o, const ampc_graph *g,
                          const ampc_module *m, const compile_record *rec) {
     char tmp[4200];
@@ -290,8 +317,9 @@ static bool write_report(const char *path, const ampc_cli_options *o, const ampc
     json_str(f, o->model);
     fprintf(f, ",\n  \"output\": ");
     json_str(f, o->output);
-    fprintf(f, ",\n  \"precision\": \"%s\",\n  \"compile_ms\": %.3f,\n  \"passes\": [",
-            o->precision ? o->precision : "tf32", rec->ms);
+    fprintf(f, ",\n  \"precision\": \"%s\",\n  \"sparsity\": \"%s\",\n  \"compile_ms\": %.3f,\n"
+               "  \"passes\": [",
+            o->precision ? o->precision : "tf32", o->sparsity ? o->sparsity : "off", rec->ms);
     for (int32_t i = 0; i < rec->n_passes; i++) {
         const ampc_pass_record *r = &rec->passes[i];
         fprintf(f, "%s\n    {\"name\": \"%s\", \"ran\": %s, \"changed\": %s, \"ms\": %.3f, "
@@ -320,6 +348,7 @@ static bool write_report(const char *path, const ampc_cli_options *o, const ampc
     }
     fprintf(f, "\n  ]");
     write_node_precision(f, g);
+    write_sparsity(f, g);
     if (is_auto(o)) {
         const ampc_auto_result *a = &rec->autop;
         fprintf(f, ",\n  \"auto\": {\"tolerance\": %g, \"error_all_low\": %g, \"error\": %g, "

@@ -24,6 +24,8 @@ typedef struct ampc_cli_options {
     const char *auto_type; /* --auto-type fp16|bf16 (NULL: fp16) */
     double tolerance;      /* --tolerance (0: 1e-2) */
     bool nchw;             /* --layout nchw */
+    const char *sparsity;  /* --sparsity off|verify|prune (NULL: off) */
+    const char *sparsity_layers; /* --sparsity-layers GLOB (prune only) */
     const char *shapes[AMPC_CLI_MAX_LIST];
     const char *disable[AMPC_CLI_MAX_LIST];
     const char *inputs[AMPC_CLI_MAX_LIST];
