@@ -91,7 +91,8 @@ typedef enum ampc_sparse_why {
     SPARSE_WHY_NOT_CONSTANT, /* the weight is not a compile-time constant */
     SPARSE_WHY_DTYPE,        /* the weight is not f32, f16 or bf16 */
     SPARSE_WHY_SHAPE,        /* the weight is not a matrix (MatMul, Gemm) */
-    SPARSE_WHY_K,            /* K (conv: C/group) is not a multiple of 4 */
+    SPARSE_WHY_K,            /* K is not a multiple of 4 (MatMul, Gemm) */
+    SPARSE_WHY_CHANNELS,     /* C/group is not a multiple of 4 (Conv: groups run along channels) */
     SPARSE_WHY_EMPTY,        /* the weight has no elements */
 } ampc_sparse_why;
 const char *ampc_sparse_why_str(ampc_sparse_why why);

@@ -49,6 +49,8 @@ const char *ampc_sparse_why_str(ampc_sparse_why why) {
     case SPARSE_WHY_DTYPE: return "not eligible: the weight is not f32, f16 or bf16";
     case SPARSE_WHY_SHAPE: return "not eligible: the weight is not a matrix";
     case SPARSE_WHY_K: return "not eligible: K is not a multiple of 4";
+    case SPARSE_WHY_CHANNELS:
+        return "not eligible: C/group is not a multiple of 4 (groups of 4 run along the channels)";
     case SPARSE_WHY_EMPTY: return "not eligible: the weight is empty";
     }
     return "?";

@@ -69,7 +69,7 @@ static ampc_sparse_why conv_view(const ampc_node *n, weight_view *v) {
     int64_t cg = w->shape.dims[last ? r - 1 : 1];
     *v = (weight_view){.w = v->w, .outer = last ? w->shape.dims[0] * spatial : w->shape.dims[0],
                        .axis = cg, .inner = last ? 1 : spatial, .k = cg * spatial};
-    return cg % 4 ? SPARSE_WHY_K : SPARSE_WHY_ALREADY;
+    return cg % 4 ? SPARSE_WHY_CHANNELS : SPARSE_WHY_ALREADY;
 }
 
 /* The weight of n and its view; SPARSE_WHY_ALREADY stands for "eligible" here, any other value

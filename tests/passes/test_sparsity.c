@@ -229,15 +229,22 @@ Test(sparsity, ineligible_nodes_keep_their_weights_and_say_why) {
         "  input %x : f32[2,6]\n"
         "  input %z : f32[6,2]\n"
         "  input %i : f32[1,6,3,3]\n"
+        "  input %i2 : f32[1,2,3,3]\n"
+        "  input %xi : i32[2,4]\n"
         "  const %w6 : f32[6,2] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]\n"
         "  const %wc : f32[2,6,1,1] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]\n"
-        "  const %wi : i32[6,2] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]\n"
+        "  const %w2 : f32[1,2,2,2] = [1, 2, 3, 4, 5, 6, 7, 8]\n"
+        "  const %wi : i32[4,2] = [1, 2, 3, 4, 5, 6, 7, 8]\n"
         "  %a : f32[2,2] = MatMul(%x, %w6) @\"k6\"\n"
         "  %b : f32[2,2] = MatMul(%x, %z) @\"activations\"\n"
         "  %c : f32[1,2,3,3] = Conv(%i, %wc) @\"conv6\"\n"
+        "  %d : f32[1,1,2,2] = Conv(%i2, %w2) @\"conv2x2\"\n"
+        "  %e : i32[2,2] = MatMul(%xi, %wi) @\"ints\"\n"
         "  output %a\n"
         "  output %b\n"
         "  output %c\n"
+        "  output %d\n"
+        "  output %e\n"
         "}\n";
     ampc_graph *g = parse(text);
     cr_assert_not(run_sparsity(g, AMPC_SPARSITY_PRUNE, NULL));
@@ -245,8 +252,12 @@ Test(sparsity, ineligible_nodes_keep_their_weights_and_say_why) {
     cr_assert_eq(record(g, "k6")->status, SPARSE_WHY_K);
     cr_assert_eq(record(g, "k6")->k, 6);
     cr_assert_eq(record(g, "activations")->status, SPARSE_WHY_NOT_CONSTANT);
-    cr_assert_eq(record(g, "conv6")->status, SPARSE_WHY_K);
+    cr_assert_eq(record(g, "conv6")->status, SPARSE_WHY_CHANNELS);
     cr_assert_eq(record(g, "conv6")->k, 6);
+    cr_assert_eq(record(g, "conv2x2")->status, SPARSE_WHY_CHANNELS, "K = 2 * 2 * 2 = 8 is a "
+                 "multiple of 4, but the groups run along the 2 channels");
+    cr_assert_eq(record(g, "conv2x2")->k, 8);
+    cr_assert_eq(record(g, "ints")->status, SPARSE_WHY_DTYPE);
     cr_assert_str_eq(ampc_sparse_why_str(SPARSE_WHY_K), "not eligible: K is not a multiple of 4");
     ampc_graph_destroy(g);
 }
