@@ -530,12 +530,7 @@ static int inspect_library(const ampc_cli_options *o) {
 }
 
 /* With --precision: the optimised graph's nodes, each with the type it computes in and why. */
-static int inspect_precision(const ampc_cli_options *o) {
-    ampc_graph *g = load_model(o);
-    if (!g || !optimize(g, o)) {
-        ampc_graph_destroy(g);
-        return 1;
-    }
+static void print_precision(const ampc_cli_options *o, const ampc_graph *g) {
     int32_t low = 0, f32 = 0;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const ampc_node *n = g->nodes[i];
@@ -551,17 +546,51 @@ static int inspect_precision(const ampc_cli_options *o) {
         printf("  %-40s %-22s %-5s %s\n", n->name, ampc_op_get(n->op)->onnx,
                ampc_dtype_name(node_float_type(n)), ampc_prec_why_str((ampc_prec_why)n->prec_why));
     }
+}
+
+/* With --sparsity verify|prune: each matmul and convolution the sparsity pass looked at. */
+static void print_sparsity(const ampc_cli_options *o, const ampc_graph *g) {
+    int32_t sparse = 0, pruned = 0;
+    for (int32_t i = 0; i < g->n_sparse_layers; i++) {
+        ampc_sparse_why w = g->sparse_layers[i].status;
+        sparse += w == SPARSE_WHY_ALREADY || w == SPARSE_WHY_PRUNED;
+        pruned += w == SPARSE_WHY_PRUNED;
+    }
+    printf("sparsity (%s): %d of %d layers 2:4 (%d pruned; the GPU runs them dense for now)\n",
+           o->sparsity, sparse, g->n_sparse_layers, pruned);
+    for (int32_t i = 0; i < g->n_sparse_layers; i++) {
+        const ampc_sparse_layer *l = &g->sparse_layers[i];
+        char shape[AMPC_SHAPE_STR_MAX];
+        printf("  %-40s %-10s %-16s K %-6lld %s", l->node, ampc_op_get(l->op)->onnx,
+               ampc_shape_str(&l->shape, shape, sizeof shape), (long long)l->k,
+               ampc_sparse_why_str(l->status));
+        if (l->status == SPARSE_WHY_PRUNED) printf(", %.2f%% of the energy removed", 100 * l->energy_removed);
+        printf("\n");
+    }
+}
+
+static bool sparsity_on(const ampc_cli_options *o) { return cli_sparsity(o) != AMPC_SPARSITY_OFF; }
+
+/* With --precision fp16|bf16|auto or --sparsity verify|prune: what the passes decided. */
+static int inspect_decisions(const ampc_cli_options *o) {
+    ampc_graph *g = load_model(o);
+    if (!g || !optimize(g, o)) {
+        ampc_graph_destroy(g);
+        return 1;
+    }
+    if (cli_precision(o) != AMPC_PRECISION_KEEP) print_precision(o, g);
+    if (sparsity_on(o)) print_sparsity(o, g);
     ampc_graph_destroy(g);
     return 0;
 }
 
 int ampc_cli_inspect(const ampc_cli_options *o) {
     if (has_suffix(o->model, ".so")) return inspect_library(o);
-    bool low = cli_precision(o) != AMPC_PRECISION_KEEP;
+    bool low = cli_precision(o) != AMPC_PRECISION_KEEP || sparsity_on(o);
     if (has_suffix(o->model, ".onnx")) {
         /* The ONNX view first (opsets, coverage): it works even when import would fail. */
         if (ampc_onnx_inspect(o->model, stdout) != AMPC_OK) return 1;
-        return low ? inspect_precision(o) : 0;
+        return low ? inspect_decisions(o) : 0;
     }
     ampc_graph *g = load_model(o);
     if (!g) return 1;
@@ -574,7 +603,7 @@ int ampc_cli_inspect(const ampc_cli_options *o) {
         printf("verifier: ok\n");
     }
     ampc_graph_destroy(g);
-    return rc || !low ? rc : inspect_precision(o);
+    return rc || !low ? rc : inspect_decisions(o);
 }
 
 /* ---- run ------------------------------------------------------------------------------------ */

@@ -5,7 +5,7 @@
  *              [--sparsity off|verify|prune] [--sparsity-layers GLOB]
  *              [--disable-pass PASS] [--dump-after PASS] [--print-pipeline] [-v]
  *   ampc MODEL --emit ir|cuda|ptx|c [-o FILE]
- *   ampc inspect MODEL [--precision fp16|bf16|auto]
+ *   ampc inspect MODEL [--precision fp16|bf16|auto] [--sparsity verify|prune]
  *   ampc doctor
  *   ampc run MODEL|MODEL.so [--reference] [--input NAME=FILE.npy|FILE.pb]... [--save-outputs DIR]
  *            [--iterations N] [--warmup N] [--profile]
@@ -27,7 +27,8 @@ static const char usage[] =
     "                                         shared library and its header MODEL.h\n"
     "       ampc MODEL --emit ir|cuda|ptx|c   write the IR, CUDA C, PTX or the library's host C\n"
     "       ampc inspect MODEL                summary: inputs, outputs, ops, coverage; with\n"
-    "                                         --precision fp16|bf16|auto each node's type and why\n"
+    "                                         --precision fp16|bf16|auto each node's type and why,\n"
+    "                                         with --sparsity verify|prune each layer's 2:4 status\n"
     "       ampc run MODEL|MODEL.so [--reference] [--input NAME=FILE]... [--save-outputs DIR]\n"
     "                [--iterations N] [--warmup N] [--profile]\n"
     "                                         run on the GPU (--reference: the CPU evaluator)\n"

@@ -172,6 +172,11 @@ Test(cli, sparsity_prune_marks_and_reports_the_layers) {
     cr_assert_eq(ampc(&out, "%s --emit ir --sparsity prune --sparsity-layers 'dec.*'", path), 0, "%s", out);
     cr_assert_null(strstr(out, "sparse24"), "the glob leaves enc.fc alone:\n%s", out);
     free(out);
+    cr_assert_eq(ampc(&out, "inspect %s --sparsity prune", path), 0, "%s", out);
+    cr_assert(strstr(out, "sparsity (prune): 1 of 2 layers 2:4 (1 pruned; the GPU runs them dense for now)"),
+              "%s", out);
+    cr_assert(strstr(out, "pruned to 2:4, 14.71% of the energy removed"), "60 / 408:\n%s", out);
+    free(out);
     cr_assert_eq(ampc(&out, "%s --emit cuda -o %s --sparsity prune --report %s", path, cuda, report),
                  0, "%s", out);
     free(out);
