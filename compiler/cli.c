@@ -142,6 +142,12 @@ static ampc_precision cli_precision(const ampc_cli_options *o) {
     return AMPC_PRECISION_KEEP;
 }
 
+static ampc_sparsity cli_sparsity(const ampc_cli_options *o) {
+    if (o->sparsity && !strcmp(o->sparsity, "verify")) return AMPC_SPARSITY_VERIFY;
+    if (o->sparsity && !strcmp(o->sparsity, "prune")) return AMPC_SPARSITY_PRUNE;
+    return AMPC_SPARSITY_OFF;
+}
+
 /* The pass pipeline as the command line asks for it (with auto's choice when there is one). */
 static ampc_pipeline_options pipeline_options(const ampc_cli_options *o,
                                               const ampc_auto_result *ar) {
@@ -154,7 +160,9 @@ static ampc_pipeline_options pipeline_options(const ampc_cli_options *o,
                                    .n_auto_fp32 = ar ? ar->n_kept : 0, .keep_nchw = o->nchw,
                                    .gpus = o->gpus,
                                    .partition = o->tensor_parallel ? AMPC_PARTITION_TENSOR
-                                                                   : AMPC_PARTITION_NONE};
+                                                                   : AMPC_PARTITION_NONE,
+                                   .sparsity = cli_sparsity(o),
+                                   .sparsity_layers = o->sparsity_layers};
 }
 
 static bool resolve_auto(const ampc_cli_options *o, ampc_auto_result *r);
@@ -279,6 +287,25 @@ static void write_node_precision(FILE *f, const ampc_graph *g) {
     fprintf(f, "\n  ]");
 }
 
+/* The report's "sparse_layers": each contraction and convolution the sparsity pass looked at (only
+ * with --sparsity verify|prune): weight shape, K, what it found, the energy pruning removed. */
+static void write_sparsity(FILE *f, const ampc_graph *g) {
+    fprintf(f, ",\n  \"sparse_layers\": [");
+    for (int32_t i = 0; i < g->n_sparse_layers; i++) {
+        const ampc_sparse_layer *l = &g->sparse_layers[i];
+        char shape[AMPC_SHAPE_STR_MAX];
+        fprintf(f, "%s\n    {\"node\": ", i ? "," : "");
+        json_str(f, l->node);
+        fprintf(f, ", \"op\": ");
+        json_str(f, ampc_op_get(l->op)->onnx);
+        fprintf(f, ", \"shape\": \"%s\", \"k\": %lld, \"status\": ",
+                ampc_shape_str(&l->shape, shape, sizeof shape), (long long)l->k);
+        json_str(f, ampc_sparse_why_str(l->status));
+        fprintf(f, ", \"energy_removed\": %.6g}", l->energy_removed);
+    }
+    fprintf(f, "\n  ]");
+}
+
 static bool write_report(const char *path, const ampc_cli_options *o, const ampc_graph *g,
                          const ampc_module *m, const compile_record *rec) {
     char tmp[4200];
@@ -293,8 +320,9 @@ static bool write_report(const char *path, const ampc_cli_options *o, const ampc
     json_str(f, o->model);
     fprintf(f, ",\n  \"output\": ");
     json_str(f, o->output);
-    fprintf(f, ",\n  \"precision\": \"%s\",\n  \"compile_ms\": %.3f,\n  \"passes\": [",
-            o->precision ? o->precision : "tf32", rec->ms);
+    fprintf(f, ",\n  \"precision\": \"%s\",\n  \"sparsity\": \"%s\",\n  \"compile_ms\": %.3f,\n"
+               "  \"passes\": [",
+            o->precision ? o->precision : "tf32", o->sparsity ? o->sparsity : "off", rec->ms);
     for (int32_t i = 0; i < rec->n_passes; i++) {
         const ampc_pass_record *r = &rec->passes[i];
         fprintf(f, "%s\n    {\"name\": \"%s\", \"ran\": %s, \"changed\": %s, \"ms\": %.3f, "
@@ -323,6 +351,7 @@ static bool write_report(const char *path, const ampc_cli_options *o, const ampc
     }
     fprintf(f, "\n  ]");
     write_node_precision(f, g);
+    write_sparsity(f, g);
     if (is_auto(o)) {
         const ampc_auto_result *a = &rec->autop;
         fprintf(f, ",\n  \"auto\": {\"tolerance\": %g, \"error_all_low\": %g, \"error\": %g, "
@@ -504,12 +533,7 @@ static int inspect_library(const ampc_cli_options *o) {
 }
 
 /* With --precision: the optimised graph's nodes, each with the type it computes in and why. */
-static int inspect_precision(const ampc_cli_options *o) {
-    ampc_graph *g = load_model(o);
-    if (!g || !optimize(g, o)) {
-        ampc_graph_destroy(g);
-        return 1;
-    }
+static void print_precision(const ampc_cli_options *o, const ampc_graph *g) {
     int32_t low = 0, f32 = 0;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const ampc_node *n = g->nodes[i];
@@ -525,17 +549,51 @@ static int inspect_precision(const ampc_cli_options *o) {
         printf("  %-40s %-22s %-5s %s\n", n->name, ampc_op_get(n->op)->onnx,
                ampc_dtype_name(node_float_type(n)), ampc_prec_why_str((ampc_prec_why)n->prec_why));
     }
+}
+
+/* With --sparsity verify|prune: each matmul and convolution the sparsity pass looked at. */
+static void print_sparsity(const ampc_cli_options *o, const ampc_graph *g) {
+    int32_t sparse = 0, pruned = 0;
+    for (int32_t i = 0; i < g->n_sparse_layers; i++) {
+        ampc_sparse_why w = g->sparse_layers[i].status;
+        sparse += w == SPARSE_WHY_ALREADY || w == SPARSE_WHY_PRUNED;
+        pruned += w == SPARSE_WHY_PRUNED;
+    }
+    printf("sparsity (%s): %d of %d layers 2:4 (%d pruned; the GPU runs them dense for now)\n",
+           o->sparsity, sparse, g->n_sparse_layers, pruned);
+    for (int32_t i = 0; i < g->n_sparse_layers; i++) {
+        const ampc_sparse_layer *l = &g->sparse_layers[i];
+        char shape[AMPC_SHAPE_STR_MAX];
+        printf("  %-40s %-10s %-16s K %-6lld %s", l->node, ampc_op_get(l->op)->onnx,
+               ampc_shape_str(&l->shape, shape, sizeof shape), (long long)l->k,
+               ampc_sparse_why_str(l->status));
+        if (l->status == SPARSE_WHY_PRUNED) printf(", %.2f%% of the energy removed", 100 * l->energy_removed);
+        printf("\n");
+    }
+}
+
+static bool sparsity_on(const ampc_cli_options *o) { return cli_sparsity(o) != AMPC_SPARSITY_OFF; }
+
+/* With --precision fp16|bf16|auto or --sparsity verify|prune: what the passes decided. */
+static int inspect_decisions(const ampc_cli_options *o) {
+    ampc_graph *g = load_model(o);
+    if (!g || !optimize(g, o)) {
+        ampc_graph_destroy(g);
+        return 1;
+    }
+    if (cli_precision(o) != AMPC_PRECISION_KEEP) print_precision(o, g);
+    if (sparsity_on(o)) print_sparsity(o, g);
     ampc_graph_destroy(g);
     return 0;
 }
 
 int ampc_cli_inspect(const ampc_cli_options *o) {
     if (has_suffix(o->model, ".so")) return inspect_library(o);
-    bool low = cli_precision(o) != AMPC_PRECISION_KEEP;
+    bool low = cli_precision(o) != AMPC_PRECISION_KEEP || sparsity_on(o);
     if (has_suffix(o->model, ".onnx")) {
         /* The ONNX view first (opsets, coverage): it works even when import would fail. */
         if (ampc_onnx_inspect(o->model, stdout) != AMPC_OK) return 1;
-        return low ? inspect_precision(o) : 0;
+        return low ? inspect_decisions(o) : 0;
     }
     ampc_graph *g = load_model(o);
     if (!g) return 1;
@@ -548,7 +606,7 @@ int ampc_cli_inspect(const ampc_cli_options *o) {
         printf("verifier: ok\n");
     }
     ampc_graph_destroy(g);
-    return rc || !low ? rc : inspect_precision(o);
+    return rc || !low ? rc : inspect_decisions(o);
 }
 
 /* ---- run ------------------------------------------------------------------------------------ */

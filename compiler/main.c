@@ -2,9 +2,10 @@
  * main.c — the `ampc` command line.
  *
  *   ampc MODEL -o MODEL.so [--name NAME] [--arch sm_80,...] [--shape NAME=DxDxD] [--max-batch N]
+ *              [--sparsity off|verify|prune] [--sparsity-layers GLOB]
  *              [--disable-pass PASS] [--dump-after PASS] [--print-pipeline] [-v]
  *   ampc MODEL --emit ir|cuda|ptx|c [-o FILE]
- *   ampc inspect MODEL [--precision fp16|bf16|auto]
+ *   ampc inspect MODEL [--precision fp16|bf16|auto] [--sparsity verify|prune]
  *   ampc doctor
  *   ampc run MODEL|MODEL.so [--reference] [--input NAME=FILE.npy|FILE.pb]... [--save-outputs DIR]
  *            [--iterations N] [--warmup N] [--profile]
@@ -26,7 +27,8 @@ static const char usage[] =
     "                                         shared library and its header MODEL.h\n"
     "       ampc MODEL --emit ir|cuda|ptx|c   write the IR, CUDA C, PTX or the library's host C\n"
     "       ampc inspect MODEL                summary: inputs, outputs, ops, coverage; with\n"
-    "                                         --precision fp16|bf16|auto each node's type and why\n"
+    "                                         --precision fp16|bf16|auto each node's type and why,\n"
+    "                                         with --sparsity verify|prune each layer's 2:4 status\n"
     "       ampc run MODEL|MODEL.so [--reference] [--input NAME=FILE]... [--save-outputs DIR]\n"
     "                [--iterations N] [--warmup N] [--profile]\n"
     "                                         run on the GPU (--reference: the CPU evaluator)\n"
@@ -53,6 +55,14 @@ static const char usage[] =
     "                        split matmul pairs with constant weights over N GPUs (column-\n"
     "                        then row-parallel, one all-reduce each); --emit ir shows the\n"
     "                        partition; multi-GPU libraries (-o) are not built yet\n"
+    "  --sparsity MODE       2:4 structured sparsity of constant matmul/conv weights along K:\n"
+    "                        off (default); verify: mark weights already 2:4 (sparse24 = 1);\n"
+    "                        prune: keep the 2 largest |w| of every 4 and mark them, which\n"
+    "                        CHANGES THE MODEL'S NUMBERS (--report gives the energy removed\n"
+    "                        per layer). The GPU still runs dense kernels on marked weights:\n"
+    "                        sparse kernels and their cost model are not written yet, so\n"
+    "                        neither mode is faster today, and auto is refused\n"
+    "  --sparsity-layers GLOB  with prune: only nodes whose name matches GLOB (fnmatch)\n"
     "  --emit ir|cuda|ptx|c  write the optimised IR, the generated CUDA C, its PTX or host C\n"
     "  --arch sm_80,sm_90    cubin architectures (default: the GPU present, else sm_80)\n"
     "  --shape NAME=DxDx..   give the shape of an input with symbolic dims (repeatable)\n"
@@ -176,6 +186,18 @@ static int parse_args(int argc, char **argv, ampc_cli_options *o) {
             if (strcmp(v, "nchw") && strcmp(v, "nhwc"))
                 return fail("--layout %s: give nchw or nhwc", v, ""), 2;
             o->nchw = !strcmp(v, "nchw");
+        } else if (is_opt(a, "--sparsity")) {
+            if (!(v = opt_value(argc, argv, &i, "--sparsity"))) return 2;
+            if (!strcmp(v, "auto"))
+                return fail("--sparsity auto needs the GPU cost model, which ampc does not have "
+                            "yet (sparse kernels are not written); give off, verify or prune%s%s",
+                            "", ""), 2;
+            if (strcmp(v, "off") && strcmp(v, "verify") && strcmp(v, "prune"))
+                return fail("--sparsity %s is not available (available: off, verify, prune)", v,
+                            ""), 2;
+            o->sparsity = v;
+        } else if (is_opt(a, "--sparsity-layers")) {
+            if (!(o->sparsity_layers = opt_value(argc, argv, &i, "--sparsity-layers"))) return 2;
         } else if (is_opt(a, "--calibrate")) {
             if (!(o->calibrate = opt_value(argc, argv, &i, "--calibrate"))) return 2;
         } else if (is_opt(a, "--keep-fp32")) {
@@ -207,6 +229,9 @@ static int parse_args(int argc, char **argv, ampc_cli_options *o) {
             return fail("more than one model given: '%s' and '%s'", o->model, a), 2;
         }
     }
+    if (o->sparsity_layers && (!o->sparsity || strcmp(o->sparsity, "prune")))
+        return fail("--sparsity-layers '%s' applies to --sparsity prune (found --sparsity %s)",
+                    o->sparsity_layers, o->sparsity ? o->sparsity : "off"), 2;
     return 0;
 }
 

@@ -323,6 +323,16 @@ typedef enum ampc_partition {
     AMPC_PARTITION_NONE = 0, /* one GPU */
     AMPC_PARTITION_TENSOR,   /* weights split across the GPUs (matmul pairs), one all-reduce each */
 } ampc_partition;
+/* What the sparsity pass does with the weights of contractions and convolutions
+ * (ampc_pipeline_options.sparsity; docs/sparsity.md). 2:4 means: along the reduction dimension K,
+ * every group of 4 consecutive weights holds at most 2 non-zeros, the pattern sparse tensor cores
+ * run at twice the dense rate. */
+typedef enum ampc_sparsity {
+    AMPC_SPARSITY_OFF = 0, /* the pass does nothing (the default) */
+    AMPC_SPARSITY_VERIFY,  /* mark the weights that are already 2:4 (sparse24 = 1); no number changes */
+    AMPC_SPARSITY_PRUNE,   /* magnitude-prune every eligible weight to 2:4 and mark it: changes the
+                              model's numbers (the energy removed is reported per layer) */
+} ampc_sparsity;
 
 typedef struct ampc_pipeline_options {
     const char *const *disable; /* names of passes to skip (n_disable of them) */
@@ -355,6 +365,11 @@ typedef struct ampc_pipeline_options {
      * GPU plans for it are not built yet. */
     int32_t gpus;
     ampc_partition partition;
+    /* The sparsity pass (OFF: nothing). sparsity_layers, when not NULL, is an fnmatch(3) glob on
+     * node names ("layer1.*"): PRUNE prunes only the eligible nodes it matches (VERIFY marks every
+     * eligible node that is already 2:4 whatever the pattern). Read during the run only. */
+    ampc_sparsity sparsity;
+    const char *sparsity_layers;
 } ampc_pipeline_options;
 
 /* Runs the default pass pipeline over the graph. `o` may be NULL (defaults: verify on). */

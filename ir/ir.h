@@ -82,6 +82,32 @@ typedef enum ampc_prec_why {
 } ampc_prec_why;
 const char *ampc_prec_why_str(ampc_prec_why why);
 
+/* What the sparsity pass found for one contraction or convolution (ampc_sparse_layer.status;
+ * ampc_sparse_why_str). */
+typedef enum ampc_sparse_why {
+    SPARSE_WHY_ALREADY,      /* the weight is already 2:4 along K: marked, numbers unchanged */
+    SPARSE_WHY_PRUNED,       /* pruned to 2:4 and marked (PRUNE) */
+    SPARSE_WHY_DENSE,        /* eligible but not 2:4, and VERIFY does not prune */
+    SPARSE_WHY_UNSELECTED,   /* eligible, not 2:4, and not matched by the sparsity_layers glob */
+    SPARSE_WHY_NOT_CONSTANT, /* the weight is not a compile-time constant */
+    SPARSE_WHY_DTYPE,        /* the weight is not f32, f16 or bf16 */
+    SPARSE_WHY_SHAPE,        /* the weight is not a matrix (MatMul, Gemm) */
+    SPARSE_WHY_K,            /* K is not a multiple of 4 (MatMul, Gemm) */
+    SPARSE_WHY_CHANNELS,     /* C/group is not a multiple of 4 (Conv: groups run along channels) */
+    SPARSE_WHY_EMPTY,        /* the weight has no elements */
+} ampc_sparse_why;
+const char *ampc_sparse_why_str(ampc_sparse_why why);
+
+/* One row of the sparsity pass's per-layer record (ampc_graph.sparse_layers), for --report. */
+typedef struct ampc_sparse_layer {
+    const char *node;      /* the node's name (graph arena) */
+    ampc_opcode op;
+    ampc_shape shape;      /* the weight's shape */
+    int64_t k;             /* the reduction dimension (conv: C/group * prod(kernel)) */
+    ampc_sparse_why status;
+    double energy_removed; /* pruned: sum of the removed w^2 over the sum of all w^2; else 0 */
+} ampc_sparse_layer;
+
 typedef struct ampc_graph ampc_graph;
 typedef struct ampc_node ampc_node;
 typedef struct ampc_value ampc_value;
@@ -211,6 +237,12 @@ struct ampc_graph {
     bool channels_last; /* the layout pass's request */
     int32_t gpus;       /* the partition pass's request: ranks (>= 2) and how */
     ampc_partition partition;
+    /* The sparsity pass's request (set by the pipeline for its run) and what it found: one row
+     * per contraction or convolution, in node order, rewritten by each run of the pass. */
+    ampc_sparsity sparsity;
+    const char *sparsity_layers;
+    ampc_sparse_layer *sparse_layers; /* graph arena */
+    int32_t n_sparse_layers;
 };
 
 /* ---- building ------------------------------------------------------------------------------- */

@@ -16,7 +16,9 @@
  * transA = 0, alpha = 1, a constant B (transposed here when transB = 1, a copy of the weights
  * in [K, N] order), and C absent or a bias of N elements with beta = 1; a Gemm with nothing to
  * fold after it stays a Gemm (its own lowering already puts the bias in the epilogue).
- * The fused node takes the place and output of the chain's last node (every input is then
+ * The sparsity pass's mark (sparse24) goes with the MatMul or Gemm into the fused node; the
+ * transposed copy of a transB weight keeps its groups of 4 along K. The fused node takes the
+ * place and output of the chain's last node (every input is then
  * produced before it: the order stays topological); the others are removed. The fused op rounds
  * once where the chain rounded after each node: within one rounding of the output type. The
  * reference evaluator implements ampc.FusedMatMul the same way (ir/ref/contract.c).
@@ -104,13 +106,17 @@ static bool grow(chain *c, const ampc_uses *uses) {
 /* Turns the chain's last node into the FusedMatMul and removes the others. */
 static ampc_status fuse(ampc_graph *g, chain *c, ampc_uses *u) {
     ampc_value *in[4] = {c->mm->inputs[0], c->b, c->bias, c->z};
-    ampc_attr relu = {.name = "activation", .kind = AMPC_ATTR_STRING, .s = "Relu"};
+    ampc_attr attrs[2];
+    int32_t n_attrs = 0;
+    if (c->relu) attrs[n_attrs++] = (ampc_attr){.name = "activation", .kind = AMPC_ATTR_STRING, .s = "Relu"};
+    const ampc_attr *sp = ampc_ir_attr_find(c->mm, "sparse24"); /* the sparsity pass's mark */
+    if (sp) attrs[n_attrs++] = *sp;
     const char *name = c->mm->name;
     ampc_ir_node_remove(g, c->mm);
     for (int32_t i = 0; i < c->n_nodes; i++)
         if (c->nodes[i] != c->last) ampc_ir_node_remove(g, c->nodes[i]);
     return ampc_pass_rewrite(g, c->last, AMPC_OP_FUSED_MATMUL, name, in,
-                             c->z ? 4 : c->bias ? 3 : 2, &relu, c->relu ? 1 : 0, u);
+                             c->z ? 4 : c->bias ? 3 : 2, attrs, n_attrs, u);
 }
 
 ampc_status ampc_pass_fuse_matmul(ampc_graph *g, bool *changed) {

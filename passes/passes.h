@@ -78,6 +78,11 @@ ampc_status ampc_pass_dce(ampc_graph *g, bool *changed);
  * converted; casts that do nothing or round-trip through a wider type are removed; each node's
  * reason is left in prec_why (precision.c). Does nothing in the default (keep) mode. */
 ampc_status ampc_pass_precision(ampc_graph *g, bool *changed);
+/* 2:4 structured sparsity: under --sparsity verify marks (sparse24 = 1) the contractions and
+ * convolutions whose constant weight is already 2:4 along K; under prune magnitude-prunes the
+ * eligible ones (those the sparsity_layers glob matches) to 2:4 and marks them; one record per
+ * candidate in g->sparse_layers (sparsity.c). Does nothing in the default (off) mode. */
+ampc_status ampc_pass_sparsity(ampc_graph *g, bool *changed);
 /* Softmax with the exporters' NaN guard, Where(IsNaN(s), 0, s), into one ampc.SafeSoftmax
  * (fuse_softmax.c). */
 ampc_status ampc_pass_fuse_softmax(ampc_graph *g, bool *changed);

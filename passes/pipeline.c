@@ -20,6 +20,8 @@ static const ampc_pass_info pass_table[] = {
     /* precision, sparsity, fuse, layout: decisions that read a clean, folded graph */
     {"precision", ampc_pass_precision,
      "with --precision fp16|bf16, move f32 tensors to the low type as the op table's policy says"},
+    {"sparsity", ampc_pass_sparsity,
+     "with --sparsity verify|prune, mark (prune: make) 2:4 sparse constant weights of matmuls/convs"},
     {"fuse-gelu", ampc_pass_fuse_gelu,
      "turn GELU written out with Erf (x * 0.5 * (1 + erf(x / sqrt 2))) into one Gelu"},
     {"fuse-softmax", ampc_pass_fuse_softmax,
@@ -166,7 +168,7 @@ static bool disabled(const ampc_pipeline_options *o, const char *name) {
     return false;
 }
 
-/* The requests passes read from the graph (the precision pass's), for one run. */
+/* The requests passes read from the graph (precision, sparsity, layout), for one run. */
 static void set_requests(ampc_graph *g, const ampc_pipeline_options *o) {
     g->precision = o ? o->precision : AMPC_PRECISION_KEEP;
     g->keep_fp32 = o ? o->keep_fp32 : NULL;
@@ -176,6 +178,8 @@ static void set_requests(ampc_graph *g, const ampc_pipeline_options *o) {
     g->channels_last = o ? !o->keep_nchw : true;
     g->gpus = o ? o->gpus : 0;
     g->partition = o ? o->partition : AMPC_PARTITION_NONE;
+    g->sparsity = o ? o->sparsity : AMPC_SPARSITY_OFF;
+    g->sparsity_layers = o ? o->sparsity_layers : NULL;
 }
 
 ampc_status ampc_pipeline_run(ampc_graph *g, const ampc_pipeline_options *o) {

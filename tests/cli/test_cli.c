@@ -174,6 +174,78 @@ Test(cli, precision_fp16_moves_the_graph_and_keeps_what_it_is_told) {
     rmdir_all(d);
 }
 
+/* enc.fc's weight [8,2] is dense; dec.fc's K = 6 is not a multiple of 4. */
+static const char sparse_text[] =
+    "graph \"sp\" {\n"
+    "  input %x : f32[2,8]\n"
+    "  input %u : f32[2,6]\n"
+    "  const %we : f32[8,2] = [1, 2, 3, 4, 5, 6, 7, 8, -1, -2, -3, -4, -5, -6, -7, -8]\n"
+    "  const %wd : f32[6,2] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]\n"
+    "  %h : f32[2,2] = MatMul(%x, %we) @\"enc.fc\"\n"
+    "  %y : f32[2,2] = MatMul(%u, %wd) @\"dec.fc\"\n"
+    "  output %h\n"
+    "  output %y\n"
+    "}\n";
+
+Test(cli, sparsity_prune_marks_and_reports_the_layers) {
+    char *d = tmpdir(), path[512], report[600], cuda[600], *out;
+    snprintf(path, sizeof path, "%s/m.ir", d);
+    snprintf(report, sizeof report, "%s/r.json", d);
+    snprintf(cuda, sizeof cuda, "%s/m.cu", d);
+    write_text(path, sparse_text);
+    cr_assert_eq(ampc(&out, "%s --emit ir --sparsity prune", path), 0, "%s", out);
+    /* Rows 0..3 of column 0 are 1, 3, 5, 7 -> 5, 7 stay; rows 4..7 -1..-7 -> -5, -7 stay. */
+    cr_assert(strstr(out, "const %we_24 : f32[8,2] = [0, 0, 0, 0, 5, 6, 7, 8, 0, 0, 0, 0, -5, -6, -7, -8]"),
+              "%s", out);
+    cr_assert(strstr(out, "%h : f32[2,2] = MatMul(%x, %we_24) {sparse24 = 1} @\"enc.fc\""), "%s", out);
+    cr_assert(strstr(out, "%y : f32[2,2] = MatMul(%u, %wd) @\"dec.fc\""), "K = 6 stays dense:\n%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --emit ir --sparsity verify", path), 0, "%s", out);
+    cr_assert_null(strstr(out, "sparse24"), "verify prunes nothing:\n%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --emit ir --sparsity prune --sparsity-layers 'dec.*'", path), 0, "%s", out);
+    cr_assert_null(strstr(out, "sparse24"), "the glob leaves enc.fc alone:\n%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "inspect %s --sparsity prune", path), 0, "%s", out);
+    cr_assert(strstr(out, "sparsity (prune): 1 of 2 layers 2:4 (1 pruned; the GPU runs them dense for now)"),
+              "%s", out);
+    cr_assert(strstr(out, "pruned to 2:4, 14.71% of the energy removed"), "60 / 408:\n%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --emit cuda -o %s --sparsity prune --report %s", path, cuda, report),
+                 0, "%s", out);
+    free(out);
+    char text[8192] = {0};
+    FILE *f = fopen(report, "r");
+    cr_assert(f && fread(text, 1, sizeof text - 1, f) > 0, "the report is written");
+    fclose(f);
+    cr_assert(strstr(text, "\"sparsity\": \"prune\""), "%s", text);
+    /* energy: all = 2 (1 + 9 + 25 + 49) + 2 (4 + 16 + 36 + 64) = 408, removed = 2 (1 + 9) +
+     * 2 (4 + 16) = 60; 60 / 408 = 0.147059 */
+    cr_assert(strstr(text, "{\"node\": \"enc.fc\", \"op\": \"MatMul\", \"shape\": \"[8,2]\", \"k\": 8, "
+                           "\"status\": \"pruned to 2:4\", \"energy_removed\": 0.147059}"), "%s", text);
+    cr_assert(strstr(text, "{\"node\": \"dec.fc\", \"op\": \"MatMul\", \"shape\": \"[6,2]\", \"k\": 6, "
+                           "\"status\": \"not eligible: K is not a multiple of 4\", "
+                           "\"energy_removed\": 0}"), "%s", text);
+    rmdir_all(d);
+}
+
+Test(cli, sparsity_option_errors) {
+    char *out;
+    cr_assert_eq(ampc(&out, "m.ir --emit ir --sparsity half"), 2);
+    cr_assert(strstr(out, "--sparsity half is not available (available: off, verify, prune)"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "m.ir --emit ir --sparsity auto"), 2);
+    cr_assert(strstr(out, "--sparsity auto needs the GPU cost model"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "m.ir --emit ir --sparsity verify --sparsity-layers 'enc.*'"), 2);
+    cr_assert(strstr(out, "--sparsity-layers 'enc.*' applies to --sparsity prune (found --sparsity verify)"),
+              "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "--help"), 0);
+    cr_assert(strstr(out, "CHANGES THE MODEL'S NUMBERS") && strstr(out, "dense kernels"), "%s", out);
+    free(out);
+}
+
 /* 1000 + h - 1000 cancels: in f16 the sum keeps h to 0.5 at best, so the output is off by up to
  * 0.25 where h is about 1. The search must end within the tolerance, with nodes moved back. */
 static const char cancel_text[] =

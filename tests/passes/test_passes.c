@@ -405,6 +405,7 @@ Test(pipeline, runs_every_pass_and_traces_each) {
     for (char *c = t; *c; c++) lines += *c == '\n';
     cr_assert(strstr(t, "pass plan-memory  changed yes "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass precision    changed no "), "trace:\n%s", t);
+    cr_assert(strstr(t, "pass sparsity     changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass fuse-gelu    changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass fuse-conv    changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass fuse-matmul  changed no "), "trace:\n%s", t);
@@ -412,7 +413,7 @@ Test(pipeline, runs_every_pass_and_traces_each) {
     cr_assert(strstr(t, "pass fold-scale   changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass layout       changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass partition    changed no "), "trace:\n%s", t);
-    cr_assert_eq(lines, 12, "trace:\n%s", t);
+    cr_assert_eq(lines, 13, "trace:\n%s", t);
     free(t);
     char *text = ampc_graph_to_text(g, true);
     cr_assert_str_eq(text, "graph \"p\" {\n"
@@ -474,7 +475,7 @@ Test(pipeline, unknown_pass_names_are_errors_listing_the_valid_ones) {
     ampc_pipeline_options o = {.disable = off, .n_disable = 2};
     cr_assert_eq(ampc_graph_optimize(g, &o), AMPC_E_INVALID_ARG);
     cr_assert_str_eq(ampc_graph_errors(g), "unknown pass 'nope' in the list of passes to disable; "
-                                           "the passes are: fold, cse, precision, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-matmul, fold-scale, layout, dce, plan-memory");
+                                           "the passes are: fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-matmul, fold-scale, layout, dce, plan-memory");
     cr_assert_eq(ampc_graph_node_count(g), 5); /* nothing ran */
     ampc_graph_destroy(g);
 
@@ -482,10 +483,10 @@ Test(pipeline, unknown_pass_names_are_errors_listing_the_valid_ones) {
     ampc_pipeline_options o2 = {.dump_after = "fuse"};
     cr_assert_eq(ampc_graph_optimize(g, &o2), AMPC_E_INVALID_ARG);
     cr_assert_str_eq(ampc_graph_errors(g), "unknown pass 'fuse' to dump the IR after; the passes "
-                                           "are: fold, cse, precision, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-matmul, fold-scale, layout, dce, plan-memory");
+                                           "are: fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-matmul, fold-scale, layout, dce, plan-memory");
     ampc_graph_clear_errors(g);
     cr_assert_eq(ampc_pipeline_run_pass(g, "cse2", &o2), AMPC_E_INVALID_ARG);
-    t_expect_diag(g, "unknown pass 'cse2' to run; the passes are: fold, cse, precision, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-matmul, fold-scale, layout, dce, plan-memory");
+    t_expect_diag(g, "unknown pass 'cse2' to run; the passes are: fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-matmul, fold-scale, layout, dce, plan-memory");
     ampc_graph_destroy(g);
 }
 
@@ -511,11 +512,11 @@ Test(pipeline, verifies_the_input_graph_and_refuses_graphs_with_errors) {
 Test(pipeline, the_registry_lists_and_finds_passes) {
     int32_t n;
     const ampc_pass_info *list = ampc_pass_list(&n);
-    cr_assert_eq(n, 12);
-    const char *names[12] = {"fold",      "cse",         "precision",  "fuse-gelu",
-                             "fuse-softmax", "partition", "fuse-conv", "fuse-matmul",
-                             "fold-scale", "layout",      "dce",        "plan-memory"};
-    for (int i = 0; i < 11; i++) cr_assert_str_eq(list[i].name, names[i]);
+    cr_assert_eq(n, 13);
+    const char *names[13] = {"fold", "cse", "precision", "sparsity", "fuse-gelu", "fuse-softmax",
+                             "partition", "fuse-conv", "fuse-matmul", "fold-scale", "layout", "dce",
+                             "plan-memory"};
+    for (int i = 0; i < 13; i++) cr_assert_str_eq(list[i].name, names[i]);
     cr_assert_eq(ampc_pass_find("cse")->run, ampc_pass_cse);
     cr_assert_null(ampc_pass_find("CSE"));
     cr_assert_null(ampc_pass_find(NULL));
@@ -529,22 +530,24 @@ Test(pipeline, the_registry_lists_and_finds_passes) {
                         "   2. cse          merge identical nodes and identical small constants\n"
                         "   3. precision    with --precision fp16|bf16, move f32 tensors to the "
                         "low type as the op table's policy says\n"
-                        "   4. fuse-gelu    turn GELU written out with Erf (x * 0.5 * (1 + erf(x / "
+                        "   4. sparsity     with --sparsity verify|prune, mark (prune: make) 2:4 "
+                        "sparse constant weights of matmuls/convs\n"
+                        "   5. fuse-gelu    turn GELU written out with Erf (x * 0.5 * (1 + erf(x / "
                         "sqrt 2))) into one Gelu\n"
-                        "   5. fuse-softmax turn Softmax guarded by Where(IsNaN(s), 0, s) into one "
+                        "   6. fuse-softmax turn Softmax guarded by Where(IsNaN(s), 0, s) into one "
                         "ampc.SafeSoftmax\n"
-                        "   6. partition    with --gpus N --partition tensor, split matmul pairs "
+                        "   7. partition    with --gpus N --partition tensor, split matmul pairs "
                         "across the GPUs, one all-reduce each\n"
-                        "   7. fuse-conv    fold a residual Add and a ReLU after a Conv into one "
+                        "   8. fuse-conv    fold a residual Add and a ReLU after a Conv into one "
                         "ampc.FusedConv\n"
-                        "   8. fuse-matmul  fold a bias Add, a residual Add and a ReLU after a "
+                        "   9. fuse-matmul  fold a bias Add, a residual Add and a ReLU after a "
                         "MatMul into one ampc.FusedMatMul\n"
-                        "   9. fold-scale   fold a scalar product after a matmul with constant weights "
+                        "  10. fold-scale   fold a scalar product after a matmul with constant weights "
                         "into the weights\n"
-                        "  10. layout       run 2-D f16/bf16 convolutions channels-last "
+                        "  11. layout       run 2-D f16/bf16 convolutions channels-last "
                         "(transposes where it changes; --layout nchw: off)\n"
-                        "  11. dce          remove nodes that no graph output depends on\n"
-                        "  12. plan-memory  place constants in the weights blob and every other "
+                        "  12. dce          remove nodes that no graph output depends on\n"
+                        "  13. plan-memory  place constants in the weights blob and every other "
                          "value in the arena (liveness)\n");
     free(t);
 }
