@@ -104,19 +104,22 @@ static ampc_value *shard(ampc_graph *g, const ampc_value *m, bool rows, int64_t 
 }
 
 /* A copy of node n for rank r reading `in` (and n's other inputs from `more`), its one output
- * returned; NULL on failure (diagnosed). */
+ * returned; NULL on failure (diagnosed). The sparsity pass's sparse24 mark stays only when
+ * keep_sparse: a row split of a 2:4 weight (groups of 4 along K, its rows) keeps the pattern
+ * only when each rank's rows are whole groups. */
 static ampc_value *rank_node(ampc_graph *g, const ampc_node *n, ampc_opcode op, ampc_value *in,
-                             ampc_value *more, int32_t rank) {
+                             ampc_value *more, int32_t rank, bool keep_sparse) {
     ampc_attr *attrs = ampc_ir_alloc(g, (size_t)(n->n_attrs + 1) * sizeof *attrs);
     if (!attrs) return NULL;
-    memcpy(attrs, n->attrs, (size_t)n->n_attrs * sizeof *attrs);
-    attrs[n->n_attrs] = (ampc_attr){.name = "rank", .kind = AMPC_ATTR_INT, .i = rank};
+    int32_t k = 0;
+    for (int32_t i = 0; i < n->n_attrs; i++)
+        if (keep_sparse || strcmp(n->attrs[i].name, "sparse24")) attrs[k++] = n->attrs[i];
+    attrs[k] = (ampc_attr){.name = "rank", .kind = AMPC_ATTR_INT, .i = rank};
     ampc_value *ins[2] = {in, more};
     char name[160];
     snprintf(name, sizeof name, "%.140s_rank%d", n->name, rank);
     ampc_node *out;
-    if (ampc_ir_node_build(g, op, name, ins, more ? 2 : 1, attrs, n->n_attrs + 1, 1, NULL, &out) !=
-        AMPC_OK)
+    if (ampc_ir_node_build(g, op, name, ins, more ? 2 : 1, attrs, k + 1, 1, NULL, &out) != AMPC_OK)
         return NULL;
     return out->outputs[0];
 }
@@ -127,15 +130,15 @@ static ampc_value *split_rank(ampc_graph *g, const mlp_pair *p, int32_t r, int64
     ampc_value *w1 = shard(g, m->inputs[1], false, r * h, h, r);
     ampc_value *w2 = shard(g, p->second->inputs[1], true, r * h, h, r);
     if (!w1 || !w2) return NULL;
-    ampc_value *v = rank_node(g, m, AMPC_OP_MATMUL, m->inputs[0], w1, r);
+    ampc_value *v = rank_node(g, m, AMPC_OP_MATMUL, m->inputs[0], w1, r, true);
     if (v && p->bias) {
         const ampc_value *b = p->bias->inputs[0]->data ? p->bias->inputs[0] : p->bias->inputs[1];
         ampc_value *bs = shard(g, b, false, r * h, h, r);
-        v = bs ? rank_node(g, p->bias, AMPC_OP_ADD, v, bs, r) : NULL;
+        v = bs ? rank_node(g, p->bias, AMPC_OP_ADD, v, bs, r, true) : NULL;
     }
     for (int32_t i = 0; v && i < p->n_chain; i++)
-        v = rank_node(g, p->chain[i], p->chain[i]->op, v, NULL, r);
-    return v ? rank_node(g, p->second, AMPC_OP_MATMUL, v, w2, r) : NULL;
+        v = rank_node(g, p->chain[i], p->chain[i]->op, v, NULL, r, true);
+    return v ? rank_node(g, p->second, AMPC_OP_MATMUL, v, w2, r, h % 4 == 0) : NULL;
 }
 
 /* Replaces the pair by its R ranks and an ampc.AllReduce writing the pair's own output value. */

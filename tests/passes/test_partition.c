@@ -2,8 +2,8 @@
  * test_partition.c — the partition pass (tensor parallelism): a two-layer perceptron split over
  * 2 and 4 ranks computes what the whole one computes (reference evaluator, which runs every rank
  * and the all-reduce); each rank's weights are its slice of the original (checked element by
- * element), every split node carries its rank; pairs that cannot split stay whole; the options
- * are checked; the IR prints and parses back.
+ * element), every split node carries its rank; pairs that cannot split stay whole; 2:4 marks
+ * stay only where a shard is still 2:4; the options are checked; the IR prints and parses back.
  */
 #include "support.h"
 
@@ -162,4 +162,26 @@ Test(partition, all_reduce_sums_and_checks_shapes) {
     cr_assert(strstr(ampc_graph_errors(g), "every rank's input must have one shape: input 0 'a' and "
                                            "input 1 'c' differ"), "%s", ampc_graph_errors(g));
     ampc_graph_destroy(g);
+}
+
+static int32_t marked(const ampc_graph *g, ampc_opcode op) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        n += g->nodes[i]->op == op && ampc_ir_attr_find(g->nodes[i], "sparse24") != NULL;
+    return n;
+}
+
+/* A pruned (2:4) pair keeps its marks where each rank's weight is still 2:4: W2 split by rows
+ * only when each rank has whole groups of 4 rows (W1's K = 6 is not eligible at all). */
+Test(partition, sparse_marks_follow_the_split) {
+    for (int32_t r = 2; r <= 4; r += 2) {
+        ampc_graph *g = mlp(H, false);
+        ampc_pipeline_options o = ranks(r);
+        o.sparsity = AMPC_SPARSITY_PRUNE;
+        cr_assert_eq(ampc_graph_optimize(g, &o), AMPC_OK, "%s", ampc_graph_errors(g));
+        cr_assert_eq(marked(g, AMPC_OP_FUSED_MATMUL), 0, "%s", ampc_graph_to_text(g, false));
+        cr_assert_eq(marked(g, AMPC_OP_MATMUL), (H / r) % 4 == 0 ? r : 0, "%d ranks:\n%s", r,
+                     ampc_graph_to_text(g, false));
+        ampc_graph_destroy(g);
+    }
 }
