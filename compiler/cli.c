@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L /* strndup, getpid */
 #include "compiler/cli.h"
 
+#include "compiler/artifact.h"
 #include "compiler/auto_precision.h"
 
 #include "ir/ir.h"
@@ -17,6 +18,7 @@
 #include <math.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,11 +31,26 @@ static bool has_suffix(const char *s, const char *suffix) {
     return n >= k && !strcmp(s + n - k, suffix);
 }
 
-/* Reads a whole file; NULL with a message on failure. */
+/* Reads a whole regular file; NULL with a message on failure. A FIFO, device or folder is
+ * refused before anything is read (opened non-blocking, so a FIFO cannot stall the open). */
 static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
         fprintf(stderr, "ampc: cannot open '%s': %s\n", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        fprintf(stderr, "ampc: cannot read '%s': not a regular file (%s); give a model file\n", path,
+                S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a folder" : "a device or socket");
+        close(fd);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        fprintf(stderr, "ampc: cannot read '%s': %s\n", path, strerror(errno));
+        close(fd);
         return NULL;
     }
     ampc_strbuf sb = {0};
@@ -56,6 +73,7 @@ static char *read_file(const char *path, size_t *len) {
  * half-written file; "-" writes to stdout. */
 static bool write_file_atomic(const char *path, const char *text) {
     if (!strcmp(path, "-")) return fputs(text, stdout) >= 0;
+    ampc_artifact_sweep_stale(path);
     ampc_strbuf tmp = {0};
     ampc_sb_printf(&tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp.data, "wb");
@@ -109,8 +127,9 @@ static ampc_graph *load_model(const ampc_cli_options *o) {
         io.max_batch = o->max_batch;
         ampc_status st = ampc_onnx_import_file(o->model, &io, &g, &err);
         for (int i = 0; i < o->n_shapes; i++) free((char *)shapes[i].name);
-        if (st != AMPC_OK) {
-            fprintf(stderr, "ampc: %s: %s\n", o->model, err ? err : ampc_status_str(st));
+        if (st != AMPC_OK) { /* the importer's message names the file */
+            if (err) fprintf(stderr, "ampc: %s\n", err);
+            else fprintf(stderr, "ampc: %s: %s\n", o->model, ampc_status_str(st));
             free(err);
             return NULL;
         }

@@ -11,10 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Runs `ampc ARGS` through the shell; returns the exit status and the combined output. */
+/* Runs `ampc ARGS` through the shell, killed after 60 s (exit status 124) so that a command that
+ * blocks fails its test without leaving a process behind; returns the exit status and the
+ * combined output. */
 static int ampc(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int ampc(char **out, const char *fmt, ...) {
     char args[2048], cmd[4096];
@@ -22,7 +25,7 @@ static int ampc(char **out, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
-    snprintf(cmd, sizeof cmd, "%s/bin/ampc %s 2>&1", AMPC_BINARY_DIR, args);
+    snprintf(cmd, sizeof cmd, "timeout 60 %s/bin/ampc %s 2>&1", AMPC_BINARY_DIR, args);
     FILE *p = popen(cmd, "r");
     cr_assert_not_null(p);
     ampc_strbuf sb = {0};
@@ -187,6 +190,47 @@ Test(cli, parse_errors_name_file_line_and_column) {
     cr_assert(strstr(out, "bad.ir:3:"), "%s", out);
     free(out);
     cr_assert_eq(ampc(&out, "%s/missing.ir --emit ir", d), 1);
+    cr_assert(strstr(out, "cannot open"), "%s", out);
+    free(out);
+    rmdir_all(d);
+}
+
+/* A model path that is a FIFO, or a folder, is refused at once naming the file; if opening the
+ * FIFO blocked (nothing ever writes to it), ampc() would kill the command and the test fail. */
+Test(cli, ir_text_that_is_not_a_regular_file_is_refused, .timeout = 200) {
+    char *d = tmpdir(), path[512], *out;
+    snprintf(path, sizeof path, "%s/pipe.ir", d);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    cr_assert_eq(ampc(&out, "%s --emit ir", path), 1);
+    cr_assert(strstr(out, "pipe.ir': not a regular file (a FIFO)"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "inspect %s", path), 1);
+    cr_assert(strstr(out, "pipe.ir': not a regular file (a FIFO)"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --emit ir", d), 1);
+    cr_assert(strstr(out, "not a regular file (a folder)"), "%s", out);
+    free(out);
+    rmdir_all(d);
+}
+
+/* Occurrences of needle in s. */
+static int count(const char *s, const char *needle) {
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
+    return n;
+}
+
+/* An ONNX import error is printed once, naming the file once. */
+Test(cli, onnx_import_errors_are_printed_once) {
+    char *d = tmpdir(), path[512], *out;
+    snprintf(path, sizeof path, "%s/broken-model.onnx", d);
+    write_text(path, "this is not a protobuf message \xff\xff\xff");
+    cr_assert_eq(ampc(&out, "%s -o %s/x.so", path, d), 1);
+    cr_assert_eq(count(out, "broken-model.onnx"), 1, "%s", out);
+    cr_assert_eq(count(out, "ampc: "), 1, "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s/missing.onnx --emit ir", d), 1);
+    cr_assert_eq(count(out, "missing.onnx"), 1, "%s", out);
     cr_assert(strstr(out, "cannot open"), "%s", out);
     free(out);
     rmdir_all(d);
