@@ -635,6 +635,29 @@ static double next_unit(uint64_t *s) {
     return (double)((*s * 2685821657736338717ull) >> 11) / 9007199254740992.0;
 }
 
+/* A zeroed host tensor for input or output `name`; false with a message naming it when it cannot
+ * be held. One larger than the machine's memory is refused before allocating (calloc could
+ * succeed lazily and the process die filling it). */
+static bool host_tensor(const char *kind, const char *name, ampc_dtype dt, const ampc_shape *s,
+                        ampc_tensor *t) {
+    char sh[AMPC_SHAPE_STR_MAX];
+    int64_t bytes = ampc_shape_numel(s) * (int64_t)ampc_dtype_size(dt), host = ampc_host_memory_bytes();
+    if (bytes > host) {
+        fprintf(stderr, "ampc: %s '%s' %s%s takes %lld bytes (%.3g GiB), more than this machine's "
+                "%.3g GiB of memory\n", kind, name, ampc_dtype_name(dt), ampc_shape_str(s, sh, sizeof sh),
+                (long long)bytes, bytes / 1073741824.0, host / 1073741824.0);
+        return false;
+    }
+    void *data = calloc((size_t)bytes + 1, 1);
+    if (!data) {
+        fprintf(stderr, "ampc: out of host memory allocating %s '%s' %s%s (%lld bytes)\n", kind, name,
+                ampc_dtype_name(dt), ampc_shape_str(s, sh, sizeof sh), (long long)bytes);
+        return false;
+    }
+    *t = (ampc_tensor){dt, *s, data};
+    return true;
+}
+
 /* Reads --input NAME=FILE for each input; the others get random data (floats uniform in
  * [-1, 1), integers 0, bools false: integer inputs are most often indices or lengths), each
  * said on stderr. False with a message on a bad option or file. */
@@ -668,8 +691,7 @@ static bool read_inputs(const ampc_cli_options *o, const io_list *l, ampc_tensor
         if (in[i].dtype != AMPC_DTYPE_UNDEFINED) continue;
         char t[AMPC_SHAPE_STR_MAX];
         int64_t n = ampc_shape_numel(&l->shapes[i]);
-        in[i] = (ampc_tensor){l->dtypes[i], l->shapes[i],
-                              ampc_xcalloc((size_t)n * ampc_dtype_size(l->dtypes[i]) + 1, 1)};
+        if (!host_tensor("input", l->names[i], l->dtypes[i], &l->shapes[i], &in[i])) return false;
         if (ampc_dtype_is_float(l->dtypes[i]))
             for (int64_t k = 0; k < n; k++)
                 ampc_ref_store_f64(in[i].data, in[i].dtype, k, 2 * next_unit(&seed) - 1);
@@ -891,16 +913,14 @@ int ampc_cli_run(const ampc_cli_options *o) {
     }
     ampc_tensor *in = ampc_xcalloc((size_t)li.n + 1, sizeof *in);
     ampc_tensor *out = ampc_xcalloc((size_t)lo.n + 1, sizeof *out);
-    for (int32_t i = 0; i < lo.n; i++)
-        out[i] = (ampc_tensor){lo.dtypes[i], lo.shapes[i],
-                               ampc_xcalloc((size_t)ampc_shape_numel(&lo.shapes[i]) *
-                                                ampc_dtype_size(lo.dtypes[i]) + 1, 1)};
     bool ok = read_inputs(o, &li, in);
+    for (int32_t i = 0; ok && plan && i < lo.n; i++) /* the reference evaluator allocates its own */
+        ok = host_tensor("output", lo.names[i], lo.dtypes[i], &lo.shapes[i], &out[i]);
     if (ok && !plan) {
         ampc_tensor *ref = ampc_xcalloc((size_t)lo.n + 1, sizeof *ref);
         ok = ampc_graph_evaluate(g, in, li.n, ref, lo.n) == AMPC_OK;
         if (!ok) fprintf(stderr, "ampc: %s: evaluation failed:\n%s\n", o->model, ampc_graph_errors(g));
-        for (int32_t i = 0; ok && i < lo.n; i++) ampc_tensor_free(&out[i]), out[i] = ref[i];
+        for (int32_t i = 0; ok && i < lo.n; i++) out[i] = ref[i];
         free(ref);
     } else if (ok) {
         ok = run_plan(plan, o, in, li.n, out, lo.n);

@@ -236,6 +236,33 @@ Test(cli, onnx_import_errors_are_printed_once) {
     rmdir_all(d);
 }
 
+/* Tensors larger than the machine's memory are refused before allocating, naming the tensor and
+ * its size: an input given random data, and a value the reference evaluator would compute.
+ * Compiling such a model is fine (nothing is allocated; the runtime refuses it at load). */
+Test(cli, tensors_larger_than_host_memory_are_refused_before_allocating) {
+    char *d = tmpdir(), path[512], *out;
+    snprintf(path, sizeof path, "%s/big-input.ir", d);
+    write_text(path, "graph \"g\" {\n  input %x : f32[1000000000,1000000000]\n"
+                     "  %y : f32[1000000000,1000000000] = Relu(%x) @\"r\"\n  output %y\n}\n");
+    cr_assert_eq(ampc(&out, "run %s --reference", path), 1);
+    cr_assert(strstr(out, "input 'x' f32[1000000000,1000000000] takes 4000000000000000000 bytes") &&
+              strstr(out, "more than this machine's"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --emit ir -o %s/big.ir", path, d), 0, "%s", out);
+    free(out);
+    snprintf(path, sizeof path, "%s/big-value.ir", d);
+    write_text(path, "graph \"g\" {\n  input %x : f32[1]\n"
+                     "  const %s : i64[2] = [1000000000, 1000000000]\n"
+                     "  %y : f32[1000000000,1000000000] = Expand(%x, %s) @\"grow\"\n"
+                     "  %z : f32[] = ReduceSum(%y) {keepdims=0} @\"sum\"\n  output %z\n}\n");
+    cr_assert_eq(ampc(&out, "run %s --reference", path), 1);
+    cr_assert(strstr(out, "(Expand 'grow'): value 'y' f32[1000000000,1000000000] takes "
+                          "4000000000000000000 bytes") &&
+              strstr(out, "the reference evaluator cannot hold it"), "%s", out);
+    free(out);
+    rmdir_all(d);
+}
+
 Test(cli, run_reference_reads_and_writes_npy) {
     char *d = tmpdir(), model[512], x[512], y[600], *out, *err = NULL;
     snprintf(model, sizeof model, "%s/m.ir", d);
