@@ -681,7 +681,8 @@ static bool read_inputs(const ampc_cli_options *o, const io_list *l, ampc_tensor
         char *err = NULL;
         ampc_tensor_free(&in[idx]);
         if (ampc_tensor_read_file(eq + 1, &in[idx], NULL, &err) != AMPC_OK) {
-            fprintf(stderr, "ampc: %s: %s\n", eq + 1, err ? err : "cannot read tensor");
+            if (err) fprintf(stderr, "ampc: %s\n", err); /* the reader's message names the file */
+            else fprintf(stderr, "ampc: %s: cannot read tensor\n", eq + 1);
             free(err);
             return false;
         }
@@ -732,7 +733,8 @@ static bool read_calibration(const ampc_cli_options *o, const io_list *l, ampc_t
                     ampc_shape_str(&in[i].shape, got, sizeof got));
             s = AMPC_E_SHAPE;
         } else if (s != AMPC_OK) {
-            fprintf(stderr, "ampc: %s: %s\n", path.data, err ? err : "cannot read tensor");
+            if (err) fprintf(stderr, "ampc: %s\n", err); /* the reader's message names the file */
+            else fprintf(stderr, "ampc: %s: cannot read tensor\n", path.data);
         }
         free(err);
         ampc_sb_free(&path);

@@ -220,7 +220,7 @@ static int count(const char *s, const char *needle) {
     return n;
 }
 
-/* An ONNX import error is printed once, naming the file once. */
+/* An ONNX import error is printed once, naming the file once; so is a tensor file's error. */
 Test(cli, onnx_import_errors_are_printed_once) {
     char *d = tmpdir(), path[512], *out;
     snprintf(path, sizeof path, "%s/broken-model.onnx", d);
@@ -231,6 +231,13 @@ Test(cli, onnx_import_errors_are_printed_once) {
     free(out);
     cr_assert_eq(ampc(&out, "%s/missing.onnx --emit ir", d), 1);
     cr_assert_eq(count(out, "missing.onnx"), 1, "%s", out);
+    cr_assert(strstr(out, "cannot open"), "%s", out);
+    free(out);
+    /* The same for tensor files given with --input. */
+    snprintf(path, sizeof path, "%s/m.ir", d);
+    write_text(path, model_text);
+    cr_assert_eq(ampc(&out, "run %s --reference --input x=%s/missing-x.npy", path, d), 1);
+    cr_assert_eq(count(out, "missing-x.npy"), 1, "%s", out);
     cr_assert(strstr(out, "cannot open"), "%s", out);
     free(out);
     rmdir_all(d);
