@@ -18,8 +18,12 @@
 #include "compiler/module.h"
 #include "ir/base.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,6 +219,38 @@ static void remove_tmp(tmp_files *t) {
     if (t->dir[0]) rmdir(t->dir);
 }
 
+/* Removes the temporaries PATH.tmp.PID that compiles killed while writing PATH left beside it:
+ * regular files whose PID no longer runs (kill(PID, 0) fails with ESRCH). A file whose process is
+ * alive, or whose liveness cannot be told (EPERM: another user's process), is left alone, and so
+ * is this process's own. Errors are ignored: sweeping is tidying, never a reason to fail. */
+void ampc_artifact_sweep_stale(const char *path) {
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    char dir[4096];
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    size_t blen = strlen(base);
+    if (!blen) return;
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *name = e->d_name;
+        if (strncmp(name, base, blen) || strncmp(name + blen, ".tmp.", 5)) continue;
+        const char *digits = name + blen + 5;
+        if (*digits < '1' || *digits > '9' || strspn(digits, "0123456789") != strlen(digits)) continue;
+        errno = 0;
+        long long pid = strtoll(digits, NULL, 10);
+        if (errno || pid > INT_MAX || (pid_t)pid == getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        struct stat st;
+        if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+        (void)unlinkat(dirfd(d), name, 0);
+    }
+    closedir(d);
+}
+
 /* Runs argv (no shell) with stdout and stderr into log; AMPC_OK when it exits 0. */
 static ampc_status run_tool(char *const *argv, const char *log, char **err) {
     pid_t pid = fork();
@@ -395,6 +431,13 @@ ampc_status ampc_module_write_library(const ampc_module *m, const char *path,
     const char *base = strrchr(path, '/');
     char side_name[4200];
     snprintf(side_name, sizeof side_name, "%s.weights", base ? base + 1 : path);
+
+    ampc_artifact_sweep_stale(path);
+    ampc_artifact_sweep_stale(hp.data);
+    ampc_strbuf side_any = {0}; /* the weights file's temporaries, whether or not this one has it */
+    ampc_sb_printf(&side_any, "%s.weights", path);
+    ampc_artifact_sweep_stale(side_any.data);
+    ampc_sb_free(&side_any);
 
     tmp_files t = {0};
     const char *tmpdir = getenv("TMPDIR");

@@ -25,4 +25,9 @@ char *ampc_artifact_header(const ampc_module *m, const char *name, const char *s
 ampc_status ampc_artifact_toolchain(const char *cc, char *cc_path, size_t cc_cap, char *runtime,
                                     size_t runtime_cap, char **err);
 
+/* Removes PATH.tmp.PID files beside PATH whose process PID no longer runs (the temporaries of
+ * killed compiles); never the file of a live process. ampc_module_write_library calls it for the
+ * library, its header and its weights file before writing them. */
+void ampc_artifact_sweep_stale(const char *path);
+
 #endif

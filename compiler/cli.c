@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L /* strndup, getpid */
 #include "compiler/cli.h"
 
+#include "compiler/artifact.h"
 #include "compiler/auto_precision.h"
 
 #include "ir/ir.h"
@@ -17,6 +18,7 @@
 #include <math.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,11 +31,26 @@ static bool has_suffix(const char *s, const char *suffix) {
     return n >= k && !strcmp(s + n - k, suffix);
 }
 
-/* Reads a whole file; NULL with a message on failure. */
+/* Reads a whole regular file; NULL with a message on failure. A FIFO, device or folder is
+ * refused before anything is read (opened non-blocking, so a FIFO cannot stall the open). */
 static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
         fprintf(stderr, "ampc: cannot open '%s': %s\n", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        fprintf(stderr, "ampc: cannot read '%s': not a regular file (%s); give a model file\n", path,
+                S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a folder" : "a device or socket");
+        close(fd);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        fprintf(stderr, "ampc: cannot read '%s': %s\n", path, strerror(errno));
+        close(fd);
         return NULL;
     }
     ampc_strbuf sb = {0};
@@ -56,6 +73,7 @@ static char *read_file(const char *path, size_t *len) {
  * half-written file; "-" writes to stdout. */
 static bool write_file_atomic(const char *path, const char *text) {
     if (!strcmp(path, "-")) return fputs(text, stdout) >= 0;
+    ampc_artifact_sweep_stale(path);
     ampc_strbuf tmp = {0};
     ampc_sb_printf(&tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp.data, "wb");
@@ -109,8 +127,9 @@ static ampc_graph *load_model(const ampc_cli_options *o) {
         io.max_batch = o->max_batch;
         ampc_status st = ampc_onnx_import_file(o->model, &io, &g, &err);
         for (int i = 0; i < o->n_shapes; i++) free((char *)shapes[i].name);
-        if (st != AMPC_OK) {
-            fprintf(stderr, "ampc: %s: %s\n", o->model, err ? err : ampc_status_str(st));
+        if (st != AMPC_OK) { /* the importer's message names the file */
+            if (err) fprintf(stderr, "ampc: %s\n", err);
+            else fprintf(stderr, "ampc: %s: %s\n", o->model, ampc_status_str(st));
             free(err);
             return NULL;
         }
@@ -677,6 +696,29 @@ static double next_unit(uint64_t *s) {
     return (double)((*s * 2685821657736338717ull) >> 11) / 9007199254740992.0;
 }
 
+/* A zeroed host tensor for input or output `name`; false with a message naming it when it cannot
+ * be held. One larger than the machine's memory is refused before allocating (calloc could
+ * succeed lazily and the process die filling it). */
+static bool host_tensor(const char *kind, const char *name, ampc_dtype dt, const ampc_shape *s,
+                        ampc_tensor *t) {
+    char sh[AMPC_SHAPE_STR_MAX];
+    int64_t bytes = ampc_shape_numel(s) * (int64_t)ampc_dtype_size(dt), host = ampc_host_memory_bytes();
+    if (bytes > host) {
+        fprintf(stderr, "ampc: %s '%s' %s%s takes %lld bytes (%.3g GiB), more than this machine's "
+                "%.3g GiB of memory\n", kind, name, ampc_dtype_name(dt), ampc_shape_str(s, sh, sizeof sh),
+                (long long)bytes, bytes / 1073741824.0, host / 1073741824.0);
+        return false;
+    }
+    void *data = calloc((size_t)bytes + 1, 1);
+    if (!data) {
+        fprintf(stderr, "ampc: out of host memory allocating %s '%s' %s%s (%lld bytes)\n", kind, name,
+                ampc_dtype_name(dt), ampc_shape_str(s, sh, sizeof sh), (long long)bytes);
+        return false;
+    }
+    *t = (ampc_tensor){dt, *s, data};
+    return true;
+}
+
 /* Reads --input NAME=FILE for each input; the others get random data (floats uniform in
  * [-1, 1), integers 0, bools false: integer inputs are most often indices or lengths), each
  * said on stderr. False with a message on a bad option or file. */
@@ -700,7 +742,8 @@ static bool read_inputs(const ampc_cli_options *o, const io_list *l, ampc_tensor
         char *err = NULL;
         ampc_tensor_free(&in[idx]);
         if (ampc_tensor_read_file(eq + 1, &in[idx], NULL, &err) != AMPC_OK) {
-            fprintf(stderr, "ampc: %s: %s\n", eq + 1, err ? err : "cannot read tensor");
+            if (err) fprintf(stderr, "ampc: %s\n", err); /* the reader's message names the file */
+            else fprintf(stderr, "ampc: %s: cannot read tensor\n", eq + 1);
             free(err);
             return false;
         }
@@ -710,8 +753,7 @@ static bool read_inputs(const ampc_cli_options *o, const io_list *l, ampc_tensor
         if (in[i].dtype != AMPC_DTYPE_UNDEFINED) continue;
         char t[AMPC_SHAPE_STR_MAX];
         int64_t n = ampc_shape_numel(&l->shapes[i]);
-        in[i] = (ampc_tensor){l->dtypes[i], l->shapes[i],
-                              ampc_xcalloc((size_t)n * ampc_dtype_size(l->dtypes[i]) + 1, 1)};
+        if (!host_tensor("input", l->names[i], l->dtypes[i], &l->shapes[i], &in[i])) return false;
         if (ampc_dtype_is_float(l->dtypes[i]))
             for (int64_t k = 0; k < n; k++)
                 ampc_ref_store_f64(in[i].data, in[i].dtype, k, 2 * next_unit(&seed) - 1);
@@ -752,7 +794,8 @@ static bool read_calibration(const ampc_cli_options *o, const io_list *l, ampc_t
                     ampc_shape_str(&in[i].shape, got, sizeof got));
             s = AMPC_E_SHAPE;
         } else if (s != AMPC_OK) {
-            fprintf(stderr, "ampc: %s: %s\n", path.data, err ? err : "cannot read tensor");
+            if (err) fprintf(stderr, "ampc: %s\n", err); /* the reader's message names the file */
+            else fprintf(stderr, "ampc: %s: cannot read tensor\n", path.data);
         }
         free(err);
         ampc_sb_free(&path);
@@ -993,16 +1036,14 @@ int ampc_cli_run(const ampc_cli_options *o) {
     }
     ampc_tensor *in = ampc_xcalloc((size_t)li.n + 1, sizeof *in);
     ampc_tensor *out = ampc_xcalloc((size_t)lo.n + 1, sizeof *out);
-    for (int32_t i = 0; i < lo.n; i++)
-        out[i] = (ampc_tensor){lo.dtypes[i], lo.shapes[i],
-                               ampc_xcalloc((size_t)ampc_shape_numel(&lo.shapes[i]) *
-                                                ampc_dtype_size(lo.dtypes[i]) + 1, 1)};
     bool ok = read_inputs(o, &li, in);
+    for (int32_t i = 0; ok && plan && i < lo.n; i++) /* the reference evaluator allocates its own */
+        ok = host_tensor("output", lo.names[i], lo.dtypes[i], &lo.shapes[i], &out[i]);
     if (ok && !plan) {
         ampc_tensor *ref = ampc_xcalloc((size_t)lo.n + 1, sizeof *ref);
         ok = ampc_graph_evaluate(g, in, li.n, ref, lo.n) == AMPC_OK;
         if (!ok) fprintf(stderr, "ampc: %s: evaluation failed:\n%s\n", o->model, ampc_graph_errors(g));
-        for (int32_t i = 0; ok && i < lo.n; i++) ampc_tensor_free(&out[i]), out[i] = ref[i];
+        for (int32_t i = 0; ok && i < lo.n; i++) out[i] = ref[i];
         free(ref);
     } else if (ok) {
         ok = run_plan(plan, o, in, li.n, out, lo.n);

@@ -135,6 +135,9 @@ typedef struct ampc_rt_model ampc_rt_model;
  *   AMPC_E_UNSUPPORTED  the device's compute capability is below 8.0; no image for the device;
  *                       a step no provider can run (asymmetric convolution pads, no cuBLASLt
  *                       algorithm for a matmul...), naming the step
+ *   AMPC_E_OOM          the arena and weights together exceed the device's whole memory
+ *                       (checked before allocating; the message gives the sizes and the largest
+ *                       input or output)
  *   AMPC_E_CUDA         a CUDA/cuBLASLt/cuDNN call failed (out of device memory, a PTX the
  *                       driver rejects, with its log), or a library is missing or too old */
 AMPC_API ampc_status ampc_rt_model_create(const ampc_rt_plan *plan, int32_t device,

@@ -2,11 +2,13 @@
  * base.c — assert, allocation wrappers, arena, string buffer, string map and half-precision
  * conversions (see base.h).
  */
+#define _POSIX_C_SOURCE 200809L /* sysconf */
 #include "base.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 _Noreturn void ampc_assert_fail(const char *file, int line, const char *cond) {
     fprintf(stderr, "ampc: internal error at %s:%d: assertion failed: %s\n", file, line, cond);
@@ -28,6 +30,12 @@ void *ampc_xcalloc(size_t n, size_t size) {
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p) oom(n * size);
     return p;
+}
+
+int64_t ampc_host_memory_bytes(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return INT64_MAX;
+    return (int64_t)pages > INT64_MAX / page ? INT64_MAX : (int64_t)pages * page;
 }
 
 void *ampc_xrealloc(void *p, size_t n) {

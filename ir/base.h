@@ -31,6 +31,10 @@ void *ampc_xcalloc(size_t n, size_t size);
 void *ampc_xrealloc(void *p, size_t n);
 char *ampc_xstrdup(const char *s);
 
+/* The machine's physical memory in bytes (INT64_MAX when it cannot be told). A tensor larger than
+ * this cannot be held in host memory at all: it is refused before allocating, naming it. */
+int64_t ampc_host_memory_bytes(void);
+
 /* ---- arena ---------------------------------------------------------------------------------- */
 
 /* A bump allocator: allocations live until the arena is freed. Blocks grow geometrically; an

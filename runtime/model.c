@@ -239,6 +239,28 @@ static ampc_status build(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e) {
 
     c->arena_bytes = p->arena_bytes;
     c->weights_bytes = p->weights_bytes;
+    /* A plan that cannot fit the device at all is refused before allocating, with the sizes and
+     * the largest input or output (the usual cause: a huge declared shape). */
+    size_t free_b = 0, total_b = 0;
+    RT_CUDA(e, cudaMemGetInfo(&free_b, &total_b));
+    if (p->arena_bytes > (int64_t)total_b || p->weights_bytes > (int64_t)total_b - p->arena_bytes) {
+        const ampc_rt_io *big = NULL;
+        int64_t big_bytes = -1;
+        for (int32_t i = 0; i < p->n_inputs + p->n_outputs; i++) {
+            const ampc_rt_io *io = i < p->n_inputs ? &p->inputs[i] : &p->outputs[i - p->n_inputs];
+            if (io->ref.bytes > big_bytes) big = io, big_bytes = io->ref.bytes;
+        }
+        char largest[512] = "";
+        if (big)
+            snprintf(largest, sizeof largest, "; its largest input or output, '%s', takes %lld bytes",
+                     big->name, (long long)big_bytes);
+        return rt_fail(e, AMPC_E_OOM,
+                       "the model needs %lld bytes of GPU memory (%lld for activations, %lld for "
+                       "weights), more than device %d (%s) has in all (%llu bytes)%s",
+                       (long long)p->arena_bytes + (long long)p->weights_bytes,
+                       (long long)p->arena_bytes, (long long)p->weights_bytes, (int)c->dev.index,
+                       c->dev.name, (unsigned long long)total_b, largest);
+    }
     if (p->arena_bytes > 0) {
         RT_CUDA(e, cudaMalloc((void **)&c->arena, (size_t)p->arena_bytes));
         /* zeroed once so that nothing a run computes depends on what the allocator left there */

@@ -17,6 +17,9 @@
 #                  be whole (header, length, SHA-256) and the library either the old one, byte
 #                  for byte, or a complete new one; then a compile on the cache the kills left
 #                  must give the reference PTX
+#   5. sweep       the next compile to k.so must remove the temporaries (k.so.tmp.PID,
+#                  k.h.tmp.PID) the kills left, and two planted for a pid that has exited, and
+#                  keep one whose process still runs
 # Prints one line per check and a summary; exits 1 on the first broken promise.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -99,8 +102,25 @@ for i in $(seq 1 "$kills"); do
   fi
   echo "killed:     after ${delay}s: $n cache entries all whole, $tmps stray temporaries; k.so is $lib"
 done
-strays=$(find "$work" -maxdepth 1 -name 'k.so.tmp.*' -o -maxdepth 1 -name 'k.h.tmp.*' | wc -l)
+strays=$(find "$work" -maxdepth 1 \( -name 'k.so.tmp.*' -o -name 'k.h.tmp.*' \) | wc -l)
 AMPC_CACHE_DIR=$c2 "$ampc" "$model" --emit ptx -o "$work/after.ptx" >/dev/null
 cmp -s "$work/ref.ptx" "$work/after.ptx" || fail "PTX from the cache the kills left differs from the reference"
 echo "after kills: a compile on the cache the kills left gives the reference PTX"
-echo "crash-safety: OK: $killed of $kills compiles killed mid-way ($finished had finished), no torn cache entry, no torn library; $strays stray library temporaries (k.so.tmp.PID) left by the kills"
+
+# 5. sweep: the next `-o k.so` removes the temporaries of the killed compiles (their processes
+# are gone) and keeps one whose process still runs (a live `sleep` standing in for a compile)
+# The kills may leave none (a kill must land inside the library writer's last second), so the
+# temporaries of one more killed compile are planted: a pid that has exited.
+dead=$(sh -c 'echo $$')
+echo partial > "$work/k.so.tmp.$dead"
+echo partial > "$work/k.h.tmp.$dead"
+strays=$((strays + 2))
+sleep 600 & live=$!
+echo partial > "$work/k.so.tmp.$live"
+AMPC_CACHE_DIR=$c2 "$ampc" "$model" -o "$work/k.so" >/dev/null 2>&1 || { kill $live; fail "a compile after the kills failed"; }
+left=$(find "$work" -maxdepth 1 \( -name 'k.so.tmp.*' -o -name 'k.h.tmp.*' \) ! -name "k.so.tmp.$live" | wc -l)
+[ -f "$work/k.so.tmp.$live" ] || { kill $live; fail "the temporary of a live process (k.so.tmp.$live) was removed"; }
+kill $live; wait $live 2>/dev/null || true
+[ "$left" -eq 0 ] || fail "$left temporaries of killed compiles are still there after the next compile"
+echo "sweep:      the next compile removed all $strays temporaries of dead compiles (2 planted), kept the live process's one"
+echo "crash-safety: OK: $killed of $kills compiles killed mid-way ($finished had finished), no torn cache entry, no torn library; $((strays - 2)) stray library temporaries (k.so.tmp.PID) left by the kills; the next compile removed every temporary of a dead compile"

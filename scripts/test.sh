@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # test.sh — builds ampc twice (release with debug info; debug with ASan+UBSan) and runs the whole
 # Criterion suite under ctest in both, then the short fuzz run: every libFuzzer target of
-# tests/fuzz for 20 s (scripts/fuzz.sh). Fails when a suite fails or the fuzzers find anything.
+# tests/fuzz for 20 s (scripts/fuzz.sh), then the short crash-safety and valgrind runs on a small
+# model (a convolution block of the fuzz seeds; docs/reliability.md has the long ones). Fails
+# when a suite fails, the fuzzers find anything, a kill tears a file or valgrind reports an error
+# or a leak.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -18,4 +21,10 @@ echo "== fuzz (20 s per target, seed 1) =="
 start=$(date +%s)
 AMPC_FUZZ_SEED=1 "$root/scripts/fuzz.sh" 20 || status=1
 echo "test.sh: fuzz build and run took $(( $(date +%s) - start )) s"
+echo "== crash safety and memcheck (small model) =="
+start=$(date +%s)
+small="$root/tests/fuzz/corpus/compile/conv_block.onnx"
+AMPC_MODEL=$small "$root/scripts/crash-safety.sh" 4 || status=1
+AMPC_MODEL=$small "$root/scripts/memcheck.sh" || status=1
+echo "test.sh: crash safety and memcheck took $(( $(date +%s) - start )) s"
 exit $status

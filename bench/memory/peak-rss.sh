@@ -14,6 +14,10 @@ py=${PYTHON:-$root/.venv/bin/python3}
 work=$(mktemp -d "${TMPDIR:-/tmp}/ampc-peak-rss-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 sizes=${*:-256 1024}
+# AMPC_PEAK_RSS_COMMANDS="lib" measures the library build only: `--emit ir` prints every weight
+# as text (about 3.3 bytes of text per byte of weights; 1 GiB of weights is minutes of printing).
+commands="ir lib"
+[ -n "${AMPC_PEAK_RSS_COMMANDS:-}" ] && commands=$AMPC_PEAK_RSS_COMMANDS
 
 # Runs the command under GNU time; prints "<peak RSS MiB> <wall s>".
 measure() {
@@ -31,9 +35,9 @@ for mib in $sizes; do
   model="$work/mlp$mib.onnx"
   "$py" "$root/bench/memory/make_mlp.py" "$model" "$mib"
   fmib=$(( $(stat -c %s "$model") / 1048576 ))
-  for cmd in "--emit ir" "-o"; do
+  for cmd in $commands; do
     rm -rf "$work/cache" "$work"/lib.*
-    if [ "$cmd" = "-o" ]; then args=(-o "$work/lib.so"); label="ampc MODEL -o model.so"
+    if [ "$cmd" = "lib" ]; then args=(-o "$work/lib.so"); label="ampc MODEL -o model.so"
     else args=(--emit ir -o "$work/out.ir"); label="ampc MODEL --emit ir"; fi
     read -r rss wall < <(AMPC_CACHE_DIR="$work/cache" measure "$ampc" "$model" "${args[@]}")
     ratio=$(awk -v a="$rss" -v b="$fmib" 'BEGIN { printf "%.2f", a / b }')

@@ -139,8 +139,8 @@ static ampc_status run_node(ampc_graph *g, const ampc_node *n, const ampc_tensor
             if (!in_arena)
                 for (int32_t j = 0; j < i; j++) free(out[j].data);
             free(outp);
-            return AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory allocating output %d (%zu bytes)",
-                             i, nb);
+            return AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory allocating output %d '%s' (%zu bytes)",
+                             i, v->name, nb);
         }
         outp[i] = &out[i];
     }
@@ -199,6 +199,25 @@ ampc_status ampc_graph_evaluate(ampc_graph *g, const ampc_tensor *inputs, int32_
         if (!inputs[i].data && ampc_shape_numel(&inputs[i].shape))
             return AMPC_FAIL(g, NULL, AMPC_E_INVALID_ARG, "input %d '%s' has no data (NULL)", i,
                              v->name);
+    }
+
+    /* A value the evaluator would allocate that exceeds the machine's memory is refused before
+     * anything is allocated (calloc could succeed lazily and the process die filling it). */
+    int64_t host = ampc_host_memory_bytes();
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ampc_node *n = g->nodes[i];
+        if (n->dead) continue;
+        for (int32_t j = 0; j < n->n_outputs; j++) {
+            const ampc_value *v = n->outputs[j];
+            int64_t nb = (int64_t)ampc_ir_nbytes(v);
+            if (v->data || nb <= host) continue;
+            char t[AMPC_TYPE_STR_MAX];
+            return AMPC_FAIL(g, n, AMPC_E_OOM,
+                             "value '%s' %s takes %lld bytes (%.3g GiB), more than this machine's "
+                             "%.3g GiB of memory: the reference evaluator cannot hold it", v->name,
+                             ampc_value_type_str(v, t, sizeof t), (long long)nb, nb / 1073741824.0,
+                             host / 1073741824.0);
+        }
     }
 
     /* Each value's buffer: constants and inputs are borrowed; node outputs are owned until their

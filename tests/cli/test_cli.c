@@ -11,10 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Runs `ampc ARGS` through the shell; returns the exit status and the combined output. */
+/* Runs `ampc ARGS` through the shell, killed after 60 s (exit status 124) so that a command that
+ * blocks fails its test without leaving a process behind; returns the exit status and the
+ * combined output. */
 static int ampc(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int ampc(char **out, const char *fmt, ...) {
     char args[2048], cmd[4096];
@@ -22,7 +25,7 @@ static int ampc(char **out, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
-    snprintf(cmd, sizeof cmd, "%s/bin/ampc %s 2>&1", AMPC_BINARY_DIR, args);
+    snprintf(cmd, sizeof cmd, "timeout 60 %s/bin/ampc %s 2>&1", AMPC_BINARY_DIR, args);
     FILE *p = popen(cmd, "r");
     cr_assert_not_null(p);
     ampc_strbuf sb = {0};
@@ -294,6 +297,81 @@ Test(cli, parse_errors_name_file_line_and_column) {
     free(out);
     cr_assert_eq(ampc(&out, "%s/missing.ir --emit ir", d), 1);
     cr_assert(strstr(out, "cannot open"), "%s", out);
+    free(out);
+    rmdir_all(d);
+}
+
+/* A model path that is a FIFO, or a folder, is refused at once naming the file; if opening the
+ * FIFO blocked (nothing ever writes to it), ampc() would kill the command and the test fail. */
+Test(cli, ir_text_that_is_not_a_regular_file_is_refused, .timeout = 200) {
+    char *d = tmpdir(), path[512], *out;
+    snprintf(path, sizeof path, "%s/pipe.ir", d);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    cr_assert_eq(ampc(&out, "%s --emit ir", path), 1);
+    cr_assert(strstr(out, "pipe.ir': not a regular file (a FIFO)"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "inspect %s", path), 1);
+    cr_assert(strstr(out, "pipe.ir': not a regular file (a FIFO)"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --emit ir", d), 1);
+    cr_assert(strstr(out, "not a regular file (a folder)"), "%s", out);
+    free(out);
+    rmdir_all(d);
+}
+
+/* Occurrences of needle in s. */
+static int count(const char *s, const char *needle) {
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
+    return n;
+}
+
+/* An ONNX import error is printed once, naming the file once; so is a tensor file's error. */
+Test(cli, onnx_import_errors_are_printed_once) {
+    char *d = tmpdir(), path[512], *out;
+    snprintf(path, sizeof path, "%s/broken-model.onnx", d);
+    write_text(path, "this is not a protobuf message \xff\xff\xff");
+    cr_assert_eq(ampc(&out, "%s -o %s/x.so", path, d), 1);
+    cr_assert_eq(count(out, "broken-model.onnx"), 1, "%s", out);
+    cr_assert_eq(count(out, "ampc: "), 1, "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s/missing.onnx --emit ir", d), 1);
+    cr_assert_eq(count(out, "missing.onnx"), 1, "%s", out);
+    cr_assert(strstr(out, "cannot open"), "%s", out);
+    free(out);
+    /* The same for tensor files given with --input. */
+    snprintf(path, sizeof path, "%s/m.ir", d);
+    write_text(path, model_text);
+    cr_assert_eq(ampc(&out, "run %s --reference --input x=%s/missing-x.npy", path, d), 1);
+    cr_assert_eq(count(out, "missing-x.npy"), 1, "%s", out);
+    cr_assert(strstr(out, "cannot open"), "%s", out);
+    free(out);
+    rmdir_all(d);
+}
+
+/* Tensors larger than the machine's memory are refused before allocating, naming the tensor and
+ * its size: an input given random data, and a value the reference evaluator would compute.
+ * Compiling such a model is fine (nothing is allocated; the runtime refuses it at load). */
+Test(cli, tensors_larger_than_host_memory_are_refused_before_allocating) {
+    char *d = tmpdir(), path[512], *out;
+    snprintf(path, sizeof path, "%s/big-input.ir", d);
+    write_text(path, "graph \"g\" {\n  input %x : f32[1000000000,1000000000]\n"
+                     "  %y : f32[1000000000,1000000000] = Relu(%x) @\"r\"\n  output %y\n}\n");
+    cr_assert_eq(ampc(&out, "run %s --reference", path), 1);
+    cr_assert(strstr(out, "input 'x' f32[1000000000,1000000000] takes 4000000000000000000 bytes") &&
+              strstr(out, "more than this machine's"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --emit ir -o %s/big.ir", path, d), 0, "%s", out);
+    free(out);
+    snprintf(path, sizeof path, "%s/big-value.ir", d);
+    write_text(path, "graph \"g\" {\n  input %x : f32[1]\n"
+                     "  const %s : i64[2] = [1000000000, 1000000000]\n"
+                     "  %y : f32[1000000000,1000000000] = Expand(%x, %s) @\"grow\"\n"
+                     "  %z : f32[] = ReduceSum(%y) {keepdims=0} @\"sum\"\n  output %z\n}\n");
+    cr_assert_eq(ampc(&out, "run %s --reference", path), 1);
+    cr_assert(strstr(out, "(Expand 'grow'): value 'y' f32[1000000000,1000000000] takes "
+                          "4000000000000000000 bytes") &&
+              strstr(out, "the reference evaluator cannot hold it"), "%s", out);
     free(out);
     rmdir_all(d);
 }

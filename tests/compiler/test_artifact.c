@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* A small MLP: y = relu(x @ w1 + b1) @ w2, weights from a fixed formula. */
@@ -190,6 +192,54 @@ Test(artifact, failures_leave_nothing_behind) {
     cr_assert_eq(ampc_rt_load("/nonexistent/model.so", &(ampc_rt_artifact *){NULL}, &err), AMPC_E_IO);
     cr_assert(err && strstr(err, "/nonexistent/model.so"), "%s", err ? err : "");
     free(err);
+    ampc_module_destroy(m);
+    remove_dir(dir);
+}
+
+/* A process id that no longer runs: a child that exited and was reaped. */
+static pid_t dead_pid(void) {
+    pid_t p = fork();
+    cr_assert_geq(p, 0);
+    if (p == 0) _exit(0);
+    cr_assert_eq(waitpid(p, NULL, 0), p);
+    return p;
+}
+
+static void touch(const char *path) {
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f, "cannot write %s", path);
+    fputs("half a library", f);
+    fclose(f);
+}
+
+/* A compile killed while writing m.so leaves m.so.tmp.PID (and m.h.tmp.PID, m.so.weights.tmp.PID)
+ * beside it; the next write of m.so removes those whose process is gone, and keeps the
+ * temporaries of a compile still running, other names, and other targets' temporaries. */
+Test(artifact, stale_temporaries_of_killed_compiles_are_swept, .timeout = 120) {
+    char dir[4096], so[4200], stale[8][4300];
+    test_dir(dir, sizeof dir, "sweep");
+    snprintf(so, sizeof so, "%s/m.so", dir);
+    pid_t dead = dead_pid();
+    pid_t live = fork(); /* a compile still running: a child that waits to be killed */
+    cr_assert_geq(live, 0);
+    if (live == 0) {
+        pause();
+        _exit(0);
+    }
+    const char *fmt_gone[] = {"%s/m.so.tmp.%ld", "%s/m.h.tmp.%ld", "%s/m.so.weights.tmp.%ld"};
+    const char *fmt_kept[] = {"%s/m.so.tmp.%ld", "%s/m.h.tmp.%ld", "%s/other.so.tmp.%ld",
+                              "%s/m.so.tmp.%ldx", "%s/m.so.tmp.0%ld"};
+    for (int i = 0; i < 3; i++) snprintf(stale[i], sizeof stale[i], fmt_gone[i], dir, (long)dead);
+    for (int i = 0; i < 5; i++)
+        snprintf(stale[3 + i], sizeof stale[3 + i], fmt_kept[i], dir, (long)(i < 2 ? live : dead));
+    for (int i = 0; i < 8; i++) touch(stale[i]);
+    ampc_module *m = compile_mlp();
+    write_lib(m, so, NULL);
+    kill(live, SIGKILL);
+    waitpid(live, NULL, 0);
+    cr_assert(exists(so), "the library is written");
+    for (int i = 0; i < 3; i++) cr_assert(!exists(stale[i]), "%s (a dead process's) must be removed", stale[i]);
+    for (int i = 3; i < 8; i++) cr_assert(exists(stale[i]), "%s must be left alone", stale[i]);
     ampc_module_destroy(m);
     remove_dir(dir);
 }

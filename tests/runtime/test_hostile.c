@@ -2,7 +2,8 @@
  * test_hostile.c — the run-time API against callers that get things wrong or unusual: input and
  * output pointers that are misaligned, that are device memory instead of host memory (or device
  * memory misaligned), tensors with the wrong dtype, shape or count handed to a compiled module,
- * a run after a rejected run, and several threads each on their own model at once.
+ * a run after a rejected run, several threads each on their own model at once, and a plan larger
+ * than the whole device.
  *
  * Needs a GPU of compute capability 8.0 or newer: without one every test skips with the
  * runtime's own "no CUDA device: ..." reason (the binary is runtime_test_hostile; run it on the
@@ -226,4 +227,29 @@ Test(runtime_hostile, threads_each_on_their_own_model, .timeout = 300) {
                      w[i].bad_runs, RUNS, w[i].first_error);
         ampc_module_destroy(w[i].m);
     }
+}
+
+/* ---- sizes -------------------------------------------------------------------------------- */
+
+/* An input declared f32[2^20, 2^20] (4 TiB) compiles (nothing is allocated at compile time), but
+ * no GPU holds its arena: creation refuses it before allocating, naming the sizes and the input,
+ * instead of a bare CUDA out-of-memory error. */
+Test(runtime_hostile, a_plan_larger_than_the_device_is_refused_naming_the_tensor) {
+    t_skip_without_gpu();
+    ampc_graph *g = ampc_graph_create("huge");
+    int64_t d[2] = {1 << 20, 1 << 20};
+    ampc_value *x = ampc_input(g, "huge_x", AMPC_DTYPE_F32, 2, d);
+    cr_assert_eq(ampc_output(g, ampc_relu(g, x), "y"), AMPC_OK);
+    ampc_compile_options o = {.cache_dir = ""};
+    ampc_module *m = NULL;
+    cr_assert_eq(ampc_compile(g, &o, &m), AMPC_OK, "compile: %s", ampc_graph_errors(g));
+    ampc_graph_destroy(g);
+    float one = 1, out = 0;
+    ampc_tensor in = {AMPC_DTYPE_F32, {2, {1 << 20, 1 << 20}}, &one};
+    ampc_tensor y = {AMPC_DTYPE_F32, {2, {1 << 20, 1 << 20}}, &out};
+    cr_assert_eq(ampc_module_run(m, &in, 1, &y, 1, NULL), AMPC_E_OOM, "%s", ampc_module_errors(m));
+    const char *msg = ampc_module_errors(m);
+    cr_assert(strstr(msg, "bytes of GPU memory") && strstr(msg, "more than device 0") &&
+              strstr(msg, "'huge_x', takes 4398046511104 bytes"), "%s", msg);
+    ampc_module_destroy(m);
 }
