@@ -219,10 +219,24 @@ static void remove_tmp(tmp_files *t) {
     if (t->dir[0]) rmdir(t->dir);
 }
 
+/* The pid written at s, digits up to the character `stop` (NUL: the end), when its process is
+ * gone (kill(pid, 0) fails with ESRCH); 0 otherwise: not such digits, this process, alive, or
+ * liveness unknown (EPERM: another user's process). *end: past the digits. */
+static pid_t dead_pid_at(const char *s, char stop, const char **end) {
+    size_t n = strspn(s, "0123456789");
+    *end = s + n;
+    if (n == 0 || n > 10 || *s == '0' || s[n] != stop) return 0;
+    errno = 0;
+    long long pid = strtoll(s, NULL, 10);
+    if (errno || pid > INT_MAX || (pid_t)pid == getpid()) return 0;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) return 0;
+    return (pid_t)pid;
+}
+
 /* Removes the temporaries PATH.tmp.PID that compiles killed while writing PATH left beside it:
- * regular files whose PID no longer runs (kill(PID, 0) fails with ESRCH). A file whose process is
- * alive, or whose liveness cannot be told (EPERM: another user's process), is left alone, and so
- * is this process's own. Errors are ignored: sweeping is tidying, never a reason to fail. */
+ * regular files whose PID no longer runs. A file whose process is alive, or whose liveness cannot
+ * be told, is left alone, and so is this process's own. Errors are ignored: sweeping is tidying,
+ * never a reason to fail. */
 void ampc_artifact_sweep_stale(const char *path) {
     const char *slash = strrchr(path, '/');
     const char *base = slash ? slash + 1 : path;
@@ -236,17 +250,42 @@ void ampc_artifact_sweep_stale(const char *path) {
     if (!d) return;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        const char *name = e->d_name;
+        const char *name = e->d_name, *end;
         if (strncmp(name, base, blen) || strncmp(name + blen, ".tmp.", 5)) continue;
-        const char *digits = name + blen + 5;
-        if (*digits < '1' || *digits > '9' || strspn(digits, "0123456789") != strlen(digits)) continue;
-        errno = 0;
-        long long pid = strtoll(digits, NULL, 10);
-        if (errno || pid > INT_MAX || (pid_t)pid == getpid()) continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        if (!dead_pid_at(name + blen + 5, '\0', &end)) continue;
         struct stat st;
         if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
         (void)unlinkat(dirfd(d), name, 0);
+    }
+    closedir(d);
+}
+
+/* Removes the work folders ampc-lib-PID-XXXXXX under root that killed compiles left: folders of
+ * this user whose PID no longer runs, with the regular files in them (a folder holding anything
+ * else stays). Errors are ignored, as above. */
+static void sweep_stale_folders(const char *root) {
+    DIR *d = opendir(root);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *name = e->d_name, *end;
+        if (strncmp(name, "ampc-lib-", 9) || !dead_pid_at(name + 9, '-', &end)) continue;
+        struct stat st;
+        if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
+            st.st_uid != getuid())
+            continue;
+        int fd = openat(dirfd(d), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+        DIR *sub = fd >= 0 ? fdopendir(fd) : NULL;
+        if (!sub) {
+            if (fd >= 0) close(fd);
+            continue;
+        }
+        struct dirent *f;
+        while ((f = readdir(sub)) != NULL)
+            if (fstatat(fd, f->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+                (void)unlinkat(fd, f->d_name, 0);
+        closedir(sub);
+        (void)unlinkat(dirfd(d), name, AT_REMOVEDIR);
     }
     closedir(d);
 }
@@ -441,7 +480,10 @@ ampc_status ampc_module_write_library(const ampc_module *m, const char *path,
 
     tmp_files t = {0};
     const char *tmpdir = getenv("TMPDIR");
-    snprintf(t.dir, sizeof t.dir, "%s/ampc-lib-XXXXXX", tmpdir && *tmpdir && !strpbrk(tmpdir, "\"\\\n") ? tmpdir : "/tmp");
+    const char *root = tmpdir && *tmpdir && !strpbrk(tmpdir, "\"\\\n") ? tmpdir : "/tmp";
+    /* the pid in the name lets a later compile remove the folder when this one is killed */
+    sweep_stale_folders(root);
+    snprintf(t.dir, sizeof t.dir, "%s/ampc-lib-%ld-XXXXXX", root, (long)getpid());
     ampc_status st = AMPC_OK;
     if (!mkdtemp(t.dir)) {
         st = failf(err, AMPC_E_IO, "cannot create a temporary folder '%s': %s", t.dir, strerror(errno));

@@ -2,12 +2,12 @@
 # memcheck.sh — valgrind's memcheck over ampc's compile pipeline on a ResNet-50-sized model
 # (bench/compile-time/make_resnet50.py: 25.6 M weights, 53 convolutions, the project's .venv):
 #
-#   ir      ampc r50.onnx --emit ir        import and every pass, no code generation
-#   lib     ampc r50.onnx -o r50.so        the whole pipeline (codegen, host C, the library
+#   ir      ampc model.onnx --emit ir        import and every pass, no code generation
+#   lib     ampc model.onnx -o model.so        the whole pipeline (codegen, host C, the library
 #                                          writer), on a kernel cache a first run (without
 #                                          valgrind) filled: NVRTC is answered from the cache;
 #                                          the C compiler it runs is a child valgrind does not trace
-#   cold    ampc r50.onnx --emit ptx       with the cache off, so NVRTC itself runs under
+#   cold    ampc model.onnx --emit ptx       with the cache off, so NVRTC itself runs under
 #                                          valgrind (slow: only with --cold)
 #
 #   scripts/memcheck.sh [--cold]       needs build/bin/ampc (scripts/setup.sh) and valgrind
@@ -30,9 +30,9 @@ trap 'rm -rf "$work"' EXIT
 logs=${AMPC_MEMCHECK_LOGS:-$work}
 mkdir -p "$logs"
 # AMPC_MODEL=FILE checks another model (ResNet-50's `ir` run takes over 10 min on 2 busy cores).
-if [ -n "${AMPC_MODEL:-}" ]; then cp "$AMPC_MODEL" "$work/r50.onnx"
-else "${PYTHON:-$root/.venv/bin/python3}" "$root/bench/compile-time/make_resnet50.py" "$work/r50.onnx"; fi
-AMPC_CACHE_DIR="$work/cache" "$ampc" "$work/r50.onnx" -o "$work/fill.so" >/dev/null
+if [ -n "${AMPC_MODEL:-}" ]; then cp "$AMPC_MODEL" "$work/model.onnx"
+else "${PYTHON:-$root/.venv/bin/python3}" "$root/bench/compile-time/make_resnet50.py" "$work/model.onnx"; fi
+AMPC_CACHE_DIR="$work/cache" "$ampc" "$work/model.onnx" -o "$work/fill.so" >/dev/null
 
 vg=(valgrind --leak-check=full --show-leak-kinds=all --errors-for-leak-kinds=definite,indirect
     --error-exitcode=1 --num-callers=30)
@@ -44,17 +44,17 @@ printf '| run | command | wall | errors | definitely lost | indirectly lost | po
 printf '|---|---|---|---|---|---|---|---|\n'
 for r in $runs; do
   case $r in
-    ir) cache="$work/cache"; args=(--emit ir -o "$work/r50.ir") ;;
-    lib) cache="$work/cache"; args=(-o "$work/r50.so") ;;
-    cold) cache=""; args=(--emit ptx -o "$work/r50.ptx") ;;
+    ir) cache="$work/cache"; args=(--emit ir -o "$work/model.ir") ;;
+    lib) cache="$work/cache"; args=(-o "$work/model.so") ;;
+    cold) cache=""; args=(--emit ptx -o "$work/model.ptx") ;;
   esac
   log="$logs/memcheck-$r.log"
   t0=$(date +%s)
   rc=0
-  AMPC_CACHE_DIR=$cache "${vg[@]}" --log-file="$log" "$ampc" "$work/r50.onnx" "${args[@]}" >/dev/null 2>&1 || rc=$?
+  AMPC_CACHE_DIR=$cache "${vg[@]}" --log-file="$log" "$ampc" "$work/model.onnx" "${args[@]}" >/dev/null 2>&1 || rc=$?
   t=$(( $(date +%s) - t0 ))
   errs=$(sed -n 's/.*ERROR SUMMARY: \([0-9,]*\) errors.*/\1/p' "$log" | tr -d , | tail -1)
-  printf '| %s | `ampc r50.onnx %s` | %d s | %s | %s | %s | %s | %s |\n' "$r" "${args[*]/#$work\//}" "$t" \
+  printf '| %s | `ampc model.onnx %s` | %d s | %s | %s | %s | %s | %s |\n' "$r" "${args[*]/#$work\//}" "$t" \
     "${errs:-?}" "$(lost 'definitely lost' "$log")" "$(lost 'indirectly lost' "$log")" \
     "$(lost 'possibly lost' "$log")" "$(lost 'still reachable' "$log")"
   if [ "$rc" -ne 0 ]; then

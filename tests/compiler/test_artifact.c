@@ -244,6 +244,42 @@ Test(artifact, stale_temporaries_of_killed_compiles_are_swept, .timeout = 120) {
     remove_dir(dir);
 }
 
+/* A compile killed while building leaves its work folder $TMPDIR/ampc-lib-PID-XXXXXX; the next
+ * library written removes those of dead processes (with their files) and keeps a running
+ * compile's, a folder without a pid, and a folder holding a subfolder. */
+Test(artifact, work_folders_of_killed_compiles_are_swept, .timeout = 120) {
+    char root[4096], so[4200], f[6][4400];
+    test_dir(root, sizeof root, "tmpdir");
+    char *old = getenv("TMPDIR") ? strdup(getenv("TMPDIR")) : NULL;
+    setenv("TMPDIR", root, 1);
+    pid_t dead = dead_pid(), live = fork();
+    cr_assert_geq(live, 0);
+    if (live == 0) {
+        pause();
+        _exit(0);
+    }
+    snprintf(f[0], sizeof f[0], "%s/ampc-lib-%ld-aaaaaa", root, (long)dead);      /* gone */
+    snprintf(f[1], sizeof f[1], "%s/ampc-lib-%ld-bbbbbb", root, (long)live);      /* kept */
+    snprintf(f[2], sizeof f[2], "%s/ampc-lib-cccccc", root);                      /* kept */
+    snprintf(f[3], sizeof f[3], "%s/ampc-lib-%ld-dddddd", root, (long)dead);      /* kept: */
+    snprintf(f[4], sizeof f[4], "%s/ampc-lib-%ld-dddddd/sub", root, (long)dead);  /* a folder in */
+    for (int i = 0; i < 5; i++) cr_assert_eq(mkdir(f[i], 0700), 0, "%s", f[i]);
+    snprintf(f[5], sizeof f[5], "%s/ampc-lib-%ld-aaaaaa/plan.c", root, (long)dead);
+    touch(f[5]);
+    snprintf(so, sizeof so, "%s/m.so", root);
+    ampc_module *m = compile_mlp();
+    write_lib(m, so, NULL);
+    kill(live, SIGKILL);
+    waitpid(live, NULL, 0);
+    if (old) setenv("TMPDIR", old, 1); else unsetenv("TMPDIR");
+    free(old);
+    cr_assert(exists(so));
+    cr_assert(!exists(f[0]), "%s (a dead compile's) must be removed with its files", f[0]);
+    for (int i = 1; i < 5; i++) cr_assert(exists(f[i]), "%s must be left alone", f[i]);
+    ampc_module_destroy(m);
+    remove_dir(root);
+}
+
 /* A C program that includes the generated header and links the library: it prints the first
  * output, or the error. */
 static const char app_c[] =
