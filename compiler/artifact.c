@@ -16,6 +16,7 @@
 #include "compiler/artifact.h"
 
 #include "compiler/module.h"
+#include "compiler/nvrtc.h"
 #include "ir/base.h"
 
 #include <dirent.h>
@@ -219,20 +220,6 @@ static void remove_tmp(tmp_files *t) {
     if (t->dir[0]) rmdir(t->dir);
 }
 
-/* The pid written at s, digits up to the character `stop` (NUL: the end), when its process is
- * gone (kill(pid, 0) fails with ESRCH); 0 otherwise: not such digits, this process, alive, or
- * liveness unknown (EPERM: another user's process). *end: past the digits. */
-static pid_t dead_pid_at(const char *s, char stop, const char **end) {
-    size_t n = strspn(s, "0123456789");
-    *end = s + n;
-    if (n == 0 || n > 10 || *s == '0' || s[n] != stop) return 0;
-    errno = 0;
-    long long pid = strtoll(s, NULL, 10);
-    if (errno || pid > INT_MAX || (pid_t)pid == getpid()) return 0;
-    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) return 0;
-    return (pid_t)pid;
-}
-
 /* Removes the temporaries PATH.tmp.PID that compiles killed while writing PATH left beside it:
  * regular files whose PID no longer runs. A file whose process is alive, or whose liveness cannot
  * be told, is left alone, and so is this process's own. Errors are ignored: sweeping is tidying,
@@ -252,7 +239,7 @@ void ampc_artifact_sweep_stale(const char *path) {
     while ((e = readdir(d)) != NULL) {
         const char *name = e->d_name, *end;
         if (strncmp(name, base, blen) || strncmp(name + blen, ".tmp.", 5)) continue;
-        if (!dead_pid_at(name + blen + 5, '\0', &end)) continue;
+        if (!ampc_dead_pid_at(name + blen + 5, '\0', &end)) continue;
         struct stat st;
         if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
         (void)unlinkat(dirfd(d), name, 0);
@@ -269,7 +256,7 @@ static void sweep_stale_folders(const char *root) {
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         const char *name = e->d_name, *end;
-        if (strncmp(name, "ampc-lib-", 9) || !dead_pid_at(name + 9, '-', &end)) continue;
+        if (strncmp(name, "ampc-lib-", 9) || !ampc_dead_pid_at(name + 9, '-', &end)) continue;
         struct stat st;
         if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
             st.st_uid != getuid())

@@ -10,16 +10,20 @@
  * Entries are written to a temporary file in the same directory and renamed into place, which
  * POSIX makes atomic: a reader sees the old entry or the new one, never a mix, so two processes
  * compiling the same model at once are safe, and a process killed mid-write leaves at most a
- * stray temporary (".<name>.XXXXXX"), never a torn entry. Anything that still fails the header
+ * stray temporary (".<name>.PID.XXXXXX", which ampc_cache_sweep removes once PID is gone), never
+ * a torn entry. Anything that still fails the header
  * check (a truncated copy, a disk error) is treated as a miss and rewritten by the caller.
  */
-#define _POSIX_C_SOURCE 200809L /* mkstemp, fchmod, strdup */
+#define _POSIX_C_SOURCE 200809L /* mkstemp, fchmod, strdup, kill */
 #include "compiler/nvrtc.h"
 
 #include "ir/base.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,6 +225,42 @@ done:
     return ok;
 }
 
+/* The pid written at s, digits up to the character `stop` (NUL: the end), when its process is
+ * gone (kill(pid, 0) fails with ESRCH); 0 otherwise: not such digits, this process, alive, or
+ * liveness unknown (EPERM: another user's process). *end: past the digits. */
+long ampc_dead_pid_at(const char *s, char stop, const char **end) {
+    size_t n = strspn(s, "0123456789");
+    *end = s + n;
+    if (n == 0 || n > 10 || *s == '0' || s[n] != stop) return 0;
+    errno = 0;
+    long long pid = strtoll(s, NULL, 10);
+    if (errno || pid > INT_MAX || (pid_t)pid == getpid()) return 0;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) return 0;
+    return (long)pid;
+}
+
+/* Removes the temporaries .<name>.PID.XXXXXX of writers killed mid-write: regular files whose
+ * PID no longer runs. Errors are ignored: tidying, never a reason to fail. */
+void ampc_cache_sweep(const char *dir) {
+    DIR *d = dir ? opendir(dir) : NULL;
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *name = e->d_name, *end;
+        const char *dot = name[0] == '.' ? strchr(name + 1, '.') : NULL;
+        /* .<key>.<target>.<kind>.PID.XXXXXX: the pid is the last dot-field but one */
+        const char *tail = dot ? strrchr(name, '.') : NULL;
+        if (!tail || strlen(tail) != 7) continue;
+        const char *p = tail - 1;
+        while (p > name && *p != '.') p--;
+        if (p <= dot || !ampc_dead_pid_at(p + 1, '.', &end) || end != tail) continue;
+        struct stat st;
+        if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+            (void)unlinkat(dirfd(d), name, 0);
+    }
+    closedir(d);
+}
+
 bool ampc_cache_put(const char *dir, const char *name, const void *data, int64_t size) {
     AMPC_ASSERT(size >= 0);
     uint8_t head[HEADER_BYTES];
@@ -229,7 +269,7 @@ bool ampc_cache_put(const char *dir, const char *name, const void *data, int64_t
     sha_of(data, (size_t)size, head + 16);
 
     ampc_strbuf tmp = {0}, final = {0};
-    ampc_sb_printf(&tmp, "%s/.%s.XXXXXX", dir, name);
+    ampc_sb_printf(&tmp, "%s/.%s.%ld.XXXXXX", dir, name, (long)getpid());
     ampc_sb_printf(&final, "%s/%s", dir, name);
     bool ok = false;
     int fd = mkstemp(tmp.data);

@@ -714,6 +714,7 @@ ampc_status ampc_nvrtc_compile(const ampc_nvrtc_unit *units, int32_t n_units,
         c.cache = NULL;
         c.stats.cache_unwritable = true;
     }
+    ampc_cache_sweep(c.cache);
 
     /* Jobs, unit by unit: the PTX-only job (when sm_80 does not bring the PTX), then one per
      * architecture. Image slots: the unit's PTX, then its cubins in architecture order. */

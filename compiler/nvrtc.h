@@ -152,4 +152,14 @@ bool ampc_cache_get(const char *dir, const char *name, void **data, int64_t *siz
  * when dir is not writable. */
 bool ampc_cache_put(const char *dir, const char *name, const void *data, int64_t size);
 
+/* Removes the temporaries that writers killed mid-write left in dir (named after their pid, which
+ * no longer runs); nvrtc runs it once per compile. */
+void ampc_cache_sweep(const char *dir);
+
+/* The pid written at s (digits up to the character `stop`, NUL for the end) when its process is
+ * gone (kill(pid, 0) fails with ESRCH); 0 otherwise: no such digits, this process, alive, or its
+ * liveness unknown (EPERM: another user's). *end: past the digits. Temporaries named after their
+ * writer's pid are swept with it. */
+long ampc_dead_pid_at(const char *s, char stop, const char **end);
+
 #endif /* AMPC_COMPILER_NVRTC_H */

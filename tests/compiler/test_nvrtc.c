@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 #include <elf.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -601,6 +602,42 @@ Test(nvrtc, cache_put_get_round_trip) {
     cr_assert_not(ampc_cache_get(nested, "junk", &data, &size));
     free(junk);
     free(nested);
+    rmdir_all(dir);
+}
+
+/* A writer killed mid-write leaves .<name>.PID.XXXXXX; the sweep removes those whose PID is gone
+ * and keeps a running writer's, entries, and names that only look alike. */
+Test(nvrtc, cache_sweep_removes_dead_writers_temporaries) {
+    char *dir = tmpdir();
+    pid_t dead = fork();
+    cr_assert_geq(dead, 0);
+    if (dead == 0) _exit(0);
+    cr_assert_eq(waitpid(dead, NULL, 0), dead);
+    pid_t live = fork();
+    cr_assert_geq(live, 0);
+    if (live == 0) {
+        pause();
+        _exit(0);
+    }
+    char names[5][128];
+    snprintf(names[0], 128, ".k.sm_80.cubin.%ld.Ab12Cd", (long)dead); /* removed */
+    snprintf(names[1], 128, ".k.sm_80.cubin.%ld.Ab12Cd", (long)live); /* a running writer's */
+    snprintf(names[2], 128, "k.sm_80.cubin");                          /* an entry */
+    snprintf(names[3], 128, ".k.sm_80.cubin.%ld.Ab12C", (long)dead);  /* not mkstemp's form */
+    snprintf(names[4], 128, ".k.sm_80.cubin.0%ld.Ab12Cd", (long)dead); /* not a pid */
+    for (int i = 0; i < 5; i++) {
+        char *p = path_in(dir, names[i]);
+        write_all(p, "x", 1);
+        free(p);
+    }
+    ampc_cache_sweep(dir);
+    kill(live, SIGKILL);
+    waitpid(live, NULL, 0);
+    for (int i = 0; i < 5; i++) {
+        char *p = path_in(dir, names[i]);
+        cr_assert_eq(access(p, F_OK) == 0, i != 0, "%s", names[i]);
+        free(p);
+    }
     rmdir_all(dir);
 }
 
