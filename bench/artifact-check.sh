@@ -8,13 +8,7 @@
 # $OUT/artifact.txt; each build's --report JSON in $OUT/MODEL.PRECISION.report.json.
 # Needs the install tree in .devbin (bench/gpu-prepare.sh) and .devlibs.
 set -uo pipefail
-out=${OUT:-gpu-out}
-mkdir -p "$out"
-source .devlibs/env.sh
-py=${AMPC_TORCH_PYTHON:-/opt/torch/.venv/bin/python}
-work=/tmp/artifact
-mkdir -p $work
-export AMPC_CACHE_DIR=/tmp/ampc-cache
+source bench/gpu-env.sh
 report="$out/artifact.txt"
 : > "$report"
 $py bench/export_models.py $work > "$out/export.log" 2>&1 || { echo "export failed" >> "$report"; tail -20 "$out/export.log" >> "$report"; }

@@ -7,13 +7,7 @@
 # per-convolution timings and choices (AMPC_CUDNN_VERBOSE=1) go to $OUT/conv-engines.LAYOUT.MODE.log.
 # Needs the install tree in .devbin and .devlibs (bench/gpu-prepare.sh).
 set -uo pipefail
-out=${OUT:-gpu-out}
-mkdir -p "$out"
-source .devlibs/env.sh
-py=${AMPC_TORCH_PYTHON:-/opt/torch/.venv/bin/python}
-work=/tmp/artifact
-mkdir -p $work
-export AMPC_CACHE_DIR=/tmp/ampc-cache
+source bench/gpu-env.sh
 [ -f $work/resnet50.onnx ] || $py bench/export_models.py $work > "$out/export.log" 2>&1
 for layout in nchw nhwc; do
   so=$work/resnet50_$layout.so
