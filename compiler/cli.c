@@ -883,6 +883,11 @@ static bool benchmark(ampc_rt_model *m, const ampc_cli_options *o) {
         printf("latency over %d runs (after %d warm-up; GPU time of the steps, CUDA events): "
                "median %.4f ms, p90 %.4f ms, p99 %.4f ms, min %.4f ms; throughput %.1f runs/s\n",
                n, w, med, p90, p99, ms[0], med > 0 ? 1000.0 / med : 0.0);
+        const char *why = NULL;
+        if (ampc_rt_model_graph_status(m, &why) == AMPC_RT_GRAPH_ON)
+            printf("CUDA graph: on (%d steps replayed as one launch)\n", ampc_rt_model_n_steps(m));
+        else
+            printf("CUDA graph: off, steps launched one by one (%s)\n", why ? why : "");
     }
     free(ms);
     return ok;

@@ -162,7 +162,10 @@ AMPC_API ampc_status ampc_rt_model_create(const ampc_rt_plan *plan, int32_t devi
  *                       after an error inside a kernel the device may be unusable: destroy the
  *                       model.
  * The first run captures the steps into a CUDA graph and later runs replay it (the steps always
- * see the same addresses). When capture is impossible, runs launch the steps one by one
+ * see the same addresses). When every tensor of a run is device memory, the copies in and out are
+ * nodes of one more graph around that one, so that the run is a single graph launch (the copies
+ * are re-pointed when the caller's buffers differ from the last such run's). When capture is
+ * impossible, runs launch the steps one by one
  * (ampc_rt_model_graph_status says why); results are the same either way. Setting the
  * environment variable AMPC_CUDA_GRAPHS=0 before creating a model turns capture off. */
 AMPC_API ampc_status ampc_rt_model_run(ampc_rt_model *m, const ampc_tensor *inputs, int32_t n_in,

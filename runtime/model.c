@@ -10,7 +10,9 @@
  *
  * A run: validate every tensor (before touching memory), copy the inputs into their arena refs,
  * run the steps (captured into a CUDA graph on the first run, replayed afterwards: the addresses
- * never change), copy the outputs out, synchronise.
+ * never change), copy the outputs out, synchronise. When every tensor of a run is device memory
+ * of the model's device, the copies are nodes of one more graph around the steps' graph (the I/O
+ * graph), so that a run is a single launch.
  */
 #define _GNU_SOURCE /* strdup */
 #include "runtime/internal.h"
@@ -21,6 +23,8 @@
 
 /* cubin image encoding: 10 * major + minor, with the "a" (architecture-specific) flag above */
 enum { ARCH_MASK = 0xffff };
+
+typedef enum io_graph_state { IO_GRAPH_NONE = 0, IO_GRAPH_ON, IO_GRAPH_OFF } io_graph_state;
 
 struct ampc_rt_model {
     rt_ctx ctx;
@@ -39,9 +43,19 @@ struct ampc_rt_model {
     char *graph_why;
     cudaGraph_t graph;
     cudaGraphExec_t exec;
+    /* the I/O graph (runs on device tensors): input copies -> the steps' graph -> output
+     * copies; io_node[i] copies input i (i < n_inputs) or output i - n_inputs (NULL for empty
+     * tensors), last from or to io_ptr[i] */
+    io_graph_state io_state;
+    cudaGraph_t io_graph;
+    cudaGraphExec_t io_exec;
+    cudaGraphNode_t *io_node;
+    void **io_ptr;
     cudaEvent_t *events;      /* n_steps + 1, created by the first profile */
     int64_t device_bytes;
 };
+
+static void io_graph_drop(ampc_rt_model *m, io_graph_state to);
 
 /* ---- copying the plan ------------------------------------------------------------------------ */
 
@@ -337,6 +351,7 @@ void ampc_rt_model_destroy(ampc_rt_model *m) {
     if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
     if (m->device_set) (void)cudaSetDevice(c->dev.index);
     if (m->stream) (void)cudaStreamSynchronize(m->stream);
+    io_graph_drop(m, IO_GRAPH_OFF);
     if (m->exec) (void)cudaGraphExecDestroy(m->exec);
     if (m->graph) (void)cudaGraphDestroy(m->graph);
     for (int32_t i = 0; i < m->n_steps && m->prov && m->state; i++)
@@ -380,9 +395,10 @@ static const char *io_names(const ampc_rt_io *io, int32_t n, char *buf, size_t s
     return n ? buf : "none";
 }
 
-/* One caller tensor against its declaration. */
+/* One caller tensor against its declaration; *on_device becomes false unless the tensor's bytes
+ * are device memory of the model's device (or it has none). */
 static ampc_status check_tensor(const ampc_rt_model *m, bool is_out, int32_t i,
-                                const ampc_tensor *t, rt_err *e) {
+                                const ampc_tensor *t, bool *on_device, rt_err *e) {
     const ampc_rt_io *io = is_out ? &m->outputs[i] : &m->inputs[i];
     const char *kind = is_out ? "output" : "input";
     char a[200], b[200];
@@ -410,11 +426,12 @@ static ampc_status check_tensor(const ampc_rt_model *m, bool is_out, int32_t i,
         return rt_fail(e, AMPC_E_INVALID_ARG, "%s %d '%s' is memory of device %d, expected host "
                        "memory or memory of device %d (the model's)", kind, i, io->name, pa.device,
                        m->ctx.dev.index);
+    if (pa.type != cudaMemoryTypeDevice) *on_device = false;
     return AMPC_OK;
 }
 
 static ampc_status check_tensors(const ampc_rt_model *m, const ampc_tensor *in, int32_t n_in,
-                                 ampc_tensor *out, int32_t n_out, rt_err *e) {
+                                 ampc_tensor *out, int32_t n_out, bool *on_device, rt_err *e) {
     char names[512];
     if (n_in != m->n_inputs || (n_in > 0 && in == NULL))
         return rt_fail(e, AMPC_E_INVALID_ARG, "got %d inputs%s, the model takes %d (%s)", n_in,
@@ -425,9 +442,9 @@ static ampc_status check_tensors(const ampc_rt_model *m, const ampc_tensor *in, 
                        n_out > 0 && out == NULL ? " (and a NULL array)" : "", m->n_outputs,
                        io_names(m->outputs, m->n_outputs, names, sizeof names));
     for (int32_t i = 0; i < n_in; i++)
-        if (check_tensor(m, false, i, &in[i], e) != AMPC_OK) return e->status;
+        if (check_tensor(m, false, i, &in[i], on_device, e) != AMPC_OK) return e->status;
     for (int32_t i = 0; i < n_out; i++)
-        if (check_tensor(m, true, i, &out[i], e) != AMPC_OK) return e->status;
+        if (check_tensor(m, true, i, &out[i], on_device, e) != AMPC_OK) return e->status;
     return AMPC_OK;
 }
 
@@ -481,14 +498,141 @@ static void try_capture(ampc_rt_model *m) {
     ce.msg = NULL;
 }
 
+/* ---- the I/O graph --------------------------------------------------------------------------- */
+
+/* Frees the I/O graph; later runs build it again (to = IO_GRAPH_NONE) or never (IO_GRAPH_OFF). */
+static void io_graph_drop(ampc_rt_model *m, io_graph_state to) {
+    if (m->io_exec) (void)cudaGraphExecDestroy(m->io_exec);
+    if (m->io_graph) (void)cudaGraphDestroy(m->io_graph);
+    free(m->io_node);
+    free(m->io_ptr);
+    m->io_exec = NULL;
+    m->io_graph = NULL;
+    m->io_node = NULL;
+    m->io_ptr = NULL;
+    m->io_state = to;
+}
+
+/* The caller's buffer of I/O slot i (inputs first), and the arena ref it is copied to or from. */
+static void *io_caller_ptr(const ampc_tensor *in, ampc_tensor *out, int32_t n_in, int32_t i) {
+    return i < n_in ? (void *)in[i].data : out[i - n_in].data;
+}
+
+static const ampc_rt_io *io_slot(const ampc_rt_model *m, int32_t i) {
+    return i < m->n_inputs ? &m->inputs[i] : &m->outputs[i - m->n_inputs];
+}
+
+/* The copy of I/O slot i between the caller's buffer p and the arena, as memcpy parameters. */
+static void io_copy_ends(const ampc_rt_model *m, int32_t i, void *p, void **dst, const void **src) {
+    void *arena = rt_ref_ptr(&m->ctx, io_slot(m, i)->ref);
+    *dst = i < m->n_inputs ? arena : p;
+    *src = i < m->n_inputs ? (const void *)p : arena;
+}
+
+/* Adds I/O slot i's copy to g after deps[0..n_deps) (when it has bytes). */
+static ampc_status io_graph_copy(ampc_rt_model *m, cudaGraph_t g, int32_t i, void *p,
+                                 const cudaGraphNode_t *deps, size_t n_deps, rt_err *e) {
+    if (io_slot(m, i)->ref.bytes == 0) return AMPC_OK;
+    void *dst;
+    const void *src;
+    m->io_ptr[i] = p;
+    io_copy_ends(m, i, p, &dst, &src);
+    RT_CUDA(e, cudaGraphAddMemcpyNode1D(&m->io_node[i], g, deps, n_deps, dst, src,
+                                        (size_t)io_slot(m, i)->ref.bytes,
+                                        cudaMemcpyDeviceToDevice));
+    return AMPC_OK;
+}
+
+/* Adds the copies and the steps' graph to g: the input copies first (independent), the steps
+ * after all of them, each output copy after the steps. */
+static ampc_status io_graph_nodes(ampc_rt_model *m, cudaGraph_t g, const ampc_tensor *in,
+                                  ampc_tensor *out, rt_err *e) {
+    int32_t n_in = m->n_inputs, n = n_in + m->n_outputs;
+    cudaGraphNode_t *deps = m->io_node + n; /* room for n_in + 1 after the n slots */
+    size_t n_deps = 0;
+    for (int32_t i = 0; i < n_in; i++) {
+        if (io_graph_copy(m, g, i, io_caller_ptr(in, out, n_in, i), NULL, 0, e) != AMPC_OK)
+            return e->status;
+        if (m->io_node[i] != NULL) deps[n_deps++] = m->io_node[i];
+    }
+    if (m->graph != NULL) {
+        cudaGraphNode_t steps = NULL;
+        RT_CUDA(e, cudaGraphAddChildGraphNode(&steps, g, deps, n_deps, m->graph));
+        deps[0] = steps, n_deps = 1;
+    }
+    for (int32_t i = n_in; i < n; i++)
+        if (io_graph_copy(m, g, i, io_caller_ptr(in, out, n_in, i), deps, n_deps, e) != AMPC_OK)
+            return e->status;
+    return AMPC_OK;
+}
+
+/* Builds the I/O graph around the captured steps for these buffers. A failure is not an error:
+ * runs then copy on the stream as before (the state says so). */
+static void io_graph_build(ampc_rt_model *m, const ampc_tensor *in, ampc_tensor *out) {
+    rt_err be = {0};
+    size_t n = (size_t)(m->n_inputs + m->n_outputs);
+    m->io_node = calloc(2 * n + 1, sizeof *m->io_node);
+    m->io_ptr = calloc(n + 1, sizeof *m->io_ptr);
+    bool ok = m->io_node && m->io_ptr && cudaGraphCreate(&m->io_graph, 0) == cudaSuccess &&
+              io_graph_nodes(m, m->io_graph, in, out, &be) == AMPC_OK &&
+              cudaGraphInstantiateWithFlags(&m->io_exec, m->io_graph, 0) == cudaSuccess;
+    free(be.msg);
+    if (ok) {
+        m->io_state = IO_GRAPH_ON;
+        return;
+    }
+    rt_cuda_clear();
+    io_graph_drop(m, IO_GRAPH_OFF);
+}
+
+/* Points the I/O graph's copies at this run's buffers (those that moved since the last run) and
+ * launches it. */
+static ampc_status io_graph_launch(ampc_rt_model *m, const ampc_tensor *in, ampc_tensor *out,
+                                   cudaStream_t s, rt_err *e) {
+    for (int32_t i = 0; i < m->n_inputs + m->n_outputs; i++) {
+        void *p = io_caller_ptr(in, out, m->n_inputs, i), *dst;
+        const void *src;
+        if (m->io_node[i] == NULL || p == m->io_ptr[i]) continue;
+        io_copy_ends(m, i, p, &dst, &src);
+        RT_CUDA(e, cudaGraphExecMemcpyNodeSetParams1D(m->io_exec, m->io_node[i], dst, src,
+                                                      (size_t)io_slot(m, i)->ref.bytes,
+                                                      cudaMemcpyDeviceToDevice));
+        m->io_ptr[i] = p;
+    }
+    RT_CUDA(e, cudaGraphLaunch(m->io_exec, s));
+    return AMPC_OK;
+}
+
+/* Waits for the run on s; a profiled run's step times into step_ms. */
+static ampc_status finish_run(ampc_rt_model *m, cudaStream_t s, double *step_ms, rt_err *e) {
+    RT_CUDA(e, cudaStreamSynchronize(s));
+    if (step_ms != NULL)
+        for (int32_t i = 0; i < m->n_steps; i++) {
+            float ms = 0;
+            RT_CUDA(e, cudaEventElapsedTime(&ms, m->events[i], m->events[i + 1]));
+            step_ms[i] = ms;
+        }
+    return AMPC_OK;
+}
+
 /* Everything after validation; the caller restores the current device. Copies use
  * cudaMemcpyDefault: unified addressing tells host from device memory, and CUDA itself stages
  * pageable host memory synchronously. Profiling launches step by step between events; a plain
- * run replays the graph (capturing it the first time). */
+ * run replays the graph (capturing it the first time), inside the I/O graph when every tensor is
+ * on the device. */
 static ampc_status run_on_device(ampc_rt_model *m, const ampc_tensor *in, ampc_tensor *out,
-                                 cudaStream_t stream, double *step_ms, bool sync, rt_err *e) {
+                                 cudaStream_t stream, double *step_ms, bool on_device, bool sync,
+                                 rt_err *e) {
     RT_CUDA(e, cudaSetDevice(m->ctx.dev.index));
     cudaStream_t s = stream ? stream : m->stream;
+    if (step_ms == NULL && m->graph_status == AMPC_RT_GRAPH_PENDING) try_capture(m);
+    if (step_ms == NULL && on_device && m->graph_status == AMPC_RT_GRAPH_ON &&
+        m->io_state == IO_GRAPH_NONE)
+        io_graph_build(m, in, out);
+    if (step_ms == NULL && on_device && m->io_state == IO_GRAPH_ON) {
+        if (io_graph_launch(m, in, out, s, e) != AMPC_OK) return e->status;
+        return sync ? finish_run(m, s, NULL, e) : AMPC_OK;
+    }
     for (int32_t i = 0; i < m->n_inputs; i++) {
         const ampc_rt_io *io = &m->inputs[i];
         if (io->ref.bytes == 0) continue;
@@ -509,7 +653,6 @@ static ampc_status run_on_device(ampc_rt_model *m, const ampc_tensor *in, ampc_t
         }
         if (launch_steps(m, s, m->events, e) != AMPC_OK) return e->status;
     } else {
-        if (m->graph_status == AMPC_RT_GRAPH_PENDING) try_capture(m);
         if (m->graph_status == AMPC_RT_GRAPH_ON)
             RT_CUDA(e, cudaGraphLaunch(m->exec, s));
         else if (launch_steps(m, s, NULL, e) != AMPC_OK)
@@ -527,15 +670,7 @@ static ampc_status run_on_device(ampc_rt_model *m, const ampc_tensor *in, ampc_t
             return e->status;
         }
     }
-    if (!sync) return AMPC_OK;
-    RT_CUDA(e, cudaStreamSynchronize(s));
-    if (step_ms != NULL)
-        for (int32_t i = 0; i < m->n_steps; i++) {
-            float ms = 0;
-            RT_CUDA(e, cudaEventElapsedTime(&ms, m->events[i], m->events[i + 1]));
-            step_ms[i] = ms;
-        }
-    return AMPC_OK;
+    return sync ? finish_run(m, s, step_ms, e) : AMPC_OK;
 }
 
 /* The body of run and profile: argument checks and validation touch nothing on the device. */
@@ -551,12 +686,14 @@ static ampc_status run(ampc_rt_model *m, const ampc_tensor *in, int32_t n_in, am
         rt_fail(&e, AMPC_E_INVALID_ARG, "step_ms is NULL, expected room for %d values", m->n_steps);
         return rt_err_give(&e, err);
     }
-    if (check_tensors(m, in, n_in, out, n_out, &e) != AMPC_OK) return rt_err_give(&e, err);
+    bool on_device = true;
+    if (check_tensors(m, in, n_in, out, n_out, &on_device, &e) != AMPC_OK)
+        return rt_err_give(&e, err);
     int prev = -1;
     if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
     double none;
     run_on_device(m, in, out, (cudaStream_t)stream, profile ? (step_ms ? step_ms : &none) : NULL,
-                  sync || profile, &e);
+                  on_device, sync || profile, &e);
     if (prev >= 0 && prev != m->ctx.dev.index) (void)cudaSetDevice(prev);
     return rt_err_give(&e, err);
 }

@@ -18,7 +18,9 @@ when matplotlib is there, OUT_DIR/benchmarks.png.
   AMPC=.devbin/bin/ampc python bench/pytorch/compare.py $OUT
   (AMPC_BENCH_MODELS=mlp,resnet50,bert picks models; AMPC_BENCH_ITERS the timed calls;
    AMPC_BENCH_PRECISION the --precision given to ampc, default fp16; AMPC_BENCH_EXTRA more ampc
-   options, space-separated, e.g. "--disable-pass layout")
+   options, space-separated, e.g. "--disable-pass layout"; AMPC_BENCH_PROFILE=1 also writes
+   `ampc run MODEL.so --profile --iterations 200` of each library to OUT_DIR/profile-NAME.txt;
+   AMPC_BENCH_PEERS=0 leaves PyTorch's timings out, for a profile-only run)
 """
 import ctypes
 import json
@@ -33,6 +35,8 @@ import torch
 AMPC = os.environ.get("AMPC", ".devbin/bin/ampc")
 ITERS = int(os.environ.get("AMPC_BENCH_ITERS", "200"))
 PRECISION = os.environ.get("AMPC_BENCH_PRECISION", "fp16")
+PROFILE = os.environ.get("AMPC_BENCH_PROFILE", "0") == "1"
+PEERS = os.environ.get("AMPC_BENCH_PEERS", "1") != "0"
 EXTRA = os.environ.get("AMPC_BENCH_EXTRA", "").split()
 WARMUP = 30
 
@@ -146,7 +150,15 @@ class AmpcLibrary:
         self._call(self.enqueue_fn)
 
 
-def bench_one(label, key, model, batch, make_inputs, input_names, work):
+def profile_library(so_path, name, out):
+    """`ampc run --profile` of the library into out/profile-NAME.txt (step times, throughput)."""
+    r = subprocess.run([AMPC, "run", so_path, "--profile", "--iterations", "200"],
+                       capture_output=True, text=True)
+    with open(os.path.join(out, "profile-%s.txt" % name), "w") as f:
+        f.write(r.stdout + r.stderr)
+
+
+def bench_one(label, key, model, batch, make_inputs, input_names, work, out):
     row = {"model": label, "batch": batch}
     torch.manual_seed(0)
     args = make_inputs(batch)
@@ -163,6 +175,10 @@ def bench_one(label, key, model, batch, make_inputs, input_names, work):
                        capture_output=True, text=True)
     row["ampc_compile_s"] = round(time.time() - t0, 2)
     stream = torch.cuda.current_stream()
+    if PROFILE and r.returncode == 0:
+        profile_library(so_path, name, out)
+    if not PEERS:
+        return row
     with torch.no_grad():
         eager_replay, _ = graphed(model, args)
         row["eager_graph_ms"] = time_calls(eager_replay, stream)
@@ -251,10 +267,12 @@ def main():
             continue
         model = model.half().cuda().eval()
         for b in batches:
-            row = bench_one(label, key, model, b, make_inputs, names, work)
+            row = bench_one(label, key, model, b, make_inputs, names, work, out)
             print(json.dumps(row), flush=True)
             rows.append(row)
     gpu = torch.cuda.get_device_name(0)
+    if not PEERS:
+        return
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump({"gpu": gpu, "torch": torch.__version__, "rows": rows}, f, indent=1)
     write_markdown(rows, os.path.join(out, "benchmarks.md"), gpu)

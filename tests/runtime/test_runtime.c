@@ -817,6 +817,49 @@ Test(runtime_gpu, enqueue_returns_before_the_outputs_and_they_arrive) {
     ampc_rt_model_destroy(m);
 }
 
+/* Runs whose tensors are all device memory replay one graph holding the copies; the copies
+ * follow the caller's buffers when they move between runs, and a run on host memory in between
+ * (copies on the stream) changes nothing. */
+Test(runtime_gpu, device_buffers_that_move_between_runs) {
+    t_skip_without_gpu();
+    pipe_plan q;
+    make_pipe(&q, 0);
+    ampc_rt_model *m = create_ok(&q.p);
+    free_pipe(&q);
+    static float x[2][N], u[N], z[NZ];
+    float *dx[2] = {NULL, NULL}, *du[2] = {NULL, NULL}, *dz = NULL;
+    fill_x(x[0]);
+    for (int i = 0; i < N; i++) x[1][i] = -3 * x[0][i] + 0.5f;
+    for (int k = 0; k < 2; k++) {
+        cr_assert_eq(cudaMalloc((void **)&dx[k], sizeof x[k]), cudaSuccess);
+        cr_assert_eq(cudaMalloc((void **)&du[k], sizeof u), cudaSuccess);
+        cr_assert_eq(cudaMemcpy(dx[k], x[k], sizeof x[k], cudaMemcpyHostToDevice), cudaSuccess);
+    }
+    cr_assert_eq(cudaMalloc((void **)&dz, sizeof z), cudaSuccess);
+    /* input buffer, output buffer, host buffers instead */
+    static const int runs[][3] = {{0, 0, 0}, {0, 0, 0}, {1, 0, 0}, {1, 1, 0}, {0, 1, 0},
+                                  {1, 0, 1}, {0, 1, 0}, {1, 1, 0}};
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        int a = runs[r][0], b = runs[r][1];
+        bool host = runs[r][2];
+        cr_assert_eq(cudaMemset(du[b], 0xff, sizeof u), cudaSuccess);
+        memset(u, 0xff, sizeof u);
+        ampc_tensor in = {AMPC_DTYPE_F32, SHAPE(N), host ? (void *)x[a] : (void *)dx[a]};
+        ampc_tensor out[2] = {{AMPC_DTYPE_F32, SHAPE(N), host ? (void *)u : (void *)du[b]},
+                              {AMPC_DTYPE_F32, SHAPE(NZ), host ? (void *)z : (void *)dz}};
+        run_ok(m, &in, 1, out, 2, NULL);
+        if (!host) {
+            cr_assert_eq(cudaMemcpy(u, du[b], sizeof u, cudaMemcpyDeviceToHost), cudaSuccess);
+            cr_assert_eq(cudaMemcpy(z, dz, sizeof z, cudaMemcpyDeviceToHost), cudaSuccess);
+        }
+        expect_pipe(x[a], u, z);
+    }
+    cr_assert_eq(ampc_rt_model_graph_status(m, NULL), AMPC_RT_GRAPH_ON);
+    for (int k = 0; k < 2; k++) cudaFree(dx[k]), cudaFree(du[k]);
+    cudaFree(dz);
+    ampc_rt_model_destroy(m);
+}
+
 Test(runtime_gpu, graphs_off_by_environment_and_profile) {
     t_skip_without_gpu();
     setenv("AMPC_CUDA_GRAPHS", "0", 1);
