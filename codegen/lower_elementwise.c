@@ -174,6 +174,56 @@ static void load(ampc_cg_kernel *k, const ampc_node *n, int32_t i, const char *n
     ampc_cg_line(k, "const %s %s = ampc::cvt<%s>(%s[%s]);", ct, name, ct, params[i], off);
 }
 
+static bool f32_compute(ampc_dtype t) {
+    return t == AMPC_DTYPE_F32 || t == AMPC_DTYPE_F16 || t == AMPC_DTYPE_BF16;
+}
+
+/* Elements a thread takes at once in the vector form: every tensor computes in f32 (f32, f16,
+ * bf16), every input has the output's shape or one element, one output, and the count is a
+ * multiple of the width (16 bytes of the narrowest type). 0 otherwise. */
+static int32_t vector_width(const ampc_node *n) {
+    const ampc_value *y = n->outputs[0];
+    if (n->n_outputs != 1 || !f32_compute(y->dtype)) return 0;
+    size_t narrow = ampc_dtype_size(y->dtype);
+    for (int32_t i = 0; i < n->n_inputs; i++) {
+        const ampc_value *v = n->inputs[i];
+        if (v == NULL || !f32_compute(v->dtype)) return 0;
+        if (!ampc_shape_eq(&v->shape, &y->shape) && ampc_ir_numel(v) != 1) return 0;
+        if (ampc_dtype_size(v->dtype) < narrow) narrow = ampc_dtype_size(v->dtype);
+    }
+    int32_t w = (int32_t)(16 / narrow);
+    int64_t count = ampc_ir_numel(y);
+    return count > 0 && count % w == 0 ? w : 0;
+}
+
+/* The vector form: thread t of the grid-stride loop takes elements [w * v, w * v + w), loads
+ * each full-shape input with one access per 16 bytes, computes `expr` per element in f32 and
+ * stores the w results at once. */
+static ampc_status lower_vector(ampc_cg_kernel *k, const ampc_node *n, const char *expr,
+                                const char *const *params, const char *out, int32_t w) {
+    static const char *const names[3] = {"a", "b", "c"};
+    const int64_t count = ampc_ir_numel(n->outputs[0]);
+    ampc_cg_grid_loop(k, count / w);
+    ampc_cg_line(k, "float in_[%d][%d], r_[%d];", n->n_inputs, w, w);
+    for (int32_t i = 0; i < n->n_inputs; i++) {
+        if (ampc_ir_numel(n->inputs[i]) == 1 && count != 1)
+            ampc_cg_line(k, "for (int u = 0; u < %d; u++) in_[%d][u] = ampc::to_f32(%s[0]);", w, i,
+                         params[i]);
+        else
+            ampc_cg_line(k, "ampc::ld_vec<%d>(%s + i * %d, in_[%d]);", w, params[i], w, i);
+    }
+    ampc_cg_line(k, "#pragma unroll");
+    ampc_cg_open(k, "for (int u = 0; u < %d; u++)", w);
+    for (int32_t i = 0; i < n->n_inputs; i++)
+        ampc_cg_line(k, "const float %s = in_[%d][u];", names[i], i);
+    ampc_cg_line(k, "const auto r = %s;", expr);
+    ampc_cg_line(k, "r_[u] = (float)r;");
+    ampc_cg_close(k);
+    ampc_cg_line(k, "ampc::st_vec<%d>(%s + i * %d, r_);", w, out, w);
+    ampc_cg_close(k);
+    return ampc_cg_kernel_end(k, count / w, 256);
+}
+
 ampc_status ampc_cg_lower_elementwise(ampc_cg *cg, const ampc_node *n) {
     if (n->op == AMPC_OP_QUANTIZE_LINEAR || n->op == AMPC_OP_DEQUANTIZE_LINEAR || n->op == AMPC_OP_MEL_WEIGHT_MATRIX)
         return ampc_cg_lower_quant(cg, n);
@@ -251,6 +301,12 @@ ampc_status ampc_cg_lower_elementwise(ampc_cg *cg, const ampc_node *n) {
     for (int32_t i = 0; i < n->n_inputs && i < 60; i++)
         params[np++] = n->inputs[i] ? ampc_cg_param(k, n->inputs[i], false) : NULL;
     for (int32_t j = 0; j < n->n_outputs && j < 4; j++) outs[j] = ampc_cg_param(k, n->outputs[j], true);
+    const int32_t w = variadic || n->n_inputs > 3 ? 0 : vector_width(n);
+    if (w > 0) {
+        ampc_status st = lower_vector(k, n, e.data, params, outs[0], w);
+        ampc_sb_free(&e);
+        return st;
+    }
     ampc_cg_grid_loop(k, count);
     const char *yct = ampc_cg_compute_type(y->dtype);
     if (variadic) {

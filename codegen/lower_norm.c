@@ -248,12 +248,57 @@ static void emit_stats(ampc_cg_kernel *k, const rows *r, const stat_row *s, cons
 /* The offset into p (Scale or B, which broadcasts to x) of element e = b + j of a row of the
  * normalised dims [ax, rank): "j" when p holds exactly one row (the usual [C] or [H, W]),
  * else computed from e by broadcasting. */
-static const char *row_param_offset(ampc_cg_kernel *k, const ampc_value *x, const ampc_value *p, int32_t ax) {
+static bool is_one_row(const ampc_value *x, const ampc_value *p, int32_t ax) {
     const int32_t shift = x->shape.rank - p->shape.rank;
     bool one_row = ampc_ir_numel(p) == dims_prod(&x->shape, ax, x->shape.rank);
     for (int32_t d = 0; d < p->shape.rank; d++)
         if (d + shift < ax && p->shape.dims[d] != 1) one_row = false;
-    return one_row ? "j" : ampc_cg_bcast_offset(k, &x->shape, &p->shape, "e");
+    return one_row;
+}
+
+static const char *row_param_offset(ampc_cg_kernel *k, const ampc_value *x, const ampc_value *p, int32_t ax) {
+    return is_one_row(x, p, ax) ? "j" : ampc_cg_bcast_offset(k, &x->shape, &p->shape, "e");
+}
+
+/* The tensors of a LayerNormalization or RMSNormalization node (absent ones NULL). */
+typedef struct norm_io {
+    const ampc_value *x, *scale, *bias, *y, *mean, *inv;
+    int32_t ax;
+} norm_io;
+
+/* The vector width of the warp-row kernel (kernels/reduce.cuh's norm_rows_warp) for these rows,
+ * or 0 when they do not fit it: rows longer than 2048 (the registers a lane holds) or not a
+ * multiple of 32 elements, f64 statistics, Scale or B broadcast over rows, mean and inv outputs
+ * of different types. */
+static int32_t warp_rows_vec(const stat_row *s, const norm_io *t) {
+    if (strcmp(s->at, "float") != 0 || s->len > 2048 || s->len % 32 != 0) return 0;
+    if (!is_one_row(t->x, t->scale, t->ax) || (t->bias && !is_one_row(t->x, t->bias, t->ax)))
+        return 0;
+    if (t->mean && t->inv && t->mean->dtype != t->inv->dtype) return 0;
+    int32_t vec = 16 / (int32_t)ampc_dtype_size(t->x->dtype);
+    while (vec > 1 && s->len % (32 * vec) != 0) vec /= 2;
+    return vec;
+}
+
+/* The rows with norm_rows_warp: a warp a row, four rows a block. */
+static ampc_status lower_norm_warp_rows(ampc_cg *cg, const ampc_node *n, const stat_row *s,
+                                        const norm_io *t, int32_t vec) {
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
+    const char *px = ampc_cg_param(k, t->x, false), *ps = ampc_cg_param(k, t->scale, false);
+    const char *pb = t->bias ? ampc_cg_param(k, t->bias, false) : "(const float *)nullptr";
+    const char *py = ampc_cg_param(k, t->y, true);
+    const ampc_value *stat = t->mean ? t->mean : t->inv;
+    char none[64];
+    snprintf(none, sizeof none, "(%s *)nullptr", stat ? ampc_cg_ctype(stat->dtype) : "float");
+    const char *pm = t->mean ? ampc_cg_param(k, t->mean, true) : none;
+    const char *pi = t->inv ? ampc_cg_param(k, t->inv, true) : none;
+    ampc_cg_line(k, "ampc::norm_rows_warp<%lld, %d, %s>(%s, %s, %s, %s, %s, %s, (float)%.17g, %lldLL);",
+                 (long long)s->len, vec, s->center ? "true" : "false", px, ps, pb, py, pm, pi, s->eps,
+                 (long long)s->n_rows);
+    int64_t blocks = (s->n_rows + 3) / 4;
+    if (blocks > 65536) blocks = 65536;
+    const uint32_t grid[3] = {(uint32_t)blocks, 1, 1}, block[3] = {32, 4, 1};
+    return ampc_cg_kernel_end_launch(k, grid, block, 0);
 }
 
 /* LayerNormalization and RMSNormalization: rows [outer, inner] split at the axis; Scale and B
@@ -272,6 +317,10 @@ static ampc_status lower_layer_norm(ampc_cg *cg, const ampc_node *n) {
     s.at = stash_acc_type(n, all, 4);
     const bool stats = (mean_out && ampc_ir_numel(mean_out)) || (inv_out && ampc_ir_numel(inv_out));
     if (s.n_rows == 0 || (ampc_ir_numel(y) == 0 && !stats)) return AMPC_OK;
+    const norm_io t = {x, scale, bias, y, mean_out && ampc_ir_numel(mean_out) ? mean_out : NULL,
+                       inv_out && ampc_ir_numel(inv_out) ? inv_out : NULL, ax};
+    const int32_t vec = ampc_ir_numel(y) ? warp_rows_vec(&s, &t) : 0;
+    if (vec > 0) return lower_norm_warp_rows(cg, n, &s, &t, vec);
     rows r = make_rows(s.n_rows, s.len, true);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
     const char *px = ampc_cg_param(k, x, false), *ps = ampc_cg_param(k, scale, false);

@@ -116,3 +116,18 @@ ampc_status ampc_rt_device_info_get(int32_t device, ampc_rt_device_info *info, c
     info->supported = p.major >= 8;
     return rt_err_give(&e, err);
 }
+
+/* The planning scratch for algorithm searches and timings. */
+enum { PLAN_SCRATCH_BYTES = 256 << 20 };
+
+ampc_status rt_plan_scratch(rt_ctx *ctx, rt_err *e) {
+    if (ctx->scratch != NULL) return AMPC_OK;
+    size_t free_b = 0, total = 0;
+    RT_CUDA(e, cudaMemGetInfo(&free_b, &total));
+    size_t want = PLAN_SCRATCH_BYTES;
+    if (want > free_b / 4) want = free_b / 4;
+    want &= ~(size_t)255;
+    if (want > 0) RT_CUDA(e, cudaMalloc(&ctx->scratch, want));
+    ctx->scratch_bytes = want;
+    return AMPC_OK;
+}

@@ -152,9 +152,13 @@ typedef struct rt_ctx {
     void *cublaslt;           /* cublasLtHandle_t, created by the cuBLASLt provider on demand */
     void *cudnn;              /* cudnnHandle_t, created by the cuDNN provider on demand */
     cudaStream_t plan_stream; /* the model's stream: planning work (algorithm search) runs here */
-    void *scratch;            /* planning-time workspace for algorithm searches (cuDNN Find*Ex), */
+    void *scratch;            /* planning-time workspace for algorithm searches and timings, */
     size_t scratch_bytes;     /* allocated on first need and freed once every step is planned */
 } rt_ctx;
+
+/* The planning scratch (ctx->scratch): a quarter of the free device memory up to 256 MiB,
+ * allocated on first need; the model frees it once every step is planned. */
+ampc_status rt_plan_scratch(rt_ctx *ctx, rt_err *e);
 
 /* The device address of a ref (NULL for an absent ref: bytes 0). */
 static inline void *rt_ref_ptr(const rt_ctx *c, ampc_rt_ref r) {

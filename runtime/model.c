@@ -6,7 +6,8 @@
  * image (the exact-architecture cubin, else the PTX); allocate the arena and the weights (one
  * cudaMalloc each; weights uploaded once); ask each step's provider whether it can run the step
  * and let it plan (descriptors, algorithm, workspace size); allocate one workspace for every
- * library step (they run one after another on one stream); run each library step once.
+ * library step (they run one after another on one stream); run each library step once; zero the
+ * arena.
  *
  * A run: validate every tensor (before touching memory), copy the inputs into their arena refs,
  * run the steps (captured into a CUDA graph on the first run, replayed afterwards: the addresses
@@ -277,8 +278,6 @@ static ampc_status build(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e) {
     }
     if (p->arena_bytes > 0) {
         RT_CUDA(e, cudaMalloc((void **)&c->arena, (size_t)p->arena_bytes));
-        /* zeroed once so that nothing a run computes depends on what the allocator left there */
-        RT_CUDA(e, cudaMemsetAsync(c->arena, 0, (size_t)p->arena_bytes, m->stream));
     }
     if (p->weights_bytes > 0) {
         RT_CUDA(e, cudaMalloc((void **)&c->weights, (size_t)p->weights_bytes));
@@ -300,6 +299,12 @@ static ampc_status build(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e) {
     }
     m->device_bytes = p->arena_bytes + p->weights_bytes + (int64_t)ws;
     if (prove_library_steps(m, e) != AMPC_OK) return e->status;
+    /* Zeroed once the algorithm timings and the proving runs are done (they write into it), so
+     * that nothing a run computes depends on what was left there. */
+    if (p->arena_bytes > 0) {
+        RT_CUDA(e, cudaMemsetAsync(c->arena, 0, (size_t)p->arena_bytes, m->stream));
+        RT_CUDA(e, cudaStreamSynchronize(m->stream));
+    }
 
     const char *env = getenv("AMPC_CUDA_GRAPHS");
     if (env != NULL && strcmp(env, "0") == 0) {

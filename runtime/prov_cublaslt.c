@@ -12,8 +12,11 @@
  * cuBLASLt's per-row bias of D^T (length M = n), exactly what its BIAS epilogue broadcasts.
  *
  * Everything is planned once at model creation: the matmul descriptor, the four layouts (with
- * batch count and strides), the epilogue, and the algorithm (the heuristic's first choice, given
- * the operands' real alignment and a workspace cap). A launch is one cublasLtMatmul.
+ * batch count and strides), the epilogue, and the algorithm: of the heuristic's first eight
+ * candidates (given the operands' real alignment and a workspace cap), the fastest over
+ * GEMM_ROUNDS runs each on the model's buffers, the heuristic's first kept unless another is at
+ * least 3% faster (AMPC_GEMM_TUNE=0 keeps the first without timing; AMPC_GEMM_VERBOSE=1 prints
+ * the timings). A launch is one cublasLtMatmul.
  */
 #include "runtime/internal.h"
 
@@ -23,8 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The workspace a matmul may use: 32 MiB is what NVIDIA recommends for Hopper. */
-enum { GEMM_WORKSPACE_MAX = 32 << 20 };
+/* The workspace a matmul may use: 32 MiB is what NVIDIA recommends for Hopper. Candidates are
+ * timed over GEMM_ROUNDS runs after one warm-up. */
+enum { GEMM_WORKSPACE_MAX = 32 << 20, GEMM_ROUNDS = 3, GEMM_CANDIDATES = 8 };
 
 /* ---- the library --------------------------------------------------------------------------- */
 
@@ -217,6 +221,61 @@ static ampc_status make_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, int6
     return AMPC_OK;
 }
 
+/* Milliseconds per run of the matmul with algorithm `algo` over GEMM_ROUNDS runs after one
+ * warm-up, on the planning stream with the planning scratch as workspace; -1 when a run fails
+ * (the error is cleared: a candidate that fails is skipped). */
+static float gemm_time(rt_ctx *ctx, const gemm_state *st, const cublasLtMatmulAlgo_t *algo) {
+    cudaStream_t s = ctx->plan_stream;
+    cudaEvent_t a = NULL, b = NULL;
+    float ms = -1.0f;
+    bool ok = cudaEventCreate(&a) == cudaSuccess && cudaEventCreate(&b) == cudaSuccess;
+    for (int r = 0; ok && r <= GEMM_ROUNDS; r++) {
+        if (r == 1) ok = cudaEventRecord(a, s) == cudaSuccess;
+        ok = ok && lt.cublasLtMatmul(ctx->cublaslt, st->op, &st->alpha, st->a, st->la, st->b,
+                                     st->lb, &st->beta, st->c, st->lc, st->d, st->ld, algo,
+                                     ctx->scratch, ctx->scratch_bytes, s) == CUBLAS_STATUS_SUCCESS;
+    }
+    if (ok && cudaEventRecord(b, s) == cudaSuccess && cudaEventSynchronize(b) == cudaSuccess &&
+        cudaEventElapsedTime(&ms, a, b) == cudaSuccess)
+        ms /= GEMM_ROUNDS;
+    else
+        ms = -1.0f;
+    (void)cudaStreamSynchronize(s);
+    if (a) cudaEventDestroy(a);
+    if (b) cudaEventDestroy(b);
+    rt_cuda_clear();
+    return ms;
+}
+
+/* The candidate to keep among the heuristic's results res[0..count) that succeeded and fit
+ * ws_max (file comment); -1 when none does. */
+static int gemm_pick(rt_ctx *ctx, const gemm_state *st, const cublasLtMatmulHeuristicResult_t *res,
+                     int count, size_t ws_max, rt_err *e) {
+    int first = -1, fits = 0;
+    for (int i = 0; i < count; i++)
+        if (res[i].state == CUBLAS_STATUS_SUCCESS && res[i].workspaceSize <= ws_max)
+            first = first < 0 ? i : first, fits++;
+    const char *tune = getenv("AMPC_GEMM_TUNE");
+    if (fits < 2 || (tune && strcmp(tune, "0") == 0)) return first;
+    if (rt_plan_scratch(ctx, e) != AMPC_OK) return -1;
+    const bool verbose = getenv("AMPC_GEMM_VERBOSE") && strcmp(getenv("AMPC_GEMM_VERBOSE"), "0");
+    int best = first;
+    float best_ms = -1.0f, first_ms = -1.0f;
+    for (int i = first; i < count; i++) {
+        if (res[i].state != CUBLAS_STATUS_SUCCESS || res[i].workspaceSize > ws_max ||
+            res[i].workspaceSize > ctx->scratch_bytes)
+            continue;
+        float ms = gemm_time(ctx, st, &res[i].algo);
+        if (verbose) fprintf(stderr, "ampc: cuBLASLt candidate %d: %.4f ms\n", i, ms);
+        if (i == first) first_ms = ms;
+        if (ms >= 0 && (best_ms < 0 || ms < best_ms)) best = i, best_ms = ms;
+    }
+    /* the heuristic's choice stands unless another is clearly faster (timing noise) */
+    if (first_ms >= 0 && best != first && best_ms > 0.97f * first_ms) best = first;
+    if (verbose) fprintf(stderr, "ampc: cuBLASLt keeps candidate %d\n", best);
+    return best;
+}
+
 static ampc_status gemm_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, size_t *workspace,
                              rt_err *e) {
     const ampc_rt_gemm *g = &s->gemm;
@@ -302,17 +361,17 @@ static ampc_status gemm_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, s
         RT_CUBLAS(e, lt.cublasLtMatmulPreferenceSetAttribute(st->pref, al_attr[i], &al[i],
                                                              sizeof al[i]));
 
-    cublasLtMatmulHeuristicResult_t res[8];
+    cublasLtMatmulHeuristicResult_t res[GEMM_CANDIDATES];
     int count = 0;
     memset(res, 0, sizeof res);
     cublasStatus_t hs = lt.cublasLtMatmulAlgoGetHeuristic(ctx->cublaslt, st->op, st->la, st->lb,
-                                                          st->lc, st->ld, st->pref, 8, res, &count);
+                                                          st->lc, st->ld, st->pref, GEMM_CANDIDATES,
+                                                          res, &count);
     if (hs != CUBLAS_STATUS_SUCCESS && hs != CUBLAS_STATUS_NOT_SUPPORTED)
         return rt_fail_cublas(e, hs, "lt.cublasLtMatmulAlgoGetHeuristic(...)", __func__, __FILE__,
                               __LINE__);
-    int pick = -1;
-    for (int i = 0; hs == CUBLAS_STATUS_SUCCESS && i < count && pick < 0; i++)
-        if (res[i].state == CUBLAS_STATUS_SUCCESS && res[i].workspaceSize <= ws_max) pick = i;
+    int pick = hs == CUBLAS_STATUS_SUCCESS ? gemm_pick(ctx, st, res, count, ws_max, e) : -1;
+    if (e->status != AMPC_OK) return e->status;
     if (pick < 0)
         return rt_fail(e, AMPC_E_UNSUPPORTED,
                        "cuBLASLt has no algorithm for this matmul on device %d (sm_%d): m=%lld "

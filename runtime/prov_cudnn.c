@@ -31,9 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The planning scratch for algorithm searches, and the most any chosen algorithm may keep. */
-enum { CONV_SEARCH_BYTES = 256 << 20 };
-
 /* ---- the library --------------------------------------------------------------------------- */
 
 #define DNN_FUNCS(X)                                                                               \
@@ -280,18 +277,6 @@ static cudnnMathType_t want_math(const ampc_rt_conv *c) {
     return CUDNN_DEFAULT_MATH;
 }
 
-/* The planning scratch: allocated once per model on first need (freed after planning). */
-static ampc_status scratch(rt_ctx *ctx, rt_err *e) {
-    if (ctx->scratch != NULL) return AMPC_OK;
-    size_t free_b = 0, total = 0;
-    RT_CUDA(e, cudaMemGetInfo(&free_b, &total));
-    size_t want = CONV_SEARCH_BYTES;
-    if (want > free_b / 4) want = free_b / 4;
-    want &= ~(size_t)255;
-    if (want > 0) RT_CUDA(e, cudaMalloc(&ctx->scratch, want));
-    ctx->scratch_bytes = want;
-    return AMPC_OK;
-}
 
 /* Picks the first (fastest) candidate that ran and keeps to the step's math. */
 /* cudnnFind times each candidate once, and one timing picks differently from run to run (the
@@ -406,7 +391,7 @@ static ampc_status conv_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, s
     }
 
     /* Algorithm search on the real buffers (contents do not matter at creation). */
-    if (scratch(ctx, e) != AMPC_OK) return e->status;
+    if (rt_plan_scratch(ctx, e) != AMPC_OK) return e->status;
     int max = 0, count = 0, found = -1;
     cudnnMathType_t chosen_math = math;
     algo_tally tl;

@@ -86,4 +86,40 @@ template <typename T, typename V> __device__ __forceinline__ void st(T *p, i64 i
     p[i] = cvt<T>(v);
 }
 
+/* Vector access: N consecutive elements of T in one load or store of N * sizeof(T) bytes (2, 4,
+ * 8 or 16, or two halves of a wider vector; p aligned to one access), converted to or from f32. */
+template <int BYTES> struct raw_vec;
+template <> struct raw_vec<2> { typedef unsigned short type; };
+template <> struct raw_vec<4> { typedef unsigned int type; };
+template <> struct raw_vec<8> { typedef uint2 type; };
+template <> struct raw_vec<16> { typedef uint4 type; };
+
+template <int N, typename T> __device__ __forceinline__ void ld_vec(const T *p, float *v) {
+    if constexpr (N * sizeof(T) > 16) { /* wider than one access: two halves */
+        ld_vec<N / 2>(p, v);
+        ld_vec<N / 2>(p + N / 2, v + N / 2);
+        return;
+    } else {
+    typedef typename raw_vec<N * sizeof(T)>::type R;
+    const R raw = *reinterpret_cast<const R *>(p);
+    const T *e = reinterpret_cast<const T *>(&raw);
+#pragma unroll
+    for (int i = 0; i < N; i++) v[i] = to_f32(e[i]);
+    }
+}
+template <int N, typename T> __device__ __forceinline__ void st_vec(T *p, const float *v) {
+    if constexpr (N * sizeof(T) > 16) {
+        st_vec<N / 2>(p, v);
+        st_vec<N / 2>(p + N / 2, v + N / 2);
+        return;
+    } else {
+    typedef typename raw_vec<N * sizeof(T)>::type R;
+    R raw;
+    T *e = reinterpret_cast<T *>(&raw);
+#pragma unroll
+    for (int i = 0; i < N; i++) e[i] = cvt<T>(v[i]);
+    *reinterpret_cast<R *>(p) = raw;
+    }
+}
+
 } // namespace ampc

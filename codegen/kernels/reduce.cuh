@@ -148,4 +148,47 @@ template <typename T, typename Op> __device__ T block_scan(T v, Op op, T id, T &
     return op(before, incl);
 }
 
+/* ---- normalisation of short rows in registers ------------------------------------------------ */
+/* LayerNormalization (CENTER) or RMSNormalization of contiguous rows of LEN elements: one warp a
+ * row, the row read once into registers (lane l holds elements [(t * 32 + l) * VEC, + VEC) for
+ * t < LEN / (32 * VEC)), vector loads and stores; statistics in f32 over the registers, then
+ * y = (x - mean) * inv * scale (+ bias), with Scale and B one row of LEN. Rows blockIdx.x *
+ * blockDim.y + threadIdx.y, grid-strided; mean and inv (when not null) get each row's
+ * statistics. LEN is a multiple of 32 * VEC; the tensors are aligned to VEC elements. */
+template <int LEN, int VEC, bool CENTER, typename T, typename S, typename B, typename Y, typename M>
+__device__ __forceinline__ void norm_rows_warp(const T *x, const S *scale, const B *bias, Y *y,
+                                               M *mean_out, M *inv_out, float eps, i64 n_rows) {
+    constexpr int PER = LEN / 32, STEPS = PER / VEC;
+    const int lane = threadIdx.x;
+    for (i64 row = (i64)blockIdx.x * blockDim.y + threadIdx.y; row < n_rows;
+         row += (i64)gridDim.x * blockDim.y) {
+        const T *xr = x + row * LEN;
+        float v[PER];
+#pragma unroll
+        for (int t = 0; t < STEPS; t++) ld_vec<VEC>(xr + (t * 32 + lane) * VEC, v + t * VEC);
+        float mean = 0.f;
+        if (CENTER) {
+#pragma unroll
+            for (int i = 0; i < PER; i++) mean += v[i];
+            mean = warp_allreduce(mean, red_add()) / (float)LEN;
+        }
+        float sq = 0.f;
+#pragma unroll
+        for (int i = 0; i < PER; i++) sq += (v[i] - mean) * (v[i] - mean);
+        const float inv = 1.f / m_sqrt(warp_allreduce(sq, red_add()) / (float)LEN + eps);
+#pragma unroll
+        for (int t = 0; t < STEPS; t++) {
+            const int at = (t * 32 + lane) * VEC;
+            float sc[VEC], bi[VEC] = {};
+            ld_vec<VEC>(scale + at, sc);
+            if (bias) ld_vec<VEC>(bias + at, bi);
+#pragma unroll
+            for (int i = 0; i < VEC; i++) v[t * VEC + i] = (v[t * VEC + i] - mean) * inv * sc[i] + bi[i];
+            st_vec<VEC>(y + row * LEN + at, v + t * VEC);
+        }
+        if (lane == 0 && mean_out) mean_out[row] = cvt<M>(mean);
+        if (lane == 0 && inv_out) inv_out[row] = cvt<M>(inv);
+    }
+}
+
 } // namespace ampc

@@ -6,7 +6,9 @@
 #include "support.h"
 
 #include "codegen/codegen.h"
+#include "ir/ref/ref.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static ampc_compile_options no_cache(void) {
@@ -96,4 +98,67 @@ Test(codegen, run_without_gpu_is_a_clear_error) {
     cr_assert(strstr(ampc_module_errors(m), "no CUDA device"), "%s", ampc_module_errors(m));
     ampc_module_destroy(m);
     ampc_graph_destroy(g);
+}
+
+/* ---- the vector form of elementwise kernels -------------------------------------------------- */
+
+/* Elementwise nodes of dtype t over [rows, 24]: unary (Gelu), binary on equal shapes (Mul), a
+ * one-element operand (Add of s[1]), a Cast to f32 (16-byte f32 stores in two halves for 16-bit
+ * inputs) and a broadcast row (Sub of r[24]: not the vector form). */
+static ampc_graph *vector_elementwise(ampc_dtype t, int64_t rows) {
+    ampc_graph *g = ampc_graph_create("vec");
+    ampc_value *x = t_input(g, "x", t, SHAPE(rows, 24)), *z = t_input(g, "z", t, SHAPE(rows, 24));
+    ampc_value *s = t_input(g, "s", t, SHAPE(1)), *r = t_input(g, "r", t, SHAPE(24));
+    ampc_output(g, ampc_gelu(g, x), "gelu");
+    ampc_output(g, ampc_mul(g, x, z), "mul");
+    ampc_output(g, ampc_add(g, x, s), "add");
+    ampc_output(g, ampc_cast(g, x, AMPC_DTYPE_F32), "cast");
+    ampc_output(g, ampc_sub(g, x, r), "sub");
+    return g;
+}
+
+/* 16 bytes of the narrowest type a thread: 8 halves, or 4 floats; the broadcast Sub keeps the
+ * element loop. */
+Test(codegen, elementwise_vector_form) {
+    ampc_graph *g = vector_elementwise(AMPC_DTYPE_F16, 4);
+    ampc_module *m = NULL;
+    ampc_compile_options o = no_cache();
+    cr_assert_eq(ampc_compile(g, &o, &m), AMPC_OK, "%s", ampc_graph_errors(g));
+    const char *cu = ampc_module_cuda(m, 0);
+    cr_assert(strstr(cu, "i < 12LL;"), "96 elements in 12 vectors of 8: %s", cu);
+    cr_assert(strstr(cu, "ampc::ld_vec<8>(p0 + i * 8, in_[0]);"), "%s", cu);
+    cr_assert(strstr(cu, "const auto r = ampc::gelu_erf(a);"), "%s", cu);
+    cr_assert(strstr(cu, "for (int u = 0; u < 8; u++) in_[1][u] = ampc::to_f32(p1[0]);"), "%s", cu);
+    cr_assert(strstr(cu, "ampc::st_vec<8>(p1 + i * 8, r_);"), "%s", cu);
+    cr_assert(strstr(cu, "i < 96LL;"), "the broadcast Sub loops over elements: %s", cu);
+    cr_assert(strstr(ampc_module_ptx(m, 0), "ld.global.v4.u32"), "16-byte loads");
+    ampc_module_destroy(m);
+    ampc_graph_destroy(g);
+    g = vector_elementwise(AMPC_DTYPE_F32, 4);
+    cr_assert_eq(ampc_compile(g, &o, &m), AMPC_OK, "%s", ampc_graph_errors(g));
+    cr_assert(strstr(ampc_module_cuda(m, 0), "ampc::ld_vec<4>(p0 + i * 4, in_[0]);"));
+    ampc_module_destroy(m);
+    ampc_graph_destroy(g);
+}
+
+/* Uniform values in [-2, 2) of any float type. */
+static void fill_float(ampc_tensor *t, const char *name, uint64_t *seed) {
+    (void)name;
+    for (int64_t k = 0; k < ampc_shape_numel(&t->shape); k++) {
+        *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
+        ampc_ref_store_f64(t->data, t->dtype, k, 4 * ((double)(*seed >> 11) / 9007199254740992.0) - 2);
+    }
+}
+
+/* The vector form against the reference on the GPU, for each type and for a count that is not a
+ * multiple of the width (the element loop). */
+Test(codegen_gpu, elementwise_vector_form_matches_reference) {
+    static const ampc_dtype types[3] = {AMPC_DTYPE_F32, AMPC_DTYPE_F16, AMPC_DTYPE_BF16};
+    for (int32_t i = 0; i < 3; i++)
+        for (int64_t rows = 37; rows <= 38; rows++) {
+            char what[32];
+            snprintf(what, sizeof what, "%s, %lld rows", ampc_dtype_name(types[i]), (long long)rows);
+            t_gpu_check c = {.fill = fill_float, .seed = 7 + (uint64_t)rows, .rtol = 1e-2, .atol = 1e-2, .what = what};
+            t_gpu_vs_reference(vector_elementwise(types[i], rows), &c);
+        }
 }

@@ -184,6 +184,28 @@ static void build_layer_norm(ampc_graph *g, ampc_dtype t) {
     out(g, ampc_op(g, "RMSNormalization", (ampc_value *[]){xlong, slong}, 2, NULL, 0));
 }
 
+/* Rows a warp holds in registers (norm_rows_warp): widths that take each vector width for 16-bit
+ * types (768: 8, 128: 4, 96: 1), Mean and InvStdDev outputs, no bias, RMSNormalization, the
+ * longest row (2048) and one just past it (2080, the row-loop kernel). */
+static void build_warp_norms(ampc_graph *g, ampc_dtype t) {
+    static const int64_t lens[] = {768, 128, 96, 2048, 2080};
+    ampc_attr_arg eps[1] = {AMPC_ATTR_F("epsilon", 1e-3f)};
+    for (int32_t i = 0; i < 5; i++) {
+        const int64_t xd[2] = {i == 0 ? 37 : 5, lens[i]}, sd[1] = {lens[i]};
+        ampc_value *x = input(g, "x", i, t, 2, xd), *s = input(g, "s", i, t, 1, sd);
+        ampc_value *b = input(g, "b", i, t, 1, sd);
+        if (i == 0) {
+            ampc_value *o3[3];
+            cr_assert_eq(ampc_op_multi(g, "LayerNormalization", (ampc_value *[]){x, s, b}, 3, eps, 1,
+                                       o3, 3), AMPC_OK, "%s", ampc_graph_errors(g));
+            for (int32_t k = 0; k < 3; k++) out(g, o3[k]);
+        } else {
+            out(g, ampc_op(g, "LayerNormalization", (ampc_value *[]){x, s, b}, i == 1 ? 2 : 3, NULL, 0));
+        }
+        if (i >= 3) out(g, ampc_op(g, "RMSNormalization", (ampc_value *[]){x, s}, 2, NULL, 0));
+    }
+}
+
 /* BatchNormalization, InstanceNormalization, GroupNormalization, LRN,
  * MeanVarianceNormalization. BatchNorm's variance is an input named "pos*" (positive). */
 static void build_channel_norms(ampc_graph *g, ampc_dtype t) {
@@ -316,6 +338,10 @@ Test(lower_reduce, layer_norms_compile) {
     for (int32_t i = 0; i < 4; i++) cr_assert_eq(compiles(build_layer_norm, float_types[i], false), 7);
 }
 
+Test(lower_reduce, warp_norms_compile) {
+    for (int32_t i = 0; i < 4; i++) cr_assert_eq(compiles(build_warp_norms, float_types[i], false), 7);
+}
+
 Test(lower_reduce, channel_norms_compile) {
     for (int32_t i = 0; i < 4; i++) cr_assert_eq(compiles(build_channel_norms, float_types[i], false), 11);
 }
@@ -370,6 +396,27 @@ static void expect_launch(const ampc_rt_step *s, uint32_t gx, uint32_t bx, uint3
                   s->kernel.block[1] == by && s->kernel.block[2] == 1,
               "%s: got grid %u block %u x %u, expected grid %u block %u x %u", s->kernel.name,
               s->kernel.grid[0], s->kernel.block[0], s->kernel.block[1], gx, bx, by);
+}
+
+/* A LayerNorm over rows of 768 halves: a warp a row holding it in registers, 16-byte accesses
+ * (8 elements), four rows a block; the Mean and InvStdDev outputs written by the same kernel. */
+Test(lower_reduce, warp_norm_golden) {
+    ampc_graph *g = ampc_graph_create("ln");
+    build_warp_norms(g, AMPC_DTYPE_F16);
+    ampc_cg_output *o = generate(g);
+    expect_launch(&o->plan.steps[0], 10, 32, 4); /* 37 rows */
+    const char *src = o->sources[0];
+    expect_src(src, "extern \"C\" __global__ void __launch_bounds__(128) k0_layer_norm(const __half *p0, "
+                    "const __half *p1, const __half *p2, __half *p3, float *p4, float *p5) {\n");
+    expect_src(src, "ampc::norm_rows_warp<768, 8, true>(p0, p1, p2, p3, p4, p5, "
+                    "(float)0.0010000000474974513, 37LL);\n");
+    expect_src(src, "ampc::norm_rows_warp<128, 4, true>(p0, p1, (const float *)nullptr, p2, "
+                    "(float *)nullptr, (float *)nullptr,");
+    expect_src(src, "ampc::norm_rows_warp<96, 1, true>(");
+    expect_src(src, "ampc::norm_rows_warp<2048, 8, false>(");
+    cr_assert_null(strstr(src, "norm_rows_warp<2080"), "a row of 2080 is past the registers");
+    ampc_cg_output_free(o);
+    ampc_graph_destroy(g);
 }
 
 Test(lower_reduce, softmax_golden) {
@@ -556,6 +603,10 @@ Test(lower_reduce_gpu, softmax_family) {
 
 Test(lower_reduce_gpu, layer_norms) {
     for (int32_t i = 0; i < 4; i++) on_gpu(build_layer_norm, float_types[i]);
+}
+
+Test(lower_reduce_gpu, warp_norms) {
+    for (int32_t i = 0; i < 4; i++) on_gpu(build_warp_norms, float_types[i]);
 }
 
 Test(lower_reduce_gpu, channel_norms) {
