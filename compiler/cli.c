@@ -991,6 +991,30 @@ static bool profile(ampc_rt_model *m, const ampc_tensor *in, int32_t ni, ampc_te
     return ok;
 }
 
+/* --sparse-report: every GEMM step with a 2:4 weight, its times measured at load and the
+ * provider that runs it. */
+static void sparse_report(const ampc_rt_model *m) {
+    int32_t n = ampc_rt_model_n_steps(m), count = 0, sparse = 0;
+    for (int32_t i = 0; i < n; i++) {
+        ampc_rt_sparse_choice c;
+        if (!ampc_rt_model_step_sparse(m, i, &c)) continue;
+        if (count++ == 0)
+            printf("sparse report (2:4 GEMMs timed at load):\n  %5s  %10s %10s  %-6s  %s\n",
+                   "step", "dense ms", "sparse ms", "runs", "graph nodes: note");
+        sparse += c.sparse;
+        char d[32] = "-", sp[32] = "-";
+        if (c.dense_ms >= 0) snprintf(d, sizeof d, "%.4f", c.dense_ms);
+        if (c.sparse_ms >= 0) snprintf(sp, sizeof sp, "%.4f", c.sparse_ms);
+        printf("  %5d  %10s %10s  %-6s  %s: %s\n", i, d, sp, c.sparse ? "sparse" : "dense",
+               ampc_rt_model_step_label(m, i), c.note);
+    }
+    if (count == 0)
+        printf("sparse report: no GEMM step has a 2:4 weight (compile with --sparsity verify or "
+               "prune; f16/bf16 weights only)\n");
+    else
+        printf("sparse report: %d of %d 2:4 GEMMs run sparse\n", sparse, count);
+}
+
 /* Runs a plan on GPU 0: once for the outputs, then --profile and --iterations. */
 static bool run_plan(const ampc_rt_plan *plan, const ampc_cli_options *o, const ampc_tensor *in,
                      int32_t ni, ampc_tensor *out, int32_t no) {
@@ -1000,6 +1024,7 @@ static bool run_plan(const ampc_rt_plan *plan, const ampc_cli_options *o, const 
               ampc_rt_model_run(m, in, ni, out, no, NULL, &err) == AMPC_OK;
     if (!ok) fprintf(stderr, "ampc: %s: %s\n", o->model, err ? err : "");
     free(err);
+    if (ok && o->sparse_report) sparse_report(m);
     if (ok && o->profile) ok = profile(m, in, ni, out, no);
     if (ok && o->iterations > 0) ok = benchmark(m, o);
     ampc_rt_model_destroy(m);

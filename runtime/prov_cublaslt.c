@@ -14,6 +14,13 @@
  * Everything is planned once at model creation: the matmul descriptor, the four layouts (with
  * batch count and strides), the epilogue, and the algorithm (the heuristic's first choice, given
  * the operands' real alignment and a workspace cap). A launch is one cublasLtMatmul.
+ *
+ * 2:4 steps (sparse24: the weight B passed the sparsity pass) are planned dense as above and then
+ * on cuSPARSELt (prov_cusparselt.c). Both are timed on the model's own buffers (CUDA events,
+ * SPARSE_ROUNDS rounds of SPARSE_REPS calls each, the median round) and the faster one kept:
+ * the cost model is the measurement at that shape on that GPU. AMPC_SPARSE=0 keeps dense
+ * without opening cuSPARSELt, =1 takes sparse wherever it plans. Whatever happens is kept as a
+ * note for ampc_rt_model_step_sparse and, with AMPC_SPARSE_VERBOSE=1, printed to stderr.
  */
 #include "runtime/internal.h"
 
@@ -25,6 +32,8 @@
 
 /* The workspace a matmul may use: 32 MiB is what NVIDIA recommends for Hopper. */
 enum { GEMM_WORKSPACE_MAX = 32 << 20 };
+/* Timing a 2:4 step both ways at creation: rounds of back-to-back calls, the median round. */
+enum { SPARSE_ROUNDS = 5, SPARSE_REPS = 10 };
 
 /* ---- the library --------------------------------------------------------------------------- */
 
@@ -185,6 +194,11 @@ typedef struct gemm_state {
         float f;
         double d;
     } alpha, beta;
+    /* a 2:4 step (sparse24): the decision and, when sparse won, the cuSPARSELt plan */
+    bool marked, sparse_on;
+    double dense_ms, sparse_ms; /* per call, measured at creation; -1 when not measured */
+    char note[512];
+    rt_sparse_gemm *sp;
 } gemm_state;
 
 static cudaDataType_t cuda_type(ampc_dtype t) {
@@ -215,6 +229,141 @@ static ampc_status make_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, int6
                          *l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
     }
     return AMPC_OK;
+}
+
+static ampc_status dense_call(rt_ctx *ctx, gemm_state *st, cudaStream_t stream, rt_err *e) {
+    RT_CUBLAS(e, lt.cublasLtMatmul(ctx->cublaslt, st->op, &st->alpha, st->a, st->la, st->b, st->lb,
+                                   &st->beta, st->c, st->lc, st->d, st->ld, &st->algo,
+                                   ctx->workspace, ctx->workspace_bytes, stream));
+    RT_LAUNCH_CHECK(e);
+    return AMPC_OK;
+}
+
+/* ---- 2:4 steps: dense or sparse, by measurement ------------------------------------------------ */
+
+/* Makes the planning scratch at least `need` bytes (model.c frees it once every step is planned). */
+static ampc_status scratch_at_least(rt_ctx *ctx, size_t need, rt_err *e) {
+    if (ctx->scratch != NULL && ctx->scratch_bytes >= need) return AMPC_OK;
+    if (ctx->scratch != NULL) RT_CUDA(e, cudaFree(ctx->scratch));
+    ctx->scratch = NULL;
+    ctx->scratch_bytes = 0;
+    RT_CUDA(e, cudaMalloc(&ctx->scratch, need));
+    ctx->scratch_bytes = need;
+    return AMPC_OK;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Milliseconds per call of the dense (or sparse) product: one warm-up call, then SPARSE_ROUNDS
+ * rounds of SPARSE_REPS calls between events on the planning stream, the median round, with the
+ * planning scratch as workspace. -1 when a call fails (the failure is then in e). */
+static double time_calls(rt_ctx *ctx, gemm_state *st, bool sparse, rt_err *e) {
+    void *ws = ctx->workspace;
+    size_t ws_bytes = ctx->workspace_bytes;
+    ctx->workspace = ctx->scratch;
+    ctx->workspace_bytes = ctx->scratch_bytes;
+    cudaStream_t s = ctx->plan_stream;
+    cudaEvent_t ev[2] = {NULL, NULL};
+    double rounds[SPARSE_ROUNDS], ms = -1;
+    bool ok = cudaEventCreate(&ev[0]) == cudaSuccess && cudaEventCreate(&ev[1]) == cudaSuccess;
+    ok = ok && (sparse ? rt_sparse_gemm_launch(ctx, st->sp, s, e) : dense_call(ctx, st, s, e)) ==
+                   AMPC_OK;
+    for (int r = 0; ok && r < SPARSE_ROUNDS; r++) {
+        ok = cudaEventRecord(ev[0], s) == cudaSuccess;
+        for (int i = 0; ok && i < SPARSE_REPS; i++)
+            ok = (sparse ? rt_sparse_gemm_launch(ctx, st->sp, s, e)
+                         : dense_call(ctx, st, s, e)) == AMPC_OK;
+        float t = 0;
+        ok = ok && cudaEventRecord(ev[1], s) == cudaSuccess &&
+             cudaEventSynchronize(ev[1]) == cudaSuccess &&
+             cudaEventElapsedTime(&t, ev[0], ev[1]) == cudaSuccess;
+        rounds[r] = t / SPARSE_REPS;
+    }
+    if (ok) {
+        qsort(rounds, SPARSE_ROUNDS, sizeof *rounds, cmp_double);
+        ms = rounds[SPARSE_ROUNDS / 2];
+    } else if (e->status == AMPC_OK) {
+        rt_fail(e, AMPC_E_CUDA, "timing the %s call: a CUDA event call failed (%s)",
+                sparse ? "sparse" : "dense", cudaGetErrorString(cudaGetLastError()));
+    }
+    (void)cudaStreamSynchronize(s);
+    for (int k = 0; k < 2; k++)
+        if (ev[k]) (void)cudaEventDestroy(ev[k]);
+    rt_cuda_clear();
+    ctx->workspace = ws;
+    ctx->workspace_bytes = ws_bytes;
+    return ms;
+}
+
+/* Prints the decision of a 2:4 step (AMPC_SPARSE_VERBOSE=1). */
+static void sparse_say(const ampc_rt_step *s, const gemm_state *st) {
+    if (!rt_sparse_verbose()) return;
+    const ampc_rt_gemm *g = &s->gemm;
+    fprintf(stderr, "ampc: 2:4 GEMM %s (m %lld, n %lld, k %lld, %s%s): dense %.4f ms, sparse "
+            "%.4f ms -> %s (%s)\n", s->label ? s->label : "?", (long long)g->m, (long long)g->n,
+            (long long)g->k, rt_dtype_name(g->dtype_ab),
+            g->epilogue != AMPC_RT_EPI_NONE ? ", epilogue" : "", st->dense_ms, st->sparse_ms,
+            st->sparse_on ? "sparse" : "dense", st->note);
+}
+
+/* Plans a 2:4 step on cuSPARSELt too and keeps the faster (file comment). Anything that keeps
+ * it from running sparse becomes the note of a dense step, never a failure of the model. */
+static ampc_status sparse_choose(rt_ctx *ctx, const ampc_rt_step *s, gemm_state *st,
+                                 size_t *workspace, rt_err *e) {
+    rt_sparse_mode mode = rt_sparse_mode_get();
+    st->marked = true;
+    st->dense_ms = st->sparse_ms = -1;
+    if (mode == RT_SPARSE_OFF) {
+        snprintf(st->note, sizeof st->note, "AMPC_SPARSE=0 keeps every step dense");
+        sparse_say(s, st);
+        return AMPC_OK;
+    }
+    rt_err se = {0};
+    size_t sparse_ws = 0;
+    if (rt_sparse_gemm_plan(ctx, &s->gemm, &st->sp, &sparse_ws, &se) != AMPC_OK) {
+        snprintf(st->note, sizeof st->note, "no sparse plan: %s", se.msg ? se.msg : "?");
+        rt_err_clear(&se);
+        sparse_say(s, st);
+        return AMPC_OK;
+    }
+    size_t need = sparse_ws > *workspace ? sparse_ws : *workspace;
+    if (scratch_at_least(ctx, need > 256 ? need : 256, e) != AMPC_OK) return e->status;
+    st->dense_ms = time_calls(ctx, st, false, &se);
+    rt_err_clear(&se);
+    st->sparse_ms = time_calls(ctx, st, true, &se);
+    st->sparse_on = rt_sparse_pick(mode, st->dense_ms, st->sparse_ms);
+    if (st->sparse_ms < 0)
+        snprintf(st->note, sizeof st->note, "the sparse call failed: %s", se.msg ? se.msg : "?");
+    else if (mode == RT_SPARSE_FORCE)
+        snprintf(st->note, sizeof st->note, "AMPC_SPARSE=1 asks for sparse");
+    else if (st->sparse_on)
+        snprintf(st->note, sizeof st->note, "sparse is faster (%.2fx)",
+                 st->sparse_ms > 0 ? st->dense_ms / st->sparse_ms : 0.0);
+    else
+        snprintf(st->note, sizeof st->note, "dense is faster (sparse %.2fx)",
+                 st->sparse_ms > 0 ? st->dense_ms / st->sparse_ms : 0.0);
+    rt_err_clear(&se);
+    if (st->sparse_on) {
+        *workspace = sparse_ws;
+    } else {
+        rt_sparse_gemm_release(st->sp); /* frees the compressed weight */
+        st->sp = NULL;
+    }
+    sparse_say(s, st);
+    return AMPC_OK;
+}
+
+static bool gemm_sparse_choice(const void *state, ampc_rt_sparse_choice *out) {
+    const gemm_state *st = state;
+    if (st == NULL || !st->marked) return false;
+    out->sparse = st->sparse_on;
+    out->dense_ms = st->dense_ms;
+    out->sparse_ms = st->sparse_ms;
+    out->note = st->note;
+    return true;
 }
 
 static ampc_status gemm_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, size_t *workspace,
@@ -326,23 +475,22 @@ static ampc_status gemm_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, s
                        epi_names[g->epilogue], al[1], al[0], al[2], al[3]);
     st->algo = res[pick].algo;
     *workspace = res[pick].workspaceSize;
+    if (g->sparse24) return sparse_choose(ctx, s, st, workspace, e);
     return AMPC_OK;
 }
 
 static ampc_status gemm_launch(rt_ctx *ctx, void *state, cudaStream_t stream, rt_err *e) {
     gemm_state *st = state;
     if (st->noop) return AMPC_OK;
-    RT_CUBLAS(e, lt.cublasLtMatmul(ctx->cublaslt, st->op, &st->alpha, st->a, st->la, st->b, st->lb,
-                                   &st->beta, st->c, st->lc, st->d, st->ld, &st->algo,
-                                   ctx->workspace, ctx->workspace_bytes, stream));
-    RT_LAUNCH_CHECK(e);
-    return AMPC_OK;
+    if (st->sparse_on) return rt_sparse_gemm_launch(ctx, st->sp, stream, e);
+    return dense_call(ctx, st, stream, e);
 }
 
 static void gemm_release(rt_ctx *ctx, void *state) {
     (void)ctx;
     gemm_state *st = state;
     if (st == NULL) return;
+    rt_sparse_gemm_release(st->sp);
     if (st->pref) lt.cublasLtMatmulPreferenceDestroy(st->pref);
     if (st->la) lt.cublasLtMatrixLayoutDestroy(st->la);
     if (st->lb) lt.cublasLtMatrixLayoutDestroy(st->lb);
@@ -355,6 +503,7 @@ static void gemm_release(rt_ctx *ctx, void *state) {
 static void gemm_close(rt_ctx *ctx) {
     if (ctx->cublaslt != NULL) lt.cublasLtDestroy(ctx->cublaslt);
     ctx->cublaslt = NULL;
+    rt_sparse_close(ctx);
 }
 
 const rt_provider rt_provider_cublaslt = {
@@ -364,4 +513,5 @@ const rt_provider rt_provider_cublaslt = {
     .launch = gemm_launch,
     .release = gemm_release,
     .close = gemm_close,
+    .sparse_choice = gemm_sparse_choice,
 };
