@@ -18,8 +18,9 @@
  * 2:4 steps (sparse24: the weight B passed the sparsity pass) are planned dense as above and then
  * on cuSPARSELt (prov_cusparselt.c). Both are timed on the model's own buffers (CUDA events,
  * SPARSE_ROUNDS rounds of SPARSE_REPS calls each, the median round) and the faster one kept:
- * the cost model is the measurement at that shape on that GPU. AMPC_SPARSE=0 keeps dense
- * without opening cuSPARSELt, =1 takes sparse wherever it plans. Whatever happens is kept as a
+ * the cost model is the measurement at that shape on that GPU. A sparse winner must also agree
+ * with the dense call on the same operands (sparse_agrees). AMPC_SPARSE=0 keeps dense without
+ * opening cuSPARSELt, =1 takes sparse wherever it plans and agrees. Whatever happens is kept as a
  * note for ampc_rt_model_step_sparse and, with AMPC_SPARSE_VERBOSE=1, printed to stderr.
  */
 #include "runtime/internal.h"
@@ -298,6 +299,102 @@ static double time_calls(rt_ctx *ctx, gemm_state *st, bool sparse, rt_err *e) {
     return ms;
 }
 
+/* Element i of an f16 or bf16 array as a float (no libm: the runtime links only cudart). */
+static float half_at(const void *p, ampc_dtype t, int64_t i) {
+    uint16_t h;
+    memcpy(&h, (const char *)p + 2 * i, 2);
+    uint32_t u = (uint32_t)h << 16;
+    if (t != AMPC_DTYPE_BF16) {
+        uint32_t sign = (uint32_t)(h >> 15) << 31, ex = (h >> 10) & 31, man = h & 1023;
+        if (ex == 0) {
+            float v = (float)man * (1.0f / 16777216.0f); /* subnormal: man * 2^-24 */
+            return sign ? -v : v;
+        }
+        u = sign | (ex == 31 ? 0xffu << 23 : (ex + 112) << 23) | man << 13;
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* The self-check's device work: x (when an activation) filled from the weight's bytes, D saved,
+ * the dense call, D copied out to host[0..dbytes), D restored, the sparse call, D copied out to
+ * host[dbytes..2*dbytes). */
+static ampc_status check_calls(rt_ctx *ctx, const ampc_rt_gemm *g, gemm_state *st, void *save,
+                               char *host, size_t dbytes, rt_err *e) {
+    cudaStream_t s = ctx->plan_stream;
+    void *d = rt_ref_ptr(ctx, g->d);
+    if (g->a.space == AMPC_RT_ARENA) {
+        char *x = rt_ref_ptr(ctx, g->a);
+        const char *w = rt_ref_ptr(ctx, g->b);
+        for (int64_t at = 0; at < g->a.bytes; at += g->b.bytes) {
+            int64_t n = g->a.bytes - at < g->b.bytes ? g->a.bytes - at : g->b.bytes;
+            RT_CUDA(e, cudaMemcpyAsync(x + at, w, (size_t)n, cudaMemcpyDeviceToDevice, s));
+        }
+    }
+    RT_CUDA(e, cudaMemcpyAsync(save, d, dbytes, cudaMemcpyDeviceToDevice, s));
+    if (dense_call(ctx, st, s, e) != AMPC_OK) return e->status;
+    RT_CUDA(e, cudaMemcpyAsync(host, d, dbytes, cudaMemcpyDeviceToHost, s));
+    RT_CUDA(e, cudaMemcpyAsync(d, save, dbytes, cudaMemcpyDeviceToDevice, s));
+    if (rt_sparse_gemm_launch(ctx, st->sp, s, e) != AMPC_OK) return e->status;
+    RT_CUDA(e, cudaMemcpyAsync(host + dbytes, d, dbytes, cudaMemcpyDeviceToHost, s));
+    RT_CUDA(e, cudaStreamSynchronize(s));
+    return AMPC_OK;
+}
+
+/* Before a sparse step is trusted: the dense and the sparse call on the same operands (x filled
+ * from the weight's values, so the product is not trivially zero) must agree within 2 % of the
+ * output's largest magnitude. Guards against a cuSPARSELt that reads the weight, the bias or an
+ * epilogue otherwise than documented. false with the evidence in why when they differ or the
+ * check cannot run. AMPC_SPARSE_CHECK=0 skips it. */
+static bool sparse_agrees(rt_ctx *ctx, const ampc_rt_gemm *g, gemm_state *st, char *why,
+                          size_t size) {
+    const char *env = getenv("AMPC_SPARSE_CHECK");
+    if (env != NULL && strcmp(env, "0") == 0) return true;
+    size_t es = rt_dtype_size(g->dtype_cd);
+    size_t dbytes = (size_t)((g->m - 1) * g->ldd + g->n) * es;
+    void *save = NULL, *ws = ctx->workspace;
+    size_t ws_bytes = ctx->workspace_bytes;
+    char *host = malloc(2 * dbytes);
+    rt_err e = {0};
+    if (host == NULL) rt_fail(&e, AMPC_E_OOM, "out of host memory (%zu bytes)", 2 * dbytes);
+    else if (cudaMalloc(&save, dbytes) != cudaSuccess)
+        rt_fail(&e, AMPC_E_OOM, "out of device memory (%zu bytes)", dbytes);
+    if (e.status == AMPC_OK) {
+        ctx->workspace = ctx->scratch;
+        ctx->workspace_bytes = ctx->scratch_bytes;
+        check_calls(ctx, g, st, save, host, dbytes, &e);
+        ctx->workspace = ws;
+        ctx->workspace_bytes = ws_bytes;
+    }
+    bool agree = false;
+    if (e.status != AMPC_OK) {
+        snprintf(why, size, "the check of the sparse result against the dense one failed: %s",
+                 e.msg ? e.msg : "?");
+    } else {
+        double worst = 0, scale = 0;
+        int64_t at = 0;
+        for (int64_t r = 0; r < g->m; r++)
+            for (int64_t c = 0; c < g->n; c++) {
+                int64_t i = r * g->ldd + c;
+                double a = half_at(host, g->dtype_cd, i), b = half_at(host + dbytes, g->dtype_cd, i);
+                double diff = a > b ? a - b : b - a, mag = a < 0 ? -a : a;
+                if (!(diff <= worst)) worst = diff, at = i; /* NaN counts as the worst */
+                if (mag > scale) scale = mag;
+            }
+        agree = worst <= 2e-2 * scale + 1e-3;
+        if (!agree)
+            snprintf(why, size, "the sparse result differs from the dense one: |%g - %g| at "
+                     "element %lld, largest |dense| %g", half_at(host, g->dtype_cd, at),
+                     half_at(host + dbytes, g->dtype_cd, at), (long long)at, scale);
+    }
+    rt_err_clear(&e);
+    rt_cuda_clear();
+    if (save) (void)cudaFree(save);
+    free(host);
+    return agree;
+}
+
 /* Prints the decision of a 2:4 step (AMPC_SPARSE_VERBOSE=1). */
 static void sparse_say(const ampc_rt_step *s, const gemm_state *st) {
     if (!rt_sparse_verbose()) return;
@@ -337,6 +434,8 @@ static ampc_status sparse_choose(rt_ctx *ctx, const ampc_rt_step *s, gemm_state 
     st->sparse_on = rt_sparse_pick(mode, st->dense_ms, st->sparse_ms);
     if (st->sparse_ms < 0)
         snprintf(st->note, sizeof st->note, "the sparse call failed: %s", se.msg ? se.msg : "?");
+    else if (st->sparse_on && !sparse_agrees(ctx, &s->gemm, st, st->note, sizeof st->note))
+        st->sparse_on = false; /* the note says why */
     else if (mode == RT_SPARSE_FORCE)
         snprintf(st->note, sizeof st->note, "AMPC_SPARSE=1 asks for sparse");
     else if (st->sparse_on)
