@@ -240,9 +240,10 @@ static ampc_status dense_call(rt_ctx *ctx, gemm_state *st, cudaStream_t stream, 
     return AMPC_OK;
 }
 
-/* ---- 2:4 steps: dense or sparse, by measurement ------------------------------------------------ */
+/* ---- 2:4 steps: dense or sparse, by measurement ---------------------------------------------- */
 
-/* Makes the planning scratch at least `need` bytes (model.c frees it once every step is planned). */
+/* Makes the planning scratch at least `need` bytes (model.c frees it once every step is
+ * planned). */
 static ampc_status scratch_at_least(rt_ctx *ctx, size_t need, rt_err *e) {
     if (ctx->scratch != NULL && ctx->scratch_bytes >= need) return AMPC_OK;
     if (ctx->scratch != NULL) RT_CUDA(e, cudaFree(ctx->scratch));
@@ -377,7 +378,8 @@ static bool sparse_agrees(rt_ctx *ctx, const ampc_rt_gemm *g, gemm_state *st, ch
         for (int64_t r = 0; r < g->m; r++)
             for (int64_t c = 0; c < g->n; c++) {
                 int64_t i = r * g->ldd + c;
-                double a = half_at(host, g->dtype_cd, i), b = half_at(host + dbytes, g->dtype_cd, i);
+                double a = half_at(host, g->dtype_cd, i);
+                double b = half_at(host + dbytes, g->dtype_cd, i);
                 double diff = a > b ? a - b : b - a, mag = a < 0 ? -a : a;
                 if (!(diff <= worst)) worst = diff, at = i; /* NaN counts as the worst */
                 if (mag > scale) scale = mag;

@@ -35,7 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- the library's interface, declared from its documentation --------------------------------- */
+/* ---- the library's interface, declared from its documentation ------------------------------- */
 
 /* The opaque structures (handle, matrix, matmul and algorithm descriptors, plan). */
 typedef struct lt_opaque {
@@ -181,7 +181,7 @@ const char *rt_sparse_gemm_why_not(const ampc_rt_gemm *g) {
     return NULL;
 }
 
-/* ---- planning and launching -------------------------------------------------------------------- */
+/* ---- planning and launching ------------------------------------------------------------------ */
 
 struct rt_sparse_gemm {
     lt_opaque mat[4]; /* cuSPARSELt's A (our weight, structured), B (our A), C, D */
