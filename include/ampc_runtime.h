@@ -98,7 +98,7 @@ AMPC_API ampc_status ampc_rt_device_info_get(int32_t device, ampc_rt_device_info
 typedef enum ampc_rt_library {
     AMPC_RT_LIB_CUBLASLT = 0, /* libcublasLt.so.13, else .12; version 12.0 or newer */
     AMPC_RT_LIB_CUDNN = 1,    /* libcudnn.so.9; version 9.0 or newer */
-    AMPC_RT_LIB_CUSPARSELT = 2, /* $AMPC_CUSPARSELT_PATH, else libcusparseLt.so.0; 0.6 or newer.
+    AMPC_RT_LIB_CUSPARSELT = 2, /* $AMPC_CUSPARSELT_PATH, else libcusparseLt.so.0; 0.8 or newer.
                                  * Optional: 2:4 sparse GEMMs run dense without it */
     AMPC_RT_LIB_COUNT
 } ampc_rt_library;

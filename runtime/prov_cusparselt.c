@@ -11,7 +11,9 @@
  * (docs.nvidia.com/cuda/cusparselt: functions.html, types.html). The opaque structures are
  * plain byte arrays the library fills in (512 bytes in 0.10; ampc gives each 1024, aligned to
  * 16, so an older release with larger ones still fits). Enumerators are the documented values
- * of 0.6 and later, where cusparseComputeType is {32I, 16F, 32F}; hence the minimum version.
+ * of 0.6 and later (cusparseComputeType is {32I, 16F, 32F} there); the minimum is 0.8.0, the
+ * first release for CUDA 13 and the first with cusparseLtGetErrorName / GetErrorString and
+ * cusparseLtMatmulAlgSelectionDestroy, which ampc binds.
  *
  * Orientation. Operands are row-major; as in the cuBLASLt provider ampc hands the library the
  * transposed problem in column-major terms, D^T = op(B)^T op(A)^T, so the structured operand
@@ -47,7 +49,7 @@ typedef int lt_status; /* cusparseStatus_t: 0 is success */
 /* cusparseOrder_t, cusparseOperation_t (cuSPARSE's enums, which cuSPARSELt takes) */
 enum { LT_ORDER_COL = 1 };
 enum { LT_OP_N = 0, LT_OP_T = 1 };
-/* cusparseLtSparsity_t, cusparseComputeType (0.6+), cusparseLtMatmulAlg_t */
+/* cusparseLtSparsity_t, cusparseComputeType (0.6 and later), cusparseLtMatmulAlg_t */
 enum { LT_SPARSITY_50_PERCENT = 0 };
 enum { LT_COMPUTE_32F = 2 };
 enum { LT_ALG_DEFAULT = 0 };
@@ -127,7 +129,7 @@ rt_lib rt_cusparselt_lib = {
     .name = "cuSPARSELt",
     .sonames = splt_sonames,
     .path_env = "AMPC_CUSPARSELT_PATH",
-    .min_version = 600, /* 0.6.0: the compute-type enumerators used here */
+    .min_version = 800, /* 0.8.0 (file comment) */
     .bind = splt_bind,
 };
 

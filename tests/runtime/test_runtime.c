@@ -184,7 +184,7 @@ Test(runtime_host, provider_libraries_open_by_soname) {
     for (int lib = 0; lib < AMPC_RT_LIB_COUNT; lib++) {
         static const char *const names[] = {"cuBLASLt", "cuDNN", "cuSPARSELt"};
         static const char *const files[] = {"libcublasLt.so.1", "libcudnn.so.9", "libcusparseLt"};
-        static const int64_t mins[] = {120000, 90000, 600};
+        static const int64_t mins[] = {120000, 90000, 800};
         const char *name = names[lib], *file = files[lib];
         int64_t v = -1, min = mins[lib];
         char *path = NULL, *err = NULL;

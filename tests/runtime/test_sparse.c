@@ -206,7 +206,7 @@ Test(sparse_host, missing_library_is_reported) {
     cr_assert_eq(ws, 0);
     cr_assert(strstr(e.msg, "cuSPARSELt not found") &&
               strstr(e.msg, "AMPC_CUSPARSELT_PATH=/nonexistent/libcusparseLt.so.0") &&
-              strstr(e.msg, "libcusparseLt.so.0") && strstr(e.msg, "0.6.0 or newer"),
+              strstr(e.msg, "libcusparseLt.so.0") && strstr(e.msg, "0.8.0 or newer"),
               "%s", e.msg);
     rt_err_clear(&e);
     char *err = NULL;
