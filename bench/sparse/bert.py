@@ -8,7 +8,7 @@ sparse, end to end, on the GPU machine (bench/sparse/run.sh bert runs it with to
 3. Speed: the same b32 library run with `ampc run --iterations 200`, once with AMPC_SPARSE=0
    (every GEMM dense: ampc's dense baseline on the same pruned weights) and once in the default
    mode (each 2:4 GEMM timed at load, the faster kept; --sparse-report lists every decision).
-4. Correctness: the b1 library on the GPU with AMPC_SPARSE=1 (every eligible GEMM sparse) and
+4. Correctness (AMPC_BERT_CHECK=0 skips it): the b1 library on the GPU with AMPC_SPARSE=1 (every eligible GEMM sparse) and
    with AMPC_SPARSE=0, against `ampc run --reference` (the CPU evaluator) on the same pruned fp16
    graph; the largest difference relative to the output's scale.
 
@@ -90,7 +90,10 @@ def main():
         summary.write(s + "\n")
         summary.flush()
 
+    check = os.environ.get("AMPC_BERT_CHECK", "1") != "0"
     paths = export(work)
+    if not check:
+        del paths[1]
     libs = {}
     for b, path in paths.items():
         so = path.replace(".onnx", ".so")
@@ -119,6 +122,9 @@ def main():
     else:
         say("BERT b32 timing FAILED (see bert-sparse.log): dense %s, sparse %s" % (dense, sparse))
 
+    if not check:
+        say("b1 check against the reference evaluator skipped (AMPC_BERT_CHECK=0)")
+        return 0
     # correctness: b1 on the GPU (sparse forced, then dense) against the reference evaluator
     ref_dir, gpu_dir = os.path.join(work, "ref1"), os.path.join(work, "gpu1")
     r = run([AMPC, "run", paths[1], "--reference", "--precision", "fp16", "--sparsity", "prune"]

@@ -6,7 +6,8 @@
 #                                about a minute
 #   bench/sparse/run.sh bert     BERT-base seq128 b32, every linear layer pruned: dense against
 #                                sparse end to end, and the b1 library against the reference
-#                                evaluator (bench/sparse/bert.py; a few minutes)
+#                                evaluator (bench/sparse/bert.py; a few minutes; AMPC_BERT_CHECK=0
+#                                skips the reference check, the slow part)
 #
 # Results in $OUT (./gpu-out elsewhere): sparse.txt (read first), sparse-tests.log; for bert:
 # bert-sparse.txt, bert-sparse.log, bert-sparse-report.json. Needs .devbin (bench/gpu-prepare.sh)
@@ -34,6 +35,7 @@ status=0
 .devbin/tests/runtime_test_sparse --jobs=4 --verbose > "$out/sparse-tests.log" 2>&1 || status=1
 echo "runtime_test_sparse: $(grep -a 'Synthesis' "$out/sparse-tests.log" | tail -1)" >> "$res"
 grep -a -E '^\[(SKIP|FAIL)' "$out/sparse-tests.log" | head -20 >> "$res"
+grep -a -A2 'Assertion Failed' "$out/sparse-tests.log" | head -40 >> "$res"
 # The GEMM steps, dense against sparse; AMPC_SPARSE_VERBOSE shows the times measured at load.
 for spec in "4096,8192 f16" "4096 bf16"; do
   set -- $spec
