@@ -17,8 +17,8 @@
  *
  * 2:4 steps (sparse24: the weight B passed the sparsity pass) are planned dense as above and then
  * on cuSPARSELt (prov_cusparselt.c). Both are timed on the model's own buffers (CUDA events,
- * SPARSE_ROUNDS rounds of SPARSE_REPS calls each, the median round) and the faster one kept:
- * the cost model is the measurement at that shape on that GPU. A sparse winner must also agree
+ * SPARSE_ROUNDS alternating rounds of SPARSE_REPS calls each, the median round) and the faster
+ * kept: the cost model is the measurement at that shape on that GPU. A sparse winner must also agree
  * with the dense call on the same operands (sparse_agrees). AMPC_SPARSE=0 keeps dense without
  * opening cuSPARSELt, =1 takes sparse wherever it plans and agrees. Whatever happens is kept as a
  * note for ampc_rt_model_step_sparse and, with AMPC_SPARSE_VERBOSE=1, printed to stderr.
@@ -259,37 +259,55 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Milliseconds per call of the dense (or sparse) product: one warm-up call, then SPARSE_ROUNDS
- * rounds of SPARSE_REPS calls between events on the planning stream, the median round, with the
- * planning scratch as workspace. -1 when a call fails (the failure is then in e). */
-static double time_calls(rt_ctx *ctx, gemm_state *st, bool sparse, rt_err *e) {
+/* One call of the dense (sparse = false) or the sparse product on stream s. */
+static ampc_status one_call(rt_ctx *ctx, gemm_state *st, bool sparse, cudaStream_t s, rt_err *e) {
+    return sparse ? rt_sparse_gemm_launch(ctx, st->sp, s, e) : dense_call(ctx, st, s, e);
+}
+
+/* SPARSE_REPS back-to-back calls between the events ev[0] and ev[1]: milliseconds per call
+ * into *ms. */
+static ampc_status time_round(rt_ctx *ctx, gemm_state *st, bool sparse, cudaEvent_t *ev,
+                              double *ms, rt_err *e) {
+    cudaStream_t s = ctx->plan_stream;
+    RT_CUDA(e, cudaEventRecord(ev[0], s));
+    for (int i = 0; i < SPARSE_REPS; i++)
+        if (one_call(ctx, st, sparse, s, e) != AMPC_OK) return e->status;
+    RT_CUDA(e, cudaEventRecord(ev[1], s));
+    RT_CUDA(e, cudaEventSynchronize(ev[1]));
+    float t = 0;
+    RT_CUDA(e, cudaEventElapsedTime(&t, ev[0], ev[1]));
+    *ms = (double)t / SPARSE_REPS;
+    return AMPC_OK;
+}
+
+/* The dense and the sparse product's milliseconds per call into ms[0] and ms[1]: two warm-up
+ * calls each, then SPARSE_ROUNDS rounds of each, alternating (clock changes hit both alike), on
+ * the planning stream with the planning scratch as workspace; the median round. A product whose
+ * call fails gets -1 and its failure is in e[0] (dense) or e[1] (sparse). */
+static void time_both(rt_ctx *ctx, gemm_state *st, double ms[2], rt_err e[2]) {
     void *ws = ctx->workspace;
     size_t ws_bytes = ctx->workspace_bytes;
     ctx->workspace = ctx->scratch;
     ctx->workspace_bytes = ctx->scratch_bytes;
     cudaStream_t s = ctx->plan_stream;
     cudaEvent_t ev[2] = {NULL, NULL};
-    double rounds[SPARSE_ROUNDS], ms = -1;
-    bool ok = cudaEventCreate(&ev[0]) == cudaSuccess && cudaEventCreate(&ev[1]) == cudaSuccess;
-    ok = ok && (sparse ? rt_sparse_gemm_launch(ctx, st->sp, s, e) : dense_call(ctx, st, s, e)) ==
-                   AMPC_OK;
-    for (int r = 0; ok && r < SPARSE_ROUNDS; r++) {
-        ok = cudaEventRecord(ev[0], s) == cudaSuccess;
-        for (int i = 0; ok && i < SPARSE_REPS; i++)
-            ok = (sparse ? rt_sparse_gemm_launch(ctx, st->sp, s, e)
-                         : dense_call(ctx, st, s, e)) == AMPC_OK;
-        float t = 0;
-        ok = ok && cudaEventRecord(ev[1], s) == cudaSuccess &&
-             cudaEventSynchronize(ev[1]) == cudaSuccess &&
-             cudaEventElapsedTime(&t, ev[0], ev[1]) == cudaSuccess;
-        rounds[r] = t / SPARSE_REPS;
+    double rounds[2][SPARSE_ROUNDS];
+    bool ok[2] = {true, true};
+    if (cudaEventCreate(&ev[0]) != cudaSuccess || cudaEventCreate(&ev[1]) != cudaSuccess) {
+        for (int k = 0; k < 2; k++)
+            rt_fail(&e[k], AMPC_E_CUDA, "timing at load: cudaEventCreate failed");
+        ok[0] = ok[1] = false;
     }
-    if (ok) {
-        qsort(rounds, SPARSE_ROUNDS, sizeof *rounds, cmp_double);
-        ms = rounds[SPARSE_ROUNDS / 2];
-    } else if (e->status == AMPC_OK) {
-        rt_fail(e, AMPC_E_CUDA, "timing the %s call: a CUDA event call failed (%s)",
-                sparse ? "sparse" : "dense", cudaGetErrorString(cudaGetLastError()));
+    for (int k = 0; k < 2; k++)
+        for (int w = 0; w < 2 && ok[k]; w++) ok[k] = one_call(ctx, st, k == 1, s, &e[k]) == AMPC_OK;
+    for (int r = 0; r < SPARSE_ROUNDS; r++)
+        for (int k = 0; k < 2; k++)
+            if (ok[k]) ok[k] = time_round(ctx, st, k == 1, ev, &rounds[k][r], &e[k]) == AMPC_OK;
+    for (int k = 0; k < 2; k++) {
+        ms[k] = -1;
+        if (!ok[k]) continue;
+        qsort(rounds[k], SPARSE_ROUNDS, sizeof rounds[k][0], cmp_double);
+        ms[k] = rounds[k][SPARSE_ROUNDS / 2];
     }
     (void)cudaStreamSynchronize(s);
     for (int k = 0; k < 2; k++)
@@ -297,7 +315,6 @@ static double time_calls(rt_ctx *ctx, gemm_state *st, bool sparse, rt_err *e) {
     rt_cuda_clear();
     ctx->workspace = ws;
     ctx->workspace_bytes = ws_bytes;
-    return ms;
 }
 
 /* Element i of an f16 or bf16 array as a float (no libm: the runtime links only cudart). */
@@ -430,12 +447,15 @@ static ampc_status sparse_choose(rt_ctx *ctx, const ampc_rt_step *s, gemm_state 
     }
     size_t need = sparse_ws > *workspace ? sparse_ws : *workspace;
     if (scratch_at_least(ctx, need > 256 ? need : 256, e) != AMPC_OK) return e->status;
-    st->dense_ms = time_calls(ctx, st, false, &se);
-    rt_err_clear(&se);
-    st->sparse_ms = time_calls(ctx, st, true, &se);
+    rt_err te[2] = {{0}, {0}};
+    double ms[2];
+    time_both(ctx, st, ms, te);
+    st->dense_ms = ms[0];
+    st->sparse_ms = ms[1];
     st->sparse_on = rt_sparse_pick(mode, st->dense_ms, st->sparse_ms);
     if (st->sparse_ms < 0)
-        snprintf(st->note, sizeof st->note, "the sparse call failed: %s", se.msg ? se.msg : "?");
+        snprintf(st->note, sizeof st->note, "the sparse call failed: %s",
+                 te[1].msg ? te[1].msg : "?");
     else if (st->sparse_on && !sparse_agrees(ctx, &s->gemm, st, st->note, sizeof st->note))
         st->sparse_on = false; /* the note says why */
     else if (mode == RT_SPARSE_FORCE)
@@ -446,7 +466,8 @@ static ampc_status sparse_choose(rt_ctx *ctx, const ampc_rt_step *s, gemm_state 
     else
         snprintf(st->note, sizeof st->note, "dense is faster (sparse %.2fx)",
                  st->sparse_ms > 0 ? st->dense_ms / st->sparse_ms : 0.0);
-    rt_err_clear(&se);
+    rt_err_clear(&te[0]);
+    rt_err_clear(&te[1]);
     if (st->sparse_on) {
         *workspace = sparse_ws;
     } else {
