@@ -55,8 +55,6 @@ enum { LT_COMPUTE_32F = 2 };
 enum { LT_ALG_DEFAULT = 0 };
 /* cusparseLtMatmulDescAttribute_t */
 enum { LT_MATMUL_ACTIVATION_RELU = 0, LT_MATMUL_BIAS_POINTER = 8 };
-/* cusparseLtMatmulAlgAttribute_t */
-enum { LT_ALG_SEARCH_ITERATIONS = 2 };
 
 #define SPLT_FUNCS(X)                                                                              \
     X(cusparseLtGetProperty, lt_status, (libraryPropertyType, int *))                             \
@@ -78,8 +76,6 @@ enum { LT_ALG_SEARCH_ITERATIONS = 2 };
     X(cusparseLtMatmulAlgSelectionInit, lt_status,                                                 \
       (const lt_opaque *, lt_opaque *, const lt_opaque *, int))                                    \
     X(cusparseLtMatmulAlgSelectionDestroy, lt_status, (const lt_opaque *))                         \
-    X(cusparseLtMatmulAlgSetAttribute, lt_status,                                                  \
-      (const lt_opaque *, lt_opaque *, int, const void *, size_t))                                 \
     X(cusparseLtMatmulPlanInit, lt_status,                                                         \
       (const lt_opaque *, lt_opaque *, const lt_opaque *, const lt_opaque *))                      \
     X(cusparseLtMatmulPlanDestroy, lt_status, (const lt_opaque *))                                 \

@@ -217,6 +217,22 @@ Test(sparse_host, missing_library_is_reported) {
     free(err);
 }
 
+/* Where cuSPARSELt is installed (AMPC_CUSPARSELT_PATH or the soname), every entry point ampc
+ * declares binds and the version is new enough; needs no GPU. */
+Test(sparse_host, library_binds_when_present) {
+    const char *path = getenv("AMPC_CUSPARSELT_PATH");
+    if ((path == NULL || path[0] == '\0') && !soname_loadable())
+        cr_skip_test("cuSPARSELt is not installed here (set AMPC_CUSPARSELT_PATH to a "
+                     "libcusparseLt.so.0 to run this check)");
+    int64_t v = 0;
+    char *file = NULL, *err = NULL;
+    ampc_status s = ampc_rt_library_version(AMPC_RT_LIB_CUSPARSELT, &v, &file, &err);
+    cr_assert_eq(s, AMPC_OK, "%s", err);
+    cr_assert_geq(v, 800, "cuSPARSELt version %lld", (long long)v);
+    cr_assert(strstr(file, "libcusparseLt"), "%s", file);
+    free(file);
+}
+
 /* ---- with a GPU -------------------------------------------------------------------------------- */
 
 static void fill(ampc_tensor *t, uint64_t seed) {
