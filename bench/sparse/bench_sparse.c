@@ -133,8 +133,11 @@ static int bench_size(int64_t s, ampc_dtype t, int32_t iters) {
                    "dense-equivalent), speedup %.2fx; median of %d runs each; sparse ran on %s\n",
                    (long long)s, t == AMPC_DTYPE_BF16 ? "bf16" : "f16", md, flops / md / 1e9, ms,
                    flops / ms / 1e9, md / ms, n, cs.sparse ? "cuSPARSELt" : "cuBLASLt (dense!)");
+            const char *why = "";
+            bool graph = ampc_rt_model_graph_status(sparse, &why) == AMPC_RT_GRAPH_ON;
             printf("  at load: dense %.4f ms, sparse %.4f ms (%s); max |dense - sparse| %.3g "
-                   "(max |y| %.3g)\n", cs.dense_ms, cs.sparse_ms, cs.note, worst, scale);
+                   "(max |y| %.3g); sparse model's CUDA graph: %s%s\n", cs.dense_ms,
+                   cs.sparse_ms, cs.note, worst, scale, graph ? "on" : "off: ", why);
             rc = cs.sparse ? 0 : 1;
         }
         free(td);
