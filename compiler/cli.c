@@ -1018,9 +1018,6 @@ static void sparse_report(const ampc_rt_model *m) {
                "prune; f16/bf16 weights only)\n");
     else
         printf("sparse report: %d of %d 2:4 GEMMs run sparse\n", sparse, count);
-    const char *why = "";
-    if (ampc_rt_model_graph_status(m, &why) == AMPC_RT_GRAPH_OFF)
-        printf("sparse report: runs launch the steps one by one (no CUDA graph: %s)\n", why);
 }
 
 /* Runs a plan on GPU 0: once for the outputs, then --profile and --iterations. */
