@@ -113,6 +113,10 @@ def main():
     rd = run(base, log, with_env(AMPC_SPARSE="0"))
     rs = run(base + ["--sparse-report"], log, with_env(AMPC_SPARSE="auto"))
     dense, sparse = median_ms(rd.stdout), median_ms(rs.stdout)
+    for tag, r in (("dense", rd), ("sparse", rs)):
+        for line in r.stdout.splitlines():
+            if line.startswith("CUDA graph"):
+                summary.write("%s library run: %s\n" % (tag, line))
     for line in rs.stdout.splitlines():
         if line.startswith("sparse report") or re.match(r"\s+\d+\s", line):
             summary.write(line + "\n")
