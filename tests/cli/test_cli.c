@@ -484,3 +484,45 @@ Test(cli, compile_to_library_and_run_it, .timeout = 120) {
     free(out);
     rmdir_all(d);
 }
+
+/* --sparsity prune marks the GEMM step of the library: the report and inspect say so, and
+ * `run --sparse-report` prints each 2:4 step's decision (with a GPU; else the no-device error). */
+Test(cli, sparse_gemm_steps_in_the_library, .timeout = 120) {
+    char *d = tmpdir(), path[512], lib[600], report[600], *out;
+    snprintf(path, sizeof path, "%s/m.ir", d);
+    snprintf(lib, sizeof lib, "%s/sp.so", d);
+    snprintf(report, sizeof report, "%s/report.json", d);
+    write_text(path, "graph \"sp\" {\n"
+                     "  input %x : f32[16,8]\n"
+                     "  const %w : f32[8,8] = [-5, 2, -2, 5, 1, -3, 4, 0, -4, 3, -1, -5, 2, -2, 5, 1, -3, 4, 0, -4, 3, -1, -5, 2, -2, 5, 1, -3, 4, 0, -4, 3, -1, -5, 2, -2, 5, 1, -3, 4, 0, -4, 3, -1, -5, 2, -2, 5, 1, -3, 4, 0, -4, 3, -1, -5, 2, -2, 5, 1, -3, 4, 0, -4]\n"
+                     "  %y : f32[16,8] = MatMul(%x, %w) @\"fc\"\n"
+                     "  output %y\n"
+                     "}\n");
+    cr_assert_eq(ampc(&out, "%s -o %s --precision fp16 --sparsity prune --report %s", path, lib,
+                      report), 0, "%s", out);
+    free(out);
+    char text[16384] = {0};
+    FILE *f = fopen(report, "r");
+    cr_assert(f && fread(text, 1, sizeof text - 1, f) > 0, "the report is written");
+    fclose(f);
+    cr_assert(strstr(text, "\"sparse24\": true") && strstr(text, "\"status\": \"pruned to 2:4\""),
+              "%s", text);
+    cr_assert_eq(ampc(&out, "inspect %s", lib), 0, "%s", out);
+    cr_assert(strstr(out, "MatMul 'fc'  [2:4: cuSPARSELt where faster at load]"), "%s", out);
+    free(out);
+    int32_t n = 0;
+    char *err = NULL;
+    bool gpu = ampc_rt_device_count(&n, &err) == AMPC_OK;
+    free(err);
+    int rc = ampc(&out, "run %s --sparse-report", lib);
+    if (gpu) {
+        cr_assert_eq(rc, 0, "%s", out);
+        cr_assert(strstr(out, "sparse report (2:4 GEMMs timed at load)") &&
+                  strstr(out, "MatMul 'fc': ") && strstr(out, "2:4 GEMMs run sparse"), "%s", out);
+    } else {
+        cr_assert_eq(rc, 1, "%s", out);
+        cr_assert(strstr(out, "no CUDA device"), "%s", out);
+    }
+    free(out);
+    rmdir_all(d);
+}
