@@ -221,6 +221,8 @@ ampc_status rt_sparse_gemm_plan(rt_ctx *ctx, const ampc_rt_gemm *g, rt_sparse_ge
 /* Enqueues the product (ctx->workspace as its workspace). */
 ampc_status rt_sparse_gemm_launch(rt_ctx *ctx, rt_sparse_gemm *sp, cudaStream_t stream, rt_err *e);
 void rt_sparse_gemm_release(rt_sparse_gemm *sp);
+/* Whether cuSPARSELt's algorithm search chose sp's kernel (false: its default kernel). */
+bool rt_sparse_gemm_searched(const rt_sparse_gemm *sp);
 /* Destroys ctx's cuSPARSELt handle (model destroy). */
 void rt_sparse_close(rt_ctx *ctx);
 

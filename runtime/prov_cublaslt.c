@@ -198,6 +198,7 @@ typedef struct gemm_state {
     /* a 2:4 step (sparse24): the decision and, when sparse won, the cuSPARSELt plan */
     bool marked, sparse_on;
     double dense_ms, sparse_ms; /* per call, measured at creation; -1 when not measured */
+    bool sp_searched;           /* the sparse kernel came from cuSPARSELt's search */
     char note[512];
     rt_sparse_gemm *sp;
 } gemm_state;
@@ -419,10 +420,11 @@ static void sparse_say(const ampc_rt_step *s, const gemm_state *st) {
     if (!rt_sparse_verbose()) return;
     const ampc_rt_gemm *g = &s->gemm;
     fprintf(stderr, "ampc: 2:4 GEMM %s (m %lld, n %lld, k %lld, %s%s): dense %.4f ms, sparse "
-            "%.4f ms -> %s (%s)\n", s->label ? s->label : "?", (long long)g->m, (long long)g->n,
-            (long long)g->k, rt_dtype_name(g->dtype_ab),
+            "%.4f ms%s -> %s (%s)\n", s->label ? s->label : "?", (long long)g->m,
+            (long long)g->n, (long long)g->k, rt_dtype_name(g->dtype_ab),
             g->epilogue != AMPC_RT_EPI_NONE ? ", epilogue" : "", st->dense_ms, st->sparse_ms,
-            st->sparse_on ? "sparse" : "dense", st->note);
+            st->sp_searched ? " (searched kernel)" : "", st->sparse_on ? "sparse" : "dense",
+            st->note);
 }
 
 /* Plans a 2:4 step on cuSPARSELt too and keeps the faster (file comment). Anything that keeps
@@ -447,6 +449,7 @@ static ampc_status sparse_choose(rt_ctx *ctx, const ampc_rt_step *s, gemm_state 
     }
     size_t need = sparse_ws > *workspace ? sparse_ws : *workspace;
     if (scratch_at_least(ctx, need > 256 ? need : 256, e) != AMPC_OK) return e->status;
+    st->sp_searched = rt_sparse_gemm_searched(st->sp);
     rt_err te[2] = {{0}, {0}};
     double ms[2];
     time_both(ctx, st, ms, te);
