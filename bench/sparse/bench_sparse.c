@@ -93,6 +93,7 @@ static int bench_size(int64_t s, ampc_dtype t, int32_t iters) {
     ampc_module *mod = NULL;
     if (ampc_compile(g, &o, &mod) != AMPC_OK) {
         fprintf(stderr, "ampc-bench-sparse: compile: %s\n", ampc_graph_errors(g));
+        ampc_graph_destroy(g);
         return 1;
     }
     const ampc_rt_plan *plan = &mod->cg->plan;

@@ -160,13 +160,15 @@ Test(sparse_host, static_rules_name_the_reason) {
 Test(sparse_host, the_mark_reaches_the_gemm_step) {
     shape_kind kinds[3] = {K_MATMUL, K_GEMM_TB, K_BIAS_RELU};
     for (int i = 0; i < 3; i++) {
-        ampc_module *mod = compile_verify(sparse_graph(kinds[i], AMPC_DTYPE_F16, 64, 128, 256));
+        ampc_graph *gi = sparse_graph(kinds[i], AMPC_DTYPE_F16, 64, 128, 256);
+        ampc_module *mod = compile_verify(gi);
         const ampc_rt_gemm *g = the_gemm(mod, NULL);
         cr_assert_eq(g->sparse24, 1, "case %d: the GEMM step is not marked", i);
         cr_assert_eq(g->b.space, AMPC_RT_WEIGHTS);
         if (kinds[i] == K_BIAS_RELU)
             cr_assert_eq(g->epilogue, AMPC_RT_EPI_BIAS_RELU, "the bias and ReLU did not fuse");
         ampc_module_destroy(mod);
+        ampc_graph_destroy(gi);
     }
     static const int32_t none = 0;
     ampc_graph *g = sparse_graph(K_MATMUL, AMPC_DTYPE_F16, 64, 128, 256);
