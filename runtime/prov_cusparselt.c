@@ -172,7 +172,8 @@ const char *rt_sparse_gemm_why_not(const ampc_rt_gemm *g) {
         return "the erf GELU epilogue (cuSPARSELt's GELU is the tanh form)";
     bool bias = g->epilogue == AMPC_RT_EPI_BIAS || g->epilogue == AMPC_RT_EPI_BIAS_RELU;
     if (bias && g->dtype_bias != g->dtype_cd) return "the bias dtype differs from the output's";
-    /* cuSPARSELt's documented operand constraints for 16-bit types: 16-byte aligned rows */
+    /* rows aligned to 16 bytes (8 elements), the alignment the descriptors are given; the
+     * library refuses, while planning, any further shape it does not run */
     if (g->k % 8 || g->n % 8 || g->ldb % 8 || g->lda % 8 || g->ldd % 8 ||
         (g->c.bytes > 0 && g->ldc % 8))
         return "a dimension or row pitch is not a multiple of 8 elements";
@@ -184,7 +185,7 @@ const char *rt_sparse_gemm_why_not(const ampc_rt_gemm *g) {
 struct rt_sparse_gemm {
     lt_opaque mat[4]; /* cuSPARSELt's A (our weight, structured), B (our A), C, D */
     lt_opaque op, alg, plan;
-    bool have_mat[4], have_op, have_alg, have_plan;
+    bool have_mat[4], have_alg, have_plan; /* (the matmul descriptor needs no destroy) */
     bool searched;           /* cusparseLtMatmulSearch ran and chose the kernel */
     void *compressed;        /* the compressed weight, device memory this state owns */
     const void *b, *c;       /* cuSPARSELt's dense B (our A) and C */
@@ -286,7 +287,6 @@ static ampc_status describe(rt_ctx *ctx, const ampc_rt_gemm *g, rt_sparse_gemm *
                                                    g->trans_a ? LT_OP_T : LT_OP_N, &sp->mat[0],
                                                    &sp->mat[1], &sp->mat[2], &sp->mat[3],
                                                    LT_COMPUTE_32F));
-    sp->have_op = true;
     if (g->epilogue == AMPC_RT_EPI_RELU || g->epilogue == AMPC_RT_EPI_BIAS_RELU) {
         int32_t on = 1;
         RT_SPLT(e, splt.cusparseLtMatmulDescSetAttribute(h, &sp->op, LT_MATMUL_ACTIVATION_RELU,
