@@ -93,6 +93,13 @@ static ampc_rt_gemm gemm_base(ampc_cg *cg, const ampc_value *a, const ampc_value
     return p;
 }
 
+/* The sparsity pass's 2:4 mark carried to the step (plan.h's ampc_rt_gemm.sparse24): only for a
+ * single GEMM whose B is a weight, the operand the runtime compresses once at creation. */
+static void mark_sparse(ampc_cg *cg, const ampc_node *n, ampc_rt_gemm *p) {
+    p->sparse24 = p->batch == 1 && p->b.space == AMPC_RT_WEIGHTS &&
+                  ampc_ir_attr_int(ampc_cg_graph(cg), n, "sparse24", 0) != 0;
+}
+
 /* ---- generated matrix products --------------------------------------------------------------- */
 
 /* Opens a one-thread-per-output kernel body of a product and declares, inside the grid loop,
@@ -247,6 +254,7 @@ static ampc_status matmul_steps(ampc_cg *cg, const ampc_node *n, const mm_geom *
         p.a = sub_ref(ra, oa, ea);
         p.b = sub_ref(rb, ob, eb);
         p.d = sub_ref(ry, od, ey);
+        mark_sparse(cg, n, &p);
         ampc_status st = ampc_cg_step_gemm(cg, n, &p);
         if (st != AMPC_OK) return st;
         for (int32_t d = s - 1; d >= 0; d--) { /* next outer coordinate, row-major */
@@ -303,6 +311,7 @@ static ampc_status lower_fused_matmul(ampc_cg *cg, const ampc_node *n) {
         p.c = ampc_cg_ref(cg, z);
         p.beta = 1.0f;
     }
+    mark_sparse(cg, n, &p);
     return ampc_cg_step_gemm(cg, n, &p);
 }
 
@@ -431,6 +440,7 @@ static ampc_status lower_gemm(ampc_cg *cg, const ampc_node *n) {
             p.beta = (float)at.beta;
         }
     }
+    mark_sparse(cg, n, &p);
     return ampc_cg_step_gemm(cg, n, &p);
 }
 

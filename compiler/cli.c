@@ -366,6 +366,8 @@ static bool write_report(const char *path, const ampc_cli_options *o, const ampc
             fprintf(f, ", \"kernel\": ");
             json_str(f, s->kernel.name);
         }
+        /* a 2:4 weight: the runtime times cuSPARSELt against cuBLASLt at load */
+        if (s->kind == AMPC_RT_STEP_GEMM && s->gemm.sparse24) fprintf(f, ", \"sparse24\": true");
         fputc('}', f);
     }
     fprintf(f, "\n  ]");
@@ -544,9 +546,12 @@ static int inspect_library(const ampc_cli_options *o) {
     for (int32_t i = 0; i < p->n_steps; i++) count[p->steps[i].kind < 5 ? p->steps[i].kind : 4]++;
     printf("steps (%d): %d kernels, %d cuBLASLt, %d cuDNN, %d copies, %d memsets\n", p->n_steps,
            count[0], count[1], count[2], count[3], count[4]);
-    for (int32_t i = 0; i < p->n_steps; i++)
-        printf("  %4d  %-8s %-5s %s\n", i, step_kind_name(&p->steps[i]), step_precision(&p->steps[i]),
-               p->steps[i].label ? p->steps[i].label : "");
+    for (int32_t i = 0; i < p->n_steps; i++) {
+        const ampc_rt_step *s = &p->steps[i];
+        bool sp = s->kind == AMPC_RT_STEP_GEMM && s->gemm.sparse24;
+        printf("  %4d  %-8s %-5s %s%s\n", i, step_kind_name(s), step_precision(s),
+               s->label ? s->label : "", sp ? "  [2:4: cuSPARSELt where faster at load]" : "");
+    }
     ampc_rt_unload(a);
     return 0;
 }
@@ -578,8 +583,8 @@ static void print_sparsity(const ampc_cli_options *o, const ampc_graph *g) {
         sparse += w == SPARSE_WHY_ALREADY || w == SPARSE_WHY_PRUNED;
         pruned += w == SPARSE_WHY_PRUNED;
     }
-    printf("sparsity (%s): %d of %d layers 2:4 (%d pruned; the GPU runs them dense for now)\n",
-           o->sparsity, sparse, g->n_sparse_layers, pruned);
+    printf("sparsity (%s): %d of %d layers 2:4 (%d pruned; f16/bf16 GEMMs among them run sparse "
+           "where faster at load)\n", o->sparsity, sparse, g->n_sparse_layers, pruned);
     for (int32_t i = 0; i < g->n_sparse_layers; i++) {
         const ampc_sparse_layer *l = &g->sparse_layers[i];
         char shape[AMPC_SHAPE_STR_MAX];
@@ -970,14 +975,14 @@ static bool profile(ampc_rt_model *m, const ampc_tensor *in, int32_t ni, ampc_te
             printf("%.0f TFLOP/s f16 GEMM, %.0f GB/s copy):\n", c.tflops, c.gbps);
         else
             printf("unknown for this GPU, set AMPC_PEAK_TFLOPS and AMPC_PEAK_GBPS):\n");
-        printf("  %5s  %-9s %10s %7s  %-24s %s\n", "step", "provider", "ms", "%", "achieved",
+        printf("  %5s  %-10s %10s %7s  %-24s %s\n", "step", "provider", "ms", "%", "achieved",
                "graph nodes");
         for (int32_t i = 0; i < n; i++) {
             double flops, bytes;
             char tp[64];
             ampc_rt_model_step_work(m, st[i].step, &flops, &bytes);
             throughput(tp, sizeof tp, flops, bytes, st[i].ms, c);
-            printf("  %5d  %-9s %10.4f %6.1f%%  %-24s %s\n", st[i].step,
+            printf("  %5d  %-10s %10.4f %6.1f%%  %-24s %s\n", st[i].step,
                    ampc_rt_model_step_provider(m, st[i].step), st[i].ms,
                    total > 0 ? 100 * st[i].ms / total : 0.0, tp,
                    ampc_rt_model_step_label(m, st[i].step));
@@ -991,6 +996,30 @@ static bool profile(ampc_rt_model *m, const ampc_tensor *in, int32_t ni, ampc_te
     return ok;
 }
 
+/* --sparse-report: every GEMM step with a 2:4 weight, its times measured at load and the
+ * provider that runs it. */
+static void sparse_report(const ampc_rt_model *m) {
+    int32_t n = ampc_rt_model_n_steps(m), count = 0, sparse = 0;
+    for (int32_t i = 0; i < n; i++) {
+        ampc_rt_sparse_choice c;
+        if (!ampc_rt_model_step_sparse(m, i, &c)) continue;
+        if (count++ == 0)
+            printf("sparse report (2:4 GEMMs timed at load):\n  %5s  %10s %10s  %-6s  %s\n",
+                   "step", "dense ms", "sparse ms", "runs", "graph nodes: note");
+        sparse += c.sparse;
+        char d[32] = "-", sp[32] = "-";
+        if (c.dense_ms >= 0) snprintf(d, sizeof d, "%.4f", c.dense_ms);
+        if (c.sparse_ms >= 0) snprintf(sp, sizeof sp, "%.4f", c.sparse_ms);
+        printf("  %5d  %10s %10s  %-6s  %s: %s\n", i, d, sp, c.sparse ? "sparse" : "dense",
+               ampc_rt_model_step_label(m, i), c.note);
+    }
+    if (count == 0)
+        printf("sparse report: no GEMM step has a 2:4 weight (compile with --sparsity verify or "
+               "prune; f16/bf16 weights only)\n");
+    else
+        printf("sparse report: %d of %d 2:4 GEMMs run sparse\n", sparse, count);
+}
+
 /* Runs a plan on GPU 0: once for the outputs, then --profile and --iterations. */
 static bool run_plan(const ampc_rt_plan *plan, const ampc_cli_options *o, const ampc_tensor *in,
                      int32_t ni, ampc_tensor *out, int32_t no) {
@@ -1000,6 +1029,7 @@ static bool run_plan(const ampc_rt_plan *plan, const ampc_cli_options *o, const 
               ampc_rt_model_run(m, in, ni, out, no, NULL, &err) == AMPC_OK;
     if (!ok) fprintf(stderr, "ampc: %s: %s\n", o->model, err ? err : "");
     free(err);
+    if (ok && o->sparse_report) sparse_report(m);
     if (ok && o->profile) ok = profile(m, in, ni, out, no);
     if (ok && o->iterations > 0) ok = benchmark(m, o);
     ampc_rt_model_destroy(m);

@@ -36,6 +36,7 @@ typedef struct ampc_cli_options {
     int64_t max_batch;
     int32_t iterations, warmup; /* run: timed launches (0: none) and warm-up launches */
     bool verbose, print_pipeline, reference, profile;
+    bool sparse_report; /* `run`: the 2:4 GEMMs' dense / sparse decisions */
 } ampc_cli_options;
 
 /* Each returns the process exit code (0 success, 1 failure, 2 usage) after printing. */

@@ -189,6 +189,21 @@ static void report_nccl(void) {
     if (h) dlclose(h);
 }
 
+/* cuSPARSELt is optional (2:4 GEMMs run dense without it): its absence is a note, not a problem. */
+static void report_cusparselt(void) {
+    int64_t v = 0;
+    char *path = NULL, *err = NULL;
+    if (ampc_rt_library_version(AMPC_RT_LIB_CUSPARSELT, &v, &path, &err) == AMPC_OK)
+        printf("cuSPARSELt: version %lld.%lld.%lld (%s; 2:4 GEMMs may run sparse)\n",
+               (long long)(v / 10000), (long long)(v / 100 % 100), (long long)(v % 100),
+               path ? path : "");
+    else
+        printf("cuSPARSELt: not loaded (optional: 2:4 GEMMs run dense; set AMPC_CUSPARSELT_PATH "
+               "to libcusparseLt.so.0 or add its folder to LD_LIBRARY_PATH)\n");
+    free(path);
+    free(err);
+}
+
 int ampc_cli_doctor(const ampc_cli_options *o) {
     (void)o;
     problems = 0;
@@ -205,6 +220,7 @@ int ampc_cli_doctor(const ampc_cli_options *o) {
     report_library(AMPC_RT_LIB_CUDNN, "cuDNN",
                    "install cuDNN 9 (libcudnn9 package, or the nvidia-cudnn wheel) or add the "
                    "folder holding libcudnn.so.9 to LD_LIBRARY_PATH");
+    report_cusparselt();
     report_nccl();
     char cc[4096], runtime[4096], *err = NULL;
     if (ampc_artifact_toolchain(NULL, cc, sizeof cc, runtime, sizeof runtime, &err) == AMPC_OK)

@@ -53,12 +53,12 @@ static void put_gemm(ampc_strbuf *sb, const ampc_rt_gemm *g) {
                        ".trans_b = %d,\n        .lda = %lld, .ldb = %lld, .ldc = %lld, .ldd = %lld, "
                        ".stride_a = %lld, .stride_b = %lld, .stride_c = %lld, .stride_d = %lld,\n"
                        "        .dtype_ab = %d, .dtype_cd = %d, .dtype_bias = %d, .math = %u, "
-                       ".epilogue = %u, .alpha = ",
+                       ".epilogue = %u, .sparse24 = %u, .alpha = ",
                    (long long)g->m, (long long)g->n, (long long)g->k, (long long)g->batch,
                    g->trans_a, g->trans_b, (long long)g->lda, (long long)g->ldb,
                    (long long)g->ldc, (long long)g->ldd, (long long)g->stride_a,
                    (long long)g->stride_b, (long long)g->stride_c, (long long)g->stride_d,
-                   g->dtype_ab, g->dtype_cd, g->dtype_bias, g->math, g->epilogue);
+                   g->dtype_ab, g->dtype_cd, g->dtype_bias, g->math, g->epilogue, g->sparse24);
     put_f32(sb, g->alpha);
     ampc_sb_puts(sb, ", .beta = ");
     put_f32(sb, g->beta);

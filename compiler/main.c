@@ -30,7 +30,7 @@ static const char usage[] =
     "                                         --precision fp16|bf16|auto each node's type and why,\n"
     "                                         with --sparsity verify|prune each layer's 2:4 status\n"
     "       ampc run MODEL|MODEL.so [--reference] [--input NAME=FILE]... [--save-outputs DIR]\n"
-    "                [--iterations N] [--warmup N] [--profile]\n"
+    "                [--iterations N] [--warmup N] [--profile] [--sparse-report]\n"
     "                                         run on the GPU (--reference: the CPU evaluator)\n"
     "       ampc doctor                       GPUs, driver, CUDA libraries, what is missing\n"
     "       ampc --version | --help\n"
@@ -59,9 +59,9 @@ static const char usage[] =
     "                        off (default); verify: mark weights already 2:4 (sparse24 = 1);\n"
     "                        prune: keep the 2 largest |w| of every 4 and mark them, which\n"
     "                        CHANGES THE MODEL'S NUMBERS (--report gives the energy removed\n"
-    "                        per layer). The GPU still runs dense kernels on marked weights:\n"
-    "                        sparse kernels and their cost model are not written yet, so\n"
-    "                        neither mode is faster today, and auto is refused\n"
+    "                        per layer). At load, each marked GEMM (f16/bf16) is timed dense\n"
+    "                        (cuBLASLt) and sparse (cuSPARSELt, when installed) and the\n"
+    "                        faster kept (docs/sparsity.md); auto is refused\n"
     "  --sparsity-layers GLOB  with prune: only nodes whose name matches GLOB (fnmatch)\n"
     "  --emit ir|cuda|ptx|c  write the optimised IR, the generated CUDA C, its PTX or host C\n"
     "  --arch sm_80,sm_90    cubin architectures (default: the GPU present, else sm_80)\n"
@@ -75,6 +75,7 @@ static const char usage[] =
     "  --iterations N        `run`: time N launches with CUDA events (median, p90, p99)\n"
     "  --warmup N            `run`: untimed launches first (default 10)\n"
     "  --profile             `run`: GPU time of every step, largest first\n"
+    "  --sparse-report       `run`: each 2:4 GEMM's dense and sparse time at load and the choice\n"
     "  -v                    one line per pass: name, changed, time\n";
 
 static int fail(const char *fmt, const char *a, const char *b) {
@@ -189,8 +190,9 @@ static int parse_args(int argc, char **argv, ampc_cli_options *o) {
         } else if (is_opt(a, "--sparsity")) {
             if (!(v = opt_value(argc, argv, &i, "--sparsity"))) return 2;
             if (!strcmp(v, "auto"))
-                return fail("--sparsity auto needs the GPU cost model, which ampc does not have "
-                            "yet (sparse kernels are not written); give off, verify or prune%s%s",
+                return fail("--sparsity auto (choosing which layers to prune) is not written: the "
+                            "runtime's cost model only chooses dense or sparse at load for "
+                            "weights already 2:4; give off, verify or prune%s%s",
                             "", ""), 2;
             if (strcmp(v, "off") && strcmp(v, "verify") && strcmp(v, "prune"))
                 return fail("--sparsity %s is not available (available: off, verify, prune)", v,
@@ -210,6 +212,8 @@ static int parse_args(int argc, char **argv, ampc_cli_options *o) {
             if (!(o->name = opt_value(argc, argv, &i, "--name"))) return 2;
         } else if (!strcmp(a, "--profile")) {
             o->profile = true;
+        } else if (!strcmp(a, "--sparse-report")) {
+            o->sparse_report = true;
         } else if (is_opt(a, "--iterations") || is_opt(a, "--warmup")) {
             bool iters = is_opt(a, "--iterations");
             if (!(v = opt_value(argc, argv, &i, iters ? "--iterations" : "--warmup"))) return 2;

@@ -98,11 +98,14 @@ AMPC_API ampc_status ampc_rt_device_info_get(int32_t device, ampc_rt_device_info
 typedef enum ampc_rt_library {
     AMPC_RT_LIB_CUBLASLT = 0, /* libcublasLt.so.13, else .12; version 12.0 or newer */
     AMPC_RT_LIB_CUDNN = 1,    /* libcudnn.so.9; version 9.0 or newer */
+    AMPC_RT_LIB_CUSPARSELT = 2, /* $AMPC_CUSPARSELT_PATH, else libcusparseLt.so.0; 0.8 or newer.
+                                 * Optional: 2:4 sparse GEMMs run dense without it */
     AMPC_RT_LIB_COUNT
 } ampc_rt_library;
 
 /* Opens the library (once per process: it stays loaded) and reports its version as the library
- * encodes it (cuBLASLt 13.1.0 is 130100, cuDNN 9.19.0 is 91900) and, when `path` is not NULL, a
+ * encodes it (cuBLASLt 13.1.0 is 130100, cuDNN 9.19.0 is 91900; cuSPARSELt 0.8.1, whose own
+ * encoding differs, is reported as 801) and, when `path` is not NULL, a
  * malloc'ed path of the file that was loaded (the caller frees it). Needs no GPU. On failure
  * (AMPC_E_CUDA: not found, a symbol missing, or too old; AMPC_E_INVALID_ARG: unknown library)
  * *version is 0, *path NULL, and *err names the library, the sonames tried and the version found
@@ -214,7 +217,8 @@ AMPC_API int32_t ampc_rt_model_n_inputs(const ampc_rt_model *m);
 AMPC_API int32_t ampc_rt_model_n_outputs(const ampc_rt_model *m);
 AMPC_API int32_t ampc_rt_model_n_steps(const ampc_rt_model *m);
 /* Step i's label (the graph nodes it covers, "Add 'add_3'") and provider ("kernel", "cuBLASLt",
- * "cuDNN", "copy", "memset"); "" for an index out of range. Valid until destroy. */
+ * "cuSPARSELt" (a 2:4 GEMM that runs sparse), "cuDNN", "copy", "memset"); "" for an index out
+ * of range. Valid until destroy. */
 AMPC_API const char *ampc_rt_model_step_label(const ampc_rt_model *m, int32_t i);
 AMPC_API const char *ampc_rt_model_step_provider(const ampc_rt_model *m, int32_t i);
 /* The work of step i, for achieved-throughput figures (`ampc run --profile`): *flops the
@@ -223,6 +227,22 @@ AMPC_API const char *ampc_rt_model_step_provider(const ampc_rt_model *m, int32_t
  * once). false for an index out of range (both 0). */
 AMPC_API bool ampc_rt_model_step_work(const ampc_rt_model *m, int32_t i, double *flops,
                                       double *bytes);
+/* The 2:4 sparsity decision of a GEMM step whose weight carries the sparsity pass's mark
+ * (`ampc --sparsity verify|prune`; docs/sparsity.md). At creation the runtime plans such a step
+ * both ways, dense (cuBLASLt) and sparse (cuSPARSELt, when it can be loaded), times each on the
+ * model's own buffers, and keeps the faster (AMPC_SPARSE=0 forces dense, =1 sparse where it
+ * runs). */
+typedef struct ampc_rt_sparse_choice {
+    bool sparse;      /* the step runs on cuSPARSELt */
+    double dense_ms;  /* milliseconds per call measured at creation; -1 when not measured */
+    double sparse_ms; /* the same for the sparse call; -1 when it could not be planned */
+    const char *note; /* why, in words: "faster", "forced by AMPC_SPARSE=1", "cuSPARSELt not
+                       * found: ...", "bias dtype ..."; valid until destroy */
+} ampc_rt_sparse_choice;
+/* Fills *out for step i and returns true when step i is a GEMM with a 2:4 weight; false (and
+ * *out untouched) for any other step, an index out of range or a NULL argument. */
+AMPC_API bool ampc_rt_model_step_sparse(const ampc_rt_model *m, int32_t i,
+                                        ampc_rt_sparse_choice *out);
 /* Device memory the model holds, in bytes: arena + weights + library workspace. */
 AMPC_API int64_t ampc_rt_model_device_bytes(const ampc_rt_model *m);
 

@@ -109,6 +109,8 @@ ampc_status rt_device_open(int32_t index, rt_device *d, rt_err *e);
 typedef struct rt_lib {
     const char *name;             /* "cuBLASLt" */
     const char *const *sonames;   /* tried in order, NULL-terminated */
+    const char *path_env;         /* (optional) an environment variable naming a file to try
+                                   * before the sonames (AMPC_CUSPARSELT_PATH) */
     int64_t min_version;          /* in the library's encoding */
     /* Binds every function the provider uses from `handle`; false names the first missing one
      * in *missing. Sets the version the library reports into *version. */
@@ -128,6 +130,7 @@ ampc_status rt_lib_open(rt_lib *lib, rt_err *e);
 
 extern rt_lib rt_cublaslt_lib;
 extern rt_lib rt_cudnn_lib;
+extern rt_lib rt_cusparselt_lib;
 
 /* ---- the per-model context and the provider interface --------------------------------------- */
 
@@ -151,6 +154,7 @@ typedef struct rt_ctx {
     int32_t n_units;
     void *cublaslt;           /* cublasLtHandle_t, created by the cuBLASLt provider on demand */
     void *cudnn;              /* cudnnHandle_t, created by the cuDNN provider on demand */
+    void *cusparselt;         /* cuSPARSELt's handle (malloc'ed), made by the first 2:4 step */
     cudaStream_t plan_stream; /* the model's stream: planning work (algorithm search) runs here */
     void *scratch;            /* planning-time workspace for algorithm searches and timings, */
     size_t scratch_bytes;     /* allocated on first need and freed once every step is planned */
@@ -184,7 +188,47 @@ typedef struct rt_provider {
     void (*release)(rt_ctx *ctx, void *state);
     /* (optional) Frees per-model resources (library handles) when the model goes. */
     void (*close)(rt_ctx *ctx);
+    /* (optional) The 2:4 decision of a step (ampc_rt_model_step_sparse): false when the step is
+     * not a 2:4 GEMM. */
+    bool (*sparse_choice)(const void *state, ampc_rt_sparse_choice *out);
 } rt_provider;
+
+/* ---- 2:4 sparse GEMMs (prov_cusparselt.c) --------------------------------------------------
+ * A GEMM step marked sparse24 is planned by the cuBLASLt provider as usual and then, unless
+ * AMPC_SPARSE=0, on cuSPARSELt too; the provider times both and keeps the faster
+ * (prov_cublaslt.c, sparse_choose). */
+
+/* AMPC_SPARSE: unset, "" or "auto": the faster; "0": dense; "1": sparse wherever it plans. */
+typedef enum rt_sparse_mode {
+    RT_SPARSE_AUTO = 0,
+    RT_SPARSE_OFF,
+    RT_SPARSE_FORCE,
+} rt_sparse_mode;
+rt_sparse_mode rt_sparse_mode_get(void);
+/* AMPC_SPARSE_VERBOSE set and not "0": one line per 2:4 step on stderr at creation. */
+bool rt_sparse_verbose(void);
+/* The cost model: sparse when forced, never when off, else when it ran (sparse_ms >= 0) and is
+ * faster than dense (or dense could not be timed: dense_ms < 0). */
+bool rt_sparse_pick(rt_sparse_mode mode, double dense_ms, double sparse_ms);
+/* Why a step cannot run on cuSPARSELt by its static description alone (no GPU, no library):
+ * a sentence, or NULL when it may (the library may still refuse it while planning). */
+const char *rt_sparse_gemm_why_not(const ampc_rt_gemm *g);
+
+/* One GEMM planned on cuSPARSELt: descriptors, plan, the compressed weight (device memory). */
+typedef struct rt_sparse_gemm rt_sparse_gemm;
+/* Opens cuSPARSELt, checks the weight is 2:4 in its sense, plans the product (with cuSPARSELt's
+ * own algorithm search on the model's buffers unless AMPC_SPARSE_SEARCH=0) and compresses the
+ * weight. *out is NULL on failure, which the caller turns into a dense step with e's message as
+ * the note; *workspace the bytes of shared workspace the calls need. */
+ampc_status rt_sparse_gemm_plan(rt_ctx *ctx, const ampc_rt_gemm *g, rt_sparse_gemm **out,
+                                size_t *workspace, rt_err *e);
+/* Enqueues the product (ctx->workspace as its workspace). */
+ampc_status rt_sparse_gemm_launch(rt_ctx *ctx, rt_sparse_gemm *sp, cudaStream_t stream, rt_err *e);
+void rt_sparse_gemm_release(rt_sparse_gemm *sp);
+/* Whether cuSPARSELt's algorithm search chose sp's kernel (false: its default kernel). */
+bool rt_sparse_gemm_searched(const rt_sparse_gemm *sp);
+/* Destroys ctx's cuSPARSELt handle (model destroy). */
+void rt_sparse_close(rt_ctx *ctx);
 
 extern const rt_provider rt_provider_kernel;
 extern const rt_provider rt_provider_cublaslt;

@@ -1,5 +1,5 @@
 /*
- * lib.c — opening the provider libraries (cuBLASLt, cuDNN) on first use with dlopen, by soname,
+ * lib.c — opening the provider libraries (cuBLASLt, cuDNN, cuSPARSELt) on first use with dlopen, by soname,
  * once per process. A plan needs only the libraries its steps use, and a binary that never runs a
  * matmul never needs cuBLASLt installed. A library that is missing, lacks a function or is older
  * than required is an error naming it, what was tried or found, and what is required: the
@@ -61,6 +61,12 @@ static ampc_status open_now(rt_lib *lib) {
     char tried[2048] = "", need[24];
     rt_lib_version_str(lib->min_version, need, sizeof need);
     void *h = NULL;
+    const char *file = lib->path_env ? getenv(lib->path_env) : NULL;
+    if (file != NULL && file[0] != '\0') {
+        h = dlopen(file, RTLD_NOW | RTLD_LOCAL);
+        if (h == NULL)
+            snprintf(tried, sizeof tried, "%s=%.1000s (%.800s)", lib->path_env, file, dlerror());
+    }
     for (const char *const *s = lib->sonames; *s != NULL && h == NULL; s++)
         h = open_soname(*s, tried, sizeof tried);
     if (h == NULL) {
@@ -114,6 +120,7 @@ ampc_status ampc_rt_library_version(ampc_rt_library lib, int64_t *version, char 
     if (path) *path = NULL;
     rt_lib *l = lib == AMPC_RT_LIB_CUBLASLT ? &rt_cublaslt_lib
                 : lib == AMPC_RT_LIB_CUDNN  ? &rt_cudnn_lib
+                : lib == AMPC_RT_LIB_CUSPARSELT ? &rt_cusparselt_lib
                                             : NULL;
     if (l == NULL) {
         rt_fail(&e, AMPC_E_INVALID_ARG, "unknown provider library %d (expected 0 to %d)",

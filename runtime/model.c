@@ -789,7 +789,16 @@ const char *ampc_rt_model_step_label(const ampc_rt_model *m, int32_t i) {
 
 const char *ampc_rt_model_step_provider(const ampc_rt_model *m, int32_t i) {
     if (m == NULL || i < 0 || i >= m->n_steps || m->prov[i] == NULL) return "";
+    ampc_rt_sparse_choice c;
+    if (ampc_rt_model_step_sparse(m, i, &c) && c.sparse) return "cuSPARSELt";
     return m->prov[i]->name;
+}
+
+bool ampc_rt_model_step_sparse(const ampc_rt_model *m, int32_t i, ampc_rt_sparse_choice *out) {
+    if (m == NULL || out == NULL || i < 0 || i >= m->n_steps || m->prov[i] == NULL ||
+        m->prov[i]->sparse_choice == NULL)
+        return false;
+    return m->prov[i]->sparse_choice(m->state[i], out);
 }
 
 /* Bytes of the refs a step touches, each buffer once (an in-place step names one twice). */

@@ -97,6 +97,11 @@ typedef struct ampc_rt_gemm {
     ampc_dtype dtype_bias; /* bias, when the epilogue has one */
     uint8_t math;          /* ampc_rt_math */
     uint8_t epilogue;      /* ampc_rt_epilogue */
+    /* 1: B is a constant (weights space) whose every group of 4 consecutive elements along K
+     * holds at most 2 non-zeros (the sparsity pass's mark), and batch is 1. The runtime may then
+     * run the step on sparse tensor cores (cuSPARSELt, when present) where that is measured
+     * faster; the result is the same product either way. */
+    uint8_t sparse24;
     float alpha, beta;
     ampc_rt_ref a, b, c, d, bias;
 } ampc_rt_gemm;

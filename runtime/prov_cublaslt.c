@@ -17,6 +17,14 @@
  * GEMM_ROUNDS runs each on the model's buffers, the heuristic's first kept unless another is at
  * least 3% faster (AMPC_GEMM_TUNE=0 keeps the first without timing; AMPC_GEMM_VERBOSE=1 prints
  * the timings). A launch is one cublasLtMatmul.
+ *
+ * 2:4 steps (sparse24: the weight B passed the sparsity pass) are planned dense as above and then
+ * on cuSPARSELt (prov_cusparselt.c). Both are timed on the model's own buffers (CUDA events,
+ * SPARSE_ROUNDS alternating rounds of SPARSE_REPS calls each, the median round) and the faster
+ * kept: the cost model is the measurement at that shape on that GPU. A sparse winner must also agree
+ * with the dense call on the same operands (sparse_agrees). AMPC_SPARSE=0 keeps dense without
+ * opening cuSPARSELt, =1 takes sparse wherever it plans and agrees. Whatever happens is kept as a
+ * note for ampc_rt_model_step_sparse and, with AMPC_SPARSE_VERBOSE=1, printed to stderr.
  */
 #include "runtime/internal.h"
 
@@ -29,6 +37,8 @@
 /* The workspace a matmul may use: 32 MiB is what NVIDIA recommends for Hopper. Candidates are
  * timed over GEMM_ROUNDS runs after one warm-up. */
 enum { GEMM_WORKSPACE_MAX = 32 << 20, GEMM_ROUNDS = 3, GEMM_CANDIDATES = 8 };
+/* Timing a 2:4 step both ways at creation: rounds of back-to-back calls, the median round. */
+enum { SPARSE_ROUNDS = 5, SPARSE_REPS = 10 };
 
 /* ---- the library --------------------------------------------------------------------------- */
 
@@ -189,6 +199,12 @@ typedef struct gemm_state {
         float f;
         double d;
     } alpha, beta;
+    /* a 2:4 step (sparse24): the decision and, when sparse won, the cuSPARSELt plan */
+    bool marked, sparse_on;
+    double dense_ms, sparse_ms; /* per call, measured at creation; -1 when not measured */
+    bool sp_searched;           /* the sparse kernel came from cuSPARSELt's search */
+    char note[512];
+    rt_sparse_gemm *sp;
 } gemm_state;
 
 static cudaDataType_t cuda_type(ampc_dtype t) {
@@ -274,6 +290,264 @@ static int gemm_pick(rt_ctx *ctx, const gemm_state *st, const cublasLtMatmulHeur
     if (first_ms >= 0 && best != first && best_ms > 0.97f * first_ms) best = first;
     if (verbose) fprintf(stderr, "ampc: cuBLASLt keeps candidate %d\n", best);
     return best;
+}
+
+static ampc_status dense_call(rt_ctx *ctx, gemm_state *st, cudaStream_t stream, rt_err *e) {
+    RT_CUBLAS(e, lt.cublasLtMatmul(ctx->cublaslt, st->op, &st->alpha, st->a, st->la, st->b, st->lb,
+                                   &st->beta, st->c, st->lc, st->d, st->ld, &st->algo,
+                                   ctx->workspace, ctx->workspace_bytes, stream));
+    RT_LAUNCH_CHECK(e);
+    return AMPC_OK;
+}
+
+/* ---- 2:4 steps: dense or sparse, by measurement ---------------------------------------------- */
+
+/* Makes the planning scratch at least `need` bytes (model.c frees it once every step is
+ * planned). */
+static ampc_status scratch_at_least(rt_ctx *ctx, size_t need, rt_err *e) {
+    if (ctx->scratch != NULL && ctx->scratch_bytes >= need) return AMPC_OK;
+    if (ctx->scratch != NULL) RT_CUDA(e, cudaFree(ctx->scratch));
+    ctx->scratch = NULL;
+    ctx->scratch_bytes = 0;
+    RT_CUDA(e, cudaMalloc(&ctx->scratch, need));
+    ctx->scratch_bytes = need;
+    return AMPC_OK;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* One call of the dense (sparse = false) or the sparse product on stream s. */
+static ampc_status one_call(rt_ctx *ctx, gemm_state *st, bool sparse, cudaStream_t s, rt_err *e) {
+    return sparse ? rt_sparse_gemm_launch(ctx, st->sp, s, e) : dense_call(ctx, st, s, e);
+}
+
+/* SPARSE_REPS back-to-back calls between the events ev[0] and ev[1]: milliseconds per call
+ * into *ms. */
+static ampc_status time_round(rt_ctx *ctx, gemm_state *st, bool sparse, cudaEvent_t *ev,
+                              double *ms, rt_err *e) {
+    cudaStream_t s = ctx->plan_stream;
+    RT_CUDA(e, cudaEventRecord(ev[0], s));
+    for (int i = 0; i < SPARSE_REPS; i++)
+        if (one_call(ctx, st, sparse, s, e) != AMPC_OK) return e->status;
+    RT_CUDA(e, cudaEventRecord(ev[1], s));
+    RT_CUDA(e, cudaEventSynchronize(ev[1]));
+    float t = 0;
+    RT_CUDA(e, cudaEventElapsedTime(&t, ev[0], ev[1]));
+    *ms = (double)t / SPARSE_REPS;
+    return AMPC_OK;
+}
+
+/* The dense and the sparse product's milliseconds per call into ms[0] and ms[1]: two warm-up
+ * calls each, then SPARSE_ROUNDS rounds of each, alternating (clock changes hit both alike), on
+ * the planning stream with the planning scratch as workspace; the median round. A product whose
+ * call fails gets -1 and its failure is in e[0] (dense) or e[1] (sparse). */
+static void time_both(rt_ctx *ctx, gemm_state *st, double ms[2], rt_err e[2]) {
+    void *ws = ctx->workspace;
+    size_t ws_bytes = ctx->workspace_bytes;
+    ctx->workspace = ctx->scratch;
+    ctx->workspace_bytes = ctx->scratch_bytes;
+    cudaStream_t s = ctx->plan_stream;
+    cudaEvent_t ev[2] = {NULL, NULL};
+    double rounds[2][SPARSE_ROUNDS];
+    bool ok[2] = {true, true};
+    if (cudaEventCreate(&ev[0]) != cudaSuccess || cudaEventCreate(&ev[1]) != cudaSuccess) {
+        for (int k = 0; k < 2; k++)
+            rt_fail(&e[k], AMPC_E_CUDA, "timing at load: cudaEventCreate failed");
+        ok[0] = ok[1] = false;
+    }
+    for (int k = 0; k < 2; k++)
+        for (int w = 0; w < 2 && ok[k]; w++) ok[k] = one_call(ctx, st, k == 1, s, &e[k]) == AMPC_OK;
+    for (int r = 0; r < SPARSE_ROUNDS; r++)
+        for (int k = 0; k < 2; k++)
+            if (ok[k]) ok[k] = time_round(ctx, st, k == 1, ev, &rounds[k][r], &e[k]) == AMPC_OK;
+    for (int k = 0; k < 2; k++) {
+        ms[k] = -1;
+        if (!ok[k]) continue;
+        qsort(rounds[k], SPARSE_ROUNDS, sizeof rounds[k][0], cmp_double);
+        ms[k] = rounds[k][SPARSE_ROUNDS / 2];
+    }
+    (void)cudaStreamSynchronize(s);
+    for (int k = 0; k < 2; k++)
+        if (ev[k]) (void)cudaEventDestroy(ev[k]);
+    rt_cuda_clear();
+    ctx->workspace = ws;
+    ctx->workspace_bytes = ws_bytes;
+}
+
+/* Element i of an f16 or bf16 array as a float (no libm: the runtime links only cudart). */
+static float half_at(const void *p, ampc_dtype t, int64_t i) {
+    uint16_t h;
+    memcpy(&h, (const char *)p + 2 * i, 2);
+    uint32_t u = (uint32_t)h << 16;
+    if (t != AMPC_DTYPE_BF16) {
+        uint32_t sign = (uint32_t)(h >> 15) << 31, ex = (h >> 10) & 31, man = h & 1023;
+        if (ex == 0) {
+            float v = (float)man * (1.0f / 16777216.0f); /* subnormal: man * 2^-24 */
+            return sign ? -v : v;
+        }
+        u = sign | (ex == 31 ? 0xffu << 23 : (ex + 112) << 23) | man << 13;
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* The self-check's device work: x (when an activation) filled from the weight's bytes, D saved,
+ * the dense call, D copied out to host[0..dbytes), D restored, the sparse call, D copied out to
+ * host[dbytes..2*dbytes). */
+static ampc_status check_calls(rt_ctx *ctx, const ampc_rt_gemm *g, gemm_state *st, void *save,
+                               char *host, size_t dbytes, rt_err *e) {
+    cudaStream_t s = ctx->plan_stream;
+    void *d = rt_ref_ptr(ctx, g->d);
+    if (g->a.space == AMPC_RT_ARENA) {
+        char *x = rt_ref_ptr(ctx, g->a);
+        const char *w = rt_ref_ptr(ctx, g->b);
+        for (int64_t at = 0; at < g->a.bytes; at += g->b.bytes) {
+            int64_t n = g->a.bytes - at < g->b.bytes ? g->a.bytes - at : g->b.bytes;
+            RT_CUDA(e, cudaMemcpyAsync(x + at, w, (size_t)n, cudaMemcpyDeviceToDevice, s));
+        }
+    }
+    RT_CUDA(e, cudaMemcpyAsync(save, d, dbytes, cudaMemcpyDeviceToDevice, s));
+    if (dense_call(ctx, st, s, e) != AMPC_OK) return e->status;
+    RT_CUDA(e, cudaMemcpyAsync(host, d, dbytes, cudaMemcpyDeviceToHost, s));
+    RT_CUDA(e, cudaMemcpyAsync(d, save, dbytes, cudaMemcpyDeviceToDevice, s));
+    if (rt_sparse_gemm_launch(ctx, st->sp, s, e) != AMPC_OK) return e->status;
+    RT_CUDA(e, cudaMemcpyAsync(host + dbytes, d, dbytes, cudaMemcpyDeviceToHost, s));
+    RT_CUDA(e, cudaStreamSynchronize(s));
+    return AMPC_OK;
+}
+
+/* Before a sparse step is trusted: the dense and the sparse call on the same operands (x filled
+ * from the weight's values, so the product is not trivially zero) must agree within 2 % of the
+ * output's largest magnitude. Guards against a cuSPARSELt that reads the weight, the bias or an
+ * epilogue otherwise than documented. false with the evidence in why when they differ or the
+ * check cannot run. AMPC_SPARSE_CHECK=0 skips it. */
+static bool sparse_agrees(rt_ctx *ctx, const ampc_rt_gemm *g, gemm_state *st, char *why,
+                          size_t size) {
+    const char *env = getenv("AMPC_SPARSE_CHECK");
+    if (env != NULL && strcmp(env, "0") == 0) return true;
+    size_t es = rt_dtype_size(g->dtype_cd);
+    size_t dbytes = (size_t)((g->m - 1) * g->ldd + g->n) * es;
+    void *save = NULL, *ws = ctx->workspace;
+    size_t ws_bytes = ctx->workspace_bytes;
+    char *host = malloc(2 * dbytes);
+    rt_err e = {0};
+    if (host == NULL) rt_fail(&e, AMPC_E_OOM, "out of host memory (%zu bytes)", 2 * dbytes);
+    else if (cudaMalloc(&save, dbytes) != cudaSuccess)
+        rt_fail(&e, AMPC_E_OOM, "out of device memory (%zu bytes)", dbytes);
+    if (e.status == AMPC_OK) {
+        ctx->workspace = ctx->scratch;
+        ctx->workspace_bytes = ctx->scratch_bytes;
+        check_calls(ctx, g, st, save, host, dbytes, &e);
+        ctx->workspace = ws;
+        ctx->workspace_bytes = ws_bytes;
+    }
+    bool agree = false;
+    if (e.status != AMPC_OK) {
+        snprintf(why, size, "the check of the sparse result against the dense one failed: %s",
+                 e.msg ? e.msg : "?");
+    } else {
+        double worst = 0, scale = 0;
+        int64_t at = 0;
+        for (int64_t r = 0; r < g->m; r++)
+            for (int64_t c = 0; c < g->n; c++) {
+                int64_t i = r * g->ldd + c;
+                double a = half_at(host, g->dtype_cd, i);
+                double b = half_at(host + dbytes, g->dtype_cd, i);
+                double diff = a > b ? a - b : b - a, mag = a < 0 ? -a : a;
+                if (!(diff <= worst)) worst = diff, at = i; /* NaN counts as the worst */
+                if (mag > scale) scale = mag;
+            }
+        agree = worst <= 2e-2 * scale + 1e-3;
+        if (!agree)
+            snprintf(why, size, "the sparse result differs from the dense one: |%g - %g| at "
+                     "element %lld, largest |dense| %g", half_at(host, g->dtype_cd, at),
+                     half_at(host + dbytes, g->dtype_cd, at), (long long)at, scale);
+    }
+    rt_err_clear(&e);
+    rt_cuda_clear();
+    if (save) (void)cudaFree(save);
+    free(host);
+    return agree;
+}
+
+/* Prints the decision of a 2:4 step (AMPC_SPARSE_VERBOSE=1). */
+static void sparse_say(const ampc_rt_step *s, const gemm_state *st) {
+    if (!rt_sparse_verbose()) return;
+    const ampc_rt_gemm *g = &s->gemm;
+    fprintf(stderr, "ampc: 2:4 GEMM %s (m %lld, n %lld, k %lld, %s%s): dense %.4f ms, sparse "
+            "%.4f ms%s -> %s (%s)\n", s->label ? s->label : "?", (long long)g->m,
+            (long long)g->n, (long long)g->k, rt_dtype_name(g->dtype_ab),
+            g->epilogue != AMPC_RT_EPI_NONE ? ", epilogue" : "", st->dense_ms, st->sparse_ms,
+            st->sp_searched ? " (searched kernel)" : "", st->sparse_on ? "sparse" : "dense",
+            st->note);
+}
+
+/* Plans a 2:4 step on cuSPARSELt too and keeps the faster (file comment). Anything that keeps
+ * it from running sparse becomes the note of a dense step, never a failure of the model. */
+static ampc_status sparse_choose(rt_ctx *ctx, const ampc_rt_step *s, gemm_state *st,
+                                 size_t *workspace, rt_err *e) {
+    rt_sparse_mode mode = rt_sparse_mode_get();
+    st->marked = true;
+    st->dense_ms = st->sparse_ms = -1;
+    if (mode == RT_SPARSE_OFF) {
+        snprintf(st->note, sizeof st->note, "AMPC_SPARSE=0 keeps every step dense");
+        sparse_say(s, st);
+        return AMPC_OK;
+    }
+    rt_err se = {0};
+    size_t sparse_ws = 0;
+    if (rt_sparse_gemm_plan(ctx, &s->gemm, &st->sp, &sparse_ws, &se) != AMPC_OK) {
+        snprintf(st->note, sizeof st->note, "no sparse plan: %s", se.msg ? se.msg : "?");
+        rt_err_clear(&se);
+        sparse_say(s, st);
+        return AMPC_OK;
+    }
+    size_t need = sparse_ws > *workspace ? sparse_ws : *workspace;
+    if (scratch_at_least(ctx, need > 256 ? need : 256, e) != AMPC_OK) return e->status;
+    st->sp_searched = rt_sparse_gemm_searched(st->sp);
+    rt_err te[2] = {{0}, {0}};
+    double ms[2];
+    time_both(ctx, st, ms, te);
+    st->dense_ms = ms[0];
+    st->sparse_ms = ms[1];
+    st->sparse_on = rt_sparse_pick(mode, st->dense_ms, st->sparse_ms);
+    if (st->sparse_ms < 0)
+        snprintf(st->note, sizeof st->note, "the sparse call failed: %s",
+                 te[1].msg ? te[1].msg : "?");
+    else if (st->sparse_on && !sparse_agrees(ctx, &s->gemm, st, st->note, sizeof st->note))
+        st->sparse_on = false; /* the note says why */
+    else if (mode == RT_SPARSE_FORCE)
+        snprintf(st->note, sizeof st->note, "AMPC_SPARSE=1 asks for sparse");
+    else if (st->sparse_on)
+        snprintf(st->note, sizeof st->note, "sparse is faster (%.2fx)",
+                 st->sparse_ms > 0 ? st->dense_ms / st->sparse_ms : 0.0);
+    else
+        snprintf(st->note, sizeof st->note, "dense is faster (sparse %.2fx)",
+                 st->sparse_ms > 0 ? st->dense_ms / st->sparse_ms : 0.0);
+    rt_err_clear(&te[0]);
+    rt_err_clear(&te[1]);
+    if (st->sparse_on) {
+        *workspace = sparse_ws;
+    } else {
+        rt_sparse_gemm_release(st->sp); /* frees the compressed weight */
+        st->sp = NULL;
+    }
+    sparse_say(s, st);
+    return AMPC_OK;
+}
+
+static bool gemm_sparse_choice(const void *state, ampc_rt_sparse_choice *out) {
+    const gemm_state *st = state;
+    if (st == NULL || !st->marked) return false;
+    out->sparse = st->sparse_on;
+    out->dense_ms = st->dense_ms;
+    out->sparse_ms = st->sparse_ms;
+    out->note = st->note;
+    return true;
 }
 
 static ampc_status gemm_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, size_t *workspace,
@@ -385,23 +659,22 @@ static ampc_status gemm_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, s
                        epi_names[g->epilogue], al[1], al[0], al[2], al[3]);
     st->algo = res[pick].algo;
     *workspace = res[pick].workspaceSize;
+    if (g->sparse24) return sparse_choose(ctx, s, st, workspace, e);
     return AMPC_OK;
 }
 
 static ampc_status gemm_launch(rt_ctx *ctx, void *state, cudaStream_t stream, rt_err *e) {
     gemm_state *st = state;
     if (st->noop) return AMPC_OK;
-    RT_CUBLAS(e, lt.cublasLtMatmul(ctx->cublaslt, st->op, &st->alpha, st->a, st->la, st->b, st->lb,
-                                   &st->beta, st->c, st->lc, st->d, st->ld, &st->algo,
-                                   ctx->workspace, ctx->workspace_bytes, stream));
-    RT_LAUNCH_CHECK(e);
-    return AMPC_OK;
+    if (st->sparse_on) return rt_sparse_gemm_launch(ctx, st->sp, stream, e);
+    return dense_call(ctx, st, stream, e);
 }
 
 static void gemm_release(rt_ctx *ctx, void *state) {
     (void)ctx;
     gemm_state *st = state;
     if (st == NULL) return;
+    rt_sparse_gemm_release(st->sp);
     if (st->pref) lt.cublasLtMatmulPreferenceDestroy(st->pref);
     if (st->la) lt.cublasLtMatrixLayoutDestroy(st->la);
     if (st->lb) lt.cublasLtMatrixLayoutDestroy(st->lb);
@@ -414,6 +687,7 @@ static void gemm_release(rt_ctx *ctx, void *state) {
 static void gemm_close(rt_ctx *ctx) {
     if (ctx->cublaslt != NULL) lt.cublasLtDestroy(ctx->cublaslt);
     ctx->cublaslt = NULL;
+    rt_sparse_close(ctx);
 }
 
 const rt_provider rt_provider_cublaslt = {
@@ -423,4 +697,5 @@ const rt_provider rt_provider_cublaslt = {
     .launch = gemm_launch,
     .release = gemm_release,
     .close = gemm_close,
+    .sparse_choice = gemm_sparse_choice,
 };

@@ -210,7 +210,7 @@ Test(cli, sparsity_prune_marks_and_reports_the_layers) {
     cr_assert_null(strstr(out, "sparse24"), "the glob leaves enc.fc alone:\n%s", out);
     free(out);
     cr_assert_eq(ampc(&out, "inspect %s --sparsity prune", path), 0, "%s", out);
-    cr_assert(strstr(out, "sparsity (prune): 1 of 2 layers 2:4 (1 pruned; the GPU runs them dense for now)"),
+    cr_assert(strstr(out, "sparsity (prune): 1 of 2 layers 2:4 (1 pruned; f16/bf16 GEMMs among them run sparse where faster at load)"),
               "%s", out);
     cr_assert(strstr(out, "pruned to 2:4, 14.71% of the energy removed"), "60 / 408:\n%s", out);
     free(out);
@@ -238,14 +238,14 @@ Test(cli, sparsity_option_errors) {
     cr_assert(strstr(out, "--sparsity half is not available (available: off, verify, prune)"), "%s", out);
     free(out);
     cr_assert_eq(ampc(&out, "m.ir --emit ir --sparsity auto"), 2);
-    cr_assert(strstr(out, "--sparsity auto needs the GPU cost model"), "%s", out);
+    cr_assert(strstr(out, "--sparsity auto (choosing which layers to prune) is not written"), "%s", out);
     free(out);
     cr_assert_eq(ampc(&out, "m.ir --emit ir --sparsity verify --sparsity-layers 'enc.*'"), 2);
     cr_assert(strstr(out, "--sparsity-layers 'enc.*' applies to --sparsity prune (found --sparsity verify)"),
               "%s", out);
     free(out);
     cr_assert_eq(ampc(&out, "--help"), 0);
-    cr_assert(strstr(out, "CHANGES THE MODEL'S NUMBERS") && strstr(out, "dense kernels"), "%s", out);
+    cr_assert(strstr(out, "CHANGES THE MODEL'S NUMBERS") && strstr(out, "timed dense"), "%s", out);
     free(out);
 }
 
@@ -481,6 +481,48 @@ Test(cli, compile_to_library_and_run_it, .timeout = 120) {
     free(out);
     cr_assert_eq(ampc(&out, "run %s/none.so", d), 1);
     cr_assert(strstr(out, "cannot open") && strstr(out, "none.so"), "%s", out);
+    free(out);
+    rmdir_all(d);
+}
+
+/* --sparsity prune marks the GEMM step of the library: the report and inspect say so, and
+ * `run --sparse-report` prints each 2:4 step's decision (with a GPU; else the no-device error). */
+Test(cli, sparse_gemm_steps_in_the_library, .timeout = 120) {
+    char *d = tmpdir(), path[512], lib[600], report[600], *out;
+    snprintf(path, sizeof path, "%s/m.ir", d);
+    snprintf(lib, sizeof lib, "%s/sp.so", d);
+    snprintf(report, sizeof report, "%s/report.json", d);
+    write_text(path, "graph \"sp\" {\n"
+                     "  input %x : f32[16,8]\n"
+                     "  const %w : f32[8,8] = [-5, 2, -2, 5, 1, -3, 4, 0, -4, 3, -1, -5, 2, -2, 5, 1, -3, 4, 0, -4, 3, -1, -5, 2, -2, 5, 1, -3, 4, 0, -4, 3, -1, -5, 2, -2, 5, 1, -3, 4, 0, -4, 3, -1, -5, 2, -2, 5, 1, -3, 4, 0, -4, 3, -1, -5, 2, -2, 5, 1, -3, 4, 0, -4]\n"
+                     "  %y : f32[16,8] = MatMul(%x, %w) @\"fc\"\n"
+                     "  output %y\n"
+                     "}\n");
+    cr_assert_eq(ampc(&out, "%s -o %s --precision fp16 --sparsity prune --report %s", path, lib,
+                      report), 0, "%s", out);
+    free(out);
+    char text[16384] = {0};
+    FILE *f = fopen(report, "r");
+    cr_assert(f && fread(text, 1, sizeof text - 1, f) > 0, "the report is written");
+    fclose(f);
+    cr_assert(strstr(text, "\"sparse24\": true") && strstr(text, "\"status\": \"pruned to 2:4\""),
+              "%s", text);
+    cr_assert_eq(ampc(&out, "inspect %s", lib), 0, "%s", out);
+    cr_assert(strstr(out, "MatMul 'fc'  [2:4: cuSPARSELt where faster at load]"), "%s", out);
+    free(out);
+    int32_t n = 0;
+    char *err = NULL;
+    bool gpu = ampc_rt_device_count(&n, &err) == AMPC_OK;
+    free(err);
+    int rc = ampc(&out, "run %s --sparse-report", lib);
+    if (gpu) {
+        cr_assert_eq(rc, 0, "%s", out);
+        cr_assert(strstr(out, "sparse report (2:4 GEMMs timed at load)") &&
+                  strstr(out, "MatMul 'fc': ") && strstr(out, "2:4 GEMMs run sparse"), "%s", out);
+    } else {
+        cr_assert_eq(rc, 1, "%s", out);
+        cr_assert(strstr(out, "no CUDA device"), "%s", out);
+    }
     free(out);
     rmdir_all(d);
 }

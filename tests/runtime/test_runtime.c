@@ -182,9 +182,11 @@ Test(runtime_host, null_arguments) {
 
 Test(runtime_host, provider_libraries_open_by_soname) {
     for (int lib = 0; lib < AMPC_RT_LIB_COUNT; lib++) {
-        const char *name = lib == AMPC_RT_LIB_CUBLASLT ? "cuBLASLt" : "cuDNN";
-        const char *file = lib == AMPC_RT_LIB_CUBLASLT ? "libcublasLt.so.1" : "libcudnn.so.9";
-        int64_t v = -1, min = lib == AMPC_RT_LIB_CUBLASLT ? 120000 : 90000;
+        static const char *const names[] = {"cuBLASLt", "cuDNN", "cuSPARSELt"};
+        static const char *const files[] = {"libcublasLt.so.1", "libcudnn.so.9", "libcusparseLt"};
+        static const int64_t mins[] = {120000, 90000, 800};
+        const char *name = names[lib], *file = files[lib];
+        int64_t v = -1, min = mins[lib];
         char *path = NULL, *err = NULL;
         ampc_status s = ampc_rt_library_version((ampc_rt_library)lib, &v, &path, &err);
         if (s != AMPC_OK) {
@@ -210,7 +212,7 @@ Test(runtime_host, provider_libraries_open_by_soname) {
     char *err = NULL;
     int64_t v = 7;
     expect_err(ampc_rt_library_version(AMPC_RT_LIB_COUNT, &v, NULL, &err), &err, AMPC_E_INVALID_ARG,
-               "unknown provider library 2 (expected 0 to 1)");
+               "unknown provider library 3 (expected 0 to 2)");
     cr_assert_eq(v, 0);
 }
 
