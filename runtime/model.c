@@ -602,7 +602,7 @@ static ampc_status run(ampc_rt_model *m, const ampc_tensor *in, int32_t n_in, am
     else
         run_on_device(m, in, out, (cudaStream_t)stream, profile ? (step_ms ? step_ms : &none) : NULL,
                       sync || profile, &e);
-    if (prev >= 0 && prev != m->ctx.dev.index) (void)cudaSetDevice(prev);
+    if (prev >= 0 && (prev != m->ctx.dev.index || m->n_ranks > 0)) (void)cudaSetDevice(prev);
     return rt_err_give(&e, err);
 }
 
@@ -668,7 +668,7 @@ ampc_status ampc_rt_model_time(ampc_rt_model *m, int32_t iterations, double *ms,
     if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
     if (m->n_ranks > 0) time_ranks(m, iterations, ms, &e);
     else time_steps(m, iterations, ms, &e);
-    if (prev >= 0 && prev != m->ctx.dev.index) (void)cudaSetDevice(prev);
+    if (prev >= 0 && (prev != m->ctx.dev.index || m->n_ranks > 0)) (void)cudaSetDevice(prev);
     return rt_err_give(&e, err);
 }
 
