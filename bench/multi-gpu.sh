@@ -14,6 +14,7 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 source bench/gpu-env.sh
+export NCCL_NVLS_ENABLE=0 # never NVLink multicast on the shared hosts (env.sh sets it as well)
 ampc=${AMPC_BIN:-.devbin/bin/ampc}
 layers=${LAYERS:-4}
 iters=${ITERATIONS:-100}

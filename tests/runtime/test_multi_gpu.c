@@ -9,6 +9,7 @@
  * every test skips with the reason (the binary is runtime_test_multi_gpu; run it on the 2-GPU
  * machine).
  */
+#define _GNU_SOURCE /* setenv */
 #include "support.h"
 
 #include "ampc_runtime.h"
@@ -44,8 +45,10 @@ static ampc_graph *mlp(void) {
     return g;
 }
 
-/* Skips unless `want` CUDA devices can run models. */
+/* Skips unless `want` CUDA devices can run models. NVLink multicast stays off on the shared
+ * multi-GPU hosts (.devlibs/env.sh sets it too; a value already set is kept). */
 static void need_gpus(int want) {
+    setenv("NCCL_NVLS_ENABLE", "0", 0);
     t_skip_without_gpu();
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
