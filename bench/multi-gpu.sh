@@ -8,11 +8,12 @@
 # pair split column- then row-parallel, one NCCL all-reduce of the block's 8192 x 1024 output);
 # `ampc run` times each (median of CUDA-event times around every launch after warm-up; for 2 GPUs
 # from before the first rank starts to after the last ends) on the same input and saves the
-# outputs, which numpy compares. Writes $OUT/multi-gpu.txt (and the logs next to it). About a
-# minute of GPU time.
+# outputs, which numpy compares; 2 GPUs run twice, step by step and with one CUDA graph per GPU
+# (AMPC_MULTI_GPU_GRAPHS=1). Writes $OUT/multi-gpu.txt (and the logs next to it). About a minute
+# of GPU time.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$root"
+cd "$root" || exit 1
 source bench/gpu-env.sh
 export NCCL_NVLS_ENABLE=0 # never NVLink multicast on the shared hosts (env.sh sets it as well)
 ampc=${AMPC_BIN:-.devbin/bin/ampc}
@@ -71,29 +72,38 @@ for g in 1 2; do
     --warmup 20 --iterations "$iters" > "$out/multi-gpu-run$g.log" 2>&1 ||
     echo "running on $g GPU(s) failed: $(tail -5 "$out/multi-gpu-run$g.log")" >> "$report"
 done
+# 2 GPUs again with one CUDA graph per GPU (opt-in: AMPC_MULTI_GPU_GRAPHS=1), as 1 GPU replays one
+AMPC_MULTI_GPU_GRAPHS=1 "$ampc" run "$dir/mlp2.so" --input "x=$dir/x.npy" --save-outputs "$dir/out2g" \
+  --warmup 20 --iterations "$iters" > "$out/multi-gpu-run2g.log" 2>&1 ||
+  echo "running on 2 GPUs with graphs failed: $(tail -5 "$out/multi-gpu-run2g.log")" >> "$report"
 
 python3 - "$dir" "$out" <<'PY' >> "$report" 2>&1
 import re, sys, numpy as np
 d, out = sys.argv[1], sys.argv[2]
 med = {}
-for g in (1, 2):
+names = {"1": "1 GPU (CUDA graph)", "2": "2 GPUs (step by step)", "2g": "2 GPUs (a CUDA graph per GPU)"}
+for g in ("1", "2", "2g"):
     try:
         m = re.search(r"median ([0-9.]+) ms", open(f"{out}/multi-gpu-run{g}.log").read())
         med[g] = float(m.group(1)) if m else None
     except OSError:
         med[g] = None
-    print(f"{g} GPU{'s' if g > 1 else ''}: median {med[g]} ms")
-if med[1] and med[2]:
-    print(f"speed-up 2 GPUs / 1 GPU: {med[1] / med[2]:.2f}x (latency ratio {med[2] / med[1]:.3f})")
-try:
-    a = np.load(f"{d}/out1/y.npy").astype(np.float32)
-    b = np.load(f"{d}/out2/y.npy").astype(np.float32)
-    diff = np.abs(a - b)
-    tol = 2e-2 * (1 + np.abs(a))
-    print(f"output match (2 GPUs vs 1, y {a.shape}): {'match' if (diff <= tol).all() else 'MISMATCH'}, "
-          f"max |diff| {diff.max():.4g}, max |y| {np.abs(a).max():.4g}, "
-          f"elements outside 2e-2 relative: {int((diff > tol).sum())}")
-except Exception as e:
-    print(f"output comparison failed: {e}")
+    print(f"{names[g]}: median {med[g]} ms")
+for g in ("2", "2g"):
+    if med["1"] and med[g]:
+        print(f"speed-up {names[g]} over 1 GPU: {med['1'] / med[g]:.2f}x "
+              f"(latency ratio {med[g] / med['1']:.3f})")
+for g in ("2", "2g"):
+    try:
+        a = np.load(f"{d}/out1/y.npy").astype(np.float32)
+        b = np.load(f"{d}/out{g}/y.npy").astype(np.float32)
+        diff = np.abs(a - b)
+        tol = 2e-2 * (1 + np.abs(a))
+        print(f"output match ({names[g]} vs 1 GPU, y {a.shape}): "
+              f"{'match' if (diff <= tol).all() else 'MISMATCH'}, max |diff| {diff.max():.4g}, "
+              f"max |y| {np.abs(a).max():.4g}, elements outside 2e-2 relative: "
+              f"{int((diff > tol).sum())}")
+    except Exception as e:
+        print(f"output comparison ({names[g]}) failed: {e}")
 PY
 cat "$report"

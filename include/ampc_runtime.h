@@ -131,8 +131,10 @@ typedef struct ampc_rt_model ampc_rt_model;
  * group over a fresh unique id). The model then behaves as one: inputs are host memory or
  * memory of `device` and are copied to every GPU, outputs come from rank 0, `stream` is a stream
  * of `device` and every GPU's work is ordered after it and before its end; ampc_rt_model_time
- * times all GPUs together; steps are launched one by one (no CUDA graph yet) and
- * ampc_rt_model_profile is AMPC_E_UNSUPPORTED. A run waits for the GPUs at most
+ * times all GPUs together; steps are launched one by one unless the environment variable
+ * AMPC_MULTI_GPU_GRAPHS=1 (read at creation) asks for CUDA graphs: the second run then captures
+ * one graph per GPU, all-reduces included, and later runs replay them (a failed capture falls
+ * back, ampc_rt_model_graph_status says why); ampc_rt_model_profile is AMPC_E_UNSUPPORTED. A run waits for the GPUs at most
  * AMPC_NCCL_TIMEOUT_S seconds (default 300) while polling NCCL for asynchronous errors; a failed
  * or stuck collective aborts the communicators and the model then refuses to run (AMPC_E_CUDA
  * with the first failure), so destroy it. Fewer than N visible devices is AMPC_E_NO_DEVICE with

@@ -56,6 +56,9 @@ struct ampc_rt_model {
     cudaEvent_t *join_ev;     /* per rank, on its device: the caller's stream waits for them */
     cudaEvent_t done_ev;      /* on the first device: the end of a run, polled */
     double timeout_s;         /* how long a run may wait for the GPUs (AMPC_NCCL_TIMEOUT_S) */
+    int32_t plain_runs;       /* runs launched step by step so far (capture waits for one) */
+    cudaGraph_t *rank_graph;  /* per rank, when graph_status is ON: its steps, captured */
+    cudaGraphExec_t *rank_exec;
     char *broken;             /* why the communicators were aborted; runs then fail with it */
 };
 
@@ -680,7 +683,8 @@ ampc_status ampc_rt_model_time(ampc_rt_model *m, int32_t iterations, double *ms,
  * on the caller's stream like a single-GPU one; inputs are copied to every rank, outputs come
  * from rank 0. Waiting polls: a collective that fails (NCCL's asynchronous error) or does not
  * end within timeout_s aborts the communicators instead of hanging the caller. The steps are
- * launched one by one (no CUDA graph yet). */
+ * launched one by one; with AMPC_MULTI_GPU_GRAPHS=1 the second run captures one CUDA graph per
+ * GPU (the all-reduces inside) and later runs replay them. */
 
 static double now_s(void) {
     struct timespec t;
@@ -796,6 +800,82 @@ static ampc_status launch_ranks(ampc_rt_model *m, rt_err *e) {
     }
 }
 
+/* Frees the ranks' graphs (each on its device). */
+static void drop_rank_graphs(ampc_rt_model *m) {
+    for (int32_t r = 0; r < m->n_ranks && m->rank_graph && m->rank[r]; r++) {
+        (void)cudaSetDevice(m->rank[r]->ctx.dev.index);
+        if (m->rank_exec[r]) (void)cudaGraphExecDestroy(m->rank_exec[r]);
+        if (m->rank_graph[r]) (void)cudaGraphDestroy(m->rank_graph[r]);
+        m->rank_exec[r] = NULL;
+        m->rank_graph[r] = NULL;
+    }
+}
+
+/* Captures every rank's steps, all-reduces included, into one graph per rank: every rank's
+ * stream is captured at once (relaxed mode: NCCL may set up connections while capturing), the
+ * segments launched as for a plain run, then each capture ended and instantiated. A failure is
+ * not an error: runs keep launching step by step and graph_why says why. Done after a plain run,
+ * so NCCL's connections exist. */
+static void try_capture_ranks(ampc_rt_model *m) {
+    rt_err ce = {0};
+    int32_t begun = 0;
+    for (; begun < m->n_ranks; begun++) {
+        ampc_rt_model *k = m->rank[begun];
+        cudaError_t rc = cudaSetDevice(k->ctx.dev.index);
+        if (rc == cudaSuccess) rc = cudaStreamBeginCapture(k->stream, cudaStreamCaptureModeRelaxed);
+        if (rc != cudaSuccess) {
+            rt_fail_cuda(&ce, rc, "cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed)",
+                         __func__, __FILE__, __LINE__);
+            break;
+        }
+    }
+    if (ce.status == AMPC_OK) launch_ranks(m, &ce);
+    for (int32_t r = 0; r < begun; r++) { /* always: it ends the capture mode */
+        ampc_rt_model *k = m->rank[r];
+        (void)cudaSetDevice(k->ctx.dev.index);
+        cudaError_t rc = cudaStreamEndCapture(k->stream, &m->rank_graph[r]);
+        if (rc != cudaSuccess && ce.status == AMPC_OK)
+            rt_fail_cuda(&ce, rc, "cudaStreamEndCapture(stream, &graph)", __func__, __FILE__,
+                         __LINE__);
+    }
+    for (int32_t r = 0; r < m->n_ranks && ce.status == AMPC_OK; r++) {
+        (void)cudaSetDevice(m->rank[r]->ctx.dev.index);
+        cudaError_t rc = cudaGraphInstantiateWithFlags(&m->rank_exec[r], m->rank_graph[r], 0);
+        if (rc != cudaSuccess)
+            rt_fail_cuda(&ce, rc, "cudaGraphInstantiateWithFlags(&exec, graph, 0)", __func__,
+                         __FILE__, __LINE__);
+    }
+    if (ce.status == AMPC_OK) {
+        m->graph_status = AMPC_RT_GRAPH_ON;
+        free(m->graph_why);
+        m->graph_why = NULL;
+        return;
+    }
+    drop_rank_graphs(m);
+    rt_cuda_clear();
+    rt_err_prefix(&ce, "graph capture over %d GPUs failed: ", m->n_ranks);
+    m->graph_status = AMPC_RT_GRAPH_OFF;
+    free(m->graph_why);
+    m->graph_why = ce.msg ? ce.msg : strdup("graph capture failed");
+    ce.msg = NULL;
+}
+
+/* Enqueues every rank's steps: their graphs once captured, else step by step (capturing them
+ * on the run after the first when graphs are asked for). */
+static ampc_status launch_or_replay(ampc_rt_model *m, rt_err *e) {
+    if (m->graph_status == AMPC_RT_GRAPH_PENDING && m->plain_runs > 0) try_capture_ranks(m);
+    if (m->graph_status != AMPC_RT_GRAPH_ON) {
+        m->plain_runs++;
+        return launch_ranks(m, e);
+    }
+    for (int32_t r = 0; r < m->n_ranks; r++) {
+        ampc_rt_model *k = m->rank[r];
+        RT_CUDA(e, cudaSetDevice(k->ctx.dev.index));
+        RT_CUDA(e, cudaGraphLaunch(m->rank_exec[r], k->stream));
+    }
+    return AMPC_OK;
+}
+
 static ampc_status run_ranks(ampc_rt_model *m, const ampc_tensor *in, ampc_tensor *out,
                              cudaStream_t stream, bool sync, rt_err *e) {
     if (m->broken) return rt_fail(e, AMPC_E_CUDA, "the model cannot run: %s", m->broken);
@@ -818,7 +898,7 @@ static ampc_status run_ranks(ampc_rt_model *m, const ampc_tensor *in, ampc_tenso
             }
         }
     }
-    if (launch_ranks(m, e) != AMPC_OK || join_ranks(m, s0, e) != AMPC_OK) return e->status;
+    if (launch_or_replay(m, e) != AMPC_OK || join_ranks(m, s0, e) != AMPC_OK) return e->status;
     for (int32_t i = 0; i < r0->n_outputs; i++) {
         const ampc_rt_io *io = &r0->outputs[i];
         if (io->ref.bytes == 0) continue;
@@ -854,7 +934,7 @@ static ampc_status time_ranks(ampc_rt_model *m, int32_t iterations, double *ms, 
             rt_fail_cuda(e, rc, "cudaEventRecord(ev[0], s0)", __func__, __FILE__, __LINE__);
             break;
         }
-        if (fork_ranks(m, s0, e) != AMPC_OK || launch_ranks(m, e) != AMPC_OK ||
+        if (fork_ranks(m, s0, e) != AMPC_OK || launch_or_replay(m, e) != AMPC_OK ||
             join_ranks(m, s0, e) != AMPC_OK)
             break;
         rc = cudaEventRecord(ev[1], s0);
@@ -942,8 +1022,20 @@ static ampc_status build_ranks(ampc_rt_model *m, const ampc_rt_plan *p, int32_t 
     m->inputs = r0->inputs;
     m->n_outputs = r0->n_outputs;
     m->outputs = r0->outputs;
-    m->graph_status = AMPC_RT_GRAPH_OFF;
-    m->graph_why = strdup("a multi-GPU model launches its steps one by one (no CUDA graph yet)");
+    /* CUDA graphs over several GPUs are opt-in until measured on the GPU machines */
+    m->rank_graph = calloc((size_t)n, sizeof *m->rank_graph);
+    m->rank_exec = calloc((size_t)n, sizeof *m->rank_exec);
+    if (m->rank_graph == NULL || m->rank_exec == NULL)
+        return rt_fail(e, AMPC_E_OOM, "out of host memory");
+    const char *g = getenv("AMPC_MULTI_GPU_GRAPHS"), *all = getenv("AMPC_CUDA_GRAPHS");
+    if (all != NULL && strcmp(all, "0") == 0) {
+        m->graph_status = AMPC_RT_GRAPH_OFF;
+        m->graph_why = strdup("turned off by AMPC_CUDA_GRAPHS=0");
+    } else if (g == NULL || strcmp(g, "1") != 0) {
+        m->graph_status = AMPC_RT_GRAPH_OFF;
+        m->graph_why = strdup("a multi-GPU model launches its steps one by one unless "
+                              "AMPC_MULTI_GPU_GRAPHS=1 asks for a CUDA graph per GPU");
+    }
     const char *t = getenv("AMPC_NCCL_TIMEOUT_S");
     m->timeout_s = t && atof(t) > 0 ? atof(t) : 300;
     return AMPC_OK;
@@ -982,6 +1074,7 @@ static void destroy_ranks(ampc_rt_model *m) {
         else rt_nccl_comms_destroy(&k->ctx.nccl, 1, true);
         k->ctx.nccl = NULL;
     }
+    drop_rank_graphs(m);
     if (comms) rt_nccl_comms_destroy(comms, m->n_ranks, m->broken != NULL);
     free(comms);
     for (int32_t r = 0; m->rank && r < m->n_ranks; r++) {
@@ -995,6 +1088,8 @@ static void destroy_ranks(ampc_rt_model *m) {
     if (m->fork_ev) (void)cudaEventDestroy(m->fork_ev);
     if (m->done_ev) (void)cudaEventDestroy(m->done_ev);
     free(m->rank);
+    free(m->rank_graph);
+    free(m->rank_exec);
     free(m->cursor);
     free(m->join_ev);
     free(m->graph_why);

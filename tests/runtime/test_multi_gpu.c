@@ -3,7 +3,9 @@
  * two-layer perceptron (x [64, 256] @ W1 [256, 768] + b1 -> Relu -> @ W2 [768, 256] -> + 1)
  * split column- then row-parallel, one NCCL all-reduce, gives what the reference evaluator gives
  * for the whole model and what one GPU gives, in f32 and in f16; it runs again with new inputs;
- * asking for more GPUs than are visible fails at creation with a message naming both counts.
+ * it enqueues on the caller's stream and times; with AMPC_MULTI_GPU_GRAPHS=1 it captures a CUDA
+ * graph per GPU on the second run and replays it; asking for more GPUs than are visible fails at
+ * creation with a message naming both counts.
  *
  * Needs 2 CUDA devices of compute capability 8.0 or newer and NCCL (libnccl.so.2): with fewer
  * every test skips with the reason (the binary is runtime_test_multi_gpu; run it on the 2-GPU
@@ -153,6 +155,38 @@ Test(multi_gpu, enqueue_time_and_queries, .timeout = 120) {
     cr_assert_eq(cudaStreamDestroy(s), cudaSuccess);
     ampc_rt_model_destroy(m);
     ampc_tensor_free(&ref);
+    free(x);
+    free(y);
+    ampc_module_destroy(two);
+}
+
+/* AMPC_MULTI_GPU_GRAPHS=1: the second run captures one CUDA graph per GPU, later runs replay
+ * them and still match. */
+Test(multi_gpu, graphs_per_gpu_replay_and_match, .timeout = 120) {
+    need_gpus(2);
+    setenv("AMPC_MULTI_GPU_GRAPHS", "1", 1);
+    ampc_module *two = compile(2, AMPC_PRECISION_KEEP);
+    float *x = malloc(sizeof(float) * B * K), *y = malloc(sizeof(float) * B * N);
+    ampc_tensor in = t_tensor(AMPC_DTYPE_F32, SHAPE(B, K), x);
+    ampc_tensor out = t_tensor(AMPC_DTYPE_F32, SHAPE(B, N), y);
+    ampc_rt_model *m = NULL;
+    char *err = NULL;
+    cr_assert_eq(ampc_rt_model_create(&two->cg->plan, 0, &m, &err), AMPC_OK, "%s", err);
+    for (int pass = 0; pass < 4; pass++) {
+        fill_x(x, pass * 0.3f);
+        ampc_tensor ref = reference(x);
+        memset(y, 0, sizeof(float) * B * N);
+        cr_assert_eq(ampc_rt_model_run(m, &in, 1, &out, 1, NULL, &err), AMPC_OK, "%s", err);
+        expect_close(y, &ref, 1e-4, pass < 2 ? "y (step by step, then capture)" : "y (replayed)");
+        ampc_tensor_free(&ref);
+        const char *why = NULL;
+        ampc_rt_graph_status gs = ampc_rt_model_graph_status(m, &why);
+        if (pass == 0) cr_assert_eq(gs, AMPC_RT_GRAPH_PENDING, "after the first run: %s", why);
+        else cr_assert_eq(gs, AMPC_RT_GRAPH_ON, "after run %d: %s", pass + 1, why);
+    }
+    double ms[3];
+    cr_assert_eq(ampc_rt_model_time(m, 3, ms, &err), AMPC_OK, "%s", err);
+    ampc_rt_model_destroy(m);
     free(x);
     free(y);
     ampc_module_destroy(two);
