@@ -99,7 +99,8 @@ static void put_conv(ampc_strbuf *sb, const ampc_rt_conv *c) {
 }
 
 /* A rank's arrays are named with a prefix ("r1_"); rank 0's (the model's plan) with none. */
-static void put_kernel_args(ampc_strbuf *sb, const char *tag, int32_t step, const ampc_rt_kernel *k) {
+static void put_kernel_args(ampc_strbuf *sb, const char *tag, int32_t step,
+                            const ampc_rt_kernel *k) {
     if (!k->n_args) return;
     ampc_sb_printf(sb, "static const ampc_rt_arg %sargs_%d[] = {", tag, step);
     for (int32_t i = 0; i < k->n_args; i++) {
@@ -240,10 +241,13 @@ static void put_weights_loader(ampc_strbuf *sb, const ampc_artifact_layout *l) {
 
 /* A plan's steps (with their kernel arguments), inputs and outputs as static arrays: arguments
  * and steps named with `tag` ("", "r1_"), the io as <io>inputs, <io>outputs. */
-static void put_plan_arrays(ampc_strbuf *sb, const char *tag, const char *io, const ampc_rt_plan *p) {
+static void put_plan_arrays(ampc_strbuf *sb, const char *tag, const char *io,
+                            const ampc_rt_plan *p) {
     for (int32_t i = 0; i < p->n_steps; i++)
-        if (p->steps[i].kind == AMPC_RT_STEP_KERNEL) put_kernel_args(sb, tag, i, &p->steps[i].kernel);
-    ampc_sb_printf(sb, "\nstatic const ampc_rt_step %ssteps[%d] = {\n", tag, p->n_steps ? p->n_steps : 1);
+        if (p->steps[i].kind == AMPC_RT_STEP_KERNEL)
+            put_kernel_args(sb, tag, i, &p->steps[i].kernel);
+    ampc_sb_printf(sb, "\nstatic const ampc_rt_step %ssteps[%d] = {\n", tag,
+                   p->n_steps ? p->n_steps : 1);
     for (int32_t i = 0; i < p->n_steps; i++) put_step(sb, tag, i, &p->steps[i]);
     ampc_sb_puts(sb, "};\n\n");
     char var[64];
