@@ -39,10 +39,19 @@ typedef struct ampc_cg_output {
     int32_t n_units;
     int32_t n_kernels;
     void *weights_owned;     /* the weights blob (plan.weights), malloc'ed */
+    /* A graph partitioned over n_ranks > 1 GPUs: rank r's plan (runtime/plan.h), its weights
+     * malloc'ed in rank_weights[r]; `plan` then repeats rank 0's with plan.ranks = rank_plans.
+     * Whoever sets images sets them on every rank's plan too. n_ranks is 1 otherwise. */
+    int32_t n_ranks;
+    ampc_rt_plan *rank_plans;
+    void **rank_weights;
 } ampc_cg_output;
 
 /* Generates the plan and sources for a graph on which plan-memory has run. Failures (an op with
- * no GPU lowering yet, a shape a kernel cannot take) are diagnostics naming the node. */
+ * no GPU lowering yet, a shape a kernel cannot take) are diagnostics naming the node. A graph the
+ * partition pass split (nodes with `rank`, ampc.AllReduce) gives one plan per rank: a node with
+ * rank r lands in rank r's plan only, a node without one in every plan, and each all-reduce is
+ * a step of every rank reading that rank's partial. */
 ampc_status ampc_cg_generate(ampc_graph *g, const ampc_cg_options *o, ampc_cg_output **out);
 void ampc_cg_output_free(ampc_cg_output *out);
 
@@ -125,5 +134,8 @@ ampc_status ampc_cg_step_gemm(ampc_cg *cg, const ampc_node *n, const ampc_rt_gem
 ampc_status ampc_cg_step_conv(ampc_cg *cg, const ampc_node *n, const ampc_rt_conv *p);
 ampc_status ampc_cg_step_copy(ampc_cg *cg, const ampc_node *n, ampc_rt_ref src, ampc_rt_ref dst);
 ampc_status ampc_cg_step_memset(ampc_cg *cg, const ampc_node *n, ampc_rt_ref dst);
+/* Rank `rank`'s all-reduce of node n: the sum over the ranks of src lands in dst. */
+ampc_status ampc_cg_step_allreduce(ampc_cg *cg, const ampc_node *n, int32_t rank, ampc_rt_ref src,
+                                   ampc_rt_ref dst);
 
 #endif /* AMPC_CODEGEN_H */

@@ -44,13 +44,24 @@ ampc_status ampc_cg_lower_control(ampc_cg *cg, const ampc_node *n) {
                      "evaluator only", ampc_op_get(n->op)->onnx);
 }
 
-/* Collectives belong to a multi-GPU plan (one per rank, an NCCL communicator), which codegen
- * does not build yet: a partitioned graph runs on the reference evaluator only. */
+/* ampc.AllReduce(p_0, ..., p_{N-1}) -> y: on rank r, y = the sum over the ranks of p_r (one step
+ * per rank, each reading its own partial; ranks.c sorts them into the rank plans). */
 ampc_status ampc_cg_lower_collective(ampc_cg *cg, const ampc_node *n) {
-    return AMPC_FAIL(cg->g, n, AMPC_E_UNSUPPORTED,
-                     "%s has no GPU lowering yet: multi-GPU plans (--gpus) are not built yet; "
-                     "compile for one GPU, or run the partitioned graph on the reference evaluator",
-                     ampc_op_get(n->op)->onnx);
+    if (n->op != AMPC_OP_ALL_REDUCE || n->n_inputs != cg->n_ranks || n->n_outputs != 1)
+        return AMPC_FAIL(cg->g, n, AMPC_E_UNSUPPORTED, "%s over %d ranks with %d outputs: "
+                         "expected one input per GPU (%d) and one output",
+                         ampc_op_get(n->op)->onnx, n->n_inputs, n->n_outputs, cg->n_ranks);
+    const ampc_value *y = n->outputs[0];
+    for (int32_t r = 0; r < n->n_inputs; r++) {
+        const ampc_value *p = n->inputs[r];
+        if (p->dtype != y->dtype || ampc_ir_nbytes(p) != ampc_ir_nbytes(y))
+            return AMPC_FAIL(cg->g, n, AMPC_E_SHAPE,
+                             "%s input %d '%s' must match its output '%s' in dtype and size",
+                             ampc_op_get(n->op)->onnx, r, p->name, y->name);
+        ampc_status st = ampc_cg_step_allreduce(cg, n, r, ampc_cg_ref(cg, p), ampc_cg_ref(cg, y));
+        if (st != AMPC_OK) return st;
+    }
+    return AMPC_OK;
 }
 
 ampc_rt_ref ampc_cg_ref(ampc_cg *cg, const ampc_value *v) {
@@ -77,8 +88,10 @@ int32_t ampc_cg_add_step(ampc_cg *cg, const ampc_rt_step *s) {
     if (cg->n_steps == cg->cap_steps) {
         cg->cap_steps = cg->cap_steps ? cg->cap_steps * 2 : 64;
         cg->steps = ampc_xrealloc(cg->steps, (size_t)cg->cap_steps * sizeof *cg->steps);
+        cg->step_rank = ampc_xrealloc(cg->step_rank, (size_t)cg->cap_steps * sizeof *cg->step_rank);
     }
     cg->steps[cg->n_steps] = *s;
+    cg->step_rank[cg->n_steps] = cg->cur_rank;
     return cg->n_steps++;
 }
 
@@ -105,6 +118,18 @@ ampc_status ampc_cg_step_memset(ampc_cg *cg, const ampc_node *n, ampc_rt_ref dst
     ampc_rt_step s = {.kind = AMPC_RT_STEP_MEMSET, .label = ampc_cg_label(cg, n)};
     s.memset.dst = dst;
     return ampc_cg_add_step(cg, &s) < 0 ? AMPC_E_OOM : AMPC_OK;
+}
+
+ampc_status ampc_cg_step_allreduce(ampc_cg *cg, const ampc_node *n, int32_t rank, ampc_rt_ref src,
+                                   ampc_rt_ref dst) {
+    ampc_rt_step s = {.kind = AMPC_RT_STEP_ALLREDUCE, .label = ampc_cg_label(cg, n)};
+    const ampc_value *y = n->outputs[0];
+    s.allreduce = (ampc_rt_allreduce){src, dst, y->dtype, ampc_ir_numel(y)};
+    int32_t saved = cg->cur_rank;
+    cg->cur_rank = rank;
+    int32_t i = ampc_cg_add_step(cg, &s);
+    cg->cur_rank = saved;
+    return i < 0 ? AMPC_E_OOM : AMPC_OK;
 }
 
 /* ---- 1. weights ----------------------------------------------------------------------------- */
@@ -160,6 +185,37 @@ static bool all_outputs_known(const ampc_node *n) {
     for (int32_t j = 0; j < n->n_outputs; j++)
         if (!n->outputs[j]->data) return false;
     return n->n_outputs > 0;
+}
+
+/* The rank a node runs on: its `rank` attribute (the partition pass's), -1 for every rank. */
+static int32_t node_rank(const ampc_node *n) {
+    const ampc_attr *a = ampc_ir_attr_find(n, "rank");
+    return a && a->kind == AMPC_ATTR_INT ? (int32_t)a->i : -1;
+}
+
+/* The GPUs a partitioned graph runs on (1 for any other): every all-reduce has one input per
+ * rank, and every node's rank is below their count. */
+static ampc_status count_ranks(ampc_cg *cg) {
+    const ampc_graph *g = cg->g;
+    int32_t n = 0, top = -1;
+    const ampc_node *first = NULL;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ampc_node *nd = g->nodes[i];
+        if (nd->dead) continue;
+        if (node_rank(nd) > top) top = node_rank(nd);
+        if (nd->op != AMPC_OP_ALL_REDUCE) continue;
+        if (first && nd->n_inputs != n)
+            return AMPC_FAIL(cg->g, nd, AMPC_E_ATTR, "all-reduce over %d ranks, but node %s "
+                             "reduces over %d: a graph is partitioned over one number of GPUs",
+                             nd->n_inputs, first->name, n);
+        first = nd;
+        n = nd->n_inputs;
+    }
+    if (top >= 0 && (n < 2 || top >= n))
+        return AMPC_FAIL(cg->g, NULL, AMPC_E_ATTR, "a node has rank %d, but the graph's "
+                         "all-reduces are over %d ranks", top, n);
+    cg->n_ranks = n > 1 ? n : 1;
+    return AMPC_OK;
 }
 
 static ampc_status lower_node(ampc_cg *cg, const ampc_node *n, int64_t *known_at) {
@@ -252,9 +308,14 @@ ampc_status ampc_cg_generate(ampc_graph *g, const ampc_cg_options *o, ampc_cg_ou
     plan->arena_bytes = g->arena_bytes;
 
     ampc_status st = build_weights(&cg);
+    if (st == AMPC_OK) st = count_ranks(&cg);
     int64_t known_at = g->weights_bytes;
-    for (int32_t i = 0; i < g->n_nodes && st == AMPC_OK; i++)
-        if (!g->nodes[i]->dead) st = lower_node(&cg, g->nodes[i], &known_at);
+    for (int32_t i = 0; i < g->n_nodes && st == AMPC_OK; i++) {
+        const ampc_node *n = g->nodes[i];
+        if (n->dead) continue;
+        cg.cur_rank = node_rank(n);
+        st = lower_node(&cg, n, &known_at);
+    }
     if (st == AMPC_OK) st = build_units(&cg);
     if (st == AMPC_OK) {
         plan->n_units = cg.out->n_units;
@@ -265,10 +326,13 @@ ampc_status ampc_cg_generate(ampc_graph *g, const ampc_cg_options *o, ampc_cg_ou
         plan->n_inputs = g->n_inputs;
         plan->outputs = build_io(&cg, g->outputs, g->n_outputs);
         plan->n_outputs = g->n_outputs;
+        cg.out->n_ranks = 1;
+        if (cg.n_ranks > 1) st = ampc_cg_build_ranks(&cg, cg.n_ranks);
     }
     for (int32_t k = 0; k < cg.cap_kernels; k++) free(cg.kernels[k].text);
     free(cg.kernels);
     free(cg.steps);
+    free(cg.step_rank);
     if (st != AMPC_OK) {
         ampc_cg_output_free(cg.out);
         return st;
@@ -280,6 +344,8 @@ ampc_status ampc_cg_generate(ampc_graph *g, const ampc_cg_options *o, ampc_cg_ou
 void ampc_cg_output_free(ampc_cg_output *out) {
     if (!out) return;
     free(out->weights_owned);
+    for (int32_t r = 0; out->rank_weights && r < out->n_ranks; r++) free(out->rank_weights[r]);
+    free(out->rank_weights);
     ampc_arena_free(&out->arena);
     free(out);
 }

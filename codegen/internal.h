@@ -18,7 +18,10 @@ struct ampc_cg {
     ampc_cg_options o;
     ampc_cg_output *out;     /* arena for everything the plan points to */
     ampc_rt_step *steps;     /* growable (malloc), copied into the arena at the end */
+    int32_t *step_rank;      /* per step: the rank it runs on, -1 for every rank */
     int32_t n_steps, cap_steps;
+    int32_t cur_rank;        /* the rank of the node being lowered (its `rank`), -1: none */
+    int32_t n_ranks;         /* GPUs of a partitioned graph (its all-reduces' inputs), else 1 */
     cg_kernel_rec *kernels;
     int32_t n_kernels, cap_kernels;
     ampc_status status;      /* first failure of an emitter call */
@@ -41,6 +44,10 @@ struct ampc_cg_kernel {
 
 /* Adds a step (copied) and returns its index; -1 on OOM (recorded). */
 int32_t ampc_cg_add_step(ampc_cg *cg, const ampc_rt_step *s);
+/* The per-rank plans of a partitioned graph (ranks.c): out->rank_plans from the steps and their
+ * ranks, each rank's weights packed from what its steps read. Called once the units exist. */
+ampc_status ampc_cg_build_ranks(ampc_cg *cg, int32_t n_ranks);
+
 /* "<Op> '<name>'" in the output arena. */
 const char *ampc_cg_label(ampc_cg *cg, const ampc_node *n);
 

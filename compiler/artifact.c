@@ -44,7 +44,7 @@
 #define AMPC_CUDA_LIBDIR "/usr/local/cuda/lib64"
 #endif
 
-enum { DEFAULT_SIDECAR_BYTES = 1 << 30 };
+enum { DEFAULT_SIDECAR_BYTES = 1 << 30, AMPC_MAX_LIBRARY_RANKS = 64 };
 
 static ampc_status failf(char **err, ampc_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -309,17 +309,23 @@ static ampc_status run_tool(char *const *argv, const char *log, char **err) {
     return st;
 }
 
-/* The assembler file embedding the images and (when not a sidecar) the weights. */
-static char *blobs_asm(const ampc_rt_plan *p, char *const *image_paths, const char *weights_path) {
+/* The assembler file embedding the images and (when not a sidecar) the weights: the model's
+ * (rank 0's) at weights_path, rank r's at rank_paths[r] for a multi-GPU plan. */
+static char *blobs_asm(const ampc_rt_plan *p, char *const *image_paths, const char *weights_path,
+                       char *const *rank_paths) {
     ampc_strbuf sb = {0};
     ampc_sb_puts(&sb, "/* The PTX, cubins and weights of the library, as hidden symbols. */\n"
                       "    .section .rodata.ampc, \"a\"\n");
-    for (int32_t i = 0; i <= p->n_images; i++) {
-        const char *path = i < p->n_images ? image_paths[i] : weights_path;
+    int32_t n_extra = p->n_ranks > 1 ? p->n_ranks - 1 : 0;
+    for (int32_t i = 0; i <= p->n_images + n_extra; i++) {
+        const char *path = i < p->n_images    ? image_paths[i]
+                           : i == p->n_images ? weights_path
+                                              : rank_paths[i - p->n_images];
         if (!path) continue;
         char sym[64];
         if (i < p->n_images) snprintf(sym, sizeof sym, "ampc_blob_image_%d", i);
-        else snprintf(sym, sizeof sym, "ampc_blob_weights");
+        else if (i == p->n_images) snprintf(sym, sizeof sym, "ampc_blob_weights");
+        else snprintf(sym, sizeof sym, "ampc_blob_weights_r%d", i - p->n_images);
         ampc_sb_printf(&sb, "    .balign 256\n    .globl %s\n    .hidden %s\n    .type %s, @object\n"
                             "%s:\n    .incbin \"%s\"\n    .byte 0\n",
                        sym, sym, sym, sym, path);
@@ -331,7 +337,8 @@ static char *blobs_asm(const ampc_rt_plan *p, char *const *image_paths, const ch
 char *ampc_module_host_c(const ampc_module *m, const char *name) {
     if (!m) return NULL;
     const char *n = name && is_ident(name) ? name : "model";
-    ampc_artifact_layout l = {.sidecar = m->cg->plan.weights_bytes > DEFAULT_SIDECAR_BYTES ? "model.weights" : NULL};
+    bool sidecar = m->cg->plan.weights_bytes > DEFAULT_SIDECAR_BYTES && m->cg->plan.n_ranks <= 1;
+    ampc_artifact_layout l = {.sidecar = sidecar ? "model.weights" : NULL};
     return ampc_artifact_host_c(m, n, &l);
 }
 
@@ -371,9 +378,23 @@ static ampc_status build(const ampc_module *m, const char *name, const char *fin
             st = put_file(t, "weights.bin", p->weights, (size_t)p->weights_bytes, &weights_path, err);
         }
     }
+    /* a multi-GPU plan: each further rank's weights (rank 0's are the model's, above) */
+    char *rank_paths[AMPC_MAX_LIBRARY_RANKS] = {0};
+    if (p->n_ranks > AMPC_MAX_LIBRARY_RANKS)
+        st = failf(err, AMPC_E_UNSUPPORTED, "a library of %d ranks: at most %d GPUs are built",
+                   p->n_ranks, AMPC_MAX_LIBRARY_RANKS);
+    for (int32_t r = 1; st == AMPC_OK && r < p->n_ranks; r++) {
+        if (!p->ranks[r].weights_bytes) continue;
+        char fname[64];
+        snprintf(fname, sizeof fname, "weights_r%d.bin", r);
+        const char *path;
+        st = put_file(t, fname, p->ranks[r].weights, (size_t)p->ranks[r].weights_bytes, &path, err);
+        rank_paths[r] = (char *)path;
+    }
     if (st != AMPC_OK) return st;
     ampc_artifact_layout l = {.sidecar = side_tmp ? side_name : NULL};
-    char *c_text = ampc_artifact_host_c(m, name, &l), *s_text = blobs_asm(p, image_paths, weights_path);
+    char *c_text = ampc_artifact_host_c(m, name, &l),
+         *s_text = blobs_asm(p, image_paths, weights_path, rank_paths);
     char hname[300], cname[300];
     snprintf(hname, sizeof hname, "%s.h", name);
     snprintf(cname, sizeof cname, "%s.c", name);
@@ -449,7 +470,8 @@ ampc_status ampc_module_write_library(const ampc_module *m, const char *path,
     ampc_sb_printf(&so_tmp, "%s.tmp.%ld", path, (long)getpid());
     ampc_sb_printf(&h_tmp, "%s.tmp.%ld", hp.data, (long)getpid());
     int64_t limit = o && o->sidecar_bytes > 0 ? o->sidecar_bytes : DEFAULT_SIDECAR_BYTES;
-    bool sidecar = m->cg->plan.weights_bytes > limit;
+    /* a multi-GPU library embeds every rank's weights (a sidecar per rank is not built yet) */
+    bool sidecar = m->cg->plan.weights_bytes > limit && m->cg->plan.n_ranks <= 1;
     if (sidecar) {
         ampc_sb_printf(&side, "%s.weights", path);
         ampc_sb_printf(&side_tmp, "%s.tmp.%ld", side.data, (long)getpid());

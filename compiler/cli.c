@@ -499,6 +499,7 @@ static const char *step_kind_name(const ampc_rt_step *s) {
     case AMPC_RT_STEP_GEMM: return "cuBLASLt";
     case AMPC_RT_STEP_CONV: return "cuDNN";
     case AMPC_RT_STEP_COPY: return "copy";
+    case AMPC_RT_STEP_ALLREDUCE: return "NCCL";
     default: return "memset";
     }
 }
@@ -542,10 +543,17 @@ static int inspect_library(const ampc_cli_options *o) {
         printf("  unit %d: %s_%d, %lld bytes\n", p->images[i].unit,
                p->images[i].kind == AMPC_RT_IMAGE_PTX ? "PTX compute" : "cubin sm", p->images[i].sm,
                (long long)p->images[i].size);
-    int32_t count[5] = {0};
-    for (int32_t i = 0; i < p->n_steps; i++) count[p->steps[i].kind < 5 ? p->steps[i].kind : 4]++;
-    printf("steps (%d): %d kernels, %d cuBLASLt, %d cuDNN, %d copies, %d memsets\n", p->n_steps,
+    if (p->n_ranks > 1)
+        printf("multi-GPU: %d ranks (one GPU each); rank 0's plan below, weights per rank:",
+               p->n_ranks);
+    for (int32_t r = 0; p->n_ranks > 1 && p->ranks && r < p->n_ranks; r++)
+        printf(" %lld%s", (long long)p->ranks[r].weights_bytes, r + 1 < p->n_ranks ? "," : "\n");
+    int32_t count[6] = {0};
+    for (int32_t i = 0; i < p->n_steps; i++) count[p->steps[i].kind < 6 ? p->steps[i].kind : 4]++;
+    printf("steps (%d): %d kernels, %d cuBLASLt, %d cuDNN, %d copies, %d memsets", p->n_steps,
            count[0], count[1], count[2], count[3], count[4]);
+    if (count[5]) printf(", %d all-reduces", count[5]);
+    printf("\n");
     for (int32_t i = 0; i < p->n_steps; i++) {
         const ampc_rt_step *s = &p->steps[i];
         bool sp = s->kind == AMPC_RT_STEP_GEMM && s->gemm.sparse24;

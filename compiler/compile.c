@@ -60,6 +60,10 @@ ampc_status ampc_compile(ampc_graph *g, const ampc_compile_options *o, ampc_modu
     m->device = opts.device;
     cg->plan.images = images;
     cg->plan.n_images = n_images;
+    for (int32_t r = 0; r < cg->n_ranks && cg->rank_plans; r++) { /* a multi-GPU plan */
+        cg->rank_plans[r].images = images;
+        cg->rank_plans[r].n_images = n_images;
+    }
     *out = m;
     return AMPC_OK;
 }

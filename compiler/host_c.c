@@ -98,9 +98,11 @@ static void put_conv(ampc_strbuf *sb, const ampc_rt_conv *c) {
     ampc_sb_putc(sb, '}');
 }
 
-static void put_kernel_args(ampc_strbuf *sb, int32_t step, const ampc_rt_kernel *k) {
+/* A rank's arrays are named with a prefix ("r1_"); rank 0's (the model's plan) with none. */
+static void put_kernel_args(ampc_strbuf *sb, const char *tag, int32_t step,
+                            const ampc_rt_kernel *k) {
     if (!k->n_args) return;
-    ampc_sb_printf(sb, "static const ampc_rt_arg args_%d[] = {", step);
+    ampc_sb_printf(sb, "static const ampc_rt_arg %sargs_%d[] = {", tag, step);
     for (int32_t i = 0; i < k->n_args; i++) {
         const ampc_rt_arg *a = &k->args[i];
         ampc_sb_puts(sb, i ? ",\n    " : "\n    ");
@@ -115,7 +117,7 @@ static void put_kernel_args(ampc_strbuf *sb, int32_t step, const ampc_rt_kernel 
     ampc_sb_puts(sb, "};\n");
 }
 
-static void put_step(ampc_strbuf *sb, int32_t i, const ampc_rt_step *s) {
+static void put_step(ampc_strbuf *sb, const char *tag, int32_t i, const ampc_rt_step *s) {
     ampc_sb_printf(sb, "    /* %d */ {.kind = %u, .label = ", i, s->kind);
     put_str(sb, s->label);
     ampc_sb_puts(sb, ",\n        ");
@@ -128,7 +130,7 @@ static void put_step(ampc_strbuf *sb, int32_t i, const ampc_rt_step *s) {
                            ".n_args = %d, .args = ",
                        k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2],
                        k->smem, k->n_args);
-        if (k->n_args) ampc_sb_printf(sb, "args_%d}", i);
+        if (k->n_args) ampc_sb_printf(sb, "%sargs_%d}", tag, i);
         else ampc_sb_puts(sb, "NULL}");
         break;
     }
@@ -140,6 +142,14 @@ static void put_step(ampc_strbuf *sb, int32_t i, const ampc_rt_step *s) {
         ampc_sb_puts(sb, ", .dst = ");
         put_ref(sb, &s->copy.dst);
         ampc_sb_putc(sb, '}');
+        break;
+    case AMPC_RT_STEP_ALLREDUCE:
+        ampc_sb_puts(sb, ".allreduce = {.src = ");
+        put_ref(sb, &s->allreduce.src);
+        ampc_sb_puts(sb, ", .dst = ");
+        put_ref(sb, &s->allreduce.dst);
+        ampc_sb_printf(sb, ", .dtype = %d, .count = %lld}", s->allreduce.dtype,
+                       (long long)s->allreduce.count);
         break;
     default:
         ampc_sb_puts(sb, ".memset = {.dst = ");
@@ -229,6 +239,42 @@ static void put_weights_loader(ampc_strbuf *sb, const ampc_artifact_layout *l) {
         "}\n\n");
 }
 
+/* A plan's steps (with their kernel arguments), inputs and outputs as static arrays: arguments
+ * and steps named with `tag` ("", "r1_"), the io as <io>inputs, <io>outputs. */
+static void put_plan_arrays(ampc_strbuf *sb, const char *tag, const char *io,
+                            const ampc_rt_plan *p) {
+    for (int32_t i = 0; i < p->n_steps; i++)
+        if (p->steps[i].kind == AMPC_RT_STEP_KERNEL)
+            put_kernel_args(sb, tag, i, &p->steps[i].kernel);
+    ampc_sb_printf(sb, "\nstatic const ampc_rt_step %ssteps[%d] = {\n", tag,
+                   p->n_steps ? p->n_steps : 1);
+    for (int32_t i = 0; i < p->n_steps; i++) put_step(sb, tag, i, &p->steps[i]);
+    ampc_sb_puts(sb, "};\n\n");
+    char var[64];
+    snprintf(var, sizeof var, "%sinputs", io);
+    put_ios(sb, var, p->inputs, p->n_inputs);
+    snprintf(var, sizeof var, "%soutputs", io);
+    put_ios(sb, var, p->outputs, p->n_outputs);
+}
+
+/* The fields of plan p after `open` ("static ampc_rt_plan plan = {"), naming the arrays of
+ * put_plan_arrays, the weights symbol (NULL: none or a sidecar) and the ranks array (NULL:
+ * none); the caller closes the brace. */
+static void put_plan_struct(ampc_strbuf *sb, const char *open, const char *tag, const char *io,
+                            const char *weights, const ampc_rt_plan *p, const char *ranks) {
+    ampc_sb_printf(sb, "%s\n    .version = AMPC_RT_PLAN_VERSION,\n    .name = ", open);
+    put_str(sb, p->name);
+    ampc_sb_printf(sb, ",\n    .arena_bytes = %lld,\n    .weights = %s,\n    .weights_bytes = %lld,\n"
+                       "    .n_units = %d, .n_images = %d, .n_steps = %d, .n_inputs = %d, .n_outputs = %d,\n"
+                       "    .images = images, .steps = %ssteps, .inputs = %sinputs, .outputs = %soutputs,\n",
+                   (long long)p->arena_bytes, p->weights_bytes && weights ? weights : "NULL",
+                   (long long)p->weights_bytes, p->n_units, p->n_images, p->n_steps, p->n_inputs,
+                   p->n_outputs, tag, io, io);
+    if (p->n_ranks > 1)
+        ampc_sb_printf(sb, "    .rank = %d, .n_ranks = %d, .ranks = %s,\n", p->rank, p->n_ranks,
+                       ranks ? ranks : "NULL");
+}
+
 char *ampc_artifact_host_c(const ampc_module *m, const char *name, const ampc_artifact_layout *l) {
     const ampc_rt_plan *p = &m->cg->plan;
     ampc_strbuf sb = {0};
@@ -250,28 +296,41 @@ char *ampc_artifact_host_c(const ampc_module *m, const char *name, const ampc_ar
     if (p->weights_bytes && !l->sidecar)
         ampc_sb_printf(&sb, "extern const unsigned char ampc_blob_weights[]; /* %lld bytes */\n",
                        (long long)p->weights_bytes);
+    for (int32_t r = 1; r < p->n_ranks; r++)
+        if (p->ranks[r].weights_bytes)
+            ampc_sb_printf(&sb, "extern const unsigned char ampc_blob_weights_r%d[]; /* rank %d: "
+                                "%lld bytes */\n", r, r, (long long)p->ranks[r].weights_bytes);
     ampc_sb_puts(&sb, "\n");
-    for (int32_t i = 0; i < p->n_steps; i++)
-        if (p->steps[i].kind == AMPC_RT_STEP_KERNEL) put_kernel_args(&sb, i, &p->steps[i].kernel);
-    ampc_sb_printf(&sb, "\nstatic const ampc_rt_step steps[%d] = {\n", p->n_steps ? p->n_steps : 1);
-    for (int32_t i = 0; i < p->n_steps; i++) put_step(&sb, i, &p->steps[i]);
-    ampc_sb_puts(&sb, "};\n\n");
-    put_ios(&sb, "plan_inputs", p->inputs, p->n_inputs);
-    put_ios(&sb, "plan_outputs", p->outputs, p->n_outputs);
+    put_plan_arrays(&sb, "", "plan_", p);
+    for (int32_t r = 1; r < p->n_ranks; r++) {
+        char tag[32];
+        snprintf(tag, sizeof tag, "r%d_", r);
+        ampc_sb_printf(&sb, "/* rank %d */\n", r);
+        put_plan_arrays(&sb, tag, tag, &p->ranks[r]);
+    }
     ampc_sb_puts(&sb, "static const ampc_rt_image images[] = {\n");
     for (int32_t i = 0; i < p->n_images; i++)
         ampc_sb_printf(&sb, "    {%d, %u, %d, ampc_blob_image_%d, %lld},\n", p->images[i].unit,
                        p->images[i].kind, p->images[i].sm, i, (long long)p->images[i].size);
     if (!p->n_images) ampc_sb_puts(&sb, "    {0},\n");
-    ampc_sb_puts(&sb, "};\n\nstatic ampc_rt_plan plan = {\n    .version = AMPC_RT_PLAN_VERSION,\n    .name = ");
-    put_str(&sb, p->name);
-    ampc_sb_printf(&sb, ",\n    .arena_bytes = %lld,\n    .weights = %s,\n    .weights_bytes = %lld,\n"
-                        "    .n_units = %d, .n_images = %d, .n_steps = %d, .n_inputs = %d, .n_outputs = %d,\n"
-                        "    .images = images, .steps = steps, .inputs = plan_inputs, .outputs = plan_outputs,\n};\n\n",
-                   (long long)p->arena_bytes,
-                   p->weights_bytes && !l->sidecar ? "ampc_blob_weights" : "NULL",
-                   (long long)p->weights_bytes, p->n_units, p->n_images, p->n_steps, p->n_inputs,
-                   p->n_outputs);
+    ampc_sb_puts(&sb, "};\n\n");
+    if (p->n_ranks > 1) {
+        ampc_sb_printf(&sb, "/* The plan of every rank (GPU): rank r runs on device `device + r`. */\n"
+                            "static const ampc_rt_plan rank_plans[%d] = {\n", p->n_ranks);
+        for (int32_t r = 0; r < p->n_ranks; r++) {
+            char tag[32], weights[64];
+            snprintf(tag, sizeof tag, "r%d_", r);
+            snprintf(weights, sizeof weights, "ampc_blob_weights_r%d", r);
+            put_plan_struct(&sb, "    {", r ? tag : "", r ? tag : "plan_",
+                            r ? weights : "ampc_blob_weights", &p->ranks[r], NULL);
+            ampc_sb_puts(&sb, "},\n");
+        }
+        ampc_sb_puts(&sb, "};\n\n");
+    }
+    put_plan_struct(&sb, "static ampc_rt_plan plan = {", "", "plan_",
+                    l->sidecar ? NULL : "ampc_blob_weights", p,
+                    p->n_ranks > 1 ? "rank_plans" : NULL);
+    ampc_sb_puts(&sb, "};\n\n");
     put_weights_loader(&sb, l);
     ampc_sb_puts(&sb, "static ampc_status get_plan(const ampc_rt_plan **out, char **err) {\n"
                       "    if (err) *err = NULL;\n"
@@ -364,6 +423,9 @@ char *ampc_artifact_header(const ampc_module *m, const char *name, const char *s
         name, AMPC_MAX_RANK);
     ampc_sb_printf(&sb, "#define %s_N_INPUTS %d\n#define %s_N_OUTPUTS %d\n", name, p->n_inputs,
                    name, p->n_outputs);
+    ampc_sb_printf(&sb, "/* GPUs the model runs on: rank r on CUDA device `device + r` (NCCL when more "
+                        "than one). */\n#define %s_GPUS %d\n",
+                   name, p->n_ranks > 1 ? p->n_ranks : 1);
     ampc_sb_printf(&sb, "/* Device memory: the arena (activations) and the weights, in bytes. */\n"
                         "#define %s_ARENA_BYTES %lldLL\n#define %s_WEIGHTS_BYTES %lldLL\n\n",
                    name, (long long)p->arena_bytes, name, (long long)p->weights_bytes);
@@ -380,7 +442,9 @@ char *ampc_artifact_header(const ampc_module *m, const char *name, const char *s
     ampc_sb_printf(&sb,
         "extern const %1$s_tensor_info %1$s_inputs[], %1$s_outputs[];\n\n"
         "/* Loads the model onto CUDA device `device` (0-based): images, weights, arena, library\n"
-        " * plans. On failure *model is NULL. */\n"
+        " * plans; a model of %1$s_GPUS > 1 onto devices `device` to `device + %1$s_GPUS - 1`, one\n"
+        " * NCCL communicator each (12 with a message naming the counts when fewer are visible).\n"
+        " * On failure *model is NULL. */\n"
         "int %1$s_create(int device, %1$s_model **model, char **err);\n\n"
         "/* Runs the model: inputs[i] points at input i's bytes, outputs[i] at a buffer of output "
         "i's\n * bytes, host (pageable or pinned) or device memory of the model's device. `stream` "

@@ -361,8 +361,10 @@ typedef struct ampc_pipeline_options {
     bool keep_nchw;
     /* The partition pass (--gpus N --partition tensor): with gpus >= 2 and TENSOR, each pair of
      * matmuls with constant weights (column-parallel, then row-parallel) is split into gpus
-     * ranks with one ampc.AllReduce. The partitioned graph runs on the reference evaluator;
-     * GPU plans for it are not built yet. */
+     * ranks with one ampc.AllReduce. The partitioned graph runs on the reference evaluator (all
+     * ranks, the all-reduce as a sum), and ampc_compile gives one plan per GPU: the module (or
+     * its library) then runs on devices 0 to gpus - 1 through NCCL (ampc_rt_model_create in
+     * ampc_runtime.h, docs/multi-gpu.md). */
     int32_t gpus;
     ampc_partition partition;
     /* The sparsity pass (OFF: nothing). sparsity_layers, when not NULL, is an fnmatch(3) glob on

@@ -125,7 +125,23 @@ typedef struct ampc_rt_plan ampc_rt_plan;
 typedef struct ampc_rt_model ampc_rt_model;
 
 /* Loads `plan` onto `device`. The model copies what it needs: the plan (its weights and images
- * included) may be freed once this returns. Creation checks the plan, loads each kernel image
+ * included) may be freed once this returns.
+ *
+ * Multi-GPU: a plan partitioned over N GPUs (`ampc --gpus N --partition tensor`; plan->n_ranks
+ * is N, docs/multi-gpu.md) loads rank r onto device `device + r`, so N consecutive devices must
+ * be visible, and one process drives them all: NCCL (libnccl.so.2, opened on first use; a
+ * single-GPU model never needs it) gets one communicator per GPU (ncclCommInitRank within one
+ * group over a fresh unique id). The model then behaves as one: inputs are host memory or
+ * memory of `device` and are copied to every GPU, outputs come from rank 0, `stream` is a stream
+ * of `device` and every GPU's work is ordered after it and before its end; ampc_rt_model_time
+ * times all GPUs together; steps are launched one by one unless the environment variable
+ * AMPC_MULTI_GPU_GRAPHS=1 (read at creation) asks for CUDA graphs: the second run then captures
+ * one graph per GPU, all-reduces included, and later runs replay them (a failed capture falls
+ * back, ampc_rt_model_graph_status says why); ampc_rt_model_profile is AMPC_E_UNSUPPORTED. A run waits for the GPUs at most
+ * AMPC_NCCL_TIMEOUT_S seconds (default 300) while polling NCCL for asynchronous errors; a failed
+ * or stuck collective aborts the communicators and the model then refuses to run (AMPC_E_CUDA
+ * with the first failure), so destroy it. Fewer than N visible devices is AMPC_E_NO_DEVICE with
+ * both counts in the message; a single rank's plan (plan->ranks NULL) is AMPC_E_INVALID_ARG. Creation checks the plan, loads each kernel image
  * (the cubin built for the device's exact architecture, else the PTX, which the driver compiles),
  * allocates the arena, the weights and one workspace shared by every library step, plans every
  * matmul (cuBLASLt heuristic) and convolution (cuDNN algorithm search) once, and runs each

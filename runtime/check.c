@@ -149,6 +149,7 @@ const rt_provider *rt_provider_for(uint8_t kind) {
     case AMPC_RT_STEP_CONV: return &rt_provider_cudnn;
     case AMPC_RT_STEP_COPY: return &rt_provider_copy;
     case AMPC_RT_STEP_MEMSET: return &rt_provider_memset;
+    case AMPC_RT_STEP_ALLREDUCE: return &rt_provider_nccl;
     default: return NULL;
     }
 }
@@ -157,11 +158,46 @@ const rt_provider *rt_provider_for(uint8_t kind) {
  * with no context (no GPU, no library needed). The first failure wins and is prefixed with the
  * step; malformed plans (AMPC_E_INVALID_ARG) also get "invalid plan: " so that a codegen bug
  * reads as one. */
-ampc_status rt_plan_check(const ampc_rt_plan *p, rt_err *e) {
-    if (check_plan_shell(p, e) != AMPC_OK) {
-        rt_err_prefix(e, "invalid plan: ");
-        return e->status;
+/* Rank r's plan against the model's: the same inputs and outputs (every rank takes them) and
+ * the same all-reduces in the same order (each pairs with the other ranks'). */
+static ampc_status check_rank_peer(const ampc_rt_plan *p, const ampc_rt_plan *q, int32_t r,
+                                   rt_err *e) {
+    if (q->rank != r || q->n_ranks != p->n_ranks || q->ranks != NULL)
+        return rt_fail(e, AMPC_E_INVALID_ARG, "ranks[%d] says it is rank %d of %d (ranks %s), "
+                       "expected rank %d of %d with ranks NULL", r, q->rank, q->n_ranks,
+                       q->ranks ? "set" : "NULL", r, p->n_ranks);
+    bool same = q->n_inputs == p->n_inputs && q->n_outputs == p->n_outputs;
+    for (int32_t i = 0; same && i < p->n_inputs + p->n_outputs; i++) {
+        const ampc_rt_io *a = i < p->n_inputs ? &p->inputs[i] : &p->outputs[i - p->n_inputs];
+        const ampc_rt_io *b = i < p->n_inputs ? &q->inputs[i] : &q->outputs[i - p->n_inputs];
+        same = a->dtype == b->dtype && a->ref.bytes == b->ref.bytes &&
+               a->shape.rank == b->shape.rank &&
+               !memcmp(a->shape.dims, b->shape.dims, (size_t)a->shape.rank * sizeof *a->shape.dims);
     }
+    if (!same)
+        return rt_fail(e, AMPC_E_INVALID_ARG, "rank %d's inputs or outputs differ from rank 0's",
+                       r);
+    int32_t i = 0, j = 0;
+    for (;;) {
+        while (i < p->n_steps && p->steps[i].kind != AMPC_RT_STEP_ALLREDUCE) i++;
+        while (j < q->n_steps && q->steps[j].kind != AMPC_RT_STEP_ALLREDUCE) j++;
+        if (i == p->n_steps || j == q->n_steps) break;
+        const ampc_rt_allreduce *a = &p->steps[i].allreduce, *b = &q->steps[j].allreduce;
+        if (a->dtype != b->dtype || a->count != b->count)
+            return rt_fail(e, AMPC_E_INVALID_ARG, "rank %d's step %d (all-reduce of %lld %s) "
+                           "pairs with rank 0's step %d, an all-reduce of %lld %s", r, j,
+                           (long long)b->count, rt_dtype_name(b->dtype), i, (long long)a->count,
+                           rt_dtype_name(a->dtype));
+        i++, j++;
+    }
+    if (i != p->n_steps || j != q->n_steps)
+        return rt_fail(e, AMPC_E_INVALID_ARG, "rank %d has a different number of all-reduce "
+                       "steps than rank 0", r);
+    return AMPC_OK;
+}
+
+/* The steps of one plan through their providers' static rules. */
+static ampc_status check_steps(const ampc_rt_plan *p, rt_err *e) {
     for (int32_t i = 0; i < p->n_steps; i++) {
         const rt_provider *pv = rt_provider_for(p->steps[i].kind);
         if (pv == NULL)
@@ -173,6 +209,35 @@ ampc_status rt_plan_check(const ampc_rt_plan *p, rt_err *e) {
         return e->status;
     }
     return AMPC_OK;
+}
+
+/* A multi-GPU plan: every rank's plan whole, then against rank 0's. */
+static ampc_status check_ranks(const ampc_rt_plan *p, rt_err *e) {
+    if (p->n_ranks < 0 || (p->n_ranks > 1 && p->rank != 0 && p->ranks != NULL) ||
+        p->rank < 0 || (p->rank > 0 && p->rank >= p->n_ranks))
+        return rt_fail(e, AMPC_E_INVALID_ARG, "invalid plan: rank %d of %d ranks", p->rank,
+                       p->n_ranks);
+    for (int32_t r = 0; p->ranks != NULL && r < p->n_ranks; r++) {
+        const ampc_rt_plan *q = &p->ranks[r];
+        if (check_plan_shell(q, e) != AMPC_OK || check_rank_peer(p, q, r, e) != AMPC_OK) {
+            rt_err_prefix(e, "invalid plan: rank %d: ", r);
+            return e->status;
+        }
+        if (check_steps(q, e) != AMPC_OK) {
+            rt_err_prefix(e, "rank %d: ", r);
+            return e->status;
+        }
+    }
+    return AMPC_OK;
+}
+
+ampc_status rt_plan_check(const ampc_rt_plan *p, rt_err *e) {
+    if (check_plan_shell(p, e) != AMPC_OK) {
+        rt_err_prefix(e, "invalid plan: ");
+        return e->status;
+    }
+    if (check_steps(p, e) != AMPC_OK) return e->status;
+    return check_ranks(p, e);
 }
 
 ampc_status ampc_rt_plan_check(const ampc_rt_plan *plan, char **err) {

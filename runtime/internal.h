@@ -51,6 +51,8 @@ ampc_status rt_fail_cublas(rt_err *e, int rc, const char *stmt, const char *func
                            const char *file, int line);
 ampc_status rt_fail_cudnn(rt_err *e, int rc, const char *stmt, const char *func,
                           const char *file, int line);
+ampc_status rt_fail_nccl(rt_err *e, int rc, const char *stmt, const char *func,
+                         const char *file, int line);
 
 /* The checked-call family (STYLE §5): every cudart / cuBLASLt / cuDNN call goes through one of
  * these. On failure it records the statement text, the function, file and line and the
@@ -65,6 +67,7 @@ ampc_status rt_fail_cudnn(rt_err *e, int rc, const char *stmt, const char *func,
 #define RT_CUDA(e, call) RT_CHECK_GEN(e, rt_fail_cuda, call)
 #define RT_CUBLAS(e, call) RT_CHECK_GEN(e, rt_fail_cublas, call)
 #define RT_CUDNN(e, call) RT_CHECK_GEN(e, rt_fail_cudnn, call)
+#define RT_NCCL(e, call) RT_CHECK_GEN(e, rt_fail_nccl, call)
 /* After every kernel launch (ours or a library's): the launch error, if any. */
 #define RT_LAUNCH_CHECK(e) RT_CUDA(e, cudaGetLastError())
 
@@ -131,6 +134,26 @@ ampc_status rt_lib_open(rt_lib *lib, rt_err *e);
 extern rt_lib rt_cublaslt_lib;
 extern rt_lib rt_cudnn_lib;
 extern rt_lib rt_cusparselt_lib;
+extern rt_lib rt_nccl_lib;
+
+/* ---- NCCL communicators (prov_nccl.c) -------------------------------------------------------- */
+
+/* Makes the communicators of n_local ranks of an n_ranks group, local rank i (rank ranks[i]) on
+ * CUDA device devices[i], into comms[i] (ncclComm_t). unique_id is the group's ncclUniqueId
+ * (every process of the group passes the same one), or NULL to make one: then n_local must be
+ * n_ranks (one process drives every GPU). On failure every comms[i] is NULL. Changes the
+ * current device. */
+ampc_status rt_nccl_comms_init(int32_t n_ranks, const void *unique_id, int32_t n_local,
+                               const int32_t *ranks, const int32_t *devices, void **comms,
+                               rt_err *e);
+/* Frees the n communicators of one process (NULL entries are skipped) and sets them NULL; abort
+ * (ncclCommAbort) when a collective on them may never end. */
+void rt_nccl_comms_destroy(void **comms, int32_t n, bool abort);
+/* A failure NCCL found asynchronously on comm (a peer gone, a network error), or AMPC_OK. */
+ampc_status rt_nccl_comm_check(void *comm, rt_err *e);
+/* Brackets the all-reduces of every local rank so that one thread can launch them all. */
+ampc_status rt_nccl_group_start(rt_err *e);
+ampc_status rt_nccl_group_end(rt_err *e);
 
 /* ---- the per-model context and the provider interface --------------------------------------- */
 
@@ -155,6 +178,7 @@ typedef struct rt_ctx {
     void *cublaslt;           /* cublasLtHandle_t, created by the cuBLASLt provider on demand */
     void *cudnn;              /* cudnnHandle_t, created by the cuDNN provider on demand */
     void *cusparselt;         /* cuSPARSELt's handle (malloc'ed), made by the first 2:4 step */
+    void *nccl;               /* ncclComm_t of this rank in a multi-GPU model, else NULL */
     cudaStream_t plan_stream; /* the model's stream: planning work (algorithm search) runs here */
     void *scratch;            /* planning-time workspace for algorithm searches and timings, */
     size_t scratch_bytes;     /* allocated on first need and freed once every step is planned */
@@ -173,7 +197,7 @@ static inline void *rt_ref_ptr(const rt_ctx *c, ampc_rt_ref r) {
 /* One kind of step: generated kernels, cuBLASLt, cuDNN, copies (STYLE §10: capability is asked,
  * not assumed). A failure message needs no step prefix: the caller adds "step N (label): ". */
 typedef struct rt_provider {
-    const char *name; /* "kernel", "cuBLASLt", "cuDNN", "copy", "memset" */
+    const char *name; /* "kernel", "cuBLASLt", "cuDNN", "copy", "memset", "NCCL" */
     /* Can this provider run step s? With ctx NULL only the static rules are checked (no GPU, no
      * library needed); with a ctx the library is opened and its version checked too. */
     ampc_status (*supports)(const rt_ctx *ctx, const ampc_rt_plan *plan, const ampc_rt_step *s,
@@ -235,6 +259,7 @@ extern const rt_provider rt_provider_cublaslt;
 extern const rt_provider rt_provider_cudnn;
 extern const rt_provider rt_provider_copy;
 extern const rt_provider rt_provider_memset;
+extern const rt_provider rt_provider_nccl;
 
 /* The provider of a step kind (NULL for an unknown kind). */
 const rt_provider *rt_provider_for(uint8_t kind);

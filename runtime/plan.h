@@ -12,7 +12,15 @@
  *
  * Steps are: a generated kernel launch (kernels come from the plan's images: PTX for compute_80
  * that runs on every GPU of compute capability >= 8.0, plus cubins for the architectures
- * compiled), a cuBLASLt matmul, a cuDNN convolution, a device copy, or a memset.
+ * compiled), a cuBLASLt matmul, a cuDNN convolution, a device copy, a memset, or an all-reduce
+ * between GPUs (NCCL).
+ *
+ * Multi-GPU (a graph partitioned over N GPUs, docs/multi-gpu.md): the plan of the model has
+ * n_ranks = N and `ranks` pointing at N per-rank plans. Rank r's plan is a complete single-GPU
+ * plan (its own steps and weights: the replicated ones and rank r's shards; the same images,
+ * inputs and outputs as every rank) whose all-reduce steps pair with the other ranks' in order:
+ * every rank has the same sequence of all-reduces. The model's own fields repeat rank 0's plan,
+ * so a tool that reads one plan reads rank 0's. A single-GPU plan has n_ranks 0 or 1.
  */
 #ifndef AMPC_RT_PLAN_H
 #define AMPC_RT_PLAN_H
@@ -22,7 +30,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum { AMPC_RT_PLAN_VERSION = 1 };
+enum { AMPC_RT_PLAN_VERSION = 2 }; /* 2: all-reduce steps, ranks */
 
 /* Where a tensor lives. */
 typedef enum ampc_rt_space {
@@ -128,7 +136,17 @@ typedef enum ampc_rt_step_kind {
     AMPC_RT_STEP_CONV,
     AMPC_RT_STEP_COPY,   /* copy.src -> copy.dst, src.bytes bytes */
     AMPC_RT_STEP_MEMSET, /* memset.dst to zero */
+    AMPC_RT_STEP_ALLREDUCE, /* allreduce.dst = the sum over every rank of its allreduce.src */
 } ampc_rt_step_kind;
+
+/* An all-reduce over the ranks of a multi-GPU plan (ncclAllReduce, sum): `count` elements of
+ * `dtype` at src on each rank, summed, land at dst on every rank. src and dst are arena refs of
+ * count elements each; they may be the same (in place) or must not overlap. */
+typedef struct ampc_rt_allreduce {
+    ampc_rt_ref src, dst;
+    ampc_dtype dtype;
+    int64_t count;
+} ampc_rt_allreduce;
 
 typedef struct ampc_rt_step {
     uint8_t kind;        /* ampc_rt_step_kind */
@@ -143,6 +161,7 @@ typedef struct ampc_rt_step {
         struct {
             ampc_rt_ref dst;
         } memset;
+        ampc_rt_allreduce allreduce;
     };
 } ampc_rt_step;
 
@@ -177,6 +196,11 @@ typedef struct ampc_rt_plan {
     const ampc_rt_step *steps;
     const ampc_rt_io *inputs;
     const ampc_rt_io *outputs;
+    /* Multi-GPU (see the top of this file): this plan is rank `rank` of n_ranks; the model's plan
+     * (rank 0's fields) points at every rank's plan in `ranks`, a rank's own plan has ranks NULL.
+     * A single-GPU plan: rank 0, n_ranks 0 or 1, ranks NULL. */
+    int32_t rank, n_ranks;
+    const struct ampc_rt_plan *ranks;
 } ampc_rt_plan;
 
 /* ---- generated libraries ---------------------------------------------------------------------

@@ -140,6 +140,16 @@ Test(cli, gpus_and_partition_split_a_matmul_pair) {
     cr_assert(strstr(out, "%y : f32[2,2] = ampc.AllReduce(%second_rank0, %second_rank1)"), "%s",
               out);
     free(out);
+    /* -o builds one library with a plan per GPU; inspect shows the ranks and the all-reduce */
+    char so[600];
+    snprintf(so, sizeof so, "%s/mlp2.so", d);
+    cr_assert_eq(ampc(&out, "%s --gpus 2 --partition tensor -o %s", path, so), 0, "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "inspect %s", so), 0, "%s", out);
+    cr_assert(strstr(out, "multi-GPU: 2 ranks (one GPU each)"), "%s", out);
+    cr_assert(strstr(out, "1 all-reduces"), "%s", out);
+    cr_assert(strstr(out, "NCCL           ampc.AllReduce 'second_allreduce'"), "%s", out);
+    free(out);
     cr_assert_eq(ampc(&out, "%s --gpus 2 --partition data --emit ir", path), 2);
     cr_assert(strstr(out, "--partition data is not built yet"), "%s", out);
     free(out);

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# multi-gpu.sh — tensor parallelism on 2 GPUs against 1, on the 2-GPU machine, from the
+# repository root there (prepared by bench/gpu-prepare.sh; .devbin and .devlibs carried along).
+#
+# The model is a stack of transformer MLP blocks in f16 (x + relu(x @ W1 + b1) @ W2 + b2, hidden
+# 1024 -> 4096 -> 1024, $LAYERS blocks, 16 x 512 = 8192 tokens), written with the `onnx` package
+# and random weights. ampc builds it for 1 GPU and with --gpus 2 --partition tensor (each block's
+# pair split column- then row-parallel, one NCCL all-reduce of the block's 8192 x 1024 output);
+# `ampc run` times each (median of CUDA-event times around every launch after warm-up; for 2 GPUs
+# from before the first rank starts to after the last ends) on the same input and saves the
+# outputs, which numpy compares; 2 GPUs run twice, step by step and with one CUDA graph per GPU
+# (AMPC_MULTI_GPU_GRAPHS=1). Writes $OUT/multi-gpu.txt (and the logs next to it). About a minute
+# of GPU time.
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root" || exit 1
+source bench/gpu-env.sh
+export NCCL_NVLS_ENABLE=0 # never NVLink multicast on the shared hosts (env.sh sets it as well)
+ampc=${AMPC_BIN:-.devbin/bin/ampc}
+layers=${LAYERS:-4}
+iters=${ITERATIONS:-100}
+dir=$work/multi-gpu
+rm -rf "$dir" && mkdir -p "$dir"
+report=$out/multi-gpu.txt
+nvidia-smi --query-gpu=index,name,memory.total --format=csv > "$report" 2>&1
+nvidia-smi topo -m >> "$report" 2>&1
+
+"$py" - "$dir" "$layers" <<'PY' >> "$report" 2>&1 || { echo "writing the model failed" >> "$report"; exit 1; }
+import sys, numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto
+d, layers = sys.argv[1], int(sys.argv[2])
+tokens, hidden, ffn = 16 * 512, 1024, 4096
+rng = np.random.default_rng(0)
+inits, nodes, x = [], [], "x"
+def const(name, a):
+    inits.append(numpy_helper.from_array(a.astype(np.float16), name))
+    return name
+for l in range(layers):
+    w1 = const(f"w1_{l}", rng.standard_normal((hidden, ffn)) / np.sqrt(hidden))
+    b1 = const(f"b1_{l}", rng.standard_normal(ffn) * 0.02)
+    w2 = const(f"w2_{l}", rng.standard_normal((ffn, hidden)) / np.sqrt(ffn) * 0.5)
+    b2 = const(f"b2_{l}", rng.standard_normal(hidden) * 0.02)
+    p = f"l{l}_"
+    nodes += [helper.make_node("MatMul", [x, w1], [p + "h"]),
+              helper.make_node("Add", [p + "h", b1], [p + "hb"]),
+              helper.make_node("Relu", [p + "hb"], [p + "a"]),
+              helper.make_node("MatMul", [p + "a", w2], [p + "o"]),
+              helper.make_node("Add", [p + "o", b2], [p + "ob"]),
+              helper.make_node("Add", [x, p + "ob"], [p + "y"])]
+    x = p + "y"
+nodes.append(helper.make_node("Identity", [x], ["y"]))
+g = helper.make_graph(nodes, "mlp_stack",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [tokens, hidden])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [tokens, hidden])],
+                      inits)
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), f"{d}/mlp.onnx")
+np.save(f"{d}/x.npy", rng.standard_normal((tokens, hidden)).astype(np.float16))
+print(f"model: {layers} blocks of {hidden} -> {ffn} -> {hidden}, {tokens} tokens, f16; "
+      f"{2 * 2 * tokens * hidden * ffn * layers / 1e9:.0f} GFLOP a run")
+PY
+
+for g in 1 2; do
+  args=""
+  [ $g = 2 ] && args="--gpus 2 --partition tensor"
+  # shellcheck disable=SC2086
+  if ! "$ampc" "$dir/mlp.onnx" $args -o "$dir/mlp$g.so" > "$out/multi-gpu-build$g.log" 2>&1; then
+    echo "building for $g GPU(s) failed: $(tail -5 "$out/multi-gpu-build$g.log")" >> "$report"
+    continue
+  fi
+  "$ampc" inspect "$dir/mlp$g.so" > "$out/multi-gpu-inspect$g.log" 2>&1
+  "$ampc" run "$dir/mlp$g.so" --input "x=$dir/x.npy" --save-outputs "$dir/out$g" \
+    --warmup 20 --iterations "$iters" > "$out/multi-gpu-run$g.log" 2>&1 ||
+    echo "running on $g GPU(s) failed: $(tail -5 "$out/multi-gpu-run$g.log")" >> "$report"
+done
+# 2 GPUs again with one CUDA graph per GPU (opt-in: AMPC_MULTI_GPU_GRAPHS=1), as 1 GPU replays one
+AMPC_MULTI_GPU_GRAPHS=1 "$ampc" run "$dir/mlp2.so" --input "x=$dir/x.npy" --save-outputs "$dir/out2g" \
+  --warmup 20 --iterations "$iters" > "$out/multi-gpu-run2g.log" 2>&1 ||
+  echo "running on 2 GPUs with graphs failed: $(tail -5 "$out/multi-gpu-run2g.log")" >> "$report"
+
+python3 - "$dir" "$out" <<'PY' >> "$report" 2>&1
+import re, sys, numpy as np
+d, out = sys.argv[1], sys.argv[2]
+med = {}
+names = {"1": "1 GPU (CUDA graph)", "2": "2 GPUs (step by step)", "2g": "2 GPUs (a CUDA graph per GPU)"}
+for g in ("1", "2", "2g"):
+    try:
+        m = re.search(r"median ([0-9.]+) ms", open(f"{out}/multi-gpu-run{g}.log").read())
+        med[g] = float(m.group(1)) if m else None
+    except OSError:
+        med[g] = None
+    print(f"{names[g]}: median {med[g]} ms")
+for g in ("2", "2g"):
+    if med["1"] and med[g]:
+        print(f"speed-up {names[g]} over 1 GPU: {med['1'] / med[g]:.2f}x "
+              f"(latency ratio {med[g] / med['1']:.3f})")
+for g in ("2", "2g"):
+    try:
+        a = np.load(f"{d}/out1/y.npy").astype(np.float32)
+        b = np.load(f"{d}/out{g}/y.npy").astype(np.float32)
+        diff = np.abs(a - b)
+        tol = 2e-2 * (1 + np.abs(a))
+        print(f"output match ({names[g]} vs 1 GPU, y {a.shape}): "
+              f"{'match' if (diff <= tol).all() else 'MISMATCH'}, max |diff| {diff.max():.4g}, "
+              f"max |y| {np.abs(a).max():.4g}, elements outside 2e-2 relative: "
+              f"{int((diff > tol).sum())}")
+    except Exception as e:
+        print(f"output comparison ({names[g]}) failed: {e}")
+PY
+cat "$report"

@@ -1,0 +1,219 @@
+/*
+ * test_ranks.c — the per-rank plans of a partitioned graph, without a GPU: a two-layer perceptron
+ * compiled with --gpus 2 --partition tensor gives one plan per rank; each rank's steps are the
+ * replicated ones and its own (by the split nodes' names), every rank has one all-reduce reading
+ * its own partial into the same output; each rank's weights are the replicated ones and its
+ * shards (checked byte for byte against slices of the original matrices); the plan check accepts
+ * the plans and refuses ranks whose all-reduces do not pair; the library builds (NVRTC, cc) and
+ * loads back with both ranks; creating it on this machine fails with a status, never a crash.
+ */
+#define _GNU_SOURCE /* mkdtemp */
+#include "support.h"
+
+#include "codegen/codegen.h"
+#include "compiler/module.h"
+#include "runtime/runtime.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { B = 3, K = 6, H = 8, N = 5 };
+
+static double w1v(int i) { return sin(i * 0.7) * 0.5; }
+static double w2v(int i) { return cos(i * 0.3) * 0.4; }
+
+/* x [B, K] -> @ W1 [K, H] + b1 -> Relu -> @ W2 [H, N] -> + 1 -> y */
+static ampc_graph *mlp(void) {
+    ampc_graph *g = ampc_graph_create("mlp");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(B, K));
+    double w1[K * H], b1[H], w2[H * N];
+    for (int i = 0; i < K * H; i++) w1[i] = w1v(i);
+    for (int i = 0; i < H; i++) b1[i] = 0.1 * i - 0.3;
+    for (int i = 0; i < H * N; i++) w2[i] = w2v(i);
+    ampc_value *h = ampc_relu(g, ampc_add(g, ampc_matmul(g, x, t_const_f32(g, SHAPE(K, H), w1)),
+                                          t_const_f32(g, SHAPE(H), b1)));
+    ampc_output(g, ampc_add(g, ampc_matmul(g, h, t_const_f32(g, SHAPE(H, N), w2)),
+                            ampc_scalar_f32(g, 1)), "y");
+    cr_assert_eq(ampc_graph_status(g), AMPC_OK, "%s", ampc_graph_errors(g));
+    return g;
+}
+
+static ampc_module *compile(int32_t gpus) {
+    static const int32_t sm80 = 80;
+    ampc_pipeline_options po = {.verify = true, .gpus = gpus,
+                                .partition = gpus > 1 ? AMPC_PARTITION_TENSOR : AMPC_PARTITION_NONE};
+    ampc_compile_options o = {.archs = &sm80, .n_archs = 1, .cache_dir = "", .pipeline = &po};
+    ampc_graph *g = mlp();
+    ampc_module *m = NULL;
+    cr_assert_eq(ampc_compile(g, &o, &m), AMPC_OK, "%s", ampc_graph_errors(g));
+    ampc_graph_destroy(g);
+    return m;
+}
+
+static int count_label(const ampc_rt_plan *p, const char *needle) {
+    int n = 0;
+    for (int32_t i = 0; i < p->n_steps; i++) n += p->steps[i].label && strstr(p->steps[i].label, needle);
+    return n;
+}
+
+static const ampc_rt_step *only_allreduce(const ampc_rt_plan *p) {
+    const ampc_rt_step *s = NULL;
+    for (int32_t i = 0; i < p->n_steps; i++)
+        if (p->steps[i].kind == AMPC_RT_STEP_ALLREDUCE) {
+            cr_assert_null(s, "rank %d has more than one all-reduce", p->rank);
+            s = &p->steps[i];
+        }
+    cr_assert_not_null(s, "rank %d has no all-reduce", p->rank);
+    return s;
+}
+
+/* Rank p's matmul whose B operand is a weight of k rows. */
+static const ampc_rt_gemm *gemm_with_k(const ampc_rt_plan *p, int64_t k) {
+    for (int32_t i = 0; i < p->n_steps; i++)
+        if (p->steps[i].kind == AMPC_RT_STEP_GEMM && p->steps[i].gemm.k == k &&
+            p->steps[i].gemm.b.space == AMPC_RT_WEIGHTS)
+            return &p->steps[i].gemm;
+    cr_assert_fail("rank %d has no matmul with k = %lld", p->rank, (long long)k);
+    return NULL;
+}
+
+Test(ranks, one_plan_per_rank_with_its_steps_and_all_reduce, .timeout = 60) {
+    ampc_module *m = compile(2);
+    const ampc_rt_plan *p = &m->cg->plan;
+    cr_assert_eq(p->n_ranks, 2);
+    cr_assert_not_null(p->ranks);
+    int64_t dst_offset = -1, src_offset[2];
+    for (int32_t r = 0; r < 2; r++) {
+        const ampc_rt_plan *q = &p->ranks[r];
+        cr_assert_eq(q->rank, r);
+        cr_assert_eq(q->n_ranks, 2);
+        cr_assert_null(q->ranks);
+        cr_assert_eq(q->n_images, p->n_images, "every rank loads the same images");
+        cr_assert_eq(q->arena_bytes, p->arena_bytes);
+        char mine[16], other[16];
+        snprintf(mine, sizeof mine, "_rank%d", r);
+        snprintf(other, sizeof other, "_rank%d", 1 - r);
+        cr_assert_gt(count_label(q, mine), 0, "rank %d runs its own split nodes", r);
+        cr_assert_eq(count_label(q, other), 0, "rank %d runs none of rank %d's", r, 1 - r);
+        const ampc_rt_allreduce *a = &only_allreduce(q)->allreduce;
+        cr_assert_eq(a->dtype, AMPC_DTYPE_F32);
+        cr_assert_eq(a->count, B * N);
+        cr_assert_eq(a->dst.bytes, B * N * 4);
+        if (dst_offset < 0) dst_offset = a->dst.offset;
+        cr_assert_eq(a->dst.offset, dst_offset, "every rank's sum lands in the same value");
+        src_offset[r] = a->src.offset;
+    }
+    cr_assert_neq(src_offset[0], src_offset[1], "each rank sends its own partial");
+    /* the replicated tail (+ 1 after the all-reduce) runs on both */
+    cr_assert_eq(p->ranks[0].n_steps, p->ranks[1].n_steps);
+    /* the model's own fields are rank 0's */
+    cr_assert_eq(p->n_steps, p->ranks[0].n_steps);
+    cr_assert_eq(p->weights, p->ranks[0].weights);
+    char *err = NULL;
+    cr_assert_eq(ampc_rt_plan_check(p, &err), AMPC_OK, "%s", err ? err : "");
+    ampc_module_destroy(m);
+}
+
+Test(ranks, each_rank_holds_its_shards_and_the_replicated_weights, .timeout = 60) {
+    ampc_module *whole = compile(1), *m = compile(2);
+    const ampc_rt_plan *p = &m->cg->plan;
+    cr_assert_eq(whole->cg->n_ranks, 1, "an unpartitioned graph keeps one plan");
+    cr_assert_leq(whole->cg->plan.n_ranks, 1);
+    cr_assert_null(whole->cg->plan.ranks);
+    for (int32_t r = 0; r < 2; r++) {
+        const ampc_rt_plan *q = &p->ranks[r];
+        cr_assert_lt(q->weights_bytes, whole->cg->plan.weights_bytes,
+                     "rank %d holds %lld bytes of weights, the whole model %lld", r,
+                     (long long)q->weights_bytes, (long long)whole->cg->plan.weights_bytes);
+        /* W1's columns [4r, 4r + 4): the first matmul, k = K */
+        const ampc_rt_gemm *g1 = gemm_with_k(q, K);
+        cr_assert_eq(g1->n, H / 2);
+        cr_assert_eq(g1->b.bytes, K * (H / 2) * 4);
+        const float *w = (const float *)((const char *)q->weights + g1->b.offset);
+        for (int i = 0; i < K; i++)
+            for (int j = 0; j < H / 2; j++)
+                cr_assert_float_eq(w[i * (H / 2) + j], (float)w1v(i * H + r * (H / 2) + j), 0,
+                                   "rank %d W1[%d, %d]", r, i, r * (H / 2) + j);
+        /* W2's rows [4r, 4r + 4): the second matmul, k = H / 2 */
+        const ampc_rt_gemm *g2 = gemm_with_k(q, H / 2);
+        cr_assert_eq(g2->b.bytes, (H / 2) * N * 4);
+        w = (const float *)((const char *)q->weights + g2->b.offset);
+        for (int i = 0; i < (H / 2) * N; i++)
+            cr_assert_float_eq(w[i], (float)w2v(r * (H / 2) * N + i), 0, "rank %d W2 element %d",
+                               r, i);
+    }
+    ampc_module_destroy(m);
+    ampc_module_destroy(whole);
+}
+
+Test(ranks, plan_check_refuses_unpaired_all_reduces, .timeout = 60) {
+    ampc_module *m = compile(2);
+    const ampc_rt_plan *p = &m->cg->plan;
+    ampc_rt_plan ranks[2] = {p->ranks[0], p->ranks[1]};
+    ampc_rt_step *steps = malloc((size_t)ranks[1].n_steps * sizeof *steps);
+    memcpy(steps, ranks[1].steps, (size_t)ranks[1].n_steps * sizeof *steps);
+    for (int32_t i = 0; i < ranks[1].n_steps; i++)
+        if (steps[i].kind == AMPC_RT_STEP_ALLREDUCE) {
+            steps[i].allreduce.count -= 1;
+            steps[i].allreduce.src.bytes -= 4;
+            steps[i].allreduce.dst.bytes -= 4;
+        }
+    ranks[1].steps = steps;
+    ampc_rt_plan bad = *p;
+    bad.ranks = ranks;
+    char *err = NULL;
+    cr_assert_eq(ampc_rt_plan_check(&bad, &err), AMPC_E_INVALID_ARG);
+    cr_assert(strstr(err, "rank 1's step") && strstr(err, "pairs with rank 0's step"), "%s", err);
+    free(err);
+    err = NULL;
+    /* a rank's own plan is not a model: the check accepts it, creation refuses it */
+    ampc_rt_model *model = NULL;
+    cr_assert_eq(ampc_rt_model_create(&p->ranks[1], 0, &model, &err), AMPC_E_INVALID_ARG);
+    cr_assert(strstr(err, "this is rank 1's plan of a 2-GPU model"), "%s", err);
+    cr_assert_null(model);
+    free(err);
+    free(steps);
+    ampc_module_destroy(m);
+}
+
+Test(ranks, library_builds_and_loads_with_every_rank, .timeout = 180) {
+    ampc_module *m = compile(2);
+    char dir[] = "/tmp/ampc-ranks-XXXXXX", so[256];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(so, sizeof so, "%s/mlp2.so", dir);
+    char *err = NULL;
+    cr_assert_eq(ampc_module_write_library(m, so, NULL, &err), AMPC_OK, "%s", err ? err : "");
+    ampc_rt_artifact *a = NULL;
+    cr_assert_eq(ampc_rt_load(so, &a, &err), AMPC_OK, "%s", err ? err : "");
+    const ampc_rt_plan *p = ampc_rt_artifact_plan(a);
+    cr_assert_eq(p->n_ranks, 2);
+    for (int32_t r = 0; r < 2; r++) {
+        const ampc_rt_plan *want = &m->cg->plan.ranks[r], *got = &p->ranks[r];
+        cr_assert_eq(got->n_steps, want->n_steps);
+        cr_assert_eq(got->weights_bytes, want->weights_bytes);
+        cr_assert_eq(memcmp(got->weights, want->weights, (size_t)want->weights_bytes), 0,
+                     "rank %d's embedded weights", r);
+        const ampc_rt_allreduce *ga = &only_allreduce(got)->allreduce;
+        const ampc_rt_allreduce *wa = &only_allreduce(want)->allreduce;
+        cr_assert(ga->count == wa->count && ga->src.offset == wa->src.offset &&
+                  ga->dst.offset == wa->dst.offset, "rank %d's all-reduce", r);
+    }
+    cr_assert_eq(ampc_rt_plan_check(p, &err), AMPC_OK, "%s", err ? err : "");
+    /* here (no GPU, or fewer than 2) creation fails with a status and a message */
+    ampc_rt_model *model = NULL;
+    ampc_status st = ampc_rt_model_create(p, 0, &model, &err);
+    if (st != AMPC_OK) {
+        cr_assert(st == AMPC_E_NO_DEVICE || st == AMPC_E_CUDA, "status %d: %s", st, err);
+        cr_assert_not_null(err);
+        cr_assert_null(model);
+    }
+    ampc_rt_model_destroy(model);
+    free(err);
+    ampc_rt_unload(a);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+    ampc_module_destroy(m);
+}
