@@ -805,7 +805,8 @@ ampc_status ampc_rt_model_time(ampc_rt_model *m, int32_t iterations, double *ms,
     if (m == NULL || (iterations > 0 && ms == NULL) || iterations < 0)
         rt_fail(&e, AMPC_E_INVALID_ARG, "ampc_rt_model_time: %s",
                 m == NULL ? "the model is NULL" : "ms must hold `iterations` (>= 0) values");
-    else if (m->graph_status == AMPC_RT_GRAPH_PENDING)
+    else if (m->n_ranks > 0 ? m->plain_runs == 0 && m->graph_status != AMPC_RT_GRAPH_ON
+                            : m->graph_status == AMPC_RT_GRAPH_PENDING)
         rt_fail(&e, AMPC_E_INVALID_ARG, "ampc_rt_model_time: run the model once first (its "
                                         "inputs are what the timed launches compute on)");
     if (e.status != AMPC_OK) return rt_err_give(&e, err);
