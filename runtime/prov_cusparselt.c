@@ -239,9 +239,12 @@ static ampc_status prune_check(rt_ctx *ctx, rt_sparse_gemm *sp, const void *w, r
     const lt_opaque *h = ctx->cusparselt;
     int *valid_d = NULL, valid = 1;
     RT_CUDA(e, cudaMalloc((void **)&valid_d, sizeof *valid_d));
-    lt_status rc = splt.cusparseLtSpMMAPruneCheck(h, &sp->op, w, valid_d, ctx->plan_stream);
-    cudaError_t cr = cudaSuccess;
-    if (rc == 0)
+    /* the check only raises the flag: it starts at 0 (fresh memory holds anything) */
+    cudaError_t cr = cudaMemsetAsync(valid_d, 0, sizeof *valid_d, ctx->plan_stream);
+    lt_status rc = cr == cudaSuccess ? splt.cusparseLtSpMMAPruneCheck(h, &sp->op, w, valid_d,
+                                                                      ctx->plan_stream)
+                                     : 0;
+    if (rc == 0 && cr == cudaSuccess)
         cr = cudaMemcpyAsync(&valid, valid_d, sizeof valid, cudaMemcpyDeviceToHost,
                              ctx->plan_stream);
     if (rc == 0 && cr == cudaSuccess) cr = cudaStreamSynchronize(ctx->plan_stream);
