@@ -131,3 +131,21 @@ ampc_status rt_plan_scratch(rt_ctx *ctx, rt_err *e) {
     ctx->scratch_bytes = want;
     return AMPC_OK;
 }
+
+float rt_time_calls(rt_timed_call call, void *arg, cudaStream_t s, int rounds) {
+    cudaEvent_t a = NULL, b = NULL;
+    float ms = -1.0f;
+    bool ok = cudaEventCreate(&a) == cudaSuccess && cudaEventCreate(&b) == cudaSuccess &&
+              call(arg, s) && cudaEventRecord(a, s) == cudaSuccess;
+    for (int r = 0; ok && r < rounds; r++) ok = call(arg, s);
+    if (ok && cudaEventRecord(b, s) == cudaSuccess && cudaEventSynchronize(b) == cudaSuccess &&
+        cudaEventElapsedTime(&ms, a, b) == cudaSuccess)
+        ms /= (float)rounds;
+    else
+        ms = -1.0f;
+    (void)cudaStreamSynchronize(s);
+    if (a) cudaEventDestroy(a);
+    if (b) cudaEventDestroy(b);
+    rt_cuda_clear();
+    return ms;
+}

@@ -188,6 +188,12 @@ typedef struct rt_ctx {
  * allocated on first need; the model frees it once every step is planned. */
 ampc_status rt_plan_scratch(rt_ctx *ctx, rt_err *e);
 
+/* Milliseconds per call of call(arg, s) over `rounds` calls after one warm-up call, timed with
+ * CUDA events on stream s; -1 when a call or an event fails (the CUDA error is cleared). Used
+ * to time algorithm candidates at creation. */
+typedef bool (*rt_timed_call)(void *arg, cudaStream_t s);
+float rt_time_calls(rt_timed_call call, void *arg, cudaStream_t s, int rounds);
+
 /* The device address of a ref (NULL for an absent ref: bytes 0). */
 static inline void *rt_ref_ptr(const rt_ctx *c, ampc_rt_ref r) {
     if (r.bytes == 0) return NULL;

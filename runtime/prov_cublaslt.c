@@ -240,27 +240,23 @@ static ampc_status make_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, int6
 /* Milliseconds per run of the matmul with algorithm `algo` over GEMM_ROUNDS runs after one
  * warm-up, on the planning stream with the planning scratch as workspace; -1 when a run fails
  * (the error is cleared: a candidate that fails is skipped). */
+typedef struct gemm_timed {
+    rt_ctx *ctx;
+    const gemm_state *st;
+    const cublasLtMatmulAlgo_t *algo;
+} gemm_timed;
+
+static bool gemm_timed_call(void *arg, cudaStream_t s) {
+    const gemm_timed *t = arg;
+    const gemm_state *st = t->st;
+    return lt.cublasLtMatmul(t->ctx->cublaslt, st->op, &st->alpha, st->a, st->la, st->b, st->lb,
+                             &st->beta, st->c, st->lc, st->d, st->ld, t->algo, t->ctx->scratch,
+                             t->ctx->scratch_bytes, s) == CUBLAS_STATUS_SUCCESS;
+}
+
 static float gemm_time(rt_ctx *ctx, const gemm_state *st, const cublasLtMatmulAlgo_t *algo) {
-    cudaStream_t s = ctx->plan_stream;
-    cudaEvent_t a = NULL, b = NULL;
-    float ms = -1.0f;
-    bool ok = cudaEventCreate(&a) == cudaSuccess && cudaEventCreate(&b) == cudaSuccess;
-    for (int r = 0; ok && r <= GEMM_ROUNDS; r++) {
-        if (r == 1) ok = cudaEventRecord(a, s) == cudaSuccess;
-        ok = ok && lt.cublasLtMatmul(ctx->cublaslt, st->op, &st->alpha, st->a, st->la, st->b,
-                                     st->lb, &st->beta, st->c, st->lc, st->d, st->ld, algo,
-                                     ctx->scratch, ctx->scratch_bytes, s) == CUBLAS_STATUS_SUCCESS;
-    }
-    if (ok && cudaEventRecord(b, s) == cudaSuccess && cudaEventSynchronize(b) == cudaSuccess &&
-        cudaEventElapsedTime(&ms, a, b) == cudaSuccess)
-        ms /= GEMM_ROUNDS;
-    else
-        ms = -1.0f;
-    (void)cudaStreamSynchronize(s);
-    if (a) cudaEventDestroy(a);
-    if (b) cudaEventDestroy(b);
-    rt_cuda_clear();
-    return ms;
+    gemm_timed t = {ctx, st, algo};
+    return rt_time_calls(gemm_timed_call, &t, ctx->plan_stream, GEMM_ROUNDS);
 }
 
 /* The candidate to keep among the heuristic's results res[0..count) that succeeded and fit

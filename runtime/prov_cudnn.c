@@ -712,30 +712,26 @@ typedef ampc_status (*timed_fn)(conv_state *st, rt_ctx *ctx, cudaStream_t stream
 
 /* Milliseconds per run of f over GRAPH_ROUNDS runs after one warm-up, with the planning scratch
  * as the workspace; -1 when a run fails (e is then cleared: a candidate that fails is skipped). */
+typedef struct conv_timed {
+    timed_fn f;
+    conv_state *st;
+    rt_ctx *ctx;
+    rt_err e;
+} conv_timed;
+
+static bool conv_timed_call(void *arg, cudaStream_t s) {
+    conv_timed *t = arg;
+    return t->f(t->st, t->ctx, s, &t->e) == AMPC_OK;
+}
+
 static float time_runs(timed_fn f, conv_state *st, rt_ctx *ctx) {
-    rt_err e = {0};
     void *ws = ctx->workspace;
     size_t ws_bytes = ctx->workspace_bytes;
     ctx->workspace = ctx->scratch;
     ctx->workspace_bytes = ctx->scratch_bytes;
-    cudaEvent_t a = NULL, b = NULL;
-    float ms = -1.0f;
-    cudaStream_t s = ctx->plan_stream;
-    if (cudaEventCreate(&a) == cudaSuccess && cudaEventCreate(&b) == cudaSuccess &&
-        f(st, ctx, s, &e) == AMPC_OK && cudaEventRecord(a, s) == cudaSuccess) {
-        bool ok = true;
-        for (int r = 0; r < GRAPH_ROUNDS && ok; r++) ok = f(st, ctx, s, &e) == AMPC_OK;
-        if (ok && cudaEventRecord(b, s) == cudaSuccess && cudaEventSynchronize(b) == cudaSuccess &&
-            cudaEventElapsedTime(&ms, a, b) == cudaSuccess)
-            ms /= GRAPH_ROUNDS;
-        else
-            ms = -1.0f;
-    }
-    (void)cudaStreamSynchronize(s);
-    if (a) cudaEventDestroy(a);
-    if (b) cudaEventDestroy(b);
-    rt_cuda_clear();
-    rt_err_clear(&e);
+    conv_timed t = {f, st, ctx, {0}};
+    float ms = rt_time_calls(conv_timed_call, &t, ctx->plan_stream, GRAPH_ROUNDS);
+    rt_err_clear(&t.e);
     ctx->workspace = ws;
     ctx->workspace_bytes = ws_bytes;
     return ms;
