@@ -16,10 +16,26 @@
  * y's readers stay replicated (no `rank` attribute). Each rank holds 1/R of the pair's weights
  * and does 1/R of its work; the cost is one all-reduce of y per pair (Megatron-LM's split).
  *
- * Each node of rank r carries `rank = r`. The graph stays one graph: the reference evaluator runs
- * all ranks and the all-reduce as a sum, so the partition is checked against the original model
- * on any machine. A pair is left whole (and says why in the node's trace) when H is not a
- * multiple of R or a value inside it is used elsewhere or is a graph output.
+ * The stages, for each MatMul in graph order:
+ *   1. find_pair: the pair (first matmul, optional bias b1, the act chain, second matmul), each
+ *      value inside it read once and not a graph output.
+ *   2. find_tail: the Adds after it that rank 0 takes before the all-reduce. A transformer block
+ *      goes on with y + b2 (the second matmul's bias) and + z (the residual); added once to the
+ *      sum they equal added to one partial (Megatron's trick):
+ *
+ *        sum_r p_r + b2 + z  ==  (p_0 + b2 + z) + sum_{r>0} p_r
+ *
+ *      so rank 0's partial takes them, fuse-matmul folds them into rank 0's ampc.FusedMatMul
+ *      (its bias and residual epilogue: the tail follows that pass's rules), and the all-reduce
+ *      writes the block's output: two full-size elementwise passes on every rank disappear.
+ *   3. split_pair: rank r's nodes (rank = r) on its shards, rank 0's tail, one ampc.AllReduce
+ *      writing the value the pair (or its tail) wrote; the old nodes are removed.
+ *
+ * The graph stays one graph: the reference evaluator runs all ranks and the all-reduce as a
+ * sum, so the partition is checked against the original model on any machine. A pair is left
+ * whole when H is not a multiple of R or a value inside it is used elsewhere or is a graph
+ * output; an Add stays after the all-reduce when its other operand is neither such a bias nor
+ * a value of y's shape computed before the pair, or when the value it reads has another reader.
  */
 #include "passes.h"
 
@@ -27,11 +43,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_CHAIN = 8 };
+enum { MAX_CHAIN = 8, MAX_TAIL = 2 };
 
 typedef struct mlp_pair {
     ampc_node *first, *bias, *chain[MAX_CHAIN], *second;
-    int32_t n_chain;
+    ampc_node *tail[MAX_TAIL];    /* the Adds rank 0 takes before the all-reduce (stage 2) */
+    ampc_value *addend[MAX_TAIL]; /* each one's other operand: b2 or the residual */
+    int32_t n_chain, n_tail;
 } mlp_pair;
 
 static bool const_matrix(const ampc_value *v) {
@@ -46,7 +64,8 @@ static ampc_node *only_reader(const ampc_uses *u, const ampc_value *v) {
 /* The pair that starts at MatMul m, or false. */
 static bool find_pair(const ampc_uses *u, ampc_node *m, mlp_pair *p) {
     memset(p, 0, sizeof *p);
-    if (m->dead || m->op != AMPC_OP_MATMUL || !const_matrix(m->inputs[1]) || m->inputs[0]->data)
+    if (m->dead || m->op != AMPC_OP_MATMUL || !const_matrix(m->inputs[1]) || m->inputs[0]->data ||
+        ampc_ir_attr_find(m, "rank")) /* already split: a second run changes nothing */
         return false;
     int64_t h = m->inputs[1]->shape.dims[1];
     p->first = m;
@@ -73,6 +92,49 @@ static bool find_pair(const ampc_uses *u, ampc_node *m, mlp_pair *p) {
         return false;
     p->second = n;
     return true;
+}
+
+/* Whether v holds N values along its last dim and nothing else (fuse-matmul's bias rule). */
+static bool bias_of(const ampc_value *v, int64_t n) {
+    return v->data && v->shape.rank >= 1 && v->shape.dims[v->shape.rank - 1] == n &&
+           ampc_shape_numel(&v->shape) == n;
+}
+
+/* Whether v is present on every rank before pair p starts: a graph input or constant, a value
+ * of a node before p's first matmul, or an earlier pair's all-reduce (appended by this run, at
+ * or after position n_old; the split nodes' own values are partials, read by all-reduces only).
+ * Such a value cannot depend on p's products, and a rank node reading it is still placed in
+ * order by ampc_ir_graph_settle. */
+static bool before_pair(const ampc_value *v, const mlp_pair *p, int32_t n_old) {
+    const ampc_node *d = v->producer;
+    return !d || (!ampc_ir_attr_find(d, "rank") && (d->id < p->first->id || d->id >= n_old));
+}
+
+/* 2. The Adds after p's second matmul that rank 0 can take: while the current value (y, then
+ * y + b2) has one reader and is not a graph output, an Add of it and
+ *   a constant of its dtype holding N values along the last dim   (the bias, once), or
+ *   a value of exactly its shape and dtype available before the pair (the residual, once),
+ * whose output has the current shape. */
+static void find_tail(const ampc_uses *u, mlp_pair *p, int32_t n_old) {
+    ampc_value *v = p->second->outputs[0];
+    int64_t n = v->shape.dims[v->shape.rank - 1];
+    bool bias = false, residual = false;
+    ampc_node *a;
+    while (p->n_tail < MAX_TAIL && (a = only_reader(u, v)) && a->op == AMPC_OP_ADD &&
+           a->n_inputs == 2 && a->inputs[0] != a->inputs[1]) {
+        ampc_value *o = a->inputs[0] == v ? a->inputs[1] : a->inputs[0];
+        if (o->dtype != v->dtype || !ampc_shape_eq(&a->outputs[0]->shape, &v->shape)) break;
+        if (!bias && bias_of(o, n)) {
+            bias = true;
+        } else if (!residual && ampc_shape_eq(&o->shape, &v->shape) && before_pair(o, p, n_old)) {
+            residual = true;
+        } else {
+            break;
+        }
+        p->addend[p->n_tail] = o;
+        p->tail[p->n_tail++] = a;
+        v = a->outputs[0];
+    }
 }
 
 /* Columns [c0, c0 + w) of matrix (or vector) m as a new constant named after m and the rank. */
@@ -124,7 +186,7 @@ static ampc_value *rank_node(ampc_graph *g, const ampc_node *n, ampc_opcode op, 
     return out->outputs[0];
 }
 
-/* Rank r's part of the pair: its partial product. */
+/* Rank r's part of the pair: its partial product (rank 0's with the tail added). */
 static ampc_value *split_rank(ampc_graph *g, const mlp_pair *p, int32_t r, int64_t h) {
     const ampc_node *m = p->first;
     ampc_value *w1 = shard(g, m->inputs[1], false, r * h, h, r);
@@ -138,17 +200,22 @@ static ampc_value *split_rank(ampc_graph *g, const mlp_pair *p, int32_t r, int64
     }
     for (int32_t i = 0; v && i < p->n_chain; i++)
         v = rank_node(g, p->chain[i], p->chain[i]->op, v, NULL, r, true);
-    return v ? rank_node(g, p->second, AMPC_OP_MATMUL, v, w2, r, h % 4 == 0) : NULL;
+    v = v ? rank_node(g, p->second, AMPC_OP_MATMUL, v, w2, r, h % 4 == 0) : NULL;
+    for (int32_t i = 0; v && r == 0 && i < p->n_tail; i++)
+        v = rank_node(g, p->tail[i], AMPC_OP_ADD, v, p->addend[i], 0, true);
+    return v;
 }
 
-/* Replaces the pair by its R ranks and an ampc.AllReduce writing the pair's own output value. */
+/* 3. Replaces the pair and its tail by the R ranks and an ampc.AllReduce writing the value the
+ * last of them wrote. */
 static ampc_status split_pair(ampc_graph *g, const mlp_pair *p, int32_t ranks) {
     int64_t h = p->first->inputs[1]->shape.dims[1] / ranks;
     ampc_value **partial = ampc_ir_alloc(g, (size_t)ranks * sizeof *partial);
     if (!partial) return AMPC_E_OOM;
     for (int32_t r = 0; r < ranks; r++)
         if (!(partial[r] = split_rank(g, p, r, h))) return ampc_graph_status(g);
-    ampc_value *y = p->second->outputs[0];
+    ampc_value *y = (p->n_tail ? p->tail[p->n_tail - 1] : p->second)->outputs[0];
+    for (int32_t i = 0; i < p->n_tail; i++) ampc_ir_node_remove(g, p->tail[i]);
     ampc_ir_node_remove(g, p->second);
     for (int32_t i = 0; i < p->n_chain; i++) ampc_ir_node_remove(g, p->chain[i]);
     if (p->bias) ampc_ir_node_remove(g, p->bias);
@@ -173,6 +240,7 @@ ampc_status ampc_pass_partition(ampc_graph *g, bool *changed) {
         mlp_pair p;
         if (!find_pair(&uses, g->nodes[i], &p)) continue;
         if (p.first->inputs[1]->shape.dims[1] % g->gpus) continue; /* H not a multiple of R */
+        find_tail(&uses, &p, n_old);
         st = split_pair(g, &p, g->gpus);
         *changed = true;
     }

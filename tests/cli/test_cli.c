@@ -162,6 +162,41 @@ Test(cli, gpus_and_partition_split_a_matmul_pair) {
     rmdir_all(d);
 }
 
+/* A transformer MLP block: the pair, then + b2 and the residual + x. */
+static const char block_text[] =
+    "graph \"block\" {\n"
+    "  input %x : f32[2,2]\n"
+    "  const %w1 : f32[2,4] = [1, 2, 3, 4, 5, 6, 7, 8]\n"
+    "  const %b1 : f32[4] = [0.5, -1, 0, 1]\n"
+    "  const %w2 : f32[4,2] = [1, 0, 0, 1, 1, 1, -1, 2]\n"
+    "  const %b2 : f32[2] = [10, 20]\n"
+    "  %h : f32[2,4] = MatMul(%x, %w1) @\"first\"\n"
+    "  %hb : f32[2,4] = Add(%h, %b1) @\"first_bias\"\n"
+    "  %r : f32[2,4] = Relu(%hb) @\"act\"\n"
+    "  %o : f32[2,2] = MatMul(%r, %w2) @\"second\"\n"
+    "  %ob : f32[2,2] = Add(%o, %b2) @\"second_bias\"\n"
+    "  %y : f32[2,2] = Add(%x, %ob) @\"residual\"\n"
+    "  output %y\n"
+    "}\n";
+
+/* b2 and the residual go into rank 0's second matmul; the all-reduce writes the block's
+ * output. */
+Test(cli, partition_puts_bias_and_residual_on_rank_0) {
+    char *d = tmpdir(), path[512], *out;
+    snprintf(path, sizeof path, "%s/block.ir", d);
+    write_text(path, block_text);
+    cr_assert_eq(ampc(&out, "%s --gpus 2 --partition tensor --emit ir", path), 0, "%s", out);
+    cr_assert(strstr(out, "= ampc.FusedMatMul(%act_rank0, %w2_rank0, %b2, %x) {rank = 0} "
+                          "@\"second_rank0\""), "%s", out);
+    cr_assert(strstr(out, "%second_rank1 : f32[2,2] = MatMul(%act_rank1, %w2_rank1) {rank = 1}"),
+              "%s", out);
+    cr_assert(strstr(out, "%y : f32[2,2] = ampc.AllReduce(%residual_rank0, %second_rank1)"), "%s",
+              out);
+    cr_assert_null(strstr(out, "Add("), "%s", out);
+    free(out);
+    rmdir_all(d);
+}
+
 Test(cli, precision_fp16_moves_the_graph_and_keeps_what_it_is_told) {
     char *d = tmpdir(), path[512], *out;
     snprintf(path, sizeof path, "%s/m.ir", d);

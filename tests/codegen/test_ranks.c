@@ -6,6 +6,7 @@
  * shards (checked byte for byte against slices of the original matrices); the plan check accepts
  * the plans and refuses ranks whose all-reduces do not pair; the library builds (NVRTC, cc) and
  * loads back with both ranks; creating it on this machine fails with a status, never a crash.
+ * A transformer block's b2 and residual go into rank 0's second GEMM, none into rank 1's.
  */
 #define _GNU_SOURCE /* mkdtemp */
 #include "support.h"
@@ -40,17 +41,37 @@ static ampc_graph *mlp(void) {
     return g;
 }
 
-static ampc_module *compile(int32_t gpus) {
+/* x [B, N] -> @ W1 [N, H] + b1 -> Relu -> @ W2 [H, N] + b2 + x: a transformer MLP block */
+static ampc_graph *block(void) {
+    ampc_graph *g = ampc_graph_create("block");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(B, N));
+    double w1[N * H], b1[H], w2[H * N], b2[N];
+    for (int i = 0; i < N * H; i++) w1[i] = w1v(i);
+    for (int i = 0; i < H; i++) b1[i] = 0.1 * i - 0.3;
+    for (int i = 0; i < H * N; i++) w2[i] = w2v(i);
+    for (int i = 0; i < N; i++) b2[i] = 0.2 * i - 0.5;
+    ampc_value *h = ampc_relu(g, ampc_add(g, ampc_matmul(g, x, t_const_f32(g, SHAPE(N, H), w1)),
+                                          t_const_f32(g, SHAPE(H), b1)));
+    ampc_value *y = ampc_add(g, ampc_matmul(g, h, t_const_f32(g, SHAPE(H, N), w2)),
+                             t_const_f32(g, SHAPE(N), b2));
+    ampc_output(g, ampc_add(g, x, y), "y");
+    cr_assert_eq(ampc_graph_status(g), AMPC_OK, "%s", ampc_graph_errors(g));
+    return g;
+}
+
+/* Compiles g (destroyed) for `gpus` GPUs. */
+static ampc_module *compile_graph(ampc_graph *g, int32_t gpus) {
     static const int32_t sm80 = 80;
     ampc_pipeline_options po = {.verify = true, .gpus = gpus,
                                 .partition = gpus > 1 ? AMPC_PARTITION_TENSOR : AMPC_PARTITION_NONE};
     ampc_compile_options o = {.archs = &sm80, .n_archs = 1, .cache_dir = "", .pipeline = &po};
-    ampc_graph *g = mlp();
     ampc_module *m = NULL;
     cr_assert_eq(ampc_compile(g, &o, &m), AMPC_OK, "%s", ampc_graph_errors(g));
     ampc_graph_destroy(g);
     return m;
 }
+
+static ampc_module *compile(int32_t gpus) { return compile_graph(mlp(), gpus); }
 
 static int count_label(const ampc_rt_plan *p, const char *needle) {
     int n = 0;
@@ -146,6 +167,39 @@ Test(ranks, each_rank_holds_its_shards_and_the_replicated_weights, .timeout = 60
     }
     ampc_module_destroy(m);
     ampc_module_destroy(whole);
+}
+
+/* A transformer block's b2 and residual ride on rank 0's second GEMM (bias epilogue, x as C
+ * with beta = 1); rank 1's is a plain product; the all-reduce is each rank's last step and
+ * writes the model's output directly. */
+Test(ranks, rank_0_adds_bias_and_residual_in_its_gemm, .timeout = 60) {
+    ampc_module *m = compile_graph(block(), 2);
+    const ampc_rt_plan *p = &m->cg->plan;
+    cr_assert_eq(p->n_ranks, 2);
+    for (int32_t r = 0; r < 2; r++) {
+        const ampc_rt_plan *q = &p->ranks[r];
+        const ampc_rt_gemm *g2 = gemm_with_k(q, H / 2);
+        cr_assert_eq(g2->n, N);
+        if (r == 0) {
+            cr_assert_eq(g2->epilogue, AMPC_RT_EPI_BIAS);
+            cr_assert_eq(g2->bias.bytes, N * 4);
+            cr_assert_float_eq(g2->beta, 1.0f, 0);
+            cr_assert(g2->c.space == q->inputs[0].ref.space &&
+                      g2->c.offset == q->inputs[0].ref.offset, "rank 0's C is the input x");
+        } else {
+            cr_assert_eq(g2->epilogue, AMPC_RT_EPI_NONE);
+            cr_assert_float_eq(g2->beta, 0.0f, 0);
+        }
+        const ampc_rt_step *s = only_allreduce(q);
+        cr_assert_eq(s, &q->steps[q->n_steps - 1], "rank %d: nothing runs after the all-reduce", r);
+        cr_assert(s->allreduce.dst.space == q->outputs[0].ref.space &&
+                  s->allreduce.dst.offset == q->outputs[0].ref.offset,
+                  "rank %d: the all-reduce writes the output", r);
+    }
+    cr_assert_eq(p->ranks[0].n_steps, p->ranks[1].n_steps, "two GEMMs and the all-reduce each");
+    char *err = NULL;
+    cr_assert_eq(ampc_rt_plan_check(p, &err), AMPC_OK, "%s", err ? err : "");
+    ampc_module_destroy(m);
 }
 
 Test(ranks, plan_check_refuses_unpaired_all_reduces, .timeout = 60) {

@@ -4,6 +4,9 @@
  * and the all-reduce); each rank's weights are its slice of the original (checked element by
  * element), every split node carries its rank; pairs that cannot split stay whole; 2:4 marks
  * stay only where a shard is still 2:4; the options are checked; the IR prints and parses back.
+ * Transformer MLP blocks (+ b2, + residual after the pair) split over 2 and 4 ranks compute the
+ * same, with b2 and the residual in rank 0's FusedMatMul and nothing after the all-reduce; a
+ * residual read from the pair's output stays after it; a second run changes nothing.
  */
 #include "support.h"
 
@@ -49,10 +52,11 @@ static const ampc_node *node_of_rank(const ampc_graph *g, ampc_opcode op, int64_
     return NULL;
 }
 
-static void same_outputs(ampc_graph *a, ampc_graph *b) {
+/* a and b give the same outputs for one input x [3, width]. */
+static void same_outputs_for(ampc_graph *a, ampc_graph *b, int64_t width) {
     float x[3 * K];
-    for (int i = 0; i < 3 * K; i++) x[i] = (float)cos(i * 0.45);
-    ampc_tensor in = t_tensor(AMPC_DTYPE_F32, SHAPE(3, K), x), ya[2], yb[2];
+    for (int i = 0; i < 3 * width; i++) x[i] = (float)cos(i * 0.45);
+    ampc_tensor in = t_tensor(AMPC_DTYPE_F32, SHAPE(3, width), x), ya[2], yb[2];
     int32_t n_out = ampc_graph_output_count(a);
     cr_assert_eq(n_out, ampc_graph_output_count(b));
     cr_assert_eq(ampc_graph_evaluate(a, &in, 1, ya, n_out), AMPC_OK, "%s", ampc_graph_errors(a));
@@ -64,6 +68,8 @@ static void same_outputs(ampc_graph *a, ampc_graph *b) {
         ampc_tensor_free(&yb[i]);
     }
 }
+
+static void same_outputs(ampc_graph *a, ampc_graph *b) { same_outputs_for(a, b, K); }
 
 static void splits_into(int32_t r) {
     ampc_graph *whole = mlp(H, false), *split = mlp(H, false);
@@ -126,6 +132,162 @@ Test(partition, what_cannot_split_stays_whole) {
         ampc_graph_destroy(g);
         ampc_graph_destroy(ref);
     }
+}
+
+/* A stack of transformer MLP blocks on x [3, N]: y = relu(x @ W1 [N, H] + b1) @ W2 [H, N], then
+ *   BLOCK                      x + (y + b2)             (as PyTorch exports x + mlp(x))
+ *   BLOCK_RESIDUAL_FIRST       b2 + (x + y)
+ *   BLOCK_RESIDUAL_OF_OUTPUT   t + tanh(t), t = y + b2  (the residual reads the pair's output)
+ *   BLOCK_RESIDUAL_OF_PRODUCT  (y + b2) + tanh(y)       (... and its product)
+ * each block's output the next one's x. */
+enum block_kind {
+    BLOCK, BLOCK_RESIDUAL_FIRST, BLOCK_RESIDUAL_OF_OUTPUT, BLOCK_RESIDUAL_OF_PRODUCT
+};
+
+static ampc_graph *blocks(int n_blocks, enum block_kind kind) {
+    ampc_graph *g = ampc_graph_create("blocks");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(3, N));
+    for (int l = 0; l < n_blocks; l++) {
+        double w1[N * H], b1[H], w2[H * N], b2[N];
+        for (int i = 0; i < N * H; i++) w1[i] = sin(i * 0.7 + l) * 0.5;
+        for (int i = 0; i < H; i++) b1[i] = 0.1 * i - 0.3 + l;
+        for (int i = 0; i < H * N; i++) w2[i] = cos(i * 0.3 + l) * 0.4;
+        for (int i = 0; i < N; i++) b2[i] = 0.2 * i - 0.5 + l;
+        ampc_value *h = ampc_matmul(g, x, t_const_f32(g, SHAPE(N, H), w1));
+        h = ampc_relu(g, ampc_add(g, h, t_const_f32(g, SHAPE(H), b1)));
+        ampc_value *y = ampc_matmul(g, h, t_const_f32(g, SHAPE(H, N), w2));
+        ampc_value *c = t_const_f32(g, SHAPE(N), b2), *t;
+        switch (kind) {
+        case BLOCK: x = ampc_add(g, x, ampc_add(g, y, c)); break;
+        case BLOCK_RESIDUAL_FIRST: x = ampc_add(g, c, ampc_add(g, x, y)); break;
+        case BLOCK_RESIDUAL_OF_OUTPUT:
+            t = ampc_add(g, y, c);
+            x = ampc_add(g, t, ampc_tanh(g, t));
+            break;
+        case BLOCK_RESIDUAL_OF_PRODUCT:
+            t = ampc_add(g, y, c);
+            x = ampc_add(g, t, ampc_tanh(g, y));
+            break;
+        }
+    }
+    ampc_output(g, x, "out");
+    cr_assert_eq(ampc_graph_status(g), AMPC_OK, "%s", ampc_graph_errors(g));
+    return g;
+}
+
+static int64_t rank_of(const ampc_node *n) {
+    const ampc_attr *a = ampc_ir_attr_find(n, "rank");
+    return a ? a->i : -1;
+}
+
+/* The whole pipeline on n_blocks blocks of `kind` over r ranks and on one GPU; both compute the
+ * same. Returns the partitioned graph. */
+static ampc_graph *partitioned(int n_blocks, enum block_kind kind, int32_t r) {
+    ampc_graph *whole = blocks(n_blocks, kind), *split = blocks(n_blocks, kind);
+    ampc_pipeline_options o = ranks(r), one = {.verify = true};
+    cr_assert_eq(ampc_graph_optimize(split, &o), AMPC_OK, "%s", ampc_graph_errors(split));
+    cr_assert_eq(ampc_graph_optimize(whole, &one), AMPC_OK, "%s", ampc_graph_errors(whole));
+    cr_assert_eq(t_count_op(split, AMPC_OP_ALL_REDUCE), n_blocks, "%s",
+                 ampc_graph_to_text(split, false));
+    same_outputs_for(split, whole, N);
+    ampc_graph_destroy(whole);
+    return split;
+}
+
+/* Each block's b2 and residual go onto rank 0's partial before the all-reduce, and fuse-matmul
+ * folds them into rank 0's second matmul: rank 0 has one FusedMatMul with bias and residual per
+ * block, the other ranks plain matmuls, no Add is left, and the last all-reduce writes the
+ * model's output. The second block's residual is the first block's all-reduce. */
+static void blocks_split_into(int32_t r, enum block_kind kind) {
+    enum { BLOCKS = 2 };
+    ampc_graph *g = partitioned(BLOCKS, kind, r);
+    char *text = ampc_graph_to_text(g, false);
+    cr_assert_eq(t_count_op(g, AMPC_OP_ADD), 0, "no Add after an all-reduce:\n%s", text);
+    const ampc_value *out = g->outputs[0];
+    cr_assert(out->producer && out->producer->op == AMPC_OP_ALL_REDUCE, "%s", text);
+    int l = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ampc_node *ar = g->nodes[i];
+        if (ar->op != AMPC_OP_ALL_REDUCE) continue;
+        cr_assert_eq(ar->n_inputs, r);
+        const ampc_node *p0 = ar->inputs[0]->producer;
+        cr_assert(p0 && p0->op == AMPC_OP_FUSED_MATMUL && rank_of(p0) == 0 && p0->n_inputs == 4 &&
+                  !ampc_ir_attr_find(p0, "activation"),
+                  "block %d: rank 0's partial is x @ W2 + b2 + residual:\n%s", l, text);
+        const ampc_value *bias = p0->inputs[2], *z = p0->inputs[3];
+        cr_assert(bias->data && ampc_shape_numel(&bias->shape) == N, "%s", text);
+        for (int j = 0; j < N; j++)
+            cr_assert_float_eq(((const float *)bias->data)[j], (float)(0.2 * j - 0.5 + l), 1e-6,
+                               "block %d b2[%d]", l, j);
+        if (l == 0)
+            cr_assert_eq(z, g->inputs[0], "block 0's residual is x:\n%s", text);
+        else
+            cr_assert(z->producer && z->producer->op == AMPC_OP_ALL_REDUCE,
+                      "block %d's residual is block %d's all-reduce:\n%s", l, l - 1, text);
+        for (int32_t k = 1; k < r; k++) {
+            const ampc_node *pk = ar->inputs[k]->producer;
+            cr_assert(pk && pk->op == AMPC_OP_MATMUL && rank_of(pk) == k && pk->n_inputs == 2,
+                      "block %d: rank %d's partial is a plain matmul:\n%s", l, k, text);
+        }
+        l++;
+    }
+    cr_assert_eq(l, BLOCKS);
+    free(text);
+    ampc_graph_destroy(g);
+}
+
+Test(partition, mlp_blocks_over_two_ranks) { blocks_split_into(2, BLOCK); }
+Test(partition, mlp_blocks_over_four_ranks) { blocks_split_into(4, BLOCK); }
+Test(partition, residual_before_bias_over_two_ranks) { blocks_split_into(2, BLOCK_RESIDUAL_FIRST); }
+
+/* A residual operand computed from the pair's output is no residual of the pair: its Add stays
+ * after the all-reduce (replicated); b2 still moves when y has no other reader. One computed
+ * from y itself leaves both Adds where they are. */
+Test(partition, residual_read_from_the_pair_stays_after_the_all_reduce) {
+    ampc_graph *g = partitioned(1, BLOCK_RESIDUAL_OF_OUTPUT, 2);
+    char *text = ampc_graph_to_text(g, false);
+    const ampc_node *add = g->outputs[0]->producer, *ar = NULL;
+    cr_assert(add && add->op == AMPC_OP_ADD && rank_of(add) == -1, "%s", text);
+    cr_assert_eq(t_count_op(g, AMPC_OP_ADD), 1, "%s", text);
+    for (int32_t k = 0; k < 2; k++) {
+        const ampc_node *d = add->inputs[k]->producer;
+        if (d && d->op == AMPC_OP_ALL_REDUCE) ar = d;
+    }
+    cr_assert(ar, "the residual Add reads the all-reduce:\n%s", text);
+    const ampc_node *p0 = ar->inputs[0]->producer;
+    cr_assert(p0->op == AMPC_OP_FUSED_MATMUL && p0->n_inputs == 3 && rank_of(p0) == 0,
+              "rank 0's partial has b2, no residual:\n%s", text);
+    free(text);
+    ampc_graph_destroy(g);
+
+    g = partitioned(1, BLOCK_RESIDUAL_OF_PRODUCT, 2);
+    text = ampc_graph_to_text(g, false);
+    cr_assert_eq(t_count_op(g, AMPC_OP_ADD), 2, "%s", text);
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ampc_node *n = g->nodes[i];
+        if (n->op == AMPC_OP_ADD) cr_assert_eq(rank_of(n), -1, "%s", text);
+        if (n->op == AMPC_OP_ALL_REDUCE)
+            for (int32_t k = 0; k < 2; k++)
+                cr_assert_eq(n->inputs[k]->producer->op, AMPC_OP_MATMUL, "%s", text);
+    }
+    free(text);
+    ampc_graph_destroy(g);
+}
+
+/* The pass leaves what it split alone: a second run reports no change. */
+Test(partition, a_second_run_changes_nothing) {
+    ampc_graph *g = blocks(2, BLOCK);
+    ampc_pipeline_options o = ranks(2);
+    ampc_pass_record rec[1];
+    int32_t n_rec = 0;
+    o.record = rec, o.max_records = 1, o.n_records = &n_rec;
+    cr_assert_eq(ampc_pipeline_run_pass(g, "partition", &o), AMPC_OK, "%s", ampc_graph_errors(g));
+    cr_assert(n_rec == 1 && rec[0].changed);
+    n_rec = 0;
+    cr_assert_eq(ampc_pipeline_run_pass(g, "partition", &o), AMPC_OK, "%s", ampc_graph_errors(g));
+    cr_assert(n_rec == 1 && !rec[0].changed, "%s", ampc_graph_to_text(g, false));
+    cr_assert_eq(t_count_op(g, AMPC_OP_ALL_REDUCE), 2);
+    ampc_graph_destroy(g);
 }
 
 Test(partition, options_are_checked) {

@@ -2,7 +2,8 @@
  * test_multi_gpu.c — a model partitioned over 2 GPUs (--gpus 2 --partition tensor) runs: a
  * two-layer perceptron (x [64, 256] @ W1 [256, 768] + b1 -> Relu -> @ W2 [768, 256] -> + 1)
  * split column- then row-parallel, one NCCL all-reduce, gives what the reference evaluator gives
- * for the whole model and what one GPU gives, in f32 and in f16; it runs again with new inputs;
+ * for the whole model and what one GPU gives, in f32 and in f16, and so does a transformer MLP
+ * block (+ b2 + x in place of + 1: both on rank 0's second GEMM); it runs again with new inputs;
  * it enqueues on the caller's stream and times; with AMPC_MULTI_GPU_GRAPHS=1 it captures a CUDA
  * graph per GPU on the second run and replays it; asking for more GPUs than are visible fails at
  * creation with a message naming both counts.
@@ -28,18 +29,25 @@ const char *__asan_default_options(void) { return "protect_shadow_gap=0"; }
 
 enum { B = 64, K = 256, H = 768, N = 256 };
 
-static ampc_graph *mlp(void) {
+/* x @ W1 + b1 -> Relu -> @ W2, then + 1; or, as a transformer MLP block, + b2 + x (which the
+ * partition pass puts on rank 0's second matmul, before the all-reduce). */
+static ampc_graph *mlp(bool block) {
     ampc_graph *g = ampc_graph_create("mlp");
     ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(B, K));
     double *w1 = malloc(sizeof(double) * K * H), *b1 = malloc(sizeof(double) * H);
-    double *w2 = malloc(sizeof(double) * H * N);
+    double *w2 = malloc(sizeof(double) * H * N), b2[N];
     for (int i = 0; i < K * H; i++) w1[i] = sin(i * 0.37) / 16;
     for (int i = 0; i < H; i++) b1[i] = 0.01 * (i % 11) - 0.05;
     for (int i = 0; i < H * N; i++) w2[i] = cos(i * 0.23) / 28;
+    for (int i = 0; i < N; i++) b2[i] = 0.02 * (i % 7) - 0.06;
     ampc_value *h = ampc_relu(g, ampc_add(g, ampc_matmul(g, x, t_const_f32(g, SHAPE(K, H), w1)),
                                           t_const_f32(g, SHAPE(H), b1)));
-    ampc_output(g, ampc_add(g, ampc_matmul(g, h, t_const_f32(g, SHAPE(H, N), w2)),
-                            ampc_scalar_f32(g, 1)), "y");
+    ampc_value *y = ampc_matmul(g, h, t_const_f32(g, SHAPE(H, N), w2));
+    if (block) /* K == N: x is the residual */
+        y = ampc_add(g, x, ampc_add(g, y, t_const_f32(g, SHAPE(N), b2)));
+    else
+        y = ampc_add(g, y, ampc_scalar_f32(g, 1));
+    ampc_output(g, y, "y");
     free(w1);
     free(b1);
     free(w2);
@@ -57,11 +65,11 @@ static void need_gpus(int want) {
     if (n < want) cr_skip_test("needs %d CUDA devices, %d visible", want, n);
 }
 
-static ampc_module *compile(int32_t gpus, ampc_precision precision) {
+static ampc_module *compile(int32_t gpus, ampc_precision precision, bool block) {
     ampc_pipeline_options po = {.verify = true, .gpus = gpus, .precision = precision,
                                 .partition = gpus > 1 ? AMPC_PARTITION_TENSOR : AMPC_PARTITION_NONE};
     ampc_compile_options o = {.cache_dir = "", .no_tf32 = true, .pipeline = &po};
-    ampc_graph *g = mlp();
+    ampc_graph *g = mlp(block);
     ampc_module *m = NULL;
     cr_assert_eq(ampc_compile(g, &o, &m), AMPC_OK, "%s", ampc_graph_errors(g));
     ampc_graph_destroy(g);
@@ -73,8 +81,8 @@ static void fill_x(float *x, float phase) {
 }
 
 /* y of the whole (unpartitioned) model on the reference evaluator. */
-static ampc_tensor reference(float *x) {
-    ampc_graph *g = mlp();
+static ampc_tensor reference(float *x, bool block) {
+    ampc_graph *g = mlp(block);
     ampc_tensor in = t_tensor(AMPC_DTYPE_F32, SHAPE(B, K), x), y;
     cr_assert_eq(ampc_graph_evaluate(g, &in, 1, &y, 1), AMPC_OK, "%s", ampc_graph_errors(g));
     ampc_graph_destroy(g);
@@ -94,14 +102,14 @@ static void expect_close(float *y, const ampc_tensor *ref, double tol, const cha
 }
 
 /* 2 GPUs against the reference and against 1 GPU, twice (new inputs the second time). */
-static void two_gpus_match(ampc_precision precision, double tol) {
+static void two_gpus_match(ampc_precision precision, double tol, bool block) {
     need_gpus(2);
-    ampc_module *two = compile(2, precision), *one = compile(1, precision);
+    ampc_module *two = compile(2, precision, block), *one = compile(1, precision, block);
     float *x = malloc(sizeof(float) * B * K), *y2 = malloc(sizeof(float) * B * N);
     float *y1 = malloc(sizeof(float) * B * N);
     for (int pass = 0; pass < 2; pass++) {
         fill_x(x, pass * 0.5f);
-        ampc_tensor ref = reference(x);
+        ampc_tensor ref = reference(x, block);
         run(two, x, y2);
         run(one, x, y1);
         expect_close(y2, &ref, tol, "y (2 GPUs vs the reference)");
@@ -117,18 +125,26 @@ static void two_gpus_match(ampc_precision precision, double tol) {
     ampc_module_destroy(two);
 }
 
-Test(multi_gpu, tensor_parallel_mlp_f32_matches, .timeout = 120) { two_gpus_match(AMPC_PRECISION_KEEP, 1e-4); }
+Test(multi_gpu, tensor_parallel_mlp_f32_matches, .timeout = 120) { two_gpus_match(AMPC_PRECISION_KEEP, 1e-4, false); }
 
-Test(multi_gpu, tensor_parallel_mlp_f16_matches, .timeout = 120) { two_gpus_match(AMPC_PRECISION_FP16, 3e-2); }
+Test(multi_gpu, tensor_parallel_mlp_f16_matches, .timeout = 120) { two_gpus_match(AMPC_PRECISION_FP16, 3e-2, false); }
+
+/* b2 and the residual in rank 0's cuBLASLt epilogue (bias, x as C with beta = 1). */
+Test(multi_gpu, tensor_parallel_block_f32_matches, .timeout = 120) {
+    two_gpus_match(AMPC_PRECISION_KEEP, 1e-4, true);
+}
+Test(multi_gpu, tensor_parallel_block_f16_matches, .timeout = 120) {
+    two_gpus_match(AMPC_PRECISION_FP16, 3e-2, true);
+}
 
 /* Through the runtime API: enqueue on the caller's stream, timing, the step list, profiling
  * refused with its reason. */
 Test(multi_gpu, enqueue_time_and_queries, .timeout = 120) {
     need_gpus(2);
-    ampc_module *two = compile(2, AMPC_PRECISION_KEEP);
+    ampc_module *two = compile(2, AMPC_PRECISION_KEEP, false);
     float *x = malloc(sizeof(float) * B * K), *y = malloc(sizeof(float) * B * N);
     fill_x(x, 0.25f);
-    ampc_tensor ref = reference(x);
+    ampc_tensor ref = reference(x, false);
     ampc_tensor in = t_tensor(AMPC_DTYPE_F32, SHAPE(B, K), x);
     ampc_tensor out = t_tensor(AMPC_DTYPE_F32, SHAPE(B, N), y);
     ampc_rt_model *m = NULL;
@@ -165,7 +181,7 @@ Test(multi_gpu, enqueue_time_and_queries, .timeout = 120) {
 Test(multi_gpu, graphs_per_gpu_replay_and_match, .timeout = 120) {
     need_gpus(2);
     setenv("AMPC_MULTI_GPU_GRAPHS", "1", 1);
-    ampc_module *two = compile(2, AMPC_PRECISION_KEEP);
+    ampc_module *two = compile(2, AMPC_PRECISION_KEEP, false);
     float *x = malloc(sizeof(float) * B * K), *y = malloc(sizeof(float) * B * N);
     ampc_tensor in = t_tensor(AMPC_DTYPE_F32, SHAPE(B, K), x);
     ampc_tensor out = t_tensor(AMPC_DTYPE_F32, SHAPE(B, N), y);
@@ -174,7 +190,7 @@ Test(multi_gpu, graphs_per_gpu_replay_and_match, .timeout = 120) {
     cr_assert_eq(ampc_rt_model_create(&two->cg->plan, 0, &m, &err), AMPC_OK, "%s", err);
     for (int pass = 0; pass < 4; pass++) {
         fill_x(x, pass * 0.3f);
-        ampc_tensor ref = reference(x);
+        ampc_tensor ref = reference(x, false);
         memset(y, 0, sizeof(float) * B * N);
         cr_assert_eq(ampc_rt_model_run(m, &in, 1, &out, 1, NULL, &err), AMPC_OK, "%s", err);
         expect_close(y, &ref, 1e-4, pass < 2 ? "y (step by step, then capture)" : "y (replayed)");
@@ -198,7 +214,7 @@ Test(multi_gpu, more_gpus_than_visible_fail_at_create, .timeout = 120) {
     cr_assert_eq(cudaGetDeviceCount(&n), cudaSuccess);
     int32_t want = n + 1;
     while (H % want) want++; /* a split needs H to be a multiple of the ranks */
-    ampc_module *m = compile(want, AMPC_PRECISION_KEEP);
+    ampc_module *m = compile(want, AMPC_PRECISION_KEEP, false);
     float *x = calloc(B * K, sizeof(float)), *y = calloc(B * N, sizeof(float));
     ampc_tensor in = t_tensor(AMPC_DTYPE_F32, SHAPE(B, K), x);
     ampc_tensor out = t_tensor(AMPC_DTYPE_F32, SHAPE(B, N), y);
