@@ -103,34 +103,44 @@ static bool last_axis(const ampc_node *sm) {
     return axis == -1 || axis == 3;
 }
 
-/* Walks from the softmax's input back to the first MatMul (stage 2). */
-static bool match_scores(const ampc_uses *u, match *m) {
-    ampc_value *x = m->sm->inputs[0];
+/* The scores x: [Mul or Div by a scalar] after the first MatMul, each value read once. */
+static bool match_product(const ampc_uses *u, ampc_value *x, ampc_node *reader, match *m) {
     ampc_node *p = x->producer;
-    if (p && p->op == AMPC_OP_ADD && ampc_pass_only_user(u, x) == m->sm) {
-        for (int32_t side = 0; side < 2 && !m->add; side++) {
-            ampc_node *s = p->inputs[side]->producer;
-            if (s && (s->op == AMPC_OP_MATMUL || s->op == AMPC_OP_MUL || s->op == AMPC_OP_DIV))
-                m->add = p, m->mask = p->inputs[1 - side], x = p->inputs[side];
-        }
-        if (!m->add || !ampc_shape_eq(&p->outputs[0]->shape, &x->shape) ||
-            m->mask->shape.rank > 4 || ampc_pass_only_user(u, x) != m->add)
-            return false;
-        p = x->producer;
-    }
-    if (p && (p->op == AMPC_OP_MUL || p->op == AMPC_OP_DIV) && ampc_pass_only_user(u, x)) {
+    if (!p || ampc_pass_only_user(u, x) != reader) return false;
+    if (p->op == AMPC_OP_MUL || p->op == AMPC_OP_DIV) {
         /* the scalar on either side of a Mul, the divisor of a Div */
         const int32_t side = p->op == AMPC_OP_MUL && !isnan(scalar_of(p->inputs[0])) ? 0 : 1;
         const double c = scalar_of(p->inputs[side]);
-        x = p->inputs[1 - side];
-        if (isnan(c) || c == 0 || !ampc_shape_eq(&p->outputs[0]->shape, &x->shape)) return false;
+        ampc_value *in = p->inputs[1 - side];
+        if (isnan(c) || c == 0 || !ampc_shape_eq(&p->outputs[0]->shape, &in->shape) ||
+            !in->producer || ampc_pass_only_user(u, in) != p)
+            return false;
         m->factor = p->op == AMPC_OP_MUL ? c : 1 / c;
         m->scale = p;
-        p = x->producer;
+        p = in->producer;
     }
-    if (!p || p->op != AMPC_OP_MATMUL || !ampc_pass_only_user(u, x)) return false;
+    if (p->op != AMPC_OP_MATMUL) return false;
     m->mm1 = p;
     return true;
+}
+
+/* Walks from the softmax's input back to the first MatMul (stage 2); with an Add, either of its
+ * operands may be the scores, the other one is the mask. */
+static bool match_scores(const ampc_uses *u, match *m) {
+    ampc_value *x = m->sm->inputs[0];
+    ampc_node *add = x->producer;
+    if (!add || add->op != AMPC_OP_ADD || ampc_pass_only_user(u, x) != m->sm)
+        return match_product(u, x, m->sm, m);
+    for (int32_t side = 0; side < 2; side++) {
+        ampc_value *s = add->inputs[side], *mask = add->inputs[1 - side];
+        if (!ampc_shape_eq(&s->shape, &x->shape) || mask->shape.rank > 4) continue;
+        m->scale = NULL, m->factor = 1;
+        if (match_product(u, s, add, m)) {
+            m->add = add, m->mask = mask;
+            return true;
+        }
+    }
+    return false;
 }
 
 /* Q [B, H, Sq, D], K^T [B, H, D, Sk], V [B, H, Sk, Dv], one float type, no batch broadcast. */

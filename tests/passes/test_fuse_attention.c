@@ -31,6 +31,7 @@ enum variant {
     AXIS_2,       /* softmax over the query axis: stays */
     SCORES_READ,  /* the scores are also a graph output: stays */
     TENSOR_SCALE, /* the scores multiplied by a tensor, not a scalar: stays */
+    MASK_LEFT,    /* Add(mask * 1, scores): the mask on the left, itself a product: fuses */
 };
 
 typedef struct acase {
@@ -105,7 +106,9 @@ static ampc_graph *build(const acase *c) {
     }
     if (c->mask) {
         const int64_t md[4] = {c->B, 1, 1, c->S};
-        s = ampc_add(g, s, ampc_input(g, "mask", t, 4, md));
+        ampc_value *mask = ampc_input(g, "mask", t, 4, md);
+        s = c->variant == MASK_LEFT ? ampc_add(g, ampc_mul(g, mask, scalar(g, c, 1)), s)
+                                    : ampc_add(g, s, mask);
     }
     ampc_value *p = ampc_softmax(g, s, c->variant == AXIS_2 ? 2 : -1);
     if (c->form == SDPA) { /* the exporter's NaN guard (fuse-softmax makes it SafeSoftmax) */
@@ -164,7 +167,8 @@ static void check(const acase *c, ampc_precision prec, int32_t fused, double tol
         cr_assert_eq(t_count_op(a, AMPC_OP_MATMUL) + t_count_op(a, AMPC_OP_SOFTMAX) +
                          t_count_op(a, AMPC_OP_SAFE_SOFTMAX) + t_count_op(a, AMPC_OP_MUL) +
                          t_count_op(a, AMPC_OP_DIV),
-                     c->proj ? 3 : 0, "only the projections stay:\n%s",
+                     (c->proj ? 3 : 0) + (c->variant == MASK_LEFT), "only the projections "
+                     "and the mask's product stay:\n%s",
                      ampc_graph_to_text(a, false));
         cr_assert_eq(t_count_op(a, AMPC_OP_TRANSPOSE), 0, "the transposes fold into strides:\n%s",
                      ampc_graph_to_text(a, false));
@@ -205,6 +209,11 @@ Test(fuse_attention, sdpa_export_with_guard_fuses) {
 
 Test(fuse_attention, plain_heads_without_mask_fuse) {
     const acase c = SMALL(PLAIN, false, FUSES);
+    check(&c, AMPC_PRECISION_KEEP, 1, 1e-5);
+}
+
+Test(fuse_attention, mask_on_the_left_fuses) {
+    const acase c = SMALL(BERT, true, MASK_LEFT);
     check(&c, AMPC_PRECISION_KEEP, 1, 1e-5);
 }
 
