@@ -129,8 +129,8 @@ template <> struct attn_mma_op<f16> {
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     }
     static __device__ __forceinline__ unsigned pack(float lo, float hi) {
-        __half2 h = __floats2half2_rn(lo, hi);
-        return *reinterpret_cast<unsigned *>(&h);
+        const __half_raw a = __float2half_rn(lo), b = __float2half_rn(hi);
+        return (unsigned)a.x | (unsigned)b.x << 16;
     }
 };
 template <> struct attn_mma_op<bf16> {
@@ -142,8 +142,8 @@ template <> struct attn_mma_op<bf16> {
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     }
     static __device__ __forceinline__ unsigned pack(float lo, float hi) {
-        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        return *reinterpret_cast<unsigned *>(&h);
+        const __nv_bfloat16_raw a = __float2bfloat16_rn(lo), b = __float2bfloat16_rn(hi);
+        return (unsigned)a.x | (unsigned)b.x << 16;
     }
 };
 
@@ -154,23 +154,32 @@ template <typename T> __device__ __forceinline__ unsigned attn_pair(const T *p, 
 
 enum { ATTN_BM = 64, ATTN_BN = 64, ATTN_PAD = 8 };
 
-/* Loads keys [j0, j0 + BN) into ks[j][d] and values into vt[d][j] (zeros past Sk). 16-byte
- * chunks: D and DV multiples of 8, rows 16-byte aligned (the lowering checks). */
+/* Loads keys [j0, j0 + BN) into ks (row j: the key's D elements as D/2 words of element pairs)
+ * and values into vt (row d: for each key pair 2p, 2p + 1 one word, value d of both), zeros past
+ * Sk: both products then read their B fragments as single words. Global reads in 16-byte chunks
+ * (D and DV multiples of 8, rows 16-byte aligned: the lowering checks); elements move as bits. */
 template <typename T, int D, int DV>
 __device__ __forceinline__ void attn_load_kv(const T *kb, const T *vb, i64 j0, const attn_desc &a,
-                                             T (*ks)[D + ATTN_PAD], T (*vt)[ATTN_BN + ATTN_PAD]) {
+                                             unsigned (*ks)[(D + ATTN_PAD) / 2],
+                                             unsigned (*vt)[(ATTN_BN + ATTN_PAD) / 2]) {
     for (int c = threadIdx.x; c < ATTN_BN * (D / 8); c += blockDim.x) {
         const int r = c / (D / 8), d = c % (D / 8) * 8;
         uint4 x = make_uint4(0, 0, 0, 0);
         if (j0 + r < a.Sk) x = *reinterpret_cast<const uint4 *>(kb + (j0 + r) * a.ks[2] + d);
-        *reinterpret_cast<uint4 *>(&ks[r][d]) = x;
+        ks[r][d / 2] = x.x, ks[r][d / 2 + 1] = x.y, ks[r][d / 2 + 2] = x.z, ks[r][d / 2 + 3] = x.w;
     }
-    for (int c = threadIdx.x; c < ATTN_BN * (DV / 8); c += blockDim.x) {
-        const int r = c % ATTN_BN, d = c / ATTN_BN * 8; /* neighbouring threads: neighbouring keys */
-        uint4 x = make_uint4(0, 0, 0, 0);
-        if (j0 + r < a.Sk) x = *reinterpret_cast<const uint4 *>(vb + (j0 + r) * a.vs[2] + d);
-        const T *e = reinterpret_cast<const T *>(&x);
-        for (int t = 0; t < 8; t++) vt[d + t][r] = e[t];
+    for (int c = threadIdx.x; c < ATTN_BN / 2 * (DV / 8); c += blockDim.x) {
+        const int p = c % (ATTN_BN / 2), d = c / (ATTN_BN / 2) * 8; /* keys 2p, 2p + 1 */
+        uint4 x0 = make_uint4(0, 0, 0, 0), x1 = x0;
+        if (j0 + 2 * p < a.Sk) x0 = *reinterpret_cast<const uint4 *>(vb + (j0 + 2 * p) * a.vs[2] + d);
+        if (j0 + 2 * p + 1 < a.Sk)
+            x1 = *reinterpret_cast<const uint4 *>(vb + (j0 + 2 * p + 1) * a.vs[2] + d);
+        const unsigned w0[4] = {x0.x, x0.y, x0.z, x0.w}, w1[4] = {x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            vt[d + 2 * t][p] = (w0[t] & 0xffffu) | w1[t] << 16;
+            vt[d + 2 * t + 1][p] = w0[t] >> 16 | (w1[t] & 0xffff0000u);
+        }
     }
 }
 
@@ -179,8 +188,8 @@ __device__ __forceinline__ void attn_load_kv(const T *kb, const T *vb, i64 j0, c
 template <typename T, int D, int DV, bool SAFE>
 __device__ __forceinline__ void attn_mma(const T *q, const T *k, const T *v, const T *mask, T *y,
                                          const attn_desc &a) {
-    __shared__ __align__(16) T ks[ATTN_BN][D + ATTN_PAD];
-    __shared__ __align__(16) T vt[DV][ATTN_BN + ATTN_PAD];
+    __shared__ unsigned ks[ATTN_BN][(D + ATTN_PAD) / 2];
+    __shared__ unsigned vt[DV][(ATTN_BN + ATTN_PAD) / 2];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const i64 b = blockIdx.z, h = blockIdx.y;
     const i64 r0 = (i64)blockIdx.x * ATTN_BM + warp * 16 + g, r1 = r0 + 8; /* this thread's rows */
@@ -214,9 +223,7 @@ __device__ __forceinline__ void attn_mma(const T *q, const T *k, const T *v, con
             s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
             #pragma unroll
             for (int kk = 0; kk < D / 16; kk++) {
-                const unsigned b0 = *reinterpret_cast<const unsigned *>(&ks[n * 8 + g][kk * 16 + 2 * t]);
-                const unsigned b1 = *reinterpret_cast<const unsigned *>(&ks[n * 8 + g][kk * 16 + 2 * t + 8]);
-                attn_mma_op<T>::run(s[n], qa[kk], b0, b1);
+                attn_mma_op<T>::run(s[n], qa[kk], ks[n * 8 + g][kk * 8 + t], ks[n * 8 + g][kk * 8 + t + 4]);
             }
         }
         /* scale, mask, round to T; keys past Sk count as -inf; the tile's row maxima */
@@ -269,9 +276,7 @@ __device__ __forceinline__ void attn_mma(const T *q, const T *k, const T *v, con
                                     attn_mma_op<T>::pack(s[2 * c + 1][2], s[2 * c + 1][3])};
             #pragma unroll
             for (int n = 0; n < DV / 8; n++) {
-                const unsigned b0 = *reinterpret_cast<const unsigned *>(&vt[n * 8 + g][c * 16 + 2 * t]);
-                const unsigned b1 = *reinterpret_cast<const unsigned *>(&vt[n * 8 + g][c * 16 + 2 * t + 8]);
-                attn_mma_op<T>::run(o[n], pa, b0, b1);
+                attn_mma_op<T>::run(o[n], pa, vt[n * 8 + g][c * 8 + t], vt[n * 8 + g][c * 8 + t + 4]);
             }
         }
     }
