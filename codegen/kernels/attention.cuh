@@ -123,10 +123,14 @@ template <> struct attn_mma_op<f16> {
     /* c += a (16x16, row) * b (16x8, col), f32 accumulators */
     static __device__ __forceinline__ void run(float c[4], const unsigned a[4], unsigned b0,
                                                unsigned b1) {
+#ifdef AMPC_ATTN_EMULATE_MMA /* bench/kernels/attention_emu.cpp runs the kernel on the CPU */
+        attn_emulate_mma<f16>(c, a, b0, b1);
+#else
         asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
                      "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
     }
     static __device__ __forceinline__ unsigned pack(float lo, float hi) {
         const __half_raw a = __float2half_rn(lo), b = __float2half_rn(hi);
@@ -136,10 +140,14 @@ template <> struct attn_mma_op<f16> {
 template <> struct attn_mma_op<bf16> {
     static __device__ __forceinline__ void run(float c[4], const unsigned a[4], unsigned b0,
                                                unsigned b1) {
+#ifdef AMPC_ATTN_EMULATE_MMA /* bench/kernels/attention_emu.cpp runs the kernel on the CPU */
+        attn_emulate_mma<bf16>(c, a, b0, b1);
+#else
         asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
                      "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
     }
     static __device__ __forceinline__ unsigned pack(float lo, float hi) {
         const __nv_bfloat16_raw a = __float2bfloat16_rn(lo), b = __float2bfloat16_rn(hi);
