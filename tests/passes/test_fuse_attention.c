@@ -269,6 +269,9 @@ Test(fuse_attention, the_fused_node_records_scale_strides_and_layout) {
     cr_assert_eq(ampc_ir_attr_find(n, "merge_heads")->i, 1);
     cr_assert_eq(ampc_ir_attr_find(n, "safe")->i, 0);
     cr_assert_eq(n->outputs[0]->shape.rank, 3);
+    bool changed = true;
+    cr_assert_eq(ampc_pass_fuse_attention(g, &changed), AMPC_OK);
+    cr_assert_not(changed, "a second run finds nothing");
     ampc_graph_destroy(g);
 }
 
