@@ -9,10 +9,11 @@
  * kernel replaces about eight, and the [B, H, Sq, Sk] scores never reach memory.
  *
  *   1. Operands: Q, K^T and V are traced back through Transposes (their permutations composed)
- *      and Muls by scalar constants (their product joins the scale) to a tensor in memory; the
- *      fused op reads it through element strides (q_strides, k_strides, v_strides), so the
- *      heads split by Reshape + Transpose from a projection's [B, S, H*D] need no copy. The
- *      skipped nodes stay for their other readers; those left unread are removed here.
+ *      and, for Q and K^T, Muls by scalar constants (their product joins the scale) to a tensor
+ *      in memory; the fused op reads it through element strides (q_strides, k_strides,
+ *      v_strides), so the heads split by Reshape + Transpose from a projection's [B, S, H*D]
+ *      need no copy. The skipped nodes stay for their other readers; those left unread are
+ *      removed here.
  *   2. The chain: every value from the first MatMul to the softmax is read once and is no graph
  *      output; the scale is a scalar float constant; the mask broadcasts to the scores without
  *      growing them; the softmax is over the last axis.
@@ -65,8 +66,9 @@ static bool perm_of(const ampc_node *t, int32_t r, int64_t perm[4]) {
     return true;
 }
 
-/* Traces x (rank 4) back through Transposes and scalar Muls (stage 1): o->src is the tensor in
- * memory, o->st the step of each of x's dims in it; *factor collects the scalars. */
+/* Traces x (rank 4) back through Transposes and, when factor is not NULL, scalar Muls (stage 1):
+ * o->src is the tensor in memory, o->st the step of each of x's dims in it; *factor collects the
+ * scalars. The scores are linear in Q and in K, so their scalars join the scale; V's do not. */
 static void trace_operand(ampc_value *x, operand *o, double *factor) {
     int64_t map[4] = {0, 1, 2, 3}; /* x's dim i is dim map[i] of the current value */
     ampc_value *cur = x;
@@ -76,12 +78,12 @@ static void trace_operand(ampc_value *x, operand *o, double *factor) {
         if (p && !p->dead && p->op == AMPC_OP_TRANSPOSE && perm_of(p, 4, perm)) {
             for (int32_t i = 0; i < 4; i++) map[i] = perm[map[i]];
             cur = p->inputs[0];
-        } else if (p && !p->dead && p->op == AMPC_OP_MUL && p->n_inputs == 2 &&
+        } else if (factor && p && !p->dead && p->op == AMPC_OP_MUL && p->n_inputs == 2 &&
                    ampc_shape_eq(&p->inputs[0]->shape, &cur->shape) &&
                    !isnan(scalar_of(p->inputs[1]))) {
             *factor *= scalar_of(p->inputs[1]);
             cur = p->inputs[0];
-        } else if (p && !p->dead && p->op == AMPC_OP_MUL && p->n_inputs == 2 &&
+        } else if (factor && p && !p->dead && p->op == AMPC_OP_MUL && p->n_inputs == 2 &&
                    ampc_shape_eq(&p->inputs[1]->shape, &cur->shape) &&
                    !isnan(scalar_of(p->inputs[0]))) {
             *factor *= scalar_of(p->inputs[0]);
@@ -169,7 +171,7 @@ static bool match_at(const ampc_uses *u, ampc_node *sm, match *m) {
     if (!shapes_fit(m)) return false;
     trace_operand(m->mm1->inputs[0], &m->q, &m->factor);
     trace_operand(m->mm1->inputs[1], &m->k, &m->factor);
-    trace_operand(mm2->inputs[1], &m->v, &m->factor);
+    trace_operand(mm2->inputs[1], &m->v, NULL);
     /* K^T's dims are (b, h, d, j): the op wants (b, h, j, d) */
     const int64_t kd = m->k.st[2];
     m->k.st[2] = m->k.st[3], m->k.st[3] = kd;

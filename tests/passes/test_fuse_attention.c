@@ -32,6 +32,7 @@ enum variant {
     SCORES_READ,  /* the scores are also a graph output: stays */
     TENSOR_SCALE, /* the scores multiplied by a tensor, not a scalar: stays */
     MASK_LEFT,    /* Add(mask * 1, scores): the mask on the left, itself a product: fuses */
+    V_SCALED,     /* V multiplied by 2: fuses, the Mul stays (it scales Y, not the scores) */
 };
 
 typedef struct acase {
@@ -97,6 +98,7 @@ static ampc_graph *build(const acase *c) {
         kt = ampc_mul(g, heads(g, xk, c, bhds), r);
         v = heads(g, xv, c, bhsd);
     }
+    if (c->variant == V_SCALED) v = ampc_mul(g, v, scalar(g, c, 2));
     ampc_value *s = ampc_matmul(g, q, kt);
     if (c->variant == SCORES_READ) ampc_output(g, s, "scores");
     if (c->form == BERT) s = ampc_div(g, s, scalar(g, c, sqrt((double)c->D)));
@@ -163,7 +165,7 @@ static void check(const acase *c, ampc_precision prec, int32_t fused, double tol
     cr_assert_eq(ampc_graph_optimize(a, &with), AMPC_OK, "%s", ampc_graph_errors(a));
     cr_assert_eq(ampc_graph_optimize(b, &without), AMPC_OK, "%s", ampc_graph_errors(b));
     cr_assert_eq(t_count_op(a, AMPC_OP_FUSED_ATTENTION), fused);
-    if (fused) {
+    if (fused && c->variant != V_SCALED) {
         cr_assert_eq(t_count_op(a, AMPC_OP_MATMUL) + t_count_op(a, AMPC_OP_SOFTMAX) +
                          t_count_op(a, AMPC_OP_SAFE_SOFTMAX) + t_count_op(a, AMPC_OP_MUL) +
                          t_count_op(a, AMPC_OP_DIV),
@@ -214,6 +216,11 @@ Test(fuse_attention, plain_heads_without_mask_fuse) {
 
 Test(fuse_attention, mask_on_the_left_fuses) {
     const acase c = SMALL(BERT, true, MASK_LEFT);
+    check(&c, AMPC_PRECISION_KEEP, 1, 1e-5);
+}
+
+Test(fuse_attention, a_scalar_on_v_scales_the_output_not_the_scores) {
+    const acase c = SMALL(SDPA, true, V_SCALED);
     check(&c, AMPC_PRECISION_KEEP, 1, 1e-5);
 }
 
