@@ -75,6 +75,8 @@ ampc_status ampc_cg_lower_collective(ampc_cg *cg, const ampc_node *n);
 ampc_status ampc_cg_lower_rnn(ampc_cg *cg, const ampc_node *n);
 ampc_status ampc_cg_lower_grid_sample(ampc_cg *cg, const ampc_node *n);
 ampc_status ampc_cg_lower_dft(ampc_cg *cg, const ampc_node *n);
+/* ampc.FusedAttention (lower_attention.c), dispatched from the contraction lowering. */
+ampc_status ampc_cg_lower_attention(ampc_cg *cg, const ampc_node *n);
 /* Quantize / Dequantize / DynamicQuantizeLinear, Det, MelWeightMatrix, TfIdfVectorizer
  * (lower_quant.c), dispatched from the elementwise, reduce and index lowerings. */
 ampc_status ampc_cg_lower_quant(ampc_cg *cg, const ampc_node *n);

@@ -1,6 +1,6 @@
 /*
  * lower_contract.c — GPU lowering of the contractions (LOWER_CONTRACT): MatMul, Gemm,
- * MatMulInteger, QLinearMatMul and Einsum.
+ * MatMulInteger, QLinearMatMul and Einsum; ampc.FusedAttention goes to lower_attention.c.
  *
  * Float MatMul and Gemm (f32, f16, bf16, f64) become cuBLASLt steps (runtime/plan.h's
  * ampc_rt_gemm: row-major operands, batched with batch strides). f32 runs with the compile's
@@ -704,6 +704,7 @@ ampc_status ampc_cg_lower_contract(ampc_cg *cg, const ampc_node *n) {
     case AMPC_OP_MATMUL: return lower_matmul(cg, n);
     case AMPC_OP_GEMM: return lower_gemm(cg, n);
     case AMPC_OP_FUSED_MATMUL: return lower_fused_matmul(cg, n);
+    case AMPC_OP_FUSED_ATTENTION: return ampc_cg_lower_attention(cg, n);
     case AMPC_OP_MATMUL_INTEGER:
     case AMPC_OP_QLINEAR_MATMUL: return lower_int_matmul(cg, n);
     case AMPC_OP_EINSUM: return lower_einsum(cg, n);

@@ -86,6 +86,10 @@ ampc_status ampc_pass_sparsity(ampc_graph *g, bool *changed);
 /* Softmax with the exporters' NaN guard, Where(IsNaN(s), 0, s), into one ampc.SafeSoftmax
  * (fuse_softmax.c). */
 ampc_status ampc_pass_fuse_softmax(ampc_graph *g, bool *changed);
+/* Attention: MatMul(Q, K^T) -> [scale] -> [+ mask] -> Softmax/SafeSoftmax -> MatMul(., V)
+ * [-> merge heads] into one ampc.FusedAttention reading Q, K, V through strides
+ * (fuse_attention.c). */
+ampc_status ampc_pass_fuse_attention(ampc_graph *g, bool *changed);
 /* Convolution epilogues: Conv -> [Add residual] -> [Relu] into one ampc.FusedConv
  * (fuse_conv.c). */
 ampc_status ampc_pass_fuse_conv(ampc_graph *g, bool *changed);

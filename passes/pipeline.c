@@ -30,6 +30,8 @@ static const ampc_pass_info pass_table[] = {
      "with --gpus N --partition tensor, split matmul pairs across the GPUs, one all-reduce each"},
     {"fuse-conv", ampc_pass_fuse_conv,
      "fold a residual Add and a ReLU after a Conv into one ampc.FusedConv"},
+    {"fuse-attention", ampc_pass_fuse_attention,
+     "turn MatMul(Q, K^T), scale, mask, softmax and MatMul(., V) into one ampc.FusedAttention"},
     {"fuse-matmul", ampc_pass_fuse_matmul,
      "fold a bias Add, a residual Add and a ReLU after a MatMul into one ampc.FusedMatMul"},
     {"fold-scale", ampc_pass_fold_scale,

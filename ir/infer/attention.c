@@ -281,6 +281,77 @@ ampc_status ampc_infer_attention(ampc_graph *g, ampc_node *n) {
     return AMPC_OK;
 }
 
+/* ---- ampc.FusedAttention -------------------------------------------------------------------- */
+
+/* Reads an ints attribute of exactly `count` non-negative entries into out. */
+static bool read_ints(ampc_graph *g, const ampc_node *n, const char *name, int32_t count,
+                      int64_t *out) {
+    int32_t got;
+    const int64_t *v = ampc_ir_attr_ints(g, n, name, &got);
+    bool ok = v && got == count;
+    for (int32_t i = 0; ok && i < count; i++) ok = v[i] >= 0, out[i] = v[i];
+    if (!ok)
+        AMPC_FAIL(g, n, AMPC_E_ATTR, "attribute '%s' must be %d non-negative ints, got %d%s", name,
+                  count, v ? got : 0, v && got == count ? " with a negative one" : "");
+    return ok;
+}
+
+/* Input i, read as [B, H, S, D] through strides st (b, h, s, d), must hold every element. */
+static bool strided_fits(ampc_graph *g, const ampc_node *n, int32_t i, const char *attr,
+                         const int64_t st[4], const int64_t dims[4]) {
+    const ampc_value *v = n->inputs[i];
+    int64_t last = 0;
+    for (int32_t d = 0; d < 4; d++) last += (dims[d] - 1) * st[d];
+    if (last < ampc_ir_numel(v)) return true;
+    AMPC_FAIL(g, n, AMPC_E_SHAPE,
+              "input %d '%s' has %lld elements, but %s reads [%lld,%lld,%lld,%lld] up to element "
+              "%lld",
+              i, v->name, (long long)ampc_ir_numel(v), attr, (long long)dims[0],
+              (long long)dims[1], (long long)dims[2], (long long)dims[3], (long long)last);
+    return false;
+}
+
+/* ampc.FusedAttention: one float dtype for Q, K, V and the mask; dims all > 0; each input holds
+ * what its strides read; the mask broadcasts to [B, H, Sq, Sk]. Y is [B, H, Sq, Dv], or
+ * [B, Sq, H*Dv] with merge_heads. */
+ampc_status ampc_infer_fused_attention(ampc_graph *g, ampc_node *n) {
+    const ampc_value *mask = opt_input(n, 3);
+    for (int32_t i = 1; i < n->n_inputs; i++)
+        if (!ampc_infer_same_dtype(g, n, 0, i)) return AMPC_E_DTYPE;
+    if (!ampc_infer_check_dtype(g, n, 0, DT_FLOAT)) return AMPC_E_DTYPE;
+    int64_t dm[6], qs[4], ks[4], vs[4], merge;
+    if (!read_ints(g, n, "dims", 6, dm) || !read_ints(g, n, "q_strides", 4, qs) ||
+        !read_ints(g, n, "k_strides", 4, ks) || !read_ints(g, n, "v_strides", 4, vs) ||
+        !read_int(g, n, "merge_heads", 0, &merge))
+        return AMPC_E_ATTR;
+    for (int32_t i = 0; i < 6; i++)
+        if (dm[i] == 0)
+            return AMPC_FAIL(g, n, AMPC_E_ATTR,
+                             "attribute 'dims' [B, H, Sq, Sk, D, Dv] must be positive, got 0 at %d",
+                             i);
+    if (!strided_fits(g, n, 0, "q_strides", qs, (int64_t[]){dm[0], dm[1], dm[2], dm[4]}) ||
+        !strided_fits(g, n, 1, "k_strides", ks, (int64_t[]){dm[0], dm[1], dm[3], dm[4]}) ||
+        !strided_fits(g, n, 2, "v_strides", vs, (int64_t[]){dm[0], dm[1], dm[3], dm[5]}))
+        return AMPC_E_SHAPE;
+    const ampc_shape scores = {.rank = 4, .dims = {dm[0], dm[1], dm[2], dm[3]}};
+    bool ok = !mask || mask->shape.rank <= 4;
+    for (int32_t i = 0; ok && mask && i < mask->shape.rank; i++) {
+        const int64_t m = mask->shape.dims[i], t = scores.dims[4 - mask->shape.rank + i];
+        ok = m == 1 || m == t;
+    }
+    if (!ok) {
+        char ms[AMPC_SHAPE_STR_MAX], ts[AMPC_SHAPE_STR_MAX];
+        return AMPC_FAIL(g, n, AMPC_E_SHAPE, "input 3 '%s' (mask) must broadcast to the scores %s "
+                         "([B, H, Sq, Sk]), got %s", mask->name,
+                         ampc_shape_str(&scores, ts, sizeof ts),
+                         ampc_shape_str(&mask->shape, ms, sizeof ms));
+    }
+    ampc_shape y = {.rank = 4, .dims = {dm[0], dm[1], dm[2], dm[5]}};
+    if (merge) y = (ampc_shape){.rank = 3, .dims = {dm[0], dm[2], dm[1] * dm[5]}};
+    ampc_infer_set(n, 0, n->inputs[0]->dtype, &y);
+    return AMPC_OK;
+}
+
 /* ---- RotaryEmbedding ------------------------------------------------------------------------ */
 
 /* RotaryEmbedding: checks X's layout, the head and rotary sizes and the cache shapes (which depend

@@ -409,11 +409,12 @@ Test(pipeline, runs_every_pass_and_traces_each) {
     cr_assert(strstr(t, "pass fuse-gelu    changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass fuse-conv    changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass fuse-matmul  changed no "), "trace:\n%s", t);
+    cr_assert(strstr(t, "pass fuse-attention changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass fuse-softmax changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass fold-scale   changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass layout       changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass partition    changed no "), "trace:\n%s", t);
-    cr_assert_eq(lines, 13, "trace:\n%s", t);
+    cr_assert_eq(lines, 14, "trace:\n%s", t);
     free(t);
     char *text = ampc_graph_to_text(g, true);
     cr_assert_str_eq(text, "graph \"p\" {\n"
@@ -475,7 +476,7 @@ Test(pipeline, unknown_pass_names_are_errors_listing_the_valid_ones) {
     ampc_pipeline_options o = {.disable = off, .n_disable = 2};
     cr_assert_eq(ampc_graph_optimize(g, &o), AMPC_E_INVALID_ARG);
     cr_assert_str_eq(ampc_graph_errors(g), "unknown pass 'nope' in the list of passes to disable; "
-                                           "the passes are: fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-matmul, fold-scale, layout, dce, plan-memory");
+                                           "the passes are: fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-matmul, fold-scale, layout, dce, plan-memory");
     cr_assert_eq(ampc_graph_node_count(g), 5); /* nothing ran */
     ampc_graph_destroy(g);
 
@@ -483,10 +484,10 @@ Test(pipeline, unknown_pass_names_are_errors_listing_the_valid_ones) {
     ampc_pipeline_options o2 = {.dump_after = "fuse"};
     cr_assert_eq(ampc_graph_optimize(g, &o2), AMPC_E_INVALID_ARG);
     cr_assert_str_eq(ampc_graph_errors(g), "unknown pass 'fuse' to dump the IR after; the passes "
-                                           "are: fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-matmul, fold-scale, layout, dce, plan-memory");
+                                           "are: fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-matmul, fold-scale, layout, dce, plan-memory");
     ampc_graph_clear_errors(g);
     cr_assert_eq(ampc_pipeline_run_pass(g, "cse2", &o2), AMPC_E_INVALID_ARG);
-    t_expect_diag(g, "unknown pass 'cse2' to run; the passes are: fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-matmul, fold-scale, layout, dce, plan-memory");
+    t_expect_diag(g, "unknown pass 'cse2' to run; the passes are: fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-matmul, fold-scale, layout, dce, plan-memory");
     ampc_graph_destroy(g);
 }
 
@@ -512,11 +513,11 @@ Test(pipeline, verifies_the_input_graph_and_refuses_graphs_with_errors) {
 Test(pipeline, the_registry_lists_and_finds_passes) {
     int32_t n;
     const ampc_pass_info *list = ampc_pass_list(&n);
-    cr_assert_eq(n, 13);
-    const char *names[13] = {"fold", "cse", "precision", "sparsity", "fuse-gelu", "fuse-softmax",
-                             "partition", "fuse-conv", "fuse-matmul", "fold-scale", "layout", "dce",
-                             "plan-memory"};
-    for (int i = 0; i < 13; i++) cr_assert_str_eq(list[i].name, names[i]);
+    cr_assert_eq(n, 14);
+    const char *names[14] = {"fold", "cse", "precision", "sparsity", "fuse-gelu", "fuse-softmax",
+                             "partition", "fuse-conv", "fuse-attention", "fuse-matmul",
+                             "fold-scale", "layout", "dce", "plan-memory"};
+    for (int i = 0; i < 14; i++) cr_assert_str_eq(list[i].name, names[i]);
     cr_assert_eq(ampc_pass_find("cse")->run, ampc_pass_cse);
     cr_assert_null(ampc_pass_find("CSE"));
     cr_assert_null(ampc_pass_find(NULL));
@@ -540,14 +541,16 @@ Test(pipeline, the_registry_lists_and_finds_passes) {
                         "across the GPUs, one all-reduce each\n"
                         "   8. fuse-conv    fold a residual Add and a ReLU after a Conv into one "
                         "ampc.FusedConv\n"
-                        "   9. fuse-matmul  fold a bias Add, a residual Add and a ReLU after a "
+                        "   9. fuse-attention turn MatMul(Q, K^T), scale, mask, softmax and "
+                        "MatMul(., V) into one ampc.FusedAttention\n"
+                        "  10. fuse-matmul  fold a bias Add, a residual Add and a ReLU after a "
                         "MatMul into one ampc.FusedMatMul\n"
-                        "  10. fold-scale   fold a scalar product after a matmul with constant weights "
+                        "  11. fold-scale   fold a scalar product after a matmul with constant weights "
                         "into the weights\n"
-                        "  11. layout       run 2-D f16/bf16 convolutions channels-last "
+                        "  12. layout       run 2-D f16/bf16 convolutions channels-last "
                         "(transposes where it changes; --layout nchw: off)\n"
-                        "  12. dce          remove nodes that no graph output depends on\n"
-                        "  13. plan-memory  place constants in the weights blob and every other "
+                        "  13. dce          remove nodes that no graph output depends on\n"
+                        "  14. plan-memory  place constants in the weights blob and every other "
                          "value in the arena (liveness)\n");
     free(t);
 }

@@ -1,0 +1,115 @@
+/*
+ * lower_attention.c — the GPU lowering of ampc.FusedAttention (passes/fuse_attention.c), one
+ * generated kernel calling a template of codegen/kernels/attention.cuh with the node's sizes and
+ * strides baked in as constants:
+ *
+ *   - ampc::attn_mma (tensor cores, flash-attention style; grid (ceil(Sq / 64), H, B), 128
+ *     threads) for f16/bf16 when both head sizes are multiples of 16 up to 128, every head dim is
+ *     contiguous (step 1), every other step of Q, K, V and Y is a multiple of 8 elements and the
+ *     tensors start 16-byte aligned, so tiles load in 16-byte chunks;
+ *   - ampc::attn_rows otherwise (f32, f64, other head sizes or layouts): one warp a query row.
+ *
+ * Y's steps follow merge_heads: [B, H, Sq, Dv] or [B, Sq, H*Dv]. The mask's steps are those of
+ * its right-aligned broadcast to [B, H, Sq, Sk] (0 where it has a unit dim).
+ */
+#include "codegen.h"
+
+#include <string.h>
+
+/* The node's sizes and steps (attributes checked by inference). */
+typedef struct fa_shape {
+    int64_t B, H, Sq, Sk, D, Dv;
+    int64_t qs[4], ks[4], vs[4], ms[4], ys[4];
+} fa_shape;
+
+static void ints4(const ampc_node *n, const char *name, int64_t out[4]) {
+    const ampc_attr *a = ampc_ir_attr_find(n, name);
+    memcpy(out, a->ints, 4 * sizeof *out);
+}
+
+static fa_shape shape_of(const ampc_node *n) {
+    const int64_t *dm = ampc_ir_attr_find(n, "dims")->ints;
+    fa_shape s = {dm[0], dm[1], dm[2], dm[3], dm[4], dm[5]};
+    ints4(n, "q_strides", s.qs);
+    ints4(n, "k_strides", s.ks);
+    ints4(n, "v_strides", s.vs);
+    const ampc_attr *merge = ampc_ir_attr_find(n, "merge_heads");
+    if (merge && merge->kind == AMPC_ATTR_INT && merge->i) {
+        const int64_t ys[4] = {s.Sq * s.H * s.Dv, s.Dv, s.H * s.Dv, 1};
+        memcpy(s.ys, ys, sizeof ys);
+    } else {
+        const int64_t ys[4] = {s.H * s.Sq * s.Dv, s.Sq * s.Dv, s.Dv, 1};
+        memcpy(s.ys, ys, sizeof ys);
+    }
+    if (n->n_inputs > 3 && n->inputs[3]) {
+        const ampc_shape *m = &n->inputs[3]->shape;
+        int64_t step = 1;
+        for (int32_t d = 3; d >= 0; d--) {
+            const int32_t md = d - (4 - m->rank);
+            s.ms[d] = md < 0 || m->dims[md] == 1 ? 0 : step;
+            if (md >= 0) step *= m->dims[md];
+        }
+    }
+    return s;
+}
+
+/* Whether the tensor-core kernel takes this node (see the file comment). */
+static bool mma_fits(ampc_cg *cg, const ampc_node *n, const fa_shape *s) {
+    const ampc_dtype t = n->inputs[0]->dtype;
+    if (t != AMPC_DTYPE_F16 && t != AMPC_DTYPE_BF16) return false;
+    if (s->D % 16 || s->D > 128 || s->Dv % 16 || s->Dv > 128) return false;
+    if (s->B > 65535 || s->H > 65535) return false;
+    const int64_t *st[4] = {s->qs, s->ks, s->vs, s->ys};
+    for (int32_t i = 0; i < 4; i++)
+        if (st[i][3] != 1 || st[i][0] % 8 || st[i][1] % 8 || st[i][2] % 8) return false;
+    for (int32_t i = 0; i < 3; i++)
+        if (ampc_cg_ref(cg, n->inputs[i]).offset % 16) return false;
+    return ampc_cg_ref(cg, n->outputs[0]).offset % 16 == 0;
+}
+
+static void emit_steps(ampc_cg_kernel *k, const char *name, const int64_t st[4]) {
+    ampc_cg_line(k, "/* %s */ {%lldLL, %lldLL, %lldLL, %lldLL},", name, (long long)st[0],
+                 (long long)st[1], (long long)st[2], (long long)st[3]);
+}
+
+/* The constant ampc::attn_desc `a` of the node. */
+static void emit_desc(ampc_cg_kernel *k, const fa_shape *s, double scale) {
+    ampc_cg_line(k, "const ampc::attn_desc a = {");
+    ampc_cg_line(k, "    %lldLL, %lldLL, %lldLL, %lldLL,", (long long)s->B, (long long)s->H,
+                 (long long)s->Sq, (long long)s->Sk);
+    emit_steps(k, "q", s->qs);
+    emit_steps(k, "k", s->ks);
+    emit_steps(k, "v", s->vs);
+    emit_steps(k, "mask", s->ms);
+    emit_steps(k, "y", s->ys);
+    ampc_cg_line(k, "    (float)%.9g};", scale);
+}
+
+ampc_status ampc_cg_lower_attention(ampc_cg *cg, const ampc_node *n) {
+    const fa_shape s = shape_of(n);
+    const ampc_attr *sc = ampc_ir_attr_find(n, "scale"), *safe = ampc_ir_attr_find(n, "safe");
+    const double scale = sc && sc->kind == AMPC_ATTR_FLOAT ? (double)sc->f : 1.0;
+    const bool is_safe = safe && safe->kind == AMPC_ATTR_INT && safe->i;
+    const bool mma = mma_fits(cg, n, &s);
+    const char *t = ampc_cg_ctype(n->inputs[0]->dtype);
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, mma ? "attention_mma" : "attention");
+    const char *q = ampc_cg_param(k, n->inputs[0], false), *kk = ampc_cg_param(k, n->inputs[1], false);
+    const char *v = ampc_cg_param(k, n->inputs[2], false);
+    const char *mask = n->n_inputs > 3 && n->inputs[3] ? ampc_cg_param(k, n->inputs[3], false) : NULL;
+    const char *y = ampc_cg_param(k, n->outputs[0], true);
+    emit_desc(k, &s, scale);
+    char m[96];
+    snprintf(m, sizeof m, "(const %s *)0", t);
+    ampc_cg_line(k, "ampc::%s<%s, %lld, %lld, %s>(%s, %s, %s, %s, %s, a);",
+                 mma ? "attn_mma" : "attn_rows", t, (long long)s.D, (long long)s.Dv,
+                 is_safe ? "true" : "false", q, kk, v, mask ? mask : m, y);
+    if (mma) {
+        const uint32_t grid[3] = {(uint32_t)((s.Sq + 63) / 64), (uint32_t)s.H, (uint32_t)s.B};
+        const uint32_t block[3] = {128, 1, 1};
+        return ampc_cg_kernel_end_launch(k, grid, block, 0);
+    }
+    int64_t blocks = (s.B * s.H * s.Sq + 3) / 4; /* 4 warps a block, one a row, grid-strided */
+    if (blocks > 65535) blocks = 65535;
+    const uint32_t grid[3] = {(uint32_t)blocks, 1, 1}, block[3] = {128, 1, 1};
+    return ampc_cg_kernel_end_launch(k, grid, block, 0);
+}

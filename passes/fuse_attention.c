@@ -1,0 +1,257 @@
+/*
+ * fuse_attention.c — transformer attention written out as ops becomes one ampc.FusedAttention:
+ *
+ *   scores = MatMul(Q, K^T)  [* c or / c]  [+ mask]
+ *   P      = Softmax(scores, last axis)  or  ampc.SafeSoftmax
+ *   Y      = MatMul(P, V)  [-> Transpose(0, 2, 1, 3) -> Reshape to [B, Sq, H*Dv]]
+ *
+ * with Q [B, H, Sq, D], K^T [B, H, D, Sk], V [B, H, Sk, Dv] (rank 4, no batch broadcast). One
+ * kernel replaces about eight, and the [B, H, Sq, Sk] scores never reach memory.
+ *
+ *   1. Operands: Q, K^T and V are traced back through Transposes (their permutations composed)
+ *      and, for Q and K^T, Muls by scalar constants (their product joins the scale) to a tensor
+ *      in memory; the fused op reads it through element strides (q_strides, k_strides,
+ *      v_strides), so the heads split by Reshape + Transpose from a projection's [B, S, H*D]
+ *      need no copy. The skipped nodes stay for their other readers; those left unread are
+ *      removed here.
+ *   2. The chain: every value from the first MatMul to the softmax is read once and is no graph
+ *      output; the scale is a scalar float constant; the mask broadcasts to the scores without
+ *      growing them; the softmax is over the last axis.
+ *   3. The output: when Y is read only by Transpose(0, 2, 1, 3) and that only by a Reshape to
+ *      [B, Sq, H*Dv], those two fold in too (merge_heads = 1), and the fused node takes the
+ *      Reshape's place and output; otherwise the second MatMul's.
+ *
+ * Numerics (ir/ref/attention.c): the scores are rounded once to the tensors' type, as the
+ * unfused graph holds them, so a large negative mask overflows to -inf in f16 as it did there;
+ * ampc.SafeSoftmax gives 0 on rows without a finite score, Softmax NaN. The chain rounded the
+ * scores up to three times and the scale folded into Q or K once more: within a few roundings.
+ */
+#include "passes.h"
+
+#include "ir/ref/ref.h"
+
+#include <math.h>
+#include <string.h>
+
+/* How one operand is read: `src` through `st`, the element steps of the operand's four dims. */
+typedef struct operand {
+    ampc_value *src;
+    int64_t st[4];
+} operand;
+
+/* A matched pattern: the nodes it removes, the last one (rewritten), the fused op's inputs. */
+typedef struct match {
+    ampc_node *mm1, *scale, *add, *sm, *mm2, *tr, *last;
+    ampc_value *mask;
+    operand q, k, v;
+    double factor;
+    int64_t dims[6]; /* B, H, Sq, Sk, D, Dv */
+} match;
+
+/* The value of a scalar float constant, or NAN. */
+static double scalar_of(const ampc_value *v) {
+    if (!v || !v->data || !ampc_dtype_is_float(v->dtype) || ampc_ir_numel(v) != 1) return NAN;
+    return ampc_ref_load_f64(v->data, v->dtype, 0);
+}
+
+/* The permutation of Transpose node t of rank r (default: reversed dims); false when odd. */
+static bool perm_of(const ampc_node *t, int32_t r, int64_t perm[4]) {
+    const ampc_attr *a = ampc_ir_attr_find(t, "perm");
+    if (!a) {
+        for (int32_t i = 0; i < r; i++) perm[i] = r - 1 - i;
+        return true;
+    }
+    if (a->kind != AMPC_ATTR_INTS || a->n != r) return false;
+    for (int32_t i = 0; i < r; i++) perm[i] = a->ints[i];
+    return true;
+}
+
+/* Traces x (rank 4) back through Transposes and, when factor is not NULL, scalar Muls (stage 1):
+ * o->src is the tensor in memory, o->st the step of each of x's dims in it; *factor collects the
+ * scalars. The scores are linear in Q and in K, so their scalars join the scale; V's do not. */
+static void trace_operand(ampc_value *x, operand *o, double *factor) {
+    int64_t map[4] = {0, 1, 2, 3}; /* x's dim i is dim map[i] of the current value */
+    ampc_value *cur = x;
+    for (;;) {
+        ampc_node *p = cur->producer;
+        int64_t perm[4];
+        if (p && !p->dead && p->op == AMPC_OP_TRANSPOSE && perm_of(p, 4, perm)) {
+            for (int32_t i = 0; i < 4; i++) map[i] = perm[map[i]];
+            cur = p->inputs[0];
+        } else if (factor && p && !p->dead && p->op == AMPC_OP_MUL && p->n_inputs == 2 &&
+                   ampc_shape_eq(&p->inputs[0]->shape, &cur->shape) &&
+                   !isnan(scalar_of(p->inputs[1]))) {
+            *factor *= scalar_of(p->inputs[1]);
+            cur = p->inputs[0];
+        } else if (factor && p && !p->dead && p->op == AMPC_OP_MUL && p->n_inputs == 2 &&
+                   ampc_shape_eq(&p->inputs[1]->shape, &cur->shape) &&
+                   !isnan(scalar_of(p->inputs[0]))) {
+            *factor *= scalar_of(p->inputs[0]);
+            cur = p->inputs[1];
+        } else {
+            break;
+        }
+    }
+    int64_t st[4], step = 1;
+    for (int32_t d = 3; d >= 0; d--) st[d] = step, step *= cur->shape.dims[d];
+    for (int32_t i = 0; i < 4; i++) o->st[i] = st[map[i]];
+    o->src = cur;
+}
+
+/* The softmax is over the last axis of its rank-4 input. */
+static bool last_axis(const ampc_node *sm) {
+    const ampc_attr *a = ampc_ir_attr_find(sm, "axis");
+    int64_t axis = a && a->kind == AMPC_ATTR_INT ? a->i : -1;
+    return axis == -1 || axis == 3;
+}
+
+/* The scores x: [Mul or Div by a scalar] after the first MatMul, each value read once. */
+static bool match_product(const ampc_uses *u, ampc_value *x, ampc_node *reader, match *m) {
+    ampc_node *p = x->producer;
+    if (!p || ampc_pass_only_user(u, x) != reader) return false;
+    if (p->op == AMPC_OP_MUL || p->op == AMPC_OP_DIV) {
+        /* the scalar on either side of a Mul, the divisor of a Div */
+        const int32_t side = p->op == AMPC_OP_MUL && !isnan(scalar_of(p->inputs[0])) ? 0 : 1;
+        const double c = scalar_of(p->inputs[side]);
+        ampc_value *in = p->inputs[1 - side];
+        if (isnan(c) || c == 0 || !ampc_shape_eq(&p->outputs[0]->shape, &in->shape) ||
+            !in->producer || ampc_pass_only_user(u, in) != p)
+            return false;
+        m->factor = p->op == AMPC_OP_MUL ? c : 1 / c;
+        m->scale = p;
+        p = in->producer;
+    }
+    if (p->op != AMPC_OP_MATMUL) return false;
+    m->mm1 = p;
+    return true;
+}
+
+/* Walks from the softmax's input back to the first MatMul (stage 2); with an Add, either of its
+ * operands may be the scores, the other one is the mask. */
+static bool match_scores(const ampc_uses *u, match *m) {
+    ampc_value *x = m->sm->inputs[0];
+    ampc_node *add = x->producer;
+    if (!add || add->op != AMPC_OP_ADD || ampc_pass_only_user(u, x) != m->sm)
+        return match_product(u, x, m->sm, m);
+    for (int32_t side = 0; side < 2; side++) {
+        ampc_value *s = add->inputs[side], *mask = add->inputs[1 - side];
+        if (!ampc_shape_eq(&s->shape, &x->shape) || mask->shape.rank > 4) continue;
+        m->scale = NULL, m->factor = 1;
+        if (match_product(u, s, add, m)) {
+            m->add = add, m->mask = mask;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Q [B, H, Sq, D], K^T [B, H, D, Sk], V [B, H, Sk, Dv], one float type, no batch broadcast. */
+static bool shapes_fit(match *m) {
+    const ampc_value *q = m->mm1->inputs[0], *kt = m->mm1->inputs[1], *v = m->mm2->inputs[1];
+    if (q->shape.rank != 4 || kt->shape.rank != 4 || v->shape.rank != 4 ||
+        !ampc_dtype_is_float(q->dtype) || kt->dtype != q->dtype || v->dtype != q->dtype ||
+        (m->mask && m->mask->dtype != q->dtype))
+        return false;
+    const int64_t *a = q->shape.dims, *b = kt->shape.dims, *c = v->shape.dims;
+    if (a[0] != b[0] || a[0] != c[0] || a[1] != b[1] || a[1] != c[1] || a[3] != b[2] ||
+        b[3] != c[2])
+        return false;
+    const int64_t dims[6] = {a[0], a[1], a[2], b[3], a[3], c[3]};
+    memcpy(m->dims, dims, sizeof dims);
+    return true;
+}
+
+/* The pattern whose softmax is sm (stages 1-3), or false. */
+static bool match_at(const ampc_uses *u, ampc_node *sm, match *m) {
+    *m = (match){.sm = sm, .factor = 1};
+    if (sm->outputs[0]->shape.rank != 4 || !last_axis(sm) || !match_scores(u, m)) return false;
+    ampc_node *mm2 = ampc_pass_only_user(u, sm->outputs[0]);
+    if (!mm2 || mm2->op != AMPC_OP_MATMUL || mm2->inputs[0] != sm->outputs[0]) return false;
+    m->mm2 = m->last = mm2;
+    if (!shapes_fit(m)) return false;
+    trace_operand(m->mm1->inputs[0], &m->q, &m->factor);
+    trace_operand(m->mm1->inputs[1], &m->k, &m->factor);
+    trace_operand(mm2->inputs[1], &m->v, NULL);
+    /* K^T's dims are (b, h, d, j): the op wants (b, h, j, d) */
+    const int64_t kd = m->k.st[2];
+    m->k.st[2] = m->k.st[3], m->k.st[3] = kd;
+    ampc_node *tr = ampc_pass_only_user(u, mm2->outputs[0]);
+    int64_t perm[4];
+    if (tr && tr->op == AMPC_OP_TRANSPOSE && perm_of(tr, 4, perm) && perm[0] == 0 &&
+        perm[1] == 2 && perm[2] == 1 && perm[3] == 3) {
+        ampc_node *rs = ampc_pass_only_user(u, tr->outputs[0]);
+        const ampc_shape want = {.rank = 3,
+                                 .dims = {m->dims[0], m->dims[2], m->dims[1] * m->dims[5]}};
+        if (rs && rs->op == AMPC_OP_RESHAPE && ampc_shape_eq(&rs->outputs[0]->shape, &want))
+            m->tr = tr, m->last = rs;
+    }
+    return true;
+}
+
+/* An ints attribute in the graph's arena. */
+static ampc_attr ints_attr(ampc_graph *g, const char *name, const int64_t *v, int32_t n) {
+    int64_t *copy = ampc_ir_alloc(g, (size_t)n * sizeof *copy);
+    if (copy) memcpy(copy, v, (size_t)n * sizeof *copy);
+    return (ampc_attr){.name = name, .kind = AMPC_ATTR_INTS, .n = copy ? n : 0, .ints = copy};
+}
+
+static ampc_status rewrite(ampc_graph *g, match *m, ampc_uses *u) {
+    ampc_attr as[7] = {
+        ints_attr(g, "dims", m->dims, 6),
+        ints_attr(g, "q_strides", m->q.st, 4),
+        ints_attr(g, "k_strides", m->k.st, 4),
+        ints_attr(g, "v_strides", m->v.st, 4),
+        {.name = "scale", .kind = AMPC_ATTR_FLOAT, .f = (float)m->factor},
+        {.name = "safe", .kind = AMPC_ATTR_INT, .i = m->sm->op == AMPC_OP_SAFE_SOFTMAX},
+        {.name = "merge_heads", .kind = AMPC_ATTR_INT, .i = m->tr != NULL},
+    };
+    for (int32_t i = 0; i < 4; i++)
+        if (!as[i].ints) return AMPC_E_OOM;
+    ampc_value *in[4] = {m->q.src, m->k.src, m->v.src, m->mask};
+    ampc_node *chain[6] = {m->mm1, m->scale, m->add, m->sm, m->mm2, m->tr};
+    for (int32_t i = 0; i < 6; i++)
+        if (chain[i] && chain[i] != m->last) ampc_ir_node_remove(g, chain[i]);
+    return ampc_pass_rewrite(g, m->last, AMPC_OP_FUSED_ATTENTION, m->last->name, in,
+                             m->mask ? 4 : 3, as, 7, u);
+}
+
+/* Transposes and Muls nobody reads any more (the operands' skipped nodes) go: dead code the
+ * scale folding must not see, since the fused op already applies their scalars. */
+static ampc_status sweep(ampc_graph *g) {
+    for (bool again = true; again;) {
+        ampc_uses u;
+        if (ampc_pass_uses(g, &u) != AMPC_OK) return AMPC_E_OOM;
+        again = false;
+        for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
+            ampc_node *n = g->nodes[i];
+            if (n->dead || (n->op != AMPC_OP_TRANSPOSE && n->op != AMPC_OP_MUL) ||
+                u.count[n->outputs[0]->id] != 0)
+                continue;
+            ampc_ir_node_remove(g, n);
+            again = true;
+        }
+        ampc_pass_uses_free(&u);
+    }
+    return AMPC_OK;
+}
+
+ampc_status ampc_pass_fuse_attention(ampc_graph *g, bool *changed) {
+    *changed = false;
+    ampc_uses uses;
+    if (ampc_pass_uses(g, &uses) != AMPC_OK) return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
+    ampc_status st = AMPC_OK;
+    for (int32_t i = 0; i < g->n_nodes && st == AMPC_OK; i++) {
+        ampc_node *sm = g->nodes[i];
+        match m;
+        if (sm->dead || (sm->op != AMPC_OP_SOFTMAX && sm->op != AMPC_OP_SAFE_SOFTMAX) ||
+            !match_at(&uses, sm, &m))
+            continue;
+        st = rewrite(g, &m, &uses);
+        *changed = true;
+    }
+    ampc_pass_uses_free(&uses);
+    if (*changed && st == AMPC_OK) st = sweep(g);
+    if (st == AMPC_E_OOM) return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
+    if (*changed) ampc_ir_graph_compact(g);
+    return st;
+}

@@ -1,0 +1,419 @@
+/*
+ * test_fuse_attention.c — the fuse-attention pass and the ampc.FusedAttention kernels.
+ *
+ *   fuse_attention::*      the pass on graphs built with the DSL: BERT's export (heads split by
+ *                          Reshape + Transpose, K transposed twice, Div by sqrt(D), the mask Add,
+ *                          Softmax, heads merged back) and torch's scaled_dot_product_attention
+ *                          export (sqrt-scale Muls on Q and K^T, the SafeSoftmax guard) fuse into
+ *                          one node; near misses stay; the fused graph computes what the unfused
+ *                          one does on the reference evaluator, in f32 and under --precision fp16.
+ *   fuse_attention_nvrtc:: the generated kernels compile (PTX for compute_80 and an sm_80 cubin,
+ *                          no GPU needed): f16/bf16 take the tensor-core kernel (mma.sync in the
+ *                          PTX), f32 the generic one.
+ *   fuse_attention_gpu::   compiled and run on the GPU against the reference evaluator of the
+ *                          unfused f32 graph: S = 128, 77, 512, D = 64, several B x H, with and
+ *                          without a mask (padding and fully masked rows), fp16, bf16 and f32.
+ *                          Without a GPU they skip with the runtime's reason.
+ */
+#include "support.h"
+
+#include "ir/ref/ref.h"
+#include "passes/passes.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum form { BERT, SDPA, PLAIN };
+enum variant {
+    FUSES,
+    NO_MERGE,     /* no Transpose + Reshape after the second MatMul: fuses, Y stays [B,H,S,D] */
+    AXIS_2,       /* softmax over the query axis: stays */
+    SCORES_READ,  /* the scores are also a graph output: stays */
+    TENSOR_SCALE, /* the scores multiplied by a tensor, not a scalar: stays */
+    MASK_LEFT,    /* Add(mask * 1, scores): the mask on the left, itself a product: fuses */
+    V_SCALED,     /* V multiplied by 2: fuses, the Mul stays (it scales Y, not the scores) */
+};
+
+typedef struct acase {
+    int64_t B, H, S, D;
+    enum form form;
+    bool mask;
+    enum variant variant;
+    ampc_dtype t;  /* of the inputs and every tensor (0: f32) */
+    bool proj;     /* Q, K, V projected from one input x [B, S, H*D] by constant weights */
+} acase;
+
+static ampc_dtype dtype_of(const acase *c) { return c->t ? c->t : AMPC_DTYPE_F32; }
+
+/* A scalar constant of the case's dtype. */
+static ampc_value *scalar(ampc_graph *g, const acase *c, double v) {
+    unsigned char bits[8];
+    ampc_ref_store_f64(bits, dtype_of(c), 0, v);
+    return ampc_constant(g, NULL, dtype_of(c), 0, NULL, bits);
+}
+
+/* x [B, S, E] times a constant [E, E] of small deterministic values. */
+static ampc_value *project(ampc_graph *g, const acase *c, ampc_value *x, int salt) {
+    const int64_t E = c->H * c->D, wd[2] = {E, E};
+    float *w = malloc((size_t)(E * E) * sizeof *w);
+    for (int64_t i = 0; i < E * E; i++) w[i] = (float)sin((double)(i * 7 + salt)) / sqrt((double)E);
+    ampc_value *wv = ampc_constant(g, NULL, AMPC_DTYPE_F32, 2, wd, w);
+    free(w);
+    return ampc_matmul(g, x, wv);
+}
+
+static ampc_value *heads(ampc_graph *g, ampc_value *x, const acase *c, const int64_t perm[4]) {
+    const int64_t split[4] = {c->B, c->S, c->H, c->D};
+    return ampc_transpose(g, ampc_reshape(g, x, split, 4), perm, 4);
+}
+
+/* The attention of case c over inputs xq, xk, xv [B, S, H*D] (PLAIN: [B, H, S, D]) and the
+ * mask [B, 1, 1, S]. */
+static ampc_graph *build(const acase *c) {
+    static const int64_t bhsd[4] = {0, 2, 1, 3}, bhds[4] = {0, 2, 3, 1}, swap[4] = {0, 1, 3, 2};
+    ampc_graph *g = ampc_graph_create("attn");
+    const ampc_dtype t = dtype_of(c);
+    const int64_t in3[3] = {c->B, c->S, c->H * c->D}, in4[4] = {c->B, c->H, c->S, c->D};
+    const bool plain = c->form == PLAIN;
+    ampc_value *xq, *xk, *xv;
+    if (c->proj) {
+        ampc_value *x = ampc_input(g, "x", t, 3, in3);
+        xq = project(g, c, x, 1), xk = project(g, c, x, 2), xv = project(g, c, x, 3);
+    } else {
+        xq = ampc_input(g, "xq", t, plain ? 4 : 3, plain ? in4 : in3);
+        xk = ampc_input(g, "xk", t, plain ? 4 : 3, plain ? in4 : in3);
+        xv = ampc_input(g, "xv", t, plain ? 4 : 3, plain ? in4 : in3);
+    }
+    ampc_value *q = xq, *kt, *v = xv;
+    if (plain) {
+        kt = ampc_transpose(g, xk, swap, 4);
+    } else if (c->form == BERT) {
+        q = heads(g, xq, c, bhsd);
+        kt = ampc_transpose(g, heads(g, xk, c, bhsd), swap, 4);
+        v = heads(g, xv, c, bhsd);
+    } else { /* SDPA: sqrt(scale) on both sides */
+        ampc_value *r = scalar(g, c, sqrt(1 / sqrt((double)c->D)));
+        q = ampc_mul(g, heads(g, xq, c, bhsd), r);
+        kt = ampc_mul(g, heads(g, xk, c, bhds), r);
+        v = heads(g, xv, c, bhsd);
+    }
+    if (c->variant == V_SCALED) v = ampc_mul(g, v, scalar(g, c, 2));
+    ampc_value *s = ampc_matmul(g, q, kt);
+    if (c->variant == SCORES_READ) ampc_output(g, s, "scores");
+    if (c->form == BERT) s = ampc_div(g, s, scalar(g, c, sqrt((double)c->D)));
+    if (c->variant == TENSOR_SCALE) {
+        const int64_t sd[4] = {c->B, c->H, c->S, c->S};
+        s = ampc_mul(g, s, ampc_input(g, "w", t, 4, sd));
+    }
+    if (c->mask) {
+        const int64_t md[4] = {c->B, 1, 1, c->S};
+        ampc_value *mask = ampc_input(g, "mask", t, 4, md);
+        s = c->variant == MASK_LEFT ? ampc_add(g, ampc_mul(g, mask, scalar(g, c, 1)), s)
+                                    : ampc_add(g, s, mask);
+    }
+    ampc_value *p = ampc_softmax(g, s, c->variant == AXIS_2 ? 2 : -1);
+    if (c->form == SDPA) { /* the exporter's NaN guard (fuse-softmax makes it SafeSoftmax) */
+        ampc_value *nan = ampc_op(g, "IsNaN", &p, 1, NULL, 0);
+        ampc_value *w[3] = {nan, scalar(g, c, 0), p};
+        p = ampc_op(g, "Where", w, 3, NULL, 0);
+    }
+    ampc_value *y = ampc_matmul(g, p, v);
+    if (c->variant != NO_MERGE) {
+        const int64_t merged[3] = {c->B, c->S, c->H * c->D};
+        y = ampc_reshape(g, ampc_transpose(g, y, bhsd, 4), merged, 3);
+    }
+    ampc_output(g, y, "y");
+    cr_assert_eq(ampc_graph_status(g), AMPC_OK, "%s", ampc_graph_errors(g));
+    return g;
+}
+
+/* Q, K, V uniform in [-2, 2); the mask by batch b: b % 4 = 0 none, 1 the last quarter of the keys
+ * -inf (padding), 2 every key -inf (a fully masked row), 3 the last half -10000. */
+static void fill(ampc_tensor *t, const char *name, uint64_t *seed) {
+    const int64_t n = ampc_shape_numel(&t->shape);
+    if (strcmp(name, "mask")) {
+        for (int64_t i = 0; i < n; i++) {
+            *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
+            ampc_ref_store_f64(t->data, t->dtype, i, (double)(*seed >> 40) / (double)(1ull << 24) * 4 - 2);
+        }
+        return;
+    }
+    const int64_t B = t->shape.dims[0], S = t->shape.dims[3];
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t j = 0; j < S; j++) {
+            const int r = (int)(b % 4);
+            const double m = r == 1 && j >= S - S / 4 ? -INFINITY
+                             : r == 2                 ? -INFINITY
+                             : r == 3 && j >= S / 2   ? -10000.0
+                                                      : 0.0;
+            ampc_ref_store_f64(t->data, t->dtype, b * S + j, m);
+        }
+}
+
+static ampc_pipeline_options pipeline(ampc_precision p, bool fuse) {
+    static const char *off[1] = {"fuse-attention"};
+    return (ampc_pipeline_options){.verify = true, .precision = p, .disable = fuse ? NULL : off,
+                                   .n_disable = fuse ? 0 : 1};
+}
+
+/* Optimises case c with and without the pass, checks what fused, and compares both graphs'
+ * outputs on the reference evaluator within tol. */
+static void check(const acase *c, ampc_precision prec, int32_t fused, double tol) {
+    ampc_graph *a = build(c), *b = build(c);
+    ampc_pipeline_options with = pipeline(prec, true), without = pipeline(prec, false);
+    cr_assert_eq(ampc_graph_optimize(a, &with), AMPC_OK, "%s", ampc_graph_errors(a));
+    cr_assert_eq(ampc_graph_optimize(b, &without), AMPC_OK, "%s", ampc_graph_errors(b));
+    cr_assert_eq(t_count_op(a, AMPC_OP_FUSED_ATTENTION), fused);
+    if (fused && c->variant != V_SCALED) {
+        cr_assert_eq(t_count_op(a, AMPC_OP_MATMUL) + t_count_op(a, AMPC_OP_SOFTMAX) +
+                         t_count_op(a, AMPC_OP_SAFE_SOFTMAX) + t_count_op(a, AMPC_OP_MUL) +
+                         t_count_op(a, AMPC_OP_DIV),
+                     (c->proj ? 3 : 0) + (c->variant == MASK_LEFT), "only the projections "
+                     "and the mask's product stay:\n%s",
+                     ampc_graph_to_text(a, false));
+        cr_assert_eq(t_count_op(a, AMPC_OP_TRANSPOSE), 0, "the transposes fold into strides:\n%s",
+                     ampc_graph_to_text(a, false));
+    }
+    const int32_t n_in = ampc_graph_input_count(a), n_out = ampc_graph_output_count(a);
+    ampc_tensor in[5], ya[2], yb[2];
+    uint64_t seed = 7;
+    for (int32_t i = 0; i < n_in; i++) {
+        const ampc_value *v = ampc_graph_input(a, i);
+        in[i] = (ampc_tensor){ampc_value_dtype(v), ampc_value_shape(v), NULL};
+        in[i].data = calloc((size_t)ampc_shape_numel(&in[i].shape), ampc_dtype_size(in[i].dtype));
+        fill(&in[i], ampc_value_name(v), &seed);
+    }
+    cr_assert_eq(ampc_graph_evaluate(a, in, n_in, ya, n_out), AMPC_OK, "%s", ampc_graph_errors(a));
+    cr_assert_eq(ampc_graph_evaluate(b, in, n_in, yb, n_out), AMPC_OK, "%s", ampc_graph_errors(b));
+    char msg[512];
+    for (int32_t i = 0; i < n_out; i++) {
+        cr_assert(t_tensors_close(&ya[i], &yb[i], tol, tol, "y", msg, sizeof msg), "%s", msg);
+        ampc_tensor_free(&ya[i]);
+        ampc_tensor_free(&yb[i]);
+    }
+    for (int32_t i = 0; i < n_in; i++) free(in[i].data);
+    ampc_graph_destroy(a);
+    ampc_graph_destroy(b);
+}
+
+#define SMALL(form, mask, variant) {2 * 2, 3, 10, 8, form, mask, variant}
+
+Test(fuse_attention, bert_export_fuses) {
+    const acase c = SMALL(BERT, true, FUSES);
+    check(&c, AMPC_PRECISION_KEEP, 1, 1e-5);
+}
+
+Test(fuse_attention, sdpa_export_with_guard_fuses) {
+    const acase c = SMALL(SDPA, true, FUSES);
+    check(&c, AMPC_PRECISION_KEEP, 1, 1e-5);
+}
+
+Test(fuse_attention, plain_heads_without_mask_fuse) {
+    const acase c = SMALL(PLAIN, false, FUSES);
+    check(&c, AMPC_PRECISION_KEEP, 1, 1e-5);
+}
+
+Test(fuse_attention, mask_on_the_left_fuses) {
+    const acase c = SMALL(BERT, true, MASK_LEFT);
+    check(&c, AMPC_PRECISION_KEEP, 1, 1e-5);
+}
+
+Test(fuse_attention, a_scalar_on_v_scales_the_output_not_the_scores) {
+    const acase c = SMALL(SDPA, true, V_SCALED);
+    check(&c, AMPC_PRECISION_KEEP, 1, 1e-5);
+}
+
+Test(fuse_attention, unmerged_output_fuses) {
+    const acase c = SMALL(BERT, true, NO_MERGE);
+    check(&c, AMPC_PRECISION_KEEP, 1, 1e-5);
+}
+
+Test(fuse_attention, fp16_matches_the_unfused_graph) {
+    const acase c = {4, 3, 10, 8, BERT, true, FUSES, AMPC_DTYPE_F16},
+                d = {4, 3, 10, 8, SDPA, true, FUSES, AMPC_DTYPE_F16};
+    check(&c, AMPC_PRECISION_KEEP, 1, 1e-2);
+    check(&d, AMPC_PRECISION_KEEP, 1, 1e-2);
+}
+
+Test(fuse_attention, bf16_matches_the_unfused_graph) {
+    const acase c = {4, 3, 10, 8, BERT, true, FUSES, AMPC_DTYPE_BF16};
+    check(&c, AMPC_PRECISION_KEEP, 1, 4e-2);
+}
+
+/* An f32 model compiled with --precision fp16: the projections run in f16, so do the heads'
+ * transposes, which fold into the fused node; the SDPA form's scale Muls fold into it too
+ * (before fold-scale could move them into the weights a second time). */
+Test(fuse_attention, projected_model_under_precision_fp16) {
+    const acase c = {4, 3, 10, 8, BERT, true, FUSES, 0, true},
+                d = {4, 3, 10, 8, SDPA, true, FUSES, 0, true};
+    check(&c, AMPC_PRECISION_FP16, 1, 1e-2);
+    check(&d, AMPC_PRECISION_FP16, 1, 1e-2);
+}
+
+Test(fuse_attention, near_misses_stay) {
+    const acase axis = SMALL(BERT, true, AXIS_2), read = SMALL(BERT, true, SCORES_READ),
+                scale = SMALL(BERT, false, TENSOR_SCALE);
+    check(&axis, AMPC_PRECISION_KEEP, 0, 0);
+    check(&read, AMPC_PRECISION_KEEP, 0, 0);
+    check(&scale, AMPC_PRECISION_KEEP, 0, 0);
+}
+
+Test(fuse_attention, the_fused_node_records_scale_strides_and_layout) {
+    const acase c = SMALL(BERT, true, FUSES);
+    ampc_graph *g = build(&c);
+    ampc_pipeline_options o = pipeline(AMPC_PRECISION_KEEP, true);
+    cr_assert_eq(ampc_graph_optimize(g, &o), AMPC_OK, "%s", ampc_graph_errors(g));
+    const ampc_node *n = NULL;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->op == AMPC_OP_FUSED_ATTENTION) n = g->nodes[i];
+    cr_assert_not_null(n);
+    const int64_t HD = c.H * c.D, want_q[4] = {c.S * HD, c.D, HD, 1};
+    const ampc_attr *qs = ampc_ir_attr_find(n, "q_strides"), *ks = ampc_ir_attr_find(n, "k_strides");
+    cr_assert_arr_eq(qs->ints, want_q, sizeof want_q, "Q read from [B, S, H*D] directly");
+    cr_assert_arr_eq(ks->ints, want_q, sizeof want_q, "K^T's two transposes fold too");
+    cr_assert_float_eq(ampc_ir_attr_find(n, "scale")->f, 1 / sqrt(8.0), 1e-7);
+    cr_assert_eq(ampc_ir_attr_find(n, "merge_heads")->i, 1);
+    cr_assert_eq(ampc_ir_attr_find(n, "safe")->i, 0);
+    cr_assert_eq(n->outputs[0]->shape.rank, 3);
+    bool changed = true;
+    cr_assert_eq(ampc_pass_fuse_attention(g, &changed), AMPC_OK);
+    cr_assert_not(changed, "a second run finds nothing");
+    ampc_graph_destroy(g);
+}
+
+Test(fuse_attention, inference_reports_bad_strides_and_masks) {
+    ampc_graph *g = ampc_graph_create("bad");
+    const int64_t d3[3] = {1, 4, 8}, md[2] = {3, 4};
+    ampc_value *x = ampc_input(g, "x", AMPC_DTYPE_F32, 3, d3);
+    ampc_value *mask = ampc_input(g, "m", AMPC_DTYPE_F32, 2, md);
+    const int64_t dims[6] = {1, 2, 4, 4, 4, 4}, good[4] = {32, 4, 8, 1}, far[4] = {32, 4, 9, 1};
+    ampc_attr_arg a[5] = {AMPC_ATTR_IS("dims", dims, 6), AMPC_ATTR_IS("q_strides", far, 4),
+                          AMPC_ATTR_IS("k_strides", good, 4), AMPC_ATTR_IS("v_strides", good, 4),
+                          AMPC_ATTR_I("merge_heads", 1)};
+    ampc_value *in[4] = {x, x, x, mask};
+    ampc_op(g, "ampc.FusedAttention", in, 3, a, 5);
+    t_expect_diag(g, "input 0 'x' has 32 elements, but q_strides reads [1,2,4,4] up to element 34");
+    ampc_graph_destroy(g);
+    g = ampc_graph_create("bad_mask");
+    x = ampc_input(g, "x", AMPC_DTYPE_F32, 3, d3);
+    mask = ampc_input(g, "m", AMPC_DTYPE_F32, 2, md);
+    in[0] = in[1] = in[2] = x, in[3] = mask;
+    a[1] = AMPC_ATTR_IS("q_strides", good, 4);
+    ampc_op(g, "ampc.FusedAttention", in, 4, a, 5);
+    t_expect_diag(g, "input 3 'm' (mask) must broadcast to the scores [1,2,4,4] ([B, H, Sq, Sk]), "
+                     "got [3,4]");
+    ampc_graph_destroy(g);
+}
+
+/* ---- NVRTC: the kernels compile without a GPU ----------------------------------------------- */
+
+/* Compiles case c under precision p for sm_80 and checks which kernel the PTX holds. */
+static void compiles(const acase *c, ampc_precision p, bool tensor_cores) {
+    ampc_graph *g = build(c);
+    static const int32_t sm80 = 80;
+    ampc_pipeline_options po = pipeline(p, true);
+    ampc_compile_options o = {.archs = &sm80, .n_archs = 1, .cache_dir = "", .pipeline = &po};
+    ampc_module *m = NULL;
+    cr_assert_eq(ampc_compile(g, &o, &m), AMPC_OK, "%s", ampc_graph_errors(g));
+    cr_assert_eq(t_count_op(g, AMPC_OP_FUSED_ATTENTION), 1);
+    bool mma = false, found = false;
+    for (int32_t u = 0; u < ampc_module_unit_count(m); u++) {
+        mma |= strstr(ampc_module_ptx(m, u), "mma.sync.aligned.m16n8k16") != NULL;
+        found |= strstr(ampc_module_cuda(m, u), tensor_cores ? "ampc::attn_mma<" : "ampc::attn_rows<") != NULL;
+    }
+    cr_assert(found, "the %s kernel", tensor_cores ? "tensor-core" : "generic");
+    cr_assert_eq(mma, tensor_cores);
+    ampc_module_destroy(m);
+    ampc_graph_destroy(g);
+}
+
+Test(fuse_attention_nvrtc, f16_takes_the_tensor_cores, .timeout = 300) {
+    const acase c = {2, 12, 77, 64, BERT, true, FUSES, 0, true};
+    compiles(&c, AMPC_PRECISION_FP16, true);
+}
+
+Test(fuse_attention_nvrtc, bf16_head_128_takes_the_tensor_cores, .timeout = 300) {
+    const acase c = {1, 2, 40, 128, SDPA, true, FUSES, AMPC_DTYPE_BF16};
+    compiles(&c, AMPC_PRECISION_KEEP, true);
+}
+
+Test(fuse_attention_nvrtc, f32_and_odd_heads_take_the_generic_kernel, .timeout = 300) {
+    const acase c = {2, 3, 20, 64, BERT, true, FUSES}, d = {1, 2, 20, 24, PLAIN, false, FUSES, AMPC_DTYPE_F16};
+    compiles(&c, AMPC_PRECISION_KEEP, false);
+    compiles(&d, AMPC_PRECISION_KEEP, false);
+}
+
+/* ---- GPU against the reference evaluator ----------------------------------------------------- */
+
+static void on_gpu(const acase *c, ampc_precision p) {
+    /* the same graph optimised as the compile will: the pattern must fuse, or this test would
+     * check the unfused kernels */
+    ampc_graph *twin = build(c);
+    ampc_pipeline_options po = pipeline(p, true);
+    cr_assert_eq(ampc_graph_optimize(twin, &po), AMPC_OK, "%s", ampc_graph_errors(twin));
+    cr_assert_eq(t_count_op(twin, AMPC_OP_FUSED_ATTENTION), 1);
+    ampc_graph_destroy(twin);
+    const ampc_dtype t = p == AMPC_PRECISION_BF16 ? AMPC_DTYPE_BF16
+                         : p == AMPC_PRECISION_FP16 ? AMPC_DTYPE_F16
+                                                    : dtype_of(c);
+    const double tol = t == AMPC_DTYPE_BF16 ? 3e-2 : t == AMPC_DTYPE_F16 ? 6e-3 : 1e-4;
+    const char *what = ampc_dtype_name(t);
+    t_gpu_check chk = {.fill = fill, .seed = 11, .rtol = tol, .atol = tol, .pipeline = &po,
+                       .what = what};
+    t_gpu_vs_reference(build(c), &chk);
+}
+
+#define F16 AMPC_DTYPE_F16
+#define BF16 AMPC_DTYPE_BF16
+
+Test(fuse_attention_gpu, fp16_s128_bert_masked, .timeout = 300) {
+    const acase c = {4, 12, 128, 64, BERT, true, FUSES, F16};
+    on_gpu(&c, AMPC_PRECISION_KEEP);
+}
+
+Test(fuse_attention_gpu, bf16_s128_bert_masked, .timeout = 300) {
+    const acase c = {4, 12, 128, 64, BERT, true, FUSES, BF16};
+    on_gpu(&c, AMPC_PRECISION_KEEP);
+}
+
+Test(fuse_attention_gpu, fp16_s77_sdpa_masked_tail, .timeout = 300) {
+    const acase c = {4, 3, 77, 64, SDPA, true, FUSES, F16};
+    on_gpu(&c, AMPC_PRECISION_KEEP);
+}
+
+Test(fuse_attention_gpu, bf16_s77_unmasked, .timeout = 300) {
+    const acase c = {3, 4, 77, 64, BERT, false, FUSES, BF16};
+    on_gpu(&c, AMPC_PRECISION_KEEP);
+}
+
+Test(fuse_attention_gpu, fp16_s512_masked, .timeout = 600) {
+    const acase c = {4, 2, 512, 64, BERT, true, FUSES, F16};
+    on_gpu(&c, AMPC_PRECISION_KEEP);
+}
+
+Test(fuse_attention_gpu, bf16_s512_unmasked_plain_heads, .timeout = 600) {
+    const acase c = {2, 2, 512, 64, PLAIN, false, NO_MERGE, BF16};
+    on_gpu(&c, AMPC_PRECISION_KEEP);
+}
+
+Test(fuse_attention_gpu, fp16_head_128_sdpa, .timeout = 300) {
+    const acase c = {4, 2, 77, 128, SDPA, true, FUSES, F16};
+    on_gpu(&c, AMPC_PRECISION_KEEP);
+}
+
+/* The whole chain of an f32 model compiled with --precision fp16 (projections included). */
+Test(fuse_attention_gpu, projected_f32_model_under_fp16, .timeout = 300) {
+    const acase c = {2, 12, 128, 64, BERT, true, FUSES, 0, true};
+    on_gpu(&c, AMPC_PRECISION_FP16);
+}
+
+Test(fuse_attention_gpu, f32_generic_s77_masked, .timeout = 300) {
+    const acase c = {4, 2, 77, 64, SDPA, true, FUSES};
+    on_gpu(&c, AMPC_PRECISION_KEEP);
+}
+
+Test(fuse_attention_gpu, fp16_odd_head_size_generic, .timeout = 300) {
+    const acase c = {4, 2, 33, 24, BERT, true, FUSES, F16};
+    on_gpu(&c, AMPC_PRECISION_KEEP);
+}
