@@ -12,11 +12,14 @@
  * cuBLASLt's per-row bias of D^T (length M = n), exactly what its BIAS epilogue broadcasts.
  *
  * Everything is planned once at model creation: the matmul descriptor, the four layouts (with
- * batch count and strides), the epilogue, and the algorithm: of the heuristic's first eight
- * candidates (given the operands' real alignment and a workspace cap), the fastest over
- * GEMM_ROUNDS runs each on the model's buffers, the heuristic's first kept unless another is at
- * least 3% faster (AMPC_GEMM_TUNE=0 keeps the first without timing; AMPC_GEMM_VERBOSE=1 prints
- * the timings). A launch is one cublasLtMatmul.
+ * batch count and strides), the epilogue, and the algorithm: the heuristic's first choice
+ * given the operands' real alignment and a workspace cap. AMPC_GEMM_TUNE=1 times the first eight
+ * candidates instead (GEMM_ROUNDS back-to-back runs each on the model's buffers) and keeps the
+ * fastest unless the heuristic's is within 3% (AMPC_GEMM_VERBOSE=1 prints the timings). It is
+ * off by default: on the H200 the picks timed back to back ran slower inside the model's graph
+ * (BERT-base b1's 72 GEMMs, 0.57 ms with the heuristic's choice, 0.82 to 1.0 ms timed) and
+ * gained nothing at b32, ResNet-50 or the MLP (docs/benchmarks.md). A launch is one
+ * cublasLtMatmul.
  *
  * 2:4 steps (sparse24: the weight B passed the sparsity pass) are planned dense as above and then
  * on cuSPARSELt (prov_cusparselt.c). Both are timed on the model's own buffers (CUDA events,
@@ -268,7 +271,7 @@ static int gemm_pick(rt_ctx *ctx, const gemm_state *st, const cublasLtMatmulHeur
         if (res[i].state == CUBLAS_STATUS_SUCCESS && res[i].workspaceSize <= ws_max)
             first = first < 0 ? i : first, fits++;
     const char *tune = getenv("AMPC_GEMM_TUNE");
-    if (fits < 2 || (tune && strcmp(tune, "0") == 0)) return first;
+    if (fits < 2 || tune == NULL || strcmp(tune, "1") != 0) return first;
     if (rt_plan_scratch(ctx, e) != AMPC_OK) return -1;
     const bool verbose = getenv("AMPC_GEMM_VERBOSE") && strcmp(getenv("AMPC_GEMM_VERBOSE"), "0");
     int best = first;
