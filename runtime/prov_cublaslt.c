@@ -16,9 +16,10 @@
  * given the operands' real alignment and a workspace cap. AMPC_GEMM_TUNE=1 times the first eight
  * candidates instead (GEMM_ROUNDS back-to-back runs each on the model's buffers) and keeps the
  * fastest unless the heuristic's is within 3% (AMPC_GEMM_VERBOSE=1 prints the timings). It is
- * off by default: on the H200 the picks timed back to back ran slower inside the model's graph
- * (BERT-base b1's 72 GEMMs, 0.57 ms with the heuristic's choice, 0.82 to 1.0 ms timed) and
- * gained nothing at b32, ResNet-50 or the MLP (docs/benchmarks.md). A launch is one
+ * off by default: on the H200 it gained nothing consistent (BERT-base fp16, the same run: b1
+ * 0.624 ms with the heuristic's choices, 0.636 ms timed; b32 2.001 against 1.983 ms), and the
+ * b1 GEMMs it picked were slower one by one (72 GEMMs: 0.57 ms launched singly with the
+ * heuristic's choices, 0.82 to 1.0 ms with the timed ones; docs/benchmarks.md). A launch is one
  * cublasLtMatmul.
  *
  * 2:4 steps (sparse24: the weight B passed the sparsity pass) are planned dense as above and then
