@@ -120,13 +120,20 @@ ampc_status ampc_rt_device_info_get(int32_t device, ampc_rt_device_info *info, c
 /* The planning scratch for algorithm searches and timings. */
 enum { PLAN_SCRATCH_BYTES = 256 << 20 };
 
-ampc_status rt_plan_scratch(rt_ctx *ctx, rt_err *e) {
-    if (ctx->scratch != NULL) return AMPC_OK;
-    size_t free_b = 0, total = 0;
-    RT_CUDA(e, cudaMemGetInfo(&free_b, &total));
-    size_t want = PLAN_SCRATCH_BYTES;
-    if (want > free_b / 4) want = free_b / 4;
-    want &= ~(size_t)255;
+ampc_status rt_plan_scratch(rt_ctx *ctx, size_t need, rt_err *e) {
+    if (ctx->scratch != NULL && ctx->scratch_bytes >= need) return AMPC_OK;
+    size_t want = need;
+    if (ctx->scratch == NULL) {
+        size_t free_b = 0, total = 0;
+        RT_CUDA(e, cudaMemGetInfo(&free_b, &total));
+        size_t dflt = PLAN_SCRATCH_BYTES < free_b / 4 ? PLAN_SCRATCH_BYTES : free_b / 4;
+        dflt &= ~(size_t)255;
+        if (dflt > want) want = dflt;
+    } else {
+        RT_CUDA(e, cudaFree(ctx->scratch));
+    }
+    ctx->scratch = NULL;
+    ctx->scratch_bytes = 0;
     if (want > 0) RT_CUDA(e, cudaMalloc(&ctx->scratch, want));
     ctx->scratch_bytes = want;
     return AMPC_OK;

@@ -184,9 +184,10 @@ typedef struct rt_ctx {
     size_t scratch_bytes;     /* allocated on first need and freed once every step is planned */
 } rt_ctx;
 
-/* The planning scratch (ctx->scratch): a quarter of the free device memory up to 256 MiB,
- * allocated on first need; the model frees it once every step is planned. */
-ampc_status rt_plan_scratch(rt_ctx *ctx, rt_err *e);
+/* The planning scratch (ctx->scratch), at least `need` bytes: made on first need with a quarter
+ * of the free device memory up to 256 MiB (or `need`, when more), made again larger when a
+ * later caller needs more; the model frees it once every step is planned. */
+ampc_status rt_plan_scratch(rt_ctx *ctx, size_t need, rt_err *e);
 
 /* Milliseconds per call of call(arg, s) over `rounds` calls after one warm-up call, timed with
  * CUDA events on stream s; -1 when a call or an event fails (the CUDA error is cleared). Used

@@ -273,7 +273,7 @@ static int gemm_pick(rt_ctx *ctx, const gemm_state *st, const cublasLtMatmulHeur
             first = first < 0 ? i : first, fits++;
     const char *tune = getenv("AMPC_GEMM_TUNE");
     if (fits < 2 || tune == NULL || strcmp(tune, "1") != 0) return first;
-    if (rt_plan_scratch(ctx, e) != AMPC_OK) return -1;
+    if (rt_plan_scratch(ctx, 0, e) != AMPC_OK) return -1;
     const bool verbose = getenv("AMPC_GEMM_VERBOSE") && strcmp(getenv("AMPC_GEMM_VERBOSE"), "0");
     int best = first;
     float best_ms = -1.0f, first_ms = -1.0f;
@@ -301,18 +301,6 @@ static ampc_status dense_call(rt_ctx *ctx, gemm_state *st, cudaStream_t stream, 
 }
 
 /* ---- 2:4 steps: dense or sparse, by measurement ---------------------------------------------- */
-
-/* Makes the planning scratch at least `need` bytes (model.c frees it once every step is
- * planned). */
-static ampc_status scratch_at_least(rt_ctx *ctx, size_t need, rt_err *e) {
-    if (ctx->scratch != NULL && ctx->scratch_bytes >= need) return AMPC_OK;
-    if (ctx->scratch != NULL) RT_CUDA(e, cudaFree(ctx->scratch));
-    ctx->scratch = NULL;
-    ctx->scratch_bytes = 0;
-    RT_CUDA(e, cudaMalloc(&ctx->scratch, need));
-    ctx->scratch_bytes = need;
-    return AMPC_OK;
-}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -507,7 +495,7 @@ static ampc_status sparse_choose(rt_ctx *ctx, const ampc_rt_step *s, gemm_state 
         return AMPC_OK;
     }
     size_t need = sparse_ws > *workspace ? sparse_ws : *workspace;
-    if (scratch_at_least(ctx, need > 256 ? need : 256, e) != AMPC_OK) return e->status;
+    if (rt_plan_scratch(ctx, need > 256 ? need : 256, e) != AMPC_OK) return e->status;
     st->sp_searched = rt_sparse_gemm_searched(st->sp);
     rt_err te[2] = {{0}, {0}};
     double ms[2];

@@ -391,7 +391,7 @@ static ampc_status conv_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, s
     }
 
     /* Algorithm search on the real buffers (contents do not matter at creation). */
-    if (rt_plan_scratch(ctx, e) != AMPC_OK) return e->status;
+    if (rt_plan_scratch(ctx, 0, e) != AMPC_OK) return e->status;
     int max = 0, count = 0, found = -1;
     cudnnMathType_t chosen_math = math;
     algo_tally tl;
