@@ -231,3 +231,22 @@ void t_fill_uniform_f32(ampc_tensor *t, const char *name, uint64_t *seed) {
         p[i] = (float)((double)(*seed >> 40) / (double)(1ull << 24) * 2 - 1);
     }
 }
+
+void t_expect_same_outputs(ampc_graph *a, ampc_graph *b, const ampc_tensor *in, int32_t n_in,
+                           double rtol, double atol) {
+    const int32_t n_out = ampc_graph_output_count(a);
+    cr_assert_eq(n_out, ampc_graph_output_count(b), "the graphs give %d and %d outputs", n_out,
+                 ampc_graph_output_count(b));
+    ampc_tensor *ya = calloc((size_t)n_out + 1, sizeof *ya), *yb = calloc((size_t)n_out + 1, sizeof *yb);
+    cr_assert_eq(ampc_graph_evaluate(a, in, n_in, ya, n_out), AMPC_OK, "%s", ampc_graph_errors(a));
+    cr_assert_eq(ampc_graph_evaluate(b, in, n_in, yb, n_out), AMPC_OK, "%s", ampc_graph_errors(b));
+    char msg[512];
+    for (int32_t i = 0; i < n_out; i++) {
+        cr_assert(t_tensors_close(&yb[i], &ya[i], rtol, atol, ampc_value_name(ampc_graph_output(a, i)),
+                                  msg, sizeof msg), "%s", msg);
+        ampc_tensor_free(&ya[i]);
+        ampc_tensor_free(&yb[i]);
+    }
+    free(ya);
+    free(yb);
+}

@@ -68,6 +68,12 @@ ampc_rt_device_info t_skip_without_gpu(void);
  * Destroys g. */
 void t_gpu_vs_reference(ampc_graph *g, const t_gpu_check *c);
 
+/* Evaluates a and b on the reference evaluator with the same inputs and asserts they have as
+ * many outputs, each matching within atol + rtol * |a's| (t_tensors_close), naming the worst
+ * element. */
+void t_expect_same_outputs(ampc_graph *a, ampc_graph *b, const ampc_tensor *in, int32_t n_in,
+                           double rtol, double atol);
+
 /* The number of live nodes of op `op` in g. */
 int32_t t_count_op(const ampc_graph *g, ampc_opcode op);
 /* A t_fill_fn for f32 tensors: uniform values in [-1, 1) from the seed (LCG). */
