@@ -17,10 +17,10 @@
  *
  * A multi-GPU model (a plan with n_ranks = N > 1) is N such models, rank r's on device
  * `device + r`, each with its NCCL communicator (prov_nccl.c), under one handle that routes to
- * them: see "multi-GPU models" below.
+ * them: see ranks.c.
  */
 #define _GNU_SOURCE /* strdup */
-#include "runtime/internal.h"
+#include "runtime/model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,51 +29,6 @@
 
 /* cubin image encoding: 10 * major + minor, with the "a" (architecture-specific) flag above */
 enum { ARCH_MASK = 0xffff };
-
-typedef enum io_graph_state { IO_GRAPH_NONE = 0, IO_GRAPH_ON, IO_GRAPH_OFF } io_graph_state;
-
-struct ampc_rt_model {
-    rt_ctx ctx;
-    bool device_set;          /* ctx.dev is valid: destroy switches to it */
-    cudaStream_t stream;      /* the model's own stream (non-blocking) */
-    /* the model's copy of the plan's steps and io; strings and arrays are in `owned` */
-    int32_t n_steps, n_inputs, n_outputs;
-    ampc_rt_step *steps;
-    ampc_rt_io *inputs, *outputs;
-    void **owned;
-    int32_t n_owned, cap_owned;
-    const rt_provider **prov; /* per step */
-    void **state;             /* per step, the provider's */
-    /* CUDA graph of the steps */
-    ampc_rt_graph_status graph_status;
-    char *graph_why;
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    /* the I/O graph (runs on device tensors): input copies -> the steps' graph -> output
-     * copies; io_node[i] copies input i (i < n_inputs) or output i - n_inputs (NULL for empty
-     * tensors), last from or to io_ptr[i] */
-    io_graph_state io_state;
-    cudaGraph_t io_graph;
-    cudaGraphExec_t io_exec;
-    cudaGraphNode_t *io_node;
-    void **io_ptr;
-    cudaEvent_t *events;      /* n_steps + 1, created by the first profile */
-    int64_t device_bytes;
-    /* A multi-GPU model: one model per rank (rank[r], whose ctx.nccl is its communicator); this
-     * one's steps, io, prov and state then mirror rank 0's and are not its own. n_ranks is 0
-     * for a single-GPU model. */
-    int32_t n_ranks;
-    struct ampc_rt_model **rank;
-    int32_t *cursor;          /* per rank: the next step to launch, during a launch */
-    cudaEvent_t fork_ev;      /* on the first device: ranks start after the caller's stream */
-    cudaEvent_t *join_ev;     /* per rank, on its device: the caller's stream waits for them */
-    cudaEvent_t done_ev;      /* on the first device: the end of a run, polled */
-    double timeout_s;         /* how long a run may wait for the GPUs (AMPC_NCCL_TIMEOUT_S) */
-    int32_t plain_runs;       /* runs launched step by step so far (capture waits for one) */
-    cudaGraph_t *rank_graph;  /* per rank, when graph_status is ON: its steps, captured */
-    cudaGraphExec_t *rank_exec;
-    char *broken;             /* why the communicators were aborted; runs then fail with it */
-};
 
 static void io_graph_drop(ampc_rt_model *m, io_graph_state to);
 
@@ -263,7 +218,7 @@ static ampc_status prove_library_steps(ampc_rt_model *m, rt_err *e) {
 /* Everything creation does once the plan is checked and the device found, in the order of the
  * file comment. Resources go into m as they are made, so a failure at any point leaves m for
  * ampc_rt_model_destroy to free; the caller restores the current device. */
-static ampc_status build(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e) {
+ampc_status rt_model_build(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e) {
     rt_ctx *c = &m->ctx;
     RT_CUDA(e, cudaSetDevice(c->dev.index));
     if (copy_plan(m, p, e) != AMPC_OK) return e->status;
@@ -333,8 +288,6 @@ static ampc_status build(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e) {
     return AMPC_OK;
 }
 
-static ampc_status create_ranks(const ampc_rt_plan *p, int32_t device, ampc_rt_model **out,
-                                rt_err *e);
 
 ampc_status ampc_rt_model_create(const ampc_rt_plan *plan, int32_t device, ampc_rt_model **out,
                                  char **err) {
@@ -353,7 +306,7 @@ ampc_status ampc_rt_model_create(const ampc_rt_plan *plan, int32_t device, ampc_
                     "the model from the model's plan (the one listing every rank's)", plan->rank,
                     plan->n_ranks);
         else
-            create_ranks(plan, device, out, &e);
+            rt_ranks_create(plan, device, out, &e);
         return rt_err_give(&e, err);
     }
     rt_device dev;
@@ -368,7 +321,7 @@ ampc_status ampc_rt_model_create(const ampc_rt_plan *plan, int32_t device, ampc_
     m->device_set = true;
     int prev = -1;
     if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
-    ampc_status s = build(m, plan, &e);
+    ampc_status s = rt_model_build(m, plan, &e);
     if (prev >= 0) (void)cudaSetDevice(prev);
     if (s != AMPC_OK) {
         rt_err_prefix(&e, "loading model '%s' on device %d (%s): ", plan->name ? plan->name : "",
@@ -380,12 +333,11 @@ ampc_status ampc_rt_model_create(const ampc_rt_plan *plan, int32_t device, ampc_
     return rt_err_give(&e, err);
 }
 
-static void destroy_ranks(ampc_rt_model *m);
 
 void ampc_rt_model_destroy(ampc_rt_model *m) {
     if (m == NULL) return;
     if (m->n_ranks > 0) {
-        destroy_ranks(m);
+        rt_ranks_destroy(m);
         return;
     }
     rt_ctx *c = &m->ctx;
@@ -715,9 +667,6 @@ static ampc_status run_on_device(ampc_rt_model *m, const ampc_tensor *in, ampc_t
     return sync ? finish_run(m, s, step_ms, e) : AMPC_OK;
 }
 
-static ampc_status run_ranks(ampc_rt_model *m, const ampc_tensor *in, ampc_tensor *out,
-                             cudaStream_t stream, bool sync, rt_err *e);
-
 /* The body of run and profile: argument checks and validation touch nothing on the device. */
 static ampc_status run(ampc_rt_model *m, const ampc_tensor *in, int32_t n_in, ampc_tensor *out,
                        int32_t n_out, void *stream, double *step_ms, bool profile, bool sync,
@@ -743,7 +692,7 @@ static ampc_status run(ampc_rt_model *m, const ampc_tensor *in, int32_t n_in, am
     if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
     double none;
     if (m->n_ranks > 0)
-        run_ranks(m, in, out, (cudaStream_t)stream, sync, &e);
+        rt_ranks_run(m, in, out, (cudaStream_t)stream, sync, &e);
     else
         run_on_device(m, in, out, (cudaStream_t)stream, profile ? (step_ms ? step_ms : &none) : NULL,
                       on_device, sync || profile, &e);
@@ -798,8 +747,6 @@ static ampc_status time_steps(ampc_rt_model *m, int32_t iterations, double *ms, 
     return e->status;
 }
 
-static ampc_status time_ranks(ampc_rt_model *m, int32_t iterations, double *ms, rt_err *e);
-
 ampc_status ampc_rt_model_time(ampc_rt_model *m, int32_t iterations, double *ms, char **err) {
     rt_err e = {0};
     if (m == NULL || (iterations > 0 && ms == NULL) || iterations < 0)
@@ -812,434 +759,10 @@ ampc_status ampc_rt_model_time(ampc_rt_model *m, int32_t iterations, double *ms,
     if (e.status != AMPC_OK) return rt_err_give(&e, err);
     int prev = -1;
     if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
-    if (m->n_ranks > 0) time_ranks(m, iterations, ms, &e);
+    if (m->n_ranks > 0) rt_ranks_time(m, iterations, ms, &e);
     else time_steps(m, iterations, ms, &e);
     if (prev >= 0 && (prev != m->ctx.dev.index || m->n_ranks > 0)) (void)cudaSetDevice(prev);
     return rt_err_give(&e, err);
-}
-
-/* ---- multi-GPU models ------------------------------------------------------------------------
- * One thread drives every rank. A launch walks the ranks' steps in segments: each rank's steps
- * up to its next all-reduce, then the all-reduces of every rank inside one NCCL group (NCCL
- * launches them together; one thread cannot launch them one by one), and so on. The ranks'
- * streams fork from the caller's stream (an event) and join it at the end, so a run is ordered
- * on the caller's stream like a single-GPU one; inputs are copied to every rank, outputs come
- * from rank 0. Waiting polls: a collective that fails (NCCL's asynchronous error) or does not
- * end within timeout_s aborts the communicators instead of hanging the caller. The steps are
- * launched one by one; with AMPC_MULTI_GPU_GRAPHS=1 the second run captures one CUDA graph per
- * GPU (the all-reduces inside) and later runs replay them. */
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* Aborts every rank's communicator after a failure or a timeout; later runs fail with `why`. */
-static void break_ranks(ampc_rt_model *m, const char *why) {
-    for (int32_t r = 0; r < m->n_ranks; r++)
-        if (m->rank[r]) rt_nccl_comms_destroy(&m->rank[r]->ctx.nccl, 1, true);
-    if (m->broken == NULL) m->broken = strdup(why ? why : "a collective failed");
-}
-
-/* Waits for ev (recorded on the first device) while watching every communicator. */
-static ampc_status wait_ranks(ampc_rt_model *m, cudaEvent_t ev, rt_err *e) {
-    double start = now_s();
-    for (long spins = 0;; spins++) {
-        cudaError_t rc = cudaEventQuery(ev);
-        if (rc == cudaSuccess) return AMPC_OK;
-        if (rc != cudaErrorNotReady)
-            return rt_fail_cuda(e, rc, "cudaEventQuery(ev)", __func__, __FILE__, __LINE__);
-        for (int32_t r = 0; r < m->n_ranks; r++)
-            if (rt_nccl_comm_check(m->rank[r]->ctx.nccl, e) != AMPC_OK) {
-                rt_err_prefix(e, "rank %d (device %d): ", r, m->rank[r]->ctx.dev.index);
-                break_ranks(m, e->msg);
-                return e->status;
-            }
-        if (now_s() - start > m->timeout_s) {
-            rt_fail(e, AMPC_E_CUDA, "the %d GPUs did not finish the run within %.0f s "
-                    "(AMPC_NCCL_TIMEOUT_S): a collective is stuck; the model's NCCL "
-                    "communicators were aborted and it cannot run again", m->n_ranks,
-                    m->timeout_s);
-            break_ranks(m, e->msg);
-            return e->status;
-        }
-        if (spins > 1000) { /* after a short spin, sleep between polls */
-            struct timespec t = {0, 20000};
-            nanosleep(&t, NULL);
-        }
-    }
-}
-
-/* Every rank's stream waits for what s0 (on the first device) has so far. */
-static ampc_status fork_ranks(ampc_rt_model *m, cudaStream_t s0, rt_err *e) {
-    RT_CUDA(e, cudaSetDevice(m->rank[0]->ctx.dev.index));
-    RT_CUDA(e, cudaEventRecord(m->fork_ev, s0));
-    for (int32_t r = 0; r < m->n_ranks; r++) {
-        RT_CUDA(e, cudaSetDevice(m->rank[r]->ctx.dev.index));
-        RT_CUDA(e, cudaStreamWaitEvent(m->rank[r]->stream, m->fork_ev, 0));
-    }
-    return AMPC_OK;
-}
-
-/* s0 waits for everything every rank's stream has so far. */
-static ampc_status join_ranks(ampc_rt_model *m, cudaStream_t s0, rt_err *e) {
-    for (int32_t r = 0; r < m->n_ranks; r++) {
-        RT_CUDA(e, cudaSetDevice(m->rank[r]->ctx.dev.index));
-        RT_CUDA(e, cudaEventRecord(m->join_ev[r], m->rank[r]->stream));
-    }
-    RT_CUDA(e, cudaSetDevice(m->rank[0]->ctx.dev.index));
-    for (int32_t r = 0; r < m->n_ranks; r++) RT_CUDA(e, cudaStreamWaitEvent(s0, m->join_ev[r], 0));
-    return AMPC_OK;
-}
-
-/* Launches rank r's steps from its cursor up to its next all-reduce (or its end). */
-static ampc_status launch_segment(ampc_rt_model *m, int32_t r, rt_err *e) {
-    ampc_rt_model *k = m->rank[r];
-    RT_CUDA(e, cudaSetDevice(k->ctx.dev.index));
-    for (int32_t i = m->cursor[r]; i < k->n_steps; i = ++m->cursor[r]) {
-        if (k->steps[i].kind == AMPC_RT_STEP_ALLREDUCE) break;
-        if (k->prov[i]->launch(&k->ctx, k->state[i], k->stream, e) != AMPC_OK) {
-            rt_step_prefix(e, &k->steps[i], i);
-            rt_err_prefix(e, "rank %d: ", r);
-            return e->status;
-        }
-    }
-    return AMPC_OK;
-}
-
-/* Enqueues every rank's steps on its stream, segment by segment. */
-static ampc_status launch_ranks(ampc_rt_model *m, rt_err *e) {
-    for (int32_t r = 0; r < m->n_ranks; r++) m->cursor[r] = 0;
-    for (;;) {
-        int32_t waiting = 0; /* ranks stopped at an all-reduce */
-        for (int32_t r = 0; r < m->n_ranks; r++) {
-            if (launch_segment(m, r, e) != AMPC_OK) return e->status;
-            waiting += m->cursor[r] < m->rank[r]->n_steps;
-        }
-        if (waiting == 0) return AMPC_OK;
-        /* the plan check pairs every rank's all-reduces, so all ranks stop at one together */
-        if (waiting != m->n_ranks)
-            return rt_fail(e, AMPC_E_INTERNAL, "%d of %d ranks stopped at an all-reduce",
-                           waiting, m->n_ranks);
-        if (rt_nccl_group_start(e) != AMPC_OK) return e->status;
-        ampc_status st = AMPC_OK;
-        for (int32_t r = 0; r < m->n_ranks && st == AMPC_OK; r++) {
-            ampc_rt_model *k = m->rank[r];
-            int32_t i = m->cursor[r]++;
-            st = k->prov[i]->launch(&k->ctx, k->state[i], k->stream, e);
-            if (st != AMPC_OK) {
-                rt_step_prefix(e, &k->steps[i], i);
-                rt_err_prefix(e, "rank %d: ", r);
-            }
-        }
-        rt_err ge = {0}; /* the group is always closed */
-        if (rt_nccl_group_end(&ge) != AMPC_OK && st == AMPC_OK) {
-            *e = ge;
-            return e->status;
-        }
-        rt_err_clear(&ge);
-        if (st != AMPC_OK) return st;
-    }
-}
-
-/* Frees the ranks' graphs (each on its device). */
-static void drop_rank_graphs(ampc_rt_model *m) {
-    for (int32_t r = 0; r < m->n_ranks && m->rank_graph && m->rank[r]; r++) {
-        (void)cudaSetDevice(m->rank[r]->ctx.dev.index);
-        if (m->rank_exec[r]) (void)cudaGraphExecDestroy(m->rank_exec[r]);
-        if (m->rank_graph[r]) (void)cudaGraphDestroy(m->rank_graph[r]);
-        m->rank_exec[r] = NULL;
-        m->rank_graph[r] = NULL;
-    }
-}
-
-/* Captures every rank's steps, all-reduces included, into one graph per rank: every rank's
- * stream is captured at once (relaxed mode: NCCL may set up connections while capturing), the
- * segments launched as for a plain run, then each capture ended and instantiated. A failure is
- * not an error: runs keep launching step by step and graph_why says why. Done after a plain run,
- * so NCCL's connections exist. */
-static void try_capture_ranks(ampc_rt_model *m) {
-    rt_err ce = {0};
-    int32_t begun = 0;
-    for (; begun < m->n_ranks; begun++) {
-        ampc_rt_model *k = m->rank[begun];
-        cudaError_t rc = cudaSetDevice(k->ctx.dev.index);
-        if (rc == cudaSuccess) rc = cudaStreamBeginCapture(k->stream, cudaStreamCaptureModeRelaxed);
-        if (rc != cudaSuccess) {
-            rt_fail_cuda(&ce, rc, "cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed)",
-                         __func__, __FILE__, __LINE__);
-            break;
-        }
-    }
-    if (ce.status == AMPC_OK) launch_ranks(m, &ce);
-    for (int32_t r = 0; r < begun; r++) { /* always: it ends the capture mode */
-        ampc_rt_model *k = m->rank[r];
-        (void)cudaSetDevice(k->ctx.dev.index);
-        cudaError_t rc = cudaStreamEndCapture(k->stream, &m->rank_graph[r]);
-        if (rc != cudaSuccess && ce.status == AMPC_OK)
-            rt_fail_cuda(&ce, rc, "cudaStreamEndCapture(stream, &graph)", __func__, __FILE__,
-                         __LINE__);
-    }
-    for (int32_t r = 0; r < m->n_ranks && ce.status == AMPC_OK; r++) {
-        (void)cudaSetDevice(m->rank[r]->ctx.dev.index);
-        cudaError_t rc = cudaGraphInstantiateWithFlags(&m->rank_exec[r], m->rank_graph[r], 0);
-        if (rc != cudaSuccess)
-            rt_fail_cuda(&ce, rc, "cudaGraphInstantiateWithFlags(&exec, graph, 0)", __func__,
-                         __FILE__, __LINE__);
-    }
-    if (ce.status == AMPC_OK) {
-        m->graph_status = AMPC_RT_GRAPH_ON;
-        free(m->graph_why);
-        m->graph_why = NULL;
-        return;
-    }
-    drop_rank_graphs(m);
-    rt_cuda_clear();
-    rt_err_prefix(&ce, "graph capture over %d GPUs failed: ", m->n_ranks);
-    m->graph_status = AMPC_RT_GRAPH_OFF;
-    free(m->graph_why);
-    m->graph_why = ce.msg ? ce.msg : strdup("graph capture failed");
-    ce.msg = NULL;
-}
-
-/* Enqueues every rank's steps: their graphs once captured, else step by step (capturing them
- * on the run after the first when graphs are asked for). */
-static ampc_status launch_or_replay(ampc_rt_model *m, rt_err *e) {
-    if (m->graph_status == AMPC_RT_GRAPH_PENDING && m->plain_runs > 0) try_capture_ranks(m);
-    if (m->graph_status != AMPC_RT_GRAPH_ON) {
-        m->plain_runs++;
-        return launch_ranks(m, e);
-    }
-    for (int32_t r = 0; r < m->n_ranks; r++) {
-        ampc_rt_model *k = m->rank[r];
-        RT_CUDA(e, cudaSetDevice(k->ctx.dev.index));
-        RT_CUDA(e, cudaGraphLaunch(m->rank_exec[r], k->stream));
-    }
-    return AMPC_OK;
-}
-
-static ampc_status run_ranks(ampc_rt_model *m, const ampc_tensor *in, ampc_tensor *out,
-                             cudaStream_t stream, bool sync, rt_err *e) {
-    if (m->broken) return rt_fail(e, AMPC_E_CUDA, "the model cannot run: %s", m->broken);
-    ampc_rt_model *r0 = m->rank[0];
-    cudaStream_t s0 = stream ? stream : r0->stream;
-    if (fork_ranks(m, s0, e) != AMPC_OK) return e->status;
-    for (int32_t r = 0; r < m->n_ranks; r++) {
-        ampc_rt_model *k = m->rank[r];
-        RT_CUDA(e, cudaSetDevice(k->ctx.dev.index));
-        for (int32_t i = 0; i < k->n_inputs; i++) {
-            const ampc_rt_io *io = &k->inputs[i];
-            if (io->ref.bytes == 0) continue;
-            cudaError_t rc = cudaMemcpyAsync(rt_ref_ptr(&k->ctx, io->ref), in[i].data,
-                                             (size_t)io->ref.bytes, cudaMemcpyDefault, k->stream);
-            if (rc != cudaSuccess) {
-                rt_fail_cuda(e, rc, "cudaMemcpyAsync(arena + ref.offset, in[i].data, ref.bytes, "
-                             "cudaMemcpyDefault, stream)", __func__, __FILE__, __LINE__);
-                rt_err_prefix(e, "copying input %d '%s' to rank %d: ", i, io->name, r);
-                return e->status;
-            }
-        }
-    }
-    if (launch_or_replay(m, e) != AMPC_OK || join_ranks(m, s0, e) != AMPC_OK) return e->status;
-    for (int32_t i = 0; i < r0->n_outputs; i++) {
-        const ampc_rt_io *io = &r0->outputs[i];
-        if (io->ref.bytes == 0) continue;
-        cudaError_t rc = cudaMemcpyAsync(out[i].data, rt_ref_ptr(&r0->ctx, io->ref),
-                                         (size_t)io->ref.bytes, cudaMemcpyDefault, s0);
-        if (rc != cudaSuccess) {
-            rt_fail_cuda(e, rc, "cudaMemcpyAsync(out[i].data, arena + ref.offset, ref.bytes, "
-                         "cudaMemcpyDefault, s0)", __func__, __FILE__, __LINE__);
-            rt_err_prefix(e, "copying output %d '%s' out of rank 0: ", i, io->name);
-            return e->status;
-        }
-    }
-    if (!sync) return AMPC_OK;
-    RT_CUDA(e, cudaEventRecord(m->done_ev, s0));
-    return wait_ranks(m, m->done_ev, e);
-}
-
-/* As time_loop, for every rank: the time on the first device from before the fork to after the
- * join. */
-static ampc_status time_ranks(ampc_rt_model *m, int32_t iterations, double *ms, rt_err *e) {
-    if (m->broken) return rt_fail(e, AMPC_E_CUDA, "the model cannot run: %s", m->broken);
-    cudaStream_t s0 = m->rank[0]->stream;
-    RT_CUDA(e, cudaSetDevice(m->rank[0]->ctx.dev.index));
-    cudaEvent_t ev[2] = {NULL, NULL};
-    cudaError_t rc = cudaEventCreate(&ev[0]);
-    if (rc == cudaSuccess) rc = cudaEventCreate(&ev[1]);
-    if (rc != cudaSuccess)
-        rt_fail_cuda(e, rc, "cudaEventCreate(&ev[k])", __func__, __FILE__, __LINE__);
-    for (int32_t i = 0; i < iterations && e->status == AMPC_OK; i++) {
-        float t = 0;
-        rc = cudaEventRecord(ev[0], s0);
-        if (rc != cudaSuccess) {
-            rt_fail_cuda(e, rc, "cudaEventRecord(ev[0], s0)", __func__, __FILE__, __LINE__);
-            break;
-        }
-        if (fork_ranks(m, s0, e) != AMPC_OK || launch_or_replay(m, e) != AMPC_OK ||
-            join_ranks(m, s0, e) != AMPC_OK)
-            break;
-        rc = cudaEventRecord(ev[1], s0);
-        if (rc != cudaSuccess) {
-            rt_fail_cuda(e, rc, "cudaEventRecord(ev[1], s0)", __func__, __FILE__, __LINE__);
-            break;
-        }
-        if (wait_ranks(m, ev[1], e) != AMPC_OK) break;
-        rc = cudaEventElapsedTime(&t, ev[0], ev[1]);
-        if (rc != cudaSuccess)
-            rt_fail_cuda(e, rc, "cudaEventElapsedTime(&t, ev[0], ev[1])", __func__, __FILE__,
-                         __LINE__);
-        ms[i] = t;
-    }
-    (void)cudaSetDevice(m->rank[0]->ctx.dev.index);
-    for (int k = 0; k < 2; k++)
-        if (ev[k]) (void)cudaEventDestroy(ev[k]);
-    return e->status;
-}
-
-/* Rank r's model on `device` with its communicator *comm, which it takes (*comm is then NULL:
- * rank[r]->ctx.nccl owns it, also when building fails). */
-static ampc_status build_rank(ampc_rt_model *m, const ampc_rt_plan *p, int32_t r, int32_t device,
-                              void **comm, rt_err *e) {
-    ampc_rt_model *k = calloc(1, sizeof *k);
-    if (k == NULL) return rt_fail(e, AMPC_E_OOM, "out of host memory");
-    m->rank[r] = k;
-    k->ctx.nccl = *comm; /* the all-reduce steps' plan needs it */
-    *comm = NULL;
-    if (rt_device_open(device, &k->ctx.dev, e) != AMPC_OK) return e->status;
-    k->device_set = true;
-    if (build(k, p, e) != AMPC_OK) {
-        rt_err_prefix(e, "rank %d on device %d (%s): ", r, device, k->ctx.dev.name);
-        return e->status;
-    }
-    k->graph_status = AMPC_RT_GRAPH_OFF;
-    m->device_bytes += k->device_bytes;
-    RT_CUDA(e, cudaEventCreateWithFlags(&m->join_ev[r], cudaEventDisableTiming));
-    return AMPC_OK;
-}
-
-/* Everything a multi-GPU model's creation does after the plan check: the device count, the
- * communicators, one model per rank, the events. Resources go into m as they are made. */
-static ampc_status build_ranks(ampc_rt_model *m, const ampc_rt_plan *p, int32_t device,
-                               rt_err *e) {
-    int32_t n = p->n_ranks;
-    if (rt_device_open(device, &m->ctx.dev, e) != AMPC_OK) return e->status;
-    m->device_set = true;
-    int count = 0;
-    RT_CUDA(e, cudaGetDeviceCount(&count));
-    if (device < 0 || (int64_t)device + n > count)
-        return rt_fail(e, AMPC_E_NO_DEVICE, "the model is partitioned over %d GPUs (devices %d "
-                       "to %d), but %d CUDA device%s visible: run it on a machine with %d GPUs "
-                       "(CUDA_VISIBLE_DEVICES), or compile it for fewer with --gpus", n, device,
-                       device + n - 1, count, count == 1 ? " is" : "s are", n);
-    m->rank = calloc((size_t)n, sizeof *m->rank);
-    m->cursor = calloc((size_t)n, sizeof *m->cursor);
-    m->join_ev = calloc((size_t)n, sizeof *m->join_ev);
-    int32_t *ranks = calloc((size_t)n, sizeof *ranks), *devices = calloc((size_t)n, sizeof *devices);
-    void **comms = calloc((size_t)n, sizeof *comms);
-    ampc_status st = m->rank && m->cursor && m->join_ev && ranks && devices && comms
-                         ? AMPC_OK
-                         : rt_fail(e, AMPC_E_OOM, "out of host memory");
-    for (int32_t r = 0; r < n && st == AMPC_OK; r++) ranks[r] = r, devices[r] = device + r;
-    if (st == AMPC_OK) st = rt_nccl_comms_init(n, NULL, n, ranks, devices, comms, e);
-    m->n_ranks = st == AMPC_OK ? n : 0;
-    for (int32_t r = 0; r < n && st == AMPC_OK; r++) {
-        st = build_rank(m, &p->ranks[r], r, devices[r], &comms[r], e);
-    }
-    if (comms) rt_nccl_comms_destroy(comms, n, true); /* those no rank took */
-    free(ranks);
-    free(devices);
-    free(comms);
-    if (st != AMPC_OK) return st;
-    RT_CUDA(e, cudaSetDevice(device));
-    RT_CUDA(e, cudaEventCreateWithFlags(&m->fork_ev, cudaEventDisableTiming));
-    RT_CUDA(e, cudaEventCreateWithFlags(&m->done_ev, cudaEventDisableTiming));
-    /* the queries (io, steps, providers) read rank 0's */
-    ampc_rt_model *r0 = m->rank[0];
-    m->n_steps = r0->n_steps;
-    m->steps = r0->steps;
-    m->prov = r0->prov;
-    m->state = r0->state;
-    m->n_inputs = r0->n_inputs;
-    m->inputs = r0->inputs;
-    m->n_outputs = r0->n_outputs;
-    m->outputs = r0->outputs;
-    /* CUDA graphs over several GPUs are opt-in until measured on the GPU machines */
-    m->rank_graph = calloc((size_t)n, sizeof *m->rank_graph);
-    m->rank_exec = calloc((size_t)n, sizeof *m->rank_exec);
-    if (m->rank_graph == NULL || m->rank_exec == NULL)
-        return rt_fail(e, AMPC_E_OOM, "out of host memory");
-    const char *g = getenv("AMPC_MULTI_GPU_GRAPHS"), *all = getenv("AMPC_CUDA_GRAPHS");
-    if (all != NULL && strcmp(all, "0") == 0) {
-        m->graph_status = AMPC_RT_GRAPH_OFF;
-        m->graph_why = strdup("turned off by AMPC_CUDA_GRAPHS=0");
-    } else if (g == NULL || strcmp(g, "1") != 0) {
-        m->graph_status = AMPC_RT_GRAPH_OFF;
-        m->graph_why = strdup("a multi-GPU model launches its steps one by one unless "
-                              "AMPC_MULTI_GPU_GRAPHS=1 asks for a CUDA graph per GPU");
-    }
-    const char *t = getenv("AMPC_NCCL_TIMEOUT_S");
-    m->timeout_s = t && atof(t) > 0 ? atof(t) : 300;
-    return AMPC_OK;
-}
-
-static ampc_status create_ranks(const ampc_rt_plan *p, int32_t device, ampc_rt_model **out,
-                                rt_err *e) {
-    ampc_rt_model *m = calloc(1, sizeof *m);
-    if (m == NULL) return rt_fail(e, AMPC_E_OOM, "out of host memory");
-    int prev = -1;
-    if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
-    ampc_status st = build_ranks(m, p, device, e);
-    if (prev >= 0) (void)cudaSetDevice(prev);
-    if (st != AMPC_OK) {
-        rt_err_prefix(e, "loading model '%s' on %d GPUs: ", p->name ? p->name : "", p->n_ranks);
-        m->n_ranks = m->n_ranks ? m->n_ranks : p->n_ranks; /* destroy_ranks frees what exists */
-        destroy_ranks(m);
-        return st;
-    }
-    *out = m;
-    return AMPC_OK;
-}
-
-static void destroy_ranks(ampc_rt_model *m) {
-    int prev = -1;
-    if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
-    void **comms = calloc((size_t)m->n_ranks + 1, sizeof *comms);
-    for (int32_t r = 0; m->rank && r < m->n_ranks; r++) {
-        ampc_rt_model *k = m->rank[r];
-        if (k == NULL) continue;
-        if (k->stream) {
-            (void)cudaSetDevice(k->ctx.dev.index);
-            (void)cudaStreamSynchronize(k->stream);
-        }
-        if (comms) comms[r] = k->ctx.nccl;
-        else rt_nccl_comms_destroy(&k->ctx.nccl, 1, true);
-        k->ctx.nccl = NULL;
-    }
-    drop_rank_graphs(m);
-    if (comms) rt_nccl_comms_destroy(comms, m->n_ranks, m->broken != NULL);
-    free(comms);
-    for (int32_t r = 0; m->rank && r < m->n_ranks; r++) {
-        if (m->join_ev && m->join_ev[r] && m->rank[r]) {
-            (void)cudaSetDevice(m->rank[r]->ctx.dev.index);
-            (void)cudaEventDestroy(m->join_ev[r]);
-        }
-        ampc_rt_model_destroy(m->rank[r]);
-    }
-    if (m->device_set) (void)cudaSetDevice(m->ctx.dev.index);
-    if (m->fork_ev) (void)cudaEventDestroy(m->fork_ev);
-    if (m->done_ev) (void)cudaEventDestroy(m->done_ev);
-    free(m->rank);
-    free(m->rank_graph);
-    free(m->rank_exec);
-    free(m->cursor);
-    free(m->join_ev);
-    free(m->graph_why);
-    free(m->broken);
-    if (prev >= 0) (void)cudaSetDevice(prev);
-    rt_cuda_clear();
-    free(m);
 }
 
 /* ---- queries --------------------------------------------------------------------------------- */

@@ -12,7 +12,7 @@
  * around out of band (MPI), which is why the id is a parameter.
  *
  * A step's launch is one ncclAllReduce on the rank's stream. One thread drives every rank, so
- * the model (model.c) wraps the all-reduces of all ranks in rt_nccl_group_start / _end: NCCL
+ * the model (ranks.c) wraps the all-reduces of all ranks in rt_nccl_group_start / _end: NCCL
  * then launches them together instead of blocking on the first. Failures inside a collective
  * (a peer gone, a network error) surface through rt_nccl_comm_check, which the model polls
  * while it waits, and rt_nccl_comms_destroy(abort = true) frees communicators stuck in one.

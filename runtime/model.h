@@ -1,0 +1,68 @@
+/*
+ * model.h — the loaded model (struct ampc_rt_model), shared by model.c (one GPU) and ranks.c
+ * (a multi-GPU model: one model per rank under one handle). Private to the runtime.
+ */
+#ifndef AMPC_RUNTIME_MODEL_H
+#define AMPC_RUNTIME_MODEL_H
+
+#include "runtime/internal.h"
+
+typedef enum io_graph_state { IO_GRAPH_NONE = 0, IO_GRAPH_ON, IO_GRAPH_OFF } io_graph_state;
+
+struct ampc_rt_model {
+    rt_ctx ctx;
+    bool device_set;          /* ctx.dev is valid: destroy switches to it */
+    cudaStream_t stream;      /* the model's own stream (non-blocking) */
+    /* the model's copy of the plan's steps and io; strings and arrays are in `owned` */
+    int32_t n_steps, n_inputs, n_outputs;
+    ampc_rt_step *steps;
+    ampc_rt_io *inputs, *outputs;
+    void **owned;
+    int32_t n_owned, cap_owned;
+    const rt_provider **prov; /* per step */
+    void **state;             /* per step, the provider's */
+    /* CUDA graph of the steps */
+    ampc_rt_graph_status graph_status;
+    char *graph_why;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    /* the I/O graph (runs on device tensors): input copies -> the steps' graph -> output
+     * copies; io_node[i] copies input i (i < n_inputs) or output i - n_inputs (NULL for empty
+     * tensors), last from or to io_ptr[i] */
+    io_graph_state io_state;
+    cudaGraph_t io_graph;
+    cudaGraphExec_t io_exec;
+    cudaGraphNode_t *io_node;
+    void **io_ptr;
+    cudaEvent_t *events;      /* n_steps + 1, created by the first profile */
+    int64_t device_bytes;
+    /* A multi-GPU model: one model per rank (rank[r], whose ctx.nccl is its communicator); this
+     * one's steps, io, prov and state then mirror rank 0's and are not its own. n_ranks is 0
+     * for a single-GPU model. */
+    int32_t n_ranks;
+    struct ampc_rt_model **rank;
+    int32_t *cursor;          /* per rank: the next step to launch, during a launch */
+    cudaEvent_t fork_ev;      /* on the first device: ranks start after the caller's stream */
+    cudaEvent_t *join_ev;     /* per rank, on its device: the caller's stream waits for them */
+    cudaEvent_t done_ev;      /* on the first device: the end of a run, polled */
+    double timeout_s;         /* how long a run may wait for the GPUs (AMPC_NCCL_TIMEOUT_S) */
+    int32_t plain_runs;       /* runs launched step by step so far (capture waits for one) */
+    cudaGraph_t *rank_graph;  /* per rank, when graph_status is ON: its steps, captured */
+    cudaGraphExec_t *rank_exec;
+    char *broken;             /* why the communicators were aborted; runs then fail with it */
+};
+
+/* model.c: loads plan p into m on the device m->ctx.dev names (opened by the caller). */
+ampc_status rt_model_build(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e);
+
+/* ranks.c: a multi-GPU model (p->n_ranks > 1), rank r on device `device + r`. */
+ampc_status rt_ranks_create(const ampc_rt_plan *p, int32_t device, ampc_rt_model **out,
+                            rt_err *e);
+void rt_ranks_destroy(ampc_rt_model *m);
+/* One run over every rank, ordered on `stream` (NULL: rank 0's stream); waits when sync. */
+ampc_status rt_ranks_run(ampc_rt_model *m, const ampc_tensor *in, ampc_tensor *out,
+                         cudaStream_t stream, bool sync, rt_err *e);
+/* ampc_rt_model_time of a multi-GPU model. */
+ampc_status rt_ranks_time(ampc_rt_model *m, int32_t iterations, double *ms, rt_err *e);
+
+#endif
