@@ -8,6 +8,7 @@
 
 #include "compiler/artifact.h"
 #include "compiler/auto_precision.h"
+#include "compiler/cli_calls.h"
 
 #include "ir/ir.h"
 #include "ir/ref/ref.h"
@@ -1040,6 +1041,7 @@ static bool run_plan(const ampc_rt_plan *plan, const ampc_cli_options *o, const 
     if (ok && o->sparse_report) sparse_report(m);
     if (ok && o->profile) ok = profile(m, in, ni, out, no);
     if (ok && o->iterations > 0) ok = benchmark(m, o);
+    if (ok && o->iterations > 0) ok = ampc_cli_time_calls(m, in, ni, out, no, o->iterations, o->warmup);
     ampc_rt_model_destroy(m);
     return ok;
 }

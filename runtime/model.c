@@ -285,6 +285,8 @@ ampc_status rt_model_build(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e) {
         m->graph_status = AMPC_RT_GRAPH_OFF;
         m->graph_why = strdup("turned off by AMPC_CUDA_GRAPHS=0");
     }
+    env = getenv("AMPC_IO_GRAPH"); /* 0: copies on the stream around the steps' graph */
+    if (env != NULL && strcmp(env, "0") == 0) m->io_state = IO_GRAPH_OFF;
     return AMPC_OK;
 }
 

@@ -168,13 +168,15 @@ template <class T, int D, bool SAFE> static void run_grid(const launch &base) {
 }
 
 /* Q, K, V [B, S, H*D] uniform in [-2, 2), the mask [B, 1, 1, Sk] by batch (b % 4: none, the last
- * quarter -inf, all -inf, the last half -10000), Y [B, Sq, H*D], scale 1/8. Returns the number of
- * elements outside 1e-2 absolute + 1e-2 relative of the reference (NaN must match NaN). */
+ * quarter -inf, all -inf, the last half -10000) or, with per_row, [B, 1, Sq, Sk] (the same by
+ * batch, and keys past i + b masked for odd b: causal), Y [B, Sq, H*D], scale 1/8. Returns the
+ * number of elements outside 1e-2 absolute + 1e-2 relative of the reference (NaN must match NaN). */
 template <class T, int D, bool SAFE>
-static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma) {
+static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool per_row = false) {
+    const int mrows = per_row ? Sq : 1;
     const int E = H * D;
     std::vector<T> q((size_t)B * Sq * E), k((size_t)B * Sk * E), v((size_t)B * Sk * E);
-    std::vector<T> m((size_t)B * Sk), y((size_t)B * Sq * E, from_float<T>(12345.0f));
+    std::vector<T> m((size_t)B * mrows * Sk), y((size_t)B * Sq * E, from_float<T>(12345.0f));
     unsigned long long seed = 7;
     auto uniform = [&] {
         seed = seed * 6364136223846793005ull + 1442695040888963407ull;
@@ -184,16 +186,19 @@ static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma) {
     for (T &x : k) x = from_float<T>(uniform());
     for (T &x : v) x = from_float<T>(uniform());
     for (int b = 0; b < B; b++)
-        for (int j = 0; j < Sk; j++) {
-            const int r = b % 4;
-            const float mv = (r == 1 && j >= Sk - Sk / 4) || r == 2 ? -INFINITY
-                             : r == 3 && j >= Sk / 2              ? -10000.0f
-                                                                  : 0.0f;
-            m[(size_t)b * Sk + j] = from_float<T>(mv);
-        }
+        for (int i = 0; i < mrows; i++)
+            for (int j = 0; j < Sk; j++) {
+                const int r = b % 4;
+                const float mv = (r == 1 && j >= Sk - Sk / 4) || r == 2 ? -INFINITY
+                                 : r == 3 && j >= Sk / 2              ? -10000.0f
+                                 : per_row && b % 2 && j > i + b      ? -INFINITY
+                                                                      : 0.0f;
+                m[((size_t)b * mrows + i) * Sk + j] = from_float<T>(mv);
+            }
+    const long long mb = (long long)mrows * Sk, mi = per_row ? Sk : 0;
     const long long sq = (long long)Sq * E, sk = (long long)Sk * E;
     launch base = {q.data(), k.data(), v.data(), with_mask ? m.data() : nullptr, y.data(),
-                   {B, H, Sq, Sk, {sq, D, E, 1}, {sk, D, E, 1}, {sk, D, E, 1}, {Sk, 0, 0, 1}, {sq, D, E, 1}, 0.125f},
+                   {B, H, Sq, Sk, {sq, D, E, 1}, {sk, D, E, 1}, {sk, D, E, 1}, {mb, 0, mi, 1}, {sq, D, E, 1}, 0.125f},
                    0, mma};
     blockDim = {THREADS, 1, 1};
     gridDim = mma ? emu_dim3{(unsigned)((Sq + 63) / 64), (unsigned)H, (unsigned)B}
@@ -213,7 +218,8 @@ static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma) {
                     for (int e = 0; e < D; e++)
                         dot += (double)to_float(q[((size_t)b * Sq + i) * E + h * D + e]) *
                                to_float(k[((size_t)b * Sk + j) * E + h * D + e]);
-                    const double bias = with_mask ? to_float(m[(size_t)b * Sk + j]) : 0;
+                    const size_t mr = (size_t)b * mrows + (per_row ? i : 0);
+                    const double bias = with_mask ? to_float(m[mr * Sk + j]) : 0;
                     s[j] = to_float(from_float<T>((float)(0.125 * dot + bias)));
                     nan |= std::isnan(s[j]);
                     if (s[j] > mx) mx = s[j];
@@ -237,9 +243,9 @@ static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma) {
                     if (err > worst || std::isnan(err)) worst = err;
                 }
             }
-    printf("%-9s %-4s D=%-3d %s B=%d H=%d Sq=%-3d Sk=%-3d mask=%d: worst |error| %.3g, %d bad\n",
+    printf("%-9s %-4s D=%-3d %s B=%d H=%d Sq=%-3d Sk=%-3d mask=%d%s: worst |error| %.3g, %d bad\n",
            mma ? "attn_mma" : "attn_rows", std::is_same<T, __half>::value ? "f16" : "bf16", D,
-           SAFE ? "safe  " : "unsafe", B, H, Sq, Sk, with_mask, worst, bad);
+           SAFE ? "safe  " : "unsafe", B, H, Sq, Sk, with_mask, per_row ? " (per row)" : "", worst, bad);
     return bad;
 }
 
@@ -249,6 +255,7 @@ int main() {
     bad += check<__half, 64, false>(4, 2, 77, 77, true, true);    /* BERT-like, tails, two tiles */
     bad += check<__half, 64, true>(4, 1, 130, 100, true, true);   /* three query blocks */
     bad += check<__half, 64, false>(2, 1, 64, 64, false, true);   /* exact tiles, no mask */
+    bad += check<__half, 64, true>(4, 1, 100, 70, true, true, true); /* a mask per query row */
     bad += check<__nv_bfloat16, 128, true>(4, 1, 70, 129, true, true); /* D = 128, three tiles */
     bad += check<__half, 32, false>(4, 1, 20, 33, true, true);    /* short rows */
     bad += check<__half, 16, true>(4, 1, 8, 5, true, false);      /* the generic kernel */

@@ -162,6 +162,22 @@ template <typename T> __device__ __forceinline__ unsigned attn_pair(const T *p, 
 
 enum { ATTN_BM = 64, ATTN_BN = 64, ATTN_PAD = 8 };
 
+/* Loads the mask's tile of query rows [i0, i0 + BM) and keys [j0, j0 + BN) into mk (one row
+ * when the mask broadcasts over the query rows, as BERT's does), with every index clamped into
+ * the tensor: no load is conditional, so they issue together instead of one latency each inside
+ * the score loop (rows and keys past the ends are never read back as such). */
+template <typename T>
+__device__ __forceinline__ void attn_load_mask(const T *mb, i64 i0, i64 j0, const attn_desc &a,
+                                               T (*mk)[ATTN_BN]) {
+    const int rows = a.ms[2] == 0 ? 1 : ATTN_BM;
+    #pragma unroll 8
+    for (int c = threadIdx.x; c < rows * ATTN_BN; c += blockDim.x) {
+        const i64 ic = i0 + c / ATTN_BN, jc = j0 + c % ATTN_BN;
+        const i64 i = ic < a.Sq ? ic : a.Sq - 1, j = jc < a.Sk ? jc : a.Sk - 1;
+        mk[c / ATTN_BN][c % ATTN_BN] = mb[i * a.ms[2] + j * a.ms[3]];
+    }
+}
+
 /* Loads keys [j0, j0 + BN) into ks (row j: the key's D elements as D/2 words of element pairs)
  * and values into vt (row d: for each key pair 2p, 2p + 1 one word, value d of both), zeros past
  * Sk: both products then read their B fragments as single words. Global reads in 16-byte chunks
@@ -198,9 +214,12 @@ __device__ __forceinline__ void attn_mma(const T *q, const T *k, const T *v, con
                                          const attn_desc &a) {
     __shared__ unsigned ks[ATTN_BN][(D + ATTN_PAD) / 2];
     __shared__ unsigned vt[DV][(ATTN_BN + ATTN_PAD) / 2];
+    __shared__ T mk[ATTN_BM][ATTN_BN]; /* the mask's tile (row 0 only when it broadcasts) */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const i64 b = blockIdx.z, h = blockIdx.y;
-    const i64 r0 = (i64)blockIdx.x * ATTN_BM + warp * 16 + g, r1 = r0 + 8; /* this thread's rows */
+    const i64 i0 = (i64)blockIdx.x * ATTN_BM;
+    const i64 r0 = i0 + warp * 16 + g, r1 = r0 + 8; /* this thread's rows */
+    const int m0 = a.ms[2] == 0 ? 0 : warp * 16 + g, m1 = a.ms[2] == 0 ? 0 : m0 + 8; /* in mk */
     const T *qb = q + b * a.qs[0] + h * a.qs[1];
     const T *kb = k + b * a.ks[0] + h * a.ks[1], *vb = v + b * a.vs[0] + h * a.vs[1];
     const T *mb = mask ? mask + b * a.ms[0] + h * a.ms[1] : (const T *)0;
@@ -224,6 +243,7 @@ __device__ __forceinline__ void attn_mma(const T *q, const T *k, const T *v, con
     for (i64 j0 = 0; j0 < a.Sk; j0 += ATTN_BN) {
         __syncthreads(); /* the previous tile is consumed */
         attn_load_kv<T, D, DV>(kb, vb, j0, a, ks, vt);
+        if (mb) attn_load_mask<T>(mb, i0, j0, a, mk);
         __syncthreads();
         float s[ATTN_BN / 8][4];
         #pragma unroll
@@ -239,11 +259,11 @@ __device__ __forceinline__ void attn_mma(const T *q, const T *k, const T *v, con
         #pragma unroll
         for (int n = 0; n < ATTN_BN / 8; n++)
             for (int e = 0; e < 4; e++) {
-                const i64 j = j0 + n * 8 + 2 * t + (e & 1), r = e < 2 ? r0 : r1;
+                const int jj = n * 8 + 2 * t + (e & 1);
                 float x = -INFINITY;
-                if (j < a.Sk) {
+                if (j0 + jj < a.Sk) {
                     x = s[n][e] * a.scale;
-                    if (mb && r < a.Sq) x += to_f32(mb[r * a.ms[2] + j * a.ms[3]]);
+                    if (mb) x += to_f32(mk[e < 2 ? m0 : m1][jj]);
                     x = attn_round<T>(x);
                     bad[e >> 1] |= x != x || x == INFINITY;
                 }
