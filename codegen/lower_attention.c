@@ -6,7 +6,8 @@
  *   - ampc::attn_mma (tensor cores, flash-attention style; grid (ceil(Sq / 64), H, B), 128
  *     threads) for f16/bf16 when both head sizes are multiples of 16 up to 128, every head dim is
  *     contiguous (step 1), every other step of Q, K, V and Y is a multiple of 8 elements and the
- *     tensors start 16-byte aligned, so tiles load in 16-byte chunks;
+ *     tensors start 16-byte aligned, so tiles load in 16-byte chunks (the mask's too when its
+ *     rows are contiguous and aligned the same way: mask_vector);
  *   - ampc::attn_rows otherwise (f32, f64, other head sizes or layouts): one warp a query row.
  *
  * Y's steps follow merge_heads: [B, H, Sq, Dv] or [B, Sq, H*Dv]. The mask's steps are those of
@@ -67,6 +68,15 @@ static bool mma_fits(ampc_cg *cg, const ampc_node *n, const fa_shape *s) {
     return ampc_cg_ref(cg, n->outputs[0]).offset % 16 == 0;
 }
 
+/* Whether attn_mma may load the mask's tiles in 16-byte chunks: rows contiguous, every step and
+ * Sk multiples of 8 elements, the mask 16-byte aligned. */
+static bool mask_vector(ampc_cg *cg, const ampc_node *n, const fa_shape *s) {
+    if (n->n_inputs < 4 || !n->inputs[3] || s->ms[3] != 1 || s->Sk % 8) return false;
+    for (int32_t d = 0; d < 3; d++)
+        if (s->ms[d] % 8) return false;
+    return ampc_cg_ref(cg, n->inputs[3]).offset % 16 == 0;
+}
+
 static void emit_steps(ampc_cg_kernel *k, const char *name, const int64_t st[4]) {
     ampc_cg_line(k, "/* %s */ {%lldLL, %lldLL, %lldLL, %lldLL},", name, (long long)st[0],
                  (long long)st[1], (long long)st[2], (long long)st[3]);
@@ -100,9 +110,10 @@ ampc_status ampc_cg_lower_attention(ampc_cg *cg, const ampc_node *n) {
     emit_desc(k, &s, scale);
     char m[96];
     snprintf(m, sizeof m, "(const %s *)0", t);
-    ampc_cg_line(k, "ampc::%s<%s, %lld, %lld, %s>(%s, %s, %s, %s, %s, a);",
+    ampc_cg_line(k, "ampc::%s<%s, %lld, %lld, %s%s>(%s, %s, %s, %s, %s, a);",
                  mma ? "attn_mma" : "attn_rows", t, (long long)s.D, (long long)s.Dv,
-                 is_safe ? "true" : "false", q, kk, v, mask ? mask : m, y);
+                 is_safe ? "true" : "false", mma && mask_vector(cg, n, &s) ? ", true" : "", q,
+                 kk, v, mask ? mask : m, y);
     if (mma) {
         const uint32_t grid[3] = {(uint32_t)((s.Sq + 63) / 64), (uint32_t)s.H, (uint32_t)s.B};
         const uint32_t block[3] = {128, 1, 1};

@@ -133,17 +133,17 @@ struct launch {
     bool mma;
 };
 
-template <class T, int D, bool SAFE> static void *thread_main(void *p) {
+template <class T, int D, bool SAFE, bool MVEC> static void *thread_main(void *p) {
     const launch *l = (const launch *)p;
     threadIdx = {l->tid, 0, 0};
     const T *q = (const T *)l->q, *k = (const T *)l->k, *v = (const T *)l->v, *m = (const T *)l->mask;
-    if (l->mma) ampc::attn_mma<T, D, D, SAFE>(q, k, v, m, (T *)l->y, l->a);
+    if (l->mma) ampc::attn_mma<T, D, D, SAFE, MVEC>(q, k, v, m, (T *)l->y, l->a);
     else ampc::attn_rows<T, D, D, SAFE>(q, k, v, m, (T *)l->y, l->a);
     return nullptr;
 }
 
 /* Runs every block of the grid, one after the other. */
-template <class T, int D, bool SAFE> static void run_grid(const launch &base) {
+template <class T, int D, bool SAFE, bool MVEC> static void run_grid(const launch &base) {
     pthread_barrier_init(&block_barrier, nullptr, THREADS);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -156,7 +156,7 @@ template <class T, int D, bool SAFE> static void run_grid(const launch &base) {
                 launch l[THREADS];
                 for (unsigned t = 0; t < THREADS; t++) {
                     l[t] = base, l[t].tid = t;
-                    if (pthread_create(&th[t], &attr, thread_main<T, D, SAFE>, &l[t])) {
+                    if (pthread_create(&th[t], &attr, thread_main<T, D, SAFE, MVEC>, &l[t])) {
                         fprintf(stderr, "attention_emu: cannot start thread %u\n", t);
                         exit(2);
                     }
@@ -169,9 +169,9 @@ template <class T, int D, bool SAFE> static void run_grid(const launch &base) {
 
 /* Q, K, V [B, S, H*D] uniform in [-2, 2), the mask [B, 1, 1, Sk] by batch (b % 4: none, the last
  * quarter -inf, all -inf, the last half -10000) or, with per_row, [B, 1, Sq, Sk] (the same by
- * batch, and keys past i + b masked for odd b: causal), Y [B, Sq, H*D], scale 1/8. Returns the
+ * batch, keys past i + b masked for odd b: causal, and a NaN in row 3, +inf in row 5), Y [B, Sq, H*D], scale 1/8. Returns the
  * number of elements outside 1e-2 absolute + 1e-2 relative of the reference (NaN must match NaN). */
-template <class T, int D, bool SAFE>
+template <class T, int D, bool SAFE, bool MVEC = false>
 static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool per_row = false) {
     const int mrows = per_row ? Sq : 1;
     const int E = H * D;
@@ -192,6 +192,8 @@ static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool pe
                 const float mv = (r == 1 && j >= Sk - Sk / 4) || r == 2 ? -INFINITY
                                  : r == 3 && j >= Sk / 2              ? -10000.0f
                                  : per_row && b % 2 && j > i + b      ? -INFINITY
+                                 : per_row && i == 3 && j == 1        ? NAN
+                                 : per_row && i == 5 && j == Sk - 1   ? INFINITY
                                                                       : 0.0f;
                 m[((size_t)b * mrows + i) * Sk + j] = from_float<T>(mv);
             }
@@ -203,7 +205,7 @@ static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool pe
     blockDim = {THREADS, 1, 1};
     gridDim = mma ? emu_dim3{(unsigned)((Sq + 63) / 64), (unsigned)H, (unsigned)B}
                   : emu_dim3{(unsigned)((B * H * Sq + 3) / 4), 1, 1};
-    run_grid<T, D, SAFE>(base);
+    run_grid<T, D, SAFE, MVEC>(base);
 
     int bad = 0;
     double worst = 0;
@@ -245,7 +247,8 @@ static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool pe
             }
     printf("%-9s %-4s D=%-3d %s B=%d H=%d Sq=%-3d Sk=%-3d mask=%d%s: worst |error| %.3g, %d bad\n",
            mma ? "attn_mma" : "attn_rows", std::is_same<T, __half>::value ? "f16" : "bf16", D,
-           SAFE ? "safe  " : "unsafe", B, H, Sq, Sk, with_mask, per_row ? " (per row)" : "", worst, bad);
+           SAFE ? "safe  " : "unsafe", B, H, Sq, Sk, with_mask,
+           per_row ? MVEC ? " (per row, 16-byte loads)" : " (per row)" : "", worst, bad);
     return bad;
 }
 
@@ -256,6 +259,7 @@ int main() {
     bad += check<__half, 64, true>(4, 1, 130, 100, true, true);   /* three query blocks */
     bad += check<__half, 64, false>(2, 1, 64, 64, false, true);   /* exact tiles, no mask */
     bad += check<__half, 64, true>(4, 1, 100, 70, true, true, true); /* a mask per query row */
+    bad += check<__half, 64, false, true>(4, 2, 72, 136, true, true, true); /* ... in chunks */
     bad += check<__nv_bfloat16, 128, true>(4, 1, 70, 129, true, true); /* D = 128, three tiles */
     bad += check<__half, 32, false>(4, 1, 20, 33, true, true);    /* short rows */
     bad += check<__half, 16, true>(4, 1, 8, 5, true, false);      /* the generic kernel */

@@ -130,16 +130,20 @@ class AmpcLibrary:
         return torch.empty(list(info.dims[:info.rank]), dtype=TORCH_DTYPES[info.dtype_name], device="cuda")
 
     def bind(self, inputs, outputs):
+        """Fixes the call's arguments once, as a graph replay's are: the buffers, torch's current
+        stream and the error slot. Each timed call is then one foreign call, so the Python work
+        around it is no more than around torch's graph replay."""
         self.ins = (ctypes.c_void_p * len(inputs))(*[t.data_ptr() for t in inputs])
         self.outs = (ctypes.c_void_p * len(outputs))(*[t.data_ptr() for t in outputs])
-
-    def _call(self, fn):
-        err = ctypes.c_char_p()
         # torch's default stream is the legacy one, handle 0, which the library takes as "its own
         # stream": name it cudaStreamLegacy (0x1) so the work is ordered with torch's.
-        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream or 1)
-        if fn(self.model, self.ins, self.outs, stream, ctypes.byref(err)) != 0:
-            raise RuntimeError(err.value.decode())
+        self.stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream or 1)
+        self.err = ctypes.c_char_p()
+        self.err_ref = ctypes.byref(self.err)
+
+    def _call(self, fn):
+        if fn(self.model, self.ins, self.outs, self.stream, self.err_ref) != 0:
+            raise RuntimeError(self.err.value.decode())
 
     def run(self):
         """Runs and waits for the outputs (<name>_run)."""

@@ -163,13 +163,26 @@ template <typename T> __device__ __forceinline__ unsigned attn_pair(const T *p, 
 enum { ATTN_BM = 64, ATTN_BN = 64, ATTN_PAD = 8 };
 
 /* Loads the mask's tile of query rows [i0, i0 + BM) and keys [j0, j0 + BN) into mk (one row
- * when the mask broadcasts over the query rows, as BERT's does), with every index clamped into
- * the tensor: no load is conditional, so they issue together instead of one latency each inside
- * the score loop (rows and keys past the ends are never read back as such). */
-template <typename T>
+ * when the mask broadcasts over the query rows), with the row index clamped into the tensor
+ * (rows past Sq are computed but never stored). With MVEC (the lowering's promise: rows
+ * contiguous, their steps and Sk multiples of 8, the mask 16-byte aligned) in 16-byte chunks, a
+ * chunk past Sk zero; else element by element with the key clamped too. Either way no load waits
+ * on a branch, so a tile's loads issue together instead of one latency each in the score loop:
+ * a mask per query row (BERT's [B, 1, S, S]) is 4 16-byte loads a thread a tile. */
+template <typename T, bool MVEC>
 __device__ __forceinline__ void attn_load_mask(const T *mb, i64 i0, i64 j0, const attn_desc &a,
                                                T (*mk)[ATTN_BN]) {
     const int rows = a.ms[2] == 0 ? 1 : ATTN_BM;
+    if (MVEC) {
+        for (int c = threadIdx.x; c < rows * (ATTN_BN / 8); c += blockDim.x) {
+            const int r = c / (ATTN_BN / 8), d = c % (ATTN_BN / 8) * 8;
+            const i64 ic = i0 + r, i = ic < a.Sq ? ic : a.Sq - 1;
+            uint4 x = make_uint4(0, 0, 0, 0);
+            if (j0 + d < a.Sk) x = *reinterpret_cast<const uint4 *>(mb + i * a.ms[2] + j0 + d);
+            *reinterpret_cast<uint4 *>(&mk[r][d]) = x;
+        }
+        return;
+    }
     #pragma unroll 8
     for (int c = threadIdx.x; c < rows * ATTN_BN; c += blockDim.x) {
         const i64 ic = i0 + c / ATTN_BN, jc = j0 + c % ATTN_BN;
@@ -209,12 +222,13 @@ __device__ __forceinline__ void attn_load_kv(const T *kb, const T *vb, i64 j0, c
 
 /* Grid (ceil(Sq / 64), H, B), 128 threads. Per warp: 16 query rows; per thread rows g and g + 8
  * of them (g = lane / 4) and, in each 8-column tile, columns 2 * (lane % 4) and the next. */
-template <typename T, int D, int DV, bool SAFE>
+template <typename T, int D, int DV, bool SAFE, bool MVEC = false>
 __device__ __forceinline__ void attn_mma(const T *q, const T *k, const T *v, const T *mask, T *y,
                                          const attn_desc &a) {
     __shared__ unsigned ks[ATTN_BN][(D + ATTN_PAD) / 2];
     __shared__ unsigned vt[DV][(ATTN_BN + ATTN_PAD) / 2];
-    __shared__ T mk[ATTN_BM][ATTN_BN]; /* the mask's tile (row 0 only when it broadcasts) */
+    __shared__ __align__(16) T mk[ATTN_BM][ATTN_BN]; /* the mask's tile (row 0 only when it
+                                                        broadcasts) */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const i64 b = blockIdx.z, h = blockIdx.y;
     const i64 i0 = (i64)blockIdx.x * ATTN_BM;
@@ -237,13 +251,12 @@ __device__ __forceinline__ void attn_mma(const T *q, const T *k, const T *v, con
     #pragma unroll
     for (int n = 0; n < DV / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-    bool bad[2] = {false, false}; /* a NaN or +inf score: the row's result is attn_empty */
     const float log2e = 1.4426950408889634f;
 
     for (i64 j0 = 0; j0 < a.Sk; j0 += ATTN_BN) {
         __syncthreads(); /* the previous tile is consumed */
         attn_load_kv<T, D, DV>(kb, vb, j0, a, ks, vt);
-        if (mb) attn_load_mask<T>(mb, i0, j0, a, mk);
+        if (mb) attn_load_mask<T, MVEC>(mb, i0, j0, a, mk);
         __syncthreads();
         float s[ATTN_BN / 8][4];
         #pragma unroll
@@ -261,11 +274,10 @@ __device__ __forceinline__ void attn_mma(const T *q, const T *k, const T *v, con
             for (int e = 0; e < 4; e++) {
                 const int jj = n * 8 + 2 * t + (e & 1);
                 float x = -INFINITY;
-                if (j0 + jj < a.Sk) {
+                if (a.Sk % ATTN_BN == 0 || j0 + jj < a.Sk) {
                     x = s[n][e] * a.scale;
                     if (mb) x += to_f32(mk[e < 2 ? m0 : m1][jj]);
                     x = attn_round<T>(x);
-                    bad[e >> 1] |= x != x || x == INFINITY;
                 }
                 s[n][e] = x;
                 mt[e >> 1] = fmaxf(mt[e >> 1], x);
@@ -313,15 +325,15 @@ __device__ __forceinline__ void attn_mma(const T *q, const T *k, const T *v, con
     for (int w = 0; w < 2; w++) {
         l[w] += __shfl_xor_sync(0xffffffffu, l[w], 1);
         l[w] += __shfl_xor_sync(0xffffffffu, l[w], 2);
-        bad[w] = __shfl_xor_sync(0xffffffffu, (int)bad[w], 1) | bad[w];
-        bad[w] = __shfl_xor_sync(0xffffffffu, (int)bad[w], 2) | bad[w];
     }
     T *yb = y + b * a.ys[0] + h * a.ys[1];
     #pragma unroll
     for (int w = 0; w < 2; w++) {
         const i64 r = w ? r1 : r0;
         if (r >= a.Sq) continue;
-        const bool empty = bad[w] || m[w] == -INFINITY;
+        /* a NaN score makes its p NaN, a +inf one its row's base +inf and p = exp(inf - inf)
+         * NaN: either way the row's sum is NaN, and the result attn_empty */
+        const bool empty = l[w] != l[w] || m[w] == -INFINITY;
         const float inv = empty ? 0.0f : 1.0f / l[w];
         #pragma unroll
         for (int n = 0; n < DV / 8; n++) {
