@@ -518,12 +518,15 @@ static ampc_status check_rank_args(const ampc_rt_plan *plan, int32_t rank, int32
         return rt_fail(e, AMPC_E_INVALID_ARG, "ampc_rt_model_create_rank: %s is NULL", null);
     if (rt_plan_check(plan, e) != AMPC_OK) return e->status;
     int32_t gpus = plan->n_ranks > 1 ? plan->n_ranks : 1;
+    if (n_ranks != gpus && gpus == 1)
+        return rt_fail(e, AMPC_E_INVALID_ARG, "model '%s' is compiled for one GPU (no --gpus), "
+                       "but n_ranks is %d: one process per GPU needs a model compiled with "
+                       "--gpus N --partition tensor, N the number of processes",
+                       plan->name ? plan->name : "", n_ranks);
     if (n_ranks != gpus)
-        return rt_fail(e, AMPC_E_INVALID_ARG, "model '%s' is %s, but n_ranks is %d%s",
-                       plan->name ? plan->name : "",
-                       gpus == 1 ? "compiled for one GPU (no --gpus)" : "partitioned over",
-                       n_ranks, gpus == 1 ? ": one process per GPU needs a model compiled with "
-                       "--gpus N --partition tensor, N the number of processes" : "");
+        return rt_fail(e, AMPC_E_INVALID_ARG, "model '%s' is partitioned over %d GPUs, but "
+                       "n_ranks is %d: start one process per GPU", plan->name ? plan->name : "",
+                       gpus, n_ranks);
     if (rank < 0 || rank >= n_ranks)
         return rt_fail(e, AMPC_E_INVALID_ARG, "rank %d is out of range: model '%s' has ranks 0 "
                        "to %d", rank, plan->name ? plan->name : "", n_ranks - 1);
