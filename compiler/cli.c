@@ -882,7 +882,7 @@ static int cmp_double(const void *a, const void *b) {
 
 /* --iterations: warm-up launches, then timed ones (CUDA events around each launch of the
  * steps, the inputs already on the device); prints median, p90, p99 and throughput. */
-static bool benchmark(ampc_rt_model *m, const ampc_cli_options *o) {
+static bool benchmark(ampc_rt_model *m, const ampc_cli_options *o, bool print) {
     int32_t n = o->iterations, w = o->warmup;
     double *ms = ampc_xcalloc((size_t)(n > w ? n : w) + 1, sizeof *ms);
     char *err = NULL;
@@ -891,7 +891,7 @@ static bool benchmark(ampc_rt_model *m, const ampc_cli_options *o) {
     if (!ok) {
         fprintf(stderr, "ampc: timing failed: %s\n", err ? err : "");
         free(err);
-    } else {
+    } else if (print) {
         qsort(ms, (size_t)n, sizeof *ms, cmp_double);
         double med = ms[n / 2], p90 = ms[(int32_t)(0.9 * (n - 1))], p99 = ms[(int32_t)(0.99 * (n - 1))];
         printf("latency over %d runs (after %d warm-up; GPU time of the steps, CUDA events): "
@@ -1029,21 +1029,42 @@ static void sparse_report(const ampc_rt_model *m) {
         printf("sparse report: %d of %d 2:4 GEMMs run sparse\n", sparse, count);
 }
 
-/* Runs a plan on GPU 0: once for the outputs, then --profile and --iterations. */
-static bool run_plan(const ampc_rt_plan *plan, const ampc_cli_options *o, const ampc_tensor *in,
-                     int32_t ni, ampc_tensor *out, int32_t no) {
+/* Runs a plan on GPU 0 (or this process's rank): once for the outputs, then --profile and
+ * --iterations (every rank times; rank 0 prints). */
+static bool run_plan(const ampc_rt_plan *plan, const ampc_cli_options *o, const ampc_cli_rank *rk,
+                     const ampc_tensor *in, int32_t ni, ampc_tensor *out, int32_t no) {
     ampc_rt_model *m = NULL;
     char *err = NULL;
-    bool ok = ampc_rt_model_create(plan, 0, &m, &err) == AMPC_OK &&
+    bool ok = ampc_cli_model_create(plan, rk, o->nccl_id_file, &m, &err) == AMPC_OK &&
               ampc_rt_model_run(m, in, ni, out, no, NULL, &err) == AMPC_OK;
     if (!ok) fprintf(stderr, "ampc: %s: %s\n", o->model, err ? err : "");
     free(err);
     if (ok && o->sparse_report) sparse_report(m);
     if (ok && o->profile) ok = profile(m, in, ni, out, no);
-    if (ok && o->iterations > 0) ok = benchmark(m, o);
-    if (ok && o->iterations > 0) ok = ampc_cli_time_calls(m, in, ni, out, no, o->iterations, o->warmup);
+    if (ok && o->iterations > 0) ok = benchmark(m, o, !rk->on || rk->rank == 0);
+    if (ok && o->iterations > 0 && !rk->on)
+        ok = ampc_cli_time_calls(m, in, ni, out, no, o->iterations, o->warmup);
     ampc_rt_model_destroy(m);
     return ok;
+}
+
+/* One process per GPU or not (--rank/--ranks, mpirun's environment), and --gpus against the
+ * plan; false after printing why. */
+static bool plan_ranks(const ampc_cli_options *o, const ampc_rt_plan *plan, ampc_cli_rank *rk) {
+    int32_t gpus = plan ? ampc_rt_plan_n_ranks(plan) : 1;
+    if (plan && has_suffix(o->model, ".so") && o->gpus > 0 && o->gpus != gpus) {
+        fprintf(stderr, "ampc: %s: --gpus %d, but the model is %s %d GPU%s\n", o->model, o->gpus,
+                gpus > 1 ? "partitioned over" : "built for", gpus, gpus == 1 ? "" : "s");
+        return false;
+    }
+    char *err = NULL;
+    if (plan && ampc_cli_rank_resolve(o, gpus, rk, &err)) return true;
+    if (!plan && (o->rank >= 0)) err = strdup("--rank/--ranks run a library on the GPU, not the "
+                                              "reference evaluator");
+    if (err == NULL) return true;
+    fprintf(stderr, "ampc: %s: %s\n", o->model, err);
+    free(err);
+    return false;
 }
 
 int ampc_cli_run(const ampc_cli_options *o) {
@@ -1079,6 +1100,15 @@ int ampc_cli_run(const ampc_cli_options *o) {
         io_from_graph(&li, g->inputs, g->n_inputs);
         io_from_graph(&lo, g->outputs, g->n_outputs);
     }
+    ampc_cli_rank rk = {0};
+    if (!plan_ranks(o, plan, &rk)) {
+        io_free(&li);
+        io_free(&lo);
+        ampc_module_destroy(mod);
+        ampc_rt_unload(lib);
+        ampc_graph_destroy(g);
+        return 1;
+    }
     ampc_tensor *in = ampc_xcalloc((size_t)li.n + 1, sizeof *in);
     ampc_tensor *out = ampc_xcalloc((size_t)lo.n + 1, sizeof *out);
     bool ok = read_inputs(o, &li, in);
@@ -1091,9 +1121,15 @@ int ampc_cli_run(const ampc_cli_options *o) {
         for (int32_t i = 0; ok && i < lo.n; i++) out[i] = ref[i];
         free(ref);
     } else if (ok) {
-        ok = run_plan(plan, o, in, li.n, out, lo.n);
+        ok = run_plan(plan, o, &rk, in, li.n, out, lo.n);
     }
-    if (ok) {
+    if (ok && rk.on && rk.rank != 0) { /* the outputs are the same on every rank: 0 shows them */
+        printf("rank %d of %d (device %d, %s): ran; outputs shown by rank 0\n", rk.rank,
+               rk.ranks, rk.device, rk.source);
+    } else if (ok) {
+        if (rk.on)
+            printf("rank 0 of %d (device %d, %s), one process per GPU\n", rk.ranks, rk.device,
+                   rk.source);
         printf("outputs (%s):\n", plan ? "GPU" : "reference evaluator");
         for (int32_t i = 0; i < lo.n; i++) print_tensor_head(lo.names[i], &out[i]);
         ok = save_outputs(o, &lo, out);

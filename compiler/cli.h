@@ -6,6 +6,7 @@
 #define AMPC_CLI_H
 
 #include "ampc.h"
+#include "ampc_runtime.h"
 
 enum { AMPC_CLI_MAX_LIST = 64 };
 
@@ -37,6 +38,10 @@ typedef struct ampc_cli_options {
     int32_t iterations, warmup; /* run: timed launches (0: none) and warm-up launches */
     bool verbose, print_pipeline, reference, profile;
     bool sparse_report; /* `run`: the 2:4 GEMMs' dense / sparse decisions */
+    /* `run`, one process per GPU: --rank R --ranks N (-1: not given; the MPI launcher's
+     * environment is read then) and --nccl-id-file PATH */
+    int32_t rank, ranks;
+    const char *nccl_id_file;
 } ampc_cli_options;
 
 /* Each returns the process exit code (0 success, 1 failure, 2 usage) after printing. */
@@ -44,5 +49,33 @@ int ampc_cli_compile(const ampc_cli_options *o);
 int ampc_cli_inspect(const ampc_cli_options *o);
 int ampc_cli_run(const ampc_cli_options *o);
 int ampc_cli_doctor(const ampc_cli_options *o);
+
+/* ---- `run`, one process per GPU (cli_ranks.c; in the core library, so tests reach it) ------- */
+
+/* Where this process stands: one process per GPU when `on`. */
+typedef struct ampc_cli_rank {
+    bool on;
+    int32_t rank, ranks; /* this process's rank, the number of processes */
+    int32_t device;      /* the CUDA device it uses: its local rank on its machine */
+    const char *source;  /* where rank and ranks came from, for messages ("--rank", "Open MPI") */
+    char tag[128];       /* the launcher's job id ("" when none): tells a stale id file apart */
+} ampc_cli_rank;
+
+/* Resolves the mode from --rank/--ranks, else from the launcher's environment (Open MPI's
+ * OMPI_COMM_WORLD_*, PMI_RANK/PMI_SIZE, Slurm's SLURM_PROCID/SLURM_NTASKS), for a model of
+ * `gpus` GPUs. false with a message in err (malloc'ed) when they disagree or are out of range. */
+bool ampc_cli_rank_resolve(const ampc_cli_options *o, int32_t gpus, ampc_cli_rank *r,
+                           char **err);
+/* Writes id to path atomically (a temporary file renamed over it) with the job tag. */
+bool ampc_cli_nccl_id_write(const char *path, const char *tag, const ampc_rt_nccl_id *id,
+                            char **err);
+/* Waits up to timeout_s seconds for path to hold an id of job `tag` (a file of another job, or
+ * written more than a minute before the wait began without a tag, is stale and waited past). */
+bool ampc_cli_nccl_id_read(const char *path, const char *tag, double timeout_s,
+                           ampc_rt_nccl_id *id, char **err);
+/* The model `run` uses: on GPU 0 (every GPU of a multi-GPU plan from this one process), or with
+ * r->on this process's rank on r->device, the id made by rank 0 and passed through id_file. */
+ampc_status ampc_cli_model_create(const ampc_rt_plan *plan, const ampc_cli_rank *r,
+                                  const char *id_file, ampc_rt_model **m, char **err);
 
 #endif

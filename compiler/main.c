@@ -8,7 +8,7 @@
  *   ampc inspect MODEL [--precision fp16|bf16|auto] [--sparsity verify|prune]
  *   ampc doctor
  *   ampc run MODEL|MODEL.so [--reference] [--input NAME=FILE.npy|FILE.pb]... [--save-outputs DIR]
- *            [--iterations N] [--warmup N] [--profile]
+ *            [--iterations N] [--warmup N] [--profile] [--rank R --ranks N] [--nccl-id-file P]
  *
  * MODEL is an ONNX file (.onnx) or ampc IR text (anything else). This file only parses options
  * and prints; all work is done by the library (include/ampc.h), which never prints.
@@ -31,6 +31,7 @@ static const char usage[] =
     "                                         with --sparsity verify|prune each layer's 2:4 status\n"
     "       ampc run MODEL|MODEL.so [--reference] [--input NAME=FILE]... [--save-outputs DIR]\n"
     "                [--iterations N] [--warmup N] [--profile] [--sparse-report]\n"
+    "                [--rank R --ranks N] [--nccl-id-file PATH]\n"
     "                                         run on the GPU (--reference: the CPU evaluator)\n"
     "       ampc doctor                       GPUs, driver, CUDA libraries, what is missing\n"
     "       ampc --version | --help\n"
@@ -72,6 +73,11 @@ static const char usage[] =
     "  --dump-after PASS     print the IR after PASS to stderr\n"
     "  --print-pipeline      list the passes in order and exit\n"
     "  --input NAME=FILE     an input for `run` (.npy or ONNX TensorProto .pb)\n"
+    "  --rank R --ranks N    `run` of a multi-GPU library, one process per GPU: this process is\n"
+    "                        rank R of N and loads only its rank (read from mpirun's or Slurm's\n"
+    "                        environment when not given; device = the local rank)\n"
+    "  --nccl-id-file PATH   with one process per GPU: rank 0 writes the NCCL id there, the\n"
+    "                        others wait for it (AMPC_NCCL_TIMEOUT_S, default 300 s)\n"
     "  --save-outputs DIR    write each output of `run` to DIR/<output name>.npy\n"
     "  --iterations N        `run`: time N launches with CUDA events (median, p90, p99)\n"
     "  --warmup N            `run`: untimed launches first (default 10)\n"
@@ -224,6 +230,18 @@ static int parse_args(int argc, char **argv, ampc_cli_options *o) {
                 return fail("%s needs a count between 1 and 1000000, got '%s'",
                             iters ? "--iterations" : "--warmup", v), 2;
             *(iters ? &o->iterations : &o->warmup) = (int32_t)n;
+        } else if (is_opt(a, "--rank") || is_opt(a, "--ranks")) {
+            bool one = is_opt(a, "--rank");
+            if (!(v = opt_value(argc, argv, &i, one ? "--rank" : "--ranks"))) return 2;
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (*end || !*v || n < (one ? 0 : 1) || n > 65536)
+                return fail(one ? "%s needs a rank from 0, got '%s'"
+                                : "%s needs a number of processes from 1, got '%s'",
+                            one ? "--rank" : "--ranks", v), 2;
+            *(one ? &o->rank : &o->ranks) = (int32_t)n;
+        } else if (is_opt(a, "--nccl-id-file")) {
+            if (!(o->nccl_id_file = opt_value(argc, argv, &i, "--nccl-id-file"))) return 2;
         } else if (is_opt(a, "--save-outputs")) {
             if (!(o->save_dir = opt_value(argc, argv, &i, "--save-outputs"))) return 2;
         } else if (a[0] == '-' && a[1]) {
@@ -237,11 +255,21 @@ static int parse_args(int argc, char **argv, ampc_cli_options *o) {
     if (o->sparsity_layers && (!o->sparsity || strcmp(o->sparsity, "prune")))
         return fail("--sparsity-layers '%s' applies to --sparsity prune (found --sparsity %s)",
                     o->sparsity_layers, o->sparsity ? o->sparsity : "off"), 2;
+    if ((o->rank >= 0) != (o->ranks >= 0))
+        return fail("%s without %s: give both (this process's rank and the number of "
+                    "processes), or neither under mpirun", o->rank >= 0 ? "--rank" : "--ranks",
+                    o->rank >= 0 ? "--ranks" : "--rank"), 2;
+    if (o->rank >= 0 && o->rank >= o->ranks) {
+        char r[16], n[16];
+        snprintf(r, sizeof r, "%d", o->rank);
+        snprintf(n, sizeof n, "%d", o->ranks);
+        return fail("--rank %s is out of range for --ranks %s (ranks run from 0)", r, n), 2;
+    }
     return 0;
 }
 
 int main(int argc, char **argv) {
-    ampc_cli_options o = {.warmup = 10};
+    ampc_cli_options o = {.warmup = 10, .rank = -1, .ranks = -1};
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc;
     if (o.print_pipeline) {

@@ -162,6 +162,56 @@ typedef struct ampc_rt_model ampc_rt_model;
 AMPC_API ampc_status ampc_rt_model_create(const ampc_rt_plan *plan, int32_t device,
                                           ampc_rt_model **out, char **err);
 
+/* One process per GPU. A multi-GPU plan can also run as N processes (one per GPU, on one or
+ * several machines), each loading ONE rank of it: rank 0 makes the group's NCCL id with
+ * ampc_rt_nccl_id_create, the application hands those bytes to every other process through its
+ * own channel (MPI_Bcast, a file, a socket), and every process calls
+ * ampc_rt_model_create_rank with its rank and the same id (examples/mpi, docs/multi-gpu.md). */
+
+/* NCCL's unique id of one group of ranks (an ncclUniqueId): opaque bytes, copied as is. */
+typedef struct ampc_rt_nccl_id {
+    char bytes[128];
+} ampc_rt_nccl_id;
+
+/* Makes a fresh id for a group (rank 0 calls it once per group; every rank must then use the
+ * same id). Opens NCCL (libnccl.so.2); needs no GPU, but NCCL picks the network interface the
+ * other ranks will connect to (NCCL_SOCKET_IFNAME chooses it). On failure *id is zeroed and:
+ *   AMPC_E_INVALID_ARG  NULL id
+ *   AMPC_E_CUDA         NCCL missing or too old (named with the version found), or its
+ *                       ncclGetUniqueId failed (no usable network interface...) */
+AMPC_API ampc_status ampc_rt_nccl_id_create(ampc_rt_nccl_id *id, char **err);
+
+/* Loads rank `rank` of a plan partitioned over n_ranks GPUs onto `device` of this process, its
+ * NCCL communicator joining the group that `id` names. Every rank of the group must be created,
+ * each by its own process (or thread) with the same id: creation waits for all of them, at most
+ * AMPC_NCCL_TIMEOUT_S seconds (default 300), then fails with AMPC_E_CUDA naming the rank and
+ * the timeout (a thread then stays blocked inside NCCL: end the process). The model then runs,
+ * enqueues, times and is destroyed as any model, except that every rank must make the same
+ * calls in the same order (each run is one collective over the group): its inputs are this
+ * process's (host memory or memory of `device`), its steps are this rank's, and its outputs are
+ * this rank's copy of the model's outputs, which in a tensor-parallel plan are the same on every
+ * rank (each is written after the all-reduce, or computed by every rank: the partition pass
+ * never splits a value that is a graph output). Waiting for a run
+ * polls NCCL as for one process over N GPUs: a failed collective (a peer process gone) or a run
+ * that does not end within AMPC_NCCL_TIMEOUT_S aborts the communicator, and the model then
+ * refuses to run. ampc_rt_model_destroy must be called by every rank (NCCL's teardown waits for
+ * the peers on one machine) unless the model is broken.
+ * A single-GPU plan is accepted only as rank 0 of 1 (it then loads as ampc_rt_model_create
+ * would, id unused and may be NULL), so that a program can always call this function; otherwise
+ * on failure *out is NULL and, besides ampc_rt_model_create's statuses:
+ *   AMPC_E_INVALID_ARG  NULL plan, out or id; an id of zeros (not made by ampc_rt_nccl_id_create);
+ *                       rank outside [0, n_ranks); n_ranks that differs from the plan's; a
+ *                       single-GPU plan asked for more than one rank; one rank's own plan
+ *                       (create from the model's plan, which lists every rank's) */
+AMPC_API ampc_status ampc_rt_model_create_rank(const ampc_rt_plan *plan, int32_t device,
+                                               int32_t rank, int32_t n_ranks,
+                                               const ampc_rt_nccl_id *id, ampc_rt_model **out,
+                                               char **err);
+
+/* The number of GPUs (ranks) a plan is partitioned over: 1 for a single-GPU plan, 0 for NULL.
+ * Needs no GPU. */
+AMPC_API int32_t ampc_rt_plan_n_ranks(const ampc_rt_plan *plan);
+
 /* Runs the model: copies inputs[i] into the model, runs every step, copies the outputs into
  * outputs[i].data, and returns when the outputs are complete (it synchronises the stream).
  * `inputs` and `outputs` follow the model's input and output order (ampc_rt_model_io); each

@@ -149,6 +149,16 @@ ampc_status rt_nccl_comms_init(int32_t n_ranks, const void *unique_id, int32_t n
 /* Frees the n communicators of one process (NULL entries are skipped) and sets them NULL; abort
  * (ncclCommAbort) when a collective on them may never end. */
 void rt_nccl_comms_destroy(void **comms, int32_t n, bool abort);
+/* The size of an ncclUniqueId (and of ampc_rt_nccl_id). */
+enum { RT_NCCL_ID_BYTES = 128 };
+/* A fresh unique id into id (RT_NCCL_ID_BYTES bytes; zeroed on failure). Opens NCCL. */
+ampc_status rt_nccl_unique_id(void *id, rt_err *e);
+/* The communicator of rank `rank` of an n_ranks group whose other ranks live in other processes,
+ * on CUDA device `device`, into *comm. NCCL's setup waits for every rank: it runs on a helper
+ * thread, and after timeout_s seconds without every rank this fails (AMPC_E_CUDA) instead of
+ * hanging (the thread, blocked in NCCL, aborts the communicator if setup ever ends). */
+ampc_status rt_nccl_comm_init_rank(int32_t n_ranks, const void *unique_id, int32_t rank,
+                                   int32_t device, double timeout_s, void **comm, rt_err *e);
 /* A failure NCCL found asynchronously on comm (a peer gone, a network error), or AMPC_OK. */
 ampc_status rt_nccl_comm_check(void *comm, rt_err *e);
 /* Brackets the all-reduces of every local rank so that one thread can launch them all. */

@@ -50,6 +50,10 @@ struct ampc_rt_model {
     cudaGraph_t *rank_graph;  /* per rank, when graph_status is ON: its steps, captured */
     cudaGraphExec_t *rank_exec;
     char *broken;             /* why the communicators were aborted; runs then fail with it */
+    /* One process per GPU (ampc_rt_model_create_rank): this process holds one rank of a group
+     * of `group` ranks, rank[0] being rank first_rank. One process over every GPU: first_rank
+     * 0 and group == n_ranks. */
+    int32_t first_rank, group;
 };
 
 /* model.c: loads plan p into m on the device m->ctx.dev names (opened by the caller). */
@@ -59,6 +63,10 @@ ampc_status rt_model_build(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e);
 ampc_status rt_ranks_create(const ampc_rt_plan *p, int32_t device, ampc_rt_model **out,
                             rt_err *e);
 void rt_ranks_destroy(ampc_rt_model *m);
+/* ranks.c: rank `rank` of multi-GPU plan p on `device`, its communicator joining the group that
+ * `nccl_id` (an ncclUniqueId) names; the other ranks are created by other processes. */
+ampc_status rt_ranks_create_rank(const ampc_rt_plan *p, int32_t device, int32_t rank,
+                                 const void *nccl_id, ampc_rt_model **out, rt_err *e);
 /* One run over every rank, ordered on `stream` (NULL: rank 0's stream); waits when sync. */
 ampc_status rt_ranks_run(ampc_rt_model *m, const ampc_tensor *in, ampc_tensor *out,
                          cudaStream_t stream, bool sync, rt_err *e);

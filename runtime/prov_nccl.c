@@ -9,7 +9,10 @@
  * Communicators: rt_nccl_comms_init makes one per local rank from a unique id, inside one NCCL
  * group (ncclCommInitRank for each local rank): one process driving every GPU passes every rank
  * (what ncclCommInitAll does); one process per GPU would pass its own rank and an id handed
- * around out of band (MPI), which is why the id is a parameter.
+ * around out of band (MPI), which is why the id is a parameter. That case (one rank of a group
+ * whose other ranks live in other processes) goes through rt_nccl_comm_init_rank: its
+ * ncclCommInitRank blocks until every rank has joined, so it runs on a helper thread that the
+ * caller waits for with a timeout, and a peer that never comes is an error, not a hang.
  *
  * A step's launch is one ncclAllReduce on the rank's stream. One thread drives every rank, so
  * the model (ranks.c) wraps the all-reduces of all ranks in rt_nccl_group_start / _end: NCCL
@@ -17,13 +20,17 @@
  * (a peer gone, a network error) surface through rt_nccl_comm_check, which the model polls
  * while it waits, and rt_nccl_comms_destroy(abort = true) frees communicators stuck in one.
  */
+#define _GNU_SOURCE /* clock_gettime */
 #include "runtime/internal.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
 #include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- the library --------------------------------------------------------------------------- */
 
@@ -108,6 +115,103 @@ ampc_status rt_nccl_comms_init(int32_t n_ranks, const void *unique_id, int32_t n
         rt_nccl_comms_destroy(comms, n_local, true);
         rt_err_prefix(e, "setting up NCCL over %d GPUs: ", n_ranks);
     }
+    return st;
+}
+
+_Static_assert(sizeof(ncclUniqueId) == RT_NCCL_ID_BYTES, "ncclUniqueId is 128 bytes");
+
+ampc_status rt_nccl_unique_id(void *id, rt_err *e) {
+    memset(id, 0, RT_NCCL_ID_BYTES);
+    if (rt_lib_open(&rt_nccl_lib, e) != AMPC_OK) return e->status;
+    ncclUniqueId u;
+    RT_NCCL(e, nc.ncclGetUniqueId(&u));
+    memcpy(id, &u, sizeof u);
+    return AMPC_OK;
+}
+
+/* What the thread making one rank's communicator shares with the caller waiting for it. The
+ * last of the two to finish with it frees it: the caller when the thread is done, else the
+ * thread (after aborting a communicator nobody waits for any more). */
+typedef struct init_job {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done, abandoned;
+    ncclUniqueId id;
+    int32_t n_ranks, rank, device;
+    ncclComm_t comm;
+    ncclResult_t nr;
+    cudaError_t cr;
+} init_job;
+
+static void *init_thread(void *arg) {
+    init_job *j = arg;
+    j->cr = cudaSetDevice(j->device);
+    if (j->cr == cudaSuccess) j->nr = nc.ncclCommInitRank(&j->comm, j->n_ranks, j->id, j->rank);
+    pthread_mutex_lock(&j->mu);
+    j->done = true;
+    bool abandoned = j->abandoned;
+    pthread_cond_signal(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    if (abandoned) {
+        if (j->cr == cudaSuccess && j->nr == ncclSuccess) (void)nc.ncclCommAbort(j->comm);
+        pthread_mutex_destroy(&j->mu);
+        pthread_cond_destroy(&j->cv);
+        free(j);
+    }
+    return NULL;
+}
+
+ampc_status rt_nccl_comm_init_rank(int32_t n_ranks, const void *unique_id, int32_t rank,
+                                   int32_t device, double timeout_s, void **comm, rt_err *e) {
+    *comm = NULL;
+    if (rt_lib_open(&rt_nccl_lib, e) != AMPC_OK) return e->status;
+    init_job *j = calloc(1, sizeof *j);
+    if (j == NULL) return rt_fail(e, AMPC_E_OOM, "out of host memory");
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    memcpy(&j->id, unique_id, sizeof j->id);
+    j->n_ranks = n_ranks, j->rank = rank, j->device = device;
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&t, &attr, init_thread, j);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        pthread_mutex_destroy(&j->mu);
+        pthread_cond_destroy(&j->cv);
+        free(j);
+        return rt_fail(e, AMPC_E_OOM, "cannot start a thread for NCCL's setup (error %d)", rc);
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    double whole = (double)until.tv_sec + 1e-9 * (double)until.tv_nsec + timeout_s;
+    until.tv_sec = (time_t)whole;
+    until.tv_nsec = (long)((whole - (double)until.tv_sec) * 1e9);
+    pthread_mutex_lock(&j->mu);
+    while (!j->done)
+        if (pthread_cond_timedwait(&j->cv, &j->mu, &until) == ETIMEDOUT) break;
+    bool done = j->done;
+    if (!done) j->abandoned = true; /* the thread frees the job when NCCL returns, if ever */
+    pthread_mutex_unlock(&j->mu);
+    if (!done)
+        return rt_fail(e, AMPC_E_CUDA, "rank %d of %d: the NCCL communicator did not come up "
+                       "within %.0f s (AMPC_NCCL_TIMEOUT_S): every rank must create its model "
+                       "with the same NCCL id (made once by rank 0) and reach this point; a "
+                       "thread stays blocked inside NCCL, so end the process", rank, n_ranks,
+                       timeout_s);
+    ampc_status st = AMPC_OK;
+    if (j->cr != cudaSuccess)
+        st = rt_fail_cuda(e, j->cr, "cudaSetDevice(device)", __func__, __FILE__, __LINE__);
+    else if (j->nr != ncclSuccess)
+        st = rt_fail_nccl(e, j->nr, "ncclCommInitRank(&comm, n_ranks, id, rank)", __func__,
+                          __FILE__, __LINE__);
+    else
+        *comm = j->comm;
+    pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->cv);
+    free(j);
+    if (st != AMPC_OK) rt_err_prefix(e, "setting up NCCL as rank %d of %d: ", rank, n_ranks);
     return st;
 }
 

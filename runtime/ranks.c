@@ -41,11 +41,19 @@ static ampc_status wait_ranks(ampc_rt_model *m, cudaEvent_t ev, rt_err *e) {
             return rt_fail_cuda(e, rc, "cudaEventQuery(ev)", __func__, __FILE__, __LINE__);
         for (int32_t r = 0; r < m->n_ranks; r++)
             if (rt_nccl_comm_check(m->rank[r]->ctx.nccl, e) != AMPC_OK) {
-                rt_err_prefix(e, "rank %d (device %d): ", r, m->rank[r]->ctx.dev.index);
+                rt_err_prefix(e, "rank %d (device %d): ", m->first_rank + r,
+                              m->rank[r]->ctx.dev.index);
                 break_ranks(m, e->msg);
                 return e->status;
             }
         if (now_s() - start > m->timeout_s) {
+            if (m->group != m->n_ranks)
+                rt_fail(e, AMPC_E_CUDA, "rank %d of %d did not finish the run within %.0f s "
+                        "(AMPC_NCCL_TIMEOUT_S): a collective is stuck (another rank's process "
+                        "failed, or did not make the same run); the NCCL communicator was "
+                        "aborted and the model cannot run again", m->first_rank, m->group,
+                        m->timeout_s);
+            else
             rt_fail(e, AMPC_E_CUDA, "the %d GPUs did not finish the run within %.0f s "
                     "(AMPC_NCCL_TIMEOUT_S): a collective is stuck; the model's NCCL "
                     "communicators were aborted and it cannot run again", m->n_ranks,
@@ -90,7 +98,7 @@ static ampc_status launch_segment(ampc_rt_model *m, int32_t r, rt_err *e) {
         if (k->steps[i].kind == AMPC_RT_STEP_ALLREDUCE) break;
         if (k->prov[i]->launch(&k->ctx, k->state[i], k->stream, e) != AMPC_OK) {
             rt_step_prefix(e, &k->steps[i], i);
-            rt_err_prefix(e, "rank %d: ", r);
+            rt_err_prefix(e, "rank %d: ", m->first_rank + r);
             return e->status;
         }
     }
@@ -119,7 +127,7 @@ static ampc_status launch_ranks(ampc_rt_model *m, rt_err *e) {
             st = k->prov[i]->launch(&k->ctx, k->state[i], k->stream, e);
             if (st != AMPC_OK) {
                 rt_step_prefix(e, &k->steps[i], i);
-                rt_err_prefix(e, "rank %d: ", r);
+                rt_err_prefix(e, "rank %d: ", m->first_rank + r);
             }
         }
         rt_err ge = {0}; /* the group is always closed */
@@ -225,7 +233,8 @@ ampc_status rt_ranks_run(ampc_rt_model *m, const ampc_tensor *in, ampc_tensor *o
             if (rc != cudaSuccess) {
                 rt_fail_cuda(e, rc, "cudaMemcpyAsync(arena + ref.offset, in[i].data, ref.bytes, "
                              "cudaMemcpyDefault, stream)", __func__, __FILE__, __LINE__);
-                rt_err_prefix(e, "copying input %d '%s' to rank %d: ", i, io->name, r);
+                rt_err_prefix(e, "copying input %d '%s' to rank %d: ", i, io->name,
+                              m->first_rank + r);
                 return e->status;
             }
         }
@@ -239,7 +248,8 @@ ampc_status rt_ranks_run(ampc_rt_model *m, const ampc_tensor *in, ampc_tensor *o
         if (rc != cudaSuccess) {
             rt_fail_cuda(e, rc, "cudaMemcpyAsync(out[i].data, arena + ref.offset, ref.bytes, "
                          "cudaMemcpyDefault, s0)", __func__, __FILE__, __LINE__);
-            rt_err_prefix(e, "copying output %d '%s' out of rank 0: ", i, io->name);
+            rt_err_prefix(e, "copying output %d '%s' out of rank %d: ", i, io->name,
+                          m->first_rank);
             return e->status;
         }
     }
@@ -299,7 +309,8 @@ static ampc_status build_rank(ampc_rt_model *m, const ampc_rt_plan *p, int32_t r
     if (rt_device_open(device, &k->ctx.dev, e) != AMPC_OK) return e->status;
     k->device_set = true;
     if (rt_model_build(k, p, e) != AMPC_OK) {
-        rt_err_prefix(e, "rank %d on device %d (%s): ", r, device, k->ctx.dev.name);
+        rt_err_prefix(e, "rank %d on device %d (%s): ", m->first_rank + r, device,
+                      k->ctx.dev.name);
         return e->status;
     }
     k->graph_status = AMPC_RT_GRAPH_OFF;
@@ -308,11 +319,21 @@ static ampc_status build_rank(ampc_rt_model *m, const ampc_rt_plan *p, int32_t r
     return AMPC_OK;
 }
 
+static ampc_status finish_ranks(ampc_rt_model *m, int32_t device, rt_err *e);
+
+/* AMPC_NCCL_TIMEOUT_S, else 300 s: how long a run (and a rank's NCCL setup) may wait. */
+static double nccl_timeout_s(void) {
+    const char *t = getenv("AMPC_NCCL_TIMEOUT_S");
+    return t && atof(t) > 0 ? atof(t) : 300;
+}
+
 /* Everything a multi-GPU model's creation does after the plan check: the device count, the
  * communicators, one model per rank, the events. Resources go into m as they are made. */
 static ampc_status build_ranks(ampc_rt_model *m, const ampc_rt_plan *p, int32_t device,
                                rt_err *e) {
     int32_t n = p->n_ranks;
+    m->group = n;
+    m->timeout_s = nccl_timeout_s();
     if (rt_device_open(device, &m->ctx.dev, e) != AMPC_OK) return e->status;
     m->device_set = true;
     int count = 0;
@@ -341,6 +362,13 @@ static ampc_status build_ranks(ampc_rt_model *m, const ampc_rt_plan *p, int32_t 
     free(devices);
     free(comms);
     if (st != AMPC_OK) return st;
+    return finish_ranks(m, device, e);
+}
+
+/* The end of a multi-GPU model's creation, once every local rank is built: the events on the
+ * first device, the queries mirroring rank 0's, the graph settings. */
+static ampc_status finish_ranks(ampc_rt_model *m, int32_t device, rt_err *e) {
+    int32_t n = m->n_ranks;
     RT_CUDA(e, cudaSetDevice(device));
     RT_CUDA(e, cudaEventCreateWithFlags(&m->fork_ev, cudaEventDisableTiming));
     RT_CUDA(e, cudaEventCreateWithFlags(&m->done_ev, cudaEventDisableTiming));
@@ -368,8 +396,6 @@ static ampc_status build_ranks(ampc_rt_model *m, const ampc_rt_plan *p, int32_t 
         m->graph_why = strdup("a multi-GPU model launches its steps one by one unless "
                               "AMPC_MULTI_GPU_GRAPHS=1 asks for a CUDA graph per GPU");
     }
-    const char *t = getenv("AMPC_NCCL_TIMEOUT_S");
-    m->timeout_s = t && atof(t) > 0 ? atof(t) : 300;
     return AMPC_OK;
 }
 
@@ -429,4 +455,124 @@ void rt_ranks_destroy(ampc_rt_model *m) {
     if (prev >= 0) (void)cudaSetDevice(prev);
     rt_cuda_clear();
     free(m);
+}
+
+/* ---- one process per GPU --------------------------------------------------------------------
+ * The same model with one local rank: rank[0] is rank `first_rank` of a group of `group` ranks
+ * whose others are other processes' models. Runs walk the same code (one rank's segments, each
+ * all-reduce alone in its NCCL group); inputs go to this rank, outputs come from it. */
+
+/* Rank `rank`'s model on `device`: its communicator (NCCL's setup bounded by the timeout), its
+ * model, then what every multi-GPU model has. */
+static ampc_status build_one_rank(ampc_rt_model *m, const ampc_rt_plan *p, int32_t device,
+                                  int32_t rank, const void *nccl_id, rt_err *e) {
+    m->first_rank = rank;
+    m->group = p->n_ranks;
+    m->timeout_s = nccl_timeout_s();
+    if (rt_device_open(device, &m->ctx.dev, e) != AMPC_OK) return e->status;
+    m->device_set = true;
+    m->rank = calloc(1, sizeof *m->rank);
+    m->cursor = calloc(1, sizeof *m->cursor);
+    m->join_ev = calloc(1, sizeof *m->join_ev);
+    if (m->rank == NULL || m->cursor == NULL || m->join_ev == NULL)
+        return rt_fail(e, AMPC_E_OOM, "out of host memory");
+    m->n_ranks = 1; /* from here rt_ranks_destroy frees rank[0] */
+    void *comm = NULL;
+    if (rt_nccl_comm_init_rank(p->n_ranks, nccl_id, rank, device, m->timeout_s, &comm, e) !=
+        AMPC_OK)
+        return e->status;
+    if (build_rank(m, &p->ranks[rank], 0, device, &comm, e) != AMPC_OK) return e->status;
+    return finish_ranks(m, device, e);
+}
+
+ampc_status rt_ranks_create_rank(const ampc_rt_plan *p, int32_t device, int32_t rank,
+                                 const void *nccl_id, ampc_rt_model **out, rt_err *e) {
+    ampc_rt_model *m = calloc(1, sizeof *m);
+    if (m == NULL) return rt_fail(e, AMPC_E_OOM, "out of host memory");
+    int prev = -1;
+    if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
+    ampc_status st = build_one_rank(m, p, device, rank, nccl_id, e);
+    if (prev >= 0) (void)cudaSetDevice(prev);
+    if (st != AMPC_OK) {
+        rt_err_prefix(e, "loading rank %d of %d of model '%s' on device %d: ", rank, p->n_ranks,
+                      p->name ? p->name : "", device);
+        if (m->n_ranks > 0) {
+            rt_ranks_destroy(m);
+        } else {
+            free(m->rank);
+            free(m->cursor);
+            free(m->join_ev);
+            free(m);
+        }
+        return st;
+    }
+    *out = m;
+    return AMPC_OK;
+}
+
+/* The host-side checks of ampc_rt_model_create_rank: every argument against the plan. */
+static ampc_status check_rank_args(const ampc_rt_plan *plan, int32_t rank, int32_t n_ranks,
+                                   const ampc_rt_nccl_id *id, ampc_rt_model **out, rt_err *e) {
+    const char *null = plan == NULL ? "plan" : out == NULL ? "out" : NULL;
+    if (null)
+        return rt_fail(e, AMPC_E_INVALID_ARG, "ampc_rt_model_create_rank: %s is NULL", null);
+    if (rt_plan_check(plan, e) != AMPC_OK) return e->status;
+    int32_t gpus = plan->n_ranks > 1 ? plan->n_ranks : 1;
+    if (n_ranks != gpus && gpus == 1)
+        return rt_fail(e, AMPC_E_INVALID_ARG, "model '%s' is compiled for one GPU (no --gpus), "
+                       "but n_ranks is %d: one process per GPU needs a model compiled with "
+                       "--gpus N --partition tensor, N the number of processes",
+                       plan->name ? plan->name : "", n_ranks);
+    if (n_ranks != gpus)
+        return rt_fail(e, AMPC_E_INVALID_ARG, "model '%s' is partitioned over %d GPUs, but "
+                       "n_ranks is %d: start one process per GPU", plan->name ? plan->name : "",
+                       gpus, n_ranks);
+    if (rank < 0 || rank >= n_ranks)
+        return rt_fail(e, AMPC_E_INVALID_ARG, "rank %d is out of range: model '%s' has ranks 0 "
+                       "to %d", rank, plan->name ? plan->name : "", n_ranks - 1);
+    if (gpus == 1) return AMPC_OK; /* rank 0 of 1: no NCCL, the id is not read */
+    if (plan->ranks == NULL)
+        return rt_fail(e, AMPC_E_INVALID_ARG, "this is rank %d's own plan of a %d-GPU model: "
+                       "create each rank from the model's plan (the one listing every rank's)",
+                       plan->rank, plan->n_ranks);
+    if (id == NULL)
+        return rt_fail(e, AMPC_E_INVALID_ARG, "ampc_rt_model_create_rank: id is NULL: rank 0 "
+                       "makes the group's NCCL id with ampc_rt_nccl_id_create and every process "
+                       "passes the same bytes");
+    bool zero = true;
+    for (size_t i = 0; i < sizeof id->bytes && zero; i++) zero = id->bytes[i] == 0;
+    if (zero)
+        return rt_fail(e, AMPC_E_INVALID_ARG, "the NCCL id is all zeros: rank 0 makes it with "
+                       "ampc_rt_nccl_id_create and hands the same 128 bytes to every process "
+                       "(MPI_Bcast, a file) before they create their ranks");
+    return AMPC_OK;
+}
+
+ampc_status ampc_rt_model_create_rank(const ampc_rt_plan *plan, int32_t device, int32_t rank,
+                                      int32_t n_ranks, const ampc_rt_nccl_id *id,
+                                      ampc_rt_model **out, char **err) {
+    rt_err e = {0};
+    if (out != NULL) *out = NULL;
+    if (check_rank_args(plan, rank, n_ranks, id, out, &e) != AMPC_OK) {
+        if (plan != NULL && out != NULL && plan->n_ranks > 1)
+            rt_err_prefix(&e, "rank %d of %d: ", rank, n_ranks);
+        return rt_err_give(&e, err);
+    }
+    if (plan->n_ranks <= 1) return ampc_rt_model_create(plan, device, out, err);
+    rt_ranks_create_rank(plan, device, rank, id->bytes, out, &e);
+    return rt_err_give(&e, err);
+}
+
+ampc_status ampc_rt_nccl_id_create(ampc_rt_nccl_id *id, char **err) {
+    rt_err e = {0};
+    if (id == NULL)
+        rt_fail(&e, AMPC_E_INVALID_ARG, "ampc_rt_nccl_id_create: id is NULL");
+    else
+        rt_nccl_unique_id(id->bytes, &e);
+    return rt_err_give(&e, err);
+}
+
+int32_t ampc_rt_plan_n_ranks(const ampc_rt_plan *plan) {
+    if (plan == NULL) return 0;
+    return plan->n_ranks > 1 ? plan->n_ranks : 1;
 }

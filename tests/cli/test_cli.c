@@ -150,6 +150,24 @@ Test(cli, gpus_and_partition_split_a_matmul_pair) {
     cr_assert(strstr(out, "1 all-reduces"), "%s", out);
     cr_assert(strstr(out, "NCCL           ampc.AllReduce 'second_allreduce'"), "%s", out);
     free(out);
+    /* one process per GPU: the flags and what they are checked against (before any GPU) */
+    cr_assert_eq(ampc(&out, "run %s --rank 2 --ranks 2", so), 2);
+    cr_assert(strstr(out, "--rank 2 is out of range for --ranks 2"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "run %s --rank 0", so), 2);
+    cr_assert(strstr(out, "--rank without --ranks"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "run %s --rank 0 --ranks 2", so), 1);
+    cr_assert(strstr(out, "rank 0 of 2 (--rank/--ranks): one process per GPU needs "
+                          "--nccl-id-file PATH"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "run %s --rank 0 --ranks 3 --nccl-id-file %s/id", so, d), 1);
+    cr_assert(strstr(out, "--rank/--ranks gives 3 processes, but the model is partitioned over "
+                          "2 GPUs"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "run %s --gpus 4", so), 1);
+    cr_assert(strstr(out, "--gpus 4, but the model is partitioned over 2 GPUs"), "%s", out);
+    free(out);
     cr_assert_eq(ampc(&out, "%s --gpus 2 --partition data --emit ir", path), 2);
     cr_assert(strstr(out, "--partition data is not built yet"), "%s", out);
     free(out);
