@@ -39,17 +39,18 @@ static ampc_status wait_ranks(ampc_rt_model *m, cudaEvent_t ev, rt_err *e) {
         if (rc == cudaSuccess) return AMPC_OK;
         if (rc != cudaErrorNotReady)
             return rt_fail_cuda(e, rc, "cudaEventQuery(ev)", __func__, __FILE__, __LINE__);
-        for (int32_t r = 0; r < m->n_ranks; r++)
-            if (rt_nccl_comm_check(m->rank[r]->ctx.nccl, e) != AMPC_OK) {
+        for (int32_t r = 0; r < m->n_ranks; r++) /* a batch split has no communicator */
+            if (m->rank[r]->ctx.nccl && rt_nccl_comm_check(m->rank[r]->ctx.nccl, e) != AMPC_OK) {
                 rt_err_prefix(e, "rank %d (device %d): ", r, m->rank[r]->ctx.dev.index);
                 break_ranks(m, e->msg);
                 return e->status;
             }
         if (now_s() - start > m->timeout_s) {
             rt_fail(e, AMPC_E_CUDA, "the %d GPUs did not finish the run within %.0f s "
-                    "(AMPC_NCCL_TIMEOUT_S): a collective is stuck; the model's NCCL "
-                    "communicators were aborted and it cannot run again", m->n_ranks,
-                    m->timeout_s);
+                    "(AMPC_NCCL_TIMEOUT_S): %s", m->n_ranks, m->timeout_s,
+                    m->split_batch ? "a GPU is stuck; the model cannot run again"
+                                   : "a collective is stuck; the model's NCCL communicators "
+                                     "were aborted and it cannot run again");
             break_ranks(m, e->msg);
             return e->status;
         }
@@ -208,12 +209,25 @@ static ampc_status launch_or_replay(ampc_rt_model *m, rt_err *e) {
     return AMPC_OK;
 }
 
+/* Waits for the end of a run on s0 (the first device). */
+static ampc_status wait_done(ampc_rt_model *m, cudaStream_t s0, rt_err *e) {
+    RT_CUDA(e, cudaSetDevice(m->rank[0]->ctx.dev.index));
+    RT_CUDA(e, cudaEventRecord(m->done_ev, s0));
+    return wait_ranks(m, m->done_ev, e);
+}
+
 ampc_status rt_ranks_run(ampc_rt_model *m, const ampc_tensor *in, ampc_tensor *out,
                              cudaStream_t stream, bool sync, rt_err *e) {
     if (m->broken) return rt_fail(e, AMPC_E_CUDA, "the model cannot run: %s", m->broken);
     ampc_rt_model *r0 = m->rank[0];
     cudaStream_t s0 = stream ? stream : r0->stream;
     if (fork_ranks(m, s0, e) != AMPC_OK) return e->status;
+    if (m->split_batch) { /* each rank its rows, straight from and to the caller's buffers */
+        if (rt_data_copy_in(m, in, e) != AMPC_OK || launch_or_replay(m, e) != AMPC_OK ||
+            rt_data_copy_out(m, out, e) != AMPC_OK || join_ranks(m, s0, e) != AMPC_OK)
+            return e->status;
+        return sync ? wait_done(m, s0, e) : AMPC_OK;
+    }
     for (int32_t r = 0; r < m->n_ranks; r++) {
         ampc_rt_model *k = m->rank[r];
         RT_CUDA(e, cudaSetDevice(k->ctx.dev.index));
@@ -243,9 +257,7 @@ ampc_status rt_ranks_run(ampc_rt_model *m, const ampc_tensor *in, ampc_tensor *o
             return e->status;
         }
     }
-    if (!sync) return AMPC_OK;
-    RT_CUDA(e, cudaEventRecord(m->done_ev, s0));
-    return wait_ranks(m, m->done_ev, e);
+    return sync ? wait_done(m, s0, e) : AMPC_OK;
 }
 
 /* As time_loop, for every rank: the time on the first device from before the fork to after the
@@ -331,7 +343,9 @@ static ampc_status build_ranks(ampc_rt_model *m, const ampc_rt_plan *p, int32_t 
                          ? AMPC_OK
                          : rt_fail(e, AMPC_E_OOM, "out of host memory");
     for (int32_t r = 0; r < n && st == AMPC_OK; r++) ranks[r] = r, devices[r] = device + r;
-    if (st == AMPC_OK) st = rt_nccl_comms_init(n, NULL, n, ranks, devices, comms, e);
+    /* a batch split never exchanges data: no communicators, NCCL is not even loaded */
+    if (st == AMPC_OK && !p->split_batch)
+        st = rt_nccl_comms_init(n, NULL, n, ranks, devices, comms, e);
     m->n_ranks = st == AMPC_OK ? n : 0;
     for (int32_t r = 0; r < n && st == AMPC_OK; r++) {
         st = build_rank(m, &p->ranks[r], r, devices[r], &comms[r], e);
@@ -354,7 +368,10 @@ static ampc_status build_ranks(ampc_rt_model *m, const ampc_rt_plan *p, int32_t 
     m->inputs = r0->inputs;
     m->n_outputs = r0->n_outputs;
     m->outputs = r0->outputs;
-    /* CUDA graphs over several GPUs are opt-in until measured on the GPU machines */
+    if (p->split_batch && rt_data_setup(m, p, e) != AMPC_OK) return e->status;
+    /* CUDA graphs over several GPUs are opt-in until measured on the GPU machines; a batch
+     * split has no collective to capture, so its ranks' graphs are plain ones: on by default
+     * (AMPC_MULTI_GPU_GRAPHS=0 turns them off) */
     m->rank_graph = calloc((size_t)n, sizeof *m->rank_graph);
     m->rank_exec = calloc((size_t)n, sizeof *m->rank_exec);
     if (m->rank_graph == NULL || m->rank_exec == NULL)
@@ -363,7 +380,10 @@ static ampc_status build_ranks(ampc_rt_model *m, const ampc_rt_plan *p, int32_t 
     if (all != NULL && strcmp(all, "0") == 0) {
         m->graph_status = AMPC_RT_GRAPH_OFF;
         m->graph_why = strdup("turned off by AMPC_CUDA_GRAPHS=0");
-    } else if (g == NULL || strcmp(g, "1") != 0) {
+    } else if (p->split_batch && g != NULL && strcmp(g, "0") == 0) {
+        m->graph_status = AMPC_RT_GRAPH_OFF;
+        m->graph_why = strdup("turned off by AMPC_MULTI_GPU_GRAPHS=0");
+    } else if (!p->split_batch && (g == NULL || strcmp(g, "1") != 0)) {
         m->graph_status = AMPC_RT_GRAPH_OFF;
         m->graph_why = strdup("a multi-GPU model launches its steps one by one unless "
                               "AMPC_MULTI_GPU_GRAPHS=1 asks for a CUDA graph per GPU");
@@ -426,6 +446,7 @@ void rt_ranks_destroy(ampc_rt_model *m) {
     free(m->join_ev);
     free(m->graph_why);
     free(m->broken);
+    rt_data_free(m);
     if (prev >= 0) (void)cudaSetDevice(prev);
     rt_cuda_clear();
     free(m);
