@@ -13,6 +13,9 @@
  *
  * The arena layout is the whole graph's (every rank allocates arena_bytes, so rank r's arena
  * has room for other ranks' values it never touches: a rank-aware memory plan would shrink it).
+ *
+ * A batch split (passes/partition_data.c) is simpler and at the end of the file: every rank
+ * runs the one plan of the graph's B/N rows, sharing its steps and weights.
  */
 #include "internal.h"
 
