@@ -9,8 +9,13 @@
 # `ampc run` times each (median of CUDA-event times around every launch after warm-up; for 2 GPUs
 # from before the first rank starts to after the last ends) on the same input and saves the
 # outputs, which numpy compares; 2 GPUs run twice, step by step and with one CUDA graph per GPU
-# (AMPC_MULTI_GPU_GRAPHS=1). Writes $OUT/multi-gpu.txt (and the logs next to it). About a minute
-# of GPU time.
+# (AMPC_MULTI_GPU_GRAPHS=1).
+#
+# Data parallelism: ResNet-50 (torchvision, random weights) exported by torch at batch 64, built
+# with --precision fp16 for 1 GPU and with --gpus 2 --partition data (each GPU runs batch 32,
+# the weights replicated); `ampc run` times both the same way and the throughput ratio (images
+# a second, 2 GPUs over 1) is reported against the 1.9x target; numpy compares the outputs.
+# Writes $OUT/multi-gpu.txt (and the logs next to it). About two minutes of GPU time.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root" || exit 1
@@ -77,6 +82,33 @@ AMPC_MULTI_GPU_GRAPHS=1 "$ampc" run "$dir/mlp2.so" --input "x=$dir/x.npy" --save
   --warmup 20 --iterations "$iters" > "$out/multi-gpu-run2g.log" 2>&1 ||
   echo "running on 2 GPUs with graphs failed: $(tail -5 "$out/multi-gpu-run2g.log")" >> "$report"
 
+# ---- data parallelism: ResNet-50 b64 fp16 on 1 GPU and split by batch over 2 -----------------
+"$py" - "$dir" <<'PY' >> "$report" 2>&1 || echo "exporting ResNet-50 at batch 64 failed" >> "$report"
+import sys, numpy as np, torch, torchvision
+d = sys.argv[1]
+torch.manual_seed(0)
+m = torchvision.models.resnet50(weights=None).eval()
+x = torch.randn(64, 3, 224, 224)
+torch.onnx.export(m, (x,), f"{d}/resnet50_b64.onnx", input_names=["x"], opset_version=17,
+                  dynamo=False)
+np.save(f"{d}/rx.npy", x.numpy())
+print("model: ResNet-50 (torchvision, random weights), batch 64, --precision fp16")
+PY
+for g in 1 2; do
+  args="--precision fp16"
+  [ $g = 2 ] && args="$args --gpus 2 --partition data"
+  # shellcheck disable=SC2086
+  if ! "$ampc" "$dir/resnet50_b64.onnx" $args -o "$dir/rn$g.so" > "$out/multi-gpu-data-build$g.log" 2>&1; then
+    echo "building ResNet-50 b64 for $g GPU(s) failed: $(tail -5 "$out/multi-gpu-data-build$g.log")" >> "$report"
+    continue
+  fi
+  "$ampc" inspect "$dir/rn$g.so" > "$out/multi-gpu-data-inspect$g.log" 2>&1
+  "$ampc" run "$dir/rn$g.so" --input "x=$dir/rx.npy" --save-outputs "$dir/rnout$g" \
+    --warmup 20 --iterations "$iters" > "$out/multi-gpu-data-run$g.log" 2>&1 ||
+    echo "running ResNet-50 b64 on $g GPU(s) failed: $(tail -5 "$out/multi-gpu-data-run$g.log")" >> "$report"
+done
+grep -h "data parallel:" "$out/multi-gpu-data-inspect2.log" >> "$report" 2>/dev/null
+
 python3 - "$dir" "$out" <<'PY' >> "$report" 2>&1
 import re, sys, numpy as np
 d, out = sys.argv[1], sys.argv[2]
@@ -105,5 +137,34 @@ for g in ("2", "2g"):
               f"{int((diff > tol).sum())}")
     except Exception as e:
         print(f"output comparison ({names[g]}) failed: {e}")
+PY
+python3 - "$dir" "$out" <<'PY' >> "$report" 2>&1
+import glob, re, sys, numpy as np
+d, out = sys.argv[1], sys.argv[2]
+print("data parallelism, ResNet-50 b64 fp16:")
+med = {}
+for g in ("1", "2"):
+    try:
+        m = re.search(r"median ([0-9.]+) ms", open(f"{out}/multi-gpu-data-run{g}.log").read())
+        med[g] = float(m.group(1)) if m else None
+    except OSError:
+        med[g] = None
+    name = "1 GPU" if g == "1" else "2 GPUs (--partition data, 32 images each)"
+    ips = f", {64 / med[g] * 1000:.0f} images/s" if med[g] else ""
+    print(f"  {name}: median {med[g]} ms{ips}")
+if med["1"] and med["2"]:
+    r = med["1"] / med["2"]
+    print(f"  throughput 2 GPUs over 1: {r:.2f}x (target >= 1.9x: {'met' if r >= 1.9 else 'NOT met'})")
+try:
+    a = np.load(sorted(glob.glob(f"{d}/rnout1/*.npy"))[0]).astype(np.float32)  # the one output
+    b = np.load(sorted(glob.glob(f"{d}/rnout2/*.npy"))[0]).astype(np.float32)
+    diff = np.abs(a - b)
+    tol = 2e-2 * (1 + np.abs(a))
+    print(f"  output match (2 GPUs vs 1 GPU, {a.shape}): "
+          f"{'match' if a.shape == b.shape and (diff <= tol).all() else 'MISMATCH'}, "
+          f"max |diff| {diff.max():.4g}, max |y| {np.abs(a).max():.4g}, argmax agreement "
+          f"{(a.argmax(1) == b.argmax(1)).mean() * 100:.1f}%")
+except Exception as e:
+    print(f"  output comparison failed: {e}")
 PY
 cat "$report"

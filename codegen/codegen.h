@@ -41,6 +41,7 @@ typedef struct ampc_cg_output {
     void *weights_owned;     /* the weights blob (plan.weights), malloc'ed */
     /* A graph partitioned over n_ranks > 1 GPUs: rank r's plan (runtime/plan.h), its weights
      * malloc'ed in rank_weights[r]; `plan` then repeats rank 0's with plan.ranks = rank_plans.
+     * A batch split (split_batch) shares weights_owned among the ranks: rank_weights is NULL.
      * Whoever sets images sets them on every rank's plan too. n_ranks is 1 otherwise. */
     int32_t n_ranks;
     ampc_rt_plan *rank_plans;

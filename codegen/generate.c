@@ -327,7 +327,8 @@ ampc_status ampc_cg_generate(ampc_graph *g, const ampc_cg_options *o, ampc_cg_ou
         plan->outputs = build_io(&cg, g->outputs, g->n_outputs);
         plan->n_outputs = g->n_outputs;
         cg.out->n_ranks = 1;
-        if (cg.n_ranks > 1) st = ampc_cg_build_ranks(&cg, cg.n_ranks);
+        if (g->data_ranks > 1) st = ampc_cg_build_data_ranks(&cg, g->data_ranks);
+        else if (cg.n_ranks > 1) st = ampc_cg_build_ranks(&cg, cg.n_ranks);
     }
     for (int32_t k = 0; k < cg.cap_kernels; k++) free(cg.kernels[k].text);
     free(cg.kernels);

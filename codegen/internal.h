@@ -47,6 +47,10 @@ int32_t ampc_cg_add_step(ampc_cg *cg, const ampc_rt_step *s);
 /* The per-rank plans of a partitioned graph (ranks.c): out->rank_plans from the steps and their
  * ranks, each rank's weights packed from what its steps read. Called once the units exist. */
 ampc_status ampc_cg_build_ranks(ampc_cg *cg, int32_t n_ranks);
+/* The plans of a graph that is one GPU's share of a batch split over n_ranks GPUs (ranks.c):
+ * every rank runs the plan just built (shared steps and weights, split_batch = 1); the model's
+ * plan describes the whole batch. A graph with all-reduces too is refused. */
+ampc_status ampc_cg_build_data_ranks(ampc_cg *cg, int32_t n_ranks);
 
 /* "<Op> '<name>'" in the output arena. */
 const char *ampc_cg_label(ampc_cg *cg, const ampc_node *n);

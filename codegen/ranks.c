@@ -13,6 +13,9 @@
  *
  * The arena layout is the whole graph's (every rank allocates arena_bytes, so rank r's arena
  * has room for other ranks' values it never touches: a rank-aware memory plan would shrink it).
+ *
+ * A batch split (passes/partition_data.c) is simpler and at the end of the file: every rank
+ * runs the one plan of the graph's B/N rows, sharing its steps and weights.
  */
 #include "internal.h"
 
@@ -218,4 +221,47 @@ ampc_status ampc_cg_build_ranks(ampc_cg *cg, int32_t n_ranks) {
     free(l.packed);
     free(segs);
     return st;
+}
+
+/* ---- data parallelism ------------------------------------------------------------------------
+ * A graph that partition-data made one GPU's share of the batch (g->data_ranks = N) lowers to
+ * one plan for B / N rows; every rank runs that plan. The ranks' plans share its steps and its
+ * weights blob (one copy in the library however many GPUs), and the model's plan describes the
+ * caller's whole tensors: the same inputs and outputs with dim 0 and the bytes times N. */
+
+/* A copy of io with dim 0 and the bytes of each tensor multiplied by n (the caller's view). */
+static ampc_rt_io *whole_batch_io(ampc_cg *cg, const ampc_rt_io *io, int32_t count, int32_t n) {
+    ampc_rt_io *c = ampc_arena_memdup(&cg->out->arena, io, (size_t)(count ? count : 1) * sizeof *c);
+    for (int32_t i = 0; c && i < count; i++) {
+        AMPC_ASSERT(c[i].shape.rank > 0); /* partition-data refused inputs without a batch dim */
+        c[i].shape.dims[0] *= n;
+        c[i].ref.bytes *= n;
+    }
+    return c;
+}
+
+ampc_status ampc_cg_build_data_ranks(ampc_cg *cg, int32_t n_ranks) {
+    ampc_cg_output *out = cg->out;
+    if (cg->n_ranks > 1)
+        return AMPC_FAIL(cg->g, NULL, AMPC_E_ATTR, "the graph is one GPU's share of a batch split "
+                         "over %d GPUs and also has all-reduces over %d: one partition at a time",
+                         n_ranks, cg->n_ranks);
+    ampc_rt_plan share = out->plan;
+    share.n_ranks = n_ranks;
+    share.ranks = NULL;
+    share.split_batch = 1;
+    out->rank_plans = ampc_arena_alloc(&out->arena, (size_t)n_ranks * sizeof *out->rank_plans);
+    ampc_rt_io *in = whole_batch_io(cg, share.inputs, share.n_inputs, n_ranks);
+    ampc_rt_io *o = whole_batch_io(cg, share.outputs, share.n_outputs, n_ranks);
+    if (!out->rank_plans || !in || !o) return AMPC_FAIL(cg->g, NULL, AMPC_E_OOM, "out of memory");
+    for (int32_t r = 0; r < n_ranks; r++) {
+        out->rank_plans[r] = share; /* the same steps, io and weights pointers */
+        out->rank_plans[r].rank = r;
+    }
+    out->n_ranks = n_ranks; /* rank_weights stays NULL: the weights are out->weights_owned */
+    out->plan = share;
+    out->plan.ranks = out->rank_plans;
+    out->plan.inputs = in;
+    out->plan.outputs = o;
+    return AMPC_OK;
 }

@@ -384,7 +384,7 @@ static ampc_status build(const ampc_module *m, const char *name, const char *fin
         st = failf(err, AMPC_E_UNSUPPORTED, "a library of %d ranks: at most %d GPUs are built",
                    p->n_ranks, AMPC_MAX_LIBRARY_RANKS);
     for (int32_t r = 1; st == AMPC_OK && r < p->n_ranks; r++) {
-        if (!p->ranks[r].weights_bytes) continue;
+        if (!p->ranks[r].weights_bytes || p->split_batch) continue; /* a batch split: shared */
         char fname[64];
         snprintf(fname, sizeof fname, "weights_r%d.bin", r);
         const char *path;

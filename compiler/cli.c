@@ -180,6 +180,7 @@ static ampc_pipeline_options pipeline_options(const ampc_cli_options *o,
                                    .n_auto_fp32 = ar ? ar->n_kept : 0, .keep_nchw = o->nchw,
                                    .gpus = o->gpus,
                                    .partition = o->tensor_parallel ? AMPC_PARTITION_TENSOR
+                                                : o->data_parallel ? AMPC_PARTITION_DATA
                                                                    : AMPC_PARTITION_NONE,
                                    .sparsity = cli_sparsity(o),
                                    .sparsity_layers = o->sparsity_layers};
@@ -515,6 +516,16 @@ static const char *step_precision(const ampc_rt_step *s) {
     return t == AMPC_DTYPE_UNDEFINED ? "" : ampc_dtype_name(t);
 }
 
+/* The line `inspect` and `run` print for a plan whose GPUs split the batch. */
+static void print_batch_split(const ampc_rt_plan *p) {
+    int64_t b = p->n_inputs > 0 && p->inputs[0].shape.rank > 0 ? p->inputs[0].shape.dims[0] : 0;
+    printf("data parallel: %d GPUs (devices 0 to %d) split the batch of %lld, %lld rows each "
+           "(rank r: rows [r %lld, (r+1) %lld)); one copy of the weights (%lld bytes) for every "
+           "rank, no all-reduce\n", p->n_ranks, p->n_ranks - 1, (long long)b,
+           (long long)(b / p->n_ranks), (long long)(b / p->n_ranks),
+           (long long)(b / p->n_ranks), (long long)p->weights_bytes);
+}
+
 /* `ampc inspect model.so`: what the library holds and how it will run. */
 static int inspect_library(const ampc_cli_options *o) {
     ampc_rt_artifact *a = NULL;
@@ -544,10 +555,12 @@ static int inspect_library(const ampc_cli_options *o) {
         printf("  unit %d: %s_%d, %lld bytes\n", p->images[i].unit,
                p->images[i].kind == AMPC_RT_IMAGE_PTX ? "PTX compute" : "cubin sm", p->images[i].sm,
                (long long)p->images[i].size);
-    if (p->n_ranks > 1)
+    if (p->split_batch)
+        print_batch_split(p);
+    else if (p->n_ranks > 1)
         printf("multi-GPU: %d ranks (one GPU each); rank 0's plan below, weights per rank:",
                p->n_ranks);
-    for (int32_t r = 0; p->n_ranks > 1 && p->ranks && r < p->n_ranks; r++)
+    for (int32_t r = 0; p->n_ranks > 1 && !p->split_batch && p->ranks && r < p->n_ranks; r++)
         printf(" %lld%s", (long long)p->ranks[r].weights_bytes, r + 1 < p->n_ranks ? "," : "\n");
     int32_t count[6] = {0};
     for (int32_t i = 0; i < p->n_steps; i++) count[p->steps[i].kind < 6 ? p->steps[i].kind : 4]++;
@@ -1035,6 +1048,11 @@ static bool run_plan(const ampc_rt_plan *plan, const ampc_cli_options *o, const 
                      const ampc_tensor *in, int32_t ni, ampc_tensor *out, int32_t no) {
     ampc_rt_model *m = NULL;
     char *err = NULL;
+    if (plan->split_batch)
+        print_batch_split(plan);
+    else if (plan->n_ranks > 1)
+        printf("tensor parallel: %d GPUs (devices 0 to %d), all-reduces through NCCL\n",
+               plan->n_ranks, plan->n_ranks - 1);
     bool ok = ampc_cli_model_create(plan, rk, o->nccl_id_file, &m, &err) == AMPC_OK &&
               ampc_rt_model_run(m, in, ni, out, no, NULL, &err) == AMPC_OK;
     if (!ok) fprintf(stderr, "ampc: %s: %s\n", o->model, err ? err : "");

@@ -27,6 +27,7 @@ typedef struct ampc_cli_options {
     bool nchw;             /* --layout nchw */
     int32_t gpus;          /* --gpus N (0: one GPU) */
     bool tensor_parallel;  /* --partition tensor */
+    bool data_parallel;    /* --partition data */
     const char *sparsity;  /* --sparsity off|verify|prune (NULL: off) */
     const char *sparsity_layers; /* --sparsity-layers GLOB (prune only) */
     const char *shapes[AMPC_CLI_MAX_LIST];

@@ -273,6 +273,24 @@ static void put_plan_struct(ampc_strbuf *sb, const char *open, const char *tag, 
     if (p->n_ranks > 1)
         ampc_sb_printf(sb, "    .rank = %d, .n_ranks = %d, .ranks = %s,\n", p->rank, p->n_ranks,
                        ranks ? ranks : "NULL");
+    if (p->split_batch) ampc_sb_puts(sb, "    .split_batch = 1,\n");
+}
+
+/* The ranks of a batch split: one steps array and one weights blob (the model's) for all of
+ * them, and one pair of io arrays (one GPU's rows) besides the model's (the whole batch). */
+static void put_batch_ranks(ampc_strbuf *sb, const ampc_rt_plan *p, const char *weights) {
+    ampc_sb_puts(sb, "/* Every rank runs the same steps on its rows of the batch. */\n");
+    put_ios(sb, "rank_inputs", p->ranks[0].inputs, p->ranks[0].n_inputs);
+    put_ios(sb, "rank_outputs", p->ranks[0].outputs, p->ranks[0].n_outputs);
+    ampc_sb_printf(sb, "\n/* The plan of every rank (GPU): rank r runs on device `device + r`, rows "
+                       "[r B/%d, (r+1) B/%d) of the batch. */\n"
+                       "static const ampc_rt_plan rank_plans[%d] = {\n",
+                   p->n_ranks, p->n_ranks, p->n_ranks);
+    for (int32_t r = 0; r < p->n_ranks; r++) {
+        put_plan_struct(sb, "    {", "", "rank_", weights, &p->ranks[r], NULL);
+        ampc_sb_puts(sb, "},\n");
+    }
+    ampc_sb_puts(sb, "};\n\n");
 }
 
 char *ampc_artifact_host_c(const ampc_module *m, const char *name, const ampc_artifact_layout *l) {
@@ -296,13 +314,13 @@ char *ampc_artifact_host_c(const ampc_module *m, const char *name, const ampc_ar
     if (p->weights_bytes && !l->sidecar)
         ampc_sb_printf(&sb, "extern const unsigned char ampc_blob_weights[]; /* %lld bytes */\n",
                        (long long)p->weights_bytes);
-    for (int32_t r = 1; r < p->n_ranks; r++)
+    for (int32_t r = 1; r < p->n_ranks && !p->split_batch; r++)
         if (p->ranks[r].weights_bytes)
             ampc_sb_printf(&sb, "extern const unsigned char ampc_blob_weights_r%d[]; /* rank %d: "
                                 "%lld bytes */\n", r, r, (long long)p->ranks[r].weights_bytes);
     ampc_sb_puts(&sb, "\n");
     put_plan_arrays(&sb, "", "plan_", p);
-    for (int32_t r = 1; r < p->n_ranks; r++) {
+    for (int32_t r = 1; r < p->n_ranks && !p->split_batch; r++) {
         char tag[32];
         snprintf(tag, sizeof tag, "r%d_", r);
         ampc_sb_printf(&sb, "/* rank %d */\n", r);
@@ -314,7 +332,9 @@ char *ampc_artifact_host_c(const ampc_module *m, const char *name, const ampc_ar
                        p->images[i].kind, p->images[i].sm, i, (long long)p->images[i].size);
     if (!p->n_images) ampc_sb_puts(&sb, "    {0},\n");
     ampc_sb_puts(&sb, "};\n\n");
-    if (p->n_ranks > 1) {
+    if (p->split_batch) {
+        put_batch_ranks(&sb, p, "ampc_blob_weights");
+    } else if (p->n_ranks > 1) {
         ampc_sb_printf(&sb, "/* The plan of every rank (GPU): rank r runs on device `device + r`. */\n"
                             "static const ampc_rt_plan rank_plans[%d] = {\n", p->n_ranks);
         for (int32_t r = 0; r < p->n_ranks; r++) {
@@ -437,9 +457,14 @@ char *ampc_artifact_header(const ampc_module *m, const char *name, const char *s
         name, AMPC_MAX_RANK);
     ampc_sb_printf(&sb, "#define %s_N_INPUTS %d\n#define %s_N_OUTPUTS %d\n", name, p->n_inputs,
                    name, p->n_outputs);
-    ampc_sb_printf(&sb, "/* GPUs the model runs on: rank r on CUDA device `device + r` (NCCL when more "
-                        "than one). */\n#define %s_GPUS %d\n",
-                   name, p->n_ranks > 1 ? p->n_ranks : 1);
+    if (p->split_batch)
+        ampc_sb_printf(&sb, "/* GPUs the model runs on: rank r on CUDA device `device + r`, rows "
+                            "[r B/%d, (r+1) B/%d)\n * of every input and output (the batch B is "
+                            "dim 0; data parallelism, no NCCL). */\n", p->n_ranks, p->n_ranks);
+    else
+        ampc_sb_puts(&sb, "/* GPUs the model runs on: rank r on CUDA device `device + r` (NCCL when "
+                          "more than one). */\n");
+    ampc_sb_printf(&sb, "#define %s_GPUS %d\n", name, p->n_ranks > 1 ? p->n_ranks : 1);
     ampc_sb_printf(&sb, "/* Device memory: the arena (activations) and the weights, in bytes. */\n"
                         "#define %s_ARENA_BYTES %lldLL\n#define %s_WEIGHTS_BYTES %lldLL\n\n",
                    name, (long long)p->arena_bytes, name, (long long)p->weights_bytes);

@@ -57,6 +57,10 @@ static const char usage[] =
     "                        then row-parallel, one all-reduce each); -o builds one\n"
     "                        library holding a plan per GPU (NCCL), `ampc run` runs it on\n"
     "                        GPUs 0 to N-1; --emit ir shows the partition\n"
+    "  --gpus N --partition data\n"
+    "                        split the batch (dim 0 of every input and output) over N\n"
+    "                        GPUs, weights replicated: each GPU runs the model for B/N\n"
+    "                        rows; the library takes and gives the whole batch\n"
     "  --sparsity MODE       2:4 structured sparsity of constant matmul/conv weights along K:\n"
     "                        off (default); verify: mark weights already 2:4 (sparse24 = 1);\n"
     "                        prune: keep the 2 largest |w| of every 4 and mark them, which\n"
@@ -183,12 +187,13 @@ static int parse_args(int argc, char **argv, ampc_cli_options *o) {
             o->gpus = (int32_t)n;
         } else if (is_opt(a, "--partition")) {
             if (!(v = opt_value(argc, argv, &i, "--partition"))) return 2;
-            if (!strcmp(v, "data") || !strcmp(v, "pipeline"))
-                return fail("--partition %s is not built yet; tensor is", v, ""), 2;
-            if (strcmp(v, "tensor"))
-                return fail("--partition %s: give tensor (data and pipeline are not built yet)", v,
+            if (!strcmp(v, "pipeline"))
+                return fail("--partition %s is not built yet; tensor and data are", v, ""), 2;
+            if (strcmp(v, "tensor") && strcmp(v, "data"))
+                return fail("--partition %s: give tensor or data (pipeline is not built yet)", v,
                             ""), 2;
-            o->tensor_parallel = true;
+            o->tensor_parallel = !strcmp(v, "tensor");
+            o->data_parallel = !strcmp(v, "data");
         } else if (is_opt(a, "--layout")) {
             if (!(v = opt_value(argc, argv, &i, "--layout"))) return 2;
             if (strcmp(v, "nchw") && strcmp(v, "nhwc"))

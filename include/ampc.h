@@ -322,6 +322,8 @@ typedef enum ampc_precision {
 typedef enum ampc_partition {
     AMPC_PARTITION_NONE = 0, /* one GPU */
     AMPC_PARTITION_TENSOR,   /* weights split across the GPUs (matmul pairs), one all-reduce each */
+    AMPC_PARTITION_DATA,     /* the batch split across the GPUs, weights replicated
+                                (passes/partition_data.c) */
 } ampc_partition;
 /* What the sparsity pass does with the weights of contractions and convolutions
  * (ampc_pipeline_options.sparsity; docs/sparsity.md). 2:4 means: along the reduction dimension K,
@@ -364,7 +366,9 @@ typedef struct ampc_pipeline_options {
      * ranks with one ampc.AllReduce. The partitioned graph runs on the reference evaluator (all
      * ranks, the all-reduce as a sum), and ampc_compile gives one plan per GPU: the module (or
      * its library) then runs on devices 0 to gpus - 1 through NCCL (ampc_rt_model_create in
-     * ampc_runtime.h, docs/multi-gpu.md). */
+     * ampc_runtime.h, docs/multi-gpu.md). With DATA, the graph becomes one GPU's share of the
+     * batch (dim 0 of every input and output, B / gpus rows), weights replicated; the module
+     * still takes and gives the full batch, rank r computing rows [r B/gpus, (r+1) B/gpus). */
     int32_t gpus;
     ampc_partition partition;
     /* The sparsity pass (OFF: nothing). sparsity_layers, when not NULL, is an fnmatch(3) glob on

@@ -237,6 +237,11 @@ struct ampc_graph {
     bool channels_last; /* the layout pass's request */
     int32_t gpus;       /* the partition pass's request: ranks (>= 2) and how */
     ampc_partition partition;
+    /* Set by partition-data (and read back from the IR text): the graph is one GPU's share of a
+     * batch split over data_ranks GPUs (its inputs and outputs hold B / data_ranks rows of the
+     * model's batch B); 0 when the batch is whole. Unlike gpus/partition it stays after the
+     * pipeline: code generation makes one plan per GPU from it. */
+    int32_t data_ranks;
     /* The sparsity pass's request (set by the pipeline for its run) and what it found: one row
      * per contraction or convolution, in node order, rewritten by each run of the pass. */
     ampc_sparsity sparsity;

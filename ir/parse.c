@@ -5,7 +5,7 @@
  * comments to the end of a line are skipped, so golden files parse whole):
  *
  *     file   := graph EOF
- *     graph  := 'graph' STRING ['opset' INT] '{' stmt* '}'
+ *     graph  := 'graph' STRING ['opset' INT] ['batch_split' INT] '{' stmt* '}'
  *     stmt   := 'input' VALUE ':' type ['=' data]
  *             | 'const' VALUE ':' type '=' data
  *             | 'output' VALUE {',' VALUE}
@@ -804,6 +804,14 @@ static bool parse_graph(parser *P, ampc_graph *g) {
         if (!next(P)) return false;
         if (P->t.kind != TK_INT) return expected(P, "an opset number");
         if (!int_value(P, &g->opset) || !next(P)) return false;
+    }
+    if (is_ident(P, "batch_split")) { /* one GPU's share of a batch split (partition-data) */
+        int64_t n = 0;
+        if (!next(P)) return false;
+        if (P->t.kind != TK_INT) return expected(P, "a number of GPUs after batch_split");
+        if (!int_value(P, &n) || !next(P)) return false;
+        if (n < 2 || n > 1024) return expected(P, "a number of GPUs from 2 to 1024 after batch_split");
+        g->data_ranks = (int32_t)n;
     }
     if (!expect_punct(P, '{', "opening the graph body")) return false;
     for (;;) {

@@ -102,6 +102,10 @@ ampc_status ampc_pass_fuse_matmul(ampc_graph *g, bool *changed);
 /* Scale folding: Mul by a scalar constant after a matmul with constant weights (through
  * Reshape/Transpose) becomes scaled weights and bias (fold_scale.c). */
 ampc_status ampc_pass_fold_scale(ampc_graph *g, bool *changed);
+/* Data parallelism (--gpus N --partition data): the graph becomes one GPU's share of the batch
+ * (dim 0 of inputs and outputs divided by N, shapes inferred again, Reshape targets rewritten),
+ * g->data_ranks = N; refuses, naming the node, what would mix rows (partition_data.c). */
+ampc_status ampc_pass_partition_data(ampc_graph *g, bool *changed);
 /* Tensor parallelism (--gpus N --partition tensor): matmul pairs with constant weights split
  * column- then row-wise into N ranks with one ampc.AllReduce (partition.c). */
 ampc_status ampc_pass_partition(ampc_graph *g, bool *changed);

@@ -14,6 +14,10 @@
 #include <time.h>
 
 static const ampc_pass_info pass_table[] = {
+    /* the batch split first: every later pass (folding the shape arithmetic too) sees one GPU's
+     * share of the batch */
+    {"partition-data", ampc_pass_partition_data,
+     "with --gpus N --partition data, make the graph one GPU's share (B/N rows) of the batch"},
     /* canonicalise: rewrite equivalent forms into one (goes first, when it lands) */
     {"fold", ampc_pass_fold, "evaluate nodes whose inputs are all constant into constants"},
     {"cse", ampc_pass_cse, "merge identical nodes and identical small constants"},

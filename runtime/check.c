@@ -69,6 +69,9 @@ static ampc_status check_io(const ampc_rt_plan *p, const ampc_rt_io *io, bool is
     if (!is_out && io->ref.space != AMPC_RT_ARENA && bytes > 0)
         return rt_fail(e, AMPC_E_INVALID_ARG, "%s lies in the weights; inputs live in the arena",
                        what);
+    /* the model's io of a batch split describe the caller's whole tensors: the ranks' own io
+     * (checked with each rank) say where their rows go */
+    if (p->split_batch && p->ranks != NULL) return AMPC_OK;
     return rt_check_ref(p, io->ref, what, false, true, e);
 }
 
@@ -196,6 +199,43 @@ static ampc_status check_rank_peer(const ampc_rt_plan *p, const ampc_rt_plan *q,
     return AMPC_OK;
 }
 
+/* Rank r's plan against the model's when the ranks split the batch: each input and output is
+ * the model's with dim 0 (and the bytes) divided by the number of ranks, and no rank has an
+ * all-reduce (the ranks never talk). */
+static ampc_status check_batch_peer(const ampc_rt_plan *p, const ampc_rt_plan *q, int32_t r,
+                                    rt_err *e) {
+    if (q->rank != r || q->n_ranks != p->n_ranks || q->ranks != NULL || !q->split_batch)
+        return rt_fail(e, AMPC_E_INVALID_ARG, "ranks[%d] says it is rank %d of %d (ranks %s, "
+                       "split_batch %u), expected rank %d of %d with ranks NULL and split_batch 1",
+                       r, q->rank, q->n_ranks, q->ranks ? "set" : "NULL", q->split_batch, r,
+                       p->n_ranks);
+    if (q->n_inputs != p->n_inputs || q->n_outputs != p->n_outputs)
+        return rt_fail(e, AMPC_E_INVALID_ARG, "rank %d has %d inputs and %d outputs, the model "
+                       "%d and %d", r, q->n_inputs, q->n_outputs, p->n_inputs, p->n_outputs);
+    int64_t n = p->n_ranks;
+    for (int32_t i = 0; i < p->n_inputs + p->n_outputs; i++) {
+        const ampc_rt_io *a = i < p->n_inputs ? &p->inputs[i] : &p->outputs[i - p->n_inputs];
+        const ampc_rt_io *b = i < p->n_inputs ? &q->inputs[i] : &q->outputs[i - p->n_inputs];
+        bool same = a->dtype == b->dtype && a->shape.rank == b->shape.rank && a->shape.rank > 0 &&
+                    a->shape.dims[0] == n * b->shape.dims[0] && a->ref.bytes == n * b->ref.bytes;
+        for (int32_t d = 1; same && d < a->shape.rank; d++)
+            same = a->shape.dims[d] == b->shape.dims[d];
+        if (!same) {
+            char sa[200], sb[200];
+            return rt_fail(e, AMPC_E_INVALID_ARG, "%s '%s' is %s for the model and %s for rank "
+                           "%d, expected dim 0 divided by the %d ranks and nothing else changed",
+                           i < p->n_inputs ? "input" : "output", a->name ? a->name : "",
+                           rt_shape_str(&a->shape, sa, sizeof sa),
+                           rt_shape_str(&b->shape, sb, sizeof sb), r, p->n_ranks);
+        }
+    }
+    for (int32_t j = 0; j < q->n_steps; j++)
+        if (q->steps[j].kind == AMPC_RT_STEP_ALLREDUCE)
+            return rt_fail(e, AMPC_E_INVALID_ARG, "rank %d's step %d is an all-reduce, but the "
+                           "ranks split the batch and never exchange data", r, j);
+    return AMPC_OK;
+}
+
 /* The steps of one plan through their providers' static rules. */
 static ampc_status check_steps(const ampc_rt_plan *p, rt_err *e) {
     for (int32_t i = 0; i < p->n_steps; i++) {
@@ -217,9 +257,15 @@ static ampc_status check_ranks(const ampc_rt_plan *p, rt_err *e) {
         p->rank < 0 || (p->rank > 0 && p->rank >= p->n_ranks))
         return rt_fail(e, AMPC_E_INVALID_ARG, "invalid plan: rank %d of %d ranks", p->rank,
                        p->n_ranks);
+    if (p->split_batch && p->n_ranks < 2)
+        return rt_fail(e, AMPC_E_INVALID_ARG, "invalid plan: split_batch over %d ranks: a batch "
+                       "split has 2 ranks or more", p->n_ranks);
     for (int32_t r = 0; p->ranks != NULL && r < p->n_ranks; r++) {
         const ampc_rt_plan *q = &p->ranks[r];
-        if (check_plan_shell(q, e) != AMPC_OK || check_rank_peer(p, q, r, e) != AMPC_OK) {
+        ampc_status st = check_plan_shell(q, e);
+        if (st == AMPC_OK)
+            st = p->split_batch ? check_batch_peer(p, q, r, e) : check_rank_peer(p, q, r, e);
+        if (st != AMPC_OK) {
             rt_err_prefix(e, "invalid plan: rank %d: ", r);
             return e->status;
         }

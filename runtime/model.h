@@ -54,6 +54,11 @@ struct ampc_rt_model {
      * of `group` ranks, rank[0] being rank first_rank. One process over every GPU: first_rank
      * 0 and group == n_ranks. */
     int32_t first_rank, group;
+    /* Data parallelism (ranks_data.c): the ranks split the batch; inputs and outputs then point
+     * into batch_io (owned: the whole batch's descriptors, inputs then outputs). */
+    bool split_batch;
+    ampc_rt_io *batch_io;
+    int32_t peer_links;       /* peer-access directions enabled between the first GPU and others */
 };
 
 /* model.c: loads plan p into m on the device m->ctx.dev names (opened by the caller). */
@@ -72,5 +77,14 @@ ampc_status rt_ranks_run(ampc_rt_model *m, const ampc_tensor *in, ampc_tensor *o
                          cudaStream_t stream, bool sync, rt_err *e);
 /* ampc_rt_model_time of a multi-GPU model. */
 ampc_status rt_ranks_time(ampc_rt_model *m, int32_t iterations, double *ms, rt_err *e);
+
+/* ranks_data.c, a model whose ranks split the batch (p->split_batch): after the ranks are
+ * built, the whole batch's io descriptors and peer access from the first GPU to the others. */
+ampc_status rt_data_setup(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e);
+/* Enqueues, on each rank's stream, its rows of every input from the caller's buffer / its rows
+ * of every output into the caller's buffer (host memory or any GPU's). */
+ampc_status rt_data_copy_in(ampc_rt_model *m, const ampc_tensor *in, rt_err *e);
+ampc_status rt_data_copy_out(ampc_rt_model *m, ampc_tensor *out, rt_err *e);
+void rt_data_free(ampc_rt_model *m);
 
 #endif

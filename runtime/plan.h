@@ -21,6 +21,14 @@
  * inputs and outputs as every rank) whose all-reduce steps pair with the other ranks' in order:
  * every rank has the same sequence of all-reduces. The model's own fields repeat rank 0's plan,
  * so a tool that reads one plan reads rank 0's. A single-GPU plan has n_ranks 0 or 1.
+ *
+ * Data parallelism (split_batch = 1, docs/multi-gpu.md): the ranks split the batch. Every rank's
+ * plan is the model compiled for B / N rows (dim 0 of every input and output) and holds no
+ * all-reduce; the ranks share one steps array and one weights blob (the same pointers). The
+ * model's plan repeats rank 0's fields except its inputs and outputs, which describe the
+ * caller's full tensors (dim 0 = B, ref.bytes N times a rank's: their offsets are rank 0's and
+ * are not read). Rank r reads rows [r B/N, (r+1) B/N) of every input and writes the same rows of
+ * every output.
  */
 #ifndef AMPC_RT_PLAN_H
 #define AMPC_RT_PLAN_H
@@ -30,7 +38,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum { AMPC_RT_PLAN_VERSION = 2 }; /* 2: all-reduce steps, ranks */
+enum { AMPC_RT_PLAN_VERSION = 3 }; /* 2: all-reduce steps, ranks; 3: split_batch */
 
 /* Where a tensor lives. */
 typedef enum ampc_rt_space {
@@ -201,6 +209,9 @@ typedef struct ampc_rt_plan {
      * A single-GPU plan: rank 0, n_ranks 0 or 1, ranks NULL. */
     int32_t rank, n_ranks;
     const struct ampc_rt_plan *ranks;
+    /* 1: the ranks split the batch (data parallelism, see the top of this file), on the model's
+     * plan and on every rank's; 0: tensor parallelism or one GPU. */
+    uint8_t split_batch;
 } ampc_rt_plan;
 
 /* ---- generated libraries ---------------------------------------------------------------------

@@ -39,8 +39,8 @@ static ampc_status wait_ranks(ampc_rt_model *m, cudaEvent_t ev, rt_err *e) {
         if (rc == cudaSuccess) return AMPC_OK;
         if (rc != cudaErrorNotReady)
             return rt_fail_cuda(e, rc, "cudaEventQuery(ev)", __func__, __FILE__, __LINE__);
-        for (int32_t r = 0; r < m->n_ranks; r++)
-            if (rt_nccl_comm_check(m->rank[r]->ctx.nccl, e) != AMPC_OK) {
+        for (int32_t r = 0; r < m->n_ranks; r++) /* a batch split has no communicator */
+            if (m->rank[r]->ctx.nccl && rt_nccl_comm_check(m->rank[r]->ctx.nccl, e) != AMPC_OK) {
                 rt_err_prefix(e, "rank %d (device %d): ", m->first_rank + r,
                               m->rank[r]->ctx.dev.index);
                 break_ranks(m, e->msg);
@@ -55,9 +55,10 @@ static ampc_status wait_ranks(ampc_rt_model *m, cudaEvent_t ev, rt_err *e) {
                         m->timeout_s);
             else
             rt_fail(e, AMPC_E_CUDA, "the %d GPUs did not finish the run within %.0f s "
-                    "(AMPC_NCCL_TIMEOUT_S): a collective is stuck; the model's NCCL "
-                    "communicators were aborted and it cannot run again", m->n_ranks,
-                    m->timeout_s);
+                    "(AMPC_NCCL_TIMEOUT_S): %s", m->n_ranks, m->timeout_s,
+                    m->split_batch ? "a GPU is stuck; the model cannot run again"
+                                   : "a collective is stuck; the model's NCCL communicators "
+                                     "were aborted and it cannot run again");
             break_ranks(m, e->msg);
             return e->status;
         }
@@ -216,12 +217,25 @@ static ampc_status launch_or_replay(ampc_rt_model *m, rt_err *e) {
     return AMPC_OK;
 }
 
+/* Waits for the end of a run on s0 (the first device). */
+static ampc_status wait_done(ampc_rt_model *m, cudaStream_t s0, rt_err *e) {
+    RT_CUDA(e, cudaSetDevice(m->rank[0]->ctx.dev.index));
+    RT_CUDA(e, cudaEventRecord(m->done_ev, s0));
+    return wait_ranks(m, m->done_ev, e);
+}
+
 ampc_status rt_ranks_run(ampc_rt_model *m, const ampc_tensor *in, ampc_tensor *out,
                              cudaStream_t stream, bool sync, rt_err *e) {
     if (m->broken) return rt_fail(e, AMPC_E_CUDA, "the model cannot run: %s", m->broken);
     ampc_rt_model *r0 = m->rank[0];
     cudaStream_t s0 = stream ? stream : r0->stream;
     if (fork_ranks(m, s0, e) != AMPC_OK) return e->status;
+    if (m->split_batch) { /* each rank its rows, straight from and to the caller's buffers */
+        if (rt_data_copy_in(m, in, e) != AMPC_OK || launch_or_replay(m, e) != AMPC_OK ||
+            rt_data_copy_out(m, out, e) != AMPC_OK || join_ranks(m, s0, e) != AMPC_OK)
+            return e->status;
+        return sync ? wait_done(m, s0, e) : AMPC_OK;
+    }
     for (int32_t r = 0; r < m->n_ranks; r++) {
         ampc_rt_model *k = m->rank[r];
         RT_CUDA(e, cudaSetDevice(k->ctx.dev.index));
@@ -253,9 +267,7 @@ ampc_status rt_ranks_run(ampc_rt_model *m, const ampc_tensor *in, ampc_tensor *o
             return e->status;
         }
     }
-    if (!sync) return AMPC_OK;
-    RT_CUDA(e, cudaEventRecord(m->done_ev, s0));
-    return wait_ranks(m, m->done_ev, e);
+    return sync ? wait_done(m, s0, e) : AMPC_OK;
 }
 
 /* As time_loop, for every rank: the time on the first device from before the fork to after the
@@ -319,7 +331,8 @@ static ampc_status build_rank(ampc_rt_model *m, const ampc_rt_plan *p, int32_t r
     return AMPC_OK;
 }
 
-static ampc_status finish_ranks(ampc_rt_model *m, int32_t device, rt_err *e);
+static ampc_status finish_ranks(ampc_rt_model *m, const ampc_rt_plan *p, int32_t device,
+                                rt_err *e);
 
 /* AMPC_NCCL_TIMEOUT_S, else 300 s: how long a run (and a rank's NCCL setup) may wait. */
 static double nccl_timeout_s(void) {
@@ -352,7 +365,9 @@ static ampc_status build_ranks(ampc_rt_model *m, const ampc_rt_plan *p, int32_t 
                          ? AMPC_OK
                          : rt_fail(e, AMPC_E_OOM, "out of host memory");
     for (int32_t r = 0; r < n && st == AMPC_OK; r++) ranks[r] = r, devices[r] = device + r;
-    if (st == AMPC_OK) st = rt_nccl_comms_init(n, NULL, n, ranks, devices, comms, e);
+    /* a batch split never exchanges data: no communicators, NCCL is not even loaded */
+    if (st == AMPC_OK && !p->split_batch)
+        st = rt_nccl_comms_init(n, NULL, n, ranks, devices, comms, e);
     m->n_ranks = st == AMPC_OK ? n : 0;
     for (int32_t r = 0; r < n && st == AMPC_OK; r++) {
         st = build_rank(m, &p->ranks[r], r, devices[r], &comms[r], e);
@@ -362,12 +377,13 @@ static ampc_status build_ranks(ampc_rt_model *m, const ampc_rt_plan *p, int32_t 
     free(devices);
     free(comms);
     if (st != AMPC_OK) return st;
-    return finish_ranks(m, device, e);
+    return finish_ranks(m, p, device, e);
 }
 
 /* The end of a multi-GPU model's creation, once every local rank is built: the events on the
  * first device, the queries mirroring rank 0's, the graph settings. */
-static ampc_status finish_ranks(ampc_rt_model *m, int32_t device, rt_err *e) {
+static ampc_status finish_ranks(ampc_rt_model *m, const ampc_rt_plan *p, int32_t device,
+                                rt_err *e) {
     int32_t n = m->n_ranks;
     RT_CUDA(e, cudaSetDevice(device));
     RT_CUDA(e, cudaEventCreateWithFlags(&m->fork_ev, cudaEventDisableTiming));
@@ -382,7 +398,10 @@ static ampc_status finish_ranks(ampc_rt_model *m, int32_t device, rt_err *e) {
     m->inputs = r0->inputs;
     m->n_outputs = r0->n_outputs;
     m->outputs = r0->outputs;
-    /* CUDA graphs over several GPUs are opt-in until measured on the GPU machines */
+    if (p->split_batch && rt_data_setup(m, p, e) != AMPC_OK) return e->status;
+    /* CUDA graphs over several GPUs are opt-in until measured on the GPU machines; a batch
+     * split has no collective to capture, so its ranks' graphs are plain ones: on by default
+     * (AMPC_MULTI_GPU_GRAPHS=0 turns them off) */
     m->rank_graph = calloc((size_t)n, sizeof *m->rank_graph);
     m->rank_exec = calloc((size_t)n, sizeof *m->rank_exec);
     if (m->rank_graph == NULL || m->rank_exec == NULL)
@@ -391,7 +410,10 @@ static ampc_status finish_ranks(ampc_rt_model *m, int32_t device, rt_err *e) {
     if (all != NULL && strcmp(all, "0") == 0) {
         m->graph_status = AMPC_RT_GRAPH_OFF;
         m->graph_why = strdup("turned off by AMPC_CUDA_GRAPHS=0");
-    } else if (g == NULL || strcmp(g, "1") != 0) {
+    } else if (p->split_batch && g != NULL && strcmp(g, "0") == 0) {
+        m->graph_status = AMPC_RT_GRAPH_OFF;
+        m->graph_why = strdup("turned off by AMPC_MULTI_GPU_GRAPHS=0");
+    } else if (!p->split_batch && (g == NULL || strcmp(g, "1") != 0)) {
         m->graph_status = AMPC_RT_GRAPH_OFF;
         m->graph_why = strdup("a multi-GPU model launches its steps one by one unless "
                               "AMPC_MULTI_GPU_GRAPHS=1 asks for a CUDA graph per GPU");
@@ -452,6 +474,7 @@ void rt_ranks_destroy(ampc_rt_model *m) {
     free(m->join_ev);
     free(m->graph_why);
     free(m->broken);
+    rt_data_free(m);
     if (prev >= 0) (void)cudaSetDevice(prev);
     rt_cuda_clear();
     free(m);
@@ -482,7 +505,7 @@ static ampc_status build_one_rank(ampc_rt_model *m, const ampc_rt_plan *p, int32
         AMPC_OK)
         return e->status;
     if (build_rank(m, &p->ranks[rank], 0, device, &comm, e) != AMPC_OK) return e->status;
-    return finish_ranks(m, device, e);
+    return finish_ranks(m, p, device, e);
 }
 
 ampc_status rt_ranks_create_rank(const ampc_rt_plan *p, int32_t device, int32_t rank,
@@ -531,6 +554,10 @@ static ampc_status check_rank_args(const ampc_rt_plan *plan, int32_t rank, int32
         return rt_fail(e, AMPC_E_INVALID_ARG, "rank %d is out of range: model '%s' has ranks 0 "
                        "to %d", rank, plan->name ? plan->name : "", n_ranks - 1);
     if (gpus == 1) return AMPC_OK; /* rank 0 of 1: no NCCL, the id is not read */
+    if (plan->split_batch)
+        return rt_fail(e, AMPC_E_UNSUPPORTED, "model '%s' splits the batch over %d GPUs "
+                       "(--partition data), which runs from one process: load it with "
+                       "ampc_rt_model_create", plan->name ? plan->name : "", plan->n_ranks);
     if (plan->ranks == NULL)
         return rt_fail(e, AMPC_E_INVALID_ARG, "this is rank %d's own plan of a %d-GPU model: "
                        "create each rank from the model's plan (the one listing every rank's)",

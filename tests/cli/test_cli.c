@@ -168,14 +168,49 @@ Test(cli, gpus_and_partition_split_a_matmul_pair) {
     cr_assert_eq(ampc(&out, "run %s --gpus 4", so), 1);
     cr_assert(strstr(out, "--gpus 4, but the model is partitioned over 2 GPUs"), "%s", out);
     free(out);
-    cr_assert_eq(ampc(&out, "%s --gpus 2 --partition data --emit ir", path), 2);
-    cr_assert(strstr(out, "--partition data is not built yet"), "%s", out);
+    cr_assert_eq(ampc(&out, "%s --gpus 2 --partition pipeline --emit ir", path), 2);
+    cr_assert(strstr(out, "--partition pipeline is not built yet; tensor and data are"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --gpus 2 --partition rows --emit ir", path), 2);
+    cr_assert(strstr(out, "--partition rows: give tensor or data"), "%s", out);
     free(out);
     cr_assert_eq(ampc(&out, "%s --gpus 0 --partition tensor --emit ir", path), 2);
     cr_assert(strstr(out, "--gpus needs a number of GPUs from 1 to 1024, got '0'"), "%s", out);
     free(out);
     cr_assert_eq(ampc(&out, "%s --gpus 2 --emit ir", path), 1);
     cr_assert(strstr(out, "2 GPUs or more need a partition"), "%s", out);
+    free(out);
+    rmdir_all(d);
+}
+
+/* --partition data: the IR is one GPU's share of the batch (batch_split 2, x [1,3]); -o builds
+ * one library whose inspect shows the split, the whole batch's io and one weights blob; a batch
+ * that does not divide and an output without the batch are refused with their names. */
+Test(cli, partition_data_splits_the_batch) {
+    char *d = tmpdir(), path[512], *out;
+    snprintf(path, sizeof path, "%s/mlp.ir", d);
+    write_text(path, mlp_text);
+    cr_assert_eq(ampc(&out, "%s --gpus 2 --partition data --emit ir", path), 0, "%s", out);
+    cr_assert(strstr(out, "graph \"mlp\" batch_split 2 {"), "%s", out);
+    cr_assert(strstr(out, "input %x : f32[1,3]"), "%s", out);
+    cr_assert(strstr(out, "%y : f32[1,2] = MatMul(%r, %w2)"), "%s", out);
+    cr_assert_null(strstr(out, "AllReduce"), "%s", out);
+    free(out);
+    char so[600];
+    snprintf(so, sizeof so, "%s/mlpd.so", d);
+    cr_assert_eq(ampc(&out, "%s --gpus 2 --partition data -o %s", path, so), 0, "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "inspect %s", so), 0, "%s", out);
+    cr_assert(strstr(out, "data parallel: 2 GPUs (devices 0 to 1) split the batch of 2, 1 rows "
+                          "each"), "%s", out);
+    cr_assert(strstr(out, "one copy of the weights (512 bytes) for every rank, no all-reduce"),
+              "%s", out);
+    cr_assert(strstr(out, "x                        f32[2,3]  24 bytes"), "%s", out);
+    cr_assert_null(strstr(out, "all-reduces"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --gpus 4 --partition data --emit ir", path), 1);
+    cr_assert(strstr(out, "the batch (dim 0 of input 'x' [2,3]) is 2, not a multiple of the 4 "
+                          "GPUs"), "%s", out);
     free(out);
     rmdir_all(d);
 }

@@ -7,6 +7,9 @@
  * the plans and refuses ranks whose all-reduces do not pair; the library builds (NVRTC, cc) and
  * loads back with both ranks; creating it on this machine fails with a status, never a crash.
  * A transformer block's b2 and residual go into rank 0's second GEMM, none into rank 1's.
+ * Data parallelism (--partition data): every rank's plan is the model for B/N rows, sharing the
+ * steps and the one weights blob (in the library too), with no all-reduce; the model's inputs
+ * and outputs are the whole batch's; the plan check refuses ranks whose rows do not add up.
  */
 #define _GNU_SOURCE /* mkdtemp */
 #include "support.h"
@@ -25,10 +28,10 @@ enum { B = 3, K = 6, H = 8, N = 5 };
 static double w1v(int i) { return sin(i * 0.7) * 0.5; }
 static double w2v(int i) { return cos(i * 0.3) * 0.4; }
 
-/* x [B, K] -> @ W1 [K, H] + b1 -> Relu -> @ W2 [H, N] -> + 1 -> y */
-static ampc_graph *mlp(void) {
+/* x [rows, K] -> @ W1 [K, H] + b1 -> Relu -> @ W2 [H, N] -> + 1 -> y */
+static ampc_graph *mlp_rows(int64_t rows) {
     ampc_graph *g = ampc_graph_create("mlp");
-    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(B, K));
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(rows, K));
     double w1[K * H], b1[H], w2[H * N];
     for (int i = 0; i < K * H; i++) w1[i] = w1v(i);
     for (int i = 0; i < H; i++) b1[i] = 0.1 * i - 0.3;
@@ -40,6 +43,8 @@ static ampc_graph *mlp(void) {
     cr_assert_eq(ampc_graph_status(g), AMPC_OK, "%s", ampc_graph_errors(g));
     return g;
 }
+
+static ampc_graph *mlp(void) { return mlp_rows(B); }
 
 /* x [B, N] -> @ W1 [N, H] + b1 -> Relu -> @ W2 [H, N] + b2 + x: a transformer MLP block */
 static ampc_graph *block(void) {
@@ -59,16 +64,20 @@ static ampc_graph *block(void) {
     return g;
 }
 
-/* Compiles g (destroyed) for `gpus` GPUs. */
-static ampc_module *compile_graph(ampc_graph *g, int32_t gpus) {
+/* Compiles g (destroyed) for `gpus` GPUs, split as `how` says. */
+static ampc_module *compile_split(ampc_graph *g, int32_t gpus, ampc_partition how) {
     static const int32_t sm80 = 80;
     ampc_pipeline_options po = {.verify = true, .gpus = gpus,
-                                .partition = gpus > 1 ? AMPC_PARTITION_TENSOR : AMPC_PARTITION_NONE};
+                                .partition = gpus > 1 ? how : AMPC_PARTITION_NONE};
     ampc_compile_options o = {.archs = &sm80, .n_archs = 1, .cache_dir = "", .pipeline = &po};
     ampc_module *m = NULL;
     cr_assert_eq(ampc_compile(g, &o, &m), AMPC_OK, "%s", ampc_graph_errors(g));
     ampc_graph_destroy(g);
     return m;
+}
+
+static ampc_module *compile_graph(ampc_graph *g, int32_t gpus) {
+    return compile_split(g, gpus, AMPC_PARTITION_TENSOR);
 }
 
 static ampc_module *compile(int32_t gpus) { return compile_graph(mlp(), gpus); }
@@ -261,6 +270,101 @@ Test(ranks, library_builds_and_loads_with_every_rank, .timeout = 180) {
     if (st != AMPC_OK) {
         cr_assert(st == AMPC_E_NO_DEVICE || st == AMPC_E_CUDA, "status %d: %s", st, err);
         cr_assert_not_null(err);
+        cr_assert_null(model);
+    }
+    ampc_rt_model_destroy(model);
+    free(err);
+    ampc_rt_unload(a);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+    ampc_module_destroy(m);
+}
+
+/* ---- data parallelism --------------------------------------------------------------------- */
+
+Test(ranks, batch_split_ranks_share_steps_and_weights, .timeout = 60) {
+    ampc_module *whole = compile_split(mlp_rows(4), 1, AMPC_PARTITION_NONE);
+    ampc_module *m = compile_split(mlp_rows(4), 2, AMPC_PARTITION_DATA);
+    const ampc_rt_plan *p = &m->cg->plan;
+    cr_assert_eq(p->n_ranks, 2);
+    cr_assert(p->split_batch);
+    cr_assert_null(m->cg->rank_weights, "no per-rank weights: one blob for every rank");
+    cr_assert_eq(p->weights_bytes, whole->cg->plan.weights_bytes, "every weight, once");
+    cr_assert_eq(p->inputs[0].shape.dims[0], 4, "the model takes the whole batch");
+    cr_assert_eq(p->inputs[0].ref.bytes, 4 * K * 4);
+    cr_assert_eq(p->outputs[0].shape.dims[0], 4);
+    cr_assert_eq(p->outputs[0].ref.bytes, 4 * N * 4);
+    for (int32_t r = 0; r < 2; r++) {
+        const ampc_rt_plan *q = &p->ranks[r];
+        cr_assert_eq(q->rank, r);
+        cr_assert(q->split_batch);
+        cr_assert_null(q->ranks);
+        cr_assert_eq(q->steps, p->steps, "rank %d runs the shared steps", r);
+        cr_assert_eq(q->weights, p->weights, "rank %d reads the shared weights", r);
+        cr_assert_eq(q->inputs[0].shape.dims[0], 2, "rank %d: 2 rows", r);
+        cr_assert_eq(q->inputs[0].shape.dims[1], K);
+        cr_assert_eq(q->outputs[0].ref.bytes, 2 * N * 4);
+        for (int32_t i = 0; i < q->n_steps; i++)
+            cr_assert_neq(q->steps[i].kind, AMPC_RT_STEP_ALLREDUCE, "no all-reduce");
+        cr_assert_eq(gemm_with_k(q, K)->m, 2, "rank %d's first GEMM has its 2 rows", r);
+    }
+    char *err = NULL;
+    cr_assert_eq(ampc_rt_plan_check(p, &err), AMPC_OK, "%s", err ? err : "");
+    ampc_module_destroy(m);
+    ampc_module_destroy(whole);
+}
+
+Test(ranks, plan_check_refuses_a_batch_split_whose_rows_do_not_add_up, .timeout = 60) {
+    ampc_module *m = compile_split(mlp_rows(4), 2, AMPC_PARTITION_DATA);
+    const ampc_rt_plan *p = &m->cg->plan;
+    ampc_rt_plan ranks[2] = {p->ranks[0], p->ranks[1]};
+    ampc_rt_io out = ranks[1].outputs[0];
+    out.shape.dims[0] = 3;
+    out.ref.bytes = 3 * N * 4;
+    ranks[1].outputs = &out;
+    ampc_rt_plan bad = *p;
+    bad.ranks = ranks;
+    char *err = NULL;
+    cr_assert_eq(ampc_rt_plan_check(&bad, &err), AMPC_E_INVALID_ARG);
+    cr_assert(strstr(err, "output 'y' is [4, 5] for the model and [3, 5] for rank 1, expected dim 0 "
+                          "divided by the 2 ranks"), "%s", err);
+    free(err);
+    err = NULL;
+    ranks[1] = p->ranks[1];
+    ranks[1].split_batch = 0;
+    cr_assert_eq(ampc_rt_plan_check(&bad, &err), AMPC_E_INVALID_ARG);
+    cr_assert(strstr(err, "split_batch 0), expected rank 1 of 2 with ranks NULL and split_batch 1"),
+              "%s", err);
+    free(err);
+    ampc_module_destroy(m);
+}
+
+Test(ranks, batch_split_library_embeds_the_weights_once, .timeout = 180) {
+    ampc_module *m = compile_split(mlp_rows(4), 2, AMPC_PARTITION_DATA);
+    char dir[] = "/tmp/ampc-ranks-XXXXXX", so[256];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(so, sizeof so, "%s/mlpd.so", dir);
+    char *err = NULL;
+    cr_assert_eq(ampc_module_write_library(m, so, NULL, &err), AMPC_OK, "%s", err ? err : "");
+    ampc_rt_artifact *a = NULL;
+    cr_assert_eq(ampc_rt_load(so, &a, &err), AMPC_OK, "%s", err ? err : "");
+    const ampc_rt_plan *p = ampc_rt_artifact_plan(a), *want = &m->cg->plan;
+    cr_assert(p->split_batch);
+    cr_assert_eq(p->n_ranks, 2);
+    cr_assert_eq(p->inputs[0].shape.dims[0], 4);
+    cr_assert_eq(memcmp(p->weights, want->weights, (size_t)want->weights_bytes), 0);
+    for (int32_t r = 0; r < 2; r++) {
+        cr_assert_eq(p->ranks[r].weights, p->weights, "rank %d points at the one blob", r);
+        cr_assert_eq(p->ranks[r].steps, p->steps, "rank %d runs the one steps array", r);
+        cr_assert_eq(p->ranks[r].inputs[0].shape.dims[0], 2);
+        cr_assert_eq(p->ranks[r].rank, r);
+    }
+    cr_assert_eq(ampc_rt_plan_check(p, &err), AMPC_OK, "%s", err ? err : "");
+    ampc_rt_model *model = NULL;
+    ampc_status st = ampc_rt_model_create(p, 0, &model, &err);
+    if (st != AMPC_OK) { /* here (no GPU, or fewer than 2): a status and a message */
+        cr_assert(st == AMPC_E_NO_DEVICE || st == AMPC_E_CUDA, "status %d: %s", st, err);
         cr_assert_null(model);
     }
     ampc_rt_model_destroy(model);

@@ -414,7 +414,8 @@ Test(pipeline, runs_every_pass_and_traces_each) {
     cr_assert(strstr(t, "pass fold-scale   changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass layout       changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass partition    changed no "), "trace:\n%s", t);
-    cr_assert_eq(lines, 14, "trace:\n%s", t);
+    cr_assert(strstr(t, "pass partition-data changed no "), "trace:\n%s", t);
+    cr_assert_eq(lines, 15, "trace:\n%s", t);
     free(t);
     char *text = ampc_graph_to_text(g, true);
     cr_assert_str_eq(text, "graph \"p\" {\n"
@@ -476,7 +477,7 @@ Test(pipeline, unknown_pass_names_are_errors_listing_the_valid_ones) {
     ampc_pipeline_options o = {.disable = off, .n_disable = 2};
     cr_assert_eq(ampc_graph_optimize(g, &o), AMPC_E_INVALID_ARG);
     cr_assert_str_eq(ampc_graph_errors(g), "unknown pass 'nope' in the list of passes to disable; "
-                                           "the passes are: fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-matmul, fold-scale, layout, dce, plan-memory");
+                                           "the passes are: partition-data, fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-matmul, fold-scale, layout, dce, plan-memory");
     cr_assert_eq(ampc_graph_node_count(g), 5); /* nothing ran */
     ampc_graph_destroy(g);
 
@@ -484,10 +485,10 @@ Test(pipeline, unknown_pass_names_are_errors_listing_the_valid_ones) {
     ampc_pipeline_options o2 = {.dump_after = "fuse"};
     cr_assert_eq(ampc_graph_optimize(g, &o2), AMPC_E_INVALID_ARG);
     cr_assert_str_eq(ampc_graph_errors(g), "unknown pass 'fuse' to dump the IR after; the passes "
-                                           "are: fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-matmul, fold-scale, layout, dce, plan-memory");
+                                           "are: partition-data, fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-matmul, fold-scale, layout, dce, plan-memory");
     ampc_graph_clear_errors(g);
     cr_assert_eq(ampc_pipeline_run_pass(g, "cse2", &o2), AMPC_E_INVALID_ARG);
-    t_expect_diag(g, "unknown pass 'cse2' to run; the passes are: fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-matmul, fold-scale, layout, dce, plan-memory");
+    t_expect_diag(g, "unknown pass 'cse2' to run; the passes are: partition-data, fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-matmul, fold-scale, layout, dce, plan-memory");
     ampc_graph_destroy(g);
 }
 
@@ -513,11 +514,11 @@ Test(pipeline, verifies_the_input_graph_and_refuses_graphs_with_errors) {
 Test(pipeline, the_registry_lists_and_finds_passes) {
     int32_t n;
     const ampc_pass_info *list = ampc_pass_list(&n);
-    cr_assert_eq(n, 14);
-    const char *names[14] = {"fold", "cse", "precision", "sparsity", "fuse-gelu", "fuse-softmax",
+    cr_assert_eq(n, 15);
+    const char *names[15] = {"partition-data", "fold", "cse", "precision", "sparsity", "fuse-gelu", "fuse-softmax",
                              "partition", "fuse-conv", "fuse-attention", "fuse-matmul",
                              "fold-scale", "layout", "dce", "plan-memory"};
-    for (int i = 0; i < 14; i++) cr_assert_str_eq(list[i].name, names[i]);
+    for (int i = 0; i < 15; i++) cr_assert_str_eq(list[i].name, names[i]);
     cr_assert_eq(ampc_pass_find("cse")->run, ampc_pass_cse);
     cr_assert_null(ampc_pass_find("CSE"));
     cr_assert_null(ampc_pass_find(NULL));
@@ -526,31 +527,32 @@ Test(pipeline, the_registry_lists_and_finds_passes) {
     char *t = file_text(f);
     fclose(f);
     cr_assert_str_eq(t, "ampc pass pipeline (in order):\n"
-                        "   1. fold         evaluate nodes whose inputs are all constant into "
+                        "   1. partition-data with --gpus N --partition data, make the graph one GPU's share (B/N rows) of the batch\n"
+                        "   2. fold         evaluate nodes whose inputs are all constant into "
                         "constants\n"
-                        "   2. cse          merge identical nodes and identical small constants\n"
-                        "   3. precision    with --precision fp16|bf16, move f32 tensors to the "
+                        "   3. cse          merge identical nodes and identical small constants\n"
+                        "   4. precision    with --precision fp16|bf16, move f32 tensors to the "
                         "low type as the op table's policy says\n"
-                        "   4. sparsity     with --sparsity verify|prune, mark (prune: make) 2:4 "
+                        "   5. sparsity     with --sparsity verify|prune, mark (prune: make) 2:4 "
                         "sparse constant weights of matmuls/convs\n"
-                        "   5. fuse-gelu    turn GELU written out with Erf (x * 0.5 * (1 + erf(x / "
+                        "   6. fuse-gelu    turn GELU written out with Erf (x * 0.5 * (1 + erf(x / "
                         "sqrt 2))) into one Gelu\n"
-                        "   6. fuse-softmax turn Softmax guarded by Where(IsNaN(s), 0, s) into one "
+                        "   7. fuse-softmax turn Softmax guarded by Where(IsNaN(s), 0, s) into one "
                         "ampc.SafeSoftmax\n"
-                        "   7. partition    with --gpus N --partition tensor, split matmul pairs "
+                        "   8. partition    with --gpus N --partition tensor, split matmul pairs "
                         "across the GPUs, one all-reduce each\n"
-                        "   8. fuse-conv    fold a residual Add and a ReLU after a Conv into one "
+                        "   9. fuse-conv    fold a residual Add and a ReLU after a Conv into one "
                         "ampc.FusedConv\n"
-                        "   9. fuse-attention turn MatMul(Q, K^T), scale, mask, softmax and "
+                        "  10. fuse-attention turn MatMul(Q, K^T), scale, mask, softmax and "
                         "MatMul(., V) into one ampc.FusedAttention\n"
-                        "  10. fuse-matmul  fold a bias Add, a residual Add and a ReLU after a "
+                        "  11. fuse-matmul  fold a bias Add, a residual Add and a ReLU after a "
                         "MatMul into one ampc.FusedMatMul\n"
-                        "  11. fold-scale   fold a scalar product after a matmul with constant weights "
+                        "  12. fold-scale   fold a scalar product after a matmul with constant weights "
                         "into the weights\n"
-                        "  12. layout       run 2-D f16/bf16 convolutions channels-last "
+                        "  13. layout       run 2-D f16/bf16 convolutions channels-last "
                         "(transposes where it changes; --layout nchw: off)\n"
-                        "  13. dce          remove nodes that no graph output depends on\n"
-                        "  14. plan-memory  place constants in the weights blob and every other "
+                        "  14. dce          remove nodes that no graph output depends on\n"
+                        "  15. plan-memory  place constants in the weights blob and every other "
                          "value in the arena (liveness)\n");
     free(t);
 }
