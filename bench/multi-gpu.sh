@@ -16,6 +16,8 @@
 # the weights replicated); `ampc run` times both the same way and the throughput ratio (images
 # a second, 2 GPUs over 1) is reported against the 1.9x target; numpy compares the outputs.
 # Writes $OUT/multi-gpu.txt (and the logs next to it). About two minutes of GPU time.
+# Then bert_tensor_parallel (below; SKIP_BERT=1 skips it, BERT_LAYERS=N sizes it):
+# a BERT encoder with its attention split by heads, its own section of the same file.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root" || exit 1
@@ -167,4 +169,118 @@ try:
 except Exception as e:
     print(f"  output comparison failed: {e}")
 PY
+
+# ---- Attention split by heads: a BERT-style encoder, 1 GPU against --gpus 2 --partition tensor --
+# transformers' BertModel with random weights (hidden 1024, 16 heads, FFN 4096: GPT-2-medium's
+# sizes; $BERT_LAYERS layers, 24 by default), exported by torch in f32 at batch 16 x seq 512 and
+# compiled with --precision fp16 for 1 GPU and for 2 (each layer's attention split by heads and
+# its MLP split as above: two all-reduces of 16 x 512 x 1024 per layer). Writes its section of
+# $report: build times, the split the pass reports, medians, the speed-up (target 1.5x), whether
+# the outputs match, and the all-reduces' share estimated from NCCL all-reduces of the same size
+# timed alone (torch.cuda.nccl, the same two GPUs) times their count.
+bert_tensor_parallel() {
+  local layers=${BERT_LAYERS:-24} d=$work/multi-gpu-bert
+  rm -rf "$d" && mkdir -p "$d"
+  echo "== attention split by heads: BERT encoder, $layers layers, 1 GPU vs 2 (tensor) ==" >> "$report"
+  "$py" - "$d" "$layers" <<'PY' >> "$report" 2>&1 || { echo "exporting the encoder failed" >> "$report"; return 1; }
+import sys, time, numpy as np, torch
+from transformers import BertConfig, BertModel
+d, layers = sys.argv[1], int(sys.argv[2])
+torch.manual_seed(0)
+cfg = BertConfig(hidden_size=1024, num_attention_heads=16, intermediate_size=4096,
+                 num_hidden_layers=layers, max_position_embeddings=512)
+class Enc(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bert = BertModel(cfg)
+    def forward(self, input_ids, attention_mask):
+        return self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+m = Enc().eval()
+ids = torch.randint(0, cfg.vocab_size, (16, 512), dtype=torch.int64)
+mask = torch.ones(16, 512, dtype=torch.int64)
+mask[1::2, 384:] = 0  # odd sequences padded after 384 tokens
+t0 = time.time()
+torch.onnx.export(m, (ids, mask), f"{d}/bert.onnx", input_names=["input_ids", "attention_mask"],
+                  output_names=["y"], opset_version=17, dynamo=False)
+np.save(f"{d}/input_ids.npy", ids.numpy())
+np.save(f"{d}/attention_mask.npy", mask.numpy())
+print(f"model: BertModel hidden 1024, 16 heads, FFN 4096, {layers} layers, batch 16 x seq 512; "
+      f"{sum(p.numel() for p in m.parameters()) / 1e6:.0f} M parameters; exported in {time.time() - t0:.0f} s")
+PY
+  local g args t0
+  for g in 1 2; do
+    args="--precision fp16"
+    [ $g = 2 ] && args="$args --gpus 2 --partition tensor --report $d/report2.json"
+    t0=$(date +%s)
+    # shellcheck disable=SC2086
+    if ! "$ampc" "$d/bert.onnx" $args -o "$d/bert$g.so" > "$out/multi-gpu-bert-build$g.log" 2>&1; then
+      echo "building for $g GPU(s) failed: $(tail -5 "$out/multi-gpu-bert-build$g.log")" >> "$report"
+      continue
+    fi
+    echo "built for $g GPU(s) in $(( $(date +%s) - t0 )) s" >> "$report"
+    for e in "" 1; do
+      [ $g = 1 ] && [ -n "$e" ] && continue
+      AMPC_MULTI_GPU_GRAPHS=$e "$ampc" run "$d/bert$g.so" --input "input_ids=$d/input_ids.npy" \
+        --input "attention_mask=$d/attention_mask.npy" --save-outputs "$d/out$g$e" \
+        --warmup 10 --iterations "$iters" > "$out/multi-gpu-bert-run$g$e.log" 2>&1 ||
+        echo "running on $g GPU(s) (graphs '$e') failed: $(tail -5 "$out/multi-gpu-bert-run$g$e.log")" >> "$report"
+    done
+  done
+  cp "$d/report2.json" "$out/multi-gpu-bert-report2.json" 2>/dev/null
+  "$py" - "$d" "$out" "$layers" <<'PY' >> "$report" 2>&1
+import json, re, sys, time, numpy as np, torch
+d, out, layers = sys.argv[1], sys.argv[2], int(sys.argv[3])
+try:
+    blocks = json.load(open(f"{d}/report2.json")).get("partition", [])
+    for kind in ("attention", "mlp"):
+        b = [x for x in blocks if x["kind"] == kind]
+        print(f"partition: {sum(x['split'] for x in b)} of {len(b)} {kind} blocks split"
+              + "".join(f"\n  whole: {x['node']}: {x['why']}" for x in b if not x["split"]))
+except Exception as e:
+    print(f"partition report unreadable: {e}")
+names = {"1": "1 GPU (CUDA graph)", "2": "2 GPUs (step by step)", "21": "2 GPUs (a CUDA graph per GPU)"}
+med = {}
+for g in names:
+    try:
+        m = re.search(r"median ([0-9.]+) ms", open(f"{out}/multi-gpu-bert-run{g}.log").read())
+        med[g] = float(m.group(1)) if m else None
+    except OSError:
+        med[g] = None
+    print(f"{names[g]}: median {med[g]} ms")
+for g in ("2", "21"):
+    if med["1"] and med[g]:
+        print(f"speed-up {names[g]} over 1 GPU: {med['1'] / med[g]:.2f}x (target 1.5x)")
+    try:
+        a = np.load(f"{d}/out1/y.npy").astype(np.float32)
+        b = np.load(f"{d}/out{g}/y.npy").astype(np.float32)
+        diff, tol = np.abs(a - b), 5e-2 * (1 + np.abs(a))
+        print(f"output match ({names[g]} vs 1 GPU, y {a.shape}): "
+              f"{'match' if (diff <= tol).all() else 'MISMATCH'}, max |diff| {diff.max():.4g}, "
+              f"mean |diff| {diff.mean():.3g}, elements outside 5e-2 relative: {int((diff > tol).sum())}")
+    except Exception as e:
+        print(f"output comparison ({names[g]}) failed: {e}")
+# the all-reduces alone: 2 per layer of 16 x 512 x 1024 f16, NCCL over the same two GPUs
+try:
+    xs = [torch.ones(16 * 512 * 1024, dtype=torch.float16, device=f"cuda:{i}") for i in (0, 1)]
+    for _ in range(10):
+        torch.cuda.nccl.all_reduce(xs)
+    for i in (0, 1):
+        torch.cuda.synchronize(i)
+    t0, n = time.perf_counter(), 50
+    for _ in range(n):
+        torch.cuda.nccl.all_reduce(xs)
+    for i in (0, 1):
+        torch.cuda.synchronize(i)
+    ar = (time.perf_counter() - t0) / n * 1e3
+    share = ""
+    for g in ("2", "21"):
+        if med[g]:
+            share += f"; {100 * 2 * layers * ar / med[g]:.0f}% of {names[g]}"
+    print(f"all-reduce of 16 MiB alone: {ar:.3f} ms; {2 * layers} a run = {2 * layers * ar:.2f} ms{share} (estimate)")
+except Exception as e:
+    print(f"all-reduce timing failed: {e}")
+PY
+}
+
+[ "${SKIP_BERT:-}" = 1 ] || bert_tensor_parallel
 cat "$report"

@@ -327,6 +327,22 @@ static void write_sparsity(FILE *f, const ampc_graph *g) {
     fprintf(f, "\n  ]");
 }
 
+/* The report's "partition" (with --gpus N --partition tensor): each block the partition pass
+ * split, and each attention block it left whole, with why. */
+static void write_partition(FILE *f, const ampc_graph *g) {
+    fprintf(f, ",\n  \"partition\": [");
+    for (int32_t i = 0; i < g->n_partition_blocks; i++) {
+        const ampc_partition_block *b = &g->partition_blocks[i];
+        fprintf(f, "%s\n    {\"node\": ", i ? "," : "");
+        json_str(f, b->node);
+        fprintf(f, ", \"kind\": \"%s\", \"split\": %s, \"why\": ", b->kind,
+                b->split ? "true" : "false");
+        json_str(f, b->why);
+        fputc('}', f);
+    }
+    fprintf(f, "\n  ]");
+}
+
 static bool write_report(const char *path, const ampc_cli_options *o, const ampc_graph *g,
                          const ampc_module *m, const compile_record *rec) {
     char tmp[4200];
@@ -375,6 +391,7 @@ static bool write_report(const char *path, const ampc_cli_options *o, const ampc
     fprintf(f, "\n  ]");
     write_node_precision(f, g);
     write_sparsity(f, g);
+    if (g->n_partition_blocks) write_partition(f, g);
     if (is_auto(o)) {
         const ampc_auto_result *a = &rec->autop;
         fprintf(f, ",\n  \"auto\": {\"tolerance\": %g, \"error_all_low\": %g, \"error\": %g, "

@@ -108,6 +108,15 @@ typedef struct ampc_sparse_layer {
     double energy_removed; /* pruned: sum of the removed w^2 over the sum of all w^2; else 0 */
 } ampc_sparse_layer;
 
+/* One row of the partition pass's record (ampc_graph.partition_blocks), for --report: each block
+ * it split and each attention block it left whole, with why. */
+typedef struct ampc_partition_block {
+    const char *node; /* the block's row-parallel matmul (graph arena) */
+    const char *kind; /* "mlp" or "attention" */
+    bool split;
+    const char *why;  /* what each rank takes, or why the block stays whole (graph arena) */
+} ampc_partition_block;
+
 typedef struct ampc_graph ampc_graph;
 typedef struct ampc_node ampc_node;
 typedef struct ampc_value ampc_value;
@@ -242,6 +251,8 @@ struct ampc_graph {
      * model's batch B); 0 when the batch is whole. Unlike gpus/partition it stays after the
      * pipeline: code generation makes one plan per GPU from it. */
     int32_t data_ranks;
+    ampc_partition_block *partition_blocks; /* what it decided (graph arena), rewritten per run */
+    int32_t n_partition_blocks, cap_partition_blocks;
     /* The sparsity pass's request (set by the pipeline for its run) and what it found: one row
      * per contraction or convolution, in node order, rewritten by each run of the pass. */
     ampc_sparsity sparsity;

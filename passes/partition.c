@@ -31,53 +31,58 @@
  *   3. split_pair: rank r's nodes (rank = r) on its shards, rank 0's tail, one ampc.AllReduce
  *      writing the value the pair (or its tail) wrote; the old nodes are removed.
  *
+ * Attention blocks are split by heads in partition_heads.c (the same stages, with the head
+ * layout followed through the block); the helpers both halves share are declared in
+ * partition.h. The pass records each block it split, and each attention block it left whole
+ * with the reason, in g->partition_blocks (--report's "partition").
+ *
  * The graph stays one graph: the reference evaluator runs all ranks and the all-reduce as a
  * sum, so the partition is checked against the original model on any machine. A pair is left
  * whole when H is not a multiple of R or a value inside it is used elsewhere or is a graph
  * output; an Add stays after the all-reduce when its other operand is neither such a bias nor
  * a value of y's shape computed before the pair, or when the value it reads has another reader.
  */
-#include "passes.h"
+#include "partition.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_CHAIN = 8, MAX_TAIL = 2 };
+enum { MAX_CHAIN = 8 };
 
 typedef struct mlp_pair {
     ampc_node *first, *bias, *chain[MAX_CHAIN], *second;
-    ampc_node *tail[MAX_TAIL];    /* the Adds rank 0 takes before the all-reduce (stage 2) */
-    ampc_value *addend[MAX_TAIL]; /* each one's other operand: b2 or the residual */
-    int32_t n_chain, n_tail;
+    ampc_part_tail tail; /* the Adds rank 0 takes before the all-reduce (stage 2) */
+    int32_t n_chain;
 } mlp_pair;
 
-static bool const_matrix(const ampc_value *v) {
+bool ampc_part_const_matrix(const ampc_value *v) {
     return v && v->data && v->shape.rank == 2 && ampc_dtype_is_float(v->dtype);
 }
 
-/* v's one reader, when v has exactly one and is not a graph output. */
-static ampc_node *only_reader(const ampc_uses *u, const ampc_value *v) {
+ampc_node *ampc_part_only_reader(const ampc_uses *u, const ampc_value *v) {
     return (v->flags & AMPC_VALUE_OUTPUT) ? NULL : ampc_pass_only_user(u, v);
 }
 
 /* The pair that starts at MatMul m, or false. */
 static bool find_pair(const ampc_uses *u, ampc_node *m, mlp_pair *p) {
     memset(p, 0, sizeof *p);
-    if (m->dead || m->op != AMPC_OP_MATMUL || !const_matrix(m->inputs[1]) || m->inputs[0]->data ||
+    if (m->dead || m->op != AMPC_OP_MATMUL || !ampc_part_const_matrix(m->inputs[1]) ||
+        m->inputs[0]->data ||
         ampc_ir_attr_find(m, "rank")) /* already split: a second run changes nothing */
         return false;
     int64_t h = m->inputs[1]->shape.dims[1];
     p->first = m;
     ampc_value *v = m->outputs[0];
-    ampc_node *n = only_reader(u, v);
+    ampc_node *n = ampc_part_only_reader(u, v);
     if (n && n->op == AMPC_OP_ADD && n->n_inputs == 2) {
         ampc_value *b = n->inputs[0] == v ? n->inputs[1] : n->inputs[0];
         if (b->data && b->shape.rank == 1 && b->shape.dims[0] == h && b->dtype == v->dtype &&
             ampc_shape_eq(&n->outputs[0]->shape, &v->shape)) {
             p->bias = n;
             v = n->outputs[0];
-            n = only_reader(u, v);
+            n = ampc_part_only_reader(u, v);
         }
     }
     while (n && n->op != AMPC_OP_MATMUL) {
@@ -86,9 +91,10 @@ static bool find_pair(const ampc_uses *u, ampc_node *m, mlp_pair *p) {
             return false;
         p->chain[p->n_chain++] = n;
         v = n->outputs[0];
-        n = only_reader(u, v);
+        n = ampc_part_only_reader(u, v);
     }
-    if (!n || n->inputs[0] != v || !const_matrix(n->inputs[1]) || n->inputs[1]->shape.dims[0] != h)
+    if (!n || n->inputs[0] != v || !ampc_part_const_matrix(n->inputs[1]) ||
+        n->inputs[1]->shape.dims[0] != h)
         return false;
     p->second = n;
     return true;
@@ -100,90 +106,108 @@ static bool bias_of(const ampc_value *v, int64_t n) {
            ampc_shape_numel(&v->shape) == n;
 }
 
-/* Whether v is present on every rank before pair p starts: a graph input or constant, a value
- * of a node before p's first matmul, or an earlier pair's all-reduce (appended by this run, at
- * or after position n_old; the split nodes' own values are partials, read by all-reduces only).
- * Such a value cannot depend on p's products, and a rank node reading it is still placed in
- * order by ampc_ir_graph_settle. */
-static bool before_pair(const ampc_value *v, const mlp_pair *p, int32_t n_old) {
+/* Whether v is present on every rank before the block starts: a graph input or constant, a
+ * value of a node before the block's first node, or an earlier block's all-reduce (appended by
+ * this run, at or after position n_old; the split nodes' own values are partials, read by
+ * all-reduces only). Such a value cannot depend on the block's products, and a rank node
+ * reading it is still placed in order by ampc_ir_graph_settle. */
+static bool before_block(const ampc_value *v, int32_t first_id, int32_t n_old) {
     const ampc_node *d = v->producer;
-    return !d || (!ampc_ir_attr_find(d, "rank") && (d->id < p->first->id || d->id >= n_old));
+    return !d || (!ampc_ir_attr_find(d, "rank") && (d->id < first_id || d->id >= n_old));
 }
 
-/* 2. The Adds after p's second matmul that rank 0 can take: while the current value (y, then
- * y + b2) has one reader and is not a graph output, an Add of it and
+/* 2. The Adds after the block's last matmul that rank 0 can take: while the current value (y,
+ * then y + b2) has one reader and is not a graph output, an Add of it and
  *   a constant of its dtype holding N values along the last dim   (the bias, once), or
- *   a value of exactly its shape and dtype available before the pair (the residual, once),
+ *   a value of exactly its shape and dtype available before the block (the residual, once),
  * whose output has the current shape. */
-static void find_tail(const ampc_uses *u, mlp_pair *p, int32_t n_old) {
-    ampc_value *v = p->second->outputs[0];
+void ampc_part_find_tail(const ampc_uses *u, const ampc_node *last, int32_t first_id,
+                         int32_t n_old, ampc_part_tail *t) {
+    memset(t, 0, sizeof *t);
+    ampc_value *v = last->outputs[0];
     int64_t n = v->shape.dims[v->shape.rank - 1];
     bool bias = false, residual = false;
     ampc_node *a;
-    while (p->n_tail < MAX_TAIL && (a = only_reader(u, v)) && a->op == AMPC_OP_ADD &&
-           a->n_inputs == 2 && a->inputs[0] != a->inputs[1]) {
+    while (t->n < AMPC_PART_MAX_TAIL && (a = ampc_part_only_reader(u, v)) &&
+           a->op == AMPC_OP_ADD && a->n_inputs == 2 && a->inputs[0] != a->inputs[1]) {
         ampc_value *o = a->inputs[0] == v ? a->inputs[1] : a->inputs[0];
         if (o->dtype != v->dtype || !ampc_shape_eq(&a->outputs[0]->shape, &v->shape)) break;
         if (!bias && bias_of(o, n)) {
             bias = true;
-        } else if (!residual && ampc_shape_eq(&o->shape, &v->shape) && before_pair(o, p, n_old)) {
+        } else if (!residual && ampc_shape_eq(&o->shape, &v->shape) &&
+                   before_block(o, first_id, n_old)) {
             residual = true;
         } else {
             break;
         }
-        p->addend[p->n_tail] = o;
-        p->tail[p->n_tail++] = a;
+        t->addend[t->n] = o;
+        t->node[t->n++] = a;
         v = a->outputs[0];
     }
 }
 
-/* Columns [c0, c0 + w) of matrix (or vector) m as a new constant named after m and the rank. */
-static ampc_value *shard(ampc_graph *g, const ampc_value *m, bool rows, int64_t c0, int64_t w,
-                         int32_t rank) {
-    size_t es = ampc_dtype_size(m->dtype);
-    int64_t n_rows = m->shape.rank == 2 ? m->shape.dims[0] : 1;
-    int64_t n_cols = m->shape.rank == 2 ? m->shape.dims[1] : m->shape.dims[0];
-    ampc_shape s = m->shape;
-    if (rows) {
-        s.dims[0] = w;
-    } else {
-        s.dims[s.rank - 1] = w;
+ampc_value *ampc_part_slice(ampc_graph *g, const ampc_value *c, int32_t axis, int64_t start,
+                            int64_t len, int32_t rank) {
+    size_t es = ampc_dtype_size(c->dtype);
+    int64_t outer = 1, inner = 1, n = c->shape.dims[axis];
+    for (int32_t i = 0; i < axis; i++) outer *= c->shape.dims[i];
+    for (int32_t i = axis + 1; i < c->shape.rank; i++) inner *= c->shape.dims[i];
+    ampc_shape s = c->shape;
+    s.dims[axis] = len;
+    const size_t row = (size_t)(len * inner) * es;
+    char *d = malloc((size_t)outer * row + 1);
+    if (!d) {
+        AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
+        return NULL;
     }
-    char *d = malloc((size_t)(rows ? w * n_cols : n_rows * w) * es + 1);
-    if (!d) return NULL;
-    if (rows) {
-        memcpy(d, (const char *)m->data + (size_t)(c0 * n_cols) * es, (size_t)(w * n_cols) * es);
-    } else {
-        for (int64_t r = 0; r < n_rows; r++)
-            memcpy(d + (size_t)(r * w) * es, (const char *)m->data + (size_t)(r * n_cols + c0) * es,
-                   (size_t)w * es);
-    }
+    for (int64_t o = 0; o < outer; o++)
+        memcpy(d + (size_t)o * row, (const char *)c->data + (size_t)((o * n + start) * inner) * es,
+               row);
     char name[160];
-    snprintf(name, sizeof name, "%.140s_rank%d", m->name, rank);
-    ampc_value *v = ampc_ir_const_new(g, name, m->dtype, &s, d);
+    snprintf(name, sizeof name, "%.140s_rank%d", c->name, rank);
+    ampc_value *v = ampc_ir_const_new(g, name, c->dtype, &s, d);
     free(d);
     return v;
 }
 
-/* A copy of node n for rank r reading `in` (and n's other inputs from `more`), its one output
- * returned; NULL on failure (diagnosed). The sparsity pass's sparse24 mark stays only when
- * keep_sparse: a row split of a 2:4 weight (groups of 4 along K, its rows) keeps the pattern
- * only when each rank's rows are whole groups. */
-static ampc_value *rank_node(ampc_graph *g, const ampc_node *n, ampc_opcode op, ampc_value *in,
-                             ampc_value *more, int32_t rank, bool keep_sparse) {
+/* Columns [c0, c0 + w) of matrix (or vector) m, or its rows. */
+static ampc_value *shard(ampc_graph *g, const ampc_value *m, bool rows, int64_t c0, int64_t w,
+                         int32_t rank) {
+    return ampc_part_slice(g, m, rows ? 0 : m->shape.rank - 1, c0, w, rank);
+}
+
+/* The sparsity pass's sparse24 mark stays only when keep_sparse: a row split of a 2:4 weight
+ * (groups of 4 along K, its rows) keeps the pattern only when each rank's rows are whole
+ * groups. */
+ampc_value *ampc_part_rank_node(ampc_graph *g, const ampc_node *n, ampc_opcode op,
+                                ampc_value *const *ins, int32_t n_ins, int32_t rank,
+                                bool keep_sparse) {
     ampc_attr *attrs = ampc_ir_alloc(g, (size_t)(n->n_attrs + 1) * sizeof *attrs);
     if (!attrs) return NULL;
     int32_t k = 0;
     for (int32_t i = 0; i < n->n_attrs; i++)
-        if (keep_sparse || strcmp(n->attrs[i].name, "sparse24")) attrs[k++] = n->attrs[i];
+        if ((keep_sparse || strcmp(n->attrs[i].name, "sparse24")) && strcmp(n->attrs[i].name, "rank"))
+            attrs[k++] = n->attrs[i];
     attrs[k] = (ampc_attr){.name = "rank", .kind = AMPC_ATTR_INT, .i = rank};
-    ampc_value *ins[2] = {in, more};
     char name[160];
     snprintf(name, sizeof name, "%.140s_rank%d", n->name, rank);
     ampc_node *out;
-    if (ampc_ir_node_build(g, op, name, ins, more ? 2 : 1, attrs, k + 1, 1, NULL, &out) != AMPC_OK)
+    if (ampc_ir_node_build(g, op, name, ins, n_ins, attrs, k + 1, 1, NULL, &out) != AMPC_OK)
         return NULL;
     return out->outputs[0];
+}
+
+/* A two-input rank node: in and `more`, or in alone. */
+static ampc_value *rank_node(ampc_graph *g, const ampc_node *n, ampc_opcode op, ampc_value *in,
+                             ampc_value *more, int32_t rank, bool keep_sparse) {
+    ampc_value *ins[2] = {in, more};
+    return ampc_part_rank_node(g, n, op, ins, more ? 2 : 1, rank, keep_sparse);
+}
+
+ampc_value *ampc_part_tail_apply(ampc_graph *g, const ampc_part_tail *t, ampc_value *v, int32_t r) {
+    for (int32_t i = 0; v && r == 0 && i < t->n; i++)
+        v = rank_node(g, t->node[i], AMPC_OP_ADD, v, t->addend[i], 0, true);
+    return v;
 }
 
 /* Rank r's part of the pair: its partial product (rank 0's with the tail added). */
@@ -201,9 +225,20 @@ static ampc_value *split_rank(ampc_graph *g, const mlp_pair *p, int32_t r, int64
     for (int32_t i = 0; v && i < p->n_chain; i++)
         v = rank_node(g, p->chain[i], p->chain[i]->op, v, NULL, r, true);
     v = v ? rank_node(g, p->second, AMPC_OP_MATMUL, v, w2, r, h % 4 == 0) : NULL;
-    for (int32_t i = 0; v && r == 0 && i < p->n_tail; i++)
-        v = rank_node(g, p->tail[i], AMPC_OP_ADD, v, p->addend[i], 0, true);
-    return v;
+    return ampc_part_tail_apply(g, &p->tail, v, r);
+}
+
+ampc_status ampc_part_all_reduce(ampc_graph *g, ampc_node *last, const ampc_part_tail *t,
+                                 ampc_value *const *partial, int32_t ranks) {
+    ampc_value *y = (t->n ? t->node[t->n - 1] : last)->outputs[0];
+    for (int32_t i = 0; i < t->n; i++) ampc_ir_node_remove(g, t->node[i]);
+    ampc_ir_node_remove(g, last); /* before the all-reduce takes y: removing clears producers */
+    char name[160];
+    snprintf(name, sizeof name, "%.140s_allreduce", last->name);
+    ampc_node *ar =
+        ampc_ir_node_append(g, AMPC_OP_ALL_REDUCE, name, partial, ranks, NULL, 0, &y, 1);
+    if (!ar) return AMPC_E_OOM;
+    return ampc_ir_node_infer(g, ar);
 }
 
 /* 3. Replaces the pair and its tail by the R ranks and an ampc.AllReduce writing the value the
@@ -214,33 +249,70 @@ static ampc_status split_pair(ampc_graph *g, const mlp_pair *p, int32_t ranks) {
     if (!partial) return AMPC_E_OOM;
     for (int32_t r = 0; r < ranks; r++)
         if (!(partial[r] = split_rank(g, p, r, h))) return ampc_graph_status(g);
-    ampc_value *y = (p->n_tail ? p->tail[p->n_tail - 1] : p->second)->outputs[0];
-    for (int32_t i = 0; i < p->n_tail; i++) ampc_ir_node_remove(g, p->tail[i]);
-    ampc_ir_node_remove(g, p->second);
+    ampc_node *second = p->second;
+    ampc_status st = ampc_part_all_reduce(g, second, &p->tail, partial, ranks);
     for (int32_t i = 0; i < p->n_chain; i++) ampc_ir_node_remove(g, p->chain[i]);
     if (p->bias) ampc_ir_node_remove(g, p->bias);
     ampc_ir_node_remove(g, p->first);
-    char name[160];
-    snprintf(name, sizeof name, "%.140s_allreduce", p->second->name);
-    ampc_node *ar =
-        ampc_ir_node_append(g, AMPC_OP_ALL_REDUCE, name, partial, ranks, NULL, 0, &y, 1);
-    if (!ar) return AMPC_E_OOM;
-    return ampc_ir_node_infer(g, ar);
+    if (st == AMPC_OK)
+        ampc_part_note(g, second, "mlp", true, "rank r: columns [r*%lld, (r+1)*%lld) of '%s', "
+                       "the same rows of '%s'; %d Adds on rank 0", (long long)h, (long long)h,
+                       p->first->inputs[1]->name, second->inputs[1]->name, p->tail.n);
+    return st;
+}
+
+void ampc_part_note(ampc_graph *g, const ampc_node *at, const char *kind, bool split,
+                    const char *fmt, ...) {
+    if (g->n_partition_blocks == g->cap_partition_blocks) {
+        int32_t cap = g->cap_partition_blocks ? 2 * g->cap_partition_blocks : 16;
+        ampc_partition_block *b = ampc_ir_alloc(g, (size_t)cap * sizeof *b);
+        if (!b) return;
+        if (g->n_partition_blocks)
+            memcpy(b, g->partition_blocks, (size_t)g->n_partition_blocks * sizeof *b);
+        g->partition_blocks = b, g->cap_partition_blocks = cap;
+    }
+    char why[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    size_t nn = strlen(at->name) + 1, nw = strlen(why) + 1;
+    char *node = ampc_ir_alloc(g, nn), *w = ampc_ir_alloc(g, nw);
+    if (!node || !w) return;
+    memcpy(node, at->name, nn);
+    memcpy(w, why, nw);
+    g->partition_blocks[g->n_partition_blocks++] =
+        (ampc_partition_block){.node = node, .kind = kind, .split = split, .why = w};
 }
 
 ampc_status ampc_pass_partition(ampc_graph *g, bool *changed) {
     *changed = false;
     if (g->partition != AMPC_PARTITION_TENSOR || g->gpus < 2) return AMPC_OK;
+    g->n_partition_blocks = 0;
     ampc_uses uses;
     if (ampc_pass_uses(g, &uses) != AMPC_OK)
         return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
     ampc_status st = AMPC_OK;
     int32_t n_old = g->n_nodes;
     for (int32_t i = 0; st == AMPC_OK && i < n_old; i++) {
+        ampc_node *n = g->nodes[i];
+        bool split = false;
+        /* an attention block ends at its output projection, after its Q, K and V projections
+         * (which find_pair does not take: a Reshape follows them) */
+        if (!n->dead && (st = ampc_part_split_heads(g, &uses, n, n_old, &split)) != AMPC_OK) break;
+        if (split) {
+            *changed = true;
+            continue;
+        }
         mlp_pair p;
-        if (!find_pair(&uses, g->nodes[i], &p)) continue;
-        if (p.first->inputs[1]->shape.dims[1] % g->gpus) continue; /* H not a multiple of R */
-        find_tail(&uses, &p, n_old);
+        if (!find_pair(&uses, n, &p)) continue;
+        int64_t h = p.first->inputs[1]->shape.dims[1];
+        if (h % g->gpus) { /* H not a multiple of R */
+            ampc_part_note(g, p.second, "mlp", false, "%lld hidden columns are not a multiple of "
+                           "%d ranks", (long long)h, g->gpus);
+            continue;
+        }
+        ampc_part_find_tail(&uses, p.second, p.first->id, n_old, &p.tail);
         st = split_pair(g, &p, g->gpus);
         *changed = true;
     }

@@ -107,7 +107,8 @@ ampc_status ampc_pass_fold_scale(ampc_graph *g, bool *changed);
  * g->data_ranks = N; refuses, naming the node, what would mix rows (partition_data.c). */
 ampc_status ampc_pass_partition_data(ampc_graph *g, bool *changed);
 /* Tensor parallelism (--gpus N --partition tensor): matmul pairs with constant weights split
- * column- then row-wise into N ranks with one ampc.AllReduce (partition.c). */
+ * column- then row-wise into N ranks with one ampc.AllReduce (partition.c), attention blocks
+ * likewise by heads (partition_heads.c); decisions in g->partition_blocks. */
 ampc_status ampc_pass_partition(ampc_graph *g, bool *changed);
 /* Layout (unless --layout nchw): 2-D f16/bf16 convolutions become channels-last
  * ampc.FusedConv (NHWC data, weights permuted at compile time), with Transposes only where the

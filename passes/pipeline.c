@@ -31,7 +31,8 @@ static const ampc_pass_info pass_table[] = {
     {"fuse-softmax", ampc_pass_fuse_softmax,
      "turn Softmax guarded by Where(IsNaN(s), 0, s) into one ampc.SafeSoftmax"},
     {"partition", ampc_pass_partition,
-     "with --gpus N --partition tensor, split matmul pairs across the GPUs, one all-reduce each"},
+     "with --gpus N --partition tensor, split matmul pairs and attention (by heads) across the "
+     "GPUs, one all-reduce each"},
     {"fuse-conv", ampc_pass_fuse_conv,
      "fold a residual Add and a ReLU after a Conv into one ampc.FusedConv"},
     {"fuse-attention", ampc_pass_fuse_attention,

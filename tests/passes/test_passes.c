@@ -540,7 +540,7 @@ Test(pipeline, the_registry_lists_and_finds_passes) {
                         "   7. fuse-softmax turn Softmax guarded by Where(IsNaN(s), 0, s) into one "
                         "ampc.SafeSoftmax\n"
                         "   8. partition    with --gpus N --partition tensor, split matmul pairs "
-                        "across the GPUs, one all-reduce each\n"
+                        "and attention (by heads) across the GPUs, one all-reduce each\n"
                         "   9. fuse-conv    fold a residual Add and a ReLU after a Conv into one "
                         "ampc.FusedConv\n"
                         "  10. fuse-attention turn MatMul(Q, K^T), scale, mask, softmax and "
