@@ -23,12 +23,14 @@
  * cublasLtMatmul.
  *
  * 2:4 steps (sparse24: the weight B passed the sparsity pass) are planned dense as above and then
- * on cuSPARSELt (prov_cusparselt.c). Both are timed on the model's own buffers (CUDA events,
- * SPARSE_ROUNDS alternating rounds of SPARSE_REPS calls each, the median round) and the faster
- * kept: the cost model is the measurement at that shape on that GPU. A sparse winner must also agree
- * with the dense call on the same operands (sparse_agrees). AMPC_SPARSE=0 keeps dense without
- * opening cuSPARSELt, =1 takes sparse wherever it plans and agrees. Whatever happens is kept as a
- * note for ampc_rt_model_step_sparse and, with AMPC_SPARSE_VERBOSE=1, printed to stderr.
+ * on cuSPARSELt (prov_cusparselt.c) and on ampc's own generated 2:4 kernel (the step's
+ * sparse_kernel, launched through the kernel provider). All are timed on the model's own buffers
+ * (CUDA events, SPARSE_ROUNDS interleaved rounds of SPARSE_REPS calls each, the median round)
+ * and the fastest kept: the cost model is the measurement at that shape on that GPU. A sparse
+ * winner must also agree with the dense call on the same operands (sparse_agrees). AMPC_SPARSE=0
+ * keeps dense without opening cuSPARSELt, =1 takes the faster sparse way wherever one plans and
+ * agrees, =cusparselt / =kernel only that way. Whatever happens is kept as a note for
+ * ampc_rt_model_step_sparse and, with AMPC_SPARSE_VERBOSE=1, printed to stderr.
  */
 #include "runtime/internal.h"
 
