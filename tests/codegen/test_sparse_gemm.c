@@ -14,8 +14,10 @@
  *     epilogue the plan can ask (none, bias, bias + ReLU, ReLU, residual).
  * GPU runs against the reference evaluator are in tests/runtime/test_sparse.c.
  */
+#define _GNU_SOURCE /* mkdtemp */
 #include "support.h"
 
+#include "ampc_runtime.h"
 #include "codegen/kernels/sparse_layout.cuh"
 #include "codegen/sparse24.h"
 #include "compiler/module.h"
@@ -309,3 +311,37 @@ static void compiles(ampc_dtype t) {
 
 Test(sparse_gemm, kernel_compiles_for_sm80_and_sm90_f16, .timeout = 600) { compiles(AMPC_DTYPE_F16); }
 Test(sparse_gemm, kernel_compiles_for_sm80_and_sm90_bf16, .timeout = 600) { compiles(AMPC_DTYPE_BF16); }
+
+/* The library of a plan with a sparse kernel builds (its host C holds the GEMM step's
+ * sparse_kernel and argument array) and, loaded back, has the same kernel on the step. */
+Test(sparse_gemm, the_library_keeps_the_sparse_kernel, .timeout = 300) {
+    static const int32_t none = 0;
+    ampc_graph *g = graph(AMPC_DTYPE_F16, 64, 128, 256, E_BIAS_RELU);
+    ampc_module *mod = compile(g, &none, 0);
+    char dir[] = "/tmp/ampc_spgemm_XXXXXX", path[128];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/sp.so", dir);
+    char *err = NULL;
+    ampc_status st = ampc_module_write_library(mod, path, NULL, &err);
+    cr_assert_eq(st, AMPC_OK, "%s", err ? err : "");
+    ampc_rt_artifact *a = NULL;
+    cr_assert_eq(ampc_rt_load(path, &a, &err), AMPC_OK, "%s", err ? err : "");
+    const ampc_rt_plan *p = ampc_rt_artifact_plan(a);
+    const ampc_rt_kernel *want = &the_gemm(mod)->sparse_kernel, *got = NULL;
+    for (int32_t i = 0; i < p->n_steps; i++)
+        if (p->steps[i].kind == AMPC_RT_STEP_GEMM) got = &p->steps[i].gemm.sparse_kernel;
+    cr_assert(got && got->name && strcmp(got->name, want->name) == 0);
+    cr_assert_eq(got->n_args, want->n_args);
+    cr_assert_eq(got->smem, want->smem);
+    for (int32_t i = 0; i < want->n_args; i++)
+        cr_assert(got->args[i].kind == want->args[i].kind &&
+                  got->args[i].ref.space == want->args[i].ref.space &&
+                  got->args[i].ref.offset == want->args[i].ref.offset &&
+                  got->args[i].ref.bytes == want->args[i].ref.bytes, "argument %d", i);
+    ampc_rt_unload(a);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
+    ampc_module_destroy(mod);
+    ampc_graph_destroy(g);
+}
