@@ -104,6 +104,9 @@ void ampc_cg_kernel_covers(ampc_cg_kernel *k, const ampc_node *n);
 /* Adds a pointer parameter for value v ("const T *pN" or "T *pN" when written) and returns its
  * name (valid until the kernel ends). */
 const char *ampc_cg_param(ampc_cg_kernel *k, const ampc_value *v, bool written);
+/* Adds a pointer parameter "[const ]<ctype> *pN" for the bytes at ref (data codegen made
+ * itself, such as a compressed weight, that no graph value holds) and returns its name. */
+const char *ampc_cg_param_ref(ampc_cg_kernel *k, ampc_rt_ref ref, const char *ctype, bool written);
 /* Appends a line to the body at the current indentation (printf-style). */
 void ampc_cg_line(ampc_cg_kernel *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends "<line> {" and indents / dedents and appends "}". */

@@ -57,7 +57,7 @@ void ampc_cg_kernel_covers(ampc_cg_kernel *k, const ampc_node *n) {
     ampc_sb_printf(&k->covers, "%s '%s'", ampc_op_get(n->op)->onnx, n->name);
 }
 
-const char *ampc_cg_param(ampc_cg_kernel *k, const ampc_value *v, bool written) {
+const char *ampc_cg_param_ref(ampc_cg_kernel *k, ampc_rt_ref ref, const char *ctype, bool written) {
     if (k->n_args == k->cap_args) {
         k->cap_args = k->cap_args ? k->cap_args * 2 : 8;
         k->args = ampc_xrealloc(k->args, (size_t)k->cap_args * sizeof *k->args);
@@ -65,14 +65,17 @@ const char *ampc_cg_param(ampc_cg_kernel *k, const ampc_value *v, bool written) 
     ampc_rt_arg *a = &k->args[k->n_args];
     memset(a, 0, sizeof *a);
     a->kind = AMPC_RT_ARG_PTR;
-    a->ref = ampc_cg_ref(k->cg, v);
+    a->ref = ref;
     ampc_strbuf name = {0};
     ampc_sb_printf(&name, "p%d", k->n_args);
     if (k->params.len) ampc_sb_puts(&k->params, ", ");
-    ampc_sb_printf(&k->params, "%s%s *%s", written ? "" : "const ", ampc_cg_ctype(v->dtype),
-                   name.data);
+    ampc_sb_printf(&k->params, "%s%s *%s", written ? "" : "const ", ctype, name.data);
     k->n_args++;
     return keep_name(k, ampc_sb_take(&name));
+}
+
+const char *ampc_cg_param(ampc_cg_kernel *k, const ampc_value *v, bool written) {
+    return ampc_cg_param_ref(k, ampc_cg_ref(k->cg, v), ampc_cg_ctype(v->dtype), written);
 }
 
 static void vline(ampc_cg_kernel *k, const char *suffix, const char *fmt, va_list ap) {
@@ -144,8 +147,10 @@ const char *ampc_cg_bcast_offset(ampc_cg_kernel *k, const ampc_shape *out, const
     return off;
 }
 
+/* Ends kernel k: its text recorded, and its launch either a new step (alt_of < 0) or the
+ * sparse_kernel of GEMM step alt_of. */
 static ampc_status finish(ampc_cg_kernel *k, const uint32_t grid[3], const uint32_t block[3],
-                          uint32_t smem) {
+                          uint32_t smem, int32_t alt_of) {
     ampc_cg *cg = k->cg;
     AMPC_ASSERT(k->indent == 1);
     ampc_strbuf text = {0};
@@ -162,7 +167,9 @@ static ampc_status finish(ampc_cg_kernel *k, const uint32_t grid[3], const uint3
     s.kernel.n_args = k->n_args;
     s.kernel.args = ampc_arena_memdup(&cg->out->arena, k->args,
                                       (size_t)(k->n_args ? k->n_args : 1) * sizeof *k->args);
-    int32_t step = ampc_cg_add_step(cg, &s);
+    int32_t step = alt_of;
+    if (alt_of < 0) step = ampc_cg_add_step(cg, &s);
+    else cg->steps[alt_of].gemm.sparse_kernel = s.kernel;
     if (cg->n_kernels > cg->cap_kernels) {
         int32_t old = cg->cap_kernels;
         cg->cap_kernels = cg->n_kernels * 2;
@@ -171,7 +178,7 @@ static ampc_status finish(ampc_cg_kernel *k, const uint32_t grid[3], const uint3
     }
     /* The kernel's index was reserved at begin; its text lands in that slot. */
     int32_t index = atoi(k->name + 1);
-    cg->kernels[index] = (cg_kernel_rec){ampc_sb_take(&text), step};
+    cg->kernels[index] = (cg_kernel_rec){ampc_sb_take(&text), step, alt_of >= 0};
     for (int32_t i = 0; i < k->n_names; i++) free(k->names[i]);
     free(k->names);
     free(k->args);
@@ -184,7 +191,13 @@ static ampc_status finish(ampc_cg_kernel *k, const uint32_t grid[3], const uint3
 
 ampc_status ampc_cg_kernel_end_launch(ampc_cg_kernel *k, const uint32_t grid[3],
                                       const uint32_t block[3], uint32_t smem) {
-    return finish(k, grid, block, smem);
+    return finish(k, grid, block, smem, -1);
+}
+
+ampc_status ampc_cg_kernel_end_gemm_alt(ampc_cg_kernel *k, int32_t step, const uint32_t grid[3],
+                                        const uint32_t block[3], uint32_t smem) {
+    AMPC_ASSERT(step >= 0 && step < k->cg->n_steps && k->cg->steps[step].kind == AMPC_RT_STEP_GEMM);
+    return finish(k, grid, block, smem, step);
 }
 
 ampc_status ampc_cg_kernel_end(ampc_cg_kernel *k, int64_t threads, int32_t block) {
@@ -194,5 +207,5 @@ ampc_status ampc_cg_kernel_end(ampc_cg_kernel *k, int64_t threads, int32_t block
     if (blocks > 65536) blocks = 65536;
     if (blocks < 1) blocks = 1;
     uint32_t grid[3] = {(uint32_t)blocks, 1, 1}, blk[3] = {b, 1, 1};
-    return finish(k, grid, blk, 0);
+    return finish(k, grid, blk, 0, -1);
 }

@@ -95,9 +95,13 @@ int32_t ampc_cg_add_step(ampc_cg *cg, const ampc_rt_step *s) {
     return cg->n_steps++;
 }
 
+/* A 2:4 step (sparse24) may also get ampc's own sparse kernel (sparse_gemm.c). */
 ampc_status ampc_cg_step_gemm(ampc_cg *cg, const ampc_node *n, const ampc_rt_gemm *p) {
     ampc_rt_step s = {.kind = AMPC_RT_STEP_GEMM, .label = ampc_cg_label(cg, n), .gemm = *p};
-    return ampc_cg_add_step(cg, &s) < 0 ? AMPC_E_OOM : AMPC_OK;
+    memset(&s.gemm.sparse_kernel, 0, sizeof s.gemm.sparse_kernel);
+    int32_t i = ampc_cg_add_step(cg, &s);
+    if (i < 0) return AMPC_E_OOM;
+    return p->sparse24 ? ampc_cg_sparse_gemm(cg, n, i) : AMPC_OK;
 }
 
 ampc_status ampc_cg_step_conv(ampc_cg *cg, const ampc_node *n, const ampc_rt_conv *p) {
@@ -267,7 +271,8 @@ static ampc_status build_units(ampc_cg *cg) {
             if (!rec->text) continue;
             ampc_sb_puts(&sb, rec->text);
             ampc_sb_putc(&sb, '\n');
-            cg->steps[rec->step].kernel.unit = u;
+            if (rec->gemm_alt) cg->steps[rec->step].gemm.sparse_kernel.unit = u;
+            else cg->steps[rec->step].kernel.unit = u;
         }
         out->sources[u] = ampc_arena_strdup(&out->arena, sb.data ? sb.data : "");
         ampc_sb_free(&sb);

@@ -13,13 +13,16 @@
  *     and 0b1111 (an index twice) are invalid.
  *     .tf32: granularity 1:2 — each chunk of 2 adjacent elements has one zero; the stored
  *     element's position is a 4-bit index, 0b0100 (element 0) or 0b1110 (element 1).
- *   - The sparsity selector names the thread of each group of four consecutive threads that
- *     supplies the metadata: for m16n8k16 (f16/bf16) and m16n8k8 (tf32) one thread, 0..3.
- *   - "Matrix fragments for sparse mma.m16n8k16 with .f16 and .bf16 types" and "... m16n8k8 with
- *     .tf32": the metadata is one .b32 register, holding for groupID = laneid >> 2 the chunks of
- *     row groupID in bits 15..0 and of row groupID + 8 in bits 31..16, chunk c of the row (columns
- *     4c..4c+3 for f16/bf16, 2c..2c+1 for tf32) in bits 4c+3..4c of that half.
- * So one 16 x KT tile of A (KT = 16 or 8) has 8 metadata words, word g for rows g and g + 8.
+ *   - The sparsity selector names the threads of each group of four consecutive threads that
+ *     supply the metadata: for m16n8k32 (f16/bf16) two threads (selector 0: threads 0 and 1),
+ *     for m16n8k8 (tf32) one thread, 0..3.
+ *   - "Matrix fragments for sparse mma.m16n8k32 with .f16 and .bf16 types": the metadata is one
+ *     .b32 register; thread 4g + h (selector 0) holds K columns 16h..16h+15 of row g in bits
+ *     15..0 and of row g + 8 in bits 31..16, chunk q (columns 16h + 4q..+3) in bits 4q+3..4q.
+ *     So one 16 x 32 tile has 16 words, word 2g + h (kernels/sparse_layout.cuh, which the
+ *     kernel uses too, has the placement).
+ *   - "... m16n8k8 with .tf32": one register per group g, row g in bits 15..0 and row g + 8 in
+ *     bits 31..16, chunk c (columns 2c, 2c+1) in bits 4c+3..4c: one 16 x 8 tile has 8 words.
  *
  * A group with fewer non-zeros than the instruction stores is completed with its lowest unused
  * positions (the zeros there are stored as values), so every group has a valid nibble and the
@@ -27,11 +30,14 @@
  */
 #include "codegen/sparse24.h"
 
+#include "codegen/kernels/sparse_layout.cuh" /* the f16/bf16 metadata placement, shared with
+                                                 * the kernel */
+
 #include <stdlib.h>
 #include <string.h>
 
 int64_t ampc_cg_sparse24_k_tile(ampc_dtype dtype) {
-    if (dtype == AMPC_DTYPE_F16 || dtype == AMPC_DTYPE_BF16) return 16;
+    if (dtype == AMPC_DTYPE_F16 || dtype == AMPC_DTYPE_BF16) return AMPC_SPL_MMA_K;
     return dtype == AMPC_DTYPE_F32 ? 8 : 0;
 }
 
@@ -82,13 +88,24 @@ static uint32_t nibble(const sp_form *f, const int pos[2]) {
     return (uint32_t)(pos[1] << 2 | pos[0]);
 }
 
-/* Where chunk c of row r puts its nibble: word index and shift. */
+/* Metadata words of one 16-row x K-tile piece: f16/bf16 (m16n8k32) 16, tf32 (m16n8k8) 8. */
+static int64_t words_per_tile(const sp_form *f) { return f->keep == 2 ? AMPC_SPL_META_WORDS : 8; }
+
+/* Where chunk c of row r puts its nibble: word index and shift. f16/bf16 follow
+ * sparse_layout.cuh (the kernel reads the same functions); tf32: word (r % 8) of the tile,
+ * rows r % 16 >= 8 in the upper half. */
 static void meta_place(int64_t k, int64_t kt, const sp_form *f, int64_t r, int64_t c, int64_t *word,
                        int *shift) {
     int64_t n_kt = (k + kt - 1) / kt, per_tile = kt / f->chunk;
     int64_t tile = (r / 16) * n_kt + c / per_tile;
-    *word = tile * 8 + (r % 16) % 8;
-    *shift = (r % 16 >= 8 ? 16 : 0) + 4 * (int)(c % per_tile);
+    int rr = (int)(r % 16), cc = (int)(c % per_tile);
+    if (f->keep == 2) {
+        *word = tile * AMPC_SPL_META_WORDS + ampc_spl_meta_word(rr, cc);
+        *shift = ampc_spl_meta_shift(rr, cc);
+        return;
+    }
+    *word = tile * 8 + rr % 8;
+    *shift = (rr >= 8 ? 16 : 0) + 4 * cc;
 }
 
 static ampc_status refuse(ampc_diag *d, ampc_cg_sparse24 *out, const char *name, const char *what) {
@@ -117,7 +134,7 @@ ampc_status ampc_cg_sparse24_compress(ampc_diag *d, const char *name, ampc_dtype
                  f.chunk, ampc_dtype_name(dtype), (long long)k);
         return refuse(d, out, name, msg);
     }
-    int64_t n_meta = (rows + 15) / 16 * ((k + kt - 1) / kt) * 8;
+    int64_t n_meta = (rows + 15) / 16 * ((k + kt - 1) / kt) * words_per_tile(&f);
     *out = (ampc_cg_sparse24){.dtype = dtype, .rows = rows, .k = k, .n_meta = n_meta};
     out->values = malloc((size_t)(rows * k / 2) * f.es + 1);
     out->meta = malloc((size_t)n_meta * sizeof *out->meta + 1);

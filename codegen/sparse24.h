@@ -5,7 +5,7 @@
  *
  * The matrix is the instruction's sparse operand A: `rows` x `k` row-major, K contiguous (for a
  * MatMul weight B [K, N] that is B transposed, N rows of K). Two instruction forms:
- *   f16 and bf16 (stored as uint16): mma.sp.sync.aligned.m16n8k16, 2:4 along K — every group of
+ *   f16 and bf16 (stored as uint16): mma.sp.sync.aligned.m16n8k32, 2:4 along K — every group of
  *     4 consecutive elements of a row holds at most 2 non-zeros;
  *   f32 run as tf32: mma.sp.sync.aligned.m16n8k8, 1:2 along K — every pair holds at most 1
  *     non-zero (stricter than 2:4: a 2:4 matrix is not always 1:2).
@@ -17,17 +17,18 @@
 
 /* A compressed matrix. values and meta are malloc'ed (ampc_cg_sparse24_free). */
 typedef struct ampc_cg_sparse24 {
-    ampc_dtype dtype;  /* f16, bf16 (2:4, m16n8k16) or f32 (1:2, tf32 m16n8k8) */
+    ampc_dtype dtype;  /* f16, bf16 (2:4, m16n8k32) or f32 (1:2, tf32 m16n8k8) */
     int64_t rows, k;   /* the dense matrix */
     void *values;      /* rows x k/2 elements of dtype, row-major: each row's kept elements in
                           column order */
     uint32_t *meta;    /* n_meta words: for each 16-row tile (row-major over tiles), for each K
-                          tile (16 columns f16/bf16, 8 tf32), 8 words, word g being the metadata
-                          register of the thread 4g + selector of the warp */
+                          tile (32 columns f16/bf16, 8 tf32), 16 words f16/bf16 (word 2g + h
+                          for lane 4g + h, kernels/sparse_layout.cuh) or 8 tf32 (word g for
+                          lane 4g + selector) */
     int64_t n_meta;
 } ampc_cg_sparse24;
 
-/* Columns of K one instruction covers (16 for f16/bf16, 8 for tf32); 0 for another dtype. */
+/* Columns of K one instruction covers (32 for f16/bf16, 8 for tf32); 0 for another dtype. */
 int64_t ampc_cg_sparse24_k_tile(ampc_dtype dtype);
 
 /* Compresses the rows x k matrix `dense` (dtype f16/bf16 as uint16, or f32). Fails with

@@ -384,8 +384,15 @@ static bool write_report(const char *path, const ampc_cli_options *o, const ampc
             fprintf(f, ", \"kernel\": ");
             json_str(f, s->kernel.name);
         }
-        /* a 2:4 weight: the runtime times cuSPARSELt against cuBLASLt at load */
-        if (s->kind == AMPC_RT_STEP_GEMM && s->gemm.sparse24) fprintf(f, ", \"sparse24\": true");
+        /* a 2:4 weight: the runtime times cuSPARSELt and ampc's 2:4 kernel against cuBLASLt at
+         * load */
+        if (s->kind == AMPC_RT_STEP_GEMM && s->gemm.sparse24) {
+            fprintf(f, ", \"sparse24\": true");
+            if (s->gemm.sparse_kernel.name) {
+                fprintf(f, ", \"sparse_kernel\": ");
+                json_str(f, s->gemm.sparse_kernel.name);
+            }
+        }
         fputc('}', f);
     }
     fprintf(f, "\n  ]");
@@ -588,8 +595,12 @@ static int inspect_library(const ampc_cli_options *o) {
     for (int32_t i = 0; i < p->n_steps; i++) {
         const ampc_rt_step *s = &p->steps[i];
         bool sp = s->kind == AMPC_RT_STEP_GEMM && s->gemm.sparse24;
+        bool spk = sp && s->gemm.sparse_kernel.name;
         printf("  %4d  %-8s %-5s %s%s\n", i, step_kind_name(s), step_precision(s),
-               s->label ? s->label : "", sp ? "  [2:4: cuSPARSELt where faster at load]" : "");
+               s->label ? s->label : "",
+               spk  ? "  [2:4: ampc's kernel or cuSPARSELt where faster at load]"
+               : sp ? "  [2:4: cuSPARSELt where faster at load]"
+                    : "");
     }
     ampc_rt_unload(a);
     return 0;
@@ -1043,13 +1054,14 @@ static void sparse_report(const ampc_rt_model *m) {
         ampc_rt_sparse_choice c;
         if (!ampc_rt_model_step_sparse(m, i, &c)) continue;
         if (count++ == 0)
-            printf("sparse report (2:4 GEMMs timed at load):\n  %5s  %10s %10s  %-6s  %s\n",
-                   "step", "dense ms", "sparse ms", "runs", "graph nodes: note");
+            printf("sparse report (2:4 GEMMs timed at load):\n  %5s  %10s %10s %10s  %-10s  %s\n",
+                   "step", "dense ms", "cuSPLt ms", "ampc ms", "runs on", "graph nodes: note");
         sparse += c.sparse;
-        char d[32] = "-", sp[32] = "-";
+        char d[32] = "-", sp[32] = "-", k[32] = "-";
         if (c.dense_ms >= 0) snprintf(d, sizeof d, "%.4f", c.dense_ms);
         if (c.sparse_ms >= 0) snprintf(sp, sizeof sp, "%.4f", c.sparse_ms);
-        printf("  %5d  %10s %10s  %-6s  %s: %s\n", i, d, sp, c.sparse ? "sparse" : "dense",
+        if (c.kernel_ms >= 0) snprintf(k, sizeof k, "%.4f", c.kernel_ms);
+        printf("  %5d  %10s %10s %10s  %-10s  %s: %s\n", i, d, sp, k, c.runs_on,
                ampc_rt_model_step_label(m, i), c.note);
     }
     if (count == 0)

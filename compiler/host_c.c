@@ -48,7 +48,21 @@ static void put_shape(ampc_strbuf *sb, const ampc_shape *s) {
     ampc_sb_putc(sb, '}');
 }
 
-static void put_gemm(ampc_strbuf *sb, const ampc_rt_gemm *g) {
+/* The fields of a kernel launch after ".kernel = " (or ".sparse_kernel = "); its arguments are
+ * the array <tag><args>_<step> (put_kernel_args). */
+static void put_kernel(ampc_strbuf *sb, const char *tag, const char *args, int32_t step,
+                       const ampc_rt_kernel *k) {
+    ampc_sb_printf(sb, "{.unit = %d, .name = ", k->unit);
+    put_str(sb, k->name);
+    ampc_sb_printf(sb, ", .grid = {%u, %u, %u}, .block = {%u, %u, %u}, .smem = %u, "
+                       ".n_args = %d, .args = ",
+                   k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2],
+                   k->smem, k->n_args);
+    if (k->n_args) ampc_sb_printf(sb, "%s%s_%d}", tag, args, step);
+    else ampc_sb_puts(sb, "NULL}");
+}
+
+static void put_gemm(ampc_strbuf *sb, const char *tag, int32_t step, const ampc_rt_gemm *g) {
     ampc_sb_printf(sb, ".gemm = {.m = %lld, .n = %lld, .k = %lld, .batch = %lld, .trans_a = %d, "
                        ".trans_b = %d,\n        .lda = %lld, .ldb = %lld, .ldc = %lld, .ldd = %lld, "
                        ".stride_a = %lld, .stride_b = %lld, .stride_c = %lld, .stride_d = %lld,\n"
@@ -67,6 +81,10 @@ static void put_gemm(ampc_strbuf *sb, const ampc_rt_gemm *g) {
     for (int i = 0; i < 5; i++) {
         ampc_sb_printf(sb, "%s.%s = ", i ? ", " : ",\n        ", names[i]);
         put_ref(sb, refs[i]);
+    }
+    if (g->sparse_kernel.name) {
+        ampc_sb_puts(sb, ",\n        .sparse_kernel = ");
+        put_kernel(sb, tag, "spargs", step, &g->sparse_kernel);
     }
     ampc_sb_putc(sb, '}');
 }
@@ -99,10 +117,10 @@ static void put_conv(ampc_strbuf *sb, const ampc_rt_conv *c) {
 }
 
 /* A rank's arrays are named with a prefix ("r1_"); rank 0's (the model's plan) with none. */
-static void put_kernel_args(ampc_strbuf *sb, const char *tag, int32_t step,
+static void put_kernel_args(ampc_strbuf *sb, const char *tag, const char *args, int32_t step,
                             const ampc_rt_kernel *k) {
     if (!k->n_args) return;
-    ampc_sb_printf(sb, "static const ampc_rt_arg %sargs_%d[] = {", tag, step);
+    ampc_sb_printf(sb, "static const ampc_rt_arg %s%s_%d[] = {", tag, args, step);
     for (int32_t i = 0; i < k->n_args; i++) {
         const ampc_rt_arg *a = &k->args[i];
         ampc_sb_puts(sb, i ? ",\n    " : "\n    ");
@@ -122,19 +140,11 @@ static void put_step(ampc_strbuf *sb, const char *tag, int32_t i, const ampc_rt_
     put_str(sb, s->label);
     ampc_sb_puts(sb, ",\n        ");
     switch (s->kind) {
-    case AMPC_RT_STEP_KERNEL: {
-        const ampc_rt_kernel *k = &s->kernel;
-        ampc_sb_printf(sb, ".kernel = {.unit = %d, .name = ", k->unit);
-        put_str(sb, k->name);
-        ampc_sb_printf(sb, ", .grid = {%u, %u, %u}, .block = {%u, %u, %u}, .smem = %u, "
-                           ".n_args = %d, .args = ",
-                       k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2],
-                       k->smem, k->n_args);
-        if (k->n_args) ampc_sb_printf(sb, "%sargs_%d}", tag, i);
-        else ampc_sb_puts(sb, "NULL}");
+    case AMPC_RT_STEP_KERNEL:
+        ampc_sb_puts(sb, ".kernel = ");
+        put_kernel(sb, tag, "args", i, &s->kernel);
         break;
-    }
-    case AMPC_RT_STEP_GEMM: put_gemm(sb, &s->gemm); break;
+    case AMPC_RT_STEP_GEMM: put_gemm(sb, tag, i, &s->gemm); break;
     case AMPC_RT_STEP_CONV: put_conv(sb, &s->conv); break;
     case AMPC_RT_STEP_COPY:
         ampc_sb_puts(sb, ".copy = {.src = ");
@@ -245,7 +255,9 @@ static void put_plan_arrays(ampc_strbuf *sb, const char *tag, const char *io,
                             const ampc_rt_plan *p) {
     for (int32_t i = 0; i < p->n_steps; i++)
         if (p->steps[i].kind == AMPC_RT_STEP_KERNEL)
-            put_kernel_args(sb, tag, i, &p->steps[i].kernel);
+            put_kernel_args(sb, tag, "args", i, &p->steps[i].kernel);
+        else if (p->steps[i].kind == AMPC_RT_STEP_GEMM && p->steps[i].gemm.sparse_kernel.name)
+            put_kernel_args(sb, tag, "spargs", i, &p->steps[i].gemm.sparse_kernel);
     ampc_sb_printf(sb, "\nstatic const ampc_rt_step %ssteps[%d] = {\n", tag,
                    p->n_steps ? p->n_steps : 1);
     for (int32_t i = 0; i < p->n_steps; i++) put_step(sb, tag, i, &p->steps[i]);

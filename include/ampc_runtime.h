@@ -295,15 +295,20 @@ AMPC_API bool ampc_rt_model_step_work(const ampc_rt_model *m, int32_t i, double 
                                       double *bytes);
 /* The 2:4 sparsity decision of a GEMM step whose weight carries the sparsity pass's mark
  * (`ampc --sparsity verify|prune`; docs/sparsity.md). At creation the runtime plans such a step
- * both ways, dense (cuBLASLt) and sparse (cuSPARSELt, when it can be loaded), times each on the
- * model's own buffers, and keeps the faster (AMPC_SPARSE=0 forces dense, =1 sparse where it
- * runs). */
+ * up to three ways, dense (cuBLASLt), cuSPARSELt (when it can be loaded) and ampc's own 2:4
+ * tensor-core kernel (when the plan has one for the step), times each on the model's own
+ * buffers, and keeps the fastest that agrees with dense (AMPC_SPARSE=0 forces dense, =1 the
+ * faster sparse one where one runs, =cusparselt or =kernel that one). */
 typedef struct ampc_rt_sparse_choice {
-    bool sparse;      /* the step runs on cuSPARSELt */
+    bool sparse;      /* the step runs sparse (cuSPARSELt or ampc's own 2:4 kernel) */
     double dense_ms;  /* milliseconds per call measured at creation; -1 when not measured */
-    double sparse_ms; /* the same for the sparse call; -1 when it could not be planned */
-    const char *note; /* why, in words: "faster", "forced by AMPC_SPARSE=1", "cuSPARSELt not
-                       * found: ...", "bias dtype ..."; valid until destroy */
+    double sparse_ms; /* the same for cuSPARSELt; -1 when it could not be planned */
+    const char *note; /* why, in words: "ampc-2:4 is the fastest (1.41x dense)", "AMPC_SPARSE=1
+                       * asks for cuSPARSELt", "no cuSPARSELt plan: ...", "dense is faster ...";
+                       * valid until destroy */
+    double kernel_ms; /* the same for ampc's generated 2:4 kernel; -1 when the plan has none
+                       * for the step or it was not planned */
+    const char *runs_on; /* "cuBLASLt" (dense), "cuSPARSELt" or "ampc-2:4"; static */
 } ampc_rt_sparse_choice;
 /* Fills *out for step i and returns true when step i is a GEMM with a 2:4 weight; false (and
  * *out untouched) for any other step, an index out of range or a NULL argument. */

@@ -236,15 +236,27 @@ typedef struct rt_provider {
 
 /* ---- 2:4 sparse GEMMs (prov_cusparselt.c) --------------------------------------------------
  * A GEMM step marked sparse24 is planned by the cuBLASLt provider as usual and then, unless
- * AMPC_SPARSE=0, on cuSPARSELt too; the provider times both and keeps the faster
- * (prov_cublaslt.c, sparse_choose). */
+ * AMPC_SPARSE=0, on cuSPARSELt and on ampc's own 2:4 kernel (the step's sparse_kernel) too; the
+ * provider times them and keeps the fastest (prov_cublaslt.c, sparse_choose). */
 
-/* AMPC_SPARSE: unset, "" or "auto": the faster; "0": dense; "1": sparse wherever it plans. */
+/* AMPC_SPARSE: unset, "" or "auto": the fastest; "0": dense; "1": the faster sparse candidate
+ * wherever one plans; "cusparselt" / "kernel": that one only, wherever it plans. */
 typedef enum rt_sparse_mode {
     RT_SPARSE_AUTO = 0,
     RT_SPARSE_OFF,
     RT_SPARSE_FORCE,
+    RT_SPARSE_FORCE_CUSPARSELT,
+    RT_SPARSE_FORCE_KERNEL,
 } rt_sparse_mode;
+/* The ways a 2:4 step can run. */
+typedef enum rt_sparse_way {
+    RT_SPARSE_DENSE = 0,     /* cuBLASLt */
+    RT_SPARSE_CUSPARSELT,
+    RT_SPARSE_KERNEL,        /* ampc's generated mma.sp kernel */
+    RT_SPARSE_WAYS
+} rt_sparse_way;
+/* "cuBLASLt", "cuSPARSELt", "ampc-2:4" (as --profile and the sparse report name them). */
+const char *rt_sparse_way_name(int way);
 rt_sparse_mode rt_sparse_mode_get(void);
 /* AMPC_SPARSE_VERBOSE set and not "0": one line per 2:4 step on stderr at creation. */
 bool rt_sparse_verbose(void);

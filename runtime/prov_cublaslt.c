@@ -23,12 +23,14 @@
  * cublasLtMatmul.
  *
  * 2:4 steps (sparse24: the weight B passed the sparsity pass) are planned dense as above and then
- * on cuSPARSELt (prov_cusparselt.c). Both are timed on the model's own buffers (CUDA events,
- * SPARSE_ROUNDS alternating rounds of SPARSE_REPS calls each, the median round) and the faster
- * kept: the cost model is the measurement at that shape on that GPU. A sparse winner must also agree
- * with the dense call on the same operands (sparse_agrees). AMPC_SPARSE=0 keeps dense without
- * opening cuSPARSELt, =1 takes sparse wherever it plans and agrees. Whatever happens is kept as a
- * note for ampc_rt_model_step_sparse and, with AMPC_SPARSE_VERBOSE=1, printed to stderr.
+ * on cuSPARSELt (prov_cusparselt.c) and on ampc's own generated 2:4 kernel (the step's
+ * sparse_kernel, launched through the kernel provider). All are timed on the model's own buffers
+ * (CUDA events, SPARSE_ROUNDS interleaved rounds of SPARSE_REPS calls each, the median round)
+ * and the fastest kept: the cost model is the measurement at that shape on that GPU. A sparse
+ * winner must also agree with the dense call on the same operands (sparse_agrees). AMPC_SPARSE=0
+ * keeps dense without opening cuSPARSELt, =1 takes the faster sparse way wherever one plans and
+ * agrees, =cusparselt / =kernel only that way. Whatever happens is kept as a note for
+ * ampc_rt_model_step_sparse and, with AMPC_SPARSE_VERBOSE=1, printed to stderr.
  */
 #include "runtime/internal.h"
 
@@ -185,6 +187,14 @@ static ampc_status gemm_supports(const rt_ctx *ctx, const ampc_rt_plan *p, const
             rt_check_ref_size(g->bias, "matmul bias", g->n * (int64_t)es_cd, (int64_t)es_cd, e))
             return e->status;
     }
+    if (g->sparse_kernel.name != NULL) { /* ampc's own 2:4 kernel: checked as any kernel step */
+        ampc_rt_step ks = {.kind = AMPC_RT_STEP_KERNEL, .label = s->label};
+        ks.kernel = g->sparse_kernel;
+        if (rt_provider_kernel.supports(ctx, p, &ks, e) != AMPC_OK) {
+            rt_err_prefix(e, "the 2:4 kernel of a matmul: ");
+            return e->status;
+        }
+    }
     if (ctx != NULL) return rt_lib_open(&rt_cublaslt_lib, e);
     return AMPC_OK;
 }
@@ -203,12 +213,15 @@ typedef struct gemm_state {
         float f;
         double d;
     } alpha, beta;
-    /* a 2:4 step (sparse24): the decision and, when sparse won, the cuSPARSELt plan */
-    bool marked, sparse_on;
-    double dense_ms, sparse_ms; /* per call, measured at creation; -1 when not measured */
-    bool sp_searched;           /* the sparse kernel came from cuSPARSELt's search */
+    /* a 2:4 step (sparse24): the decision (rt_sparse_way) and the plans of the candidates that
+     * were planned; the losers' are freed once the choice is made */
+    bool marked;
+    int way;                    /* rt_sparse_way: what the launches run */
+    double ms[RT_SPARSE_WAYS];  /* per call, measured at creation; -1 when not measured */
+    bool sp_searched;           /* the cuSPARSELt kernel came from its search */
     char note[512];
-    rt_sparse_gemm *sp;
+    rt_sparse_gemm *sp;         /* cuSPARSELt's plan */
+    void *kst;                  /* ampc's 2:4 kernel: rt_provider_kernel's state */
 } gemm_state;
 
 static cudaDataType_t cuda_type(ampc_dtype t) {
@@ -307,19 +320,21 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* One call of the dense (sparse = false) or the sparse product on stream s. */
-static ampc_status one_call(rt_ctx *ctx, gemm_state *st, bool sparse, cudaStream_t s, rt_err *e) {
-    return sparse ? rt_sparse_gemm_launch(ctx, st->sp, s, e) : dense_call(ctx, st, s, e);
+/* One call of candidate `way` (rt_sparse_way) on stream s. */
+static ampc_status one_call(rt_ctx *ctx, gemm_state *st, int way, cudaStream_t s, rt_err *e) {
+    if (way == RT_SPARSE_CUSPARSELT) return rt_sparse_gemm_launch(ctx, st->sp, s, e);
+    if (way == RT_SPARSE_KERNEL) return rt_provider_kernel.launch(ctx, st->kst, s, e);
+    return dense_call(ctx, st, s, e);
 }
 
 /* SPARSE_REPS back-to-back calls between the events ev[0] and ev[1]: milliseconds per call
  * into *ms. */
-static ampc_status time_round(rt_ctx *ctx, gemm_state *st, bool sparse, cudaEvent_t *ev,
-                              double *ms, rt_err *e) {
+static ampc_status time_round(rt_ctx *ctx, gemm_state *st, int way, cudaEvent_t *ev, double *ms,
+                              rt_err *e) {
     cudaStream_t s = ctx->plan_stream;
     RT_CUDA(e, cudaEventRecord(ev[0], s));
     for (int i = 0; i < SPARSE_REPS; i++)
-        if (one_call(ctx, st, sparse, s, e) != AMPC_OK) return e->status;
+        if (one_call(ctx, st, way, s, e) != AMPC_OK) return e->status;
     RT_CUDA(e, cudaEventRecord(ev[1], s));
     RT_CUDA(e, cudaEventSynchronize(ev[1]));
     float t = 0;
@@ -328,34 +343,36 @@ static ampc_status time_round(rt_ctx *ctx, gemm_state *st, bool sparse, cudaEven
     return AMPC_OK;
 }
 
-/* The dense and the sparse product's milliseconds per call into ms[0] and ms[1]: two warm-up
- * calls each, then SPARSE_ROUNDS rounds of each, alternating (clock changes hit both alike), on
- * the planning stream with the planning scratch as workspace; the median round. A product whose
- * call fails gets -1 and its failure is in e[0] (dense) or e[1] (sparse). */
-static void time_both(rt_ctx *ctx, gemm_state *st, double ms[2], rt_err e[2]) {
+/* Milliseconds per call of every planned candidate (planned[w]) into st->ms[w]: two warm-up
+ * calls each, then SPARSE_ROUNDS rounds of each, interleaved (clock changes hit all alike), on
+ * the planning stream with the planning scratch as workspace; the median round. A candidate
+ * whose call fails gets -1 and its failure in e[w]; one not planned keeps -1. */
+static void time_all(rt_ctx *ctx, gemm_state *st, const bool planned[RT_SPARSE_WAYS],
+                     rt_err e[RT_SPARSE_WAYS]) {
     void *ws = ctx->workspace;
     size_t ws_bytes = ctx->workspace_bytes;
     ctx->workspace = ctx->scratch;
     ctx->workspace_bytes = ctx->scratch_bytes;
     cudaStream_t s = ctx->plan_stream;
     cudaEvent_t ev[2] = {NULL, NULL};
-    double rounds[2][SPARSE_ROUNDS];
-    bool ok[2] = {true, true};
+    double rounds[RT_SPARSE_WAYS][SPARSE_ROUNDS];
+    bool ok[RT_SPARSE_WAYS];
+    for (int k = 0; k < RT_SPARSE_WAYS; k++) ok[k] = planned[k];
     if (cudaEventCreate(&ev[0]) != cudaSuccess || cudaEventCreate(&ev[1]) != cudaSuccess) {
-        for (int k = 0; k < 2; k++)
-            rt_fail(&e[k], AMPC_E_CUDA, "timing at load: cudaEventCreate failed");
-        ok[0] = ok[1] = false;
+        for (int k = 0; k < RT_SPARSE_WAYS; k++)
+            if (ok[k]) rt_fail(&e[k], AMPC_E_CUDA, "timing at load: cudaEventCreate failed");
+        for (int k = 0; k < RT_SPARSE_WAYS; k++) ok[k] = false;
     }
-    for (int k = 0; k < 2; k++)
-        for (int w = 0; w < 2 && ok[k]; w++) ok[k] = one_call(ctx, st, k == 1, s, &e[k]) == AMPC_OK;
+    for (int k = 0; k < RT_SPARSE_WAYS; k++)
+        for (int w = 0; w < 2 && ok[k]; w++) ok[k] = one_call(ctx, st, k, s, &e[k]) == AMPC_OK;
     for (int r = 0; r < SPARSE_ROUNDS; r++)
-        for (int k = 0; k < 2; k++)
-            if (ok[k]) ok[k] = time_round(ctx, st, k == 1, ev, &rounds[k][r], &e[k]) == AMPC_OK;
-    for (int k = 0; k < 2; k++) {
-        ms[k] = -1;
+        for (int k = 0; k < RT_SPARSE_WAYS; k++)
+            if (ok[k]) ok[k] = time_round(ctx, st, k, ev, &rounds[k][r], &e[k]) == AMPC_OK;
+    for (int k = 0; k < RT_SPARSE_WAYS; k++) {
+        st->ms[k] = -1;
         if (!ok[k]) continue;
         qsort(rounds[k], SPARSE_ROUNDS, sizeof rounds[k][0], cmp_double);
-        ms[k] = rounds[k][SPARSE_ROUNDS / 2];
+        st->ms[k] = rounds[k][SPARSE_ROUNDS / 2];
     }
     (void)cudaStreamSynchronize(s);
     for (int k = 0; k < 2; k++)
@@ -384,10 +401,10 @@ static float half_at(const void *p, ampc_dtype t, int64_t i) {
 }
 
 /* The self-check's device work: x (when an activation) filled from the weight's bytes, D saved,
- * the dense call, D copied out to host[0..dbytes), D restored, the sparse call, D copied out to
- * host[dbytes..2*dbytes). */
-static ampc_status check_calls(rt_ctx *ctx, const ampc_rt_gemm *g, gemm_state *st, void *save,
-                               char *host, size_t dbytes, rt_err *e) {
+ * the dense call, D copied out to host[0..dbytes), D restored, the call of `way`, D copied out
+ * to host[dbytes..2*dbytes). */
+static ampc_status check_calls(rt_ctx *ctx, const ampc_rt_gemm *g, gemm_state *st, int way,
+                               void *save, char *host, size_t dbytes, rt_err *e) {
     cudaStream_t s = ctx->plan_stream;
     void *d = rt_ref_ptr(ctx, g->d);
     if (g->a.space == AMPC_RT_ARENA) {
@@ -402,18 +419,19 @@ static ampc_status check_calls(rt_ctx *ctx, const ampc_rt_gemm *g, gemm_state *s
     if (dense_call(ctx, st, s, e) != AMPC_OK) return e->status;
     RT_CUDA(e, cudaMemcpyAsync(host, d, dbytes, cudaMemcpyDeviceToHost, s));
     RT_CUDA(e, cudaMemcpyAsync(d, save, dbytes, cudaMemcpyDeviceToDevice, s));
-    if (rt_sparse_gemm_launch(ctx, st->sp, s, e) != AMPC_OK) return e->status;
+    if (one_call(ctx, st, way, s, e) != AMPC_OK) return e->status;
     RT_CUDA(e, cudaMemcpyAsync(host + dbytes, d, dbytes, cudaMemcpyDeviceToHost, s));
     RT_CUDA(e, cudaStreamSynchronize(s));
     return AMPC_OK;
 }
 
-/* Before a sparse step is trusted: the dense and the sparse call on the same operands (x filled
- * from the weight's values, so the product is not trivially zero) must agree within 2 % of the
- * output's largest magnitude. Guards against a cuSPARSELt that reads the weight, the bias or an
- * epilogue otherwise than documented. false with the evidence in why when they differ or the
- * check cannot run. AMPC_SPARSE_CHECK=0 skips it. */
-static bool sparse_agrees(rt_ctx *ctx, const ampc_rt_gemm *g, gemm_state *st, char *why,
+/* Before a sparse candidate (`way`) is trusted: the dense call and it on the same operands (x
+ * filled from the weight's values, so the product is not trivially zero) must agree within 2 %
+ * of the output's largest magnitude. Guards against a cuSPARSELt that reads the weight, the bias
+ * or an epilogue otherwise than documented, and against a fault of ampc's own kernel. false
+ * with the evidence in why when they differ or the check cannot run. AMPC_SPARSE_CHECK=0 skips
+ * it. */
+static bool sparse_agrees(rt_ctx *ctx, const ampc_rt_gemm *g, gemm_state *st, int way, char *why,
                           size_t size) {
     const char *env = getenv("AMPC_SPARSE_CHECK");
     if (env != NULL && strcmp(env, "0") == 0) return true;
@@ -429,14 +447,14 @@ static bool sparse_agrees(rt_ctx *ctx, const ampc_rt_gemm *g, gemm_state *st, ch
     if (e.status == AMPC_OK) {
         ctx->workspace = ctx->scratch;
         ctx->workspace_bytes = ctx->scratch_bytes;
-        check_calls(ctx, g, st, save, host, dbytes, &e);
+        check_calls(ctx, g, st, way, save, host, dbytes, &e);
         ctx->workspace = ws;
         ctx->workspace_bytes = ws_bytes;
     }
     bool agree = false;
     if (e.status != AMPC_OK) {
-        snprintf(why, size, "the check of the sparse result against the dense one failed: %s",
-                 e.msg ? e.msg : "?");
+        snprintf(why, size, "the check of the %s result against the dense one failed: %s",
+                 rt_sparse_way_name(way), e.msg ? e.msg : "?");
     } else {
         double worst = 0, scale = 0;
         int64_t at = 0;
@@ -451,8 +469,9 @@ static bool sparse_agrees(rt_ctx *ctx, const ampc_rt_gemm *g, gemm_state *st, ch
             }
         agree = worst <= 2e-2 * scale + 1e-3;
         if (!agree)
-            snprintf(why, size, "the sparse result differs from the dense one: |%g - %g| at "
-                     "element %lld, largest |dense| %g", half_at(host, g->dtype_cd, at),
+            snprintf(why, size, "the %s result differs from the dense one: |%g - %g| at "
+                     "element %lld, largest |dense| %g", rt_sparse_way_name(way),
+                     half_at(host, g->dtype_cd, at),
                      half_at(host + dbytes, g->dtype_cd, at), (long long)at, scale);
     }
     rt_err_clear(&e);
@@ -466,63 +485,132 @@ static bool sparse_agrees(rt_ctx *ctx, const ampc_rt_gemm *g, gemm_state *st, ch
 static void sparse_say(const ampc_rt_step *s, const gemm_state *st) {
     if (!rt_sparse_verbose()) return;
     const ampc_rt_gemm *g = &s->gemm;
-    fprintf(stderr, "ampc: 2:4 GEMM %s (m %lld, n %lld, k %lld, %s%s): dense %.4f ms, sparse "
-            "%.4f ms%s -> %s (%s)\n", s->label ? s->label : "?", (long long)g->m,
-            (long long)g->n, (long long)g->k, rt_dtype_name(g->dtype_ab),
-            g->epilogue != AMPC_RT_EPI_NONE ? ", epilogue" : "", st->dense_ms, st->sparse_ms,
-            st->sp_searched ? " (searched kernel)" : "", st->sparse_on ? "sparse" : "dense",
-            st->note);
+    fprintf(stderr, "ampc: 2:4 GEMM %s (m %lld, n %lld, k %lld, %s%s): dense %.4f ms, cuSPARSELt "
+            "%.4f ms%s, ampc 2:4 kernel %.4f ms -> %s (%s)\n", s->label ? s->label : "?",
+            (long long)g->m, (long long)g->n, (long long)g->k, rt_dtype_name(g->dtype_ab),
+            g->epilogue != AMPC_RT_EPI_NONE ? ", epilogue" : "", st->ms[RT_SPARSE_DENSE],
+            st->ms[RT_SPARSE_CUSPARSELT], st->sp_searched ? " (searched kernel)" : "",
+            st->ms[RT_SPARSE_KERNEL], rt_sparse_way_name(st->way), st->note);
 }
 
-/* Plans a 2:4 step on cuSPARSELt too and keeps the faster (file comment). Anything that keeps
- * it from running sparse becomes the note of a dense step, never a failure of the model. */
+/* Plans the candidates the mode allows besides dense (planned[way]); notes why one could not
+ * be planned in why[way]. */
+static ampc_status plan_candidates(rt_ctx *ctx, const ampc_rt_step *s, gemm_state *st,
+                                   rt_sparse_mode mode, bool planned[RT_SPARSE_WAYS],
+                                   char why[RT_SPARSE_WAYS][200], size_t *sparse_ws, rt_err *e) {
+    const ampc_rt_gemm *g = &s->gemm;
+    planned[RT_SPARSE_DENSE] = true;
+    if (mode != RT_SPARSE_FORCE_KERNEL) {
+        rt_err se = {0};
+        if (rt_sparse_gemm_plan(ctx, g, &st->sp, sparse_ws, &se) == AMPC_OK)
+            planned[RT_SPARSE_CUSPARSELT] = true;
+        else
+            snprintf(why[RT_SPARSE_CUSPARSELT], 200, "no cuSPARSELt plan: %s", se.msg ? se.msg : "?");
+        rt_err_clear(&se);
+    } else {
+        snprintf(why[RT_SPARSE_CUSPARSELT], 200, "AMPC_SPARSE=kernel");
+    }
+    if (mode == RT_SPARSE_FORCE_CUSPARSELT) {
+        snprintf(why[RT_SPARSE_KERNEL], 200, "AMPC_SPARSE=cusparselt");
+    } else if (g->sparse_kernel.name == NULL) {
+        snprintf(why[RT_SPARSE_KERNEL], 200, "the plan has no ampc 2:4 kernel for this step");
+    } else {
+        ampc_rt_step ks = {.kind = AMPC_RT_STEP_KERNEL, .label = s->label};
+        ks.kernel = g->sparse_kernel;
+        size_t kws = 0;
+        rt_err ke = {0};
+        if (rt_provider_kernel.plan(ctx, &ks, &st->kst, &kws, &ke) == AMPC_OK) {
+            planned[RT_SPARSE_KERNEL] = true;
+        } else {
+            snprintf(why[RT_SPARSE_KERNEL], 200, "no ampc 2:4 kernel: %s", ke.msg ? ke.msg : "?");
+            rt_provider_kernel.release(ctx, st->kst);
+            st->kst = NULL;
+        }
+        rt_err_clear(&ke);
+    }
+    (void)e;
+    return AMPC_OK;
+}
+
+/* The sparse candidates that ran, fastest first, into order[]; their count. */
+static int sparse_order(const gemm_state *st, int order[2]) {
+    int n = 0;
+    for (int w = RT_SPARSE_CUSPARSELT; w < RT_SPARSE_WAYS; w++)
+        if (st->ms[w] >= 0) order[n++] = w;
+    if (n == 2 && st->ms[order[1]] < st->ms[order[0]]) {
+        int t = order[0];
+        order[0] = order[1], order[1] = t;
+    }
+    return n;
+}
+
+/* Plans a 2:4 step on cuSPARSELt and on ampc's own kernel too, times them with the dense call
+ * and keeps the fastest that agrees with dense (file comment). Anything that keeps it from
+ * running sparse becomes the note of a dense step, never a failure of the model. */
 static ampc_status sparse_choose(rt_ctx *ctx, const ampc_rt_step *s, gemm_state *st,
                                  size_t *workspace, rt_err *e) {
     rt_sparse_mode mode = rt_sparse_mode_get();
     st->marked = true;
-    st->dense_ms = st->sparse_ms = -1;
+    st->way = RT_SPARSE_DENSE;
+    for (int w = 0; w < RT_SPARSE_WAYS; w++) st->ms[w] = -1;
     if (mode == RT_SPARSE_OFF) {
         snprintf(st->note, sizeof st->note, "AMPC_SPARSE=0 keeps every step dense");
         sparse_say(s, st);
         return AMPC_OK;
     }
-    rt_err se = {0};
+    bool planned[RT_SPARSE_WAYS] = {false};
+    char why[RT_SPARSE_WAYS][200] = {{0}};
     size_t sparse_ws = 0;
-    if (rt_sparse_gemm_plan(ctx, &s->gemm, &st->sp, &sparse_ws, &se) != AMPC_OK) {
-        snprintf(st->note, sizeof st->note, "no sparse plan: %s", se.msg ? se.msg : "?");
-        rt_err_clear(&se);
+    plan_candidates(ctx, s, st, mode, planned, why, &sparse_ws, e);
+    if (!planned[RT_SPARSE_CUSPARSELT] && !planned[RT_SPARSE_KERNEL]) {
+        snprintf(st->note, sizeof st->note, "%s; %s", why[RT_SPARSE_CUSPARSELT], why[RT_SPARSE_KERNEL]);
         sparse_say(s, st);
         return AMPC_OK;
     }
     size_t need = sparse_ws > *workspace ? sparse_ws : *workspace;
     if (rt_plan_scratch(ctx, need > 256 ? need : 256, e) != AMPC_OK) return e->status;
     st->sp_searched = rt_sparse_gemm_searched(st->sp);
-    rt_err te[2] = {{0}, {0}};
-    double ms[2];
-    time_both(ctx, st, ms, te);
-    st->dense_ms = ms[0];
-    st->sparse_ms = ms[1];
-    st->sparse_on = rt_sparse_pick(mode, st->dense_ms, st->sparse_ms);
-    if (st->sparse_ms < 0)
-        snprintf(st->note, sizeof st->note, "the sparse call failed: %s",
-                 te[1].msg ? te[1].msg : "?");
-    else if (st->sparse_on && !sparse_agrees(ctx, &s->gemm, st, st->note, sizeof st->note))
-        st->sparse_on = false; /* the note says why */
-    else if (mode == RT_SPARSE_FORCE)
-        snprintf(st->note, sizeof st->note, "AMPC_SPARSE=1 asks for sparse");
-    else if (st->sparse_on)
-        snprintf(st->note, sizeof st->note, "sparse is faster (%.2fx)",
-                 st->sparse_ms > 0 ? st->dense_ms / st->sparse_ms : 0.0);
+    rt_err te[RT_SPARSE_WAYS] = {{0}};
+    time_all(ctx, st, planned, te);
+    for (int w = RT_SPARSE_CUSPARSELT; w < RT_SPARSE_WAYS; w++)
+        if (planned[w] && st->ms[w] < 0)
+            snprintf(why[w], 200, "the %s call failed: %s", rt_sparse_way_name(w),
+                     te[w].msg ? te[w].msg : "?");
+    for (int w = 0; w < RT_SPARSE_WAYS; w++) rt_err_clear(&te[w]);
+
+    /* the fastest sparse candidate the mode takes and the self-check passes */
+    int order[2], n = sparse_order(st, order);
+    char check_note[sizeof st->note] = "";
+    for (int i = 0; i < n && st->way == RT_SPARSE_DENSE; i++) {
+        int w = order[i];
+        bool take = mode != RT_SPARSE_AUTO ||
+                    rt_sparse_pick(mode, st->ms[RT_SPARSE_DENSE], st->ms[w]);
+        if (take && sparse_agrees(ctx, &s->gemm, st, w, check_note, sizeof check_note))
+            st->way = w;
+    }
+    double best = n ? st->ms[order[0]] : -1, dense = st->ms[RT_SPARSE_DENSE];
+    if (st->way != RT_SPARSE_DENSE && mode != RT_SPARSE_AUTO)
+        snprintf(st->note, sizeof st->note, "AMPC_SPARSE=%s asks for %s", getenv("AMPC_SPARSE"),
+                 rt_sparse_way_name(st->way));
+    else if (st->way != RT_SPARSE_DENSE)
+        snprintf(st->note, sizeof st->note, "%s is the fastest (%.2fx dense)",
+                 rt_sparse_way_name(st->way), dense > 0 ? dense / st->ms[st->way] : 0.0);
+    else if (check_note[0])
+        snprintf(st->note, sizeof st->note, "%s", check_note);
+    else if (n == 0)
+        snprintf(st->note, sizeof st->note, "%s; %s", why[RT_SPARSE_CUSPARSELT], why[RT_SPARSE_KERNEL]);
     else
-        snprintf(st->note, sizeof st->note, "dense is faster (sparse %.2fx)",
-                 st->sparse_ms > 0 ? st->dense_ms / st->sparse_ms : 0.0);
-    rt_err_clear(&te[0]);
-    rt_err_clear(&te[1]);
-    if (st->sparse_on) {
-        *workspace = sparse_ws;
-    } else {
+        snprintf(st->note, sizeof st->note, "dense is faster (best sparse, %s, %.2fx)",
+                 rt_sparse_way_name(order[0]), best > 0 ? dense / best : 0.0);
+
+    if (st->way == RT_SPARSE_CUSPARSELT) *workspace = sparse_ws;
+    if (st->way != RT_SPARSE_CUSPARSELT) {
         rt_sparse_gemm_release(st->sp); /* frees the compressed weight */
         st->sp = NULL;
+    }
+    if (st->way != RT_SPARSE_KERNEL && st->kst) {
+        rt_provider_kernel.release(ctx, st->kst);
+        st->kst = NULL;
     }
     sparse_say(s, st);
     return AMPC_OK;
@@ -531,9 +619,11 @@ static ampc_status sparse_choose(rt_ctx *ctx, const ampc_rt_step *s, gemm_state 
 static bool gemm_sparse_choice(const void *state, ampc_rt_sparse_choice *out) {
     const gemm_state *st = state;
     if (st == NULL || !st->marked) return false;
-    out->sparse = st->sparse_on;
-    out->dense_ms = st->dense_ms;
-    out->sparse_ms = st->sparse_ms;
+    out->sparse = st->way != RT_SPARSE_DENSE;
+    out->dense_ms = st->ms[RT_SPARSE_DENSE];
+    out->sparse_ms = st->ms[RT_SPARSE_CUSPARSELT];
+    out->kernel_ms = st->ms[RT_SPARSE_KERNEL];
+    out->runs_on = rt_sparse_way_name(st->way);
     out->note = st->note;
     return true;
 }
@@ -654,15 +744,14 @@ static ampc_status gemm_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, s
 static ampc_status gemm_launch(rt_ctx *ctx, void *state, cudaStream_t stream, rt_err *e) {
     gemm_state *st = state;
     if (st->noop) return AMPC_OK;
-    if (st->sparse_on) return rt_sparse_gemm_launch(ctx, st->sp, stream, e);
-    return dense_call(ctx, st, stream, e);
+    return one_call(ctx, st, st->way, stream, e);
 }
 
 static void gemm_release(rt_ctx *ctx, void *state) {
-    (void)ctx;
     gemm_state *st = state;
     if (st == NULL) return;
     rt_sparse_gemm_release(st->sp);
+    if (st->kst) rt_provider_kernel.release(ctx, st->kst);
     if (st->pref) lt.cublasLtMatmulPreferenceDestroy(st->pref);
     if (st->la) lt.cublasLtMatrixLayoutDestroy(st->la);
     if (st->lb) lt.cublasLtMatrixLayoutDestroy(st->lb);

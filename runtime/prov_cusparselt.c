@@ -146,7 +146,14 @@ rt_sparse_mode rt_sparse_mode_get(void) {
     if (v == NULL) return RT_SPARSE_AUTO;
     if (strcmp(v, "0") == 0) return RT_SPARSE_OFF;
     if (strcmp(v, "1") == 0) return RT_SPARSE_FORCE;
+    if (strcmp(v, "cusparselt") == 0) return RT_SPARSE_FORCE_CUSPARSELT;
+    if (strcmp(v, "kernel") == 0) return RT_SPARSE_FORCE_KERNEL;
     return RT_SPARSE_AUTO;
+}
+
+const char *rt_sparse_way_name(int way) {
+    static const char *const names[RT_SPARSE_WAYS] = {"cuBLASLt", "cuSPARSELt", "ampc-2:4"};
+    return way >= 0 && way < RT_SPARSE_WAYS ? names[way] : "?";
 }
 
 bool rt_sparse_verbose(void) {
@@ -156,7 +163,7 @@ bool rt_sparse_verbose(void) {
 
 bool rt_sparse_pick(rt_sparse_mode mode, double dense_ms, double sparse_ms) {
     if (mode == RT_SPARSE_OFF || sparse_ms < 0) return false;
-    if (mode == RT_SPARSE_FORCE) return true;
+    if (mode != RT_SPARSE_AUTO) return true;
     return dense_ms < 0 || sparse_ms < dense_ms;
 }
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # run.sh — 2:4 sparse GEMMs on the GPU machine, from the repository root there (docs/sparsity.md).
 #
-#   bench/sparse/run.sh          the sparse test suite, then ampc's dense GEMM step against its
-#                                sparse step at M = N = K = 4096 and 8192 (f16) and 4096 (bf16);
-#                                about a minute
+#   bench/sparse/run.sh          the sparse test suites, then ampc's dense GEMM step against its
+#                                2:4 steps (cuSPARSELt, ampc's own mma.sp kernel) at M = N = K =
+#                                4096 and 8192 (f16), 4096 (bf16) and BERT-base's linear shapes at
+#                                M = 4096 (N x K = 768x768, 3072x768, 768x3072; f16 and bf16);
+#                                a few minutes
 #   bench/sparse/run.sh bert     BERT-base seq128 b32, every linear layer pruned: dense against
 #                                sparse end to end, and the b1 library against the reference
 #                                evaluator (bench/sparse/bert.py; a few minutes; AMPC_BERT_CHECK=0
@@ -33,13 +35,16 @@ res=$out/sparse.txt
 } > "$res" 2>&1
 status=0
 .devbin/tests/runtime_test_sparse --jobs=4 --verbose > "$out/sparse-tests.log" 2>&1 || status=1
-echo "runtime_test_sparse: $(grep -a 'Synthesis' "$out/sparse-tests.log" | tail -1)" >> "$res"
+.devbin/tests/codegen_test_sparse_gemm --jobs=4 --verbose >> "$out/sparse-tests.log" 2>&1 || status=1
+echo "sparse suites: $(grep -a 'Synthesis' "$out/sparse-tests.log" | tr '\n' ' ')" >> "$res"
 grep -a -E '^\[(SKIP|FAIL)' "$out/sparse-tests.log" | head -20 >> "$res"
 grep -a -A2 'Assertion Failed' "$out/sparse-tests.log" | head -40 >> "$res"
-# The GEMM steps, dense against sparse; AMPC_SPARSE_VERBOSE shows the times measured at load.
-for spec in "4096,8192 f16" "4096 bf16"; do
+# The GEMM steps, dense against the two sparse ways; AMPC_SPARSE_VERBOSE shows the times
+# measured at load.
+bert=4096x768x768,4096x3072x768,4096x768x3072
+for spec in "4096x4096x4096,8192x8192x8192 f16" "4096x4096x4096 bf16" "$bert f16" "$bert bf16"; do
   set -- $spec
-  AMPC_SPARSE_VERBOSE=1 .devbin/bin/ampc-bench-sparse --sizes "$1" --dtype "$2" --iterations 200 \
+  AMPC_SPARSE_VERBOSE=1 .devbin/bin/ampc-bench-sparse --shapes "$1" --dtype "$2" --iterations 200 \
     >> "$res" 2>&1 || status=1
 done
 cat "$res"

@@ -31,7 +31,7 @@ static uint32_t word(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3) {
 static uint16_t h(float x) { return ampc_f32_to_f16(x); }
 
 Test(sparse24, metadata_of_a_4x8_f16_example_follows_the_isa_rule) {
-    /* Columns 0..3 are group 0, 4..7 group 1 (K = 8: one 16-column tile, half padding). */
+    /* Columns 0..3 are group 0, 4..7 group 1 (K = 8: one 32-column tile, the rest padding). */
     const uint16_t a = h(1), b = h(2), c = h(-3), d = h(4), z = 0;
     uint16_t m[4][8] = {
         {a, b, z, z, z, z, c, d}, /* group 0: 0,1      group 1: 2,3 */
@@ -42,19 +42,20 @@ Test(sparse24, metadata_of_a_4x8_f16_example_follows_the_isa_rule) {
     ampc_diag d_ = {0};
     ampc_cg_sparse24 s;
     cr_assert_eq(ampc_cg_sparse24_compress(&d_, "w", AMPC_DTYPE_F16, m, 4, 8, &s), AMPC_OK);
-    /* Tiles: 1 row tile (16 rows, 12 of them padding) x 1 K tile: 8 words. */
-    cr_assert_eq(s.n_meta, 8);
-    uint32_t want[8] = {
-        word(nib24(0, 1), nib24(2, 3), PAD, PAD), /* 0b0100, 0b1110 */
-        word(nib24(1, 3), nib24(0, 3), PAD, PAD), /* 0b1101, 0b1100 */
-        word(nib24(0, 2), nib24(0, 1), PAD, PAD), /* 0b1000, 0b0100 */
-        word(nib24(0, 2), nib24(1, 2), PAD, PAD), /* 0b1000, 0b1001 */
-        word(PAD, PAD, PAD, PAD), word(PAD, PAD, PAD, PAD),
-        word(PAD, PAD, PAD, PAD), word(PAD, PAD, PAD, PAD),
+    /* Tiles: 1 row tile (16 rows, 12 of them padding) x 1 K tile (m16n8k32): 16 words, word
+     * 2g + h for lane 4g + h: K columns 16h..16h+15 of rows g (low half) and g + 8 (high). */
+    cr_assert_eq(s.n_meta, 16);
+    const uint32_t P = word(PAD, PAD, PAD, PAD);
+    uint32_t want[16] = {
+        word(nib24(0, 1), nib24(2, 3), PAD, PAD), P, /* 0b0100, 0b1110 */
+        word(nib24(1, 3), nib24(0, 3), PAD, PAD), P, /* 0b1101, 0b1100 */
+        word(nib24(0, 2), nib24(0, 1), PAD, PAD), P, /* 0b1000, 0b0100 */
+        word(nib24(0, 2), nib24(1, 2), PAD, PAD), P, /* 0b1000, 0b1001 */
+        P, P, P, P, P, P, P, P,
     };
     cr_assert_eq(want[0], 0x444444E4u); /* the rule spelled out once more, in hex */
-    cr_assert_eq(want[1], 0x444444CDu);
-    for (int i = 0; i < 8; i++)
+    cr_assert_eq(want[2], 0x444444CDu);
+    for (int i = 0; i < 16; i++)
         cr_assert_eq(s.meta[i], want[i], "word %d: got 0x%08X, want 0x%08X", i, s.meta[i], want[i]);
     /* Values: each row's stored elements in column order, 2 per group. */
     uint16_t want_v[4][4] = {{a, b, c, d}, {a, b, c, d}, {z, a, z, z}, {a, b, c, d}};
@@ -81,19 +82,20 @@ Test(sparse24, metadata_of_a_2x8_tf32_example_follows_the_isa_rule) {
     ampc_diag_free(&d);
 }
 
-/* Rows 16..31 and K tile 1 land in the words the layout says: tile (row tile 1, K tile 1) of a
- * 32 x 32 f16 matrix is words 8 * (1 * 2 + 1) .. +7; row 16 + 8 + 3 is word 3 of it, high half. */
+/* Rows 16..31 and K columns 16..31 land in the words the layout says: tile (row tile 1, K tile
+ * 0) of a 32 x 32 f16 matrix is words 16..31; row 16 + 8 + 3 (g = 3, high half), columns 20..23
+ * (h = 1, chunk 1 of that half) are word 16 + 2 * 3 + 1, bits 23..20. */
 Test(sparse24, a_later_tile_lands_where_the_layout_says) {
     uint16_t m[32][32] = {{0}};
-    m[27][16 + 4 + 1] = h(1); /* row 27 = tile row 1, g = 3, upper half; K tile 1, chunk 1 */
+    m[27][16 + 4 + 1] = h(1);
     m[27][16 + 4 + 3] = h(2);
     ampc_diag d = {0};
     ampc_cg_sparse24 s;
     cr_assert_eq(ampc_cg_sparse24_compress(&d, "w", AMPC_DTYPE_F16, m, 32, 32, &s), AMPC_OK);
-    cr_assert_eq(s.n_meta, 2 * 2 * 8);
+    cr_assert_eq(s.n_meta, 2 * 1 * 16);
     for (int64_t i = 0; i < s.n_meta; i++) {
         uint32_t want = word(PAD, PAD, PAD, PAD);
-        if (i == 8 * 3 + 3) /* chunk 1 of the upper half: bits 23..20 */
+        if (i == 16 + 2 * 3 + 1)
             want = (want & ~(0xFu << 20)) | nib24(1, 3) << 20;
         cr_assert_eq(s.meta[i], want, "word %lld: 0x%08X, want 0x%08X", (long long)i, s.meta[i], want);
     }
@@ -138,7 +140,7 @@ static void round_trip(ampc_dtype t, int64_t rows, int64_t k, uint64_t seed) {
     cr_assert_eq(memcmp(m, back, (size_t)(rows * k) * es), 0, "%s %lld x %lld: round trip differs",
                  ampc_dtype_name(t), (long long)rows, (long long)k);
     int64_t kt = ampc_cg_sparse24_k_tile(t);
-    cr_assert_eq(s.n_meta, (rows + 15) / 16 * ((k + kt - 1) / kt) * 8);
+    cr_assert_eq(s.n_meta, (rows + 15) / 16 * ((k + kt - 1) / kt) * (tf32 ? 8 : 16));
     ampc_cg_sparse24_free(&s);
     ampc_diag_free(&d);
     free(m);

@@ -1,14 +1,17 @@
 /*
  * test_sparse.c — 2:4 sparse GEMMs: the sparsity pass's mark carried to the plan's GEMM step,
- * the runtime's choice between cuBLASLt (dense) and cuSPARSELt (sparse), and the report of it
- * (runtime/prov_cusparselt.c, runtime/prov_cublaslt.c, docs/sparsity.md).
+ * the runtime's choice between cuBLASLt (dense), cuSPARSELt and ampc's own generated 2:4 kernel,
+ * and the report of it (runtime/prov_cusparselt.c, runtime/prov_cublaslt.c,
+ * codegen/sparse_gemm.c, docs/sparsity.md).
  *
  * On every machine: the cost model and AMPC_SPARSE, the static rules, the mark codegen puts on
  * a step (compiling needs no GPU), and a missing cuSPARSELt reported as a note, not a failure.
  * With a GPU: 2:4 products in f16 and bf16 at several shapes (MatMul, Gemm with transB and a
- * row bias, MatMul + bias + ReLU fused) with AMPC_SPARSE=1 against the reference evaluator,
- * asserting the step really ran on cuSPARSELt (skipped, with the library's message, where it
- * cannot be loaded); AMPC_SPARSE=0 keeping the step dense; and the missing library path.
+ * row bias, MatMul + bias + ReLU fused, a residual) against the reference evaluator, with
+ * AMPC_SPARSE=cusparselt asserting the step really ran on cuSPARSELt (skipped, with the
+ * library's message, where it cannot be loaded) and with AMPC_SPARSE=kernel on ampc's kernel
+ * (M not a multiple of the block, K 768 / 3072, N 768 / 3072 / 4096, N and K padded);
+ * AMPC_SPARSE=0 keeping the step dense; auto keeping the fastest; the missing library path.
  */
 #define _GNU_SOURCE /* setenv */
 #include "support.h"
@@ -31,6 +34,7 @@ typedef enum shape_kind {
     K_MATMUL,    /* y = x[M,K] @ w[K,N] */
     K_GEMM_TB,   /* y = Gemm(x[M,K], w[N,K], bias[N], transB = 1) */
     K_BIAS_RELU, /* y = relu(x @ w + bias): fuse-matmul makes it one GEMM with an epilogue */
+    K_RESIDUAL,  /* y = x @ w + bias + z (z a constant [M,N]): the residual as C, beta 1 */
 } shape_kind;
 
 static uint64_t lcg(uint64_t *s) {
@@ -74,7 +78,14 @@ static ampc_graph *sparse_graph(shape_kind kind, ampc_dtype t, int64_t m, int64_
     free(b);
     if (kind == K_MATMUL) y = ampc_matmul(g, x, wv);
     else if (kind == K_GEMM_TB) y = ampc_gemm(g, x, wv, bias, false, true);
-    else y = ampc_relu(g, ampc_add(g, ampc_matmul(g, x, wv), bias));
+    else if (kind == K_BIAS_RELU) y = ampc_relu(g, ampc_add(g, ampc_matmul(g, x, wv), bias));
+    else {
+        int64_t zd[2] = {m, n};
+        void *z = calloc((size_t)(m * n), ampc_dtype_size(t));
+        for (int64_t i = 0; i < m * n; i++) ampc_ref_store_f64(z, t, i, (double)(i % 5) * 0.25 - 0.5);
+        y = ampc_add(g, ampc_add(g, ampc_matmul(g, x, wv), bias), ampc_constant(g, "z", t, 2, zd, z));
+        free(z);
+    }
     cr_assert_eq(ampc_output(g, y, "y"), AMPC_OK, "%s", ampc_graph_errors(g));
     return g;
 }
@@ -123,6 +134,12 @@ Test(sparse_host, mode_from_the_environment) {
     cr_assert_eq(rt_sparse_mode_get(), RT_SPARSE_FORCE);
     setenv("AMPC_SPARSE", "auto", 1);
     cr_assert_eq(rt_sparse_mode_get(), RT_SPARSE_AUTO);
+    setenv("AMPC_SPARSE", "cusparselt", 1);
+    cr_assert_eq(rt_sparse_mode_get(), RT_SPARSE_FORCE_CUSPARSELT);
+    setenv("AMPC_SPARSE", "kernel", 1);
+    cr_assert_eq(rt_sparse_mode_get(), RT_SPARSE_FORCE_KERNEL);
+    cr_assert_str_eq(rt_sparse_way_name(RT_SPARSE_KERNEL), "ampc-2:4");
+    cr_assert(rt_sparse_pick(RT_SPARSE_FORCE_KERNEL, 0.1, 5.0), "a forced way runs when it plans");
     unsetenv("AMPC_SPARSE_VERBOSE");
     cr_assert(!rt_sparse_verbose());
     setenv("AMPC_SPARSE_VERBOSE", "1", 1);
@@ -262,9 +279,10 @@ static ampc_rt_sparse_choice run_case(shape_kind kind, ampc_dtype t, int64_t m, 
     cr_assert(ampc_rt_model_step_sparse(mod->model, step, &c), "step %d has no 2:4 decision", step);
     char what[512];
     snprintf(what, sizeof what, "%s %lldx%lldx%lld kind %d, AMPC_SPARSE=%s (ran %s; dense %.4f "
-             "ms, sparse %.4f ms)", rt_dtype_name(t), (long long)m, (long long)n, (long long)k,
-             (int)kind, mode, c.sparse ? "sparse" : "dense", c.dense_ms, c.sparse_ms);
-    if (strcmp(mode, "1") == 0 && !c.sparse && strstr(c.note, "cuSPARSELt not found")) {
+             "ms, cuSPARSELt %.4f ms, ampc-2:4 %.4f ms)", rt_dtype_name(t), (long long)m,
+             (long long)n, (long long)k, (int)kind, mode, c.runs_on, c.dense_ms, c.sparse_ms,
+             c.kernel_ms);
+    if (strcmp(mode, "cusparselt") == 0 && !c.sparse && strstr(c.note, "cuSPARSELt not found")) {
         char reason[1024];
         snprintf(reason, sizeof reason, "cuSPARSELt cannot be loaded: %s", c.note);
         cr_skip_test("%s", reason);
@@ -281,11 +299,26 @@ static ampc_rt_sparse_choice run_case(shape_kind kind, ampc_dtype t, int64_t m, 
     return c;
 }
 
+/* cuSPARSELt forced (AMPC_SPARSE=cusparselt): the step must run there. */
 static void expect_sparse(shape_kind kind, ampc_dtype t, int64_t m, int64_t n, int64_t k) {
-    ampc_rt_sparse_choice c = run_case(kind, t, m, n, k, "1");
-    cr_assert(c.sparse, "%s %lldx%lldx%lld: AMPC_SPARSE=1 but the step ran dense: %s",
-              rt_dtype_name(t), (long long)m, (long long)n, (long long)k, c.note);
+    ampc_rt_sparse_choice c = run_case(kind, t, m, n, k, "cusparselt");
+    cr_assert(c.sparse && strcmp(c.runs_on, "cuSPARSELt") == 0,
+              "%s %lldx%lldx%lld: AMPC_SPARSE=cusparselt but the step ran on %s: %s",
+              rt_dtype_name(t), (long long)m, (long long)n, (long long)k, c.runs_on, c.note);
     cr_assert_geq(c.sparse_ms, 0);
+    cr_assert_lt(c.kernel_ms, 0, "the generated kernel was not to be planned");
+}
+
+/* ampc's generated kernel forced (AMPC_SPARSE=kernel): the step must run on it, the output
+ * within the tolerance of the reference evaluator (run_case). Needs no cuSPARSELt. */
+static void expect_kernel(shape_kind kind, ampc_dtype t, int64_t m, int64_t n, int64_t k) {
+    ampc_rt_sparse_choice c = run_case(kind, t, m, n, k, "kernel");
+    cr_assert(c.sparse && strcmp(c.runs_on, "ampc-2:4") == 0,
+              "%s %lldx%lldx%lld kind %d: AMPC_SPARSE=kernel but the step ran on %s: %s",
+              rt_dtype_name(t), (long long)m, (long long)n, (long long)k, (int)kind, c.runs_on,
+              c.note);
+    cr_assert_gt(c.kernel_ms, 0, "%s", c.note);
+    cr_assert_lt(c.sparse_ms, 0, "cuSPARSELt was not to be planned");
 }
 
 Test(sparse_gpu, matmul_f16) {
@@ -320,13 +353,51 @@ Test(sparse_gpu, forced_off_stays_dense) {
     cr_assert_lt(c.sparse_ms, 0);
 }
 
-/* The default (auto) mode records both times and keeps the faster, whichever it is. */
-Test(sparse_gpu, auto_reports_both_times) {
+/* The default (auto) mode records the three times and keeps the fastest, whichever it is. */
+Test(sparse_gpu, auto_reports_every_time) {
     ampc_rt_sparse_choice c = run_case(K_MATMUL, AMPC_DTYPE_F16, 1024, 1024, 1024, "auto");
-    if (strstr(c.note, "cuSPARSELt not found")) cr_skip_test("%s", c.note);
     cr_assert_gt(c.dense_ms, 0, "%s", c.note);
-    cr_assert_gt(c.sparse_ms, 0, "%s", c.note);
-    cr_assert_eq(c.sparse, c.sparse_ms < c.dense_ms, "%s", c.note);
+    cr_assert_gt(c.kernel_ms, 0, "%s", c.note);
+    double best = c.kernel_ms;
+    if (strstr(c.note, "cuSPARSELt not found") == NULL) {
+        cr_assert_gt(c.sparse_ms, 0, "%s", c.note);
+        if (c.sparse_ms < best) best = c.sparse_ms;
+    }
+    cr_assert_eq(c.sparse, best < c.dense_ms, "%s", c.note);
+    if (c.sparse)
+        cr_assert_str_eq(c.runs_on, best == c.kernel_ms ? "ampc-2:4" : "cuSPARSELt", "%s", c.note);
+}
+
+/* ---- ampc's generated 2:4 kernel ------------------------------------------------------------- */
+
+Test(sparse_gpu, kernel_matmul_f16_shapes) {
+    expect_kernel(K_MATMUL, AMPC_DTYPE_F16, 64, 128, 256);
+    expect_kernel(K_MATMUL, AMPC_DTYPE_F16, 200, 768, 768);   /* M not a multiple of 128 */
+    expect_kernel(K_MATMUL, AMPC_DTYPE_F16, 333, 3072, 768);
+    expect_kernel(K_MATMUL, AMPC_DTYPE_F16, 512, 768, 3072);
+    expect_kernel(K_MATMUL, AMPC_DTYPE_F16, 1000, 4096, 768);
+    expect_kernel(K_MATMUL, AMPC_DTYPE_F16, 40, 200, 96);     /* N, K padded to the block */
+}
+
+Test(sparse_gpu, kernel_matmul_bf16_shapes) {
+    expect_kernel(K_MATMUL, AMPC_DTYPE_BF16, 64, 128, 256);
+    expect_kernel(K_MATMUL, AMPC_DTYPE_BF16, 200, 768, 768);
+    expect_kernel(K_MATMUL, AMPC_DTYPE_BF16, 333, 3072, 768);
+    expect_kernel(K_MATMUL, AMPC_DTYPE_BF16, 512, 768, 3072);
+    expect_kernel(K_MATMUL, AMPC_DTYPE_BF16, 1000, 4096, 768);
+}
+
+Test(sparse_gpu, kernel_epilogues) {
+    ampc_dtype ts[2] = {AMPC_DTYPE_F16, AMPC_DTYPE_BF16};
+    for (int i = 0; i < 2; i++) {
+        expect_kernel(K_GEMM_TB, ts[i], 130, 256, 512);
+        expect_kernel(K_BIAS_RELU, ts[i], 257, 768, 768);
+        expect_kernel(K_RESIDUAL, ts[i], 129, 768, 3072);
+    }
+}
+
+Test(sparse_gpu, kernel_large_square_f16) {
+    expect_kernel(K_MATMUL, AMPC_DTYPE_F16, 2048, 2048, 2048);
 }
 
 Test(sparse_gpu, missing_library_runs_dense) {
@@ -334,7 +405,7 @@ Test(sparse_gpu, missing_library_runs_dense) {
         cr_skip_test("libcusparseLt.so.0 is on the loader's path: the missing-library path is "
                      "not reachable here");
     setenv("AMPC_CUSPARSELT_PATH", "/nonexistent/libcusparseLt.so.0", 1);
-    ampc_rt_sparse_choice c = run_case(K_MATMUL, AMPC_DTYPE_F16, 64, 128, 256, "auto");
+    ampc_rt_sparse_choice c = run_case(K_MATMUL, AMPC_DTYPE_F16, 64, 128, 256, "cusparselt");
     cr_assert(!c.sparse);
-    cr_assert(strstr(c.note, "no sparse plan: cuSPARSELt not found"), "%s", c.note);
+    cr_assert(strstr(c.note, "no cuSPARSELt plan: cuSPARSELt not found"), "%s", c.note);
 }
