@@ -20,8 +20,11 @@ when matplotlib is there, OUT_DIR/benchmarks.png.
    AMPC_BENCH_PRECISION the --precision given to ampc, default fp16; AMPC_BENCH_EXTRA more ampc
    options, space-separated, e.g. "--disable-pass layout"; AMPC_BENCH_PROFILE=1 also writes
    `ampc run MODEL.so --profile --iterations 200` of each library to OUT_DIR/profile-NAME.txt;
-   AMPC_BENCH_PEERS=0 leaves PyTorch's timings out, for a profile-only run)
+   AMPC_BENCH_PEERS=0 leaves PyTorch's timings out, for a profile-only run;
+   AMPC_BENCH_STREAM=side runs everything on one non-default stream instead of torch's legacy
+   default stream)
 """
+import contextlib
 import ctypes
 import json
 import os
@@ -69,18 +72,25 @@ def models():
     ]
 
 
-def time_calls(fn, stream):
+HOST_US = {}  # per timed function: the median host time of one call, microseconds
+
+
+def time_calls(fn, stream, name=None):
     for _ in range(WARMUP):
         fn()
     torch.cuda.synchronize()
-    times = []
+    times, host = [], []
     for _ in range(ITERS):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record(stream)
+        t0 = time.perf_counter()
         fn()
+        host.append((time.perf_counter() - t0) * 1e6)
         b.record(stream)
         b.synchronize()
         times.append(a.elapsed_time(b))
+    if name:
+        HOST_US[name] = round(statistics.median(host), 1)
     return statistics.median(times)
 
 
@@ -185,11 +195,11 @@ def bench_one(label, key, model, batch, make_inputs, input_names, work, out):
         return row
     with torch.no_grad():
         eager_replay, _ = graphed(model, args)
-        row["eager_graph_ms"] = time_calls(eager_replay, stream)
+        row["eager_graph_ms"] = time_calls(eager_replay, stream, "eager_host_us")
         compiled = torch.compile(model)
         compiled(*args)
         compile_replay, _ = graphed(compiled, args)
-        row["compile_graph_ms"] = time_calls(compile_replay, stream)
+        row["compile_graph_ms"] = time_calls(compile_replay, stream, "compile_host_us")
     if r.returncode != 0:
         row["ampc_error"] = (r.stderr or r.stdout)[-1500:]
         return row
@@ -205,7 +215,8 @@ def bench_one(label, key, model, batch, make_inputs, input_names, work, out):
         row["max_abs_err"] = err.max().item()
         row["ref_scale"] = scale
         row["outputs_match"] = bool(err.max().item() <= 2e-2 * scale + 1e-3)
-        row["ampc_ms"] = time_calls(lib.enqueue, stream)
+        row["ampc_ms"] = time_calls(lib.enqueue, stream, "ampc_host_us")
+        row.update(HOST_US)
     except Exception as e:  # a failed library is a result, reported
         row["ampc_error"] = str(e)[-1500:]
     best = min(row["eager_graph_ms"], row["compile_graph_ms"])
@@ -266,14 +277,18 @@ def main():
     torch.backends.cudnn.benchmark = True
     rows = []
     only = [k for k in os.environ.get("AMPC_BENCH_MODELS", "").split(",") if k]
-    for label, key, model, batches, make_inputs, names in models():
-        if only and key not in only:
-            continue
-        model = model.half().cuda().eval()
-        for b in batches:
-            row = bench_one(label, key, model, b, make_inputs, names, work, out)
-            print(json.dumps(row), flush=True)
-            rows.append(row)
+    # Every library runs on the current stream: PyTorch's legacy default stream, or with
+    # AMPC_BENCH_STREAM=side one stream of its own made current for all of them.
+    side = torch.cuda.Stream() if os.environ.get("AMPC_BENCH_STREAM") == "side" else None
+    with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
+        for label, key, model, batches, make_inputs, names in models():
+            if only and key not in only:
+                continue
+            model = model.half().cuda().eval()
+            for b in batches:
+                row = bench_one(label, key, model, b, make_inputs, names, work, out)
+                print(json.dumps(row), flush=True)
+                rows.append(row)
     gpu = torch.cuda.get_device_name(0)
     if not PEERS:
         return
