@@ -274,15 +274,7 @@ Test(partition_heads, a_value_read_outside_stays_whole) {
 Test(partition_heads, a_second_run_changes_nothing) {
     const lcase c = {2, 5, 4, 4, 2, BERT, PLAIN};
     ampc_graph *g = build(&c);
-    ampc_pipeline_options o = ranks(2);
-    ampc_pass_record rec[1];
-    int32_t n_rec = 0;
-    o.record = rec, o.max_records = 1, o.n_records = &n_rec;
-    cr_assert_eq(ampc_pipeline_run_pass(g, "partition", &o), AMPC_OK, "%s", ampc_graph_errors(g));
-    cr_assert(n_rec == 1 && rec[0].changed);
-    n_rec = 0;
-    cr_assert_eq(ampc_pipeline_run_pass(g, "partition", &o), AMPC_OK, "%s", ampc_graph_errors(g));
-    cr_assert(n_rec == 1 && !rec[0].changed, "%s", ampc_graph_to_text(g, false));
+    t_expect_second_run_unchanged(g, "partition", ranks(2));
     cr_assert_eq(t_count_op(g, AMPC_OP_ALL_REDUCE), 2);
     ampc_graph_destroy(g);
 }

@@ -5,6 +5,7 @@
 
 #include "ampc_runtime.h"
 #include "ir/ref/ref.h"
+#include "passes/passes.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -249,4 +250,16 @@ void t_expect_same_outputs(ampc_graph *a, ampc_graph *b, const ampc_tensor *in, 
     }
     free(ya);
     free(yb);
+}
+
+void t_expect_second_run_unchanged(ampc_graph *g, const char *pass, ampc_pipeline_options o) {
+    ampc_pass_record rec[1];
+    int32_t n_rec = 0;
+    o.record = rec, o.max_records = 1, o.n_records = &n_rec;
+    cr_assert_eq(ampc_pipeline_run_pass(g, pass, &o), AMPC_OK, "%s", ampc_graph_errors(g));
+    cr_assert(n_rec == 1 && rec[0].changed, "the first run of %s changed nothing", pass);
+    n_rec = 0;
+    cr_assert_eq(ampc_pipeline_run_pass(g, pass, &o), AMPC_OK, "%s", ampc_graph_errors(g));
+    cr_assert(n_rec == 1 && !rec[0].changed, "a second run of %s changed the graph:\n%s", pass,
+              ampc_graph_to_text(g, false));
 }

@@ -74,6 +74,10 @@ void t_gpu_vs_reference(ampc_graph *g, const t_gpu_check *c);
 void t_expect_same_outputs(ampc_graph *a, ampc_graph *b, const ampc_tensor *in, int32_t n_in,
                            double rtol, double atol);
 
+/* Runs pass `pass` on g twice with options o (its record fields are set here): the first run
+ * must change g, the second must not (a pass leaves what it made alone). */
+void t_expect_second_run_unchanged(ampc_graph *g, const char *pass, ampc_pipeline_options o);
+
 /* The number of live nodes of op `op` in g. */
 int32_t t_count_op(const ampc_graph *g, ampc_opcode op);
 /* A t_fill_fn for f32 tensors: uniform values in [-1, 1) from the seed (LCG). */
