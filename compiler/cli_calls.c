@@ -96,7 +96,13 @@ bool ampc_cli_time_calls(ampc_rt_model *m, const ampc_tensor *in, int32_t ni,
                iterations, gpu[iterations / 2], gpu[(int32_t)(0.9 * (iterations - 1))],
                host[iterations / 2]);
     }
-    if (!ok) {
+    if (ok) {
+        const char *why = NULL;
+        if (ampc_rt_model_io_in_place(m, &why))
+            printf("inputs and outputs on device buffers: bound in place (no copies)\n");
+        else
+            printf("inputs and outputs on device buffers: copied (%s)\n", why ? why : "");
+    } else {
         cudaError_t rc = cudaGetLastError();
         fprintf(stderr, "ampc: timing whole calls failed: %s\n",
                 err ? err : rc != cudaSuccess ? cudaGetErrorString(rc) : "out of memory");

@@ -330,6 +330,13 @@ typedef enum ampc_rt_graph_status {
 } ampc_rt_graph_status;
 AMPC_API ampc_rt_graph_status ampc_rt_model_graph_status(const ampc_rt_model *m, const char **why);
 
+/* Whether runs whose tensors are all device memory of the model's device, 256-byte aligned,
+ * read the inputs and write the outputs where they are (no copies: the steps' graph is captured
+ * on those buffers, a few buffer sets kept), or copy them in and out (false; *why, when not
+ * NULL, a static string saying why: a cuDNN or 2:4 step touches an input or output,
+ * AMPC_ZERO_COPY=0, ...). A run on other buffers always copies. */
+AMPC_API bool ampc_rt_model_io_in_place(const ampc_rt_model *m, const char **why);
+
 /* ---------------------------------------------------------------------------------------------
  * Generated libraries
  * ------------------------------------------------------------------------------------------- */

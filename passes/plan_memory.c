@@ -7,8 +7,10 @@
  *      the bytes of its input; an elementwise node may write its output over an input of the
  *      same shape whose last use it is (in place), unless that input is a graph input or output.
  *      Values that share bytes form one buffer.
- *   3. Each buffer is live from the node that defines it (graph inputs: from the start) to the
- *      last node that reads any of its values (graph outputs: to the end).
+ *   3. Each buffer is live from the node that defines it to the last node that reads any of its
+ *      values; a buffer holding a graph input or output is live for the whole run, so no other
+ *      value ever shares its bytes and the runtime may point its steps at the caller's own
+ *      buffers instead (runtime/io_bind.c).
  *   4. Buffers are placed largest first, each at the lowest 256-aligned offset that no placed
  *      buffer with an overlapping lifetime occupies; the arena size is the highest end.
  *
@@ -157,6 +159,9 @@ ampc_status ampc_pass_plan_memory(ampc_graph *g, bool *changed) {
         int64_t bytes = (int64_t)ampc_ir_nbytes(v);
         if (bytes > b->bytes) b->bytes = bytes;
     }
+    for (int32_t i = 0; i < nb; i++)
+        if (root_flags[bufs[i].root] & (AMPC_VALUE_INPUT | AMPC_VALUE_OUTPUT))
+            bufs[i].start = -1, bufs[i].end = end;
 
     /* 4. placement, largest first */
     qsort(bufs, (size_t)nb, sizeof *bufs, cmp_buffers);

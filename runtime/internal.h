@@ -174,6 +174,13 @@ typedef struct rt_unit {
     char *log;     /* the JIT's error log buffer, kept as long as the unit is loaded */
 } rt_unit;
 
+/* An arena range [offset, offset + bytes) that is, for now, the caller's buffer at ptr
+ * (io_bind.c: steps re-pointed at the caller's inputs and outputs). */
+typedef struct rt_io_bind {
+    int64_t offset, bytes;
+    char *ptr;
+} rt_io_bind;
+
 /* What a provider sees of a model. Pointers are device addresses. */
 typedef struct rt_ctx {
     rt_device dev;
@@ -192,6 +199,8 @@ typedef struct rt_ctx {
     cudaStream_t plan_stream; /* the model's stream: planning work (algorithm search) runs here */
     void *scratch;            /* planning-time workspace for algorithm searches and timings, */
     size_t scratch_bytes;     /* allocated on first need and freed once every step is planned */
+    const rt_io_bind *io_bind; /* while steps are re-pointed at a caller's buffers, else NULL */
+    int32_t n_io_bind;
 } rt_ctx;
 
 /* The planning scratch (ctx->scratch), at least `need` bytes: made on first need with a quarter
@@ -205,11 +214,19 @@ ampc_status rt_plan_scratch(rt_ctx *ctx, size_t need, rt_err *e);
 typedef bool (*rt_timed_call)(void *arg, cudaStream_t s);
 float rt_time_calls(rt_timed_call call, void *arg, cudaStream_t s, int rounds);
 
-/* The device address of a ref (NULL for an absent ref: bytes 0). */
+/* The device address of a ref (NULL for an absent ref: bytes 0): in the caller's buffer when
+ * its arena range is bound to one (c->io_bind), else in the arena or the weights. */
 static inline void *rt_ref_ptr(const rt_ctx *c, ampc_rt_ref r) {
     if (r.bytes == 0) return NULL;
-    return (r.space == AMPC_RT_WEIGHTS ? c->weights : c->arena) + r.offset;
+    if (r.space == AMPC_RT_WEIGHTS) return c->weights + r.offset;
+    for (int32_t i = 0; i < c->n_io_bind; i++)
+        if (r.offset >= c->io_bind[i].offset && r.offset < c->io_bind[i].offset + c->io_bind[i].bytes)
+            return c->io_bind[i].ptr + (r.offset - c->io_bind[i].offset);
+    return c->arena + r.offset;
 }
+
+/* Every ref step s reads or writes, into out[0..max); returns how many (absent refs included). */
+int rt_step_refs(const ampc_rt_step *s, ampc_rt_ref *out, int max);
 
 /* One kind of step: generated kernels, cuBLASLt, cuDNN, copies (STYLE §10: capability is asked,
  * not assumed). A failure message needs no step prefix: the caller adds "step N (label): ". */
@@ -229,6 +246,10 @@ typedef struct rt_provider {
     void (*release)(rt_ctx *ctx, void *state);
     /* (optional) Frees per-model resources (library handles) when the model goes. */
     void (*close)(rt_ctx *ctx);
+    /* (optional) Recomputes every device address the state holds from the step's refs, with
+     * rt_ref_ptr (so after ctx->io_bind changes, at the caller's buffers); AMPC_E_UNSUPPORTED
+     * when this state cannot be re-pointed (the step's inputs and outputs are then copied). */
+    ampc_status (*rebind)(rt_ctx *ctx, const ampc_rt_step *s, void *state, rt_err *e);
     /* (optional) The 2:4 decision of a step (ampc_rt_model_step_sparse): false when the step is
      * not a 2:4 GEMM. */
     bool (*sparse_choice)(const void *state, ampc_rt_sparse_choice *out);

@@ -293,6 +293,7 @@ ampc_status rt_model_build(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e) {
     }
     env = getenv("AMPC_IO_GRAPH"); /* 0: copies on the stream around the steps' graph */
     if (env != NULL && strcmp(env, "0") == 0) m->io_state = IO_GRAPH_OFF;
+    rt_io_bind_setup(m);
     return AMPC_OK;
 }
 
@@ -354,6 +355,7 @@ void ampc_rt_model_destroy(ampc_rt_model *m) {
     if (m->device_set) (void)cudaSetDevice(c->dev.index);
     if (m->stream) (void)cudaStreamSynchronize(m->stream);
     io_graph_drop(m, IO_GRAPH_OFF);
+    rt_io_bind_free(m);
     if (m->exec) (void)cudaGraphExecDestroy(m->exec);
     if (m->graph) (void)cudaGraphDestroy(m->graph);
     for (int32_t i = 0; i < m->n_steps && m->prov && m->state; i++)
@@ -452,7 +454,7 @@ static ampc_status check_tensors(const ampc_rt_model *m, const ampc_tensor *in, 
 
 /* Enqueues every step on s, with ev[i] recorded before step i and ev[n] after the last when ev
  * is not NULL. */
-static ampc_status launch_steps(ampc_rt_model *m, cudaStream_t s, cudaEvent_t *ev, rt_err *e) {
+ampc_status rt_model_launch_steps(ampc_rt_model *m, cudaStream_t s, cudaEvent_t *ev, rt_err *e) {
     for (int32_t i = 0; i < m->n_steps; i++) {
         if (ev) RT_CUDA(e, cudaEventRecord(ev[i], s));
         if (m->prov[i]->launch(&m->ctx, m->state[i], s, e) != AMPC_OK) {
@@ -474,7 +476,7 @@ static void try_capture(ampc_rt_model *m) {
         rt_fail_cuda(&ce, rc, "cudaStreamBeginCapture(m->stream, cudaStreamCaptureModeThreadLocal)",
                      __func__, __FILE__, __LINE__);
     } else {
-        ampc_status s = launch_steps(m, m->stream, NULL, &ce);
+        ampc_status s = rt_model_launch_steps(m, m->stream, NULL, &ce);
         rc = cudaStreamEndCapture(m->stream, &g); /* always: it ends the capture mode */
         if (s == AMPC_OK && rc != cudaSuccess)
             rt_fail_cuda(&ce, rc, "cudaStreamEndCapture(m->stream, &g)", __func__, __FILE__,
@@ -628,6 +630,8 @@ static ampc_status run_on_device(ampc_rt_model *m, const ampc_tensor *in, ampc_t
     RT_CUDA(e, cudaSetDevice(m->ctx.dev.index));
     cudaStream_t s = stream ? stream : m->stream;
     if (step_ms == NULL && m->graph_status == AMPC_RT_GRAPH_PENDING) try_capture(m);
+    if (step_ms == NULL && on_device && rt_io_bind_run(m, in, out, s, e))
+        return e->status != AMPC_OK ? e->status : sync ? finish_run(m, s, NULL, e) : AMPC_OK;
     if (step_ms == NULL && on_device && m->graph_status == AMPC_RT_GRAPH_ON &&
         m->io_state == IO_GRAPH_NONE)
         io_graph_build(m, in, out);
@@ -653,11 +657,11 @@ static ampc_status run_on_device(ampc_rt_model *m, const ampc_tensor *in, ampc_t
             if (m->events == NULL) return rt_fail(e, AMPC_E_OOM, "out of host memory");
             for (int32_t i = 0; i <= m->n_steps; i++) RT_CUDA(e, cudaEventCreate(&m->events[i]));
         }
-        if (launch_steps(m, s, m->events, e) != AMPC_OK) return e->status;
+        if (rt_model_launch_steps(m, s, m->events, e) != AMPC_OK) return e->status;
     } else {
         if (m->graph_status == AMPC_RT_GRAPH_ON)
             RT_CUDA(e, cudaGraphLaunch(m->exec, s));
-        else if (launch_steps(m, s, NULL, e) != AMPC_OK)
+        else if (rt_model_launch_steps(m, s, NULL, e) != AMPC_OK)
             return e->status;
     }
     for (int32_t i = 0; i < m->n_outputs; i++) {
@@ -731,7 +735,7 @@ static ampc_status time_loop(ampc_rt_model *m, cudaEvent_t *ev, int32_t iteratio
     for (int32_t i = 0; i < iterations; i++) {
         RT_CUDA(e, cudaEventRecord(ev[0], m->stream));
         if (m->graph_status == AMPC_RT_GRAPH_ON) RT_CUDA(e, cudaGraphLaunch(m->exec, m->stream));
-        else if (launch_steps(m, m->stream, NULL, e) != AMPC_OK) return e->status;
+        else if (rt_model_launch_steps(m, m->stream, NULL, e) != AMPC_OK) return e->status;
         RT_CUDA(e, cudaEventRecord(ev[1], m->stream));
         RT_CUDA(e, cudaEventSynchronize(ev[1]));
         float t = 0;
@@ -820,24 +824,38 @@ static double refs_bytes(const ampc_rt_ref *r, int n) {
     return sum;
 }
 
-void rt_step_work(const ampc_rt_step *s, double *flops, double *bytes) {
-    *flops = 0;
-    *bytes = 0;
+int rt_step_refs(const ampc_rt_step *s, ampc_rt_ref *out, int max) {
+    int n = 0;
+#define REF(r) do { if (n < max) out[n] = (r); n++; } while (0)
     switch ((ampc_rt_step_kind)s->kind) {
-    case AMPC_RT_STEP_KERNEL: {
-        enum { MAX_REFS = 64 };
-        ampc_rt_ref r[MAX_REFS];
-        int n = 0;
-        for (int32_t i = 0; i < s->kernel.n_args && n < MAX_REFS; i++)
-            if (s->kernel.args[i].kind == AMPC_RT_ARG_PTR) r[n++] = s->kernel.args[i].ref;
-        *bytes = refs_bytes(r, n);
+    case AMPC_RT_STEP_KERNEL:
+        for (int32_t i = 0; i < s->kernel.n_args; i++)
+            if (s->kernel.args[i].kind == AMPC_RT_ARG_PTR) REF(s->kernel.args[i].ref);
         break;
+    case AMPC_RT_STEP_GEMM:
+        REF(s->gemm.a); REF(s->gemm.b); REF(s->gemm.c); REF(s->gemm.d); REF(s->gemm.bias);
+        break;
+    case AMPC_RT_STEP_CONV:
+        REF(s->conv.x); REF(s->conv.w); REF(s->conv.bias); REF(s->conv.z); REF(s->conv.y);
+        break;
+    case AMPC_RT_STEP_COPY: REF(s->copy.src); REF(s->copy.dst); break;
+    case AMPC_RT_STEP_MEMSET: REF(s->memset.dst); break;
+    case AMPC_RT_STEP_ALLREDUCE: REF(s->allreduce.src); REF(s->allreduce.dst); break;
     }
+#undef REF
+    return n < max ? n : max;
+}
+
+void rt_step_work(const ampc_rt_step *s, double *flops, double *bytes) {
+    enum { MAX_REFS = 64 };
+    ampc_rt_ref r[MAX_REFS];
+    int n = rt_step_refs(s, r, MAX_REFS);
+    *flops = 0;
+    *bytes = refs_bytes(r, n);
+    switch ((ampc_rt_step_kind)s->kind) {
     case AMPC_RT_STEP_GEMM: {
         const ampc_rt_gemm *g = &s->gemm;
         *flops = 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->batch;
-        ampc_rt_ref r[5] = {g->a, g->b, g->c, g->d, g->bias};
-        *bytes = refs_bytes(r, 5);
         break;
     }
     case AMPC_RT_STEP_CONV: {
@@ -849,13 +867,12 @@ void rt_step_work(const ampc_rt_step *s, double *flops, double *bytes) {
             points *= (double)(c->transpose ? c->in[i] : c->out[i]);
         }
         *flops = 2.0 * (double)c->n * (double)(c->transpose ? c->c_in : c->c_out) * points * k;
-        ampc_rt_ref r[5] = {c->x, c->w, c->bias, c->z, c->y};
-        *bytes = refs_bytes(r, 5);
         break;
     }
     case AMPC_RT_STEP_COPY: *bytes = 2.0 * (double)s->copy.src.bytes; break;
     case AMPC_RT_STEP_MEMSET: *bytes = (double)s->memset.dst.bytes; break;
     case AMPC_RT_STEP_ALLREDUCE: *bytes = (double)s->allreduce.dst.bytes; break;
+    default: break;
     }
 }
 
@@ -872,4 +889,11 @@ int64_t ampc_rt_model_device_bytes(const ampc_rt_model *m) { return m ? m->devic
 ampc_rt_graph_status ampc_rt_model_graph_status(const ampc_rt_model *m, const char **why) {
     if (why) *why = m && m->graph_why ? m->graph_why : "";
     return m ? m->graph_status : AMPC_RT_GRAPH_OFF;
+}
+
+bool ampc_rt_model_io_in_place(const ampc_rt_model *m, const char **why) {
+    const ampc_rt_model *k = m && m->n_ranks > 0 ? NULL : m;
+    if (why) *why = k == NULL ? (m ? "a multi-GPU model copies its inputs and outputs" : "the model is NULL")
+                    : k->zc_on ? NULL : k->zc_why;
+    return k != NULL && k->zc_on;
 }

@@ -59,10 +59,28 @@ struct ampc_rt_model {
     bool split_batch;
     ampc_rt_io *batch_io;
     int32_t peer_links;       /* peer-access directions enabled between the first GPU and others */
+    /* io_bind.c: runs on the caller's device buffers in place */
+    bool zc_on;               /* this model can bind them (zc_why says why not) */
+    const char *zc_why;       /* a static string */
+    int32_t *zc_steps, n_zc_steps; /* the steps touching an input or output */
+    struct rt_zc_graph *zc;   /* graphs captured on caller buffers, a few sets */
+    uint64_t zc_tick;
+    int64_t zc_runs;          /* runs made in place */
 };
 
 /* model.c: loads plan p into m on the device m->ctx.dev names (opened by the caller). */
 ampc_status rt_model_build(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e);
+/* model.c: enqueues every step on s (events ev[i] before step i and ev[n_steps] after, when
+ * ev is not NULL). */
+ampc_status rt_model_launch_steps(ampc_rt_model *m, cudaStream_t s, cudaEvent_t *ev, rt_err *e);
+
+/* io_bind.c: decides at creation whether runs may bind the caller's buffers in place. */
+void rt_io_bind_setup(ampc_rt_model *m);
+/* io_bind.c: launches the run on s with the steps on the caller's device buffers, when this
+ * run can (true; e holds a launch failure), else false (nothing done: copy instead). */
+bool rt_io_bind_run(ampc_rt_model *m, const ampc_tensor *in, ampc_tensor *out, cudaStream_t s,
+                    rt_err *e);
+void rt_io_bind_free(ampc_rt_model *m);
 
 /* ranks.c: a multi-GPU model (p->n_ranks > 1), rank r on device `device + r`. */
 ampc_status rt_ranks_create(const ampc_rt_plan *p, int32_t device, ampc_rt_model **out,

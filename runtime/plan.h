@@ -38,8 +38,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum { AMPC_RT_PLAN_VERSION = 4 }; /* 2: all-reduce steps, ranks; 3: split_batch; 4:
-                                     ampc_rt_gemm.sparse_kernel */
+enum { AMPC_RT_PLAN_VERSION = 5 }; /* 2: all-reduce steps, ranks; 3: split_batch; 4:
+                                     ampc_rt_gemm.sparse_kernel; 5: inputs and outputs have
+                                     arena bytes no other value shares */
 
 /* Where a tensor lives. */
 typedef enum ampc_rt_space {

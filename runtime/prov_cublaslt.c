@@ -747,6 +747,24 @@ static ampc_status gemm_launch(rt_ctx *ctx, void *state, cudaStream_t stream, rt
     return one_call(ctx, st, st->way, stream, e);
 }
 
+/* Re-points a dense step (io_bind.c). The algorithm was chosen for the arena's alignment (256
+ * bytes, every ref's offset a multiple of it), which a caller's 256-byte-aligned buffer keeps.
+ * A step running sparse, or whose bias lives in the arena, keeps its copies. */
+static ampc_status gemm_rebind(rt_ctx *ctx, const ampc_rt_step *s, void *state, rt_err *e) {
+    gemm_state *st = state;
+    const ampc_rt_gemm *g = &s->gemm;
+    if (st->noop) return AMPC_OK;
+    if (st->way != RT_SPARSE_DENSE || (g->bias.bytes > 0 && g->bias.space == AMPC_RT_ARENA))
+        return rt_fail(e, AMPC_E_UNSUPPORTED, "a %s GEMM step%s is not re-pointed",
+                       rt_sparse_way_name(st->way),
+                       st->way == RT_SPARSE_DENSE ? " with its bias in the arena" : "");
+    st->a = rt_ref_ptr(ctx, g->b);
+    st->b = rt_ref_ptr(ctx, g->a);
+    st->d = rt_ref_ptr(ctx, g->d);
+    st->c = g->c.bytes > 0 ? rt_ref_ptr(ctx, g->c) : st->d;
+    return AMPC_OK;
+}
+
 static void gemm_release(rt_ctx *ctx, void *state) {
     gemm_state *st = state;
     if (st == NULL) return;
@@ -774,5 +792,6 @@ const rt_provider rt_provider_cublaslt = {
     .launch = gemm_launch,
     .release = gemm_release,
     .close = gemm_close,
+    .rebind = gemm_rebind,
     .sparse_choice = gemm_sparse_choice,
 };

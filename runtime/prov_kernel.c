@@ -167,6 +167,16 @@ static ampc_status kernel_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state,
     return check_params(k, st->k, e);
 }
 
+/* Re-points a kernel's pointer arguments (io_bind.c). */
+static ampc_status kernel_rebind(rt_ctx *ctx, const ampc_rt_step *s, void *state, rt_err *e) {
+    (void)e;
+    kernel_state *st = state;
+    for (int32_t i = 0; i < s->kernel.n_args && i < st->n_args; i++)
+        if (s->kernel.args[i].kind == AMPC_RT_ARG_PTR)
+            st->values[i].ptr = rt_ref_ptr(ctx, s->kernel.args[i].ref);
+    return AMPC_OK;
+}
+
 static ampc_status kernel_launch(rt_ctx *ctx, void *state, cudaStream_t stream, rt_err *e) {
     (void)ctx;
     kernel_state *st = state;
@@ -192,6 +202,7 @@ const rt_provider rt_provider_kernel = {
     .plan = kernel_plan,
     .launch = kernel_launch,
     .release = kernel_release,
+    .rebind = kernel_rebind,
 };
 
 /* ---- copies and memsets ------------------------------------------------------------------------
@@ -245,6 +256,19 @@ static ampc_status copy_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, s
     return AMPC_OK;
 }
 
+/* Re-points a copy or memset (io_bind.c). */
+static ampc_status copy_rebind(rt_ctx *ctx, const ampc_rt_step *s, void *state, rt_err *e) {
+    (void)e;
+    copy_state *st = state;
+    if (s->kind == AMPC_RT_STEP_COPY) {
+        st->src = rt_ref_ptr(ctx, s->copy.src);
+        st->dst = rt_ref_ptr(ctx, s->copy.dst);
+    } else {
+        st->dst = rt_ref_ptr(ctx, s->memset.dst);
+    }
+    return AMPC_OK;
+}
+
 static ampc_status copy_launch(rt_ctx *ctx, void *state, cudaStream_t stream, rt_err *e) {
     (void)ctx;
     copy_state *st = state;
@@ -272,6 +296,7 @@ const rt_provider rt_provider_copy = {
     .plan = copy_plan,
     .launch = copy_launch,
     .release = copy_release,
+    .rebind = copy_rebind,
 };
 
 const rt_provider rt_provider_memset = {
@@ -280,4 +305,5 @@ const rt_provider rt_provider_memset = {
     .plan = copy_plan,
     .launch = memset_launch,
     .release = copy_release,
+    .rebind = copy_rebind,
 };

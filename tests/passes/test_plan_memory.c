@@ -87,3 +87,31 @@ Test(plan_memory, many_live_values_never_overlap) {
     cr_assert_lt(g->arena_bytes, 40 * 256, "arena %lld bytes", (long long)g->arena_bytes);
     ampc_graph_destroy(g);
 }
+
+/* Every graph input and output has arena bytes no other value shares (views of it aside), for
+ * the whole run: the runtime may then point the steps at the caller's buffers (io_bind.c). */
+Test(plan_memory, inputs_and_outputs_have_bytes_of_their_own) {
+    ampc_graph *g = ampc_graph_create("p");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(64));
+    ampc_value *a = ampc_exp(g, x);  /* x's last reader: a later value could take its bytes */
+    ampc_value *b = ampc_relu(g, a); /* in place over a */
+    ampc_value *c = ampc_exp(g, b);
+    ampc_value *d = ampc_tanh(g, c);
+    ampc_value *y = ampc_relu(g, d); /* y is defined last: earlier values could use its bytes */
+    cr_assert_eq(ampc_output(g, y, "y"), AMPC_OK);
+    bool changed;
+    cr_assert_eq(ampc_pass_plan_memory(g, &changed), AMPC_OK);
+    check_no_overlap(g);
+    const ampc_value *io[2] = {x, y};
+    for (int k = 0; k < 2; k++)
+        for (int32_t i = 0; i < g->n_values; i++) {
+            const ampc_value *v = g->values[i];
+            if (v == io[k] || v->mem_space != AMPC_MEM_ARENA) continue;
+            int64_t vn = (int64_t)ampc_ir_nbytes(v), n = (int64_t)ampc_ir_nbytes(io[k]);
+            cr_assert(v->mem_offset >= io[k]->mem_offset + n || io[k]->mem_offset >= v->mem_offset + vn,
+                      "'%s' shares bytes with %s '%s'", v->name, k ? "output" : "input", io[k]->name);
+        }
+    /* the four intermediates still reuse: fewer than one buffer each besides x and y */
+    cr_assert_leq(g->arena_bytes, 5 * 256, "arena %lld bytes", (long long)g->arena_bytes);
+    ampc_graph_destroy(g);
+}

@@ -282,7 +282,7 @@ Test(runtime_host, plan_version) {
     base_plan(&t);
     t.p.version = 7;
     expect_plan_error(&t, AMPC_E_INVALID_ARG,
-                      "invalid plan: plan version 7: this runtime reads version 4");
+                      "invalid plan: plan version 7: this runtime reads version 5");
 }
 
 Test(runtime_host, plan_refs_outside_their_space) {
@@ -859,6 +859,74 @@ Test(runtime_gpu, device_buffers_that_move_between_runs) {
     cr_assert_eq(ampc_rt_model_graph_status(m, NULL), AMPC_RT_GRAPH_ON);
     for (int k = 0; k < 2; k++) cudaFree(dx[k]), cudaFree(du[k]);
     cudaFree(dz);
+    ampc_rt_model_destroy(m);
+}
+
+/* Device buffers are bound in place (io_bind.c): six buffer sets, more than the graphs kept,
+ * twice over, then a set one float off 256-byte alignment (copied instead); every result right,
+ * the input buffers never written. */
+Test(runtime_gpu, device_buffers_bound_in_place) {
+    t_skip_without_gpu();
+    pipe_plan q;
+    make_pipe(&q, 0);
+    ampc_rt_model *m = create_ok(&q.p);
+    free_pipe(&q);
+    const char *why = "unset";
+    cr_assert(ampc_rt_model_io_in_place(m, &why), "%s", why);
+    cr_assert_null(why);
+    enum { SETS = 7, STEP = 64 }; /* STEP floats: 256 bytes */
+    static float x[N], u[N], z[NZ], back[N];
+    fill_x(x);
+    float *dx = NULL, *du = NULL, *dz = NULL;
+    size_t room = (N + STEP * SETS) * sizeof(float);
+    cr_assert_eq(cudaMalloc((void **)&dx, room), cudaSuccess);
+    cr_assert_eq(cudaMalloc((void **)&du, room), cudaSuccess);
+    cr_assert_eq(cudaMalloc((void **)&dz, NZ * sizeof(float) + 256), cudaSuccess);
+    for (int round = 0; round < 2; round++)
+        for (int k = 0; k < SETS; k++) {
+            size_t off = k == SETS - 1 ? STEP * (size_t)k + 1 : STEP * (size_t)k;
+            cr_assert_eq(cudaMemcpy(dx + off, x, sizeof x, cudaMemcpyHostToDevice), cudaSuccess);
+            cr_assert_eq(cudaMemset(du, 0xff, room), cudaSuccess);
+            cr_assert_eq(cudaMemset(dz, 0xff, NZ * sizeof(float)), cudaSuccess);
+            ampc_tensor in = {AMPC_DTYPE_F32, SHAPE(N), dx + off};
+            ampc_tensor out[2] = {{AMPC_DTYPE_F32, SHAPE(N), du + off},
+                                  {AMPC_DTYPE_F32, SHAPE(NZ), dz}};
+            run_ok(m, &in, 1, out, 2, NULL);
+            cr_assert_eq(cudaMemcpy(u, du + off, sizeof u, cudaMemcpyDeviceToHost), cudaSuccess);
+            cr_assert_eq(cudaMemcpy(z, dz, sizeof z, cudaMemcpyDeviceToHost), cudaSuccess);
+            expect_pipe(x, u, z);
+            cr_assert_eq(cudaMemcpy(back, dx + off, sizeof back, cudaMemcpyDeviceToHost), cudaSuccess);
+            cr_assert_arr_eq(back, x, sizeof x, "set %d: the input buffer was written", k);
+        }
+    cr_assert(ampc_rt_model_io_in_place(m, NULL));
+    cudaFree(dx), cudaFree(du), cudaFree(dz);
+    ampc_rt_model_destroy(m);
+}
+
+Test(runtime_gpu, in_place_off_by_environment) {
+    t_skip_without_gpu();
+    setenv("AMPC_ZERO_COPY", "0", 1);
+    pipe_plan q;
+    make_pipe(&q, 0);
+    ampc_rt_model *m = create_ok(&q.p);
+    free_pipe(&q);
+    const char *why = NULL;
+    cr_assert_not(ampc_rt_model_io_in_place(m, &why));
+    cr_assert_str_eq(why, "turned off by AMPC_ZERO_COPY=0");
+    static float x[N], u[N], z[NZ];
+    fill_x(x);
+    float *dx = NULL, *du = NULL, *dz = NULL;
+    cr_assert_eq(cudaMalloc((void **)&dx, sizeof x), cudaSuccess);
+    cr_assert_eq(cudaMalloc((void **)&du, sizeof u), cudaSuccess);
+    cr_assert_eq(cudaMalloc((void **)&dz, sizeof z), cudaSuccess);
+    cr_assert_eq(cudaMemcpy(dx, x, sizeof x, cudaMemcpyHostToDevice), cudaSuccess);
+    ampc_tensor in = {AMPC_DTYPE_F32, SHAPE(N), dx};
+    ampc_tensor out[2] = {{AMPC_DTYPE_F32, SHAPE(N), du}, {AMPC_DTYPE_F32, SHAPE(NZ), dz}};
+    for (int r = 0; r < 3; r++) run_ok(m, &in, 1, out, 2, NULL);
+    cr_assert_eq(cudaMemcpy(u, du, sizeof u, cudaMemcpyDeviceToHost), cudaSuccess);
+    cr_assert_eq(cudaMemcpy(z, dz, sizeof z, cudaMemcpyDeviceToHost), cudaSuccess);
+    expect_pipe(x, u, z);
+    cudaFree(dx), cudaFree(du), cudaFree(dz);
     ampc_rt_model_destroy(m);
 }
 
