@@ -630,6 +630,17 @@ static ampc_status run_on_device(ampc_rt_model *m, const ampc_tensor *in, ampc_t
     RT_CUDA(e, cudaSetDevice(m->ctx.dev.index));
     cudaStream_t s = stream ? stream : m->stream;
     if (step_ms == NULL && m->graph_status == AMPC_RT_GRAPH_PENDING) try_capture(m);
+    if (step_ms == NULL && !m->told && getenv("AMPC_GRAPH_VERBOSE") &&
+        strcmp(getenv("AMPC_GRAPH_VERBOSE"), "1") == 0) {
+        m->told = true; /* what the first run does, on stderr (AMPC_GRAPH_VERBOSE=1) */
+        fprintf(stderr, "ampc: a model of %d steps: CUDA graph %s%s%s; tensors %s%s%s\n", m->n_steps,
+                m->graph_status == AMPC_RT_GRAPH_ON ? "on" : "off",
+                m->graph_why ? ": " : "", m->graph_why ? m->graph_why : "",
+                !on_device ? "not all on the device: copied" : m->zc_on ? "on the device: bound in place"
+                                                                       : "on the device: copied",
+                on_device && !m->zc_on && m->zc_why ? ": " : "",
+                on_device && !m->zc_on && m->zc_why ? m->zc_why : "");
+    }
     if (step_ms == NULL && on_device && rt_io_bind_run(m, in, out, s, e))
         return e->status != AMPC_OK ? e->status : sync ? finish_run(m, s, NULL, e) : AMPC_OK;
     if (step_ms == NULL && on_device && m->graph_status == AMPC_RT_GRAPH_ON &&

@@ -66,6 +66,7 @@ struct ampc_rt_model {
     struct rt_zc_graph *zc;   /* graphs captured on caller buffers, a few sets */
     uint64_t zc_tick;
     int64_t zc_runs;          /* runs made in place */
+    bool told;                /* AMPC_GRAPH_VERBOSE=1 has printed what the first run did */
 };
 
 /* model.c: loads plan p into m on the device m->ctx.dev names (opened by the caller). */
