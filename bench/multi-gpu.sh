@@ -161,8 +161,8 @@ try:
     a = np.load(sorted(glob.glob(f"{d}/rnout1/*.npy"))[0]).astype(np.float32)  # the one output
     b = np.load(sorted(glob.glob(f"{d}/rnout2/*.npy"))[0]).astype(np.float32)
     diff = np.abs(a - b)
-    tol = 2e-2 * (1 + np.abs(a))
-    print(f"  output match (2 GPUs vs 1 GPU, {a.shape}): "
+    tol = 2e-2 * np.abs(a).max()  # fp16 logits: each GPU's cuDNN engines differ by an ulp or so
+    print(f"  output match (2 GPUs vs 1 GPU, {a.shape}, within 2e-2 of max |y|): "
           f"{'match' if a.shape == b.shape and (diff <= tol).all() else 'MISMATCH'}, "
           f"max |diff| {diff.max():.4g}, max |y| {np.abs(a).max():.4g}, argmax agreement "
           f"{(a.argmax(1) == b.argmax(1)).mean() * 100:.1f}%")

@@ -426,10 +426,17 @@ static ampc_status check_tensor(const ampc_rt_model *m, bool is_out, int32_t i,
         rt_cuda_clear(); /* an address CUDA does not know: ordinary (pageable) host memory */
         pa.type = cudaMemoryTypeUnregistered;
     }
-    if (pa.type == cudaMemoryTypeDevice && pa.device != m->ctx.dev.index)
+    /* a multi-GPU model takes memory of any of its GPUs (its ranks copy from and to it) */
+    int32_t first = m->ctx.dev.index, last = first + (m->n_ranks > 1 ? m->n_ranks - 1 : 0);
+    if (pa.type == cudaMemoryTypeDevice && (pa.device < first || pa.device > last)) {
+        if (first == last)
+            return rt_fail(e, AMPC_E_INVALID_ARG, "%s %d '%s' is memory of device %d, expected "
+                           "host memory or memory of device %d (the model's)", kind, i, io->name,
+                           pa.device, first);
         return rt_fail(e, AMPC_E_INVALID_ARG, "%s %d '%s' is memory of device %d, expected host "
-                       "memory or memory of device %d (the model's)", kind, i, io->name, pa.device,
-                       m->ctx.dev.index);
+                       "memory or memory of devices %d to %d (the model's)", kind, i, io->name,
+                       pa.device, first, last);
+    }
     if (pa.type != cudaMemoryTypeDevice) *on_device = false;
     return AMPC_OK;
 }
