@@ -309,12 +309,12 @@ static void compiles(ampc_dtype t) {
     }
 }
 
-Test(sparse_gemm, kernel_compiles_for_sm80_and_sm90_f16, .timeout = 600) { compiles(AMPC_DTYPE_F16); }
-Test(sparse_gemm, kernel_compiles_for_sm80_and_sm90_bf16, .timeout = 600) { compiles(AMPC_DTYPE_BF16); }
+Test(sparse_gemm, kernel_compiles_for_sm80_and_sm90_f16) { compiles(AMPC_DTYPE_F16); }
+Test(sparse_gemm, kernel_compiles_for_sm80_and_sm90_bf16) { compiles(AMPC_DTYPE_BF16); }
 
 /* The library of a plan with a sparse kernel builds (its host C holds the GEMM step's
  * sparse_kernel and argument array) and, loaded back, has the same kernel on the step. */
-Test(sparse_gemm, the_library_keeps_the_sparse_kernel, .timeout = 300) {
+Test(sparse_gemm, the_library_keeps_the_sparse_kernel) {
     static const int32_t none = 0;
     ampc_graph *g = graph(AMPC_DTYPE_F16, 64, 128, 256, E_BIAS_RELU);
     ampc_module *mod = compile(g, &none, 0);
