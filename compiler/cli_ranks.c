@@ -14,6 +14,7 @@
  */
 #define _GNU_SOURCE /* vasprintf */
 #include "compiler/cli.h"
+#include "runtime/plan.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -93,6 +94,10 @@ bool ampc_cli_rank_resolve(const ampc_cli_options *o, int32_t gpus, ampc_cli_ran
             memset(r, 0, sizeof *r);
             return true;
         }
+    }
+    if (gpus <= 1 && r->ranks == 1) { /* --rank 0 --ranks 1 of a one-GPU model: one process */
+        memset(r, 0, sizeof *r);
+        return true;
     }
     if (gpus <= 1)
         return set_err(err, "%s makes this process rank %d of %d, but the model is compiled for "
@@ -202,6 +207,15 @@ ampc_status ampc_cli_model_create(const ampc_rt_plan *plan, const ampc_cli_rank 
                                   const char *id_file, ampc_rt_model **m, char **err) {
     if (!r->on) return ampc_rt_model_create(plan, 0, m, err);
     *m = NULL;
+    /* refused before the id exchange: a rank other than 0 would otherwise wait for an id file
+     * that rank 0, refused the same way, never leaves for long */
+    if (plan->split_batch) {
+        set_err(err, "rank %d of %d (%s): model '%s' splits the batch over %d GPUs (--partition "
+                "data), which runs from one process: run it without mpirun or --rank/--ranks",
+                r->rank, r->ranks, r->source ? r->source : "", plan->name ? plan->name : "",
+                plan->n_ranks);
+        return AMPC_E_UNSUPPORTED;
+    }
     ampc_rt_nccl_id id;
     if (r->rank == 0) {
         ampc_status st = ampc_rt_nccl_id_create(&id, err);

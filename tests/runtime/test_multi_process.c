@@ -216,6 +216,35 @@ Test(multi_process, run_finds_its_rank_from_flags_and_mpirun) {
     cr_assert(ampc_cli_rank_resolve(&o, 2, &r, &err), "%s", err);
     cr_assert(r.on && r.rank == 0 && r.device == 0 && !strcmp(r.source, "--rank/--ranks"));
     cr_assert_str_eq(r.tag, "");
+    /* --rank 0 --ranks 1 of a one-GPU model is one process, as create_rank's rank 0 of 1 */
+    o.ranks = 1;
+    cr_assert(ampc_cli_rank_resolve(&o, 1, &r, &err), "%s", err);
+    cr_assert_not(r.on);
+}
+
+Test(multi_process, a_batch_split_is_refused_before_waiting_for_the_id, .timeout = 60) {
+    setenv("AMPC_NCCL_TIMEOUT_S", "5", 1);
+    ampc_pipeline_options po = {.verify = true, .gpus = 2, .partition = AMPC_PARTITION_DATA};
+    ampc_compile_options co = {.cache_dir = "", .no_tf32 = true, .pipeline = &po};
+    ampc_graph *g = mlp();
+    ampc_module *mod = NULL;
+    cr_assert_eq(ampc_compile(g, &co, &mod), AMPC_OK, "%s", ampc_graph_errors(g));
+    ampc_graph_destroy(g);
+    cr_assert(mod->cg->plan.split_batch);
+    char *dir = temp_dir(), path[256], *err = NULL;
+    snprintf(path, sizeof path, "%s/id", dir); /* never written: rank 1 must not wait for it */
+    ampc_cli_rank r = {.on = true, .rank = 1, .ranks = 2, .device = 1, .source = "--rank/--ranks"};
+    ampc_rt_model *m = NULL;
+    cr_assert_eq(ampc_cli_model_create(&mod->cg->plan, &r, path, &m, &err), AMPC_E_UNSUPPORTED,
+                 "%s", err ? err : "");
+    cr_assert_null(m);
+    cr_assert(err && strstr(err, "rank 1 of 2 (--rank/--ranks): model 'mlp' splits the batch "
+                                 "over 2 GPUs"), "%s", err ? err : "(none)");
+    free(err);
+    rmdir(dir);
+    free(dir);
+    ampc_module_destroy(mod);
+    unsetenv("AMPC_NCCL_TIMEOUT_S");
 }
 
 /* ---- with 2 GPUs ----------------------------------------------------------------------------- */
