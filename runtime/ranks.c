@@ -54,11 +54,11 @@ static ampc_status wait_ranks(ampc_rt_model *m, cudaEvent_t ev, rt_err *e) {
                         "aborted and the model cannot run again", m->first_rank, m->group,
                         m->timeout_s);
             else
-            rt_fail(e, AMPC_E_CUDA, "the %d GPUs did not finish the run within %.0f s "
-                    "(AMPC_NCCL_TIMEOUT_S): %s", m->n_ranks, m->timeout_s,
-                    m->split_batch ? "a GPU is stuck; the model cannot run again"
-                                   : "a collective is stuck; the model's NCCL communicators "
-                                     "were aborted and it cannot run again");
+                rt_fail(e, AMPC_E_CUDA, "the %d GPUs did not finish the run within %.0f s "
+                        "(AMPC_NCCL_TIMEOUT_S): %s", m->n_ranks, m->timeout_s,
+                        m->split_batch ? "a GPU is stuck; the model cannot run again"
+                                       : "a collective is stuck; the model's NCCL communicators "
+                                         "were aborted and it cannot run again");
             break_ranks(m, e->msg);
             return e->status;
         }
@@ -314,7 +314,10 @@ ampc_status rt_ranks_time(ampc_rt_model *m, int32_t iterations, double *ms, rt_e
 static ampc_status build_rank(ampc_rt_model *m, const ampc_rt_plan *p, int32_t r, int32_t device,
                               void **comm, rt_err *e) {
     ampc_rt_model *k = calloc(1, sizeof *k);
-    if (k == NULL) return rt_fail(e, AMPC_E_OOM, "out of host memory");
+    if (k == NULL) { /* no rank to own the communicator: it goes here */
+        rt_nccl_comms_destroy(comm, 1, true);
+        return rt_fail(e, AMPC_E_OOM, "out of host memory");
+    }
     m->rank[r] = k;
     k->ctx.nccl = *comm; /* the all-reduce steps' plan needs it */
     *comm = NULL;
