@@ -51,15 +51,16 @@ static int cmp_offsets(const void *pa, const void *pb) {
     return (*a)->offset < (*b)->offset ? -1 : (*a)->offset > (*b)->offset;
 }
 
-/* Whether node n (at position pos) may write its single output over input x. */
+/* Whether node n (at position pos) may write its single output over input x, whose buffer's
+ * values carry the graph input/output flags buf_flags (x may be a view of a graph input). */
 static bool can_reuse(const ampc_node *n, const ampc_value *x, const int32_t *last_use,
-                      const int32_t *parent_root_flags, int32_t pos) {
+                      int32_t buf_flags, int32_t pos) {
     if (!ampc_op_has(n->op, T_ELEMWISE) || n->n_outputs != 1) return false;
     const ampc_value *y = n->outputs[0];
     if (!x || is_constant(x) || x->dtype != y->dtype || !ampc_shape_eq(&x->shape, &y->shape))
         return false;
     if (y->flags & AMPC_VALUE_OUTPUT) return false;
-    if (parent_root_flags[x->id] & (AMPC_VALUE_INPUT | AMPC_VALUE_OUTPUT)) return false;
+    if (buf_flags & (AMPC_VALUE_INPUT | AMPC_VALUE_OUTPUT)) return false;
     return last_use[x->id] == pos;
 }
 
@@ -128,7 +129,7 @@ ampc_status ampc_pass_plan_memory(ampc_graph *g, bool *changed) {
                 if (!in || space[in->id] == AMPC_MEM_WEIGHTS) continue;
                 int32_t r = find(parent, in->id);
                 /* the whole buffer (every value sharing it) must end here */
-                if (root_last[r] == pos && can_reuse(n, in, last, root_flags, pos)) {
+                if (root_last[r] == pos && can_reuse(n, in, last, root_flags[r], pos)) {
                     parent[y->id] = r;
                     if (last[y->id] > root_last[r]) root_last[r] = last[y->id];
                     break;

@@ -225,7 +225,8 @@ static inline void *rt_ref_ptr(const rt_ctx *c, ampc_rt_ref r) {
     return c->arena + r.offset;
 }
 
-/* Every ref step s reads or writes, into out[0..max); returns how many (absent refs included). */
+/* Every ref step s reads or writes, the first max of them into out[0..max); returns how many
+ * there are (absent refs included), which may exceed max. */
 int rt_step_refs(const ampc_rt_step *s, ampc_rt_ref *out, int max);
 
 /* One kind of step: generated kernels, cuBLASLt, cuDNN, copies (STYLE §10: capability is asked,

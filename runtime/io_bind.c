@@ -42,6 +42,34 @@ static bool overlaps(int64_t a, int64_t an, int64_t b, int64_t bn) {
     return a < b + bn && b < a + an;
 }
 
+/* Why step s, whose refs are refs[0..n), keeps model m from binding (a static string), or NULL;
+ * a step touching an input or output joins m->zc_steps. */
+static const char *step_eligible(ampc_rt_model *m, int32_t s, const ampc_rt_ref *refs, int n) {
+    int32_t n_io = m->n_inputs + m->n_outputs;
+    bool touches = false;
+    for (int k = 0; k < n; k++) { /* every ref, so that none straddles */
+        if (refs[k].bytes == 0 || refs[k].space != AMPC_RT_ARENA) continue;
+        for (int32_t i = 0; i < n_io; i++) {
+            ampc_rt_ref r = io_at(m, i)->ref;
+            if (r.bytes == 0 || !overlaps(refs[k].offset, refs[k].bytes, r.offset, r.bytes))
+                continue;
+            if (refs[k].offset < r.offset || refs[k].offset + refs[k].bytes > r.offset + r.bytes)
+                return "a step's tensor straddles an input's or output's bytes";
+            touches = true;
+        }
+    }
+    if (!touches) return NULL;
+    if (m->prov[s]->rebind == NULL) return "a step touching an input or output cannot be "
+                                           "re-pointed (cuDNN, NCCL)";
+    rt_err e = {0}; /* with no binding, a rebind recomputes the arena addresses: a dry run */
+    ampc_status st = m->prov[s]->rebind(&m->ctx, &m->steps[s], m->state[s], &e);
+    rt_err_clear(&e);
+    if (st != AMPC_OK) return "a step touching an input or output cannot be re-pointed "
+                              "(a 2:4 GEMM)";
+    m->zc_steps[m->n_zc_steps++] = s;
+    return NULL;
+}
+
 /* Why model m cannot bind (a static string), or NULL when it can; fills m->zc_steps. */
 static const char *eligible(ampc_rt_model *m) {
     int32_t n_io = m->n_inputs + m->n_outputs;
@@ -56,33 +84,23 @@ static const char *eligible(ampc_rt_model *m) {
     }
     m->zc_steps = calloc((size_t)m->n_steps + 1, sizeof *m->zc_steps);
     if (m->zc_steps == NULL) return "out of host memory";
-    enum { MAX_REFS = 64 };
-    ampc_rt_ref refs[MAX_REFS];
-    for (int32_t s = 0; s < m->n_steps; s++) {
-        int n = rt_step_refs(&m->steps[s], refs, MAX_REFS);
-        bool touches = false;
-        for (int k = 0; k < n && !touches; k++) {
-            if (refs[k].bytes == 0 || refs[k].space != AMPC_RT_ARENA) continue;
-            for (int32_t i = 0; i < n_io && !touches; i++) {
-                ampc_rt_ref r = io_at(m, i)->ref;
-                if (r.bytes == 0 || !overlaps(refs[k].offset, refs[k].bytes, r.offset, r.bytes))
-                    continue;
-                if (refs[k].offset < r.offset || refs[k].offset + refs[k].bytes > r.offset + r.bytes)
-                    return "a step's tensor straddles an input's or output's bytes";
-                touches = true;
+    ampc_rt_ref *refs = NULL; /* every ref of the step: a kernel may have any number */
+    const char *why = NULL;
+    for (int32_t s = 0, cap = 0; s < m->n_steps && why == NULL; s++) {
+        int n = rt_step_refs(&m->steps[s], refs, cap);
+        if (n > cap) {
+            free(refs);
+            cap = n;
+            if ((refs = calloc((size_t)cap, sizeof *refs)) == NULL) {
+                why = "out of host memory";
+                break;
             }
+            (void)rt_step_refs(&m->steps[s], refs, cap);
         }
-        if (!touches) continue;
-        if (m->prov[s]->rebind == NULL) return "a step touching an input or output cannot be "
-                                               "re-pointed (cuDNN, NCCL)";
-        rt_err e = {0}; /* with no binding, a rebind recomputes the arena addresses: a dry run */
-        ampc_status st = m->prov[s]->rebind(&m->ctx, &m->steps[s], m->state[s], &e);
-        rt_err_clear(&e);
-        if (st != AMPC_OK) return "a step touching an input or output cannot be re-pointed "
-                                  "(a 2:4 GEMM)";
-        m->zc_steps[m->n_zc_steps++] = s;
+        why = step_eligible(m, s, refs, n);
     }
-    return NULL;
+    free(refs);
+    return why;
 }
 
 void rt_io_bind_setup(ampc_rt_model *m) {

@@ -861,13 +861,14 @@ int rt_step_refs(const ampc_rt_step *s, ampc_rt_ref *out, int max) {
     case AMPC_RT_STEP_ALLREDUCE: REF(s->allreduce.src); REF(s->allreduce.dst); break;
     }
 #undef REF
-    return n < max ? n : max;
+    return n;
 }
 
 void rt_step_work(const ampc_rt_step *s, double *flops, double *bytes) {
     enum { MAX_REFS = 64 };
     ampc_rt_ref r[MAX_REFS];
     int n = rt_step_refs(s, r, MAX_REFS);
+    if (n > MAX_REFS) n = MAX_REFS; /* the bytes of the first MAX_REFS: an estimate */
     *flops = 0;
     *bytes = refs_bytes(r, n);
     switch ((ampc_rt_step_kind)s->kind) {

@@ -115,3 +115,21 @@ Test(plan_memory, inputs_and_outputs_have_bytes_of_their_own) {
     cr_assert_leq(g->arena_bytes, 5 * 256, "arena %lld bytes", (long long)g->arena_bytes);
     ampc_graph_destroy(g);
 }
+
+/* A view of a graph input shares the input's bytes, so an elementwise node reading the view as
+ * its last use must not write over it: with the steps pointed at the caller's buffers, that
+ * would write into the caller's input. */
+Test(plan_memory, a_view_of_an_input_is_never_written_over) {
+    ampc_graph *g = ampc_graph_create("p");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(4, 16));
+    ampc_value *v = ampc_reshape(g, x, (int64_t[]){64}, 1); /* a view of x: x's bytes */
+    ampc_value *a = ampc_relu(g, v);                         /* v's last reader */
+    ampc_value *y = ampc_exp(g, a);
+    cr_assert_eq(ampc_output(g, y, "y"), AMPC_OK);
+    bool changed;
+    cr_assert_eq(ampc_pass_plan_memory(g, &changed), AMPC_OK);
+    check_no_overlap(g);
+    cr_assert_eq(v->mem_offset, x->mem_offset, "the Reshape view shares x's bytes");
+    cr_assert_neq(a->mem_offset, x->mem_offset, "Relu writes over the view of graph input x");
+    ampc_graph_destroy(g);
+}
