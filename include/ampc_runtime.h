@@ -132,7 +132,7 @@ typedef struct ampc_rt_model ampc_rt_model;
  * be visible, and one process drives them all: NCCL (libnccl.so.2, opened on first use; a
  * single-GPU model never needs it) gets one communicator per GPU (ncclCommInitRank within one
  * group over a fresh unique id). The model then behaves as one: inputs are host memory or
- * memory of `device` and are copied to every GPU, outputs come from rank 0, `stream` is a stream
+ * memory of any of its GPUs and are copied to every GPU, outputs come from rank 0, `stream` is a stream
  * of `device` and every GPU's work is ordered after it and before its end; ampc_rt_model_time
  * times all GPUs together; steps are launched one by one unless the environment variable
  * AMPC_MULTI_GPU_GRAPHS=1 (read at creation) asks for CUDA graphs: the second run then captures
@@ -262,8 +262,9 @@ AMPC_API ampc_status ampc_rt_model_profile(ampc_rt_model *m, const ampc_tensor *
                                            void *stream, double *step_ms, char **err);
 
 /* Times the model's GPU work: `iterations` launches of its steps (the CUDA graph once captured),
- * each between two CUDA events, computing on the inputs of the last run (so run it once first;
- * outputs are not copied out). ms[i] receives launch i's time in milliseconds. Input and output
+ * each between two CUDA events, computing on the inputs last copied into the model (so run it
+ * once first: a run on host memory copies them, and so does the first run on each set of device
+ * buffers bound in place; outputs are not copied out). ms[i] receives launch i's time in milliseconds. Input and output
  * copies are not included: this is the latency a caller keeping tensors on the device sees.
  *   AMPC_E_INVALID_ARG  NULL model, ms NULL with iterations > 0, no run yet
  *   AMPC_E_CUDA         a launch failed (the message names the step) */

@@ -197,9 +197,10 @@ static ampc_status capture(ampc_rt_model *m, void **ptr, cudaGraphExec_t *exec, 
 }
 
 /* The cached graph for this run's buffers, captured on a miss (into the least recently used
- * slot); NULL after a failure, e says why. */
+ * slot; *fresh then true); NULL after a failure, e says why. */
 static rt_zc_graph *graph_for(ampc_rt_model *m, const ampc_tensor *in, const ampc_tensor *out,
-                              rt_err *e) {
+                              bool *fresh, rt_err *e) {
+    *fresh = false;
     int32_t n_io = m->n_inputs + m->n_outputs;
     if (m->zc == NULL && (m->zc = calloc(ZC_CACHE, sizeof *m->zc)) == NULL) {
         rt_fail(e, AMPC_E_OOM, "out of host memory");
@@ -224,6 +225,7 @@ static rt_zc_graph *graph_for(ampc_rt_model *m, const ampc_tensor *in, const amp
         lru->exec = NULL;
         return NULL;
     }
+    *fresh = true;
     return lru;
 }
 
@@ -231,7 +233,8 @@ bool rt_io_bind_run(ampc_rt_model *m, const ampc_tensor *in, ampc_tensor *out, c
                     rt_err *e) {
     if (!m->zc_on || m->graph_status != AMPC_RT_GRAPH_ON || !run_fits(m, in, out)) return false;
     rt_err ce = {0};
-    rt_zc_graph *z = graph_for(m, in, out, &ce);
+    bool fresh;
+    rt_zc_graph *z = graph_for(m, in, out, &fresh, &ce);
     if (z == NULL) { /* not an error of the run: it copies instead, from now on */
         rt_cuda_clear();
         if (m->zc_on) {
@@ -242,6 +245,20 @@ bool rt_io_bind_run(ampc_rt_model *m, const ampc_tensor *in, ampc_tensor *out, c
         return false;
     }
     z->used = ++m->zc_tick;
+    /* the first run on a set of buffers also leaves the inputs in the arena, where
+     * ampc_rt_model_time's launches (on the arena) find real data */
+    for (int32_t i = 0; fresh && i < m->n_inputs; i++) {
+        const ampc_rt_io *io = &m->inputs[i];
+        if (io->ref.bytes == 0) continue;
+        cudaError_t rc = cudaMemcpyAsync(rt_ref_ptr(&m->ctx, io->ref), in[i].data,
+                                         (size_t)io->ref.bytes, cudaMemcpyDeviceToDevice, s);
+        if (rc != cudaSuccess) {
+            rt_fail_cuda(e, rc, "cudaMemcpyAsync(arena + ref.offset, in[i].data, ref.bytes, "
+                         "cudaMemcpyDeviceToDevice, s)", __func__, __FILE__, __LINE__);
+            rt_err_prefix(e, "copying input %d '%s' in: ", i, io->name);
+            return true;
+        }
+    }
     cudaError_t rc = cudaGraphLaunch(z->exec, s);
     if (rc != cudaSuccess)
         rt_fail_cuda(e, rc, "cudaGraphLaunch(exec, stream)", __func__, __FILE__, __LINE__);
