@@ -247,18 +247,7 @@ bool rt_io_bind_run(ampc_rt_model *m, const ampc_tensor *in, ampc_tensor *out, c
     z->used = ++m->zc_tick;
     /* the first run on a set of buffers also leaves the inputs in the arena, where
      * ampc_rt_model_time's launches (on the arena) find real data */
-    for (int32_t i = 0; fresh && i < m->n_inputs; i++) {
-        const ampc_rt_io *io = &m->inputs[i];
-        if (io->ref.bytes == 0) continue;
-        cudaError_t rc = cudaMemcpyAsync(rt_ref_ptr(&m->ctx, io->ref), in[i].data,
-                                         (size_t)io->ref.bytes, cudaMemcpyDeviceToDevice, s);
-        if (rc != cudaSuccess) {
-            rt_fail_cuda(e, rc, "cudaMemcpyAsync(arena + ref.offset, in[i].data, ref.bytes, "
-                         "cudaMemcpyDeviceToDevice, s)", __func__, __FILE__, __LINE__);
-            rt_err_prefix(e, "copying input %d '%s' in: ", i, io->name);
-            return true;
-        }
-    }
+    if (fresh && rt_model_copy_inputs(m, in, s, e) != AMPC_OK) return true;
     cudaError_t rc = cudaGraphLaunch(z->exec, s);
     if (rc != cudaSuccess)
         rt_fail_cuda(e, rc, "cudaGraphLaunch(exec, stream)", __func__, __FILE__, __LINE__);

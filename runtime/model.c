@@ -614,6 +614,23 @@ static ampc_status io_graph_launch(ampc_rt_model *m, const ampc_tensor *in, ampc
     return AMPC_OK;
 }
 
+ampc_status rt_model_copy_inputs(ampc_rt_model *m, const ampc_tensor *in, cudaStream_t s,
+                                 rt_err *e) {
+    for (int32_t i = 0; i < m->n_inputs; i++) {
+        const ampc_rt_io *io = &m->inputs[i];
+        if (io->ref.bytes == 0) continue;
+        cudaError_t rc = cudaMemcpyAsync(rt_ref_ptr(&m->ctx, io->ref), in[i].data,
+                                         (size_t)io->ref.bytes, cudaMemcpyDefault, s);
+        if (rc != cudaSuccess) {
+            rt_fail_cuda(e, rc, "cudaMemcpyAsync(arena + ref.offset, in[i].data, ref.bytes, "
+                         "cudaMemcpyDefault, s)", __func__, __FILE__, __LINE__);
+            rt_err_prefix(e, "copying input %d '%s' in: ", i, io->name);
+            return e->status;
+        }
+    }
+    return AMPC_OK;
+}
+
 /* Waits for the run on s; a profiled run's step times into step_ms. */
 static ampc_status finish_run(ampc_rt_model *m, cudaStream_t s, double *step_ms, rt_err *e) {
     RT_CUDA(e, cudaStreamSynchronize(s));
@@ -657,18 +674,7 @@ static ampc_status run_on_device(ampc_rt_model *m, const ampc_tensor *in, ampc_t
         if (io_graph_launch(m, in, out, s, e) != AMPC_OK) return e->status;
         return sync ? finish_run(m, s, NULL, e) : AMPC_OK;
     }
-    for (int32_t i = 0; i < m->n_inputs; i++) {
-        const ampc_rt_io *io = &m->inputs[i];
-        if (io->ref.bytes == 0) continue;
-        cudaError_t rc = cudaMemcpyAsync(rt_ref_ptr(&m->ctx, io->ref), in[i].data,
-                                         (size_t)io->ref.bytes, cudaMemcpyDefault, s);
-        if (rc != cudaSuccess) {
-            rt_fail_cuda(e, rc, "cudaMemcpyAsync(arena + ref.offset, in[i].data, ref.bytes, "
-                         "cudaMemcpyDefault, s)", __func__, __FILE__, __LINE__);
-            rt_err_prefix(e, "copying input %d '%s' in: ", i, io->name);
-            return e->status;
-        }
-    }
+    if (rt_model_copy_inputs(m, in, s, e) != AMPC_OK) return e->status;
     if (step_ms != NULL) {
         if (m->events == NULL) {
             m->events = calloc((size_t)m->n_steps + 1, sizeof *m->events);

@@ -75,6 +75,10 @@ ampc_status rt_model_build(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e);
  * ev is not NULL). */
 ampc_status rt_model_launch_steps(ampc_rt_model *m, cudaStream_t s, cudaEvent_t *ev, rt_err *e);
 
+/* model.c: copies the caller's inputs into their arena bytes on s. */
+ampc_status rt_model_copy_inputs(ampc_rt_model *m, const ampc_tensor *in, cudaStream_t s,
+                                 rt_err *e);
+
 /* io_bind.c: decides at creation whether runs may bind the caller's buffers in place. */
 void rt_io_bind_setup(ampc_rt_model *m);
 /* io_bind.c: launches the run on s with the steps on the caller's device buffers, when this
