@@ -216,8 +216,11 @@ static ampc_status check_batch_peer(const ampc_rt_plan *p, const ampc_rt_plan *q
     for (int32_t i = 0; i < p->n_inputs + p->n_outputs; i++) {
         const ampc_rt_io *a = i < p->n_inputs ? &p->inputs[i] : &p->outputs[i - p->n_inputs];
         const ampc_rt_io *b = i < p->n_inputs ? &q->inputs[i] : &q->outputs[i - p->n_inputs];
+        int64_t rows = 0, bytes = 0; /* the rank's dim 0 and bytes times n, unless they overflow */
         bool same = a->dtype == b->dtype && a->shape.rank == b->shape.rank && a->shape.rank > 0 &&
-                    a->shape.dims[0] == n * b->shape.dims[0] && a->ref.bytes == n * b->ref.bytes;
+                    !__builtin_mul_overflow(n, b->shape.dims[0], &rows) &&
+                    !__builtin_mul_overflow(n, b->ref.bytes, &bytes) &&
+                    a->shape.dims[0] == rows && a->ref.bytes == bytes;
         for (int32_t d = 1; same && d < a->shape.rank; d++)
             same = a->shape.dims[d] == b->shape.dims[d];
         if (!same) {

@@ -168,7 +168,13 @@ ampc_status rt_nccl_comm_init_rank(int32_t n_ranks, const void *unique_id, int32
     init_job *j = calloc(1, sizeof *j);
     if (j == NULL) return rt_fail(e, AMPC_E_OOM, "out of host memory");
     pthread_mutex_init(&j->mu, NULL);
-    pthread_cond_init(&j->cv, NULL);
+    /* the wait below is on the monotonic clock: a change of the wall clock neither cuts it
+     * short nor stretches it */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&j->cv, &ca);
+    pthread_condattr_destroy(&ca);
     memcpy(&j->id, unique_id, sizeof j->id);
     j->n_ranks = n_ranks, j->rank = rank, j->device = device;
     pthread_t t;
@@ -184,7 +190,8 @@ ampc_status rt_nccl_comm_init_rank(int32_t n_ranks, const void *unique_id, int32
         return rt_fail(e, AMPC_E_OOM, "cannot start a thread for NCCL's setup (error %d)", rc);
     }
     struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    if (timeout_s > 1e9) timeout_s = 1e9; /* about 30 years: no time_t overflow below */
     double whole = (double)until.tv_sec + 1e-9 * (double)until.tv_nsec + timeout_s;
     until.tv_sec = (time_t)whole;
     until.tv_nsec = (long)((whole - (double)until.tv_sec) * 1e9);
