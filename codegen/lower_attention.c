@@ -10,17 +10,19 @@
  *     rows are contiguous and aligned the same way: mask_vector);
  *   - ampc::attn_rows otherwise (f32, f64, other head sizes or layouts): one warp a query row.
  *
- * Y's steps follow merge_heads: [B, H, Sq, Dv] or [B, Sq, H*Dv]. The mask's steps are those of
+ * Q, K and V start at their inputs' element offsets (the columns of a joined projection,
+ * passes/fuse_qkv.c): each pointer argument carries its own. Y's steps follow merge_heads: [B, H, Sq, Dv] or [B, Sq, H*Dv]. The mask's steps are those of
  * its right-aligned broadcast to [B, H, Sq, Sk] (0 where it has a unit dim).
  */
 #include "codegen.h"
 
 #include <string.h>
 
-/* The node's sizes and steps (attributes checked by inference). */
+/* The node's sizes, steps and offsets (attributes checked by inference). */
 typedef struct fa_shape {
     int64_t B, H, Sq, Sk, D, Dv;
     int64_t qs[4], ks[4], vs[4], ms[4], ys[4];
+    int64_t off[3]; /* of Q, K and V in their inputs, elements */
 } fa_shape;
 
 static void ints4(const ampc_node *n, const char *name, int64_t out[4]) {
@@ -34,6 +36,8 @@ static fa_shape shape_of(const ampc_node *n) {
     ints4(n, "q_strides", s.qs);
     ints4(n, "k_strides", s.ks);
     ints4(n, "v_strides", s.vs);
+    const ampc_attr *off = ampc_ir_attr_find(n, "offsets");
+    for (int32_t i = 0; i < 3; i++) s.off[i] = off ? off->ints[i] : 0;
     const ampc_attr *merge = ampc_ir_attr_find(n, "merge_heads");
     if (merge && merge->kind == AMPC_ATTR_INT && merge->i) {
         const int64_t ys[4] = {s.Sq * s.H * s.Dv, s.Dv, s.H * s.Dv, 1};
@@ -54,6 +58,15 @@ static fa_shape shape_of(const ampc_node *n) {
     return s;
 }
 
+/* Where operand i (Q, K, V) starts: its input's bytes from its element offset on. */
+static ampc_rt_ref operand_ref(ampc_cg *cg, const ampc_node *n, const fa_shape *s, int32_t i) {
+    ampc_rt_ref r = ampc_cg_ref(cg, n->inputs[i]);
+    const int64_t skip = s->off[i] * (int64_t)ampc_dtype_size(n->inputs[i]->dtype);
+    r.offset += skip;
+    r.bytes -= skip;
+    return r;
+}
+
 /* Whether the tensor-core kernel takes this node (see the file comment). */
 static bool mma_fits(ampc_cg *cg, const ampc_node *n, const fa_shape *s) {
     const ampc_dtype t = n->inputs[0]->dtype;
@@ -64,7 +77,7 @@ static bool mma_fits(ampc_cg *cg, const ampc_node *n, const fa_shape *s) {
     for (int32_t i = 0; i < 4; i++)
         if (st[i][3] != 1 || st[i][0] % 8 || st[i][1] % 8 || st[i][2] % 8) return false;
     for (int32_t i = 0; i < 3; i++)
-        if (ampc_cg_ref(cg, n->inputs[i]).offset % 16) return false;
+        if (operand_ref(cg, n, s, i).offset % 16) return false;
     return ampc_cg_ref(cg, n->outputs[0]).offset % 16 == 0;
 }
 
@@ -103,8 +116,9 @@ ampc_status ampc_cg_lower_attention(ampc_cg *cg, const ampc_node *n) {
     const bool mma = mma_fits(cg, n, &s);
     const char *t = ampc_cg_ctype(n->inputs[0]->dtype);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, mma ? "attention_mma" : "attention");
-    const char *q = ampc_cg_param(k, n->inputs[0], false), *kk = ampc_cg_param(k, n->inputs[1], false);
-    const char *v = ampc_cg_param(k, n->inputs[2], false);
+    const char *q = ampc_cg_param_ref(k, operand_ref(cg, n, &s, 0), t, false);
+    const char *kk = ampc_cg_param_ref(k, operand_ref(cg, n, &s, 1), t, false);
+    const char *v = ampc_cg_param_ref(k, operand_ref(cg, n, &s, 2), t, false);
     const char *mask = n->n_inputs > 3 && n->inputs[3] ? ampc_cg_param(k, n->inputs[3], false) : NULL;
     const char *y = ampc_cg_param(k, n->outputs[0], true);
     emit_desc(k, &s, scale);

@@ -90,6 +90,10 @@ ampc_status ampc_pass_fuse_softmax(ampc_graph *g, bool *changed);
  * [-> merge heads] into one ampc.FusedAttention reading Q, K, V through strides
  * (fuse_attention.c). */
 ampc_status ampc_pass_fuse_attention(ampc_graph *g, bool *changed);
+/* x @ Wq + bq, x @ Wk + bk, x @ Wv + bv read only by one ampc.FusedAttention become one MatMul
+ * of the joined weights (and one bias Add) whose columns the node reads through its offsets
+ * (fuse_qkv.c). */
+ampc_status ampc_pass_fuse_qkv(ampc_graph *g, bool *changed);
 /* Convolution epilogues: Conv -> [Add residual] -> [Relu] into one ampc.FusedConv
  * (fuse_conv.c). */
 ampc_status ampc_pass_fuse_conv(ampc_graph *g, bool *changed);

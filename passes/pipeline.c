@@ -37,6 +37,8 @@ static const ampc_pass_info pass_table[] = {
      "fold a residual Add and a ReLU after a Conv into one ampc.FusedConv"},
     {"fuse-attention", ampc_pass_fuse_attention,
      "turn MatMul(Q, K^T), scale, mask, softmax and MatMul(., V) into one ampc.FusedAttention"},
+    {"fuse-qkv", ampc_pass_fuse_qkv,
+     "join the Q, K and V projections of an ampc.FusedAttention into one MatMul it reads"},
     {"fuse-matmul", ampc_pass_fuse_matmul,
      "fold a bias Add, a residual Add and a ReLU after a MatMul into one ampc.FusedMatMul"},
     {"fold-scale", ampc_pass_fold_scale,

@@ -415,7 +415,7 @@ Test(pipeline, runs_every_pass_and_traces_each) {
     cr_assert(strstr(t, "pass layout       changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass partition    changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass partition-data changed no "), "trace:\n%s", t);
-    cr_assert_eq(lines, 15, "trace:\n%s", t);
+    cr_assert_eq(lines, 16, "trace:\n%s", t);
     free(t);
     char *text = ampc_graph_to_text(g, true);
     cr_assert_str_eq(text, "graph \"p\" {\n"
@@ -477,7 +477,7 @@ Test(pipeline, unknown_pass_names_are_errors_listing_the_valid_ones) {
     ampc_pipeline_options o = {.disable = off, .n_disable = 2};
     cr_assert_eq(ampc_graph_optimize(g, &o), AMPC_E_INVALID_ARG);
     cr_assert_str_eq(ampc_graph_errors(g), "unknown pass 'nope' in the list of passes to disable; "
-                                           "the passes are: partition-data, fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-matmul, fold-scale, layout, dce, plan-memory");
+                                           "the passes are: partition-data, fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, dce, plan-memory");
     cr_assert_eq(ampc_graph_node_count(g), 5); /* nothing ran */
     ampc_graph_destroy(g);
 
@@ -485,10 +485,10 @@ Test(pipeline, unknown_pass_names_are_errors_listing_the_valid_ones) {
     ampc_pipeline_options o2 = {.dump_after = "fuse"};
     cr_assert_eq(ampc_graph_optimize(g, &o2), AMPC_E_INVALID_ARG);
     cr_assert_str_eq(ampc_graph_errors(g), "unknown pass 'fuse' to dump the IR after; the passes "
-                                           "are: partition-data, fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-matmul, fold-scale, layout, dce, plan-memory");
+                                           "are: partition-data, fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, dce, plan-memory");
     ampc_graph_clear_errors(g);
     cr_assert_eq(ampc_pipeline_run_pass(g, "cse2", &o2), AMPC_E_INVALID_ARG);
-    t_expect_diag(g, "unknown pass 'cse2' to run; the passes are: partition-data, fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-matmul, fold-scale, layout, dce, plan-memory");
+    t_expect_diag(g, "unknown pass 'cse2' to run; the passes are: partition-data, fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, dce, plan-memory");
     ampc_graph_destroy(g);
 }
 
@@ -514,11 +514,11 @@ Test(pipeline, verifies_the_input_graph_and_refuses_graphs_with_errors) {
 Test(pipeline, the_registry_lists_and_finds_passes) {
     int32_t n;
     const ampc_pass_info *list = ampc_pass_list(&n);
-    cr_assert_eq(n, 15);
-    const char *names[15] = {"partition-data", "fold", "cse", "precision", "sparsity", "fuse-gelu", "fuse-softmax",
-                             "partition", "fuse-conv", "fuse-attention", "fuse-matmul",
+    cr_assert_eq(n, 16);
+    const char *names[16] = {"partition-data", "fold", "cse", "precision", "sparsity", "fuse-gelu", "fuse-softmax",
+                             "partition", "fuse-conv", "fuse-attention", "fuse-qkv", "fuse-matmul",
                              "fold-scale", "layout", "dce", "plan-memory"};
-    for (int i = 0; i < 15; i++) cr_assert_str_eq(list[i].name, names[i]);
+    for (int i = 0; i < 16; i++) cr_assert_str_eq(list[i].name, names[i]);
     cr_assert_eq(ampc_pass_find("cse")->run, ampc_pass_cse);
     cr_assert_null(ampc_pass_find("CSE"));
     cr_assert_null(ampc_pass_find(NULL));
@@ -545,14 +545,16 @@ Test(pipeline, the_registry_lists_and_finds_passes) {
                         "ampc.FusedConv\n"
                         "  10. fuse-attention turn MatMul(Q, K^T), scale, mask, softmax and "
                         "MatMul(., V) into one ampc.FusedAttention\n"
-                        "  11. fuse-matmul  fold a bias Add, a residual Add and a ReLU after a "
+                        "  11. fuse-qkv     join the Q, K and V projections of an "
+                        "ampc.FusedAttention into one MatMul it reads\n"
+                        "  12. fuse-matmul  fold a bias Add, a residual Add and a ReLU after a "
                         "MatMul into one ampc.FusedMatMul\n"
-                        "  12. fold-scale   fold a scalar product after a matmul with constant weights "
+                        "  13. fold-scale   fold a scalar product after a matmul with constant weights "
                         "into the weights\n"
-                        "  13. layout       run 2-D f16/bf16 convolutions channels-last "
+                        "  14. layout       run 2-D f16/bf16 convolutions channels-last "
                         "(transposes where it changes; --layout nchw: off)\n"
-                        "  14. dce          remove nodes that no graph output depends on\n"
-                        "  15. plan-memory  place constants in the weights blob and every other "
+                        "  15. dce          remove nodes that no graph output depends on\n"
+                        "  16. plan-memory  place constants in the weights blob and every other "
                          "value in the arena (liveness)\n");
     free(t);
 }
