@@ -208,6 +208,15 @@ typedef struct rt_ctx {
  * later caller needs more; the model frees it once every step is planned. */
 ampc_status rt_plan_scratch(rt_ctx *ctx, size_t need, rt_err *e);
 
+/* The tuning cache (tune_cache.c): the choice stored under key (the GPU, the library and its
+ * version, the problem), copied into val (n bytes); false when there is none, it does not fit
+ * or the cache is off (AMPC_TUNE_CACHE=off). */
+bool rt_tune_get(const char *key, char *val, size_t n);
+/* Records val under key in memory and in the cache file; a failure to write is silent. */
+void rt_tune_put(const char *key, const char *val);
+/* Drops the entries held in memory: the next use reads the file (AMPC_TUNE_CACHE) again. */
+void rt_tune_forget(void);
+
 /* Milliseconds per call of call(arg, s) over `rounds` calls after one warm-up call, timed with
  * CUDA events on stream s; -1 when a call or an event fails (the CUDA error is cleared). Used
  * to time algorithm candidates at creation. */

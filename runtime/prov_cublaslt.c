@@ -15,7 +15,8 @@
  * batch count and strides), the epilogue, and the algorithm: the heuristic's first choice
  * given the operands' real alignment and a workspace cap. AMPC_GEMM_TUNE=1 times the first eight
  * candidates instead (GEMM_ROUNDS back-to-back runs each on the model's buffers) and keeps the
- * fastest unless the heuristic's is within 3% (AMPC_GEMM_VERBOSE=1 prints the timings). It is
+ * fastest unless the heuristic's is within 3% (AMPC_GEMM_VERBOSE=1 prints the timings), a choice
+ * the tuning cache keeps (runtime/tune_cache.c) for the next creation. It is
  * off by default: on the H200 it gained nothing consistent (BERT-base fp16, the same run: b1
  * 0.624 ms with the heuristic's choices, 0.636 ms timed; b32 2.001 against 1.983 ms), and the
  * b1 GEMMs it picked were slower one by one (72 GEMMs: 0.57 ms launched singly with the
@@ -276,16 +277,38 @@ static float gemm_time(rt_ctx *ctx, const gemm_state *st, const cublasLtMatmulAl
     return rt_time_calls(gemm_timed_call, &t, ctx->plan_stream, GEMM_ROUNDS);
 }
 
+/* The tuning cache's key of GEMM g with operand alignments al on this GPU with this cuBLASLt. */
+static void gemm_key(const rt_ctx *ctx, const ampc_rt_gemm *g, const uint32_t al[4], size_t ws_max,
+                     char *key, size_t n) {
+    snprintf(key, n, "cuBLASLt %lld|%s sm%d|gemm %lldx%lldx%lld b%lld t%d%d ld %lld %lld %lld "
+             "%lld st %lld %lld %lld %lld %s>%s bias %s math%d epi%d al %u %u %u %u ws %zu",
+             (long long)rt_cublaslt_lib.version, ctx->dev.name, ctx->dev.sm, (long long)g->m,
+             (long long)g->n, (long long)g->k, (long long)g->batch, g->trans_a, g->trans_b,
+             (long long)g->lda, (long long)g->ldb, (long long)g->ldc, (long long)g->ldd,
+             (long long)g->stride_a, (long long)g->stride_b, (long long)g->stride_c,
+             (long long)g->stride_d, rt_dtype_name(g->dtype_ab), rt_dtype_name(g->dtype_cd),
+             rt_dtype_name(g->dtype_bias), g->math, g->epilogue, al[0], al[1], al[2], al[3],
+             ws_max);
+}
+
 /* The candidate to keep among the heuristic's results res[0..count) that succeeded and fit
- * ws_max (file comment); -1 when none does. */
+ * ws_max (file comment); -1 when none does. A timed choice goes into the tuning cache under
+ * `key` (runtime/tune_cache.c), and a later creation takes it from there when the heuristic
+ * still offers it. */
 static int gemm_pick(rt_ctx *ctx, const gemm_state *st, const cublasLtMatmulHeuristicResult_t *res,
-                     int count, size_t ws_max, rt_err *e) {
+                     int count, size_t ws_max, const char *key, rt_err *e) {
     int first = -1, fits = 0;
     for (int i = 0; i < count; i++)
         if (res[i].state == CUBLAS_STATUS_SUCCESS && res[i].workspaceSize <= ws_max)
             first = first < 0 ? i : first, fits++;
     const char *tune = getenv("AMPC_GEMM_TUNE");
     if (fits < 2 || tune == NULL || strcmp(tune, "1") != 0) return first;
+    char val[32];
+    int cached = -1;
+    if (rt_tune_get(key, val, sizeof val) && sscanf(val, "index=%d", &cached) == 1 && cached >= 0 &&
+        cached < count && res[cached].state == CUBLAS_STATUS_SUCCESS &&
+        res[cached].workspaceSize <= ws_max)
+        return cached;
     if (rt_plan_scratch(ctx, 0, e) != AMPC_OK) return -1;
     const bool verbose = getenv("AMPC_GEMM_VERBOSE") && strcmp(getenv("AMPC_GEMM_VERBOSE"), "0");
     int best = first;
@@ -302,6 +325,8 @@ static int gemm_pick(rt_ctx *ctx, const gemm_state *st, const cublasLtMatmulHeur
     /* the heuristic's choice stands unless another is clearly faster (timing noise) */
     if (first_ms >= 0 && best != first && best_ms > 0.97f * first_ms) best = first;
     if (verbose) fprintf(stderr, "ampc: cuBLASLt keeps candidate %d\n", best);
+    snprintf(val, sizeof val, "index=%d", best);
+    rt_tune_put(key, val);
     return best;
 }
 
@@ -722,7 +747,9 @@ static ampc_status gemm_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, s
     if (hs != CUBLAS_STATUS_SUCCESS && hs != CUBLAS_STATUS_NOT_SUPPORTED)
         return rt_fail_cublas(e, hs, "lt.cublasLtMatmulAlgoGetHeuristic(...)", __func__, __FILE__,
                               __LINE__);
-    int pick = hs == CUBLAS_STATUS_SUCCESS ? gemm_pick(ctx, st, res, count, ws_max, e) : -1;
+    char key[512];
+    gemm_key(ctx, g, al, ws_max, key, sizeof key);
+    int pick = hs == CUBLAS_STATUS_SUCCESS ? gemm_pick(ctx, st, res, count, ws_max, key, e) : -1;
     if (e->status != AMPC_OK) return e->status;
     if (pick < 0)
         return rt_fail(e, AMPC_E_UNSUPPORTED,

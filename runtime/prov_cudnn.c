@@ -17,7 +17,9 @@
  * Planned once per step at model creation: the tensor, filter and convolution descriptors, the
  * algorithm (cudnnFind*AlgorithmEx: each candidate is run once on the model's own buffers in a
  * planning scratch workspace, three times over, and the fastest in total kept: see tally), and the
- * workspace size. Bias + ReLU (with or
+ * workspace size. The choices (algorithm, math type, graph API engine) go into the tuning cache
+ * (runtime/tune_cache.c) under a key naming the GPU, cuDNN's version and the convolution, and a
+ * later creation takes them from there without timing. Bias + ReLU (with or
  * without a residual) use the fused cudnnConvolutionBiasActivationForward (f32; f16 and bf16
  * where cuDNN accepts the configuration, see fused_launch); other combinations run the
  * convolution then cudnnAddTensor (residual, bias) and cudnnActivationForward (ReLU) in place.
@@ -308,6 +310,110 @@ static int tally_best(const algo_tally *t) {
 }
 
 static ampc_status graph_choose(rt_ctx *ctx, conv_state *st, size_t *workspace, rt_err *e);
+static bool graph_take(rt_ctx *ctx, conv_state *st, char mode, int index, size_t *workspace);
+static void graph_place(const conv_state *st, char *mode, int *index);
+
+/* ---- the tuning cache (runtime/tune_cache.c) ---------------------------------------------- */
+
+enum { TUNE_KEY = 512 };
+
+/* A step's choice: the legacy algorithm and math type, and the graph API's engine configuration
+ * (heuristics mode 'A' or 'F' and place in its list) or '-' for the legacy calls. */
+typedef struct conv_choice {
+    int algo, math, index;
+    char mode;
+} conv_choice;
+
+/* The cache key of convolution c on this GPU with this cuDNN: every field that decides the
+ * choice. */
+static void conv_key(const rt_ctx *ctx, const ampc_rt_conv *c, char *key, size_t n) {
+    const int64_t *v[7] = {c->in, c->out, c->kernel, c->stride, c->dilation, c->pad_begin, c->pad_end};
+    int w = snprintf(key, n, "cuDNN %lld|%s sm%d|conv%s %s n%lld c%lld>%lld g%lld",
+                     (long long)rt_cudnn_lib.version, ctx->dev.name, ctx->dev.sm,
+                     c->transpose ? "T" : "", rt_dtype_name(c->dtype), (long long)c->n,
+                     (long long)c->c_in, (long long)c->c_out, (long long)c->groups);
+    for (int f = 0; f < 7 && w > 0 && (size_t)w < n; f++)
+        for (int i = 0; i < c->spatial && w > 0 && (size_t)w < n; i++)
+            w += snprintf(key + w, n - (size_t)w, "%c%lld", i ? 'x' : ' ', (long long)v[f][i]);
+    if (w > 0 && (size_t)w < n)
+        snprintf(key + w, n - (size_t)w, "%s%s%s%s math%d%s", c->channels_last ? " nhwc" : "",
+                 c->has_bias ? " bias" : "", c->has_residual ? " z" : "", c->relu ? " relu" : "",
+                 (int)c->math, c->transpose ? " out-pad" : "");
+}
+
+static bool choice_parse(const char *val, conv_choice *ch) {
+    char mode = 0;
+    int algo, math, index, used = 0;
+    if (sscanf(val, "algo=%d math=%d graph=%c%n", &algo, &math, &mode, &used) != 3 || algo < 0 ||
+        math < 0 || math > 3 || (mode != '-' && mode != 'A' && mode != 'F'))
+        return false;
+    index = 0;
+    if (mode != '-' && (sscanf(val + used, "%d", &index) != 1 || index < 0)) return false;
+    *ch = (conv_choice){algo, math, index, mode};
+    return true;
+}
+
+/* Whether the cached algorithm still plans for st (its workspace size can be asked): an entry
+ * from another cuDNN build, or a hand-edited one, goes back to the search. f32 without TF32
+ * never takes a tensor-op math type. */
+static bool choice_runs(cudnnHandle_t h, conv_state *st, const conv_choice *ch,
+                        cudnnMathType_t want) {
+    if (want == CUDNN_FMA_MATH && ch->math != CUDNN_FMA_MATH && ch->math != CUDNN_DEFAULT_MATH)
+        return false;
+    if (ch->math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return false;
+    size_t ws = 0;
+    if (!st->c->transpose)
+        return dnn.cudnnGetConvolutionForwardWorkspaceSize(
+                   h, st->xd, st->wd, st->cd, st->yd,
+                   (cudnnConvolutionFwdAlgo_t)ch->algo, &ws) == CUDNN_STATUS_SUCCESS;
+    return dnn.cudnnGetConvolutionBackwardDataWorkspaceSize(
+               h, st->wd, st->xd, st->cd, st->yd,
+               (cudnnConvolutionBwdDataAlgo_t)ch->algo, &ws) == CUDNN_STATUS_SUCCESS;
+}
+
+/* Searches the legacy algorithms on the step's real buffers (contents do not matter at
+ * creation), FIND_ROUNDS times over (see tally): ch->algo and ch->math. */
+static ampc_status legacy_search(rt_ctx *ctx, conv_state *st, conv_choice *ch, rt_err *e) {
+    const ampc_rt_conv *c = st->c;
+    cudnnHandle_t h = ctx->cudnn;
+    if (rt_plan_scratch(ctx, 0, e) != AMPC_OK) return e->status;
+    int max = 0, count = 0;
+    algo_tally tl;
+    memset(&tl, 0, sizeof tl);
+    for (int round = 0; round < FIND_ROUNDS; round++) {
+        if (!c->transpose) {
+            RT_CUDNN(e, dnn.cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max));
+            cudnnConvolutionFwdAlgoPerf_t res[32];
+            if (max > 32) max = 32;
+            RT_CUDNN(e, dnn.cudnnFindConvolutionForwardAlgorithmEx(h, st->xd, st->x, st->wd, st->w,
+                                                                   st->cd, st->yd, st->y, max,
+                                                                   &count, res, ctx->scratch,
+                                                                   ctx->scratch_bytes));
+            for (int i = 0; i < count; i++)
+                tally(&tl, (int)res[i].algo, res[i].status, res[i].time, res[i].mathType);
+        } else {
+            RT_CUDNN(e, dnn.cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max));
+            cudnnConvolutionBwdDataAlgoPerf_t res[32];
+            if (max > 32) max = 32;
+            RT_CUDNN(e, dnn.cudnnFindConvolutionBackwardDataAlgorithmEx(
+                            h, st->wd, st->w, st->xd, st->x, st->cd, st->yd, st->y, max, &count,
+                            res, ctx->scratch, ctx->scratch_bytes));
+            for (int i = 0; i < count; i++)
+                tally(&tl, (int)res[i].algo, res[i].status, res[i].time, res[i].mathType);
+        }
+    }
+    const int found = tally_best(&tl);
+    if (found < 0)
+        return rt_fail(e, AMPC_E_UNSUPPORTED, "cuDNN found no algorithm for this %s%s (%s, %d "
+                       "candidates tried, %zu bytes of workspace allowed)",
+                       c->transpose ? "ConvTranspose" : "convolution",
+                       c->groups > 1 ? " (grouped)" : "", rt_dtype_name(c->dtype), count,
+                       ctx->scratch_bytes);
+    ch->algo = found / 4;
+    ch->math = found % 4;
+    return AMPC_OK;
+}
+
 
 static ampc_status conv_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, size_t *workspace,
                              rt_err *e) {
@@ -390,45 +496,16 @@ static ampc_status conv_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, s
                                                      CUDNN_PROPAGATE_NAN, 0.0));
     }
 
-    /* Algorithm search on the real buffers (contents do not matter at creation). */
-    if (rt_plan_scratch(ctx, 0, e) != AMPC_OK) return e->status;
-    int max = 0, count = 0, found = -1;
-    cudnnMathType_t chosen_math = math;
-    algo_tally tl;
-    memset(&tl, 0, sizeof tl);
-    for (int round = 0; round < FIND_ROUNDS; round++) {
-        if (!c->transpose) {
-            RT_CUDNN(e, dnn.cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max));
-            cudnnConvolutionFwdAlgoPerf_t res[32];
-            if (max > 32) max = 32;
-            RT_CUDNN(e, dnn.cudnnFindConvolutionForwardAlgorithmEx(h, st->xd, st->x, st->wd, st->w,
-                                                                   st->cd, st->yd, st->y, max,
-                                                                   &count, res, ctx->scratch,
-                                                                   ctx->scratch_bytes));
-            for (int i = 0; i < count; i++)
-                tally(&tl, (int)res[i].algo, res[i].status, res[i].time, res[i].mathType);
-        } else {
-            RT_CUDNN(e, dnn.cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max));
-            cudnnConvolutionBwdDataAlgoPerf_t res[32];
-            if (max > 32) max = 32;
-            RT_CUDNN(e, dnn.cudnnFindConvolutionBackwardDataAlgorithmEx(
-                            h, st->wd, st->w, st->xd, st->x, st->cd, st->yd, st->y, max, &count,
-                            res, ctx->scratch, ctx->scratch_bytes));
-            for (int i = 0; i < count; i++)
-                tally(&tl, (int)res[i].algo, res[i].status, res[i].time, res[i].mathType);
-        }
-    }
-    found = tally_best(&tl);
-    if (found >= 0) {
-        st->algo = found / 4;
-        chosen_math = (cudnnMathType_t)(found % 4);
-    }
-    if (found < 0)
-        return rt_fail(e, AMPC_E_UNSUPPORTED, "cuDNN found no algorithm for this %s%s (%s, %d "
-                       "candidates tried, %zu bytes of workspace allowed)",
-                       c->transpose ? "ConvTranspose" : "convolution",
-                       c->groups > 1 ? " (grouped)" : "", rt_dtype_name(c->dtype), count,
-                       ctx->scratch_bytes);
+    /* The algorithm: the tuning cache's, else searched (and the graph API timed) and recorded */
+    char key[TUNE_KEY], val[64];
+    conv_key(ctx, c, key, sizeof key);
+    const bool cache = getenv("AMPC_CUDNN_GRAPH") == NULL; /* a forced choice is not a tuned one */
+    conv_choice ch = {.mode = '-'};
+    const bool hit = cache && rt_tune_get(key, val, sizeof val) && choice_parse(val, &ch) &&
+                     choice_runs(h, st, &ch, math);
+    if (!hit && legacy_search(ctx, st, &ch, e) != AMPC_OK) return e->status;
+    st->algo = ch.algo;
+    cudnnMathType_t chosen_math = (cudnnMathType_t)ch.math;
     /* f32 without TF32 stays on FMA whatever the candidate said; otherwise use its math type */
     if (math != CUDNN_FMA_MATH) RT_CUDNN(e, dnn.cudnnSetConvolutionMathType(st->cd, chosen_math));
     if (!c->transpose)
@@ -440,7 +517,16 @@ static ampc_status conv_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, s
                         h, st->wd, st->xd, st->cd, st->yd,
                         (cudnnConvolutionBwdDataAlgo_t)st->algo, &st->ws));
     *workspace = st->ws;
-    return graph_choose(ctx, st, workspace, e);
+    if (hit && ch.mode != '-' && rt_plan_scratch(ctx, 0, e) != AMPC_OK) return e->status;
+    if (hit && (ch.mode == '-' || graph_take(ctx, st, ch.mode, ch.index, workspace)))
+        return AMPC_OK;
+    if (graph_choose(ctx, st, workspace, e) != AMPC_OK) return e->status;
+    if (cache) {
+        graph_place(st, &ch.mode, &ch.index);
+        snprintf(val, sizeof val, "algo=%d math=%d graph=%c%d", ch.algo, ch.math, ch.mode, ch.index);
+        rt_tune_put(key, val);
+    }
+    return AMPC_OK;
 }
 
 /* y = relu(conv(x, w) + alpha2 * z + bias) in one call; without a residual z is y with
@@ -508,17 +594,21 @@ static ampc_status legacy_launch(conv_state *st, rt_ctx *ctx, cudaStream_t strea
  * -> ReLU, with float intermediates that never reach memory, and its engines include
  * runtime-fusion kernels that apply the epilogue in registers (channels-last f16/bf16). For each
  * such step graph_choose builds that graph, times the engine configurations cuDNN's heuristics
- * offer (GRAPH_ROUNDS runs each, on the model's buffers and the planning scratch), times the
+ * offer (the least of GRAPH_BATCHES batches of GRAPH_ROUNDS runs each, on the model's buffers
+ * and the planning scratch), times the
  * legacy calls the same way, and keeps the faster. AMPC_CUDNN_GRAPH=0 keeps the legacy calls;
  * AMPC_CUDNN_VERBOSE=1 prints both timings per convolution. */
 
-enum { GRAPH_MAX_DESCS = 32, GRAPH_MAX_CFGS = 16, GRAPH_MAX_TRIES = 8, GRAPH_ROUNDS = 3 };
+enum { GRAPH_MAX_DESCS = 32, GRAPH_MAX_CFGS = 16, GRAPH_MAX_TRIES = 8, GRAPH_ROUNDS = 3,
+       GRAPH_BATCHES = 3 };
 enum { UID_X = 1, UID_W, UID_Y, UID_B, UID_Z, UID_VIRTUAL = 100 };
 
 struct dnn_graph {
     cudnnBackendDescriptor_t descs[GRAPH_MAX_DESCS]; /* what the plan was built from */
     int n_descs;
     cudnnBackendDescriptor_t cfg, plan, pack;      /* the chosen engine configuration... */
+    char mode;                                     /* ...its heuristics mode ('A', 'F') */
+    int index;                                     /* and place in that mode's list */
     void *pack_ws;                                 /* the workspace the pack was built with */
     int64_t uids[5];
     void *ptrs[5];
@@ -710,8 +800,10 @@ static ampc_status graph_launch(conv_state *st, rt_ctx *ctx, cudaStream_t stream
 
 typedef ampc_status (*timed_fn)(conv_state *st, rt_ctx *ctx, cudaStream_t stream, rt_err *e);
 
-/* Milliseconds per run of f over GRAPH_ROUNDS runs after one warm-up, with the planning scratch
- * as the workspace; -1 when a run fails (e is then cleared: a candidate that fails is skipped). */
+/* Milliseconds per run of f: the least over GRAPH_BATCHES batches of GRAPH_ROUNDS runs (each after
+ * one warm-up), with the planning scratch as the workspace; -1 when a run fails (e is then
+ * cleared: a candidate that fails is skipped). One batch's mean can catch a clock change or
+ * another process's work; the least batch is the candidate's own time. */
 typedef struct conv_timed {
     timed_fn f;
     conv_state *st;
@@ -730,11 +822,87 @@ static float time_runs(timed_fn f, conv_state *st, rt_ctx *ctx) {
     ctx->workspace = ctx->scratch;
     ctx->workspace_bytes = ctx->scratch_bytes;
     conv_timed t = {f, st, ctx, {0}};
-    float ms = rt_time_calls(conv_timed_call, &t, ctx->plan_stream, GRAPH_ROUNDS);
+    float ms = -1.0f;
+    for (int b = 0; b < GRAPH_BATCHES; b++) {
+        const float one = rt_time_calls(conv_timed_call, &t, ctx->plan_stream, GRAPH_ROUNDS);
+        if (one < 0) {
+            ms = -1.0f;
+            break;
+        }
+        if (ms < 0 || one < ms) ms = one;
+    }
     rt_err_clear(&t.e);
     ctx->workspace = ws;
     ctx->workspace_bytes = ws_bytes;
     return ms;
+}
+
+/* The engine configurations cuDNN's heuristics offer for og in `mode` (at most GRAPH_MAX_CFGS)
+ * into cfgs; returns how many were filled (the caller destroys cfgs[0..*made)). */
+static int64_t mode_configs(dnn_graph *g, cudnnBackendDescriptor_t og, cudnnBackendHeurMode_t mode,
+                            cudnnBackendDescriptor_t cfgs[GRAPH_MAX_CFGS], int64_t *made) {
+    cudnnBackendDescriptor_t heur = gdesc(g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+    int64_t count = 0, got = 0;
+    *made = 0;
+    if (!heur ||
+        !GSET(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &og) ||
+        !GSET(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode) || !GFIN(heur) ||
+        dnn.cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, NULL) !=
+            CUDNN_STATUS_SUCCESS)
+        return 0;
+    gtrace("heuristics mode %lld: %lld configurations", (long long)mode, (long long)count);
+    if (count > GRAPH_MAX_CFGS) count = GRAPH_MAX_CFGS;
+    while (*made < count &&
+           dnn.cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[*made]) ==
+               CUDNN_STATUS_SUCCESS)
+        (*made)++;
+    if (dnn.cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, *made, &got, cfgs) !=
+        CUDNN_STATUS_SUCCESS)
+        got = 0;
+    gtrace("%lld configurations made, %lld filled", (long long)*made, (long long)got);
+    return got < *made ? got : *made;
+}
+
+/* A finalized execution plan of configuration cfg whose workspace (*ws) fits the planning
+ * scratch; NULL when cuDNN refuses it. */
+static cudnnBackendDescriptor_t plan_of(rt_ctx *ctx, cudnnBackendDescriptor_t cfg, int64_t *ws) {
+    cudnnBackendDescriptor_t plan = NULL;
+    cudnnHandle_t h = ctx->cudnn;
+    int64_t n_ws = 0;
+    if (dnn.cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) !=
+        CUDNN_STATUS_SUCCESS)
+        return NULL;
+    *ws = 0;
+    bool ok = GSET(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h) &&
+              GSET(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                   1, &cfg) &&
+              GFIN(plan) &&
+              dnn.cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                           CUDNN_TYPE_INT64, 1, &n_ws, ws) == CUDNN_STATUS_SUCCESS &&
+              *ws >= 0 && (size_t)*ws <= ctx->scratch_bytes;
+    if (ok) return plan;
+    dnn.cudnnBackendDestroyDescriptor(plan);
+    return NULL;
+}
+
+/* Makes configuration i of cfgs g's plan (g takes cfgs[i]). */
+static void graph_keep(dnn_graph *g, cudnnBackendDescriptor_t cfgs[], int64_t i,
+                       cudnnBackendDescriptor_t plan, int64_t ws, cudnnBackendHeurMode_t mode) {
+    if (g->plan) dnn.cudnnBackendDestroyDescriptor(g->plan);
+    if (g->cfg) dnn.cudnnBackendDestroyDescriptor(g->cfg);
+    g->plan = plan;
+    g->cfg = cfgs[i];
+    cfgs[i] = NULL;
+    g->ws = (size_t)ws;
+    g->mode = mode == CUDNN_HEUR_MODE_A ? 'A' : 'F';
+    g->index = (int)i;
+}
+
+static void free_configs(cudnnBackendDescriptor_t cfgs[], int64_t made) {
+    for (int64_t i = 0; i < made; i++)
+        if (cfgs[i]) dnn.cudnnBackendDestroyDescriptor(cfgs[i]);
 }
 
 /* Tries the engine configurations of one heuristics mode, keeping in g the fastest so far
@@ -742,69 +910,58 @@ static float time_runs(timed_fn f, conv_state *st, rt_ctx *ctx) {
 static void graph_try_mode(dnn_graph *g, conv_state *st, rt_ctx *ctx,
                            cudnnBackendDescriptor_t og, cudnnBackendHeurMode_t mode, float *best,
                            int *tried) {
-    cudnnHandle_t h = ctx->cudnn;
-    cudnnBackendDescriptor_t heur = gdesc(g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-    int64_t count = 0;
-    if (!heur ||
-        !GSET(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &og) ||
-        !GSET(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode) || !GFIN(heur) ||
-        dnn.cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, NULL) !=
-            CUDNN_STATUS_SUCCESS)
-        return;
-    gtrace("heuristics mode %lld: %lld configurations", (long long)mode, (long long)count);
-    if (count > GRAPH_MAX_CFGS) count = GRAPH_MAX_CFGS;
     cudnnBackendDescriptor_t cfgs[GRAPH_MAX_CFGS] = {0};
-    int64_t made = 0, got = 0;
-    while (made < count &&
-           dnn.cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[made]) ==
-               CUDNN_STATUS_SUCCESS)
-        made++;
-    if (dnn.cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, made, &got, cfgs) !=
-        CUDNN_STATUS_SUCCESS)
-        got = 0;
-    gtrace("%lld configurations made, %lld filled", (long long)made, (long long)got);
-    for (int64_t i = 0; i < got && i < made && *tried < GRAPH_MAX_TRIES; i++) {
-        cudnnBackendDescriptor_t plan = NULL;
-        int64_t ws = 0, n_ws = 0;
-        if (dnn.cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) !=
-            CUDNN_STATUS_SUCCESS)
-            break;
-        bool ok = GSET(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h) &&
-                  GSET(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
-                       CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]) &&
-                  GFIN(plan) &&
-                  dnn.cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                               CUDNN_TYPE_INT64, 1, &n_ws, &ws) ==
-                      CUDNN_STATUS_SUCCESS &&
-                  ws >= 0 && (size_t)ws <= ctx->scratch_bytes;
-        gtrace("configuration %lld: plan finalized %lld", (long long)i, (long long)ok);
-        float ms = -1.0f;
-        if (ok) { /* time it as g's plan, then put back the best so far */
-            cudnnBackendDescriptor_t kept = g->plan;
-            g->plan = plan;
-            ms = time_runs(graph_launch, st, ctx);
-            gtrace("configuration %lld: %lld us", (long long)i, (long long)(ms * 1000));
-            if (g->pack) dnn.cudnnBackendDestroyDescriptor(g->pack);
-            g->pack = NULL;
-            g->plan = kept;
-            (*tried)++;
-        }
+    int64_t made = 0, got = mode_configs(g, og, mode, cfgs, &made), ws = 0;
+    for (int64_t i = 0; i < got && *tried < GRAPH_MAX_TRIES; i++) {
+        cudnnBackendDescriptor_t plan = plan_of(ctx, cfgs[i], &ws);
+        gtrace("configuration %lld: plan finalized %lld", (long long)i, (long long)(plan != NULL));
+        if (plan == NULL) continue;
+        /* time it as g's plan, then put back the best so far */
+        cudnnBackendDescriptor_t kept = g->plan;
+        g->plan = plan;
+        float ms = time_runs(graph_launch, st, ctx);
+        gtrace("configuration %lld: %lld us", (long long)i, (long long)(ms * 1000));
+        if (g->pack) dnn.cudnnBackendDestroyDescriptor(g->pack);
+        g->pack = NULL;
+        g->plan = kept;
+        (*tried)++;
         if (ms >= 0 && (*best < 0 || ms < *best)) {
-            if (g->plan) dnn.cudnnBackendDestroyDescriptor(g->plan);
-            if (g->cfg) dnn.cudnnBackendDestroyDescriptor(g->cfg);
-            g->plan = plan;
-            g->cfg = cfgs[i];
-            cfgs[i] = NULL;
-            g->ws = (size_t)ws;
+            graph_keep(g, cfgs, i, plan, ws, mode);
             *best = ms;
         } else {
             dnn.cudnnBackendDestroyDescriptor(plan);
         }
     }
-    for (int64_t i = 0; i < made; i++)
-        if (cfgs[i]) dnn.cudnnBackendDestroyDescriptor(cfgs[i]);
+    free_configs(cfgs, made);
+}
+
+/* Where st's graph API plan came from ('A' or 'F' and its place in the list), or '-' and 0 when
+ * the legacy calls run it. */
+static void graph_place(const conv_state *st, char *mode, int *index) {
+    *mode = st->graph ? st->graph->mode : '-';
+    *index = st->graph ? st->graph->index : 0;
+}
+
+/* The graph API's plan of the tuning cache's choice (configuration `index` of heuristics mode
+ * `mode`) for st, without timing: true when cuDNN still builds it (st->graph is then set and
+ * *workspace grown to its workspace). */
+static bool graph_take(rt_ctx *ctx, conv_state *st, char mode, int index, size_t *workspace) {
+    dnn_graph *g = calloc(1, sizeof *g);
+    if (g == NULL) return false;
+    cudnnBackendDescriptor_t og = graph_build(g, st, ctx->cudnn);
+    const cudnnBackendHeurMode_t m = mode == 'A' ? CUDNN_HEUR_MODE_A : CUDNN_HEUR_MODE_FALLBACK;
+    cudnnBackendDescriptor_t cfgs[GRAPH_MAX_CFGS] = {0};
+    int64_t made = 0, got = og ? mode_configs(g, og, m, cfgs, &made) : 0, ws = 0;
+    cudnnBackendDescriptor_t plan = index >= 0 && index < got ? plan_of(ctx, cfgs[index], &ws) : NULL;
+    if (plan) graph_keep(g, cfgs, index, plan, ws, m);
+    free_configs(cfgs, made);
+    if (!plan) {
+        graph_free(g);
+        return false;
+    }
+    st->graph = g;
+    if (g->ws > *workspace) *workspace = g->ws;
+    return true;
 }
 
 /* Chooses between the legacy calls and the graph API for a forward f16 or bf16 convolution (see

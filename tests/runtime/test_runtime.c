@@ -14,7 +14,9 @@
  * (plain, transposed with padded pitches, batched with a shared operand, C and beta, bias + ReLU,
  * TF32, f16, bf16, f64) and cuDNN convolutions (2-D with stride/dilation/groups, bias + ReLU fused
  * and not, residual, 1-D, 3-D, depthwise, transposed, f16) are checked against plain CPU loops,
- * reporting the worst element.
+ * reporting the worst element; a convolution's choice comes back from the tuning cache.
+ * The tuning cache's file (runtime/tune_cache.c) keeps entries across processes, skips lines that
+ * do not parse, and costs nothing when off or unwritable.
  */
 #define _GNU_SOURCE /* dlopen flags */
 #include "support.h"
@@ -29,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The CUDA driver maps memory inside AddressSanitizer's shadow gap; without this option every
  * cudaMalloc fails in sanitized builds on a GPU machine. */
@@ -583,6 +586,87 @@ Test(runtime_host, plan_conv_rules) {
 /* ---- with a GPU: building blocks ---------------------------------------------------------------- */
 
 /* Deterministic values in [-1, 1). */
+/* ---- the tuning cache (runtime/tune_cache.c) ------------------------------------------------- */
+
+/* A fresh cache file path for one test (removed first), set as AMPC_TUNE_CACHE. */
+static const char *fresh_cache(const char *name) {
+    static char path[256];
+    snprintf(path, sizeof path, "/tmp/ampc-test-tune-%ld-%s/tuning.txt", (long)getpid(), name);
+    remove(path);
+    setenv("AMPC_TUNE_CACHE", path, 1);
+    rt_tune_forget();
+    return path;
+}
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    char *buf = calloc(1, 1 << 16);
+    size_t n = fread(buf, 1, (1 << 16) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+Test(tune_cache, entries_survive_the_process_and_the_last_one_wins) {
+    const char *path = fresh_cache("roundtrip");
+    char v[64];
+    cr_assert_not(rt_tune_get("gpu|conv a", v, sizeof v), "an empty cache has nothing");
+    rt_tune_put("gpu|conv a", "algo=1 math=0 graph=-");
+    rt_tune_put("gpu|conv b", "algo=2 math=1 graph=A3");
+    rt_tune_put("gpu|conv a", "algo=6 math=1 graph=F0");
+    rt_tune_forget(); /* as a new process would, from the file */
+    cr_assert(rt_tune_get("gpu|conv a", v, sizeof v));
+    cr_assert_str_eq(v, "algo=6 math=1 graph=F0");
+    cr_assert(rt_tune_get("gpu|conv b", v, sizeof v));
+    cr_assert_str_eq(v, "algo=2 math=1 graph=A3");
+    cr_assert_not(rt_tune_get("gpu|conv b", v, 8), "a value longer than the buffer is a miss");
+    char *text = slurp(path);
+    cr_assert_not_null(text, "the file %s was written", path);
+    cr_assert_not_null(strstr(text, "gpu|conv a\talgo=6 math=1 graph=F0\n"), "%s", text);
+    free(text);
+    unsetenv("AMPC_TUNE_CACHE");
+    rt_tune_forget();
+}
+
+Test(tune_cache, lines_that_do_not_parse_are_skipped) {
+    const char *path = fresh_cache("junk");
+    rt_tune_put("k0", "v0"); /* makes the folder */
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "# a comment\nno tab here\n\tno key\nno value\t\ntwo\ttabs\there\n");
+    for (int i = 0; i < 2000; i++) fputc('x', f); /* a line too long to be an entry */
+    fprintf(f, "\tlong\nk1\tv1\nk2\tv2");  /* the last line lacks its newline: cut short */
+    fclose(f);
+    rt_tune_forget();
+    char v[64];
+    cr_assert(rt_tune_get("k1", v, sizeof v));
+    cr_assert_str_eq(v, "v1");
+    const char *bad[] = {"no tab here", "", "no value", "two", "k2", "# a comment", "k0"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        cr_assert_not(rt_tune_get(bad[i], v, sizeof v), "'%s' is no entry", bad[i]);
+    rt_tune_put("k\tbad", "v"); /* a key or value with a tab or newline is not stored */
+    rt_tune_put("k3", "v\n3");
+    rt_tune_forget();
+    cr_assert_not(rt_tune_get("k3", v, sizeof v));
+    unsetenv("AMPC_TUNE_CACHE");
+    rt_tune_forget();
+}
+
+Test(tune_cache, off_and_unwritable_cost_nothing_but_the_timing) {
+    setenv("AMPC_TUNE_CACHE", "off", 1);
+    rt_tune_forget();
+    char v[64];
+    rt_tune_put("k", "v");
+    cr_assert_not(rt_tune_get("k", v, sizeof v), "off keeps nothing");
+    setenv("AMPC_TUNE_CACHE", "/proc/ampc-cannot-write-here/tuning.txt", 1);
+    rt_tune_forget();
+    rt_tune_put("k", "v"); /* the file cannot be written: silent */
+    cr_assert(rt_tune_get("k", v, sizeof v), "the entry still holds in this process");
+    unsetenv("AMPC_TUNE_CACHE");
+    rt_tune_forget();
+}
+
 static double rnd(uint64_t *s) {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;
     return (double)(*s >> 11) / (double)(1ull << 53) * 2.0 - 1.0;
@@ -1435,6 +1519,38 @@ Test(runtime_gpu, conv2d_f16) {
     check_conv(&(ccase){.spatial = 2, .n = 2, .cin = 8, .cout = 16, .groups = 1, .in = {8, 8},
                         .k = {3, 3}, .stride = {1, 1}, .dil = {1, 1}, .pad = {1, 1}, .bias = true,
                         .relu = true, .dt = AMPC_DTYPE_F16, .tol = 3e-3});
+}
+
+/* The tuning cache on a convolution: the first creation records cuDNN's choice, the second takes
+ * it (and computes the same), and an entry whose algorithm does not exist sends the creation back
+ * to the search, with a correct result and the entry rewritten. */
+Test(runtime_gpu, conv_choice_from_the_tuning_cache) {
+    t_skip_without_gpu();
+    const char *path = fresh_cache("conv");
+    const ccase c = {.spatial = 2, .n = 2, .cin = 8, .cout = 16, .groups = 1, .in = {8, 8},
+                     .k = {3, 3}, .stride = {1, 1}, .dil = {1, 1}, .pad = {1, 1}, .bias = true,
+                     .relu = true, .dt = AMPC_DTYPE_F16, .tol = 3e-3};
+    check_conv(&c);
+    char *text = slurp(path), *tab = text ? strstr(text, "cuDNN ") : NULL;
+    cr_assert_not_null(tab, "the choice was recorded in %s:\n%s", path, text ? text : "(none)");
+    char key[600];
+    size_t len = strcspn(tab, "\t");
+    cr_assert_lt(len, sizeof key);
+    memcpy(key, tab, len);
+    key[len] = '\0';
+    free(text);
+    rt_tune_forget();
+    check_conv(&c); /* from the cache */
+    char v[128];
+    cr_assert(rt_tune_get(key, v, sizeof v));
+    rt_tune_put(key, "algo=999 math=0 graph=-");
+    rt_tune_forget();
+    check_conv(&c); /* the entry does not plan: searched again */
+    rt_tune_forget();
+    cr_assert(rt_tune_get(key, v, sizeof v));
+    cr_assert_neq(strncmp(v, "algo=999", 8), 0, "the bad entry was replaced: %s", v);
+    unsetenv("AMPC_TUNE_CACHE");
+    rt_tune_forget();
 }
 
 /* A model mixing a generated kernel, a matmul and a convolution: the graph (or its fallback)
