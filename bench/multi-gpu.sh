@@ -16,6 +16,8 @@
 # the weights replicated); `ampc run` times both the same way and the throughput ratio (images
 # a second, 2 GPUs over 1) is reported against the 1.9x target; numpy compares the outputs.
 # Writes $OUT/multi-gpu.txt (and the logs next to it). About two minutes of GPU time.
+# Then bert_pipeline (below: the same encoder cut into 2 stages, --partition pipeline,
+# MICRO_BATCHES=8; SKIP_PIPELINE=1 skips it).
 # Then bert_tensor_parallel (below; SKIP_BERT=1 skips it, BERT_LAYERS=N sizes it):
 # a BERT encoder with its attention split by heads, its own section of the same file.
 set -uo pipefail
@@ -282,5 +284,66 @@ except Exception as e:
 PY
 }
 
+# ---- Pipeline: the same BERT-style encoder cut into 2 stages, 1 GPU against --gpus 2 --partition
+# pipeline --- reuses bert_tensor_parallel's export and its 1-GPU run (hidden 1024, 16 heads, seq
+# 512, batch 16, fp16: GPT-2-medium's sizes). Stage s (half the layers, by estimated cost) on GPU
+# s, the batch in $MICRO_BATCHES micro-batches (8 by default: micro-batches of 2 sequences; the
+# bound is 2 M / (M + 1) = 1.78x). Writes its section of $report: the stages from --report, the
+# build time, the 2-GPU median and the throughput against 1 GPU (target 1.7x), and whether the
+# outputs match. SKIP_PIPELINE=1 leaves it out.
+bert_pipeline() {
+  local d=$work/multi-gpu-bert micro=${MICRO_BATCHES:-8} t0
+  echo "== pipeline: BERT encoder, 1 GPU vs 2 stages (--partition pipeline, $micro micro-batches) ==" >> "$report"
+  if [ ! -f "$d/bert.onnx" ] || [ ! -f "$out/multi-gpu-bert-run1.log" ]; then
+    echo "needs bert_tensor_parallel's export and 1-GPU run (SKIP_BERT unset)" >> "$report"
+    return 1
+  fi
+  t0=$(date +%s)
+  if ! "$ampc" "$d/bert.onnx" --precision fp16 --gpus 2 --partition pipeline --micro-batches "$micro" \
+      --report "$d/report-pipe.json" -o "$d/bertp.so" > "$out/multi-gpu-bert-buildp.log" 2>&1; then
+    echo "building the pipeline failed: $(tail -5 "$out/multi-gpu-bert-buildp.log")" >> "$report"
+    return 1
+  fi
+  echo "built the pipeline in $(( $(date +%s) - t0 )) s" >> "$report"
+  "$ampc" run "$d/bertp.so" --input "input_ids=$d/input_ids.npy" \
+    --input "attention_mask=$d/attention_mask.npy" --save-outputs "$d/outp" \
+    --warmup 10 --iterations "$iters" > "$out/multi-gpu-bert-runp.log" 2>&1 ||
+    echo "running the pipeline failed: $(tail -5 "$out/multi-gpu-bert-runp.log")" >> "$report"
+  cp "$d/report-pipe.json" "$out/multi-gpu-bert-report-pipe.json" 2>/dev/null
+  "$py" - "$d" "$out" <<'PY' >> "$report" 2>&1
+import json, re, sys, numpy as np
+d, out = sys.argv[1], sys.argv[2]
+try:
+    p = json.load(open(f"{d}/report-pipe.json"))["pipeline"]
+    total = sum(s["cost"] for s in p["list"])
+    for s in p["list"]:
+        print(f"stage {s['stage']}: {s['nodes']} nodes ({s['first']} .. {s['last']}), "
+              f"{100 * s['cost'] / total:.1f}% of the cost, hands on {s['crossing']} tensor(s), "
+              f"{s['crossing_bytes']} bytes per micro-batch: {s['tensors']}")
+except Exception as e:
+    print(f"pipeline report unreadable: {e}")
+med = {}
+for g in ("1", "p"):
+    try:
+        m = re.search(r"median ([0-9.]+) ms", open(f"{out}/multi-gpu-bert-run{g}.log").read())
+        med[g] = float(m.group(1)) if m else None
+    except OSError:
+        med[g] = None
+print(f"1 GPU: median {med['1']} ms; pipeline on 2 GPUs: median {med['p']} ms")
+if med["1"] and med["p"]:
+    print(f"throughput of the pipeline over 1 GPU: {med['1'] / med['p']:.2f}x (target 1.7x)")
+try:
+    a = np.load(f"{d}/out1/y.npy").astype(np.float32)
+    b = np.load(f"{d}/outp/y.npy").astype(np.float32)
+    diff, tol = np.abs(a - b), 5e-2 * (1 + np.abs(a))
+    print(f"output match (pipeline vs 1 GPU, y {a.shape}): "
+          f"{'match' if (diff <= tol).all() else 'MISMATCH'}, max |diff| {diff.max():.4g}, "
+          f"elements outside 5e-2 relative: {int((diff > tol).sum())}")
+except Exception as e:
+    print(f"output comparison (pipeline) failed: {e}")
+PY
+}
+
 [ "${SKIP_BERT:-}" = 1 ] || bert_tensor_parallel
+[ "${SKIP_BERT:-}" = 1 ] || [ "${SKIP_PIPELINE:-}" = 1 ] || bert_pipeline
 cat "$report"

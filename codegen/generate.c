@@ -47,6 +47,7 @@ ampc_status ampc_cg_lower_control(ampc_cg *cg, const ampc_node *n) {
 /* ampc.AllReduce(p_0, ..., p_{N-1}) -> y: on rank r, y = the sum over the ranks of p_r (one step
  * per rank, each reading its own partial; ranks.c sorts them into the rank plans). */
 ampc_status ampc_cg_lower_collective(ampc_cg *cg, const ampc_node *n) {
+    if (n->op == AMPC_OP_PEER_COPY) return ampc_cg_step_peer(cg, n);
     if (n->op != AMPC_OP_ALL_REDUCE || n->n_inputs != cg->n_ranks || n->n_outputs != 1)
         return AMPC_FAIL(cg->g, n, AMPC_E_UNSUPPORTED, "%s over %d ranks with %d outputs: "
                          "expected one input per GPU (%d) and one output",
@@ -136,6 +137,25 @@ ampc_status ampc_cg_step_allreduce(ampc_cg *cg, const ampc_node *n, int32_t rank
     return i < 0 ? AMPC_E_OOM : AMPC_OK;
 }
 
+/* ampc.PeerCopy(x) -> y on rank r (the node's), from rank `from`: one step in rank r's plan
+ * reading x's bytes in rank from's arena (every rank has the whole graph's arena layout). */
+ampc_status ampc_cg_step_peer(ampc_cg *cg, const ampc_node *n) {
+    const ampc_value *x = n->inputs[0], *y = n->outputs[0];
+    const ampc_attr *from = ampc_ir_attr_find(n, "from");
+    if (!from || from->kind != AMPC_ATTR_INT || cg->cur_rank < 0 || from->i < 0 ||
+        from->i >= cg->n_ranks || from->i == cg->cur_rank)
+        return AMPC_FAIL(cg->g, n, AMPC_E_ATTR, "%s needs int attributes `from` and `rank`, two "
+                         "different GPUs below %d", ampc_op_get(n->op)->onnx, cg->n_ranks);
+    if (x->mem_space != AMPC_MEM_ARENA || y->mem_space != AMPC_MEM_ARENA)
+        return AMPC_FAIL(cg->g, n, AMPC_E_UNSUPPORTED, "%s of '%s': a peer copy moves a computed "
+                         "value between arenas, but '%s' lives in the weights",
+                         ampc_op_get(n->op)->onnx, x->name,
+                         x->mem_space != AMPC_MEM_ARENA ? x->name : y->name);
+    ampc_rt_step s = {.kind = AMPC_RT_STEP_PEER_COPY, .label = ampc_cg_label(cg, n)};
+    s.peer = (ampc_rt_peer){ampc_cg_ref(cg, x), ampc_cg_ref(cg, y), (int32_t)from->i};
+    return ampc_cg_add_step(cg, &s) < 0 ? AMPC_E_OOM : AMPC_OK;
+}
+
 /* ---- 1. weights ----------------------------------------------------------------------------- */
 
 static int64_t align256(int64_t x) { return (x + 255) & ~(int64_t)255; }
@@ -201,6 +221,20 @@ static int32_t node_rank(const ampc_node *n) {
  * rank, and every node's rank is below their count. */
 static ampc_status count_ranks(ampc_cg *cg) {
     const ampc_graph *g = cg->g;
+    if (g->pipeline_stages > 1) { /* a pipeline: one rank per stage, no all-reduce */
+        for (int32_t i = 0; i < g->n_nodes; i++) {
+            const ampc_node *nd = g->nodes[i];
+            if (nd->dead) continue;
+            if (nd->op == AMPC_OP_ALL_REDUCE || node_rank(nd) < 0 ||
+                node_rank(nd) >= g->pipeline_stages)
+                return AMPC_FAIL(cg->g, nd, AMPC_E_ATTR, "a pipeline of %d stages: every node "
+                                 "runs on one stage (rank 0 to %d) and none is an all-reduce; "
+                                 "this one has rank %d", g->pipeline_stages,
+                                 g->pipeline_stages - 1, node_rank(nd));
+        }
+        cg->n_ranks = g->pipeline_stages;
+        return AMPC_OK;
+    }
     int32_t n = 0, top = -1;
     const ampc_node *first = NULL;
     for (int32_t i = 0; i < g->n_nodes; i++) {
@@ -334,6 +368,8 @@ ampc_status ampc_cg_generate(ampc_graph *g, const ampc_cg_options *o, ampc_cg_ou
         cg.out->n_ranks = 1;
         if (g->data_ranks > 1) st = ampc_cg_build_data_ranks(&cg, g->data_ranks);
         else if (cg.n_ranks > 1) st = ampc_cg_build_ranks(&cg, cg.n_ranks);
+        if (st == AMPC_OK && g->pipeline_stages > 1)
+            st = ampc_cg_build_pipeline(&cg, g->micro_batches > 0 ? g->micro_batches : 1);
     }
     for (int32_t k = 0; k < cg.cap_kernels; k++) free(cg.kernels[k].text);
     free(cg.kernels);

@@ -52,6 +52,11 @@ ampc_status ampc_cg_build_ranks(ampc_cg *cg, int32_t n_ranks);
  * every rank runs the plan just built (shared steps and weights, split_batch = 1); the model's
  * plan describes the whole batch. A graph with all-reduces too is refused. */
 ampc_status ampc_cg_build_data_ranks(ampc_cg *cg, int32_t n_ranks);
+/* ranks.c: after ampc_cg_build_ranks of a pipeline (g->pipeline_stages), marks every plan with
+ * its micro-batches and gives the model's plan the caller's whole tensors (dim 0 times them). */
+ampc_status ampc_cg_build_pipeline(ampc_cg *cg, int32_t micro_batches);
+/* generate.c: the peer-copy step of an ampc.PeerCopy, in its rank's plan. */
+ampc_status ampc_cg_step_peer(ampc_cg *cg, const ampc_node *n);
 
 /* Finishes kernel k as the sparse_kernel of GEMM step `step` (an alternative the runtime may
  * choose at load) instead of adding a launch step. */

@@ -130,6 +130,7 @@ static int step_refs(ampc_rt_step *s, ampc_rt_ref **r) {
     case AMPC_RT_STEP_COPY: r[0] = &s->copy.src, r[1] = &s->copy.dst; return 2;
     case AMPC_RT_STEP_MEMSET: r[0] = &s->memset.dst; return 1;
     case AMPC_RT_STEP_ALLREDUCE: r[0] = &s->allreduce.src, r[1] = &s->allreduce.dst; return 2;
+    case AMPC_RT_STEP_PEER_COPY: r[0] = &s->peer.src, r[1] = &s->peer.dst; return 2;
     case AMPC_RT_STEP_KERNEL: return 0;
     }
     return 0;
@@ -261,6 +262,24 @@ ampc_status ampc_cg_build_data_ranks(ampc_cg *cg, int32_t n_ranks) {
     out->n_ranks = n_ranks; /* rank_weights stays NULL: the weights are out->weights_owned */
     out->plan = share;
     out->plan.ranks = out->rank_plans;
+    out->plan.inputs = in;
+    out->plan.outputs = o;
+    return AMPC_OK;
+}
+
+/* ---- pipelines -------------------------------------------------------------------------------
+ * A graph cut into stages (passes/partition_pipeline.c) is built like a tensor split: rank s's
+ * plan holds stage s's steps (its peer copies first, the pass ordered them so) and only the
+ * weights stage s reads. Each plan is one micro-batch's; the model's plan describes the caller's
+ * whole tensors. */
+ampc_status ampc_cg_build_pipeline(ampc_cg *cg, int32_t micro_batches) {
+    ampc_cg_output *out = cg->out;
+    for (int32_t r = 0; r < out->n_ranks; r++) out->rank_plans[r].micro_batches = micro_batches;
+    out->plan.micro_batches = micro_batches;
+    if (micro_batches == 1) return AMPC_OK; /* the whole batch at once: the ranks' io */
+    ampc_rt_io *in = whole_batch_io(cg, out->plan.inputs, out->plan.n_inputs, micro_batches);
+    ampc_rt_io *o = whole_batch_io(cg, out->plan.outputs, out->plan.n_outputs, micro_batches);
+    if (!in || !o) return AMPC_FAIL(cg->g, NULL, AMPC_E_OOM, "out of memory");
     out->plan.inputs = in;
     out->plan.outputs = o;
     return AMPC_OK;

@@ -181,7 +181,9 @@ static ampc_pipeline_options pipeline_options(const ampc_cli_options *o,
                                    .gpus = o->gpus,
                                    .partition = o->tensor_parallel ? AMPC_PARTITION_TENSOR
                                                 : o->data_parallel ? AMPC_PARTITION_DATA
+                                                : o->pipeline_parallel ? AMPC_PARTITION_PIPELINE
                                                                    : AMPC_PARTITION_NONE,
+                                   .micro_batches = o->micro_batches,
                                    .sparsity = cli_sparsity(o),
                                    .sparsity_layers = o->sparsity_layers};
 }
@@ -343,6 +345,26 @@ static void write_partition(FILE *f, const ampc_graph *g) {
     fprintf(f, "\n  ]");
 }
 
+/* The report's "pipeline" (with --gpus N --partition pipeline): each stage the pipeline pass
+ * chose, its nodes and estimated cost, and the tensors it hands to the next stage. */
+static void write_pipeline(FILE *f, const ampc_graph *g) {
+    fprintf(f, ",\n  \"pipeline\": {\"stages\": %d, \"micro_batches\": %d, \"list\": [",
+            g->n_stages, g->micro_batches);
+    for (int32_t i = 0; i < g->n_stages; i++) {
+        const ampc_pipeline_stage *s = &g->stages[i];
+        fprintf(f, "%s\n    {\"stage\": %d, \"nodes\": %d, \"first\": ", i ? "," : "", i,
+                s->n_nodes);
+        json_str(f, s->first);
+        fprintf(f, ", \"last\": ");
+        json_str(f, s->last);
+        fprintf(f, ", \"cost\": %.6g, \"crossing\": %d, \"crossing_bytes\": %lld, "
+                   "\"tensors\": ", s->cost, s->n_cross, (long long)s->cross_bytes);
+        json_str(f, s->crossing ? s->crossing : "");
+        fputc('}', f);
+    }
+    fprintf(f, "\n  ]}");
+}
+
 static bool write_report(const char *path, const ampc_cli_options *o, const ampc_graph *g,
                          const ampc_module *m, const compile_record *rec) {
     char tmp[4200];
@@ -399,6 +421,7 @@ static bool write_report(const char *path, const ampc_cli_options *o, const ampc
     write_node_precision(f, g);
     write_sparsity(f, g);
     if (g->n_partition_blocks) write_partition(f, g);
+    if (g->n_stages) write_pipeline(f, g);
     if (is_auto(o)) {
         const ampc_auto_result *a = &rec->autop;
         fprintf(f, ",\n  \"auto\": {\"tolerance\": %g, \"error_all_low\": %g, \"error\": %g, "
@@ -526,6 +549,7 @@ static const char *step_kind_name(const ampc_rt_step *s) {
     case AMPC_RT_STEP_CONV: return "cuDNN";
     case AMPC_RT_STEP_COPY: return "copy";
     case AMPC_RT_STEP_ALLREDUCE: return "NCCL";
+    case AMPC_RT_STEP_PEER_COPY: return "peer copy";
     default: return "memset";
     }
 }
@@ -548,6 +572,22 @@ static void print_batch_split(const ampc_rt_plan *p) {
            "rank, no all-reduce\n", p->n_ranks, p->n_ranks - 1, (long long)b,
            (long long)(b / p->n_ranks), (long long)(b / p->n_ranks),
            (long long)(b / p->n_ranks), (long long)p->weights_bytes);
+}
+
+/* The line `inspect` and `run` print for a pipeline. */
+static void print_pipeline(const ampc_rt_plan *p) {
+    int64_t b = p->n_inputs > 0 && p->inputs[0].shape.rank > 0 ? p->inputs[0].shape.dims[0] : 0;
+    int32_t m = p->micro_batches > 0 ? p->micro_batches : 1;
+    printf("pipeline: %d stages on %d GPUs (devices 0 to %d), the batch of %lld in %d "
+           "micro-batches of %lld rows, peer copies between the stages; weights per stage:",
+           p->n_ranks, p->n_ranks, p->n_ranks - 1, (long long)b, m, (long long)(b / m));
+    for (int32_t r = 0; p->ranks && r < p->n_ranks; r++) {
+        int32_t copies = 0;
+        for (int32_t i = 0; i < p->ranks[r].n_steps; i++)
+            copies += p->ranks[r].steps[i].kind == AMPC_RT_STEP_PEER_COPY;
+        printf(" %lld (%d steps, %d peer copies)%s", (long long)p->ranks[r].weights_bytes,
+               p->ranks[r].n_steps, copies, r + 1 < p->n_ranks ? "," : "\n");
+    }
 }
 
 /* `ampc inspect model.so`: what the library holds and how it will run. */
@@ -581,10 +621,13 @@ static int inspect_library(const ampc_cli_options *o) {
                (long long)p->images[i].size);
     if (p->split_batch)
         print_batch_split(p);
+    else if (p->micro_batches > 0)
+        print_pipeline(p);
     else if (p->n_ranks > 1)
         printf("multi-GPU: %d ranks (one GPU each); rank 0's plan below, weights per rank:",
                p->n_ranks);
-    for (int32_t r = 0; p->n_ranks > 1 && !p->split_batch && p->ranks && r < p->n_ranks; r++)
+    for (int32_t r = 0; p->n_ranks > 1 && !p->split_batch && !p->micro_batches && p->ranks &&
+                        r < p->n_ranks; r++)
         printf(" %lld%s", (long long)p->ranks[r].weights_bytes, r + 1 < p->n_ranks ? "," : "\n");
     int32_t count[6] = {0};
     for (int32_t i = 0; i < p->n_steps; i++) count[p->steps[i].kind < 6 ? p->steps[i].kind : 4]++;
@@ -1079,6 +1122,8 @@ static bool run_plan(const ampc_rt_plan *plan, const ampc_cli_options *o, const 
     char *err = NULL;
     if (plan->split_batch)
         print_batch_split(plan);
+    else if (plan->micro_batches > 0)
+        print_pipeline(plan);
     else if (plan->n_ranks > 1)
         printf("tensor parallel: %d GPUs (devices 0 to %d), all-reduces through NCCL\n",
                plan->n_ranks, plan->n_ranks - 1);

@@ -28,6 +28,8 @@ typedef struct ampc_cli_options {
     int32_t gpus;          /* --gpus N (0: one GPU) */
     bool tensor_parallel;  /* --partition tensor */
     bool data_parallel;    /* --partition data */
+    bool pipeline_parallel; /* --partition pipeline */
+    int32_t micro_batches; /* --micro-batches M (0: the pass's default) */
     const char *sparsity;  /* --sparsity off|verify|prune (NULL: off) */
     const char *sparsity_layers; /* --sparsity-layers GLOB (prune only) */
     const char *shapes[AMPC_CLI_MAX_LIST];

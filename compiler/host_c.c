@@ -161,6 +161,13 @@ static void put_step(ampc_strbuf *sb, const char *tag, int32_t i, const ampc_rt_
         ampc_sb_printf(sb, ", .dtype = %d, .count = %lld}", s->allreduce.dtype,
                        (long long)s->allreduce.count);
         break;
+    case AMPC_RT_STEP_PEER_COPY:
+        ampc_sb_puts(sb, ".peer = {.src = ");
+        put_ref(sb, &s->peer.src);
+        ampc_sb_puts(sb, ", .dst = ");
+        put_ref(sb, &s->peer.dst);
+        ampc_sb_printf(sb, ", .from = %d}", s->peer.from);
+        break;
     default:
         ampc_sb_puts(sb, ".memset = {.dst = ");
         put_ref(sb, &s->memset.dst);
@@ -286,6 +293,7 @@ static void put_plan_struct(ampc_strbuf *sb, const char *open, const char *tag, 
         ampc_sb_printf(sb, "    .rank = %d, .n_ranks = %d, .ranks = %s,\n", p->rank, p->n_ranks,
                        ranks ? ranks : "NULL");
     if (p->split_batch) ampc_sb_puts(sb, "    .split_batch = 1,\n");
+    if (p->micro_batches) ampc_sb_printf(sb, "    .micro_batches = %d,\n", p->micro_batches);
 }
 
 /* The ranks of a batch split: one steps array and one weights blob (the model's) for all of
@@ -359,7 +367,13 @@ char *ampc_artifact_host_c(const ampc_module *m, const char *name, const ampc_ar
         }
         ampc_sb_puts(&sb, "};\n\n");
     }
-    put_plan_struct(&sb, "static ampc_rt_plan plan = {", "", "plan_",
+    if (p->micro_batches > 1) { /* a pipeline: the model's io are the caller's whole tensors */
+        ampc_sb_puts(&sb, "/* A pipeline's caller tensors: every micro-batch's rows. */\n");
+        put_ios(&sb, "whole_inputs", p->inputs, p->n_inputs);
+        put_ios(&sb, "whole_outputs", p->outputs, p->n_outputs);
+    }
+    put_plan_struct(&sb, "static ampc_rt_plan plan = {", "",
+                    p->micro_batches > 1 ? "whole_" : "plan_",
                     l->sidecar ? NULL : "ampc_blob_weights", p,
                     p->n_ranks > 1 ? "rank_plans" : NULL);
     ampc_sb_puts(&sb, "};\n\n");
@@ -473,6 +487,10 @@ char *ampc_artifact_header(const ampc_module *m, const char *name, const char *s
         ampc_sb_printf(&sb, "/* GPUs the model runs on: rank r on CUDA device `device + r`, rows "
                             "[r B/%d, (r+1) B/%d)\n * of every input and output (the batch B is "
                             "dim 0; data parallelism, no NCCL). */\n", p->n_ranks, p->n_ranks);
+    else if (p->micro_batches)
+        ampc_sb_printf(&sb, "/* GPUs the model runs on: stage s of the pipeline on CUDA device "
+                            "`device + s`, the batch\n * in %d micro-batches (peer copies between "
+                            "the GPUs, no NCCL). */\n", p->micro_batches);
     else
         ampc_sb_puts(&sb, "/* GPUs the model runs on: rank r on CUDA device `device + r` (NCCL when "
                           "more than one). */\n");

@@ -61,6 +61,12 @@ static const char usage[] =
     "                        split the batch (dim 0 of every input and output) over N\n"
     "                        GPUs, weights replicated: each GPU runs the model for B/N\n"
     "                        rows; the library takes and gives the whole batch\n"
+    "  --gpus N --partition pipeline [--micro-batches M]\n"
+    "                        cut the graph into N stages balanced by estimated cost, stage s\n"
+    "                        (and its weights) on GPU s, tensors crossing a cut sent by peer\n"
+    "                        copies; the batch runs through them in M micro-batches (default:\n"
+    "                        the largest divisor of the batch up to 4N); --report lists the\n"
+    "                        stages\n"
     "  --sparsity MODE       2:4 structured sparsity of constant matmul/conv weights along K:\n"
     "                        off (default); verify: mark weights already 2:4 (sparse24 = 1);\n"
     "                        prune: keep the 2 largest |w| of every 4 and mark them, which\n"
@@ -187,13 +193,18 @@ static int parse_args(int argc, char **argv, ampc_cli_options *o) {
             o->gpus = (int32_t)n;
         } else if (is_opt(a, "--partition")) {
             if (!(v = opt_value(argc, argv, &i, "--partition"))) return 2;
-            if (!strcmp(v, "pipeline"))
-                return fail("--partition %s is not built yet; tensor and data are", v, ""), 2;
-            if (strcmp(v, "tensor") && strcmp(v, "data"))
-                return fail("--partition %s: give tensor or data (pipeline is not built yet)", v,
-                            ""), 2;
+            if (strcmp(v, "tensor") && strcmp(v, "data") && strcmp(v, "pipeline"))
+                return fail("--partition %s: give tensor, data or pipeline", v, ""), 2;
             o->tensor_parallel = !strcmp(v, "tensor");
             o->data_parallel = !strcmp(v, "data");
+            o->pipeline_parallel = !strcmp(v, "pipeline");
+        } else if (is_opt(a, "--micro-batches")) {
+            if (!(v = opt_value(argc, argv, &i, "--micro-batches"))) return 2;
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (*end || n < 1 || n > 65536)
+                return fail("--micro-batches needs a number from 1 to 65536, got '%s'", v, ""), 2;
+            o->micro_batches = (int32_t)n;
         } else if (is_opt(a, "--layout")) {
             if (!(v = opt_value(argc, argv, &i, "--layout"))) return 2;
             if (strcmp(v, "nchw") && strcmp(v, "nhwc"))

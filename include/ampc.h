@@ -324,6 +324,8 @@ typedef enum ampc_partition {
     AMPC_PARTITION_TENSOR,   /* weights split across the GPUs (matmul pairs), one all-reduce each */
     AMPC_PARTITION_DATA,     /* the batch split across the GPUs, weights replicated
                                 (passes/partition_data.c) */
+    AMPC_PARTITION_PIPELINE, /* consecutive stages of the graph, one per GPU, the batch run through
+                                them in micro-batches (passes/partition_pipeline.c) */
 } ampc_partition;
 /* What the sparsity pass does with the weights of contractions and convolutions
  * (ampc_pipeline_options.sparsity; docs/sparsity.md). 2:4 means: along the reduction dimension K,
@@ -371,6 +373,12 @@ typedef struct ampc_pipeline_options {
      * still takes and gives the full batch, rank r computing rows [r B/gpus, (r+1) B/gpus). */
     int32_t gpus;
     ampc_partition partition;
+    /* With PIPELINE: the graph is cut into `gpus` consecutive stages balanced by estimated cost
+     * (GPU s runs stage s, its weights only there), and the batch (dim 0 of every input and
+     * output) runs through them in micro_batches parts of B / micro_batches rows, GPU s working
+     * on part m while GPU s+1 works on part m-1. 0 picks the default: the largest divisor of B
+     * not above 4 * gpus. A batch that micro_batches does not divide is refused. */
+    int32_t micro_batches;
     /* The sparsity pass (OFF: nothing). sparsity_layers, when not NULL, is an fnmatch(3) glob on
      * node names ("layer1.*"): PRUNE prunes only the eligible nodes it matches (VERIFY marks every
      * eligible node that is already 2:4 whatever the pattern). Read during the run only. */

@@ -117,6 +117,16 @@ typedef struct ampc_partition_block {
     const char *why;  /* what each rank takes, or why the block stays whole (graph arena) */
 } ampc_partition_block;
 
+/* One stage chosen by the pipeline pass (ampc_graph.stages), for --report. */
+typedef struct ampc_pipeline_stage {
+    const char *first, *last; /* its first and last node (graph arena) */
+    int32_t n_nodes;          /* nodes it runs, transfers in excluded */
+    double cost;              /* estimated: FLOPs of contractions and convolutions + bytes moved */
+    int32_t n_cross;          /* tensors sent to the next stage (0 for the last) */
+    int64_t cross_bytes;      /* their bytes per micro-batch */
+    const char *crossing;     /* their names, comma-separated (graph arena) */
+} ampc_pipeline_stage;
+
 typedef struct ampc_graph ampc_graph;
 typedef struct ampc_node ampc_node;
 typedef struct ampc_value ampc_value;
@@ -251,6 +261,14 @@ struct ampc_graph {
      * model's batch B); 0 when the batch is whole. Unlike gpus/partition it stays after the
      * pipeline: code generation makes one plan per GPU from it. */
     int32_t data_ranks;
+    /* Set by the pipeline partition (and read back from the IR text): the graph's inputs and
+     * outputs hold one of micro_batches parts of the batch (partition-data's split, by parts
+     * instead of GPUs), and its nodes run in pipeline_stages consecutive stages, node rank =
+     * stage, with ampc.PeerCopy at the cuts. 0 when not pipelined. */
+    int32_t micro_batches, pipeline_stages;
+    int32_t micro_pick;     /* the batch split pass's request: micro-batches asked (0: default) */
+    ampc_pipeline_stage *stages; /* what the pipeline pass chose (graph arena), rewritten per run */
+    int32_t n_stages;
     ampc_partition_block *partition_blocks; /* what it decided (graph arena), rewritten per run */
     int32_t n_partition_blocks, cap_partition_blocks;
     /* The sparsity pass's request (set by the pipeline for its run) and what it found: one row

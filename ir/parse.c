@@ -813,6 +813,22 @@ static bool parse_graph(parser *P, ampc_graph *g) {
         if (n < 2 || n > 1024) return expected(P, "a number of GPUs from 2 to 1024 after batch_split");
         g->data_ranks = (int32_t)n;
     }
+    if (is_ident(P, "micro_batches")) { /* one micro-batch of a pipeline (partition-data) */
+        int64_t n = 0;
+        if (!next(P)) return false;
+        if (P->t.kind != TK_INT) return expected(P, "a number of micro-batches");
+        if (!int_value(P, &n) || !next(P)) return false;
+        if (n < 1 || n > 65536) return expected(P, "micro_batches from 1 to 65536");
+        g->micro_batches = (int32_t)n;
+    }
+    if (is_ident(P, "stages")) { /* pipeline stages (partition-pipeline): node rank = stage */
+        int64_t n = 0;
+        if (!next(P)) return false;
+        if (P->t.kind != TK_INT) return expected(P, "a number of pipeline stages");
+        if (!int_value(P, &n) || !next(P)) return false;
+        if (n < 2 || n > 1024) return expected(P, "a number of stages from 2 to 1024");
+        g->pipeline_stages = (int32_t)n;
+    }
     if (!expect_punct(P, '{', "opening the graph body")) return false;
     for (;;) {
         bool ok;

@@ -229,6 +229,8 @@ static void print_graph(ampc_strbuf *sb, const ampc_graph *g, bool full, int ind
     put_quoted(sb, g->name);
     if (g->opset) ampc_sb_printf(sb, " opset %lld", (long long)g->opset);
     if (g->data_ranks > 1) ampc_sb_printf(sb, " batch_split %d", g->data_ranks);
+    if (g->micro_batches > 0) ampc_sb_printf(sb, " micro_batches %d", g->micro_batches);
+    if (g->pipeline_stages > 1) ampc_sb_printf(sb, " stages %d", g->pipeline_stages);
     ampc_sb_puts(sb, " {\n");
     for (int32_t i = 0; i < g->n_inputs; i++) {
         const ampc_value *v = g->inputs[i];

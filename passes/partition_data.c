@@ -24,6 +24,11 @@
  * Anything else is refused with a message naming the node and the shapes found and expected;
  * the inputs (dim 0 = B, a multiple of N) and the outputs (dim 0 = B) are checked before any
  * change. Running the pass on its own output changes nothing.
+ *
+ * With --partition pipeline the same split makes the graph one micro-batch: B / M rows, M the
+ * micro-batches asked (g->micro_pick) or by default the largest divisor of B not above
+ * 4 x the GPUs (a short pipeline fill: the GPUs idle (N-1)/(M+N-1) of a run). g->micro_batches
+ * = M records it; passes/partition_pipeline.c then cuts the graph into stages.
  */
 #include "passes.h"
 #include "ir/ref/ref.h"
@@ -40,7 +45,10 @@ typedef struct split {
     int32_t n_values;   /* values before the pass (the constants it adds are untouched) */
     ampc_shape *old;    /* per value id: the shape before the split */
     uint8_t *state;     /* per value id: TOUCH_* */
+    const char *mode;   /* how messages name the split: "--partition data" or the pipeline's */
 } split;
+
+#define MODE(s) ((s)->mode)
 
 enum { TOUCH_NONE = 0, TOUCH_DATA = 1, TOUCH_BATCH = 2 };
 
@@ -50,28 +58,30 @@ static int state_of(const split *s, const ampc_value *v) {
 
 /* Checks the interface before any change: every input leads with the same batch B, a
  * multiple of n; every output leads with B. */
-static ampc_status check_interface(ampc_graph *g, int32_t n, int64_t *batch) {
+static ampc_status check_interface(const split *s, int64_t *batch) {
+    ampc_graph *g = s->g;
+    int32_t n = s->n;
     char sh[AMPC_SHAPE_STR_MAX];
     if (g->n_inputs == 0)
-        return AMPC_FAIL(g, NULL, AMPC_E_SHAPE, "--partition data splits the inputs' batch over "
-                         "%d GPUs, but the graph has no input", n);
+        return AMPC_FAIL(g, NULL, AMPC_E_SHAPE, "%s splits the inputs' batch over "
+                         "%d GPUs, but the graph has no input", MODE(s), n);
     const ampc_value *first = g->inputs[0];
     for (int32_t i = 0; i < g->n_inputs; i++) {
         const ampc_value *v = g->inputs[i];
         if (v->shape.rank == 0)
-            return AMPC_FAIL(g, NULL, AMPC_E_SHAPE, "--partition data: input '%s' is a scalar, "
-                             "expected a batch dim first (dim 0, split over the %d GPUs)",
+            return AMPC_FAIL(g, NULL, AMPC_E_SHAPE, "%s: input '%s' is a scalar, "
+                             "expected a batch dim first (dim 0, split over the %d GPUs)", MODE(s),
                              v->name, n);
         if (i == 0 && v->shape.dims[0] % n != 0)
-            return AMPC_FAIL(g, NULL, AMPC_E_SHAPE, "--partition data: the batch (dim 0 of input "
+            return AMPC_FAIL(g, NULL, AMPC_E_SHAPE, "%s: the batch (dim 0 of input "
                              "'%s' %s) is %lld, not a multiple of the %d GPUs: each GPU takes "
-                             "an equal share (use --shape %s=... with a batch divisible by %d)",
+                             "an equal share (use --shape %s=... with a batch divisible by %d)", MODE(s),
                              v->name, ampc_shape_str(&v->shape, sh, sizeof sh),
                              (long long)v->shape.dims[0], n, v->name, n);
         if (v->shape.dims[0] != first->shape.dims[0])
-            return AMPC_FAIL(g, NULL, AMPC_E_SHAPE, "--partition data: input '%s' is %s, dim 0 "
+            return AMPC_FAIL(g, NULL, AMPC_E_SHAPE, "%s: input '%s' is %s, dim 0 "
                              "%lld, but the batch (dim 0 of input '%s') is %lld: every input "
-                             "must lead with the batch", v->name,
+                             "must lead with the batch", MODE(s), v->name,
                              ampc_shape_str(&v->shape, sh, sizeof sh),
                              (long long)v->shape.dims[0], first->name,
                              (long long)first->shape.dims[0]);
@@ -80,9 +90,9 @@ static ampc_status check_interface(ampc_graph *g, int32_t n, int64_t *batch) {
     for (int32_t i = 0; i < g->n_outputs; i++) {
         const ampc_value *v = g->outputs[i];
         if (v->shape.rank == 0 || v->shape.dims[0] != *batch)
-            return AMPC_FAIL(g, NULL, AMPC_E_SHAPE, "--partition data: output '%s' is %s, "
+            return AMPC_FAIL(g, NULL, AMPC_E_SHAPE, "%s: output '%s' is %s, "
                              "expected dim 0 to be the batch %lld (each GPU gives its rows of "
-                             "every output)", v->name, ampc_shape_str(&v->shape, sh, sizeof sh),
+                             "every output)", MODE(s), v->name, ampc_shape_str(&v->shape, sh, sizeof sh),
                              (long long)*batch);
     }
     return AMPC_OK;
@@ -108,9 +118,9 @@ static ampc_status refuse_mixing(split *s, const ampc_node *nd) {
     switch (nd->op) {
     case AMPC_OP_RNN: case AMPC_OP_GRU: case AMPC_OP_LSTM:
     case AMPC_OP_IF: case AMPC_OP_LOOP: case AMPC_OP_SCAN:
-        return AMPC_FAIL(g, nd, AMPC_E_UNSUPPORTED, "--partition data: %s reads a tensor computed "
+        return AMPC_FAIL(g, nd, AMPC_E_UNSUPPORTED, "%s: %s reads a tensor computed "
                          "from the batch; splitting the batch through recurrences and control "
-                         "flow is not built (their batch need not be dim 0)",
+                         "flow is not built (their batch need not be dim 0)", MODE(s),
                          ampc_op_get(nd->op)->onnx);
     default: break;
     }
@@ -118,25 +128,25 @@ static ampc_status refuse_mixing(split *s, const ampc_node *nd) {
     const ampc_attr *a = ampc_ir_attr_find(nd, "axis");
     int64_t v;
     if (a && a->kind == AMPC_ATTR_INT && resolve_axis(a->i, x->shape.rank) == 0)
-        return AMPC_FAIL(g, nd, AMPC_E_UNSUPPORTED, "--partition data: %s works along axis 0 of "
+        return AMPC_FAIL(g, nd, AMPC_E_UNSUPPORTED, "%s: %s works along axis 0 of "
                          "'%s', the batch: each GPU holds only its rows, so the batch cannot be "
-                         "split", ampc_op_get(nd->op)->onnx, x->name);
+                         "split", MODE(s), ampc_op_get(nd->op)->onnx, x->name);
     if (nd->op == AMPC_OP_CUMSUM && nd->n_inputs > 1 && first_entry(nd->inputs[1], &v) &&
         resolve_axis(v, x->shape.rank) == 0)
-        return AMPC_FAIL(g, nd, AMPC_E_UNSUPPORTED, "--partition data: CumSum along axis 0 of "
-                         "'%s' sums over the batch, which the GPUs hold in parts", x->name);
+        return AMPC_FAIL(g, nd, AMPC_E_UNSUPPORTED, "%s: CumSum along axis 0 of "
+                         "'%s' sums over the batch, which the GPUs hold in parts", MODE(s), x->name);
     if (nd->op == AMPC_OP_TRANSPOSE) {
         int32_t np = 0;
         const int64_t *perm = ampc_ir_attr_ints(g, nd, "perm", &np);
         bool moves = perm ? np > 0 && perm[0] != 0 : x->shape.rank > 1; /* default: reverse */
         if (moves)
-            return AMPC_FAIL(g, nd, AMPC_E_UNSUPPORTED, "--partition data: Transpose moves dim 0 "
+            return AMPC_FAIL(g, nd, AMPC_E_UNSUPPORTED, "%s: Transpose moves dim 0 "
                              "of '%s' (the batch) away from the front, so the GPUs' rows would "
-                             "not be rows of the output", x->name);
+                             "not be rows of the output", MODE(s), x->name);
     }
     if (nd->op == AMPC_OP_TILE && first_entry(nd->inputs[1], &v) && v != 1)
-        return AMPC_FAIL(g, nd, AMPC_E_UNSUPPORTED, "--partition data: Tile repeats dim 0 of "
-                         "'%s' (the batch) %lld times; each GPU would repeat only its rows",
+        return AMPC_FAIL(g, nd, AMPC_E_UNSUPPORTED, "%s: Tile repeats dim 0 of "
+                         "'%s' (the batch) %lld times; each GPU would repeat only its rows", MODE(s),
                          x->name, (long long)v);
     return AMPC_OK;
 }
@@ -169,9 +179,9 @@ static ampc_status rewrite_target(split *s, ampc_node *nd) {
         return AMPC_OK; /* leading new dims (refused by the shape check) or a broadcast 1 */
     if (t0 <= 0) return AMPC_OK; /* -1 or 0 (copy): follows the input */
     if (t0 % s->n != 0)
-        return AMPC_FAIL(s->g, nd, AMPC_E_SHAPE, "--partition data: the %s target '%s' starts "
+        return AMPC_FAIL(s->g, nd, AMPC_E_SHAPE, "%s: the %s target '%s' starts "
                          "with %lld rows, not a multiple of the %d GPUs: its first dim cannot be "
-                         "split with the batch", ampc_op_get(nd->op)->onnx, t->name,
+                         "split with the batch", MODE(s), ampc_op_get(nd->op)->onnx, t->name,
                          (long long)t0, s->n);
     ampc_value *c = with_first(s->g, t, t0 / s->n, s->n);
     if (!c) return AMPC_FAIL(s->g, nd, AMPC_E_OOM, "out of host memory");
@@ -189,13 +199,13 @@ static ampc_status explain_infer(split *s, const ampc_node *nd, ampc_status st) 
             culprit = v->name;
     }
     if (culprit)
-        return AMPC_FAIL(s->g, nd, st, "--partition data: with %lld rows per GPU (the batch %lld "
+        return AMPC_FAIL(s->g, nd, st, "%s: with %lld rows per GPU (the batch %lld "
                          "over %d GPUs) this node's inputs no longer fit: the constant '%s' has "
-                         "the whole batch %lld as dim 0", (long long)(s->batch / s->n),
+                         "the whole batch %lld as dim 0", MODE(s), (long long)(s->batch / s->n),
                          (long long)s->batch, s->n, culprit, (long long)s->batch);
-    return AMPC_FAIL(s->g, nd, st, "--partition data: with %lld rows per GPU (the batch %lld over "
+    return AMPC_FAIL(s->g, nd, st, "%s: with %lld rows per GPU (the batch %lld over "
                      "%d GPUs) this node's inputs no longer fit (above); a constant it reads "
-                     "probably bakes the batch in", (long long)(s->batch / s->n),
+                     "probably bakes the batch in", MODE(s), (long long)(s->batch / s->n),
                      (long long)s->batch, s->n);
 }
 
@@ -212,10 +222,10 @@ static ampc_status check_outputs(split *s, const ampc_node *nd) {
             s->state[v->id] = TOUCH_BATCH;
             continue;
         }
-        return AMPC_FAIL(s->g, nd, AMPC_E_SHAPE, "--partition data: output '%s' is %s for the "
+        return AMPC_FAIL(s->g, nd, AMPC_E_SHAPE, "%s: output '%s' is %s for the "
                          "whole batch and %s for one GPU's %lld rows, expected %s: only dim 0 "
                          "may follow the batch (this node mixes rows, or a constant it reads "
-                         "bakes the batch in)", v->name, ampc_shape_str(o, was, sizeof was),
+                         "bakes the batch in)", MODE(s), v->name, ampc_shape_str(o, was, sizeof was),
                          ampc_shape_str(&v->shape, got, sizeof got),
                          (long long)(s->batch / s->n),
                          ok ? ampc_shape_str(&expect, want, sizeof want) : "dim 0 divisible by the GPUs");
@@ -256,16 +266,11 @@ static ampc_status split_node(split *s, ampc_node *nd) {
     return check_outputs(s, nd);
 }
 
-ampc_status ampc_pass_partition_data(ampc_graph *g, bool *changed) {
-    *changed = false;
-    if (g->partition != AMPC_PARTITION_DATA || g->gpus < 2) return AMPC_OK;
-    if (g->data_ranks == g->gpus) return AMPC_OK; /* already one GPU's share */
-    if (g->data_ranks > 1)
-        return AMPC_FAIL(g, NULL, AMPC_E_INVALID_ARG, "--partition data over %d GPUs: the graph "
-                         "is already one GPU's share of a batch split over %d", g->gpus,
-                         g->data_ranks);
-    split s = {.g = g, .n = g->gpus};
-    ampc_status st = check_interface(g, s.n, &s.batch);
+/* Splits g's batch into n equal parts (s->n, s->mode set): the graph becomes one part. */
+static ampc_status split_batch(split *sp) {
+    ampc_graph *g = sp->g;
+    split s = *sp;
+    ampc_status st = check_interface(&s, &s.batch);
     if (st != AMPC_OK) return st;
     s.old = malloc((size_t)g->n_values * sizeof *s.old + 1);
     s.state = calloc((size_t)g->n_values + 1, 1);
@@ -285,12 +290,69 @@ ampc_status ampc_pass_partition_data(ampc_graph *g, bool *changed) {
     for (int32_t i = 0; i < g->n_outputs && st == AMPC_OK; i++) {
         const ampc_value *v = g->outputs[i];
         if (state_of(&s, v) != TOUCH_BATCH)
-            st = AMPC_FAIL(g, NULL, AMPC_E_SHAPE, "--partition data: output '%s' is not computed "
+            st = AMPC_FAIL(g, NULL, AMPC_E_SHAPE, "%s: output '%s' is not computed "
                            "from the inputs' batch (a constant, or a value of shapes only): each "
-                           "GPU could not give its rows of it", v->name);
+                           "GPU could not give its rows of it", MODE(&s), v->name);
     }
     free(s.old);
     free(s.state);
+    return st;
+}
+
+/* The micro-batches of a pipeline: the number asked (refused, naming the input, when it does
+ * not divide the batch), else the largest divisor of the batch not above 4 stages. */
+static ampc_status pick_micro_batches(ampc_graph *g, int32_t *m) {
+    if (g->n_inputs == 0 || g->inputs[0]->shape.rank == 0) { /* check_interface says why */
+        *m = g->micro_pick > 0 ? g->micro_pick : 2;
+        return AMPC_OK;
+    }
+    const ampc_value *x = g->inputs[0];
+    int64_t b = x->shape.dims[0];
+    char sh[AMPC_SHAPE_STR_MAX];
+    if (g->micro_pick > 0) {
+        if (b % g->micro_pick != 0)
+            return AMPC_FAIL(g, NULL, AMPC_E_SHAPE, "--partition pipeline: the batch (dim 0 of "
+                             "input '%s' %s) is %lld, not a multiple of the %d micro-batches "
+                             "(--micro-batches): each micro-batch takes an equal share; give a "
+                             "divisor of %lld", x->name, ampc_shape_str(&x->shape, sh, sizeof sh),
+                             (long long)b, g->micro_pick, (long long)b);
+        *m = g->micro_pick;
+        return AMPC_OK;
+    }
+    int64_t best = 1;
+    for (int64_t d = 1; d <= 4 * (int64_t)g->gpus && d <= b; d++)
+        if (b % d == 0) best = d;
+    *m = (int32_t)best;
+    return AMPC_OK;
+}
+
+ampc_status ampc_pass_partition_data(ampc_graph *g, bool *changed) {
+    *changed = false;
+    if (g->gpus < 2) return AMPC_OK;
+    if (g->partition == AMPC_PARTITION_PIPELINE) {
+        if (g->micro_batches > 0) return AMPC_OK; /* already one micro-batch */
+        int32_t m = 0;
+        ampc_status st = pick_micro_batches(g, &m);
+        if (st != AMPC_OK) return st;
+        if (m > 1) {
+            char mode[160];
+            snprintf(mode, sizeof mode, "--partition pipeline (the batch in %d micro-batches, "
+                     "split as --partition data splits it over GPUs)", m);
+            split s = {.g = g, .n = m, .mode = mode};
+            if ((st = split_batch(&s)) != AMPC_OK) return st;
+        }
+        g->micro_batches = m;
+        *changed = m > 1;
+        return AMPC_OK;
+    }
+    if (g->partition != AMPC_PARTITION_DATA) return AMPC_OK;
+    if (g->data_ranks == g->gpus) return AMPC_OK; /* already one GPU's share */
+    if (g->data_ranks > 1)
+        return AMPC_FAIL(g, NULL, AMPC_E_INVALID_ARG, "--partition data over %d GPUs: the graph "
+                         "is already one GPU's share of a batch split over %d", g->gpus,
+                         g->data_ranks);
+    split s = {.g = g, .n = g->gpus, .mode = "--partition data"};
+    ampc_status st = split_batch(&s);
     if (st != AMPC_OK) return st;
     g->data_ranks = s.n;
     *changed = true;

@@ -110,6 +110,10 @@ ampc_status ampc_pass_fold_scale(ampc_graph *g, bool *changed);
  * (dim 0 of inputs and outputs divided by N, shapes inferred again, Reshape targets rewritten),
  * g->data_ranks = N; refuses, naming the node, what would mix rows (partition_data.c). */
 ampc_status ampc_pass_partition_data(ampc_graph *g, bool *changed);
+/* Pipeline parallelism (--gpus N --partition pipeline): the graph cut into N consecutive stages
+ * balanced by estimated cost, node rank = stage, ampc.PeerCopy at the cuts; the stages chosen in
+ * g->stages (partition_pipeline.c). partition-data made it one micro-batch before. */
+ampc_status ampc_pass_partition_pipeline(ampc_graph *g, bool *changed);
 /* Tensor parallelism (--gpus N --partition tensor): matmul pairs with constant weights split
  * column- then row-wise into N ranks with one ampc.AllReduce (partition.c), attention blocks
  * likewise by heads (partition_heads.c); decisions in g->partition_blocks. */

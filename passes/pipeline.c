@@ -17,7 +17,8 @@ static const ampc_pass_info pass_table[] = {
     /* the batch split first: every later pass (folding the shape arithmetic too) sees one GPU's
      * share of the batch */
     {"partition-data", ampc_pass_partition_data,
-     "with --gpus N --partition data, make the graph one GPU's share (B/N rows) of the batch"},
+     "with --gpus N --partition data, make the graph one GPU's share (B/N rows) of the batch; "
+     "with --partition pipeline, one micro-batch"},
     /* canonicalise: rewrite equivalent forms into one (goes first, when it lands) */
     {"fold", ampc_pass_fold, "evaluate nodes whose inputs are all constant into constants"},
     {"cse", ampc_pass_cse, "merge identical nodes and identical small constants"},
@@ -45,6 +46,11 @@ static const ampc_pass_info pass_table[] = {
      "fold a scalar product after a matmul with constant weights into the weights"},
     {"layout", ampc_pass_layout,
      "run 2-D f16/bf16 convolutions channels-last (transposes where it changes; --layout nchw: off)"},
+    /* the pipeline cut weighs the nodes that will run (after fusion and layout), before the
+     * memory plan, which then sees the order the GPUs run them in */
+    {"partition-pipeline", ampc_pass_partition_pipeline,
+     "with --gpus N --partition pipeline, cut the graph into N stages balanced by cost, one per "
+     "GPU, with peer copies at the cuts"},
     {"dce", ampc_pass_dce, "remove nodes that no graph output depends on"},
     {"plan-memory", ampc_pass_plan_memory,
      "place constants in the weights blob and every other value in the arena (liveness)"},
@@ -167,6 +173,9 @@ static ampc_status check_options(ampc_graph *g, const ampc_pipeline_options *o) 
         return AMPC_FAIL(g, NULL, AMPC_E_INVALID_ARG, "partition: %d GPUs with %s; a partition "
                          "needs 2 GPUs or more and 2 GPUs or more need a partition", o->gpus,
                          o->partition == AMPC_PARTITION_NONE ? "no partition" : "a partition");
+    if (o->micro_batches < 0 || (o->micro_batches > 0 && o->partition != AMPC_PARTITION_PIPELINE))
+        return AMPC_FAIL(g, NULL, AMPC_E_INVALID_ARG, "%d micro-batches: micro-batches are "
+                         "for --partition pipeline, and at least 1", o->micro_batches);
     if (o->verify) return verify_after(g, "before the first pass");
     return AMPC_OK;
 }
@@ -187,6 +196,7 @@ static void set_requests(ampc_graph *g, const ampc_pipeline_options *o) {
     g->channels_last = o ? !o->keep_nchw : true;
     g->gpus = o ? o->gpus : 0;
     g->partition = o ? o->partition : AMPC_PARTITION_NONE;
+    g->micro_pick = o ? o->micro_batches : 0;
     g->sparsity = o ? o->sparsity : AMPC_SPARSITY_OFF;
     g->sparsity_layers = o ? o->sparsity_layers : NULL;
 }

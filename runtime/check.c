@@ -71,7 +71,7 @@ static ampc_status check_io(const ampc_rt_plan *p, const ampc_rt_io *io, bool is
                        what);
     /* the model's io of a batch split describe the caller's whole tensors: the ranks' own io
      * (checked with each rank) say where their rows go */
-    if (p->split_batch && p->ranks != NULL) return AMPC_OK;
+    if ((p->split_batch || p->micro_batches > 0) && p->ranks != NULL) return AMPC_OK;
     return rt_check_ref(p, io->ref, what, false, true, e);
 }
 
@@ -153,6 +153,7 @@ const rt_provider *rt_provider_for(uint8_t kind) {
     case AMPC_RT_STEP_COPY: return &rt_provider_copy;
     case AMPC_RT_STEP_MEMSET: return &rt_provider_memset;
     case AMPC_RT_STEP_ALLREDUCE: return &rt_provider_nccl;
+    case AMPC_RT_STEP_PEER_COPY: return &rt_provider_peer;
     default: return NULL;
     }
 }
@@ -199,6 +200,9 @@ static ampc_status check_rank_peer(const ampc_rt_plan *p, const ampc_rt_plan *q,
     return AMPC_OK;
 }
 
+static ampc_status check_parts_io(const ampc_rt_plan *p, const ampc_rt_plan *q, int32_t r,
+                                  int64_t n, const char *parts, rt_err *e);
+
 /* Rank r's plan against the model's when the ranks split the batch: each input and output is
  * the model's with dim 0 (and the bytes) divided by the number of ranks, and no rank has an
  * all-reduce (the ranks never talk). */
@@ -209,33 +213,76 @@ static ampc_status check_batch_peer(const ampc_rt_plan *p, const ampc_rt_plan *q
                        "split_batch %u), expected rank %d of %d with ranks NULL and split_batch 1",
                        r, q->rank, q->n_ranks, q->ranks ? "set" : "NULL", q->split_batch, r,
                        p->n_ranks);
+    ampc_status st = check_parts_io(p, q, r, p->n_ranks, "ranks", e);
+    if (st != AMPC_OK) return st;
+    for (int32_t j = 0; j < q->n_steps; j++)
+        if (q->steps[j].kind == AMPC_RT_STEP_ALLREDUCE || q->steps[j].kind == AMPC_RT_STEP_PEER_COPY)
+            return rt_fail(e, AMPC_E_INVALID_ARG, "rank %d's step %d is an %s, but the "
+                           "ranks split the batch and never exchange data", r, j,
+                           q->steps[j].kind == AMPC_RT_STEP_ALLREDUCE ? "all-reduce" : "peer copy");
+    return AMPC_OK;
+}
+
+/* Rank r's inputs and outputs against the model's when the caller's tensors are n parts of
+ * them (`parts` says of what): each is the model's with dim 0 (and the bytes) divided by n. */
+static ampc_status check_parts_io(const ampc_rt_plan *p, const ampc_rt_plan *q, int32_t r,
+                                  int64_t n, const char *parts, rt_err *e) {
     if (q->n_inputs != p->n_inputs || q->n_outputs != p->n_outputs)
         return rt_fail(e, AMPC_E_INVALID_ARG, "rank %d has %d inputs and %d outputs, the model "
                        "%d and %d", r, q->n_inputs, q->n_outputs, p->n_inputs, p->n_outputs);
-    int64_t n = p->n_ranks;
     for (int32_t i = 0; i < p->n_inputs + p->n_outputs; i++) {
         const ampc_rt_io *a = i < p->n_inputs ? &p->inputs[i] : &p->outputs[i - p->n_inputs];
         const ampc_rt_io *b = i < p->n_inputs ? &q->inputs[i] : &q->outputs[i - p->n_inputs];
         int64_t rows = 0, bytes = 0; /* the rank's dim 0 and bytes times n, unless they overflow */
-        bool same = a->dtype == b->dtype && a->shape.rank == b->shape.rank && a->shape.rank > 0 &&
-                    !__builtin_mul_overflow(n, b->shape.dims[0], &rows) &&
-                    !__builtin_mul_overflow(n, b->ref.bytes, &bytes) &&
-                    a->shape.dims[0] == rows && a->ref.bytes == bytes;
+        bool whole = n == 1 && a->shape.rank == 0; /* one part: a scalar is fine */
+        bool same = a->dtype == b->dtype && a->shape.rank == b->shape.rank &&
+                    (whole || (a->shape.rank > 0 &&
+                               !__builtin_mul_overflow(n, b->shape.dims[0], &rows) &&
+                               !__builtin_mul_overflow(n, b->ref.bytes, &bytes) &&
+                               a->shape.dims[0] == rows && a->ref.bytes == bytes));
         for (int32_t d = 1; same && d < a->shape.rank; d++)
             same = a->shape.dims[d] == b->shape.dims[d];
         if (!same) {
             char sa[200], sb[200];
             return rt_fail(e, AMPC_E_INVALID_ARG, "%s '%s' is %s for the model and %s for rank "
-                           "%d, expected dim 0 divided by the %d ranks and nothing else changed",
+                           "%d, expected dim 0 divided by the %lld %s and nothing else changed",
                            i < p->n_inputs ? "input" : "output", a->name ? a->name : "",
                            rt_shape_str(&a->shape, sa, sizeof sa),
-                           rt_shape_str(&b->shape, sb, sizeof sb), r, p->n_ranks);
+                           rt_shape_str(&b->shape, sb, sizeof sb), r, (long long)n, parts);
         }
     }
-    for (int32_t j = 0; j < q->n_steps; j++)
-        if (q->steps[j].kind == AMPC_RT_STEP_ALLREDUCE)
-            return rt_fail(e, AMPC_E_INVALID_ARG, "rank %d's step %d is an all-reduce, but the "
-                           "ranks split the batch and never exchange data", r, j);
+    return AMPC_OK;
+}
+
+/* Rank r's plan against the model's in a pipeline: one micro-batch of every input and output,
+ * no all-reduce, and peer copies only first and only from rank r - 1 (rank 0 has none). */
+static ampc_status check_pipe_peer(const ampc_rt_plan *p, const ampc_rt_plan *q, int32_t r,
+                                   rt_err *e) {
+    if (q->rank != r || q->n_ranks != p->n_ranks || q->ranks != NULL || q->split_batch ||
+        q->micro_batches != p->micro_batches)
+        return rt_fail(e, AMPC_E_INVALID_ARG, "ranks[%d] says it is rank %d of %d (ranks %s, "
+                       "split_batch %u, micro_batches %d), expected rank %d of %d with ranks "
+                       "NULL, split_batch 0 and micro_batches %d", r, q->rank, q->n_ranks,
+                       q->ranks ? "set" : "NULL", q->split_batch, q->micro_batches, r,
+                       p->n_ranks, p->micro_batches);
+    ampc_status st = check_parts_io(p, q, r, p->micro_batches, "micro-batches", e);
+    if (st != AMPC_OK) return st;
+    bool computed = false;
+    for (int32_t j = 0; j < q->n_steps; j++) {
+        const ampc_rt_step *s = &q->steps[j];
+        if (s->kind == AMPC_RT_STEP_ALLREDUCE)
+            return rt_fail(e, AMPC_E_INVALID_ARG, "rank %d's step %d is an all-reduce, but a "
+                           "pipeline's stages only hand values on", r, j);
+        if (s->kind != AMPC_RT_STEP_PEER_COPY) {
+            computed = true;
+            continue;
+        }
+        if (computed || s->peer.from != r - 1)
+            return rt_fail(e, AMPC_E_INVALID_ARG, "rank %d's step %d copies from rank %d%s; a "
+                           "stage's peer copies come first and from the stage before it (rank "
+                           "%d)", r, j, s->peer.from, computed ? " after computing steps" : "",
+                           r - 1);
+    }
     return AMPC_OK;
 }
 
@@ -263,11 +310,17 @@ static ampc_status check_ranks(const ampc_rt_plan *p, rt_err *e) {
     if (p->split_batch && p->n_ranks < 2)
         return rt_fail(e, AMPC_E_INVALID_ARG, "invalid plan: split_batch over %d ranks: a batch "
                        "split has 2 ranks or more", p->n_ranks);
+    if (p->micro_batches < 0 || (p->micro_batches > 0 && (p->n_ranks < 2 || p->split_batch)))
+        return rt_fail(e, AMPC_E_INVALID_ARG, "invalid plan: %d micro-batches over %d ranks%s: a "
+                       "pipeline has 2 ranks or more and does not split the batch over them",
+                       p->micro_batches, p->n_ranks, p->split_batch ? " with split_batch" : "");
     for (int32_t r = 0; p->ranks != NULL && r < p->n_ranks; r++) {
         const ampc_rt_plan *q = &p->ranks[r];
         ampc_status st = check_plan_shell(q, e);
         if (st == AMPC_OK)
-            st = p->split_batch ? check_batch_peer(p, q, r, e) : check_rank_peer(p, q, r, e);
+            st = p->split_batch      ? check_batch_peer(p, q, r, e)
+                 : p->micro_batches ? check_pipe_peer(p, q, r, e)
+                                    : check_rank_peer(p, q, r, e);
         if (st != AMPC_OK) {
             rt_err_prefix(e, "invalid plan: rank %d: ", r);
             return e->status;

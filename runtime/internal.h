@@ -320,6 +320,7 @@ extern const rt_provider rt_provider_cudnn;
 extern const rt_provider rt_provider_copy;
 extern const rt_provider rt_provider_memset;
 extern const rt_provider rt_provider_nccl;
+extern const rt_provider rt_provider_peer; /* ranks_pipe.c: a pipeline's peer copies */
 
 /* The provider of a step kind (NULL for an unknown kind). */
 const rt_provider *rt_provider_for(uint8_t kind);

@@ -865,6 +865,7 @@ int rt_step_refs(const ampc_rt_step *s, ampc_rt_ref *out, int max) {
     case AMPC_RT_STEP_COPY: REF(s->copy.src); REF(s->copy.dst); break;
     case AMPC_RT_STEP_MEMSET: REF(s->memset.dst); break;
     case AMPC_RT_STEP_ALLREDUCE: REF(s->allreduce.src); REF(s->allreduce.dst); break;
+    case AMPC_RT_STEP_PEER_COPY: REF(s->peer.dst); break; /* src: in the sender's arena */
     }
 #undef REF
     return n;
@@ -897,6 +898,7 @@ void rt_step_work(const ampc_rt_step *s, double *flops, double *bytes) {
     case AMPC_RT_STEP_COPY: *bytes = 2.0 * (double)s->copy.src.bytes; break;
     case AMPC_RT_STEP_MEMSET: *bytes = (double)s->memset.dst.bytes; break;
     case AMPC_RT_STEP_ALLREDUCE: *bytes = (double)s->allreduce.dst.bytes; break;
+    case AMPC_RT_STEP_PEER_COPY: *bytes = (double)s->peer.dst.bytes; break;
     default: break;
     }
 }

@@ -59,6 +59,13 @@ struct ampc_rt_model {
     bool split_batch;
     ampc_rt_io *batch_io;
     int32_t peer_links;       /* peer-access directions enabled between the first GPU and others */
+    /* A pipeline (ranks_pipe.c): rank s runs stage s on micro_batches micro-batches per run;
+     * inputs and outputs then point into batch_io as for a batch split. */
+    int32_t micro_batches;
+    int32_t *n_peer;          /* per rank: its leading peer-copy steps */
+    uint8_t *needs_input;     /* [rank * n_inputs + i]: rank reads input i */
+    cudaEvent_t *sent_ev;     /* per rank, on its device: it finished its last micro-batch */
+    cudaEvent_t *taken_ev;    /* per rank: its peer copies of its last micro-batch are done */
     /* io_bind.c: runs on the caller's device buffers in place */
     bool zc_on;               /* this model can bind them (zc_why says why not) */
     const char *zc_why;       /* a static string */
@@ -109,5 +116,19 @@ ampc_status rt_data_setup(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e);
 ampc_status rt_data_copy_in(ampc_rt_model *m, const ampc_tensor *in, rt_err *e);
 ampc_status rt_data_copy_out(ampc_rt_model *m, ampc_tensor *out, rt_err *e);
 void rt_data_free(ampc_rt_model *m);
+/* ranks_data.c: one copy of a row block between the caller's buffer (host memory or any GPU's)
+ * and rank r's arena, on rank r's stream; `what` names the tensor in an error. */
+ampc_status rt_data_copy_rows(ampc_rt_model *m, int32_t r, void *dst, const void *src,
+                              size_t bytes, bool to_caller, const char *what, rt_err *e);
+/* ranks_data.c: peer access from device a to b where the hardware has it; whether it is on. */
+bool rt_enable_peer(int a, int b);
+
+/* ranks_pipe.c, a pipeline (p->micro_batches > 0): after the ranks are built, the whole batch's
+ * io, peer access between neighbouring GPUs and the events between the stages. */
+ampc_status rt_pipe_setup(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e);
+/* Enqueues one run: every micro-batch through every stage (in and out NULL when timing: no
+ * input or output copies). Inside the fork and join of ranks.c. */
+ampc_status rt_pipe_launch(ampc_rt_model *m, const ampc_tensor *in, ampc_tensor *out, rt_err *e);
+void rt_pipe_free(ampc_rt_model *m);
 
 #endif

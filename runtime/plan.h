@@ -29,6 +29,16 @@
  * caller's full tensors (dim 0 = B, ref.bytes N times a rank's: their offsets are rank 0's and
  * are not read). Rank r reads rows [r B/N, (r+1) B/N) of every input and writes the same rows of
  * every output.
+ *
+ * Pipeline parallelism (micro_batches = M >= 1, docs/multi-gpu.md): rank s's plan is stage s of
+ * the graph compiled for one micro-batch (B / M rows of every input and output), with its own
+ * steps and weights. Its first steps are peer copies (AMPC_RT_STEP_PEER_COPY) of what stage s - 1
+ * hands it, read from rank s - 1's arena (every rank has the whole graph's arena layout); rank 0
+ * has none, and no rank has an all-reduce. A run sends the micro-batches through the stages in
+ * order: every rank copies micro-batch m's rows of every input into its arena, and the last rank
+ * gives micro-batch m's rows of every output. The model's plan repeats rank 0's fields except
+ * its inputs and outputs, which describe the caller's whole tensors (dim 0 = B, bytes M times a
+ * rank's).
  */
 #ifndef AMPC_RT_PLAN_H
 #define AMPC_RT_PLAN_H
@@ -38,9 +48,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum { AMPC_RT_PLAN_VERSION = 5 }; /* 2: all-reduce steps, ranks; 3: split_batch; 4:
+enum { AMPC_RT_PLAN_VERSION = 6 }; /* 2: all-reduce steps, ranks; 3: split_batch; 4:
                                      ampc_rt_gemm.sparse_kernel; 5: inputs and outputs have
-                                     arena bytes no other value shares */
+                                     arena bytes no other value shares; 6: pipelines
+                                     (micro_batches, peer-copy steps) */
 
 /* Where a tensor lives. */
 typedef enum ampc_rt_space {
@@ -152,7 +163,15 @@ typedef enum ampc_rt_step_kind {
     AMPC_RT_STEP_COPY,   /* copy.src -> copy.dst, src.bytes bytes */
     AMPC_RT_STEP_MEMSET, /* memset.dst to zero */
     AMPC_RT_STEP_ALLREDUCE, /* allreduce.dst = the sum over every rank of its allreduce.src */
+    AMPC_RT_STEP_PEER_COPY, /* peer.dst (this rank's arena) = peer.src in rank peer.from's arena */
 } ampc_rt_step_kind;
+
+/* A copy between the GPUs of a pipeline: src.bytes bytes at src in the arena of rank `from`
+ * (the previous stage) to dst in this rank's arena (cudaMemcpyPeerAsync). */
+typedef struct ampc_rt_peer {
+    ampc_rt_ref src, dst;
+    int32_t from;
+} ampc_rt_peer;
 
 /* An all-reduce over the ranks of a multi-GPU plan (ncclAllReduce, sum): `count` elements of
  * `dtype` at src on each rank, summed, land at dst on every rank. src and dst are arena refs of
@@ -177,6 +196,7 @@ typedef struct ampc_rt_step {
             ampc_rt_ref dst;
         } memset;
         ampc_rt_allreduce allreduce;
+        ampc_rt_peer peer;
     };
 } ampc_rt_step;
 
@@ -219,6 +239,9 @@ typedef struct ampc_rt_plan {
     /* 1: the ranks split the batch (data parallelism, see the top of this file), on the model's
      * plan and on every rank's; 0: tensor parallelism or one GPU. */
     uint8_t split_batch;
+    /* A pipeline (see the top of this file): the micro-batches a run sends through the ranks
+     * (>= 1), on the model's plan and every rank's; 0: not a pipeline. */
+    int32_t micro_batches;
 } ampc_rt_plan;
 
 /* ---- generated libraries ---------------------------------------------------------------------

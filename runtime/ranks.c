@@ -9,7 +9,9 @@
  * from rank 0. Waiting polls: a collective that fails (NCCL's asynchronous error) or does not
  * end within timeout_s aborts the communicators instead of hanging the caller. The steps are
  * launched one by one; with AMPC_MULTI_GPU_GRAPHS=1 the second run captures one CUDA graph per
- * GPU (the all-reduces inside) and later runs replay them.
+ * GPU (the all-reduces inside) and later runs replay them. A batch split (ranks_data.c) and a
+ * pipeline (ranks_pipe.c) have no collective and change what a run enqueues between the fork
+ * and the join.
  */
 #define _GNU_SOURCE /* strdup */
 #include "runtime/model.h"
@@ -204,6 +206,7 @@ static void try_capture_ranks(ampc_rt_model *m) {
 /* Enqueues every rank's steps: their graphs once captured, else step by step (capturing them
  * on the run after the first when graphs are asked for). */
 static ampc_status launch_or_replay(ampc_rt_model *m, rt_err *e) {
+    if (m->micro_batches > 0) return rt_pipe_launch(m, NULL, NULL, e); /* timing: no io */
     if (m->graph_status == AMPC_RT_GRAPH_PENDING && m->plain_runs > 0) try_capture_ranks(m);
     if (m->graph_status != AMPC_RT_GRAPH_ON) {
         m->plain_runs++;
@@ -230,6 +233,11 @@ ampc_status rt_ranks_run(ampc_rt_model *m, const ampc_tensor *in, ampc_tensor *o
     ampc_rt_model *r0 = m->rank[0];
     cudaStream_t s0 = stream ? stream : r0->stream;
     if (fork_ranks(m, s0, e) != AMPC_OK) return e->status;
+    if (m->micro_batches > 0) { /* a pipeline: the micro-batches through the stages */
+        if (rt_pipe_launch(m, in, out, e) != AMPC_OK || join_ranks(m, s0, e) != AMPC_OK)
+            return e->status;
+        return sync ? wait_done(m, s0, e) : AMPC_OK;
+    }
     if (m->split_batch) { /* each rank its rows, straight from and to the caller's buffers */
         if (rt_data_copy_in(m, in, e) != AMPC_OK || launch_or_replay(m, e) != AMPC_OK ||
             rt_data_copy_out(m, out, e) != AMPC_OK || join_ranks(m, s0, e) != AMPC_OK)
@@ -369,7 +377,7 @@ static ampc_status build_ranks(ampc_rt_model *m, const ampc_rt_plan *p, int32_t 
                          : rt_fail(e, AMPC_E_OOM, "out of host memory");
     for (int32_t r = 0; r < n && st == AMPC_OK; r++) ranks[r] = r, devices[r] = device + r;
     /* a batch split never exchanges data: no communicators, NCCL is not even loaded */
-    if (st == AMPC_OK && !p->split_batch)
+    if (st == AMPC_OK && !p->split_batch && !p->micro_batches) /* a pipeline: peer copies */
         st = rt_nccl_comms_init(n, NULL, n, ranks, devices, comms, e);
     m->n_ranks = st == AMPC_OK ? n : 0;
     for (int32_t r = 0; r < n && st == AMPC_OK; r++) {
@@ -402,6 +410,8 @@ static ampc_status finish_ranks(ampc_rt_model *m, const ampc_rt_plan *p, int32_t
     m->n_outputs = r0->n_outputs;
     m->outputs = r0->outputs;
     if (p->split_batch && rt_data_setup(m, p, e) != AMPC_OK) return e->status;
+    if (p->micro_batches > 0 && rt_pipe_setup(m, p, e) != AMPC_OK) return e->status;
+    bool no_collective = p->split_batch || p->micro_batches > 0;
     /* CUDA graphs over several GPUs are opt-in until measured on the GPU machines; a batch
      * split has no collective to capture, so its ranks' graphs are plain ones: on by default
      * (AMPC_MULTI_GPU_GRAPHS=0 turns them off) */
@@ -413,10 +423,10 @@ static ampc_status finish_ranks(ampc_rt_model *m, const ampc_rt_plan *p, int32_t
     if (all != NULL && strcmp(all, "0") == 0) {
         m->graph_status = AMPC_RT_GRAPH_OFF;
         m->graph_why = strdup("turned off by AMPC_CUDA_GRAPHS=0");
-    } else if (p->split_batch && g != NULL && strcmp(g, "0") == 0) {
+    } else if (no_collective && g != NULL && strcmp(g, "0") == 0) {
         m->graph_status = AMPC_RT_GRAPH_OFF;
         m->graph_why = strdup("turned off by AMPC_MULTI_GPU_GRAPHS=0");
-    } else if (!p->split_batch && (g == NULL || strcmp(g, "1") != 0)) {
+    } else if (!no_collective && (g == NULL || strcmp(g, "1") != 0)) {
         m->graph_status = AMPC_RT_GRAPH_OFF;
         m->graph_why = strdup("a multi-GPU model launches its steps one by one unless "
                               "AMPC_MULTI_GPU_GRAPHS=1 asks for a CUDA graph per GPU");
@@ -478,6 +488,7 @@ void rt_ranks_destroy(ampc_rt_model *m) {
     free(m->graph_why);
     free(m->broken);
     rt_data_free(m);
+    rt_pipe_free(m);
     if (prev >= 0) (void)cudaSetDevice(prev);
     rt_cuda_clear();
     free(m);
@@ -561,6 +572,11 @@ static ampc_status check_rank_args(const ampc_rt_plan *plan, int32_t rank, int32
         return rt_fail(e, AMPC_E_UNSUPPORTED, "model '%s' splits the batch over %d GPUs "
                        "(--partition data), which runs from one process: load it with "
                        "ampc_rt_model_create", plan->name ? plan->name : "", plan->n_ranks);
+    if (plan->micro_batches > 0)
+        return rt_fail(e, AMPC_E_UNSUPPORTED, "model '%s' is a pipeline over %d GPUs "
+                       "(--partition pipeline), which runs from one process (its stages copy "
+                       "between the GPUs' memory): load it with ampc_rt_model_create",
+                       plan->name ? plan->name : "", plan->n_ranks);
     if (plan->ranks == NULL)
         return rt_fail(e, AMPC_E_INVALID_ARG, "this is rank %d's own plan of a %d-GPU model: "
                        "create each rank from the model's plan (the one listing every rank's)",

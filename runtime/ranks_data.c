@@ -25,7 +25,7 @@
 
 /* Peer access from device a to device b, when the hardware allows it; "already enabled" is
  * fine (it is a property of the process, kept after the model goes). Returns whether it is on. */
-static bool enable_peer(int a, int b) {
+bool rt_enable_peer(int a, int b) {
     int can = 0;
     if (a == b || cudaDeviceCanAccessPeer(&can, a, b) != cudaSuccess || !can) {
         rt_cuda_clear();
@@ -59,7 +59,7 @@ ampc_status rt_data_setup(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e) {
     m->peer_links = 0;
     for (int32_t r = 1; r < m->n_ranks; r++) {
         int d = m->rank[r]->ctx.dev.index;
-        m->peer_links += enable_peer(d, d0) + enable_peer(d0, d);
+        m->peer_links += rt_enable_peer(d, d0) + rt_enable_peer(d0, d);
     }
     RT_CUDA(e, cudaSetDevice(d0));
     return AMPC_OK;
@@ -67,8 +67,8 @@ ampc_status rt_data_setup(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e) {
 
 /* One copy of `bytes` from src to dst on rank r's stream; peer copies for another GPU's memory
  * (see the top of the file). `what` names the tensor for an error. */
-static ampc_status copy_rows(ampc_rt_model *m, int32_t r, void *dst, const void *src,
-                             size_t bytes, bool to_caller, const char *what, rt_err *e) {
+ampc_status rt_data_copy_rows(ampc_rt_model *m, int32_t r, void *dst, const void *src,
+                              size_t bytes, bool to_caller, const char *what, rt_err *e) {
     ampc_rt_model *k = m->rank[r];
     int self = k->ctx.dev.index;
     const void *caller = to_caller ? dst : src;
@@ -103,7 +103,7 @@ ampc_status rt_data_copy_in(ampc_rt_model *m, const ampc_tensor *in, rt_err *e) 
             const char *src = (const char *)in[i].data + (size_t)r * (size_t)io->ref.bytes;
             char what[300];
             snprintf(what, sizeof what, "input %d '%s'", i, io->name);
-            if (copy_rows(m, r, rt_ref_ptr(&k->ctx, io->ref), src, (size_t)io->ref.bytes, false,
+            if (rt_data_copy_rows(m, r, rt_ref_ptr(&k->ctx, io->ref), src, (size_t)io->ref.bytes, false,
                           what, e) != AMPC_OK)
                 return e->status;
         }
@@ -121,7 +121,7 @@ ampc_status rt_data_copy_out(ampc_rt_model *m, ampc_tensor *out, rt_err *e) {
             char *dst = (char *)out[i].data + (size_t)r * (size_t)io->ref.bytes;
             char what[300];
             snprintf(what, sizeof what, "output %d '%s'", i, io->name);
-            if (copy_rows(m, r, dst, rt_ref_ptr(&k->ctx, io->ref), (size_t)io->ref.bytes, true,
+            if (rt_data_copy_rows(m, r, dst, rt_ref_ptr(&k->ctx, io->ref), (size_t)io->ref.bytes, true,
                           what, e) != AMPC_OK)
                 return e->status;
         }

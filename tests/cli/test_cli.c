@@ -54,6 +54,17 @@ static void rmdir_all(char *d) {
     free(d);
 }
 
+/* The whole file at path, NUL-terminated (malloc'ed). */
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "cannot open %s", path);
+    char *buf = calloc(1, 1 << 20);
+    size_t n = fread(buf, 1, (1 << 20) - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return buf;
+}
+
 static void write_text(const char *path, const char *text) {
     FILE *f = fopen(path, "w");
     cr_assert_not_null(f);
@@ -168,17 +179,57 @@ Test(cli, gpus_and_partition_split_a_matmul_pair) {
     cr_assert_eq(ampc(&out, "run %s --gpus 4", so), 1);
     cr_assert(strstr(out, "--gpus 4, but the model is partitioned over 2 GPUs"), "%s", out);
     free(out);
-    cr_assert_eq(ampc(&out, "%s --gpus 2 --partition pipeline --emit ir", path), 2);
-    cr_assert(strstr(out, "--partition pipeline is not built yet; tensor and data are"), "%s", out);
-    free(out);
     cr_assert_eq(ampc(&out, "%s --gpus 2 --partition rows --emit ir", path), 2);
-    cr_assert(strstr(out, "--partition rows: give tensor or data"), "%s", out);
+    cr_assert(strstr(out, "--partition rows: give tensor, data or pipeline"), "%s", out);
     free(out);
     cr_assert_eq(ampc(&out, "%s --gpus 0 --partition tensor --emit ir", path), 2);
     cr_assert(strstr(out, "--gpus needs a number of GPUs from 1 to 1024, got '0'"), "%s", out);
     free(out);
     cr_assert_eq(ampc(&out, "%s --gpus 2 --emit ir", path), 1);
     cr_assert(strstr(out, "2 GPUs or more need a partition"), "%s", out);
+    free(out);
+    rmdir_all(d);
+}
+
+/* --partition pipeline: the IR is one micro-batch cut into stages (ranks, a peer copy at the
+ * cut); -o builds one library whose inspect shows the stages; --report lists them; a batch that
+ * --micro-batches does not divide and more stages than nodes are refused with their names. */
+Test(cli, partition_pipeline_cuts_the_graph_into_stages) {
+    char *d = tmpdir(), path[512], *out;
+    snprintf(path, sizeof path, "%s/mlp.ir", d);
+    write_text(path, mlp_text);
+    cr_assert_eq(ampc(&out, "%s --gpus 2 --partition pipeline --emit ir", path), 0, "%s", out);
+    cr_assert(strstr(out, "graph \"mlp\" micro_batches 2 stages 2 {"), "%s", out);
+    cr_assert(strstr(out, "input %x : f32[1,3]"), "%s", out);
+    cr_assert(strstr(out, "ampc.PeerCopy("), "%s", out);
+    cr_assert(strstr(out, "{rank = 1, from = 0}"), "%s", out);
+    free(out);
+    char so[600], report[600];
+    snprintf(so, sizeof so, "%s/mlpp.so", d);
+    snprintf(report, sizeof report, "%s/report.json", d);
+    cr_assert_eq(ampc(&out, "%s --gpus 2 --partition pipeline -o %s --report %s", path, so,
+                      report), 0, "%s", out);
+    free(out);
+    char *json = read_text(report);
+    cr_assert(strstr(json, "\"pipeline\": {\"stages\": 2, \"micro_batches\": 2"), "%s", json);
+    cr_assert(strstr(json, "\"stage\": 1"), "%s", json);
+    cr_assert(strstr(json, "\"crossing\": 1"), "%s", json);
+    free(json);
+    cr_assert_eq(ampc(&out, "inspect %s", so), 0, "%s", out);
+    cr_assert(strstr(out, "pipeline: 2 stages on 2 GPUs (devices 0 to 1), the batch of 2 in 2 "
+                          "micro-batches of 1 rows"), "%s", out);
+    cr_assert(strstr(out, "input"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --gpus 2 --partition pipeline --micro-batches 4 --emit ir", path),
+                 1);
+    cr_assert(strstr(out, "input 'x'") && strstr(out, "not a multiple of the 4 micro-batches"),
+              "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --gpus 8 --partition pipeline --emit ir", path), 1);
+    cr_assert(strstr(out, "fewer than the 8 stages"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --gpus 2 --partition tensor --micro-batches 2 --emit ir", path), 1);
+    cr_assert(strstr(out, "micro-batches are for --partition pipeline"), "%s", out);
     free(out);
     rmdir_all(d);
 }

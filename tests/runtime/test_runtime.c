@@ -285,7 +285,7 @@ Test(runtime_host, plan_version) {
     base_plan(&t);
     t.p.version = 7;
     expect_plan_error(&t, AMPC_E_INVALID_ARG,
-                      "invalid plan: plan version 7: this runtime reads version 5");
+                      "invalid plan: plan version 7: this runtime reads version 6");
 }
 
 Test(runtime_host, plan_refs_outside_their_space) {
