@@ -118,6 +118,9 @@ const char *ampc_cg_local(ampc_cg_kernel *k, const char *stem);
  * `block` (0: 256), the grid capped so a grid-stride loop covers the rest; the body must loop
  * "for (long long i = ...; i < n; i += stride)" itself: use ampc_cg_grid_loop. */
 ampc_status ampc_cg_kernel_end(ampc_cg_kernel *k, int64_t threads, int32_t block);
+/* Asks the compiler to keep k's registers low enough for `blocks` blocks an SM (the second
+ * argument of __launch_bounds__), when occupancy matters more than registers. */
+void ampc_cg_kernel_min_blocks(ampc_cg_kernel *k, int32_t blocks);
 /* Finishes with an explicit launch shape and dynamic shared memory. */
 ampc_status ampc_cg_kernel_end_launch(ampc_cg_kernel *k, const uint32_t grid[3],
                                       const uint32_t block[3], uint32_t smem);

@@ -147,6 +147,8 @@ const char *ampc_cg_bcast_offset(ampc_cg_kernel *k, const ampc_shape *out, const
     return off;
 }
 
+void ampc_cg_kernel_min_blocks(ampc_cg_kernel *k, int32_t blocks) { k->min_blocks = blocks; }
+
 /* Ends kernel k: its text recorded, and its launch either a new step (alt_of < 0) or the
  * sparse_kernel of GEMM step alt_of. */
 static ampc_status finish(ampc_cg_kernel *k, const uint32_t grid[3], const uint32_t block[3],
@@ -155,8 +157,11 @@ static ampc_status finish(ampc_cg_kernel *k, const uint32_t grid[3], const uint3
     AMPC_ASSERT(k->indent == 1);
     ampc_strbuf text = {0};
     ampc_sb_printf(&text, "// %s: %s\n", k->name, k->covers.data);
-    ampc_sb_printf(&text, "extern \"C\" __global__ void __launch_bounds__(%u) %s(%s) {\n%s}\n",
-                   block[0] * block[1] * block[2], k->name, k->params.data ? k->params.data : "",
+    char bounds[32];
+    snprintf(bounds, sizeof bounds, k->min_blocks > 0 ? "%u, %d" : "%u",
+             block[0] * block[1] * block[2], k->min_blocks);
+    ampc_sb_printf(&text, "extern \"C\" __global__ void __launch_bounds__(%s) %s(%s) {\n%s}\n",
+                   bounds, k->name, k->params.data ? k->params.data : "",
                    k->body.data ? k->body.data : "");
     ampc_rt_step s = {.kind = AMPC_RT_STEP_KERNEL, .label = NULL};
     s.label = ampc_arena_strdup(&cg->out->arena, k->covers.data);

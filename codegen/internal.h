@@ -36,6 +36,7 @@ struct ampc_cg_kernel {
     ampc_strbuf params;      /* the parameter list */
     ampc_strbuf body;
     int32_t indent;
+    int32_t min_blocks;      /* __launch_bounds__'s minimum blocks an SM; 0: none */
     int32_t n_args, cap_args;
     ampc_rt_arg *args;
     int32_t n_locals;

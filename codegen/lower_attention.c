@@ -4,7 +4,7 @@
  * strides baked in as constants:
  *
  *   - ampc::attn_mma (tensor cores, flash-attention style; grid (ceil(Sq / 64), H, B), 128
- *     threads) for f16/bf16 when both head sizes are multiples of 16 up to 128, every head dim is
+ *     threads, two stages of key tiles in dynamic shared memory: mma_smem) for f16/bf16 when both head sizes are multiples of 16 up to 128, every head dim is
  *     contiguous (step 1), every other step of Q, K, V and Y is a multiple of 8 elements and the
  *     tensors start 16-byte aligned, so tiles load in 16-byte chunks (the mask's too when its
  *     rows are contiguous and aligned the same way: mask_vector);
@@ -81,6 +81,15 @@ static bool mma_fits(ampc_cg *cg, const ampc_node *n, const fa_shape *s) {
     return ampc_cg_ref(cg, n->outputs[0]).offset % 16 == 0;
 }
 
+/* attn_mma's dynamic shared memory (attn_stage in attention.cuh): two stages of a K tile and a V
+ * tile of 64 keys (rows padded by 8 elements) and, with a mask, its 64 x 64 tile. 53 KB for
+ * D = 64 with a mask, 86 KB for D = 128: over the 48 KB default, which the runtime opts into. */
+static uint32_t mma_smem(const ampc_node *n, const fa_shape *s) {
+    const int64_t mask = n->n_inputs > 3 && n->inputs[3] ? 64 * 64 : 0;
+    const int64_t stage = 64 * (s->D + 8) + 64 * (s->Dv + 8) + mask;
+    return (uint32_t)(2 * stage * (int64_t)ampc_dtype_size(n->inputs[0]->dtype));
+}
+
 /* Whether attn_mma may load the mask's tiles in 16-byte chunks: rows contiguous, every step and
  * Sk multiples of 8 elements, the mask 16-byte aligned. */
 static bool mask_vector(ampc_cg *cg, const ampc_node *n, const fa_shape *s) {
@@ -131,7 +140,9 @@ ampc_status ampc_cg_lower_attention(ampc_cg *cg, const ampc_node *n) {
     if (mma) {
         const uint32_t grid[3] = {(uint32_t)((s.Sq + 63) / 64), (uint32_t)s.H, (uint32_t)s.B};
         const uint32_t block[3] = {128, 1, 1};
-        return ampc_cg_kernel_end_launch(k, grid, block, 0);
+        /* four blocks an SM at head size 64 (127 registers for sm_90 instead of 130: three) */
+        if (s.D <= 64 && s.Dv <= 64) ampc_cg_kernel_min_blocks(k, 4);
+        return ampc_cg_kernel_end_launch(k, grid, block, mma_smem(n, &s));
     }
     int64_t blocks = (s.B * s.H * s.Sq + 3) / 4; /* 4 warps a block, one a row, grid-strided */
     if (blocks > 65535) blocks = 65535;

@@ -4,13 +4,14 @@
  * ir/ref/attention.c), so the tensor-core kernel's indexing, tails, online softmax and masking
  * can be validated on a machine without a GPU. Run with bench/kernels/attention-emu.sh.
  *
- * A block is 128 POSIX threads, one per CUDA thread. __syncthreads, the warp shuffles and
- * mma.sync are block-wide barriers: every thread of these kernels reaches them in the same
+ * A block is 128 POSIX threads, one per CUDA thread. __syncthreads, the warp shuffles, ldmatrix
+ * and mma.sync are block-wide barriers: every thread of these kernels reaches them in the same
  * order, and every warp of a block runs its warp operations as often (the generic kernel's cases
  * fill their last block). mma.sync m16n8k16 is computed from the fragments of the warp's 32
  * threads as the PTX ISA lays them out (A: a0 rows g, a1 rows g + 8, a2/a3 the same at columns
  * + 8; B: b0 rows 2t, 2t + 1, b1 rows + 8, column g; C: c0/c1 row g, c2/c3 row g + 8, columns
- * 2t, 2t + 1; with g = lane / 4, t = lane % 4). That layout is this emulator's assumption: it
+ * 2t, 2t + 1; with g = lane / 4, t = lane % 4), ldmatrix.x4.trans from the row addresses of
+ * the warp's lanes, and cp.async as an immediate copy. That layout is this emulator's assumption: it
  * validates everything around the instruction, the GPU tests (tests/passes/test_fuse_attention.c,
  * fuse_attention_gpu) validate the instruction itself.
  */
@@ -107,6 +108,29 @@ template <class T> static void attn_emulate_mma(float c[4], const unsigned a[4],
         for (int k = 0; k < 16; k++) s += A[row][k] * B[k][col];
         c[e] += s;
     }
+}
+
+/* cp.async (16 bytes, zeros when !ok): done at once, so its commit and wait do nothing. */
+static void attn_emulate_cp16(void *dst, const void *src, bool ok) {
+    if (ok) memcpy(dst, src, 16);
+    else memset(dst, 0, 16);
+}
+
+static const void *ldsm_row[THREADS];
+
+/* ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16: lanes 8i .. 8i + 7 give the row addresses of
+ * tile i; each thread receives from tile i the elements (row 2t, column g) and (2t + 1, g), the
+ * first in the low half. */
+static void attn_emulate_ldsm_x4_trans(unsigned r[4], const void *p) {
+    const int me = (int)threadIdx.x, warp = me & ~31, g = (me & 31) >> 2, t = me & 3;
+    ldsm_row[me] = p;
+    pthread_barrier_wait(&block_barrier);
+    for (int i = 0; i < 4; i++) {
+        const unsigned short *lo = (const unsigned short *)ldsm_row[warp + 8 * i + 2 * t];
+        const unsigned short *hi = (const unsigned short *)ldsm_row[warp + 8 * i + 2 * t + 1];
+        r[i] = (unsigned)lo[g] | (unsigned)hi[g] << 16;
+    }
+    pthread_barrier_wait(&block_barrier);
 }
 
 #define AMPC_ATTN_EMULATE_MMA 1

@@ -9,9 +9,10 @@ random weights; fp16 via model.half()), at each batch size:
      pointers, and check its outputs against PyTorch eager (fp16 tolerance);
   3. time, with CUDA events around each call, after warm-up: PyTorch eager replayed from a CUDA
      graph, torch.compile (inductor) replayed from a CUDA graph, and the ampc library enqueued on
-     torch's stream (<name>_enqueue: it copies the inputs in, replays its own CUDA graph and
-     copies the outputs out, without waiting, as a graph replay does); the median of the
-     per-call times.
+     torch's stream (<name>_enqueue on torch's device tensors, bound in place, without waiting,
+     as a graph replay does); the median of the per-call times, in two rounds (ampc, eager,
+     compiled, then the reverse order), each contender's figure the mean of its two medians
+     (results.json keeps both: *_rounds_ms).
 Writes OUT_DIR/results.json and OUT_DIR/benchmarks.md (the table for docs/benchmarks.md) and,
 when matplotlib is there, OUT_DIR/benchmarks.png.
 
@@ -92,6 +93,21 @@ def time_calls(fn, stream, name=None):
     if name:
         HOST_US[name] = round(statistics.median(host), 1)
     return statistics.median(times)
+
+
+def time_back_to_back(fn, stream, calls=50):
+    """Milliseconds per call over `calls` calls enqueued back to back between two CUDA events (the
+    median of 5 such batches): what a call costs when the GPU never waits for the host."""
+    per = []
+    for _ in range(5):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record(stream)
+        for _ in range(calls):
+            fn()
+        b.record(stream)
+        b.synchronize()
+        per.append(a.elapsed_time(b) / calls)
+    return statistics.median(per)
 
 
 def graphed(fn, args):
@@ -193,32 +209,50 @@ def bench_one(label, key, model, batch, make_inputs, input_names, work, out):
         profile_library(so_path, name, out)
     if not PEERS:
         return row
+    lib = None
+    if r.returncode != 0:
+        row["ampc_error"] = (r.stderr or r.stdout)[-1500:]
+    else:
+        try:
+            lib = AmpcLibrary(so_path, name)
+            out = lib.output_like(0)  # the exported graph may end in f32 (torch computes some of it so)
+            assert tuple(out.shape) == tuple(ref.shape), (out.shape, ref.shape)
+            lib.bind(list(args), [out])
+            lib.run()
+            torch.cuda.synchronize()
+            err = (out.float() - ref).abs()
+            scale = ref.abs().max().item()
+            row["max_abs_err"] = err.max().item()
+            row["ref_scale"] = scale
+            row["outputs_match"] = bool(err.max().item() <= 2e-2 * scale + 1e-3)
+        except Exception as e:  # a failed library is a result, reported
+            row["ampc_error"] = str(e)[-1500:]
+            lib = None
+    if lib is not None:  # diagnostic: before any PyTorch graph or torch.compile in this process
+        row["ampc_before_peers_ms"] = time_calls(lib.enqueue, stream)
     with torch.no_grad():
         eager_replay, _ = graphed(model, args)
-        row["eager_graph_ms"] = time_calls(eager_replay, stream, "eager_host_us")
         compiled = torch.compile(model)
         compiled(*args)
         compile_replay, _ = graphed(compiled, args)
-        row["compile_graph_ms"] = time_calls(compile_replay, stream, "compile_host_us")
-    if r.returncode != 0:
-        row["ampc_error"] = (r.stderr or r.stdout)[-1500:]
-        return row
-    try:
-        lib = AmpcLibrary(so_path, name)
-        out = lib.output_like(0)  # the exported graph may end in f32 (torch computes some of it so)
-        assert tuple(out.shape) == tuple(ref.shape), (out.shape, ref.shape)
-        lib.bind(list(args), [out])
-        lib.run()
-        torch.cuda.synchronize()
-        err = (out.float() - ref).abs()
-        scale = ref.abs().max().item()
-        row["max_abs_err"] = err.max().item()
-        row["ref_scale"] = scale
-        row["outputs_match"] = bool(err.max().item() <= 2e-2 * scale + 1e-3)
-        row["ampc_ms"] = time_calls(lib.enqueue, stream, "ampc_host_us")
-        row.update(HOST_US)
-    except Exception as e:  # a failed library is a result, reported
-        row["ampc_error"] = str(e)[-1500:]
+    # Two rounds, the second in the reverse order, and each contender's figure the mean of its two
+    # medians: whatever drifts while the process runs (clocks, the state the others leave) weighs
+    # on all three alike.
+    contenders = [("eager_graph", eager_replay), ("compile_graph", compile_replay)]
+    if lib is not None:
+        contenders.insert(0, ("ampc", lib.enqueue))
+    rounds = {key: [] for key, _ in contenders}
+    with torch.no_grad():
+        for order in (contenders, contenders[::-1]):
+            for key, fn in order:
+                rounds[key].append(time_calls(fn, stream, key.split("_")[0] + "_host_us"))
+    for key, ms in rounds.items():
+        row[key + "_ms"] = sum(ms) / len(ms)
+        row[key + "_rounds_ms"] = ms
+    with torch.no_grad():  # diagnostic: per call over back-to-back calls (no idle GPU between)
+        for key, fn in contenders:
+            row[key + "_back_to_back_ms"] = time_back_to_back(fn, stream)
+    row.update(HOST_US)
     best = min(row["eager_graph_ms"], row["compile_graph_ms"])
     if "ampc_ms" in row:
         row["ratio_vs_best_pytorch"] = row["ampc_ms"] / best
@@ -239,8 +273,9 @@ def write_markdown(rows, path, gpu):
             f.write("| %s | %d | %.3f ms | %.3f ms | %s | %s | %s | %.1f s |\n"
                     % (r["model"], r["batch"], r["eager_graph_ms"], r["compile_graph_ms"], amp,
                        ratio, match, r["ampc_compile_s"]))
-        f.write("\nMedian of %d calls each timed with CUDA events after %d warm-up calls, fp16, "
-                "%s, torch %s.\n" % (ITERS, WARMUP, gpu, torch.__version__))
+        f.write("\nMedian of %d calls each timed with CUDA events after %d warm-up calls, in two "
+                "rounds (ampc, eager, compiled, then the reverse order), the mean of the two "
+                "medians; fp16, %s, torch %s.\n" % (ITERS, WARMUP, gpu, torch.__version__))
 
 
 def write_chart(rows, path):

@@ -9,11 +9,12 @@
  *   attn_mma  — f16/bf16, head sizes multiples of 16 up to 128, contiguous head dims: flash
  *               attention on the tensor cores (mma.sync m16n8k16, f32 accumulation). A block of
  *               4 warps takes 64 query rows of one (batch, head); each warp keeps its 16 rows of
- *               Q as A fragments in registers, K and V stream through shared memory 64 keys at a
- *               time (V stored transposed, so both operands load as 32-bit pairs), the scores
- *               stay in registers, the softmax is online (running max and sum in f32) and the
- *               probabilities, rounded to T, feed the second product straight from the score
- *               fragments.
+ *               Q as A fragments in registers; K, V (and a per-row mask) stream through two
+ *               stages of shared memory 64 keys at a time, copied with cp.async one tile ahead
+ *               of the tensor cores; K's fragments load as 32-bit pairs, V's by
+ *               ldmatrix.trans; the scores stay in registers, the softmax is online (running
+ *               max and sum in f32) and the probabilities, rounded to T, feed the second
+ *               product straight from the score fragments.
  *   attn_rows — any float type and shape: one warp per query row, three passes over the keys
  *               (max, sum, weighted sum of V), arithmetic in acc_t<T>.
  */
@@ -160,75 +161,99 @@ template <typename T> __device__ __forceinline__ unsigned attn_pair(const T *p, 
     return ok ? *reinterpret_cast<const unsigned *>(p) : 0u;
 }
 
+/* Shared-memory traffic of attn_mma: 16 bytes global -> shared without waiting (cp.async; zeros
+ * and no read when !ok), the commit and wait of those copies, and ldmatrix.x4.trans (four 8x8
+ * tiles of 16-bit elements, each thread receiving element pairs of the transposed tiles: the B
+ * fragments of mma.sync for a row-major tile). */
+#ifdef AMPC_ATTN_EMULATE_MMA /* bench/kernels/attention_emu.cpp: the same on the CPU */
+__device__ __forceinline__ void attn_cp16(void *dst, const void *src, bool ok) { attn_emulate_cp16(dst, src, ok); }
+__device__ __forceinline__ void attn_cp_commit() {}
+template <int N> __device__ __forceinline__ void attn_cp_wait() {}
+__device__ __forceinline__ void attn_ldsm_x4_trans(unsigned r[4], const void *p) { attn_emulate_ldsm_x4_trans(r, p); }
+#else
+__device__ __forceinline__ void attn_cp16(void *dst, const void *src, bool ok) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                     (unsigned)__cvta_generic_to_shared(dst)),
+                 "l"(src), "r"(ok ? 16 : 0));
+}
+__device__ __forceinline__ void attn_cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void attn_cp_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ __forceinline__ void attn_ldsm_x4_trans(unsigned r[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"((unsigned)__cvta_generic_to_shared(p)));
+}
+#endif
+
 enum { ATTN_BM = 64, ATTN_BN = 64, ATTN_PAD = 8 };
 
-/* Loads the mask's tile of query rows [i0, i0 + BM) and keys [j0, j0 + BN) into mk (one row
- * when the mask broadcasts over the query rows), with the row index clamped into the tensor
- * (rows past Sq are computed but never stored). With MVEC (the lowering's promise: rows
- * contiguous, their steps and Sk multiples of 8, the mask 16-byte aligned) in 16-byte chunks, a
- * chunk past Sk zero; else element by element with the key clamped too. Either way no load waits
- * on a branch, so a tile's loads issue together instead of one latency each in the score loop:
- * a mask per query row (BERT's [B, 1, S, S]) is 4 16-byte loads a thread a tile. */
-template <typename T, bool MVEC>
-__device__ __forceinline__ void attn_load_mask(const T *mb, i64 i0, i64 j0, const attn_desc &a,
-                                               T (*mk)[ATTN_BN]) {
+/* attn_mma's shared memory, in elements: two stages, each a K tile (BN rows of D + PAD), a V tile
+ * (BN rows of DV + PAD) and, with a mask, its tile (BM rows of BN). The lowering launches with
+ * attn_mma_smem bytes (codegen/lower_attention.c computes the same). */
+template <int D, int DV> __device__ __forceinline__ int attn_stage(bool mask) {
+    return ATTN_BN * (D + ATTN_PAD) + ATTN_BN * (DV + ATTN_PAD) + (mask ? ATTN_BM * ATTN_BN : 0);
+}
+
+/* Loads the mask's tile of query rows [i0, i0 + BM) and keys [j0, j0 + BN) into mk (one row when
+ * the mask broadcasts over the query rows), element by element, the row and key indices clamped
+ * into the tensor (rows past Sq are computed but never stored; keys past Sk count as -inf): no
+ * load waits on a branch, so a tile's loads issue together. The 16-byte form goes with the K and
+ * V tiles (attn_fetch). */
+template <typename T>
+__device__ __forceinline__ void attn_load_mask(const T *mb, i64 i0, i64 j0, const attn_desc &a, T *mk) {
     const int rows = a.ms[2] == 0 ? 1 : ATTN_BM;
-    if (MVEC) {
-        for (int c = threadIdx.x; c < rows * (ATTN_BN / 8); c += blockDim.x) {
-            const int r = c / (ATTN_BN / 8), d = c % (ATTN_BN / 8) * 8;
-            const i64 ic = i0 + r, i = ic < a.Sq ? ic : a.Sq - 1;
-            uint4 x = make_uint4(0, 0, 0, 0);
-            if (j0 + d < a.Sk) x = *reinterpret_cast<const uint4 *>(mb + i * a.ms[2] + j0 + d);
-            *reinterpret_cast<uint4 *>(&mk[r][d]) = x;
-        }
-        return;
-    }
     #pragma unroll 8
     for (int c = threadIdx.x; c < rows * ATTN_BN; c += blockDim.x) {
         const i64 ic = i0 + c / ATTN_BN, jc = j0 + c % ATTN_BN;
         const i64 i = ic < a.Sq ? ic : a.Sq - 1, j = jc < a.Sk ? jc : a.Sk - 1;
-        mk[c / ATTN_BN][c % ATTN_BN] = mb[i * a.ms[2] + j * a.ms[3]];
+        mk[c] = mb[i * a.ms[2] + j * a.ms[3]];
     }
 }
 
-/* Loads keys [j0, j0 + BN) into ks (row j: the key's D elements as D/2 words of element pairs)
- * and values into vt (row d: for each key pair 2p, 2p + 1 one word, value d of both), zeros past
- * Sk: both products then read their B fragments as single words. Global reads in 16-byte chunks
- * (D and DV multiples of 8, rows 16-byte aligned: the lowering checks); elements move as bits. */
-template <typename T, int D, int DV>
-__device__ __forceinline__ void attn_load_kv(const T *kb, const T *vb, i64 j0, const attn_desc &a,
-                                             unsigned (*ks)[(D + ATTN_PAD) / 2],
-                                             unsigned (*vt)[(ATTN_BN + ATTN_PAD) / 2]) {
+/* Starts the copies of keys [j0, j0 + BN) into ks, of their values into vs (both row-major, rows
+ * padded by PAD elements so the fragment reads of 8 rows hit 32 different banks) and, with MVEC
+ * (the lowering's promise: mask rows contiguous, their steps and Sk multiples of 8, the mask
+ * 16-byte aligned), of the mask's tile into mk: 16 bytes a copy (D and DV multiples of 8, rows
+ * 16-byte aligned: the lowering checks), zeros past Sk. */
+template <typename T, int D, int DV, bool MVEC>
+__device__ __forceinline__ void attn_fetch(const T *kb, const T *vb, const T *mb, i64 i0, i64 j0,
+                                           const attn_desc &a, T *ks, T *vs, T *mk) {
     for (int c = threadIdx.x; c < ATTN_BN * (D / 8); c += blockDim.x) {
         const int r = c / (D / 8), d = c % (D / 8) * 8;
-        uint4 x = make_uint4(0, 0, 0, 0);
-        if (j0 + r < a.Sk) x = *reinterpret_cast<const uint4 *>(kb + (j0 + r) * a.ks[2] + d);
-        ks[r][d / 2] = x.x, ks[r][d / 2 + 1] = x.y, ks[r][d / 2 + 2] = x.z, ks[r][d / 2 + 3] = x.w;
+        const bool ok = j0 + r < a.Sk;
+        attn_cp16(ks + r * (D + ATTN_PAD) + d, ok ? kb + (j0 + r) * a.ks[2] + d : kb, ok);
     }
-    for (int c = threadIdx.x; c < ATTN_BN / 2 * (DV / 8); c += blockDim.x) {
-        const int p = c % (ATTN_BN / 2), d = c / (ATTN_BN / 2) * 8; /* keys 2p, 2p + 1 */
-        uint4 x0 = make_uint4(0, 0, 0, 0), x1 = x0;
-        if (j0 + 2 * p < a.Sk) x0 = *reinterpret_cast<const uint4 *>(vb + (j0 + 2 * p) * a.vs[2] + d);
-        if (j0 + 2 * p + 1 < a.Sk)
-            x1 = *reinterpret_cast<const uint4 *>(vb + (j0 + 2 * p + 1) * a.vs[2] + d);
-        const unsigned w0[4] = {x0.x, x0.y, x0.z, x0.w}, w1[4] = {x1.x, x1.y, x1.z, x1.w};
-#pragma unroll
-        for (int t = 0; t < 4; t++) {
-            vt[d + 2 * t][p] = (w0[t] & 0xffffu) | w1[t] << 16;
-            vt[d + 2 * t + 1][p] = w0[t] >> 16 | (w1[t] & 0xffff0000u);
-        }
+    for (int c = threadIdx.x; c < ATTN_BN * (DV / 8); c += blockDim.x) {
+        const int r = c / (DV / 8), d = c % (DV / 8) * 8;
+        const bool ok = j0 + r < a.Sk;
+        attn_cp16(vs + r * (DV + ATTN_PAD) + d, ok ? vb + (j0 + r) * a.vs[2] + d : vb, ok);
+    }
+    if (!MVEC || !mb) return;
+    const int rows = a.ms[2] == 0 ? 1 : ATTN_BM;
+    for (int c = threadIdx.x; c < rows * (ATTN_BN / 8); c += blockDim.x) {
+        const int r = c / (ATTN_BN / 8), d = c % (ATTN_BN / 8) * 8;
+        const i64 ic = i0 + r, i = ic < a.Sq ? ic : a.Sq - 1;
+        const bool ok = j0 + d < a.Sk;
+        attn_cp16(mk + r * ATTN_BN + d, ok ? mb + i * a.ms[2] + j0 + d : mb, ok);
     }
 }
 
-/* Grid (ceil(Sq / 64), H, B), 128 threads. Per warp: 16 query rows; per thread rows g and g + 8
- * of them (g = lane / 4) and, in each 8-column tile, columns 2 * (lane % 4) and the next. */
+/* Grid (ceil(Sq / 64), H, B), 128 threads, attn_mma_smem bytes of dynamic shared memory. Per
+ * warp: 16 query rows; per thread rows g and g + 8 of them (g = lane / 4) and, in each 8-column
+ * tile, columns 2 * (lane % 4) and the next. Key tiles are double-buffered: the copies of tile
+ * j + 1 run while tile j is computed. */
 template <typename T, int D, int DV, bool SAFE, bool MVEC = false>
 __device__ __forceinline__ void attn_mma(const T *q, const T *k, const T *v, const T *mask, T *y,
                                          const attn_desc &a) {
-    __shared__ unsigned ks[ATTN_BN][(D + ATTN_PAD) / 2];
-    __shared__ unsigned vt[DV][(ATTN_BN + ATTN_PAD) / 2];
-    __shared__ __align__(16) T mk[ATTN_BM][ATTN_BN]; /* the mask's tile (row 0 only when it
-                                                        broadcasts) */
+#ifdef AMPC_ATTN_EMULATE_MMA /* one block at a time: a static array is the block's memory */
+    alignas(16) static unsigned char smem_raw[2 * (ATTN_BN * (D + ATTN_PAD) + ATTN_BN * (DV + ATTN_PAD) +
+                                                   ATTN_BM * ATTN_BN) * sizeof(T)];
+#else
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+#endif
+    T *const smem = reinterpret_cast<T *>(smem_raw);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const i64 b = blockIdx.z, h = blockIdx.y;
     const i64 i0 = (i64)blockIdx.x * ATTN_BM;
@@ -237,6 +262,11 @@ __device__ __forceinline__ void attn_mma(const T *q, const T *k, const T *v, con
     const T *qb = q + b * a.qs[0] + h * a.qs[1];
     const T *kb = k + b * a.ks[0] + h * a.ks[1], *vb = v + b * a.vs[0] + h * a.vs[1];
     const T *mb = mask ? mask + b * a.ms[0] + h * a.ms[1] : (const T *)0;
+    const int stage = attn_stage<D, DV>(mb != 0), kv = ATTN_BN * (D + ATTN_PAD);
+    const int mo = kv + ATTN_BN * (DV + ATTN_PAD); /* the mask tile, in a stage */
+    const int tiles = (int)((a.Sk + ATTN_BN - 1) / ATTN_BN);
+    attn_fetch<T, D, DV, MVEC>(kb, vb, mb, i0, 0, a, smem, smem + kv, smem + mo);
+    attn_cp_commit();
 
     unsigned qa[D / 16][4]; /* Q's A fragments, rows past Sq zero */
     #pragma unroll
@@ -253,19 +283,30 @@ __device__ __forceinline__ void attn_mma(const T *q, const T *k, const T *v, con
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     const float log2e = 1.4426950408889634f;
 
-    for (i64 j0 = 0; j0 < a.Sk; j0 += ATTN_BN) {
-        __syncthreads(); /* the previous tile is consumed */
-        attn_load_kv<T, D, DV>(kb, vb, j0, a, ks, vt);
-        if (mb) attn_load_mask<T, MVEC>(mb, i0, j0, a, mk);
-        __syncthreads();
+    for (int jt = 0; jt < tiles; jt++) {
+        const i64 j0 = (i64)jt * ATTN_BN;
+        T *const cur = smem + (jt & 1) * stage;
+        if (jt + 1 < tiles) { /* the next tile's copies go into the other stage (free since the
+                                 end of the previous tile) while this one is computed */
+            T *const nx = smem + ((jt + 1) & 1) * stage;
+            attn_fetch<T, D, DV, MVEC>(kb, vb, mb, i0, j0 + ATTN_BN, a, nx, nx + kv, nx + mo);
+            attn_cp_commit();
+            attn_cp_wait<1>();
+        } else {
+            attn_cp_wait<0>();
+        }
+        if (mb && !MVEC) attn_load_mask(mb, i0, j0, a, cur + mo);
+        __syncthreads(); /* this tile is in shared memory for every thread */
+        const unsigned *kw = reinterpret_cast<const unsigned *>(cur); /* K as element pairs */
+        const T *vs = cur + kv, *mk = cur + mo;
         float s[ATTN_BN / 8][4];
         #pragma unroll
         for (int n = 0; n < ATTN_BN / 8; n++) {
             s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+            const unsigned *kr = kw + (n * 8 + g) * ((D + ATTN_PAD) / 2);
             #pragma unroll
-            for (int kk = 0; kk < D / 16; kk++) {
-                attn_mma_op<T>::run(s[n], qa[kk], ks[n * 8 + g][kk * 8 + t], ks[n * 8 + g][kk * 8 + t + 4]);
-            }
+            for (int kk = 0; kk < D / 16; kk++)
+                attn_mma_op<T>::run(s[n], qa[kk], kr[kk * 8 + t], kr[kk * 8 + t + 4]);
         }
         /* scale, mask, round to T; keys past Sk count as -inf; the tile's row maxima */
         float mt[2] = {-INFINITY, -INFINITY};
@@ -276,7 +317,7 @@ __device__ __forceinline__ void attn_mma(const T *q, const T *k, const T *v, con
                 float x = -INFINITY;
                 if (a.Sk % ATTN_BN == 0 || j0 + jj < a.Sk) {
                     x = s[n][e] * a.scale;
-                    if (mb) x += to_f32(mk[e < 2 ? m0 : m1][jj]);
+                    if (mb) x += to_f32(mk[(e < 2 ? m0 : m1) * ATTN_BN + jj]);
                     x = attn_round<T>(x);
                 }
                 s[n][e] = x;
@@ -307,7 +348,10 @@ __device__ __forceinline__ void attn_mma(const T *q, const T *k, const T *v, con
                 s[n][e] = p;
                 l[e >> 1] += p;
             }
-        /* P (rounded to T) times V: score tiles 2c and 2c + 1 are the A fragment of keys 16c.. */
+        /* P (rounded to T) times V: score tiles 2c and 2c + 1 are the A fragment of keys 16c..;
+         * V's B fragments for two 8-column tiles come from one ldmatrix.x4.trans (lanes 8i..8i+7
+         * address the rows of its tile i: keys +8 for odd i, columns +8 for i >= 2) */
+        const int lr = (lane >> 3 & 1) * 8 + (lane & 7), lc = (lane >> 4) * 8;
         #pragma unroll
         for (int c = 0; c < ATTN_BN / 16; c++) {
             const unsigned pa[4] = {attn_mma_op<T>::pack(s[2 * c][0], s[2 * c][1]),
@@ -315,10 +359,14 @@ __device__ __forceinline__ void attn_mma(const T *q, const T *k, const T *v, con
                                     attn_mma_op<T>::pack(s[2 * c + 1][0], s[2 * c + 1][1]),
                                     attn_mma_op<T>::pack(s[2 * c + 1][2], s[2 * c + 1][3])};
             #pragma unroll
-            for (int n = 0; n < DV / 8; n++) {
-                attn_mma_op<T>::run(o[n], pa, vt[n * 8 + g][c * 8 + t], vt[n * 8 + g][c * 8 + t + 4]);
+            for (int n = 0; n < DV / 8; n += 2) {
+                unsigned vb4[4];
+                attn_ldsm_x4_trans(vb4, vs + (c * 16 + lr) * (DV + ATTN_PAD) + n * 8 + lc);
+                attn_mma_op<T>::run(o[n], pa, vb4[0], vb4[1]);
+                attn_mma_op<T>::run(o[n + 1], pa, vb4[2], vb4[3]);
             }
         }
+        __syncthreads(); /* every thread is done with this stage before it is refilled */
     }
     /* the row sums across the four threads of a row, then y = o / l */
     #pragma unroll
