@@ -4,7 +4,9 @@
  * strides baked in as constants:
  *
  *   - ampc::attn_mma (tensor cores, flash-attention style; grid (ceil(Sq / 64), H, B), 128
- *     threads, two stages of key tiles in dynamic shared memory: mma_smem) for f16/bf16 when both head sizes are multiples of 16 up to 128, every head dim is
+ *     threads, two stages of key tiles in dynamic shared memory: mma_smem) for f16/bf16 (and
+ *     ampc::attn_mma_split, 16 query rows a block and the keys split over its four warps, when
+ *     attn_mma's grid would leave most of the GPU idle: SPLIT_BELOW) when both head sizes are multiples of 16 up to 128, every head dim is
  *     contiguous (step 1), every other step of Q, K, V and Y is a multiple of 8 elements and the
  *     tensors start 16-byte aligned, so tiles load in 16-byte chunks (the mask's too when its
  *     rows are contiguous and aligned the same way: mask_vector);
@@ -81,12 +83,19 @@ static bool mma_fits(ampc_cg *cg, const ampc_node *n, const fa_shape *s) {
     return ampc_cg_ref(cg, n->outputs[0]).offset % 16 == 0;
 }
 
-/* attn_mma's dynamic shared memory (attn_stage in attention.cuh): two stages of a K tile and a V
- * tile of 64 keys (rows padded by 8 elements) and, with a mask, its 64 x 64 tile. 53 KB for
- * D = 64 with a mask, 86 KB for D = 128: over the 48 KB default, which the runtime opts into. */
-static uint32_t mma_smem(const ampc_node *n, const fa_shape *s) {
-    const int64_t mask = n->n_inputs > 3 && n->inputs[3] ? 64 * 64 : 0;
-    const int64_t stage = 64 * (s->D + 8) + 64 * (s->Dv + 8) + mask;
+/* Below this many blocks of attn_mma (B * H * ceil(Sq / 64)) the GPU is mostly idle (about one
+ * block an SM on the GPUs ampc targets: 108 on an A100, 132 on an H100 or H200) and
+ * attn_mma_split takes the node instead: four times the blocks, the keys split over the warps. */
+enum { SPLIT_BELOW = 128 };
+
+/* The dynamic shared memory of attn_mma (split: attn_mma_split), attn_stage in attention.cuh:
+ * two stages of a K tile and a V tile (64 keys; split: 128) with rows padded by 8 elements and,
+ * with a mask, its tile (64 query rows; split: 16). For D = 64 with a mask 53 KB (split: 80 KB),
+ * for D = 128 86 KB: over the 48 KB default, which the runtime opts into. */
+static uint32_t mma_smem(const ampc_node *n, const fa_shape *s, bool split) {
+    const int64_t keys = split ? 128 : 64, mrows = split ? 16 : 64;
+    const int64_t mask = n->n_inputs > 3 && n->inputs[3] ? mrows * keys : 0;
+    const int64_t stage = keys * (s->D + 8) + keys * (s->Dv + 8) + mask;
     return (uint32_t)(2 * stage * (int64_t)ampc_dtype_size(n->inputs[0]->dtype));
 }
 
@@ -123,6 +132,7 @@ ampc_status ampc_cg_lower_attention(ampc_cg *cg, const ampc_node *n) {
     const double scale = sc && sc->kind == AMPC_ATTR_FLOAT ? (double)sc->f : 1.0;
     const bool is_safe = safe && safe->kind == AMPC_ATTR_INT && safe->i;
     const bool mma = mma_fits(cg, n, &s);
+    const bool split = mma && s.B * s.H * ((s.Sq + 63) / 64) < SPLIT_BELOW;
     const char *t = ampc_cg_ctype(n->inputs[0]->dtype);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, mma ? "attention_mma" : "attention");
     const char *q = ampc_cg_param_ref(k, operand_ref(cg, n, &s, 0), t, false);
@@ -134,15 +144,16 @@ ampc_status ampc_cg_lower_attention(ampc_cg *cg, const ampc_node *n) {
     char m[96];
     snprintf(m, sizeof m, "(const %s *)0", t);
     ampc_cg_line(k, "ampc::%s<%s, %lld, %lld, %s%s>(%s, %s, %s, %s, %s, a);",
-                 mma ? "attn_mma" : "attn_rows", t, (long long)s.D, (long long)s.Dv,
+                 split ? "attn_mma_split" : mma ? "attn_mma" : "attn_rows", t, (long long)s.D, (long long)s.Dv,
                  is_safe ? "true" : "false", mma && mask_vector(cg, n, &s) ? ", true" : "", q,
                  kk, v, mask ? mask : m, y);
     if (mma) {
-        const uint32_t grid[3] = {(uint32_t)((s.Sq + 63) / 64), (uint32_t)s.H, (uint32_t)s.B};
+        const int64_t rows = split ? 16 : 64;
+        const uint32_t grid[3] = {(uint32_t)((s.Sq + rows - 1) / rows), (uint32_t)s.H, (uint32_t)s.B};
         const uint32_t block[3] = {128, 1, 1};
         /* four blocks an SM at head size 64 (127 registers for sm_90 instead of 130: three) */
-        if (s.D <= 64 && s.Dv <= 64) ampc_cg_kernel_min_blocks(k, 4);
-        return ampc_cg_kernel_end_launch(k, grid, block, mma_smem(n, &s));
+        if (!split && s.D <= 64 && s.Dv <= 64) ampc_cg_kernel_min_blocks(k, 4);
+        return ampc_cg_kernel_end_launch(k, grid, block, mma_smem(n, &s, split));
     }
     int64_t blocks = (s.B * s.H * s.Sq + 3) / 4; /* 4 warps a block, one a row, grid-strided */
     if (blocks > 65535) blocks = 65535;

@@ -90,7 +90,8 @@ static bool lt_bind(void *h, const char **missing, int64_t *version) {
 
 static const char *const lt_sonames[] = {"libcublasLt.so.13", "libcublasLt.so.12", NULL};
 rt_lib rt_cublaslt_lib = {
-    .name = "cuBLASLt", .sonames = lt_sonames, .min_version = 120000, .bind = lt_bind};
+    .name = "cuBLASLt", .sonames = lt_sonames, .path_env = "AMPC_CUBLASLT_PATH",
+    .min_version = 120000, .bind = lt_bind};
 
 ampc_status rt_fail_cublas(rt_err *e, int rc, const char *stmt, const char *func,
                            const char *file, int line) {

@@ -97,7 +97,8 @@ static bool dnn_bind(void *h, const char **missing, int64_t *version) {
 
 static const char *const dnn_sonames[] = {"libcudnn.so.9", NULL};
 rt_lib rt_cudnn_lib = {
-    .name = "cuDNN", .sonames = dnn_sonames, .min_version = 90000, .bind = dnn_bind};
+    .name = "cuDNN", .sonames = dnn_sonames, .path_env = "AMPC_CUDNN_PATH", .min_version = 90000,
+    .bind = dnn_bind};
 
 ampc_status rt_fail_cudnn(rt_err *e, int rc, const char *stmt, const char *func, const char *file,
                           int line) {

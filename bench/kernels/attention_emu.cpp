@@ -154,14 +154,15 @@ struct launch {
     void *y;
     ampc::attn_desc a;
     unsigned tid;
-    bool mma;
+    bool mma, split; /* split: attn_mma_split */
 };
 
 template <class T, int D, bool SAFE, bool MVEC> static void *thread_main(void *p) {
     const launch *l = (const launch *)p;
     threadIdx = {l->tid, 0, 0};
     const T *q = (const T *)l->q, *k = (const T *)l->k, *v = (const T *)l->v, *m = (const T *)l->mask;
-    if (l->mma) ampc::attn_mma<T, D, D, SAFE, MVEC>(q, k, v, m, (T *)l->y, l->a);
+    if (l->split) ampc::attn_mma_split<T, D, D, SAFE, MVEC>(q, k, v, m, (T *)l->y, l->a);
+    else if (l->mma) ampc::attn_mma<T, D, D, SAFE, MVEC>(q, k, v, m, (T *)l->y, l->a);
     else ampc::attn_rows<T, D, D, SAFE>(q, k, v, m, (T *)l->y, l->a);
     return nullptr;
 }
@@ -196,7 +197,8 @@ template <class T, int D, bool SAFE, bool MVEC> static void run_grid(const launc
  * batch, keys past i + b masked for odd b: causal, and a NaN in row 3, +inf in row 5), Y [B, Sq, H*D], scale 1/8. Returns the
  * number of elements outside 1e-2 absolute + 1e-2 relative of the reference (NaN must match NaN). */
 template <class T, int D, bool SAFE, bool MVEC = false>
-static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool per_row = false) {
+static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool per_row = false,
+                 bool split = false) {
     const int mrows = per_row ? Sq : 1;
     const int E = H * D;
     std::vector<T> q((size_t)B * Sq * E), k((size_t)B * Sk * E), v((size_t)B * Sk * E);
@@ -225,10 +227,11 @@ static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool pe
     const long long sq = (long long)Sq * E, sk = (long long)Sk * E;
     launch base = {q.data(), k.data(), v.data(), with_mask ? m.data() : nullptr, y.data(),
                    {B, H, Sq, Sk, {sq, D, E, 1}, {sk, D, E, 1}, {sk, D, E, 1}, {mb, 0, mi, 1}, {sq, D, E, 1}, 0.125f},
-                   0, mma};
+                   0, mma, split};
     blockDim = {THREADS, 1, 1};
-    gridDim = mma ? emu_dim3{(unsigned)((Sq + 63) / 64), (unsigned)H, (unsigned)B}
-                  : emu_dim3{(unsigned)((B * H * Sq + 3) / 4), 1, 1};
+    gridDim = split ? emu_dim3{(unsigned)((Sq + 15) / 16), (unsigned)H, (unsigned)B}
+              : mma ? emu_dim3{(unsigned)((Sq + 63) / 64), (unsigned)H, (unsigned)B}
+                    : emu_dim3{(unsigned)((B * H * Sq + 3) / 4), 1, 1};
     run_grid<T, D, SAFE, MVEC>(base);
 
     int bad = 0;
@@ -270,7 +273,7 @@ static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool pe
                 }
             }
     printf("%-9s %-4s D=%-3d %s B=%d H=%d Sq=%-3d Sk=%-3d mask=%d%s: worst |error| %.3g, %d bad\n",
-           mma ? "attn_mma" : "attn_rows", std::is_same<T, __half>::value ? "f16" : "bf16", D,
+           split ? "split" : mma ? "attn_mma" : "attn_rows", std::is_same<T, __half>::value ? "f16" : "bf16", D,
            SAFE ? "safe  " : "unsafe", B, H, Sq, Sk, with_mask,
            per_row ? MVEC ? " (per row, 16-byte loads)" : " (per row)" : "", worst, bad);
     return bad;
@@ -287,6 +290,11 @@ int main() {
     bad += check<__nv_bfloat16, 128, true>(4, 1, 70, 129, true, true); /* D = 128, three tiles */
     bad += check<__half, 32, false>(4, 1, 20, 33, true, true);    /* short rows */
     bad += check<__half, 16, true>(4, 1, 8, 5, true, false);      /* the generic kernel */
+    /* attn_mma_split: one super-tile, a tail, several super-tiles, per-row masks in chunks */
+    bad += check<__half, 64, false>(4, 2, 40, 128, true, true, false, true);
+    bad += check<__half, 64, true>(4, 1, 33, 77, true, true, true, true);
+    bad += check<__half, 64, false, true>(4, 1, 20, 264, true, true, true, true);
+    bad += check<__nv_bfloat16, 128, true>(4, 1, 17, 150, true, true, false, true);
     printf(bad ? "attention_emu: FAILED\n" : "attention_emu: all cases match\n");
     return bad != 0;
 }

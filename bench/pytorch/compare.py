@@ -77,6 +77,9 @@ HOST_US = {}  # per timed function: the median host time of one call, microsecon
 
 
 def time_calls(fn, stream, name=None):
+    if os.environ.get("AMPC_BENCH_MARKS"):  # when each timing starts, for a clock log beside it
+        with open(os.environ["AMPC_BENCH_MARKS"], "a") as f:
+            f.write("%.3f %s\n" % (time.time(), name or "ampc_before_peers"))
     for _ in range(WARMUP):
         fn()
     torch.cuda.synchronize()
@@ -252,6 +255,16 @@ def bench_one(label, key, model, batch, make_inputs, input_names, work, out):
     with torch.no_grad():  # diagnostic: per call over back-to-back calls (no idle GPU between)
         for key, fn in contenders:
             row[key + "_back_to_back_ms"] = time_back_to_back(fn, stream)
+    if lib is not None and os.environ.get("AMPC_BENCH_REBIND") == "1":
+        # diagnostic: the library on a new output buffer (so its graph is instantiated again,
+        # after PyTorch's), then PyTorch's replays again
+        lib.bind(list(args), [lib.output_like(0)])
+        lib.run()
+        torch.cuda.synchronize()
+        with torch.no_grad():
+            row["ampc_rebound_ms"] = time_calls(lib.enqueue, stream)
+            row["compile_after_rebind_ms"] = time_calls(compile_replay, stream)
+            row["eager_after_rebind_ms"] = time_calls(eager_replay, stream)
     row.update(HOST_US)
     best = min(row["eager_graph_ms"], row["compile_graph_ms"])
     if "ampc_ms" in row:

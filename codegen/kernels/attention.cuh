@@ -188,87 +188,66 @@ __device__ __forceinline__ void attn_ldsm_x4_trans(unsigned r[4], const void *p)
 #endif
 
 enum { ATTN_BM = 64, ATTN_BN = 64, ATTN_PAD = 8 };
+/* attn_mma_split: 16 query rows a block, super-tiles of 4 x 32 keys, one 32-key part a warp. */
+enum { ATTN_SPLIT_BM = 16, ATTN_SPLIT_BN = 128, ATTN_SPLIT_WARP_KEYS = 32 };
 
-/* attn_mma's shared memory, in elements: two stages, each a K tile (BN rows of D + PAD), a V tile
- * (BN rows of DV + PAD) and, with a mask, its tile (BM rows of BN). The lowering launches with
- * attn_mma_smem bytes (codegen/lower_attention.c computes the same). */
-template <int D, int DV> __device__ __forceinline__ int attn_stage(bool mask) {
-    return ATTN_BN * (D + ATTN_PAD) + ATTN_BN * (DV + ATTN_PAD) + (mask ? ATTN_BM * ATTN_BN : 0);
+/* Shared memory in elements of one stage: a K tile of KEYS rows of D + PAD, a V tile of KEYS
+ * rows of DV + PAD and, with a mask, its tile of MROWS rows of KEYS. attn_mma takes two stages
+ * of 64 keys and 64 mask rows, attn_mma_split two of 128 keys and 16 mask rows; the lowering
+ * launches with the same sizes in bytes (codegen/lower_attention.c). */
+template <int D, int DV, int KEYS, int MROWS> __device__ __forceinline__ int attn_stage(bool mask) {
+    return KEYS * (D + ATTN_PAD) + KEYS * (DV + ATTN_PAD) + (mask ? MROWS * KEYS : 0);
 }
 
-/* Loads the mask's tile of query rows [i0, i0 + BM) and keys [j0, j0 + BN) into mk (one row when
- * the mask broadcasts over the query rows), element by element, the row and key indices clamped
- * into the tensor (rows past Sq are computed but never stored; keys past Sk count as -inf): no
- * load waits on a branch, so a tile's loads issue together. The 16-byte form goes with the K and
- * V tiles (attn_fetch). */
-template <typename T>
+/* Loads the mask's tile of query rows [i0, i0 + MROWS) and keys [j0, j0 + KEYS) into mk (one row
+ * when the mask broadcasts over the query rows), element by element, the row and key indices
+ * clamped into the tensor (rows past Sq are computed but never stored; keys past Sk count as
+ * -inf): no load waits on a branch, so a tile's loads issue together. The 16-byte form goes
+ * with the K and V tiles (attn_fetch). */
+template <typename T, int MROWS, int KEYS>
 __device__ __forceinline__ void attn_load_mask(const T *mb, i64 i0, i64 j0, const attn_desc &a, T *mk) {
-    const int rows = a.ms[2] == 0 ? 1 : ATTN_BM;
+    const int rows = a.ms[2] == 0 ? 1 : MROWS;
     #pragma unroll 8
-    for (int c = threadIdx.x; c < rows * ATTN_BN; c += blockDim.x) {
-        const i64 ic = i0 + c / ATTN_BN, jc = j0 + c % ATTN_BN;
+    for (int c = threadIdx.x; c < rows * KEYS; c += blockDim.x) {
+        const i64 ic = i0 + c / KEYS, jc = j0 + c % KEYS;
         const i64 i = ic < a.Sq ? ic : a.Sq - 1, j = jc < a.Sk ? jc : a.Sk - 1;
         mk[c] = mb[i * a.ms[2] + j * a.ms[3]];
     }
 }
 
-/* Starts the copies of keys [j0, j0 + BN) into ks, of their values into vs (both row-major, rows
- * padded by PAD elements so the fragment reads of 8 rows hit 32 different banks) and, with MVEC
- * (the lowering's promise: mask rows contiguous, their steps and Sk multiples of 8, the mask
- * 16-byte aligned), of the mask's tile into mk: 16 bytes a copy (D and DV multiples of 8, rows
- * 16-byte aligned: the lowering checks), zeros past Sk. */
-template <typename T, int D, int DV, bool MVEC>
+/* Starts the copies of keys [j0, j0 + KEYS) into ks, of their values into vs (both row-major,
+ * rows padded by PAD elements so the fragment reads of 8 rows hit 32 different banks) and, with
+ * MVEC (the lowering's promise: mask rows contiguous, their steps and Sk multiples of 8, the mask
+ * 16-byte aligned), of the mask's tile (MROWS query rows from i0) into mk: 16 bytes a copy (D and
+ * DV multiples of 8, rows 16-byte aligned: the lowering checks), zeros past Sk. */
+template <typename T, int D, int DV, bool MVEC, int KEYS, int MROWS>
 __device__ __forceinline__ void attn_fetch(const T *kb, const T *vb, const T *mb, i64 i0, i64 j0,
                                            const attn_desc &a, T *ks, T *vs, T *mk) {
-    for (int c = threadIdx.x; c < ATTN_BN * (D / 8); c += blockDim.x) {
+    for (int c = threadIdx.x; c < KEYS * (D / 8); c += blockDim.x) {
         const int r = c / (D / 8), d = c % (D / 8) * 8;
         const bool ok = j0 + r < a.Sk;
         attn_cp16(ks + r * (D + ATTN_PAD) + d, ok ? kb + (j0 + r) * a.ks[2] + d : kb, ok);
     }
-    for (int c = threadIdx.x; c < ATTN_BN * (DV / 8); c += blockDim.x) {
+    for (int c = threadIdx.x; c < KEYS * (DV / 8); c += blockDim.x) {
         const int r = c / (DV / 8), d = c % (DV / 8) * 8;
         const bool ok = j0 + r < a.Sk;
         attn_cp16(vs + r * (DV + ATTN_PAD) + d, ok ? vb + (j0 + r) * a.vs[2] + d : vb, ok);
     }
     if (!MVEC || !mb) return;
-    const int rows = a.ms[2] == 0 ? 1 : ATTN_BM;
-    for (int c = threadIdx.x; c < rows * (ATTN_BN / 8); c += blockDim.x) {
-        const int r = c / (ATTN_BN / 8), d = c % (ATTN_BN / 8) * 8;
+    const int rows = a.ms[2] == 0 ? 1 : MROWS;
+    for (int c = threadIdx.x; c < rows * (KEYS / 8); c += blockDim.x) {
+        const int r = c / (KEYS / 8), d = c % (KEYS / 8) * 8;
         const i64 ic = i0 + r, i = ic < a.Sq ? ic : a.Sq - 1;
         const bool ok = j0 + d < a.Sk;
-        attn_cp16(mk + r * ATTN_BN + d, ok ? mb + i * a.ms[2] + j0 + d : mb, ok);
+        attn_cp16(mk + r * KEYS + d, ok ? mb + i * a.ms[2] + j0 + d : mb, ok);
     }
 }
 
-/* Grid (ceil(Sq / 64), H, B), 128 threads, attn_mma_smem bytes of dynamic shared memory. Per
- * warp: 16 query rows; per thread rows g and g + 8 of them (g = lane / 4) and, in each 8-column
- * tile, columns 2 * (lane % 4) and the next. Key tiles are double-buffered: the copies of tile
- * j + 1 run while tile j is computed. */
-template <typename T, int D, int DV, bool SAFE, bool MVEC = false>
-__device__ __forceinline__ void attn_mma(const T *q, const T *k, const T *v, const T *mask, T *y,
-                                         const attn_desc &a) {
-#ifdef AMPC_ATTN_EMULATE_MMA /* one block at a time: a static array is the block's memory */
-    alignas(16) static unsigned char smem_raw[2 * (ATTN_BN * (D + ATTN_PAD) + ATTN_BN * (DV + ATTN_PAD) +
-                                                   ATTN_BM * ATTN_BN) * sizeof(T)];
-#else
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-#endif
-    T *const smem = reinterpret_cast<T *>(smem_raw);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const i64 b = blockIdx.z, h = blockIdx.y;
-    const i64 i0 = (i64)blockIdx.x * ATTN_BM;
-    const i64 r0 = i0 + warp * 16 + g, r1 = r0 + 8; /* this thread's rows */
-    const int m0 = a.ms[2] == 0 ? 0 : warp * 16 + g, m1 = a.ms[2] == 0 ? 0 : m0 + 8; /* in mk */
-    const T *qb = q + b * a.qs[0] + h * a.qs[1];
-    const T *kb = k + b * a.ks[0] + h * a.ks[1], *vb = v + b * a.vs[0] + h * a.vs[1];
-    const T *mb = mask ? mask + b * a.ms[0] + h * a.ms[1] : (const T *)0;
-    const int stage = attn_stage<D, DV>(mb != 0), kv = ATTN_BN * (D + ATTN_PAD);
-    const int mo = kv + ATTN_BN * (DV + ATTN_PAD); /* the mask tile, in a stage */
-    const int tiles = (int)((a.Sk + ATTN_BN - 1) / ATTN_BN);
-    attn_fetch<T, D, DV, MVEC>(kb, vb, mb, i0, 0, a, smem, smem + kv, smem + mo);
-    attn_cp_commit();
-
-    unsigned qa[D / 16][4]; /* Q's A fragments, rows past Sq zero */
+/* Q's A fragments of rows r0 and r1 = r0 + 8 (this thread's), zero past Sq. */
+template <typename T, int D>
+__device__ __forceinline__ void attn_load_q(const T *qb, i64 r0, i64 r1, const attn_desc &a,
+                                            unsigned (&qa)[D / 16][4]) {
+    const int t = threadIdx.x & 3;
     #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
         const int d = kk * 16 + 2 * t;
@@ -277,110 +256,102 @@ __device__ __forceinline__ void attn_mma(const T *q, const T *k, const T *v, con
         qa[kk][2] = attn_pair(qb + r0 * a.qs[2] + d + 8, r0 < a.Sq);
         qa[kk][3] = attn_pair(qb + r1 * a.qs[2] + d + 8, r1 < a.Sq);
     }
-    float o[DV / 8][4];
-    #pragma unroll
-    for (int n = 0; n < DV / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-    const float log2e = 1.4426950408889634f;
+}
 
-    for (int jt = 0; jt < tiles; jt++) {
-        const i64 j0 = (i64)jt * ATTN_BN;
-        T *const cur = smem + (jt & 1) * stage;
-        if (jt + 1 < tiles) { /* the next tile's copies go into the other stage (free since the
-                                 end of the previous tile) while this one is computed */
-            T *const nx = smem + ((jt + 1) & 1) * stage;
-            attn_fetch<T, D, DV, MVEC>(kb, vb, mb, i0, j0 + ATTN_BN, a, nx, nx + kv, nx + mo);
-            attn_cp_commit();
-            attn_cp_wait<1>();
-        } else {
-            attn_cp_wait<0>();
-        }
-        if (mb && !MVEC) attn_load_mask(mb, i0, j0, a, cur + mo);
-        __syncthreads(); /* this tile is in shared memory for every thread */
-        const unsigned *kw = reinterpret_cast<const unsigned *>(cur); /* K as element pairs */
-        const T *vs = cur + kv, *mk = cur + mo;
-        float s[ATTN_BN / 8][4];
+/* One warp's 16 query rows against NK keys in shared memory (NK a multiple of 16), the first at
+ * sequence index jn: scores from K (kw: element pairs, rows of (D + PAD) / 2 words), scale, mask
+ * (mk: the mask tile at the first key, or null; mo0 and mo1: this thread's two rows in it, in
+ * elements), rounding to T (keys past
+ * Sk -inf unless `full`), the online softmax update of the running max m, sum l and output o, and
+ * P (rounded to T) times V from vs (rows of DV + PAD). */
+template <typename T, int D, int DV, int NK>
+__device__ __forceinline__ void attn_tile(const unsigned (&qa)[D / 16][4], const unsigned *kw,
+                                          const T *vs, const T *mk, int mo0, int mo1, i64 jn,
+                                          bool full, const attn_desc &a, float (&m)[2],
+                                          float (&l)[2], float (&o)[DV / 8][4]) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const float log2e = 1.4426950408889634f;
+    float s[NK / 8][4];
+    #pragma unroll
+    for (int n = 0; n < NK / 8; n++) {
+        s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+        const unsigned *kr = kw + (n * 8 + g) * ((D + ATTN_PAD) / 2);
         #pragma unroll
-        for (int n = 0; n < ATTN_BN / 8; n++) {
-            s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-            const unsigned *kr = kw + (n * 8 + g) * ((D + ATTN_PAD) / 2);
-            #pragma unroll
-            for (int kk = 0; kk < D / 16; kk++)
-                attn_mma_op<T>::run(s[n], qa[kk], kr[kk * 8 + t], kr[kk * 8 + t + 4]);
-        }
-        /* scale, mask, round to T; keys past Sk count as -inf; the tile's row maxima */
-        float mt[2] = {-INFINITY, -INFINITY};
-        #pragma unroll
-        for (int n = 0; n < ATTN_BN / 8; n++)
-            for (int e = 0; e < 4; e++) {
-                const int jj = n * 8 + 2 * t + (e & 1);
-                float x = -INFINITY;
-                if (a.Sk % ATTN_BN == 0 || j0 + jj < a.Sk) {
-                    x = s[n][e] * a.scale;
-                    if (mb) x += to_f32(mk[(e < 2 ? m0 : m1) * ATTN_BN + jj]);
-                    x = attn_round<T>(x);
-                }
-                s[n][e] = x;
-                mt[e >> 1] = fmaxf(mt[e >> 1], x);
-            }
-        #pragma unroll
-        for (int w = 0; w < 2; w++) {
-            mt[w] = fmaxf(mt[w], __shfl_xor_sync(0xffffffffu, mt[w], 1));
-            mt[w] = fmaxf(mt[w], __shfl_xor_sync(0xffffffffu, mt[w], 2));
-        }
-        /* online softmax: what is accumulated is rescaled to the new maximum; until a finite
-         * score shows up the base is 0, so every p and every correction is exp(-inf) = 0 */
-        float base[2];
-        #pragma unroll
-        for (int w = 0; w < 2; w++) {
-            const float mn = fmaxf(m[w], mt[w]);
-            base[w] = mn == -INFINITY ? 0.0f : mn;
-            const float corr = exp2f((m[w] - base[w]) * log2e);
-            l[w] *= corr;
-            #pragma unroll
-            for (int n = 0; n < DV / 8; n++) o[n][2 * w] *= corr, o[n][2 * w + 1] *= corr;
-            m[w] = mn;
-        }
-        #pragma unroll
-        for (int n = 0; n < ATTN_BN / 8; n++)
-            for (int e = 0; e < 4; e++) {
-                const float p = exp2f((s[n][e] - base[e >> 1]) * log2e);
-                s[n][e] = p;
-                l[e >> 1] += p;
-            }
-        /* P (rounded to T) times V: score tiles 2c and 2c + 1 are the A fragment of keys 16c..;
-         * V's B fragments for two 8-column tiles come from one ldmatrix.x4.trans (lanes 8i..8i+7
-         * address the rows of its tile i: keys +8 for odd i, columns +8 for i >= 2) */
-        const int lr = (lane >> 3 & 1) * 8 + (lane & 7), lc = (lane >> 4) * 8;
-        #pragma unroll
-        for (int c = 0; c < ATTN_BN / 16; c++) {
-            const unsigned pa[4] = {attn_mma_op<T>::pack(s[2 * c][0], s[2 * c][1]),
-                                    attn_mma_op<T>::pack(s[2 * c][2], s[2 * c][3]),
-                                    attn_mma_op<T>::pack(s[2 * c + 1][0], s[2 * c + 1][1]),
-                                    attn_mma_op<T>::pack(s[2 * c + 1][2], s[2 * c + 1][3])};
-            #pragma unroll
-            for (int n = 0; n < DV / 8; n += 2) {
-                unsigned vb4[4];
-                attn_ldsm_x4_trans(vb4, vs + (c * 16 + lr) * (DV + ATTN_PAD) + n * 8 + lc);
-                attn_mma_op<T>::run(o[n], pa, vb4[0], vb4[1]);
-                attn_mma_op<T>::run(o[n + 1], pa, vb4[2], vb4[3]);
-            }
-        }
-        __syncthreads(); /* every thread is done with this stage before it is refilled */
+        for (int kk = 0; kk < D / 16; kk++)
+            attn_mma_op<T>::run(s[n], qa[kk], kr[kk * 8 + t], kr[kk * 8 + t + 4]);
     }
-    /* the row sums across the four threads of a row, then y = o / l */
+    /* scale, mask, round to T; keys past Sk count as -inf; the tile's row maxima */
+    float mt[2] = {-INFINITY, -INFINITY};
+    #pragma unroll
+    for (int n = 0; n < NK / 8; n++)
+        for (int e = 0; e < 4; e++) {
+            const int jj = n * 8 + 2 * t + (e & 1);
+            float x = -INFINITY;
+            if (full || jn + jj < a.Sk) {
+                x = s[n][e] * a.scale;
+                if (mk) x += to_f32(mk[(e < 2 ? mo0 : mo1) + jj]);
+                x = attn_round<T>(x);
+            }
+            s[n][e] = x;
+            mt[e >> 1] = fmaxf(mt[e >> 1], x);
+        }
     #pragma unroll
     for (int w = 0; w < 2; w++) {
-        l[w] += __shfl_xor_sync(0xffffffffu, l[w], 1);
-        l[w] += __shfl_xor_sync(0xffffffffu, l[w], 2);
+        mt[w] = fmaxf(mt[w], __shfl_xor_sync(0xffffffffu, mt[w], 1));
+        mt[w] = fmaxf(mt[w], __shfl_xor_sync(0xffffffffu, mt[w], 2));
     }
-    T *yb = y + b * a.ys[0] + h * a.ys[1];
+    /* online softmax: what is accumulated is rescaled to the new maximum; until a finite score
+     * shows up the base is 0, so every p and every correction is exp(-inf) = 0 */
+    float base[2];
+    #pragma unroll
+    for (int w = 0; w < 2; w++) {
+        const float mn = fmaxf(m[w], mt[w]);
+        base[w] = mn == -INFINITY ? 0.0f : mn;
+        const float corr = exp2f((m[w] - base[w]) * log2e);
+        l[w] *= corr;
+        #pragma unroll
+        for (int n = 0; n < DV / 8; n++) o[n][2 * w] *= corr, o[n][2 * w + 1] *= corr;
+        m[w] = mn;
+    }
+    #pragma unroll
+    for (int n = 0; n < NK / 8; n++)
+        for (int e = 0; e < 4; e++) {
+            const float p = exp2f((s[n][e] - base[e >> 1]) * log2e);
+            s[n][e] = p;
+            l[e >> 1] += p;
+        }
+    /* P times V: score tiles 2c and 2c + 1 are the A fragment of keys 16c..; V's B fragments for
+     * two 8-column tiles come from one ldmatrix.x4.trans (lanes 8i..8i+7 address the rows of its
+     * tile i: keys +8 for odd i, columns +8 for i >= 2) */
+    const int lr = (lane >> 3 & 1) * 8 + (lane & 7), lc = (lane >> 4) * 8;
+    #pragma unroll
+    for (int c = 0; c < NK / 16; c++) {
+        const unsigned pa[4] = {attn_mma_op<T>::pack(s[2 * c][0], s[2 * c][1]),
+                                attn_mma_op<T>::pack(s[2 * c][2], s[2 * c][3]),
+                                attn_mma_op<T>::pack(s[2 * c + 1][0], s[2 * c + 1][1]),
+                                attn_mma_op<T>::pack(s[2 * c + 1][2], s[2 * c + 1][3])};
+        #pragma unroll
+        for (int n = 0; n < DV / 8; n += 2) {
+            unsigned vb4[4];
+            attn_ldsm_x4_trans(vb4, vs + (c * 16 + lr) * (DV + ATTN_PAD) + n * 8 + lc);
+            attn_mma_op<T>::run(o[n], pa, vb4[0], vb4[1]);
+            attn_mma_op<T>::run(o[n + 1], pa, vb4[2], vb4[3]);
+        }
+    }
+}
+
+/* Stores this thread's two rows of y: o / l, or attn_empty where the row had no probability. A
+ * NaN score makes its p NaN, a +inf one its row's base +inf and p = exp(inf - inf) NaN: either
+ * way the row's sum is NaN. l is the whole row's sum already. */
+template <typename T, int DV, bool SAFE>
+__device__ __forceinline__ void attn_store(T *yb, i64 r0, i64 r1, const attn_desc &a,
+                                           const float (&m)[2], const float (&l)[2],
+                                           const float (&o)[DV / 8][4]) {
+    const int t = threadIdx.x & 3;
     #pragma unroll
     for (int w = 0; w < 2; w++) {
         const i64 r = w ? r1 : r0;
         if (r >= a.Sq) continue;
-        /* a NaN score makes its p NaN, a +inf one its row's base +inf and p = exp(inf - inf)
-         * NaN: either way the row's sum is NaN, and the result attn_empty */
         const bool empty = l[w] != l[w] || m[w] == -INFINITY;
         const float inv = empty ? 0.0f : 1.0f / l[w];
         #pragma unroll
@@ -391,6 +362,162 @@ __device__ __forceinline__ void attn_mma(const T *q, const T *k, const T *v, con
                 attn_mma_op<T>::pack(lo, hi);
         }
     }
+}
+
+/* The sum of l over the four threads of each row. */
+__device__ __forceinline__ void attn_row_sums(float (&l)[2]) {
+    #pragma unroll
+    for (int w = 0; w < 2; w++) {
+        l[w] += __shfl_xor_sync(0xffffffffu, l[w], 1);
+        l[w] += __shfl_xor_sync(0xffffffffu, l[w], 2);
+    }
+}
+
+#ifdef AMPC_ATTN_EMULATE_MMA /* one block at a time: a static array is the block's memory */
+#define AMPC_ATTN_SMEM(bytes) alignas(16) static unsigned char smem_raw[bytes]
+#else
+#define AMPC_ATTN_SMEM(bytes) extern __shared__ __align__(16) unsigned char smem_raw[]
+#endif
+
+/* Grid (ceil(Sq / 64), H, B), 128 threads, two stages of attn_stage<D, DV, 64, 64> elements of
+ * dynamic shared memory. Per warp: 16 query rows; per thread rows g and g + 8 of them (g =
+ * lane / 4) and, in each 8-column tile, columns 2 * (lane % 4) and the next. Key tiles are
+ * double-buffered: the copies of tile j + 1 run while tile j is computed. */
+template <typename T, int D, int DV, bool SAFE, bool MVEC = false>
+__device__ __forceinline__ void attn_mma(const T *q, const T *k, const T *v, const T *mask, T *y,
+                                         const attn_desc &a) {
+    AMPC_ATTN_SMEM(2 * (ATTN_BN * (D + ATTN_PAD) + ATTN_BN * (DV + ATTN_PAD) + ATTN_BM * ATTN_BN) * sizeof(T));
+    T *const smem = reinterpret_cast<T *>(smem_raw);
+    const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
+    const i64 b = blockIdx.z, h = blockIdx.y;
+    const i64 i0 = (i64)blockIdx.x * ATTN_BM;
+    const i64 r0 = i0 + warp * 16 + g, r1 = r0 + 8; /* this thread's rows */
+    const int m0 = a.ms[2] == 0 ? 0 : warp * 16 + g, m1 = a.ms[2] == 0 ? 0 : m0 + 8; /* in mk */
+    const T *kb = k + b * a.ks[0] + h * a.ks[1], *vb = v + b * a.vs[0] + h * a.vs[1];
+    const T *mb = mask ? mask + b * a.ms[0] + h * a.ms[1] : (const T *)0;
+    const int stage = attn_stage<D, DV, ATTN_BN, ATTN_BM>(mb != 0), kv = ATTN_BN * (D + ATTN_PAD);
+    const int mo = kv + ATTN_BN * (DV + ATTN_PAD); /* the mask tile, in a stage */
+    const int tiles = (int)((a.Sk + ATTN_BN - 1) / ATTN_BN);
+    const bool full = a.Sk % ATTN_BN == 0;
+    attn_fetch<T, D, DV, MVEC, ATTN_BN, ATTN_BM>(kb, vb, mb, i0, 0, a, smem, smem + kv, smem + mo);
+    attn_cp_commit();
+    unsigned qa[D / 16][4];
+    attn_load_q<T, D>(q + b * a.qs[0] + h * a.qs[1], r0, r1, a, qa);
+    float o[DV / 8][4];
+    #pragma unroll
+    for (int n = 0; n < DV / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    for (int jt = 0; jt < tiles; jt++) {
+        const i64 j0 = (i64)jt * ATTN_BN;
+        T *const cur = smem + (jt & 1) * stage;
+        if (jt + 1 < tiles) { /* the next tile's copies go into the other stage (free since the
+                                 end of the previous tile) while this one is computed */
+            T *const nx = smem + ((jt + 1) & 1) * stage;
+            attn_fetch<T, D, DV, MVEC, ATTN_BN, ATTN_BM>(kb, vb, mb, i0, j0 + ATTN_BN, a, nx,
+                                                         nx + kv, nx + mo);
+            attn_cp_commit();
+            attn_cp_wait<1>();
+        } else {
+            attn_cp_wait<0>();
+        }
+        if (mb && !MVEC) attn_load_mask<T, ATTN_BM, ATTN_BN>(mb, i0, j0, a, cur + mo);
+        __syncthreads(); /* this tile is in shared memory for every thread */
+        attn_tile<T, D, DV, ATTN_BN>(qa, reinterpret_cast<const unsigned *>(cur), cur + kv,
+                                     mb ? cur + mo : (const T *)0, m0 * ATTN_BN, m1 * ATTN_BN, j0,
+                                     full, a, m, l, o);
+        __syncthreads(); /* every thread is done with this stage before it is refilled */
+    }
+    attn_row_sums(l);
+    attn_store<T, DV, SAFE>(y + b * a.ys[0] + h * a.ys[1], r0, r1, a, m, l, o);
+}
+
+/* For grids too small to fill the GPU (batch 1: B * H * ceil(Sq / 64) blocks of attn_mma leave
+ * most SMs idle, and each warp walks every key): grid (ceil(Sq / 16), H, B), 128 threads, two
+ * stages of attn_stage<D, DV, 128, 16> elements. The four warps take the same 16 query rows and
+ * each a 32-key part of every 128-key super-tile, with a softmax state of its own; at the end
+ * the four states meet in shared memory (max of the maxima, sums and outputs rescaled to it).
+ * Four times the blocks, a quarter of the keys a warp. */
+template <typename T, int D, int DV, bool SAFE, bool MVEC = false>
+__device__ __forceinline__ void attn_mma_split(const T *q, const T *k, const T *v, const T *mask,
+                                               T *y, const attn_desc &a) {
+    enum { BN = ATTN_SPLIT_BN, BM = ATTN_SPLIT_BM, WK = ATTN_SPLIT_WARP_KEYS };
+    AMPC_ATTN_SMEM(2 * (BN * (D + ATTN_PAD) + BN * (DV + ATTN_PAD) + BM * BN) * sizeof(T));
+    T *const smem = reinterpret_cast<T *>(smem_raw);
+    const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    const i64 b = blockIdx.z, h = blockIdx.y;
+    const i64 i0 = (i64)blockIdx.x * BM;
+    const i64 r0 = i0 + g, r1 = r0 + 8; /* this thread's rows, the same in every warp */
+    const int m0 = a.ms[2] == 0 ? 0 : g, m1 = a.ms[2] == 0 ? 0 : g + 8;
+    const T *kb = k + b * a.ks[0] + h * a.ks[1], *vb = v + b * a.vs[0] + h * a.vs[1];
+    const T *mb = mask ? mask + b * a.ms[0] + h * a.ms[1] : (const T *)0;
+    const int stage = attn_stage<D, DV, BN, BM>(mb != 0), kv = BN * (D + ATTN_PAD);
+    const int mo = kv + BN * (DV + ATTN_PAD);
+    const int tiles = (int)((a.Sk + BN - 1) / BN);
+    const bool full = a.Sk % BN == 0;
+    attn_fetch<T, D, DV, MVEC, BN, BM>(kb, vb, mb, i0, 0, a, smem, smem + kv, smem + mo);
+    attn_cp_commit();
+    unsigned qa[D / 16][4];
+    attn_load_q<T, D>(q + b * a.qs[0] + h * a.qs[1], r0, r1, a, qa);
+    float o[DV / 8][4];
+    #pragma unroll
+    for (int n = 0; n < DV / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    for (int jt = 0; jt < tiles; jt++) {
+        const i64 j0 = (i64)jt * BN;
+        T *const cur = smem + (jt & 1) * stage;
+        if (jt + 1 < tiles) {
+            T *const nx = smem + ((jt + 1) & 1) * stage;
+            attn_fetch<T, D, DV, MVEC, BN, BM>(kb, vb, mb, i0, j0 + BN, a, nx, nx + kv, nx + mo);
+            attn_cp_commit();
+            attn_cp_wait<1>();
+        } else {
+            attn_cp_wait<0>();
+        }
+        if (mb && !MVEC) attn_load_mask<T, BM, BN>(mb, i0, j0, a, cur + mo);
+        __syncthreads();
+        /* this warp's 32 keys of the super-tile (past Sk: all -inf, zero values, no change) */
+        const int part = warp * WK;
+        attn_tile<T, D, DV, WK>(qa, reinterpret_cast<const unsigned *>(cur) + part * ((D + ATTN_PAD) / 2),
+                                cur + kv + part * (DV + ATTN_PAD), mb ? cur + mo + part : (const T *)0,
+                                m0 * BN, m1 * BN, j0 + part, full, a, m, l, o);
+        __syncthreads();
+    }
+    attn_row_sums(l);
+    /* the four warps' states meet: each row's max over the warps, then the sums and outputs
+     * rescaled to it (a warp without a finite score adds nothing; a NaN sum stays NaN) */
+    float *const st_m = reinterpret_cast<float *>(smem_raw); /* [warp][row]: 4 x 16 */
+    float *const st_l = st_m + 4 * BM, *const st_o = st_l + 4 * BM; /* st_o: [warp][row][DV] */
+    if (t == 0)
+        for (int w = 0; w < 2; w++) st_m[warp * BM + g + 8 * w] = m[w], st_l[warp * BM + g + 8 * w] = l[w];
+    #pragma unroll
+    for (int n = 0; n < DV / 8; n++)
+        for (int e = 0; e < 4; e++)
+            st_o[(warp * BM + g + (e >> 1) * 8) * DV + n * 8 + 2 * t + (e & 1)] = o[n][e];
+    __syncthreads();
+    if (warp != 0) return;
+    const float log2e = 1.4426950408889634f;
+    #pragma unroll
+    for (int w = 0; w < 2; w++) {
+        const int row = g + 8 * w;
+        float mx = -INFINITY;
+        for (int p = 0; p < 4; p++) mx = fmaxf(mx, st_m[p * BM + row]);
+        float sum = 0.0f, f[4];
+        for (int p = 0; p < 4; p++) {
+            const float mp = st_m[p * BM + row];
+            f[p] = mp == -INFINITY ? 0.0f : exp2f((mp - mx) * log2e);
+            sum += st_l[p * BM + row] * f[p];
+        }
+        m[w] = mx, l[w] = sum;
+        #pragma unroll
+        for (int n = 0; n < DV / 8; n++)
+            for (int e = 0; e < 2; e++) {
+                const int col = n * 8 + 2 * t + e;
+                float acc = 0.0f;
+                for (int p = 0; p < 4; p++) acc += st_o[(p * BM + row) * DV + col] * f[p];
+                o[n][2 * w + e] = acc;
+            }
+    }
+    attn_store<T, DV, SAFE>(y + b * a.ys[0] + h * a.ys[1], r0, r1, a, m, l, o);
 }
 
 } // namespace ampc

@@ -422,8 +422,9 @@ Test(fuse_qkv, inference_checks_the_offsets) {
 
 /* ---- NVRTC: the kernels compile without a GPU ----------------------------------------------- */
 
-/* Compiles case c under precision p for sm_80 and checks which kernel the PTX holds. */
-static void compiles(const acase *c, ampc_precision p, bool tensor_cores) {
+/* Compiles case c under precision p for sm_80 and checks which kernel the CUDA calls (mma.sync
+ * in the PTX for the tensor-core ones). */
+static void compiles(const acase *c, ampc_precision p, const char *kernel) {
     ampc_graph *g = build(c);
     static const int32_t sm80 = 80;
     ampc_pipeline_options po = pipeline(p, true);
@@ -431,37 +432,43 @@ static void compiles(const acase *c, ampc_precision p, bool tensor_cores) {
     ampc_module *m = NULL;
     cr_assert_eq(ampc_compile(g, &o, &m), AMPC_OK, "%s", ampc_graph_errors(g));
     cr_assert_eq(t_count_op(g, AMPC_OP_FUSED_ATTENTION), 1);
+    const bool tensor_cores = strcmp(kernel, "attn_rows") != 0;
+    char call[64];
+    snprintf(call, sizeof call, "ampc::%s<", kernel);
     bool mma = false, found = false;
     for (int32_t u = 0; u < ampc_module_unit_count(m); u++) {
         mma |= strstr(ampc_module_ptx(m, u), "mma.sync.aligned.m16n8k16") != NULL;
-        found |= strstr(ampc_module_cuda(m, u), tensor_cores ? "ampc::attn_mma<" : "ampc::attn_rows<") != NULL;
+        found |= strstr(ampc_module_cuda(m, u), call) != NULL;
     }
-    cr_assert(found, "the %s kernel", tensor_cores ? "tensor-core" : "generic");
+    cr_assert(found, "the kernel calls %s", call);
     cr_assert_eq(mma, tensor_cores);
     ampc_module_destroy(m);
     ampc_graph_destroy(g);
 }
 
+/* B * H * ceil(S / 64) blocks of 64 query rows: 2 * 12 * 2 = 48 leave the GPU idle, so the keys
+ * are split over the warps; 8 * 12 * 2 = 192 fill it. */
 Test(fuse_attention_nvrtc, f16_takes_the_tensor_cores, .timeout = 300) {
-    const acase c = {2, 12, 77, 64, BERT, true, FUSES, 0, true};
-    compiles(&c, AMPC_PRECISION_FP16, true);
+    const acase c = {2, 12, 77, 64, BERT, true, FUSES, 0, true}, d = {8, 12, 77, 64, BERT, true, FUSES, 0, true};
+    compiles(&c, AMPC_PRECISION_FP16, "attn_mma_split");
+    compiles(&d, AMPC_PRECISION_FP16, "attn_mma");
 }
 
 /* Q, K and V read from one joined projection at their offsets. */
 Test(fuse_attention_nvrtc, joined_projections_take_the_tensor_cores, .timeout = 300) {
-    const acase c = {2, 12, 128, 64, BERT, true, FUSES, 0, true, true};
-    compiles(&c, AMPC_PRECISION_FP16, true);
+    const acase c = {8, 12, 128, 64, BERT, true, FUSES, 0, true, true};
+    compiles(&c, AMPC_PRECISION_FP16, "attn_mma");
 }
 
 Test(fuse_attention_nvrtc, bf16_head_128_takes_the_tensor_cores, .timeout = 300) {
     const acase c = {1, 2, 40, 128, SDPA, true, FUSES, AMPC_DTYPE_BF16};
-    compiles(&c, AMPC_PRECISION_KEEP, true);
+    compiles(&c, AMPC_PRECISION_KEEP, "attn_mma_split");
 }
 
 Test(fuse_attention_nvrtc, f32_and_odd_heads_take_the_generic_kernel, .timeout = 300) {
     const acase c = {2, 3, 20, 64, BERT, true, FUSES}, d = {1, 2, 20, 24, PLAIN, false, FUSES, AMPC_DTYPE_F16};
-    compiles(&c, AMPC_PRECISION_KEEP, false);
-    compiles(&d, AMPC_PRECISION_KEEP, false);
+    compiles(&c, AMPC_PRECISION_KEEP, "attn_rows");
+    compiles(&d, AMPC_PRECISION_KEEP, "attn_rows");
 }
 
 /* ---- GPU against the reference evaluator ----------------------------------------------------- */
@@ -489,6 +496,23 @@ static void on_gpu(const acase *c, ampc_precision p) {
 
 #define F16 AMPC_DTYPE_F16
 #define BF16 AMPC_DTYPE_BF16
+
+/* Grids of 128 blocks of 64 rows or more take attn_mma, smaller ones attn_mma_split (the
+ * lowering's SPLIT_BELOW): the cases below cover both. */
+Test(fuse_attention_gpu, fp16_s128_bert_masked_full_grid, .timeout = 300) {
+    const acase c = {8, 12, 128, 64, BERT, true, FUSES, F16};
+    on_gpu(&c, AMPC_PRECISION_KEEP);
+}
+
+Test(fuse_attention_gpu, bf16_s77_sdpa_masked_full_grid, .timeout = 300) {
+    const acase c = {16, 8, 77, 64, SDPA, true, FUSES, BF16};
+    on_gpu(&c, AMPC_PRECISION_KEEP);
+}
+
+Test(fuse_attention_gpu, joined_projections_full_grid_under_fp16, .timeout = 600) {
+    const acase c = {8, 12, 128, 64, BERT, true, FUSES, 0, true, true};
+    on_gpu(&c, AMPC_PRECISION_FP16);
+}
 
 Test(fuse_attention_gpu, fp16_s128_bert_masked, .timeout = 300) {
     const acase c = {4, 12, 128, 64, BERT, true, FUSES, F16};
