@@ -111,6 +111,10 @@ ampc_status rt_ranks_time(ampc_rt_model *m, int32_t iterations, double *ms, rt_e
 /* ranks_data.c, a model whose ranks split the batch (p->split_batch): after the ranks are
  * built, the whole batch's io descriptors and peer access from the first GPU to the others. */
 ampc_status rt_data_setup(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e);
+/* Fills m->batch_io (allocated: inputs then outputs) with rank 0's descriptors (names owned by
+ * rank 0) carrying the whole batch's shapes and bytes, and points m->inputs / m->outputs at it:
+ * the caller's view of a model whose ranks each hold a share of the batch. */
+void rt_batch_io_views(ampc_rt_model *m, const ampc_rt_plan *p);
 /* Enqueues, on each rank's stream, its rows of every input from the caller's buffer / its rows
  * of every output into the caller's buffer (host memory or any GPU's). */
 ampc_status rt_data_copy_in(ampc_rt_model *m, const ampc_tensor *in, rt_err *e);

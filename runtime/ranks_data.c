@@ -40,12 +40,8 @@ bool rt_enable_peer(int a, int b) {
     return rc == cudaSuccess || rc == cudaErrorPeerAccessAlreadyEnabled;
 }
 
-ampc_status rt_data_setup(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e) {
+void rt_batch_io_views(ampc_rt_model *m, const ampc_rt_plan *p) {
     int32_t n = m->n_inputs + m->n_outputs;
-    m->split_batch = true;
-    m->batch_io = calloc((size_t)n + 1, sizeof *m->batch_io);
-    if (m->batch_io == NULL) return rt_fail(e, AMPC_E_OOM, "out of host memory");
-    /* rank 0's copies (names owned by rank 0) with the whole batch's shapes and bytes */
     for (int32_t i = 0; i < n; i++) {
         bool is_in = i < m->n_inputs;
         m->batch_io[i] = is_in ? m->inputs[i] : m->outputs[i - m->n_inputs];
@@ -55,6 +51,13 @@ ampc_status rt_data_setup(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e) {
     }
     m->inputs = m->batch_io;
     m->outputs = m->batch_io + m->n_inputs;
+}
+
+ampc_status rt_data_setup(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e) {
+    m->split_batch = true;
+    m->batch_io = calloc((size_t)(m->n_inputs + m->n_outputs) + 1, sizeof *m->batch_io);
+    if (m->batch_io == NULL) return rt_fail(e, AMPC_E_OOM, "out of host memory");
+    rt_batch_io_views(m, p);
     int d0 = m->rank[0]->ctx.dev.index;
     m->peer_links = 0;
     for (int32_t r = 1; r < m->n_ranks; r++) {

@@ -105,16 +105,7 @@ ampc_status rt_pipe_setup(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e) {
     m->taken_ev = calloc((size_t)n, sizeof *m->taken_ev);
     if (!m->batch_io || !m->n_peer || !m->needs_input || !m->sent_ev || !m->taken_ev)
         return rt_fail(e, AMPC_E_OOM, "out of host memory");
-    /* the caller's view: rank 0's descriptors with the whole batch's shapes and bytes */
-    for (int32_t i = 0; i < nio; i++) {
-        bool is_in = i < m->n_inputs;
-        m->batch_io[i] = is_in ? m->inputs[i] : m->outputs[i - m->n_inputs];
-        const ampc_rt_io *whole = is_in ? &p->inputs[i] : &p->outputs[i - m->n_inputs];
-        m->batch_io[i].shape = whole->shape;
-        m->batch_io[i].ref.bytes = whole->ref.bytes;
-    }
-    m->inputs = m->batch_io;
-    m->outputs = m->batch_io + m->n_inputs;
+    rt_batch_io_views(m, p); /* the caller's view: the whole batch */
     int d0 = m->rank[0]->ctx.dev.index;
     m->peer_links = 0;
     for (int32_t r = 0; r < n; r++) {

@@ -379,113 +379,16 @@ __device__ __forceinline__ void attn_row_sums(float (&l)[2]) {
 #define AMPC_ATTN_SMEM(bytes) extern __shared__ __align__(16) unsigned char smem_raw[]
 #endif
 
-/* Grid (ceil(Sq / 64), H, B), 128 threads, two stages of attn_stage<D, DV, 64, 64> elements of
- * dynamic shared memory. Per warp: 16 query rows; per thread rows g and g + 8 of them (g =
- * lane / 4) and, in each 8-column tile, columns 2 * (lane % 4) and the next. Key tiles are
- * double-buffered: the copies of tile j + 1 run while tile j is computed. */
-template <typename T, int D, int DV, bool SAFE, bool MVEC = false>
-__device__ __forceinline__ void attn_mma(const T *q, const T *k, const T *v, const T *mask, T *y,
-                                         const attn_desc &a) {
-    AMPC_ATTN_SMEM(2 * (ATTN_BN * (D + ATTN_PAD) + ATTN_BN * (DV + ATTN_PAD) + ATTN_BM * ATTN_BN) * sizeof(T));
-    T *const smem = reinterpret_cast<T *>(smem_raw);
-    const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
-    const i64 b = blockIdx.z, h = blockIdx.y;
-    const i64 i0 = (i64)blockIdx.x * ATTN_BM;
-    const i64 r0 = i0 + warp * 16 + g, r1 = r0 + 8; /* this thread's rows */
-    const int m0 = a.ms[2] == 0 ? 0 : warp * 16 + g, m1 = a.ms[2] == 0 ? 0 : m0 + 8; /* in mk */
-    const T *kb = k + b * a.ks[0] + h * a.ks[1], *vb = v + b * a.vs[0] + h * a.vs[1];
-    const T *mb = mask ? mask + b * a.ms[0] + h * a.ms[1] : (const T *)0;
-    const int stage = attn_stage<D, DV, ATTN_BN, ATTN_BM>(mb != 0), kv = ATTN_BN * (D + ATTN_PAD);
-    const int mo = kv + ATTN_BN * (DV + ATTN_PAD); /* the mask tile, in a stage */
-    const int tiles = (int)((a.Sk + ATTN_BN - 1) / ATTN_BN);
-    const bool full = a.Sk % ATTN_BN == 0;
-    attn_fetch<T, D, DV, MVEC, ATTN_BN, ATTN_BM>(kb, vb, mb, i0, 0, a, smem, smem + kv, smem + mo);
-    attn_cp_commit();
-    unsigned qa[D / 16][4];
-    attn_load_q<T, D>(q + b * a.qs[0] + h * a.qs[1], r0, r1, a, qa);
-    float o[DV / 8][4];
-    #pragma unroll
-    for (int n = 0; n < DV / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-    for (int jt = 0; jt < tiles; jt++) {
-        const i64 j0 = (i64)jt * ATTN_BN;
-        T *const cur = smem + (jt & 1) * stage;
-        if (jt + 1 < tiles) { /* the next tile's copies go into the other stage (free since the
-                                 end of the previous tile) while this one is computed */
-            T *const nx = smem + ((jt + 1) & 1) * stage;
-            attn_fetch<T, D, DV, MVEC, ATTN_BN, ATTN_BM>(kb, vb, mb, i0, j0 + ATTN_BN, a, nx,
-                                                         nx + kv, nx + mo);
-            attn_cp_commit();
-            attn_cp_wait<1>();
-        } else {
-            attn_cp_wait<0>();
-        }
-        if (mb && !MVEC) attn_load_mask<T, ATTN_BM, ATTN_BN>(mb, i0, j0, a, cur + mo);
-        __syncthreads(); /* this tile is in shared memory for every thread */
-        attn_tile<T, D, DV, ATTN_BN>(qa, reinterpret_cast<const unsigned *>(cur), cur + kv,
-                                     mb ? cur + mo : (const T *)0, m0 * ATTN_BN, m1 * ATTN_BN, j0,
-                                     full, a, m, l, o);
-        __syncthreads(); /* every thread is done with this stage before it is refilled */
-    }
-    attn_row_sums(l);
-    attn_store<T, DV, SAFE>(y + b * a.ys[0] + h * a.ys[1], r0, r1, a, m, l, o);
-}
-
-/* For grids too small to fill the GPU (batch 1: B * H * ceil(Sq / 64) blocks of attn_mma leave
- * most SMs idle, and each warp walks every key): grid (ceil(Sq / 16), H, B), 128 threads, two
- * stages of attn_stage<D, DV, 128, 16> elements. The four warps take the same 16 query rows and
- * each a 32-key part of every 128-key super-tile, with a softmax state of its own; at the end
- * the four states meet in shared memory (max of the maxima, sums and outputs rescaled to it).
- * Four times the blocks, a quarter of the keys a warp. */
-template <typename T, int D, int DV, bool SAFE, bool MVEC = false>
-__device__ __forceinline__ void attn_mma_split(const T *q, const T *k, const T *v, const T *mask,
-                                               T *y, const attn_desc &a) {
-    enum { BN = ATTN_SPLIT_BN, BM = ATTN_SPLIT_BM, WK = ATTN_SPLIT_WARP_KEYS };
-    AMPC_ATTN_SMEM(2 * (BN * (D + ATTN_PAD) + BN * (DV + ATTN_PAD) + BM * BN) * sizeof(T));
-    T *const smem = reinterpret_cast<T *>(smem_raw);
+/* The four warps' softmax states of the same 16 rows (attn_mma_split) meet in shared memory (smem,
+ * free again): each row's max over the warps, then the sums and outputs rescaled to it (a warp
+ * without a finite score adds nothing; a NaN sum stays NaN). Warp 0 receives the result in m, l
+ * and o; the others return false. */
+template <int DV>
+__device__ __forceinline__ bool attn_combine(unsigned char *smem, float (&m)[2], float (&l)[2],
+                                             float (&o)[DV / 8][4]) {
+    enum { BM = ATTN_SPLIT_BM };
     const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-    const i64 b = blockIdx.z, h = blockIdx.y;
-    const i64 i0 = (i64)blockIdx.x * BM;
-    const i64 r0 = i0 + g, r1 = r0 + 8; /* this thread's rows, the same in every warp */
-    const int m0 = a.ms[2] == 0 ? 0 : g, m1 = a.ms[2] == 0 ? 0 : g + 8;
-    const T *kb = k + b * a.ks[0] + h * a.ks[1], *vb = v + b * a.vs[0] + h * a.vs[1];
-    const T *mb = mask ? mask + b * a.ms[0] + h * a.ms[1] : (const T *)0;
-    const int stage = attn_stage<D, DV, BN, BM>(mb != 0), kv = BN * (D + ATTN_PAD);
-    const int mo = kv + BN * (DV + ATTN_PAD);
-    const int tiles = (int)((a.Sk + BN - 1) / BN);
-    const bool full = a.Sk % BN == 0;
-    attn_fetch<T, D, DV, MVEC, BN, BM>(kb, vb, mb, i0, 0, a, smem, smem + kv, smem + mo);
-    attn_cp_commit();
-    unsigned qa[D / 16][4];
-    attn_load_q<T, D>(q + b * a.qs[0] + h * a.qs[1], r0, r1, a, qa);
-    float o[DV / 8][4];
-    #pragma unroll
-    for (int n = 0; n < DV / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-    for (int jt = 0; jt < tiles; jt++) {
-        const i64 j0 = (i64)jt * BN;
-        T *const cur = smem + (jt & 1) * stage;
-        if (jt + 1 < tiles) {
-            T *const nx = smem + ((jt + 1) & 1) * stage;
-            attn_fetch<T, D, DV, MVEC, BN, BM>(kb, vb, mb, i0, j0 + BN, a, nx, nx + kv, nx + mo);
-            attn_cp_commit();
-            attn_cp_wait<1>();
-        } else {
-            attn_cp_wait<0>();
-        }
-        if (mb && !MVEC) attn_load_mask<T, BM, BN>(mb, i0, j0, a, cur + mo);
-        __syncthreads();
-        /* this warp's 32 keys of the super-tile (past Sk: all -inf, zero values, no change) */
-        const int part = warp * WK;
-        attn_tile<T, D, DV, WK>(qa, reinterpret_cast<const unsigned *>(cur) + part * ((D + ATTN_PAD) / 2),
-                                cur + kv + part * (DV + ATTN_PAD), mb ? cur + mo + part : (const T *)0,
-                                m0 * BN, m1 * BN, j0 + part, full, a, m, l, o);
-        __syncthreads();
-    }
-    attn_row_sums(l);
-    /* the four warps' states meet: each row's max over the warps, then the sums and outputs
-     * rescaled to it (a warp without a finite score adds nothing; a NaN sum stays NaN) */
-    float *const st_m = reinterpret_cast<float *>(smem_raw); /* [warp][row]: 4 x 16 */
+    float *const st_m = reinterpret_cast<float *>(smem); /* [warp][row]: 4 x 16 */
     float *const st_l = st_m + 4 * BM, *const st_o = st_l + 4 * BM; /* st_o: [warp][row][DV] */
     if (t == 0)
         for (int w = 0; w < 2; w++) st_m[warp * BM + g + 8 * w] = m[w], st_l[warp * BM + g + 8 * w] = l[w];
@@ -494,7 +397,7 @@ __device__ __forceinline__ void attn_mma_split(const T *q, const T *k, const T *
         for (int e = 0; e < 4; e++)
             st_o[(warp * BM + g + (e >> 1) * 8) * DV + n * 8 + 2 * t + (e & 1)] = o[n][e];
     __syncthreads();
-    if (warp != 0) return;
+    if (warp != 0) return false;
     const float log2e = 1.4426950408889634f;
     #pragma unroll
     for (int w = 0; w < 2; w++) {
@@ -517,7 +420,83 @@ __device__ __forceinline__ void attn_mma_split(const T *q, const T *k, const T *
                 o[n][2 * w + e] = acc;
             }
     }
+    return true;
+}
+
+/* attn_mma (SPLIT false) and attn_mma_split (SPLIT true), 128 threads, two stages of
+ * attn_stage<D, DV, BN, BM> elements of dynamic shared memory; per thread rows g and g + 8 of its
+ * warp's 16 (g = lane / 4) and, in each 8-column tile, columns 2 * (lane % 4) and the next. Key
+ * tiles of BN are double-buffered: the copies of tile j + 1 run while tile j is computed.
+ *   SPLIT false: grid (ceil(Sq / 64), H, B); BM = 64 query rows a block, 16 a warp; BN = 64 keys,
+ *                all of them for every warp.
+ *   SPLIT true:  grid (ceil(Sq / 16), H, B), for grids too small to fill the GPU (batch 1: B * H *
+ *                ceil(Sq / 64) blocks of 64 rows leave most SMs idle, and each warp walks every
+ *                key); BM = 16 query rows a block, the same for the four warps; BN = 128 keys, a
+ *                32-key part for each warp, with a softmax state of its own; at the end the four
+ *                states meet (attn_combine). Four times the blocks, a quarter of the keys a warp. */
+template <typename T, int D, int DV, bool SAFE, bool MVEC, bool SPLIT>
+__device__ __forceinline__ void attn_mma_run(const T *q, const T *k, const T *v, const T *mask,
+                                             T *y, const attn_desc &a) {
+    enum { BN = SPLIT ? ATTN_SPLIT_BN : ATTN_BN, BM = SPLIT ? ATTN_SPLIT_BM : ATTN_BM };
+    enum { NK = SPLIT ? ATTN_SPLIT_WARP_KEYS : ATTN_BN }; /* a warp's keys of a tile */
+    AMPC_ATTN_SMEM(2 * (BN * (D + ATTN_PAD) + BN * (DV + ATTN_PAD) + BM * BN) * sizeof(T));
+    T *const smem = reinterpret_cast<T *>(smem_raw);
+    const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
+    const i64 b = blockIdx.z, h = blockIdx.y;
+    const i64 i0 = (i64)blockIdx.x * BM;
+    const int row = SPLIT ? g : warp * 16 + g; /* this thread's first row in the block */
+    const i64 r0 = i0 + row, r1 = r0 + 8;
+    const int m0 = a.ms[2] == 0 ? 0 : row, m1 = a.ms[2] == 0 ? 0 : row + 8; /* in the mask tile */
+    const int part = SPLIT ? warp * NK : 0; /* this warp's first key in a tile */
+    const T *kb = k + b * a.ks[0] + h * a.ks[1], *vb = v + b * a.vs[0] + h * a.vs[1];
+    const T *mb = mask ? mask + b * a.ms[0] + h * a.ms[1] : (const T *)0;
+    const int stage = attn_stage<D, DV, BN, BM>(mb != 0), kv = BN * (D + ATTN_PAD);
+    const int mo = kv + BN * (DV + ATTN_PAD); /* the mask tile, in a stage */
+    const int tiles = (int)((a.Sk + BN - 1) / BN);
+    const bool full = a.Sk % BN == 0;
+    attn_fetch<T, D, DV, MVEC, BN, BM>(kb, vb, mb, i0, 0, a, smem, smem + kv, smem + mo);
+    attn_cp_commit();
+    unsigned qa[D / 16][4];
+    attn_load_q<T, D>(q + b * a.qs[0] + h * a.qs[1], r0, r1, a, qa);
+    float o[DV / 8][4];
+    #pragma unroll
+    for (int n = 0; n < DV / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    for (int jt = 0; jt < tiles; jt++) {
+        const i64 j0 = (i64)jt * BN;
+        T *const cur = smem + (jt & 1) * stage;
+        if (jt + 1 < tiles) { /* the next tile's copies go into the other stage (free since the
+                                 end of the previous tile) while this one is computed */
+            T *const nx = smem + ((jt + 1) & 1) * stage;
+            attn_fetch<T, D, DV, MVEC, BN, BM>(kb, vb, mb, i0, j0 + BN, a, nx, nx + kv, nx + mo);
+            attn_cp_commit();
+            attn_cp_wait<1>();
+        } else {
+            attn_cp_wait<0>();
+        }
+        if (mb && !MVEC) attn_load_mask<T, BM, BN>(mb, i0, j0, a, cur + mo);
+        __syncthreads(); /* this tile is in shared memory for every thread */
+        /* (a split warp's part past Sk: all -inf, zero values, no change) */
+        attn_tile<T, D, DV, NK>(qa, reinterpret_cast<const unsigned *>(cur) + part * ((D + ATTN_PAD) / 2),
+                                cur + kv + part * (DV + ATTN_PAD), mb ? cur + mo + part : (const T *)0,
+                                m0 * BN, m1 * BN, j0 + part, full, a, m, l, o);
+        __syncthreads(); /* every thread is done with this stage before it is refilled */
+    }
+    attn_row_sums(l);
+    if (SPLIT && !attn_combine<DV>(smem_raw, m, l, o)) return;
     attn_store<T, DV, SAFE>(y + b * a.ys[0] + h * a.ys[1], r0, r1, a, m, l, o);
+}
+
+template <typename T, int D, int DV, bool SAFE, bool MVEC = false>
+__device__ __forceinline__ void attn_mma(const T *q, const T *k, const T *v, const T *mask, T *y,
+                                         const attn_desc &a) {
+    attn_mma_run<T, D, DV, SAFE, MVEC, false>(q, k, v, mask, y, a);
+}
+
+template <typename T, int D, int DV, bool SAFE, bool MVEC = false>
+__device__ __forceinline__ void attn_mma_split(const T *q, const T *k, const T *v, const T *mask,
+                                               T *y, const attn_desc &a) {
+    attn_mma_run<T, D, DV, SAFE, MVEC, true>(q, k, v, mask, y, a);
 }
 
 } // namespace ampc
