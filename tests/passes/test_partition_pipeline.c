@@ -324,3 +324,29 @@ Test(partition_pipeline, one_plan_per_stage) {
     ampc_graph_destroy(g);
     ampc_graph_destroy(one);
 }
+
+/* A peer copy reads the sending rank's arena: its src is checked against that rank's arena, not
+ * the receiving rank's (a larger arena on the receiver must not let it read past the sender's). */
+Test(partition_pipeline, plan_check_bounds_a_peer_copy_by_the_senders_arena) {
+    ampc_graph *g = stack(B, 4, false, false);
+    ampc_module *m = compile_pipeline(g, 2, 2);
+    const ampc_rt_plan *p = &m->cg->plan;
+    ampc_rt_plan ranks[2] = {p->ranks[0], p->ranks[1]};
+    int32_t n = ranks[1].n_steps;
+    ampc_rt_step *steps = malloc((size_t)n * sizeof *steps);
+    memcpy(steps, ranks[1].steps, (size_t)n * sizeof *steps);
+    cr_assert_eq(steps[0].kind, AMPC_RT_STEP_PEER_COPY);
+    ranks[1].arena_bytes = ranks[0].arena_bytes + 4096;
+    steps[0].peer.src.offset = ranks[0].arena_bytes; /* past the sender's arena */
+    ranks[1].steps = steps;
+    ampc_rt_plan bad = *p;
+    bad.ranks = ranks;
+    char *err = NULL;
+    cr_assert_neq(ampc_rt_plan_check(&bad, &err), AMPC_OK, "a copy past rank 0's arena passed");
+    cr_assert(err && strstr(err, "peer copy src") && strstr(err, "outside the arena"), "%s",
+              err ? err : "");
+    free(err);
+    free(steps);
+    ampc_module_destroy(m);
+    ampc_graph_destroy(g);
+}
