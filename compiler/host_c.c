@@ -355,25 +355,27 @@ char *ampc_artifact_host_c(const ampc_module *m, const char *name, const ampc_ar
     if (p->split_batch) {
         put_batch_ranks(&sb, p, "ampc_blob_weights");
     } else if (p->n_ranks > 1) {
+        /* a pipeline in micro-batches: plan_inputs and plan_outputs are the caller's whole
+         * tensors (the model's), rank 0's own io one micro-batch's */
+        bool whole = p->micro_batches > 1;
+        if (whole) {
+            ampc_sb_puts(&sb, "/* rank 0's inputs and outputs: one micro-batch's rows. */\n");
+            put_ios(&sb, "r0_inputs", p->ranks[0].inputs, p->ranks[0].n_inputs);
+            put_ios(&sb, "r0_outputs", p->ranks[0].outputs, p->ranks[0].n_outputs);
+        }
         ampc_sb_printf(&sb, "/* The plan of every rank (GPU): rank r runs on device `device + r`. */\n"
                             "static const ampc_rt_plan rank_plans[%d] = {\n", p->n_ranks);
         for (int32_t r = 0; r < p->n_ranks; r++) {
             char tag[32], weights[64];
             snprintf(tag, sizeof tag, "r%d_", r);
             snprintf(weights, sizeof weights, "ampc_blob_weights_r%d", r);
-            put_plan_struct(&sb, "    {", r ? tag : "", r ? tag : "plan_",
+            put_plan_struct(&sb, "    {", r ? tag : "", r ? tag : whole ? "r0_" : "plan_",
                             r ? weights : "ampc_blob_weights", &p->ranks[r], NULL);
             ampc_sb_puts(&sb, "},\n");
         }
         ampc_sb_puts(&sb, "};\n\n");
     }
-    if (p->micro_batches > 1) { /* a pipeline: the model's io are the caller's whole tensors */
-        ampc_sb_puts(&sb, "/* A pipeline's caller tensors: every micro-batch's rows. */\n");
-        put_ios(&sb, "whole_inputs", p->inputs, p->n_inputs);
-        put_ios(&sb, "whole_outputs", p->outputs, p->n_outputs);
-    }
-    put_plan_struct(&sb, "static ampc_rt_plan plan = {", "",
-                    p->micro_batches > 1 ? "whole_" : "plan_",
+    put_plan_struct(&sb, "static ampc_rt_plan plan = {", "", "plan_",
                     l->sidecar ? NULL : "ampc_blob_weights", p,
                     p->n_ranks > 1 ? "rank_plans" : NULL);
     ampc_sb_puts(&sb, "};\n\n");

@@ -277,11 +277,16 @@ static ampc_status check_pipe_peer(const ampc_rt_plan *p, const ampc_rt_plan *q,
             computed = true;
             continue;
         }
-        if (computed || s->peer.from != r - 1)
+        if (computed || r == 0 || s->peer.from != r - 1)
             return rt_fail(e, AMPC_E_INVALID_ARG, "rank %d's step %d copies from rank %d%s; a "
                            "stage's peer copies come first and from the stage before it (rank "
                            "%d)", r, j, s->peer.from, computed ? " after computing steps" : "",
                            r - 1);
+        /* the copy reads the sender's arena: its bounds, not this rank's */
+        char what[64];
+        snprintf(what, sizeof what, "step %d's peer copy src (rank %d's arena)", j, r - 1);
+        if (rt_check_ref(&p->ranks[r - 1], s->peer.src, what, false, false, e) != AMPC_OK)
+            return e->status;
     }
     return AMPC_OK;
 }

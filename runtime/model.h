@@ -63,7 +63,10 @@ struct ampc_rt_model {
      * inputs and outputs then point into batch_io as for a batch split. */
     int32_t micro_batches;
     int32_t *n_peer;          /* per rank: its leading peer-copy steps */
-    uint8_t *needs_input;     /* [rank * n_inputs + i]: rank reads input i */
+    uint8_t *needs_input;     /* [rank * n_inputs + i]: rank reads input i (or the next rank
+                               * copies its bytes) */
+    uint8_t *early_take;      /* per rank: its input or peer copies write bytes the next rank's
+                               * peer copies read, so they wait for taken_ev[rank + 1] too */
     cudaEvent_t *sent_ev;     /* per rank, on its device: it finished its last micro-batch */
     cudaEvent_t *taken_ev;    /* per rank: its peer copies of its last micro-batch are done */
     /* io_bind.c: runs on the caller's device buffers in place */

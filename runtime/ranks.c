@@ -468,6 +468,7 @@ void rt_ranks_destroy(ampc_rt_model *m) {
         k->ctx.nccl = NULL;
     }
     drop_rank_graphs(m);
+    rt_pipe_free(m); /* its events live on the ranks' devices, read from the rank models */
     if (comms) rt_nccl_comms_destroy(comms, m->n_ranks, m->broken != NULL);
     free(comms);
     for (int32_t r = 0; m->rank && r < m->n_ranks; r++) {
@@ -488,7 +489,6 @@ void rt_ranks_destroy(ampc_rt_model *m) {
     free(m->graph_why);
     free(m->broken);
     rt_data_free(m);
-    rt_pipe_free(m);
     if (prev >= 0) (void)cudaSetDevice(prev);
     rt_cuda_clear();
     free(m);

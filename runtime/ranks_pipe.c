@@ -12,7 +12,9 @@
  *      peer copies (cudaMemcpyPeerAsync from GPU s-1's arena into its own, over NVLink or PCIe
  *      once peer access is on), then taken_ev[s];
  *   3. (s < N-1, m > 0) a wait for taken_ev[s+1]: stage s+1 has copied micro-batch m-1 out of
- *      this arena, so this micro-batch may overwrite those values;
+ *      this arena, so this micro-batch may overwrite those values; before 1. instead when 1. or
+ *      2. write bytes that stage s+1 copies (early_take: a view of an input crossing the cut, a
+ *      value handed along the chain of stages);
  *   4. stage s's steps (a CUDA graph per GPU from the second run on, captured without the peer
  *      copies; AMPC_MULTI_GPU_GRAPHS=0 or AMPC_CUDA_GRAPHS=0 keeps step-by-step launches);
  *   5. (s < N-1) sent_ev[s]; (s = N-1) the rows of micro-batch m of every output to the caller.
@@ -80,6 +82,19 @@ const rt_provider rt_provider_peer = {
 
 /* ---- setup ---------------------------------------------------------------------------------- */
 
+static bool overlap(ampc_rt_ref a, ampc_rt_ref b) {
+    return a.space == AMPC_RT_ARENA && b.space == AMPC_RT_ARENA && a.bytes > 0 && b.bytes > 0 &&
+           a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+}
+
+/* Whether one of the leading n_peer peer copies of rank model k reads bytes of arena ref r in
+ * the sender's arena. */
+static bool peer_reads(const ampc_rt_model *k, int32_t n_peer, ampc_rt_ref r) {
+    for (int32_t s = 0; s < n_peer; s++)
+        if (overlap(k->steps[s].peer.src, r)) return true;
+    return false;
+}
+
 /* Whether any step of rank model k reads bytes of arena ref r. */
 static bool reads_ref(const ampc_rt_model *k, ampc_rt_ref r) {
     enum { MAX_REFS = 256 };
@@ -103,18 +118,36 @@ ampc_status rt_pipe_setup(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e) {
     m->needs_input = calloc((size_t)n * (size_t)m->n_inputs + 1, 1);
     m->sent_ev = calloc((size_t)n, sizeof *m->sent_ev);
     m->taken_ev = calloc((size_t)n, sizeof *m->taken_ev);
-    if (!m->batch_io || !m->n_peer || !m->needs_input || !m->sent_ev || !m->taken_ev)
+    m->early_take = calloc((size_t)n, 1);
+    if (!m->batch_io || !m->n_peer || !m->needs_input || !m->sent_ev || !m->taken_ev ||
+        !m->early_take)
         return rt_fail(e, AMPC_E_OOM, "out of host memory");
     rt_batch_io_views(m, p); /* the caller's view: the whole batch */
+    for (int32_t r = 0; r < n; r++) {
+        const ampc_rt_model *k = m->rank[r];
+        while (m->n_peer[r] < k->n_steps && k->steps[m->n_peer[r]].kind == AMPC_RT_STEP_PEER_COPY)
+            m->n_peer[r]++;
+    }
+    /* A value the next stage copies may share bytes with what this stage writes before its
+     * steps: an input (a view of it crossing the cut: the input's bytes are then copied even
+     * when no step here reads them) or a peer copy's dst (a value handed along the chain). */
+    for (int32_t r = 0; r < n; r++) {
+        const ampc_rt_model *k = m->rank[r], *next = r + 1 < n ? m->rank[r + 1] : NULL;
+        int32_t next_peer = next ? m->n_peer[r + 1] : 0;
+        for (int32_t i = 0; i < m->n_inputs; i++) {
+            ampc_rt_ref in = k->inputs[i].ref;
+            bool sent = next && peer_reads(next, next_peer, in);
+            m->needs_input[(size_t)r * (size_t)m->n_inputs + i] = sent || reads_ref(k, in);
+            if (sent) m->early_take[r] = 1;
+        }
+        for (int32_t s = 0; next && s < m->n_peer[r]; s++)
+            if (peer_reads(next, next_peer, k->steps[s].peer.dst)) m->early_take[r] = 1;
+    }
     int d0 = m->rank[0]->ctx.dev.index;
     m->peer_links = 0;
     for (int32_t r = 0; r < n; r++) {
         ampc_rt_model *k = m->rank[r];
         int d = k->ctx.dev.index;
-        while (m->n_peer[r] < k->n_steps && k->steps[m->n_peer[r]].kind == AMPC_RT_STEP_PEER_COPY)
-            m->n_peer[r]++;
-        for (int32_t i = 0; i < m->n_inputs; i++)
-            m->needs_input[(size_t)r * (size_t)m->n_inputs + i] = reads_ref(k, k->inputs[i].ref);
         if (r > 0) { /* the stage before sends, and the caller's buffers usually live on d0 */
             int prev = m->rank[r - 1]->ctx.dev.index;
             m->peer_links += rt_enable_peer(d, prev) + rt_enable_peer(prev, d);
@@ -139,9 +172,10 @@ void rt_pipe_free(ampc_rt_model *m) {
     free(m->taken_ev);
     free(m->n_peer);
     free(m->needs_input);
+    free(m->early_take);
     m->sent_ev = m->taken_ev = NULL;
     m->n_peer = NULL;
-    m->needs_input = NULL;
+    m->needs_input = m->early_take = NULL;
 }
 
 /* ---- a run ---------------------------------------------------------------------------------- */
@@ -262,14 +296,19 @@ ampc_status rt_pipe_launch(ampc_rt_model *m, const ampc_tensor *in, ampc_tensor 
     for (int32_t mb = 0; mb < m->micro_batches; mb++)
         for (int32_t r = 0; r < n; r++) {
             ampc_rt_model *k = m->rank[r];
+            bool take = r + 1 < n && mb > 0; /* stage r + 1 copied micro-batch mb - 1 out */
             RT_CUDA(e, cudaSetDevice(k->ctx.dev.index));
+            if (take && m->early_take[r]) {
+                RT_CUDA(e, cudaStreamWaitEvent(k->stream, m->taken_ev[r + 1], 0));
+                take = false;
+            }
             if (copy_io(m, r, mb, in, NULL, e) != AMPC_OK) return e->status;
             if (r > 0) {
                 RT_CUDA(e, cudaStreamWaitEvent(k->stream, m->sent_ev[r - 1], 0));
                 if (launch_peer(m, r, e) != AMPC_OK) return e->status;
                 RT_CUDA(e, cudaEventRecord(m->taken_ev[r], k->stream));
             }
-            if (r + 1 < n && mb > 0) RT_CUDA(e, cudaStreamWaitEvent(k->stream, m->taken_ev[r + 1], 0));
+            if (take) RT_CUDA(e, cudaStreamWaitEvent(k->stream, m->taken_ev[r + 1], 0));
             if (launch_stage(m, r, e) != AMPC_OK) return e->status;
             if (r + 1 < n) RT_CUDA(e, cudaEventRecord(m->sent_ev[r], k->stream));
             if (copy_io(m, r, mb, NULL, out, e) != AMPC_OK) return e->status;

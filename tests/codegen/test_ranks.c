@@ -375,3 +375,50 @@ Test(ranks, batch_split_library_embeds_the_weights_once, .timeout = 180) {
     cr_assert_eq(system(cmd), 0);
     ampc_module_destroy(m);
 }
+
+/* ---- pipelines -------------------------------------------------------------------------------- */
+
+/* A pipeline in micro-batches built into a library: the model's io are the whole batch, every
+ * stage's io one micro-batch (rank 0's too), and the loaded plan passes the check. */
+Test(ranks, pipeline_library_gives_each_stage_one_micro_batch, .timeout = 180) {
+    static const int32_t sm80 = 80;
+    ampc_pipeline_options po = {.verify = true, .gpus = 2, .partition = AMPC_PARTITION_PIPELINE,
+                                .micro_batches = 2};
+    ampc_compile_options o = {.archs = &sm80, .n_archs = 1, .cache_dir = "", .pipeline = &po};
+    ampc_graph *g = mlp_rows(4);
+    ampc_module *m = NULL;
+    cr_assert_eq(ampc_compile(g, &o, &m), AMPC_OK, "%s", ampc_graph_errors(g));
+    ampc_graph_destroy(g);
+    char dir[] = "/tmp/ampc-ranks-XXXXXX", so[256];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(so, sizeof so, "%s/mlpp.so", dir);
+    char *err = NULL;
+    cr_assert_eq(ampc_module_write_library(m, so, NULL, &err), AMPC_OK, "%s", err ? err : "");
+    ampc_rt_artifact *a = NULL;
+    cr_assert_eq(ampc_rt_load(so, &a, &err), AMPC_OK, "%s", err ? err : "");
+    const ampc_rt_plan *p = ampc_rt_artifact_plan(a);
+    cr_assert_eq(p->n_ranks, 2);
+    cr_assert_eq(p->micro_batches, 2);
+    cr_assert_eq(p->inputs[0].shape.dims[0], 4, "the model's input is the whole batch");
+    cr_assert_eq(p->outputs[0].shape.dims[0], 4);
+    for (int32_t r = 0; r < 2; r++) {
+        cr_assert_eq(p->ranks[r].inputs[0].shape.dims[0], 2, "rank %d's input", r);
+        cr_assert_eq(p->ranks[r].inputs[0].ref.bytes, p->inputs[0].ref.bytes / 2);
+        cr_assert_eq(p->ranks[r].outputs[0].shape.dims[0], 2, "rank %d's output", r);
+        cr_assert_eq(p->ranks[r].micro_batches, 2);
+    }
+    cr_assert_eq(ampc_rt_plan_check(p, &err), AMPC_OK, "%s", err ? err : "");
+    ampc_rt_model *model = NULL;
+    ampc_status st = ampc_rt_model_create(p, 0, &model, &err);
+    if (st != AMPC_OK) { /* here (no GPU, or fewer than 2): a status and a message */
+        cr_assert(st == AMPC_E_NO_DEVICE || st == AMPC_E_CUDA, "status %d: %s", st, err);
+        cr_assert_null(model);
+    }
+    ampc_rt_model_destroy(model);
+    free(err);
+    ampc_rt_unload(a);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+    ampc_module_destroy(m);
+}

@@ -324,3 +324,97 @@ Test(partition_pipeline, one_plan_per_stage) {
     ampc_graph_destroy(g);
     ampc_graph_destroy(one);
 }
+
+/* A peer copy reads the sending rank's arena: its src is checked against that rank's arena, not
+ * the receiving rank's (a larger arena on the receiver must not let it read past the sender's). */
+Test(partition_pipeline, plan_check_bounds_a_peer_copy_by_the_senders_arena) {
+    ampc_graph *g = stack(B, 4, false, false);
+    ampc_module *m = compile_pipeline(g, 2, 2);
+    const ampc_rt_plan *p = &m->cg->plan;
+    ampc_rt_plan ranks[2] = {p->ranks[0], p->ranks[1]};
+    int32_t n = ranks[1].n_steps;
+    ampc_rt_step *steps = malloc((size_t)n * sizeof *steps);
+    memcpy(steps, ranks[1].steps, (size_t)n * sizeof *steps);
+    cr_assert_eq(steps[0].kind, AMPC_RT_STEP_PEER_COPY);
+    ranks[1].arena_bytes = ranks[0].arena_bytes + 4096;
+    steps[0].peer.src.offset = ranks[0].arena_bytes; /* past the sender's arena */
+    ranks[1].steps = steps;
+    ampc_rt_plan bad = *p;
+    bad.ranks = ranks;
+    char *err = NULL;
+    cr_assert_neq(ampc_rt_plan_check(&bad, &err), AMPC_OK, "a copy past rank 0's arena passed");
+    cr_assert(err && strstr(err, "peer copy src") && strstr(err, "outside the arena"), "%s",
+              err ? err : "");
+    free(err);
+    free(steps);
+    ampc_module_destroy(m);
+    ampc_graph_destroy(g);
+}
+
+/* x [b, W] through `layers` blocks; the last block adds sv, a view (Reshape) of the input
+ * s [b, 2, HID / 2] made before the first block: the view crosses every cut, so its copy reads
+ * the input's own bytes in stage 0's arena, though no step of stage 0 reads s. */
+static ampc_graph *late_view(int64_t b, int layers) {
+    ampc_graph *g = ampc_graph_create("late_view");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(b, W));
+    ampc_value *s = t_input(g, "s", AMPC_DTYPE_F32, SHAPE(b, 2, HID / 2));
+    static const int64_t to[2] = {0, HID};
+    ampc_value *sv = ampc_reshape(g, s, to, 2);
+    for (int l = 0; l < layers; l++) {
+        double w1[W * HID], b1[HID], w2[HID * W];
+        for (int i = 0; i < W * HID; i++) w1[i] = sin(i * 0.37 + l) * 0.3;
+        for (int i = 0; i < HID; i++) b1[i] = 0.05 * i - 0.4 + 0.1 * l;
+        for (int i = 0; i < HID * W; i++) w2[i] = cos(i * 0.23 + l) * 0.2;
+        ampc_value *h = ampc_add(g, ampc_matmul(g, x, t_const_f32(g, SHAPE(W, HID), w1)),
+                                 t_const_f32(g, SHAPE(HID), b1));
+        if (l == layers - 1) h = ampc_add(g, h, sv);
+        x = ampc_add(g, x, ampc_matmul(g, ampc_relu(g, h), t_const_f32(g, SHAPE(HID, W), w2)));
+    }
+    ampc_output(g, x, "y");
+    cr_assert_eq(ampc_graph_status(g), AMPC_OK, "%s", ampc_graph_errors(g));
+    return g;
+}
+
+/* The plans the runtime must order (runtime/ranks_pipe.c, early_take): a copy that reads the
+ * bytes of an input of the stage before (which that stage then copies in although none of its
+ * steps reads them), and, over 4 stages, a value handed along the chain, whose copy into stage
+ * r writes the bytes stage r + 1 copies out. */
+Test(partition_pipeline, copies_that_read_what_the_sender_writes_before_its_steps) {
+    ampc_graph *g = late_view(B, 4);
+    ampc_module *m = compile_pipeline(g, 2, 2);
+    const ampc_rt_plan *p = &m->cg->plan;
+    const ampc_rt_ref in = p->ranks[0].inputs[1].ref;
+    bool copied = false, read = false;
+    for (int32_t i = 0; i < p->ranks[1].n_steps; i++) {
+        const ampc_rt_step *s = &p->ranks[1].steps[i];
+        if (s->kind == AMPC_RT_STEP_PEER_COPY)
+            copied |= s->peer.src.offset < in.offset + in.bytes &&
+                      in.offset < s->peer.src.offset + s->peer.src.bytes;
+    }
+    for (int32_t i = 0; i < p->ranks[0].n_steps; i++) {
+        const ampc_rt_step *s = &p->ranks[0].steps[i];
+        read |= s->kind == AMPC_RT_STEP_GEMM &&
+                ((s->gemm.c.offset == in.offset && s->gemm.c.bytes) || s->gemm.a.offset == in.offset);
+    }
+    cr_assert(copied, "rank 1 copies the bytes of rank 0's input 's'");
+    cr_assert_not(read, "no GEMM of rank 0 reads 's'");
+    char *err = NULL;
+    cr_assert_eq(ampc_rt_plan_check(p, &err), AMPC_OK, "%s", err ? err : "");
+    ampc_module_destroy(m);
+    ampc_graph_destroy(g);
+    g = stack(B, 8, false, true);
+    m = compile_pipeline(g, 4, 2);
+    p = &m->cg->plan;
+    bool chained = false;
+    for (int32_t r = 1; r + 1 < 4; r++)
+        for (int32_t i = 0; i < p->ranks[r].n_steps; i++)
+            for (int32_t j = 0; j < p->ranks[r + 1].n_steps; j++) {
+                const ampc_rt_step *a = &p->ranks[r].steps[i], *b = &p->ranks[r + 1].steps[j];
+                if (a->kind == AMPC_RT_STEP_PEER_COPY && b->kind == AMPC_RT_STEP_PEER_COPY &&
+                    a->peer.dst.offset == b->peer.src.offset)
+                    chained = true;
+            }
+    cr_assert(chained, "a copy into stage r writes what stage r + 1 copies out");
+    ampc_module_destroy(m);
+    ampc_graph_destroy(g);
+}

@@ -4,6 +4,9 @@
  * run in micro-batches, against 1 GPU and the reference evaluator, f32 and f16, with tensors on
  * the host, on GPU 0 and on GPU 1, three runs each (step by step, capture, replay); enqueued on
  * the caller's stream and timed; fewer GPUs than stages refused at create with both counts.
+ * Two graphs whose copies read what the sending stage writes before its steps: a view of an
+ * input made before the first block and read by the last (2 GPUs), and block 0's output read
+ * by the last block, handed along 3 stages.
  */
 #define _GNU_SOURCE /* setenv */
 #include "support.h"
@@ -249,4 +252,85 @@ Test(multi_gpu_pipeline, more_stages_than_gpus_is_refused, .timeout = 180) {
     cr_assert(err && strstr(err, "partitioned over 8 GPUs"), "%s", err ? err : "");
     free(err);
     ampc_module_destroy(eight);
+}
+
+/* ---- copies of what the sending stage writes before its steps ------------------------------- */
+
+/* x [B, W] through LAYERS blocks x = x + relu(x @ W1 + b1 [+ extra]) @ W2: with `view`, the last
+ * block adds a Reshape of the input s [B, 2, HID / 2] made before the first block (the view is
+ * copied from the input's bytes on GPU 0, where no step reads s); else the last block adds block
+ * 0's output to x (a value handed along the stages). */
+static ampc_graph *build_late(bool view) {
+    ampc_graph *g = ampc_graph_create(view ? "late_view" : "late_skip");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(B, W)), *first = NULL, *sv = NULL;
+    if (view) {
+        static const int64_t to[2] = {0, HID};
+        sv = ampc_reshape(g, t_input(g, "s", AMPC_DTYPE_F32, SHAPE(B, 2, HID / 2)), to, 2);
+    }
+    double *w1 = malloc(sizeof(double) * W * HID), *w2 = malloc(sizeof(double) * HID * W);
+    double b1[HID];
+    for (int l = 0; l < LAYERS; l++) {
+        for (int i = 0; i < W * HID; i++) w1[i] = sin(i * 0.37 + l) / 24;
+        for (int i = 0; i < HID * W; i++) w2[i] = cos(i * 0.23 + l) / 32;
+        for (int i = 0; i < HID; i++) b1[i] = 0.01 * (i % 7) - 0.02;
+        ampc_value *h = ampc_add(g, ampc_matmul(g, x, t_const_f32(g, SHAPE(W, HID), w1)),
+                                 t_const_f32(g, SHAPE(HID), b1));
+        if (sv && l == LAYERS - 1) h = ampc_add(g, h, sv);
+        x = ampc_add(g, x, ampc_matmul(g, ampc_relu(g, h), t_const_f32(g, SHAPE(HID, W), w2)));
+        if (!view && l == LAYERS - 1) x = ampc_add(g, x, first);
+        if (l == 0) first = x;
+    }
+    free(w1);
+    free(w2);
+    ampc_output(g, x, "y");
+    cr_assert_eq(ampc_graph_status(g), AMPC_OK, "%s", ampc_graph_errors(g));
+    return g;
+}
+
+/* The graph over `gpus` stages in 4 micro-batches, three runs (step by step, capture, replay)
+ * with tensors on the host, each against the reference. */
+static void late_reads_match(bool view, int32_t gpus) {
+    need_gpus(gpus);
+    ampc_pipeline_options po = {.verify = true, .gpus = gpus,
+                                .partition = AMPC_PARTITION_PIPELINE, .micro_batches = 4};
+    ampc_compile_options o = {.cache_dir = "", .no_tf32 = true, .pipeline = &po};
+    ampc_graph *g = build_late(view);
+    ampc_module *mod = NULL;
+    cr_assert_eq(ampc_compile(g, &o, &mod), AMPC_OK, "%s", ampc_graph_errors(g));
+    ampc_graph_destroy(g);
+    ampc_rt_model *m = NULL;
+    char *err = NULL;
+    cr_assert_eq(ampc_rt_model_create(&mod->cg->plan, 0, &m, &err), AMPC_OK, "%s", err);
+    float *x = malloc(sizeof(float) * B * W), *s = malloc(sizeof(float) * B * HID);
+    float *y = malloc(sizeof(float) * B * W);
+    for (int pass = 0; pass < 3; pass++) {
+        fill(x, s, pass * 0.4f);
+        ampc_tensor in[2] = {t_tensor(AMPC_DTYPE_F32, SHAPE(B, W), x),
+                             t_tensor(AMPC_DTYPE_F32, SHAPE(B, 2, HID / 2), s)}, ref;
+        g = build_late(view);
+        cr_assert_eq(ampc_graph_evaluate(g, in, view ? 2 : 1, &ref, 1), AMPC_OK, "%s",
+                     ampc_graph_errors(g));
+        ampc_graph_destroy(g);
+        for (int64_t i = 0; i < B * W; i++) y[i] = NAN;
+        ampc_tensor out = t_tensor(AMPC_DTYPE_F32, SHAPE(B, W), y);
+        cr_assert_eq(ampc_rt_model_run(m, in, view ? 2 : 1, &out, 1, NULL, &err), AMPC_OK, "%s",
+                     err);
+        char what[128];
+        snprintf(what, sizeof what, "y (%s over %d stages, pass %d, vs the reference)",
+                 view ? "a late view of an input" : "a skip handed along", gpus, pass);
+        expect_close(y, &ref, 1e-4, what);
+        ampc_tensor_free(&ref);
+    }
+    ampc_rt_model_destroy(m);
+    ampc_module_destroy(mod);
+    free(x);
+    free(s);
+    free(y);
+}
+
+Test(multi_gpu_pipeline, input_view_copied_from_a_stage_that_does_not_read_it, .timeout = 180) {
+    late_reads_match(true, 2);
+}
+Test(multi_gpu_pipeline, value_handed_along_three_stages, .timeout = 180) {
+    late_reads_match(false, 3);
 }
