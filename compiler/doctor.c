@@ -239,6 +239,14 @@ int ampc_cli_doctor(const ampc_cli_options *o) {
         problem("the kernel cache folder cannot be created or written: every compile starts cold",
                 "make ~/.cache/ampc writable, or point AMPC_CACHE_DIR at a writable folder");
     free(cache);
+    char tune[4096];
+    int32_t entries = 0;
+    if (ampc_rt_tuning_cache(tune, sizeof tune, &entries))
+        printf("tuning cache: %s (%d entr%s; the choices model creation timed, reused on this GPU "
+               "with these libraries)\n", tune, entries, entries == 1 ? "y" : "ies");
+    else
+        printf("tuning cache: off (AMPC_TUNE_CACHE=off, or no HOME): every model creation times "
+               "its cuDNN choices afresh\n");
     if (problems) printf("%d problem%s found\n", problems, problems == 1 ? "" : "s");
     else printf("no problems found\n");
     return problems ? 1 : 0;

@@ -96,8 +96,9 @@ AMPC_API ampc_status ampc_rt_device_info_get(int32_t device, ampc_rt_device_info
  * ------------------------------------------------------------------------------------------- */
 
 typedef enum ampc_rt_library {
-    AMPC_RT_LIB_CUBLASLT = 0, /* libcublasLt.so.13, else .12; version 12.0 or newer */
-    AMPC_RT_LIB_CUDNN = 1,    /* libcudnn.so.9; version 9.0 or newer */
+    AMPC_RT_LIB_CUBLASLT = 0, /* $AMPC_CUBLASLT_PATH, else libcublasLt.so.13, else .12; 12.0 or
+                               * newer */
+    AMPC_RT_LIB_CUDNN = 1,    /* $AMPC_CUDNN_PATH, else libcudnn.so.9; version 9.0 or newer */
     AMPC_RT_LIB_CUSPARSELT = 2, /* $AMPC_CUSPARSELT_PATH, else libcusparseLt.so.0; 0.8 or newer.
                                  * Optional: 2:4 sparse GEMMs run dense without it */
     AMPC_RT_LIB_COUNT
@@ -112,6 +113,13 @@ typedef enum ampc_rt_library {
  * against the version required. */
 AMPC_API ampc_status ampc_rt_library_version(ampc_rt_library lib, int64_t *version, char **path,
                                              char **err);
+
+/* The tuning cache (the choices model creation made by timing, kept for the next creation on the
+ * same GPU with the same library; docs/libraries.md): its file's path into path (n bytes) and,
+ * when entries is not NULL, how many entries the file holds now (0 when it does not exist yet).
+ * false when the cache is off (AMPC_TUNE_CACHE=off or empty, or no HOME to put it under) or the
+ * path does not fit. */
+AMPC_API bool ampc_rt_tuning_cache(char *path, size_t n, int32_t *entries);
 
 /* ---------------------------------------------------------------------------------------------
  * Models

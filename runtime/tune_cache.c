@@ -175,6 +175,20 @@ void rt_tune_put(const char *key, const char *val) {
     pthread_mutex_unlock(&tune_mutex);
 }
 
+bool ampc_rt_tuning_cache(char *path, size_t n, int32_t *entries) {
+    char p[4096];
+    if (entries) *entries = 0;
+    if (!path || n == 0 || !cache_path(p, sizeof p) || strlen(p) >= n) return false;
+    memcpy(path, p, strlen(p) + 1);
+    FILE *f = entries ? fopen(p, "r") : NULL;
+    if (!f) return true;
+    char line[TUNE_KEY_MAX + TUNE_VAL_MAX + 4];
+    while (fgets(line, sizeof line, f))
+        *entries += line[0] != '#' && strchr(line, '\t') != NULL;
+    fclose(f);
+    return true;
+}
+
 void rt_tune_forget(void) {
     pthread_mutex_lock(&tune_mutex);
     for (int32_t i = 0; i < n_entries; i++) free(entries[i].key), free(entries[i].val);

@@ -572,6 +572,24 @@ Test(cli, doctor_reports_and_names_fixes) {
     cr_assert(strstr(out, "PROBLEM: the kernel cache folder cannot be created or written") &&
               strstr(out, "point AMPC_CACHE_DIR at a writable folder"), "%s", out);
     free(out);
+    /* The tuning cache: where it is and how many entries it holds, or off. */
+    char *d = tmpdir(), tune[600], want[700];
+    snprintf(tune, sizeof tune, "%s/tuning.txt", d);
+    FILE *f = fopen(tune, "w");
+    cr_assert_not_null(f);
+    fputs("# header\nGPU|conv a\talgo=1 math=0 graph=-\nGPU|conv b\talgo=2 math=1 graph=A0\n", f);
+    fclose(f);
+    setenv("AMPC_TUNE_CACHE", tune, 1);
+    (void)ampc(&out, "doctor");
+    snprintf(want, sizeof want, "tuning cache: %s (2 entries", tune);
+    cr_assert(strstr(out, want), "%s", out);
+    free(out);
+    setenv("AMPC_TUNE_CACHE", "off", 1);
+    (void)ampc(&out, "doctor");
+    unsetenv("AMPC_TUNE_CACHE");
+    cr_assert(strstr(out, "tuning cache: off"), "%s", out);
+    free(out);
+    rmdir_all(d);
 }
 
 Test(cli, compile_to_library_and_run_it, .timeout = 120) {
