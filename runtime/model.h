@@ -108,6 +108,10 @@ ampc_status rt_ranks_create_rank(const ampc_rt_plan *p, int32_t device, int32_t 
 /* One run over every rank, ordered on `stream` (NULL: rank 0's stream); waits when sync. */
 ampc_status rt_ranks_run(ampc_rt_model *m, const ampc_tensor *in, ampc_tensor *out,
                          cudaStream_t stream, bool sync, rt_err *e);
+/* Ends a capture of the ranks' graphs: with ce OK the graphs are on; otherwise they are dropped,
+ * the CUDA error cleared, and graph_why says why, after `prefix` (a format taking the number of
+ * ranks). A failed capture is not an error: runs go on step by step. */
+void rt_ranks_capture_done(ampc_rt_model *m, rt_err *ce, const char *prefix);
 /* ampc_rt_model_time of a multi-GPU model. */
 ampc_status rt_ranks_time(ampc_rt_model *m, int32_t iterations, double *ms, rt_err *e);
 

@@ -188,7 +188,11 @@ static void try_capture_ranks(ampc_rt_model *m) {
             rt_fail_cuda(&ce, rc, "cudaGraphInstantiateWithFlags(&exec, graph, 0)", __func__,
                          __FILE__, __LINE__);
     }
-    if (ce.status == AMPC_OK) {
+    rt_ranks_capture_done(m, &ce, "graph capture over %d GPUs failed: ");
+}
+
+void rt_ranks_capture_done(ampc_rt_model *m, rt_err *ce, const char *prefix) {
+    if (ce->status == AMPC_OK) {
         m->graph_status = AMPC_RT_GRAPH_ON;
         free(m->graph_why);
         m->graph_why = NULL;
@@ -196,11 +200,11 @@ static void try_capture_ranks(ampc_rt_model *m) {
     }
     drop_rank_graphs(m);
     rt_cuda_clear();
-    rt_err_prefix(&ce, "graph capture over %d GPUs failed: ", m->n_ranks);
+    rt_err_prefix(ce, prefix, m->n_ranks);
     m->graph_status = AMPC_RT_GRAPH_OFF;
     free(m->graph_why);
-    m->graph_why = ce.msg ? ce.msg : strdup("graph capture failed");
-    ce.msg = NULL;
+    m->graph_why = ce->msg ? ce->msg : strdup("graph capture failed");
+    ce->msg = NULL;
 }
 
 /* Enqueues every rank's steps: their graphs once captured, else step by step (capturing them

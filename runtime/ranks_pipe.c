@@ -242,25 +242,7 @@ static void try_capture_stages(ampc_rt_model *m) {
                              __FILE__, __LINE__);
         }
     }
-    if (ce.status == AMPC_OK) {
-        m->graph_status = AMPC_RT_GRAPH_ON;
-        free(m->graph_why);
-        m->graph_why = NULL;
-        return;
-    }
-    for (int32_t r = 0; r < m->n_ranks; r++) {
-        (void)cudaSetDevice(m->rank[r]->ctx.dev.index);
-        if (m->rank_exec[r]) (void)cudaGraphExecDestroy(m->rank_exec[r]);
-        if (m->rank_graph[r]) (void)cudaGraphDestroy(m->rank_graph[r]);
-        m->rank_exec[r] = NULL;
-        m->rank_graph[r] = NULL;
-    }
-    rt_cuda_clear();
-    rt_err_prefix(&ce, "graph capture of the %d pipeline stages failed: ", m->n_ranks);
-    m->graph_status = AMPC_RT_GRAPH_OFF;
-    free(m->graph_why);
-    m->graph_why = ce.msg ? ce.msg : strdup("graph capture failed");
-    ce.msg = NULL;
+    rt_ranks_capture_done(m, &ce, "graph capture of the %d pipeline stages failed: ");
 }
 
 /* 1. and 5.: micro-batch mb's rows of the inputs rank r reads, or of every output (last rank). */
