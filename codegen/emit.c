@@ -150,7 +150,7 @@ const char *ampc_cg_bcast_offset(ampc_cg_kernel *k, const ampc_shape *out, const
 void ampc_cg_kernel_min_blocks(ampc_cg_kernel *k, int32_t blocks) { k->min_blocks = blocks; }
 
 /* Ends kernel k: its text recorded, and its launch either a new step (alt_of < 0) or the
- * sparse_kernel of GEMM step alt_of. */
+ * own_kernel of GEMM step alt_of. */
 static ampc_status finish(ampc_cg_kernel *k, const uint32_t grid[3], const uint32_t block[3],
                           uint32_t smem, int32_t alt_of) {
     ampc_cg *cg = k->cg;
@@ -174,7 +174,7 @@ static ampc_status finish(ampc_cg_kernel *k, const uint32_t grid[3], const uint3
                                       (size_t)(k->n_args ? k->n_args : 1) * sizeof *k->args);
     int32_t step = alt_of;
     if (alt_of < 0) step = ampc_cg_add_step(cg, &s);
-    else cg->steps[alt_of].gemm.sparse_kernel = s.kernel;
+    else cg->steps[alt_of].gemm.own_kernel = s.kernel;
     if (cg->n_kernels > cg->cap_kernels) {
         int32_t old = cg->cap_kernels;
         cg->cap_kernels = cg->n_kernels * 2;

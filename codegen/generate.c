@@ -96,13 +96,16 @@ int32_t ampc_cg_add_step(ampc_cg *cg, const ampc_rt_step *s) {
     return cg->n_steps++;
 }
 
-/* A 2:4 step (sparse24) may also get ampc's own sparse kernel (sparse_gemm.c). */
+/* A GEMM step gets ampc's own kernel where one takes it: the 2:4 kernel for a sparse24 step
+ * (sparse_gemm.c), else the dense one (dense_gemm.c), which a GELU epilogue requires. */
 ampc_status ampc_cg_step_gemm(ampc_cg *cg, const ampc_node *n, const ampc_rt_gemm *p) {
     ampc_rt_step s = {.kind = AMPC_RT_STEP_GEMM, .label = ampc_cg_label(cg, n), .gemm = *p};
-    memset(&s.gemm.sparse_kernel, 0, sizeof s.gemm.sparse_kernel);
+    memset(&s.gemm.own_kernel, 0, sizeof s.gemm.own_kernel);
     int32_t i = ampc_cg_add_step(cg, &s);
     if (i < 0) return AMPC_E_OOM;
-    return p->sparse24 ? ampc_cg_sparse_gemm(cg, n, i) : AMPC_OK;
+    ampc_status st = p->sparse24 ? ampc_cg_sparse_gemm(cg, n, i) : AMPC_OK;
+    if (st != AMPC_OK || cg->steps[i].gemm.own_kernel.name != NULL) return st;
+    return ampc_cg_dense_gemm(cg, n, i);
 }
 
 ampc_status ampc_cg_step_conv(ampc_cg *cg, const ampc_node *n, const ampc_rt_conv *p) {
@@ -305,7 +308,7 @@ static ampc_status build_units(ampc_cg *cg) {
             if (!rec->text) continue;
             ampc_sb_puts(&sb, rec->text);
             ampc_sb_putc(&sb, '\n');
-            if (rec->gemm_alt) cg->steps[rec->step].gemm.sparse_kernel.unit = u;
+            if (rec->gemm_alt) cg->steps[rec->step].gemm.own_kernel.unit = u;
             else cg->steps[rec->step].kernel.unit = u;
         }
         out->sources[u] = ampc_arena_strdup(&out->arena, sb.data ? sb.data : "");

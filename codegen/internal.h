@@ -10,8 +10,8 @@
 /* A kernel's text and the step that launches it, kept until units are formed. */
 typedef struct cg_kernel_rec {
     char *text;      /* comment + definition (malloc'ed) */
-    int32_t step;    /* index of its launch step, or of the GEMM step it is the sparse_kernel of */
-    bool gemm_alt;   /* the kernel is steps[step].gemm.sparse_kernel, not a step of its own */
+    int32_t step;    /* index of its launch step, or of the GEMM step it is the own_kernel of */
+    bool gemm_alt;   /* the kernel is steps[step].gemm.own_kernel, not a step of its own */
 } cg_kernel_rec;
 
 struct ampc_cg {
@@ -59,13 +59,16 @@ ampc_status ampc_cg_build_pipeline(ampc_cg *cg, int32_t micro_batches);
 /* generate.c: the peer-copy step of an ampc.PeerCopy, in its rank's plan. */
 ampc_status ampc_cg_step_peer(ampc_cg *cg, const ampc_node *n);
 
-/* Finishes kernel k as the sparse_kernel of GEMM step `step` (an alternative the runtime may
+/* Finishes kernel k as the own_kernel of GEMM step `step` (an alternative the runtime may
  * choose at load) instead of adding a launch step. */
 ampc_status ampc_cg_kernel_end_gemm_alt(ampc_cg_kernel *k, int32_t step, const uint32_t grid[3],
                                         const uint32_t block[3], uint32_t smem);
 /* The 2:4 GEMM step `step` (sparse24 set) gets ampc's own sparse kernel when it takes the
  * product (sparse_gemm.c): its weight compressed into the weights blob, the kernel emitted. */
 ampc_status ampc_cg_sparse_gemm(ampc_cg *cg, const ampc_node *n, int32_t step);
+/* GEMM step `step` gets ampc's own dense kernel when it takes the product (dense_gemm.c);
+ * a GELU epilogue it cannot take is an internal error. */
+ampc_status ampc_cg_dense_gemm(ampc_cg *cg, const ampc_node *n, int32_t step);
 
 /* "<Op> '<name>'" in the output arena. */
 const char *ampc_cg_label(ampc_cg *cg, const ampc_node *n);

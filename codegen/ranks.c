@@ -116,7 +116,8 @@ static bool remap(const rank_layout *l, ampc_rt_ref *ref) {
     return true;
 }
 
-/* The refs of a library step (kernel arguments are handled apart); returns their count. */
+/* The refs of a library step (kernel arguments, own_kernel's too, are handled apart); returns
+ * their count. */
 static int step_refs(ampc_rt_step *s, ampc_rt_ref **r) {
     switch ((ampc_rt_step_kind)s->kind) {
     case AMPC_RT_STEP_GEMM:
@@ -150,13 +151,15 @@ static ampc_rt_step *rank_steps(ampc_cg *cg, const rank_layout *l, int32_t r, in
         int nr = step_refs(s, refs);
         bool ok = true;
         for (int j = 0; j < nr; j++) ok &= remap(l, refs[j]);
-        if (s->kind == AMPC_RT_STEP_KERNEL && s->kernel.n_args > 0) {
-            ampc_rt_arg *args = ampc_arena_memdup(ar, s->kernel.args,
-                                                  (size_t)s->kernel.n_args * sizeof *args);
+        ampc_rt_kernel *k = s->kind == AMPC_RT_STEP_KERNEL ? &s->kernel
+                            : s->kind == AMPC_RT_STEP_GEMM && s->gemm.own_kernel.name ? &s->gemm.own_kernel
+                            : NULL;
+        if (k && k->n_args > 0) {
+            ampc_rt_arg *args = ampc_arena_memdup(ar, k->args, (size_t)k->n_args * sizeof *args);
             if (!args) return NULL;
-            for (int32_t j = 0; j < s->kernel.n_args; j++)
+            for (int32_t j = 0; j < k->n_args; j++)
                 if (args[j].kind == AMPC_RT_ARG_PTR) ok &= remap(l, &args[j].ref);
-            s->kernel.args = args;
+            k->args = args;
         }
         if (!ok) {
             AMPC_FAIL(cg->g, NULL, AMPC_E_INTERNAL, "step %d (%s) of rank %d reads weights that "

@@ -2,7 +2,7 @@
  * sparse_gemm.c — ampc's own 2:4 sparse GEMM for a GEMM step whose weight the sparsity pass
  * marked (ampc_rt_gemm.sparse24): the weight is compressed here, at compile time, into the
  * weights blob (codegen/sparse24.c's format, padded to whole blocks), and a kernel instantiating
- * codegen/kernels/sparse_gemm.cuh with the step's epilogue becomes the step's sparse_kernel. The
+ * codegen/kernels/sparse_gemm.cuh with the step's epilogue becomes the step's own_kernel. The
  * step itself stays a cuBLASLt GEMM: the runtime times the dense call, cuSPARSELt (when present)
  * and this kernel once at load and keeps the fastest (runtime/prov_cublaslt.c).
  *

@@ -407,13 +407,11 @@ static bool write_report(const char *path, const ampc_cli_options *o, const ampc
             json_str(f, s->kernel.name);
         }
         /* a 2:4 weight: the runtime times cuSPARSELt and ampc's 2:4 kernel against cuBLASLt at
-         * load */
-        if (s->kind == AMPC_RT_STEP_GEMM && s->gemm.sparse24) {
-            fprintf(f, ", \"sparse24\": true");
-            if (s->gemm.sparse_kernel.name) {
-                fprintf(f, ", \"sparse_kernel\": ");
-                json_str(f, s->gemm.sparse_kernel.name);
-            }
+         * load; ampc's dense kernel is timed against cuBLASLt, or the only way for a GELU */
+        if (s->kind == AMPC_RT_STEP_GEMM && s->gemm.sparse24) fprintf(f, ", \"sparse24\": true");
+        if (s->kind == AMPC_RT_STEP_GEMM && s->gemm.own_kernel.name) {
+            fprintf(f, ", \"own_kernel\": ");
+            json_str(f, s->gemm.own_kernel.name);
         }
         fputc('}', f);
     }
@@ -637,13 +635,17 @@ static int inspect_library(const ampc_cli_options *o) {
     printf("\n");
     for (int32_t i = 0; i < p->n_steps; i++) {
         const ampc_rt_step *s = &p->steps[i];
-        bool sp = s->kind == AMPC_RT_STEP_GEMM && s->gemm.sparse24;
-        bool spk = sp && s->gemm.sparse_kernel.name;
+        bool gemm = s->kind == AMPC_RT_STEP_GEMM, sp = gemm && s->gemm.sparse24;
+        bool own = gemm && s->gemm.own_kernel.name;
+        bool gelu = gemm && (s->gemm.epilogue == AMPC_RT_EPI_GELU ||
+                             s->gemm.epilogue == AMPC_RT_EPI_BIAS_GELU);
         printf("  %4d  %-8s %-5s %s%s\n", i, step_kind_name(s), step_precision(s),
                s->label ? s->label : "",
-               spk  ? "  [2:4: ampc's kernel or cuSPARSELt where faster at load]"
-               : sp ? "  [2:4: cuSPARSELt where faster at load]"
-                    : "");
+               gelu        ? "  [GELU epilogue: ampc's kernel]"
+               : sp && own ? "  [2:4: ampc's kernel or cuSPARSELt where faster at load]"
+               : sp        ? "  [2:4: cuSPARSELt where faster at load]"
+               : own       ? "  [ampc's kernel where faster at load]"
+                           : "");
     }
     ampc_rt_unload(a);
     return 0;

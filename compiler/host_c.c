@@ -48,7 +48,7 @@ static void put_shape(ampc_strbuf *sb, const ampc_shape *s) {
     ampc_sb_putc(sb, '}');
 }
 
-/* The fields of a kernel launch after ".kernel = " (or ".sparse_kernel = "); its arguments are
+/* The fields of a kernel launch after ".kernel = " (or ".own_kernel = "); its arguments are
  * the array <tag><args>_<step> (put_kernel_args). */
 static void put_kernel(ampc_strbuf *sb, const char *tag, const char *args, int32_t step,
                        const ampc_rt_kernel *k) {
@@ -82,9 +82,9 @@ static void put_gemm(ampc_strbuf *sb, const char *tag, int32_t step, const ampc_
         ampc_sb_printf(sb, "%s.%s = ", i ? ", " : ",\n        ", names[i]);
         put_ref(sb, refs[i]);
     }
-    if (g->sparse_kernel.name) {
-        ampc_sb_puts(sb, ",\n        .sparse_kernel = ");
-        put_kernel(sb, tag, "spargs", step, &g->sparse_kernel);
+    if (g->own_kernel.name) {
+        ampc_sb_puts(sb, ",\n        .own_kernel = ");
+        put_kernel(sb, tag, "spargs", step, &g->own_kernel);
     }
     ampc_sb_putc(sb, '}');
 }
@@ -263,8 +263,8 @@ static void put_plan_arrays(ampc_strbuf *sb, const char *tag, const char *io,
     for (int32_t i = 0; i < p->n_steps; i++)
         if (p->steps[i].kind == AMPC_RT_STEP_KERNEL)
             put_kernel_args(sb, tag, "args", i, &p->steps[i].kernel);
-        else if (p->steps[i].kind == AMPC_RT_STEP_GEMM && p->steps[i].gemm.sparse_kernel.name)
-            put_kernel_args(sb, tag, "spargs", i, &p->steps[i].gemm.sparse_kernel);
+        else if (p->steps[i].kind == AMPC_RT_STEP_GEMM && p->steps[i].gemm.own_kernel.name)
+            put_kernel_args(sb, tag, "spargs", i, &p->steps[i].gemm.own_kernel);
     ampc_sb_printf(sb, "\nstatic const ampc_rt_step %ssteps[%d] = {\n", tag,
                    p->n_steps ? p->n_steps : 1);
     for (int32_t i = 0; i < p->n_steps; i++) put_step(sb, tag, i, &p->steps[i]);

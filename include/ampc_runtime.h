@@ -292,8 +292,8 @@ AMPC_API int32_t ampc_rt_model_n_inputs(const ampc_rt_model *m);
 AMPC_API int32_t ampc_rt_model_n_outputs(const ampc_rt_model *m);
 AMPC_API int32_t ampc_rt_model_n_steps(const ampc_rt_model *m);
 /* Step i's label (the graph nodes it covers, "Add 'add_3'") and provider ("kernel", "cuBLASLt",
- * "cuSPARSELt" (a 2:4 GEMM that runs sparse), "cuDNN", "copy", "memset"); "" for an index out
- * of range. Valid until destroy. */
+ * "cuSPARSELt" or "ampc-2:4" (a 2:4 GEMM that runs sparse), "ampc-gemm" (a GEMM on ampc's own
+ * dense kernel), "cuDNN", "copy", "memset"); "" for an index out of range. Valid until destroy. */
 AMPC_API const char *ampc_rt_model_step_label(const ampc_rt_model *m, int32_t i);
 AMPC_API const char *ampc_rt_model_step_provider(const ampc_rt_model *m, int32_t i);
 /* The work of step i, for achieved-throughput figures (`ampc run --profile`): *flops the

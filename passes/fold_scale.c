@@ -10,7 +10,7 @@
  * Mul(key^T, sqrt(scale)) after the key's; the two scaling kernels of every attention layer go.
  *
  * The matmul is a MatMul or an ampc.FusedMatMul whose B (and bias) are constants, with no residual
- * (it is not scaled), and a ReLU only when c > 0 (relu(x) c = relu(x c) then). Every value from
+ * (it is not scaled), and a ReLU only when c > 0 (relu(x) c = relu(x c) then); never a GELU. Every value from
  * the matmul to the Mul has that one use and is not a graph output. B c and bias c are new
  * constants (the old ones may have other readers), each element rounded once to its type; the
  * product was rounded twice before (after the matmul, after the Mul): within a rounding of the
@@ -53,7 +53,9 @@ static ampc_node *scaled_matmul(const ampc_graph *g, const ampc_uses *u, const a
         if (p->op == AMPC_OP_FUSED_MATMUL) {
             if (p->n_inputs > 3 && p->inputs[3]) return NULL; /* the residual is not scaled */
             if (p->n_inputs > 2 && p->inputs[2] && !p->inputs[2]->data) return NULL;
-            if (ampc_ir_attr_find(p, "activation") && !(c > 0)) return NULL;
+            const ampc_attr *act = ampc_ir_attr_find(p, "activation");
+            if (act && (!(c > 0) || act->kind != AMPC_ATTR_STRING || strcmp(act->s, "Relu")))
+                return NULL; /* gelu(x) c is not gelu(x c) */
         }
         return p;
     }

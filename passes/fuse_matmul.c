@@ -5,6 +5,11 @@
  * beta = 1) instead of a GEMM and up to three elementwise passes over its output. Transformer
  * layers export exactly this: MatMul -> Add(bias) [-> Add(residual)] for every projection.
  *
+ * The GELU (erf form, as fuse-gelu writes it) ends a chain too, for f16/bf16 products with K and
+ * N multiples of 8: ampc's own GEMM kernel runs that epilogue exactly (codegen/dense_gemm.c),
+ * where cuBLASLt's GELU epilogue is the tanh approximation. torch.onnx writes every BERT FFN as
+ * MatMul -> Add(bias) -> GELU; the GELU's pass over the [tokens, 4 hidden] activation goes.
+ *
  * The chain starts at a MatMul whose B is a matrix ([K, N]) and whose A has rank >= 2 (so the
  * product is one GEMM of all of A's rows), nothing empty, with a float type other than f64 (cuBLASLt's
  * epilogues are not relied on for f64). It then takes, while the current value has exactly one
@@ -33,7 +38,7 @@ typedef struct chain {
     int32_t n_nodes;
     ampc_value *b;         /* the [K, N] matrix (a transposed copy for a Gemm with transB) */
     ampc_value *bias, *z;
-    bool relu;
+    const char *act; /* "Relu", "Gelu" or NULL; ends the chain */
 } chain;
 
 static bool is_bias(const ampc_value *c, const ampc_value *cur, int64_t nn) {
@@ -77,13 +82,26 @@ static ampc_value *matrix_b(ampc_graph *g, const ampc_node *n) {
     return v;
 }
 
+/* A GELU that ampc's own GEMM kernel can take as the epilogue of this product (file comment). */
+static bool gelu_fits(const ampc_node *gelu, const ampc_value *cur, const chain *c) {
+    const ampc_attr *ap = ampc_ir_attr_find(gelu, "approximate");
+    if (ap && (ap->kind != AMPC_ATTR_STRING || strcmp(ap->s, "none"))) return false;
+    const ampc_value *a = c->mm->inputs[0]; /* [..., K]: transA is 0 */
+    int64_t k = a->shape.dims[a->shape.rank - 1];
+    int64_t nn = cur->shape.dims[cur->shape.rank - 1];
+    return (cur->dtype == AMPC_DTYPE_F16 || cur->dtype == AMPC_DTYPE_BF16) &&
+           a->dtype == cur->dtype && k % 8 == 0 && nn % 8 == 0;
+}
+
 /* Follows the chain from mm as far as the rules allow; false when nothing follows it. */
 static bool grow(chain *c, const ampc_uses *uses) {
     ampc_value *cur = c->mm->outputs[0];
     int64_t nn = cur->shape.dims[cur->shape.rank - 1];
-    for (ampc_node *next; (next = ampc_pass_only_user(uses, cur)) && !c->relu;) {
+    for (ampc_node *next; (next = ampc_pass_only_user(uses, cur)) && !c->act;) {
         if (next->op == AMPC_OP_RELU) {
-            c->relu = true;
+            c->act = "Relu";
+        } else if (next->op == AMPC_OP_GELU && gelu_fits(next, cur, c)) {
+            c->act = "Gelu";
         } else if (next->op == AMPC_OP_ADD && next->n_inputs == 2) {
             ampc_value *other = next->inputs[0] == cur ? next->inputs[1] : next->inputs[0];
             if (next->inputs[0] == next->inputs[1]) break;
@@ -108,7 +126,7 @@ static ampc_status fuse(ampc_graph *g, chain *c, ampc_uses *u) {
     ampc_value *in[4] = {c->mm->inputs[0], c->b, c->bias, c->z};
     ampc_attr attrs[2];
     int32_t n_attrs = 0;
-    if (c->relu) attrs[n_attrs++] = (ampc_attr){.name = "activation", .kind = AMPC_ATTR_STRING, .s = "Relu"};
+    if (c->act) attrs[n_attrs++] = (ampc_attr){.name = "activation", .kind = AMPC_ATTR_STRING, .s = c->act};
     const ampc_attr *sp = ampc_ir_attr_find(c->mm, "sparse24"); /* the sparsity pass's mark */
     if (sp) attrs[n_attrs++] = *sp;
     const char *name = c->mm->name;

@@ -263,11 +263,14 @@ typedef struct rt_provider {
     /* (optional) The 2:4 decision of a step (ampc_rt_model_step_sparse): false when the step is
      * not a 2:4 GEMM. */
     bool (*sparse_choice)(const void *state, ampc_rt_sparse_choice *out);
+    /* (optional) What the step runs on when the choice made at load is not the provider itself
+     * ("ampc-gemm", "ampc-2:4", "cuSPARSELt" for a GEMM step); NULL when it is. */
+    const char *(*runs_on)(const void *state);
 } rt_provider;
 
 /* ---- 2:4 sparse GEMMs (prov_cusparselt.c) --------------------------------------------------
  * A GEMM step marked sparse24 is planned by the cuBLASLt provider as usual and then, unless
- * AMPC_SPARSE=0, on cuSPARSELt and on ampc's own 2:4 kernel (the step's sparse_kernel) too; the
+ * AMPC_SPARSE=0, on cuSPARSELt and on ampc's own 2:4 kernel (the step's own_kernel) too; the
  * provider times them and keeps the fastest (prov_cublaslt.c, sparse_choose). */
 
 /* AMPC_SPARSE: unset, "" or "auto": the fastest; "0": dense; "1": the faster sparse candidate

@@ -75,7 +75,7 @@ static ampc_status copy_plan(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e)
                 ok = (s->kernel.args = own(m, s->kernel.args,
                                            (size_t)s->kernel.n_args * sizeof *s->kernel.args)) != NULL;
         }
-        ampc_rt_kernel *sk = s->kind == AMPC_RT_STEP_GEMM ? &s->gemm.sparse_kernel : NULL;
+        ampc_rt_kernel *sk = s->kind == AMPC_RT_STEP_GEMM ? &s->gemm.own_kernel : NULL;
         if (ok && sk && sk->name) {
             ok = (sk->name = own_str(m, sk->name)) != NULL;
             if (ok && sk->n_args > 0)
@@ -824,9 +824,8 @@ const char *ampc_rt_model_step_label(const ampc_rt_model *m, int32_t i) {
 
 const char *ampc_rt_model_step_provider(const ampc_rt_model *m, int32_t i) {
     if (m == NULL || i < 0 || i >= m->n_steps || m->prov[i] == NULL) return "";
-    ampc_rt_sparse_choice c;
-    if (ampc_rt_model_step_sparse(m, i, &c) && c.sparse) return c.runs_on;
-    return m->prov[i]->name;
+    const char *on = m->prov[i]->runs_on ? m->prov[i]->runs_on(m->state[i]) : NULL;
+    return on ? on : m->prov[i]->name;
 }
 
 bool ampc_rt_model_step_sparse(const ampc_rt_model *m, int32_t i, ampc_rt_sparse_choice *out) {

@@ -48,10 +48,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum { AMPC_RT_PLAN_VERSION = 6 }; /* 2: all-reduce steps, ranks; 3: split_batch; 4:
+enum { AMPC_RT_PLAN_VERSION = 7 }; /* 2: all-reduce steps, ranks; 3: split_batch; 4:
                                      ampc_rt_gemm.sparse_kernel; 5: inputs and outputs have
                                      arena bytes no other value shares; 6: pipelines
-                                     (micro_batches, peer-copy steps) */
+                                     (micro_batches, peer-copy steps); 7: sparse_kernel becomes
+                                     own_kernel, on dense steps too (the GELU epilogue) */
 
 /* Where a tensor lives. */
 typedef enum ampc_rt_space {
@@ -128,16 +129,18 @@ typedef struct ampc_rt_gemm {
     uint8_t epilogue;      /* ampc_rt_epilogue */
     /* 1: B is a constant (weights space) whose every group of 4 consecutive elements along K
      * holds at most 2 non-zeros (the sparsity pass's mark), and batch is 1. The runtime may then
-     * run the step on sparse tensor cores (sparse_kernel below, or cuSPARSELt when present)
+     * run the step on sparse tensor cores (own_kernel below, or cuSPARSELt when present)
      * where that is measured faster; the result is the same product either way. */
     uint8_t sparse24;
     float alpha, beta;
     ampc_rt_ref a, b, c, d, bias;
-    /* sparse24 steps: ampc's own 2:4 tensor-core kernel for the same product, epilogue included
-     * (codegen/sparse_gemm.c; its arguments include the weight compressed at compile time, in
-     * the weights space), one more candidate of the runtime's choice at load; name NULL when
-     * codegen made none (not f16/bf16, a shape it does not take, a multi-GPU plan). */
-    ampc_rt_kernel sparse_kernel;
+    /* ampc's own tensor-core kernel for the same product, epilogue included; name NULL when
+     * codegen made none. On a sparse24 step, the 2:4 kernel (codegen/sparse_gemm.c; its
+     * arguments include the weight compressed at compile time, in the weights space), one more
+     * candidate of the runtime's choice at load. Otherwise the dense kernel
+     * (codegen/dense_gemm.c): the only way to run a GELU epilogue (cuBLASLt's is the tanh
+     * approximation), and elsewhere a candidate timed against cuBLASLt at load. */
+    ampc_rt_kernel own_kernel;
 } ampc_rt_gemm;
 
 /* Convolution through cuDNN (cross-correlation, as ONNX Conv), NC(D)HW layout, 1 to 3 spatial

@@ -23,9 +23,17 @@
  * heuristic's choices, 0.82 to 1.0 ms with the timed ones; docs/benchmarks.md). A launch is one
  * cublasLtMatmul.
  *
+ * ampc's own dense kernel (the step's own_kernel on a step not marked 2:4, codegen/dense_gemm.c):
+ * a step with the erf GELU epilogue runs on it alone (cuBLASLt's GELU is the tanh form, so
+ * cuBLASLt is not planned for it). Any other step that has one is planned on cuBLASLt and then
+ * the two are timed on the model's own buffers as the 2:4 candidates are (below), and the
+ * kernel kept when it is faster and agrees with cuBLASLt on the same operands (dense_choose).
+ * AMPC_GEMM_KERNEL=0 keeps cuBLASLt, =1 takes the kernel wherever it plans and agrees; the
+ * choice goes into the tuning cache. --profile names such a step's provider "ampc-gemm".
+ *
  * 2:4 steps (sparse24: the weight B passed the sparsity pass) are planned dense as above and then
  * on cuSPARSELt (prov_cusparselt.c) and on ampc's own generated 2:4 kernel (the step's
- * sparse_kernel, launched through the kernel provider). All are timed on the model's own buffers
+ * own_kernel, launched through the kernel provider). All are timed on the model's own buffers
  * (CUDA events, SPARSE_ROUNDS interleaved rounds of SPARSE_REPS calls each, the median round)
  * and the fastest kept: the cost model is the measurement at that shape on that GPU. A sparse
  * winner must also agree with the dense call on the same operands (sparse_agrees). AMPC_SPARSE=0
@@ -106,6 +114,8 @@ ampc_status rt_fail_cublas(rt_err *e, int rc, const char *stmt, const char *func
 
 static const char *const epi_names[] = {"NONE", "BIAS", "RELU", "BIAS_RELU", "GELU", "BIAS_GELU"};
 
+static bool epi_gelu(uint8_t epi) { return epi == AMPC_RT_EPI_GELU || epi == AMPC_RT_EPI_BIAS_GELU; }
+
 static bool epi_has_bias(uint8_t epi) {
     return epi == AMPC_RT_EPI_BIAS || epi == AMPC_RT_EPI_BIAS_RELU || epi == AMPC_RT_EPI_BIAS_GELU;
 }
@@ -145,10 +155,10 @@ static ampc_status gemm_supports(const rt_ctx *ctx, const ampc_rt_plan *p, const
     if (g->epilogue > AMPC_RT_EPI_BIAS_GELU || g->math > AMPC_RT_MATH_TF32)
         return rt_fail(e, AMPC_E_INVALID_ARG, "matmul has epilogue %u and math %u; the known "
                        "values are 0 to 5 and 0 to 1", g->epilogue, g->math);
-    if (g->epilogue == AMPC_RT_EPI_GELU || g->epilogue == AMPC_RT_EPI_BIAS_GELU)
+    if (epi_gelu(g->epilogue) && g->own_kernel.name == NULL)
         return rt_fail(e, AMPC_E_UNSUPPORTED, "matmul epilogue %s: cuBLASLt's GELU epilogue is "
-                       "the tanh approximation, the plan asks for the erf form; apply the GELU "
-                       "in a kernel after the matmul", epi_names[g->epilogue]);
+                       "the tanh approximation, the plan asks for the erf form, and the step has "
+                       "no kernel of ampc's own for it", epi_names[g->epilogue]);
     if (!dtype_pair_ok(g->dtype_ab, g->dtype_cd))
         return rt_fail(e, AMPC_E_UNSUPPORTED, "matmul of %s operands into %s: cuBLASLt runs "
                        "f32->f32, f64->f64, f16->f16/f32 and bf16->bf16/f32",
@@ -189,13 +199,15 @@ static ampc_status gemm_supports(const rt_ctx *ctx, const ampc_rt_plan *p, const
             rt_check_ref_size(g->bias, "matmul bias", g->n * (int64_t)es_cd, (int64_t)es_cd, e))
             return e->status;
     }
-    if (g->sparse_kernel.name != NULL) { /* ampc's own 2:4 kernel: checked as any kernel step */
+    if (g->own_kernel.name != NULL) { /* ampc's own kernel: checked as any kernel step */
         ampc_rt_step ks = {.kind = AMPC_RT_STEP_KERNEL, .label = s->label};
-        ks.kernel = g->sparse_kernel;
+        ks.kernel = g->own_kernel;
         if (rt_provider_kernel.supports(ctx, p, &ks, e) != AMPC_OK) {
-            rt_err_prefix(e, "the 2:4 kernel of a matmul: ");
+            rt_err_prefix(e, g->sparse24 ? "the 2:4 kernel of a matmul: "
+                                         : "ampc's kernel of a matmul: ");
             return e->status;
         }
+        if (epi_gelu(g->epilogue)) return AMPC_OK; /* cuBLASLt is not needed */
     }
     if (ctx != NULL) return rt_lib_open(&rt_cublaslt_lib, e);
     return AMPC_OK;
@@ -218,6 +230,7 @@ typedef struct gemm_state {
     /* a 2:4 step (sparse24): the decision (rt_sparse_way) and the plans of the candidates that
      * were planned; the losers' are freed once the choice is made */
     bool marked;
+    bool own;                   /* a dense step with ampc's own kernel: way KERNEL runs that */
     int way;                    /* rt_sparse_way: what the launches run */
     double ms[RT_SPARSE_WAYS];  /* per call, measured at creation; -1 when not measured */
     bool sp_searched;           /* the cuSPARSELt kernel came from its search */
@@ -346,6 +359,11 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* The name of `way` for this step: ampc's kernel is "ampc-gemm" on a dense step. */
+static const char *way_name(const gemm_state *st, int way) {
+    return way == RT_SPARSE_KERNEL && !st->marked ? "ampc-gemm" : rt_sparse_way_name(way);
+}
+
 /* One call of candidate `way` (rt_sparse_way) on stream s. */
 static ampc_status one_call(rt_ctx *ctx, gemm_state *st, int way, cudaStream_t s, rt_err *e) {
     if (way == RT_SPARSE_CUSPARSELT) return rt_sparse_gemm_launch(ctx, st->sp, s, e);
@@ -433,6 +451,8 @@ static ampc_status check_calls(rt_ctx *ctx, const ampc_rt_gemm *g, gemm_state *s
                                void *save, char *host, size_t dbytes, rt_err *e) {
     cudaStream_t s = ctx->plan_stream;
     void *d = rt_ref_ptr(ctx, g->d);
+    if (g->c.bytes > 0 && g->c.space == AMPC_RT_ARENA) /* not whatever planning left there */
+        RT_CUDA(e, cudaMemsetAsync(rt_ref_ptr(ctx, g->c), 0, (size_t)g->c.bytes, s));
     if (g->a.space == AMPC_RT_ARENA) {
         char *x = rt_ref_ptr(ctx, g->a);
         const char *w = rt_ref_ptr(ctx, g->b);
@@ -480,7 +500,7 @@ static bool sparse_agrees(rt_ctx *ctx, const ampc_rt_gemm *g, gemm_state *st, in
     bool agree = false;
     if (e.status != AMPC_OK) {
         snprintf(why, size, "the check of the %s result against the dense one failed: %s",
-                 rt_sparse_way_name(way), e.msg ? e.msg : "?");
+                 way_name(st, way), e.msg ? e.msg : "?");
     } else {
         double worst = 0, scale = 0;
         int64_t at = 0;
@@ -496,7 +516,7 @@ static bool sparse_agrees(rt_ctx *ctx, const ampc_rt_gemm *g, gemm_state *st, in
         agree = worst <= 2e-2 * scale + 1e-3;
         if (!agree)
             snprintf(why, size, "the %s result differs from the dense one: |%g - %g| at "
-                     "element %lld, largest |dense| %g", rt_sparse_way_name(way),
+                     "element %lld, largest |dense| %g", way_name(st, way),
                      half_at(host, g->dtype_cd, at),
                      half_at(host + dbytes, g->dtype_cd, at), (long long)at, scale);
     }
@@ -538,11 +558,11 @@ static ampc_status plan_candidates(rt_ctx *ctx, const ampc_rt_step *s, gemm_stat
     }
     if (mode == RT_SPARSE_FORCE_CUSPARSELT) {
         snprintf(why[RT_SPARSE_KERNEL], 200, "AMPC_SPARSE=cusparselt");
-    } else if (g->sparse_kernel.name == NULL) {
+    } else if (g->own_kernel.name == NULL) {
         snprintf(why[RT_SPARSE_KERNEL], 200, "the plan has no ampc 2:4 kernel for this step");
     } else {
         ampc_rt_step ks = {.kind = AMPC_RT_STEP_KERNEL, .label = s->label};
-        ks.kernel = g->sparse_kernel;
+        ks.kernel = g->own_kernel;
         size_t kws = 0;
         rt_err ke = {0};
         if (rt_provider_kernel.plan(ctx, &ks, &st->kst, &kws, &ke) == AMPC_OK) {
@@ -654,6 +674,118 @@ static bool gemm_sparse_choice(const void *state, ampc_rt_sparse_choice *out) {
     return true;
 }
 
+/* ---- ampc's own dense kernel: the GELU epilogue, or cuBLASLt's rival -------------------------- */
+
+/* Plans the step's own_kernel into st->kst; false with the reason in why. */
+static bool own_plan(rt_ctx *ctx, const ampc_rt_step *s, gemm_state *st, char *why, size_t size) {
+    ampc_rt_step ks = {.kind = AMPC_RT_STEP_KERNEL, .label = s->label};
+    ks.kernel = s->gemm.own_kernel;
+    size_t kws = 0;
+    rt_err ke = {0};
+    bool ok = rt_provider_kernel.plan(ctx, &ks, &st->kst, &kws, &ke) == AMPC_OK;
+    if (!ok) {
+        snprintf(why, size, "%s", ke.msg ? ke.msg : "?");
+        rt_provider_kernel.release(ctx, st->kst);
+        st->kst = NULL;
+    }
+    rt_err_clear(&ke);
+    return ok;
+}
+
+/* A GELU epilogue: ampc's kernel is the only way (file comment). */
+static ampc_status own_only(rt_ctx *ctx, const ampc_rt_step *s, gemm_state *st, rt_err *e) {
+    char why[400];
+    for (int w = 0; w < RT_SPARSE_WAYS; w++) st->ms[w] = -1;
+    st->marked = s->gemm.sparse24;
+    st->own = !st->marked;
+    if (!own_plan(ctx, s, st, why, sizeof why))
+        return rt_fail(e, AMPC_E_UNSUPPORTED, "the matmul's GELU epilogue runs only in ampc's own "
+                       "kernel, which failed to load: %s", why);
+    st->way = RT_SPARSE_KERNEL;
+    snprintf(st->note, sizeof st->note, "the erf GELU epilogue runs only in ampc's kernel");
+    return AMPC_OK;
+}
+
+/* The tuning cache's key of the choice between cuBLASLt's algorithm and ampc's kernel. */
+static void own_key(const rt_ctx *ctx, const ampc_rt_step *s, const gemm_state *st, char *key,
+                    size_t n) {
+    const ampc_rt_kernel *k = &s->gemm.own_kernel;
+    char lt_key[512];
+    uint32_t al[4] = {0, 0, 0, 0};
+    gemm_key(ctx, &s->gemm, al, GEMM_WORKSPACE_MAX, lt_key, sizeof lt_key);
+    snprintf(key, n, "ampc-gemm grid %u %u block %u smem %u algo %016llx|%s", k->grid[0],
+             k->grid[1], k->block[0], k->smem,
+             (unsigned long long)st->algo.data[0] ^ (unsigned long long)st->algo.data[1], lt_key);
+}
+
+/* A dense step with ampc's kernel: timed against cuBLASLt's algorithm, the faster kept when it
+ * agrees with cuBLASLt (file comment). Anything that keeps the kernel out leaves the step on
+ * cuBLASLt, with the reason as its note. */
+static ampc_status dense_choose(rt_ctx *ctx, const ampc_rt_step *s, gemm_state *st,
+                                size_t *workspace, rt_err *e) {
+    const char *env = getenv("AMPC_GEMM_KERNEL");
+    const bool force = env != NULL && strcmp(env, "1") == 0;
+    const bool verbose = getenv("AMPC_GEMM_VERBOSE") && strcmp(getenv("AMPC_GEMM_VERBOSE"), "0");
+    st->own = true;
+    st->way = RT_SPARSE_DENSE;
+    for (int w = 0; w < RT_SPARSE_WAYS; w++) st->ms[w] = -1;
+    char why[400] = "";
+    if (env != NULL && strcmp(env, "0") == 0) {
+        snprintf(st->note, sizeof st->note, "AMPC_GEMM_KERNEL=0 keeps cuBLASLt");
+        return AMPC_OK;
+    }
+    if (!own_plan(ctx, s, st, why, sizeof why)) {
+        snprintf(st->note, sizeof st->note, "ampc's kernel did not load: %s", why);
+        return AMPC_OK;
+    }
+    char key[800], val[32] = "";
+    own_key(ctx, s, st, key, sizeof key);
+    bool take;
+    if (!force && rt_tune_get(key, val, sizeof val) &&
+        (!strcmp(val, "way=kernel") || !strcmp(val, "way=cublaslt"))) {
+        take = !strcmp(val, "way=kernel");
+    } else {
+        size_t need = *workspace > 256 ? *workspace : 256;
+        if (rt_plan_scratch(ctx, need, e) != AMPC_OK) return e->status;
+        bool planned[RT_SPARSE_WAYS] = {false};
+        planned[RT_SPARSE_DENSE] = planned[RT_SPARSE_KERNEL] = true;
+        rt_err te[RT_SPARSE_WAYS] = {{0}};
+        time_all(ctx, st, planned, te);
+        if (st->ms[RT_SPARSE_KERNEL] < 0)
+            snprintf(why, sizeof why, "ampc's kernel failed: %s",
+                     te[RT_SPARSE_KERNEL].msg ? te[RT_SPARSE_KERNEL].msg : "?");
+        for (int w = 0; w < RT_SPARSE_WAYS; w++) rt_err_clear(&te[w]);
+        double d = st->ms[RT_SPARSE_DENSE], k = st->ms[RT_SPARSE_KERNEL];
+        take = k >= 0 && (force || d < 0 || k < d);
+        if (!force && k >= 0) rt_tune_put(key, take ? "way=kernel" : "way=cublaslt");
+    }
+    char check[sizeof st->note] = "";
+    if (take && sparse_agrees(ctx, &s->gemm, st, RT_SPARSE_KERNEL, check, sizeof check))
+        st->way = RT_SPARSE_KERNEL;
+    double d = st->ms[RT_SPARSE_DENSE], k = st->ms[RT_SPARSE_KERNEL];
+    if (check[0]) snprintf(st->note, sizeof st->note, "%s", check);
+    else if (why[0]) snprintf(st->note, sizeof st->note, "%s", why);
+    else if (d < 0 && k < 0) snprintf(st->note, sizeof st->note, "the tuning cache's choice");
+    else snprintf(st->note, sizeof st->note, "cuBLASLt %.4f ms, ampc's kernel %.4f ms", d, k);
+    if (st->way == RT_SPARSE_KERNEL) {
+        *workspace = 0;
+    } else {
+        rt_provider_kernel.release(ctx, st->kst);
+        st->kst = NULL;
+    }
+    if (verbose)
+        fprintf(stderr, "ampc: GEMM %s (m %lld, n %lld, k %lld): %s -> %s\n",
+                s->label ? s->label : "?", (long long)s->gemm.m, (long long)s->gemm.n,
+                (long long)s->gemm.k, st->note, way_name(st, st->way));
+    return AMPC_OK;
+}
+
+/* What a GEMM step runs on when that is not cuBLASLt (ampc_rt_model_step_provider). */
+static const char *gemm_runs_on(const void *state) {
+    const gemm_state *st = state;
+    return st != NULL && st->way != RT_SPARSE_DENSE ? way_name(st, st->way) : NULL;
+}
+
 static ampc_status gemm_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, size_t *workspace,
                              rt_err *e) {
     const ampc_rt_gemm *g = &s->gemm;
@@ -665,6 +797,7 @@ static ampc_status gemm_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, s
         st->noop = true;
         return AMPC_OK;
     }
+    if (epi_gelu(g->epilogue)) return own_only(ctx, s, st, e);
     if (ctx->cublaslt == NULL) {
         cublasLtHandle_t h = NULL;
         RT_CUBLAS(e, lt.cublasLtCreate(&h));
@@ -766,6 +899,7 @@ static ampc_status gemm_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, s
     st->algo = res[pick].algo;
     *workspace = res[pick].workspaceSize;
     if (g->sparse24) return sparse_choose(ctx, s, st, workspace, e);
+    if (g->own_kernel.name != NULL) return dense_choose(ctx, s, st, workspace, e);
     return AMPC_OK;
 }
 
@@ -775,13 +909,19 @@ static ampc_status gemm_launch(rt_ctx *ctx, void *state, cudaStream_t stream, rt
     return one_call(ctx, st, st->way, stream, e);
 }
 
-/* Re-points a dense step (io_bind.c). The algorithm was chosen for the arena's alignment (256
- * bytes, every ref's offset a multiple of it), which a caller's 256-byte-aligned buffer keeps.
- * A step running sparse, or whose bias lives in the arena, keeps its copies. */
+/* Re-points a step (io_bind.c): one on ampc's kernel as any kernel step; a cuBLASLt one keeps
+ * its algorithm, chosen for the arena's alignment (256 bytes, every ref's offset a multiple of
+ * it), which a caller's 256-byte-aligned buffer keeps. A step on cuSPARSELt, or a cuBLASLt one
+ * whose bias lives in the arena, keeps its copies. */
 static ampc_status gemm_rebind(rt_ctx *ctx, const ampc_rt_step *s, void *state, rt_err *e) {
     gemm_state *st = state;
     const ampc_rt_gemm *g = &s->gemm;
     if (st->noop) return AMPC_OK;
+    if (st->way == RT_SPARSE_KERNEL) { /* ampc's kernel: re-pointed as any kernel step */
+        ampc_rt_step ks = {.kind = AMPC_RT_STEP_KERNEL, .label = s->label};
+        ks.kernel = g->own_kernel;
+        return rt_provider_kernel.rebind(ctx, &ks, st->kst, e);
+    }
     if (st->way != RT_SPARSE_DENSE || (g->bias.bytes > 0 && g->bias.space == AMPC_RT_ARENA))
         return rt_fail(e, AMPC_E_UNSUPPORTED, "a %s GEMM step%s is not re-pointed",
                        rt_sparse_way_name(st->way),
@@ -822,4 +962,5 @@ const rt_provider rt_provider_cublaslt = {
     .close = gemm_close,
     .rebind = gemm_rebind,
     .sparse_choice = gemm_sparse_choice,
+    .runs_on = gemm_runs_on,
 };

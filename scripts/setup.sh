@@ -17,7 +17,7 @@ if [ ! -f "$cuda/include/nvrtc.h" ] || [ ! -f "$cuda/include/cuda_runtime_api.h"
   exit 1
 fi
 
-packages="cmake gcc make pkg-config python3 python3-venv libprotobuf-c-dev protobuf-c-compiler libcriterion-dev libonnx-dev libonnx-testdata clang libclang-rt-14-dev valgrind libopenmpi-dev"
+packages="cmake gcc g++ make pkg-config python3 python3-venv libprotobuf-c-dev protobuf-c-compiler libcriterion-dev libonnx-dev libonnx-testdata clang libclang-rt-14-dev valgrind libopenmpi-dev"
 missing=""
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -4,19 +4,13 @@
  * ir/ref/attention.c), so the tensor-core kernel's indexing, tails, online softmax and masking
  * can be validated on a machine without a GPU. Run with bench/kernels/attention-emu.sh.
  *
- * A block is 128 POSIX threads, one per CUDA thread. __syncthreads, the warp shuffles, ldmatrix
- * and mma.sync are block-wide barriers: every thread of these kernels reaches them in the same
- * order, and every warp of a block runs its warp operations as often (the generic kernel's cases
- * fill their last block). mma.sync m16n8k16 is computed from the fragments of the warp's 32
- * threads as the PTX ISA lays them out (A: a0 rows g, a1 rows g + 8, a2/a3 the same at columns
- * + 8; B: b0 rows 2t, 2t + 1, b1 rows + 8, column g; C: c0/c1 row g, c2/c3 row g + 8, columns
- * 2t, 2t + 1; with g = lane / 4, t = lane % 4), ldmatrix.x4.trans from the row addresses of
- * the warp's lanes, and cp.async as an immediate copy. That layout is this emulator's assumption: it
- * validates everything around the instruction, the GPU tests (tests/passes/test_fuse_attention.c,
- * fuse_attention_gpu) validate the instruction itself.
+ * A block is 128 POSIX threads, one per CUDA thread (bench/kernels/emu.h: __syncthreads, the
+ * warp shuffles, ldmatrix and mma.sync are block-wide barriers, so every warp of a block must
+ * run its warp operations as often: the generic kernel's cases fill their last block). emu.h's
+ * mma.sync and ldmatrix follow the PTX ISA's fragment layouts; that layout is this emulator's
+ * assumption: it validates everything around the instructions, the GPU tests
+ * (tests/passes/test_fuse_attention.c, fuse_attention_gpu) validate the instructions themselves.
  */
-#include <pthread.h>
-
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -24,119 +18,10 @@
 #include <type_traits>
 #include <vector>
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-/* ---- the CUDA execution model, emulated ---------------------------------------------------- */
-
-struct emu_dim3 {
-    unsigned x, y, z;
-};
-static thread_local emu_dim3 threadIdx;
-static emu_dim3 blockIdx, blockDim, gridDim;
-static pthread_barrier_t block_barrier;
-enum { THREADS = 128 };
-
-static void __syncthreads() { pthread_barrier_wait(&block_barrier); }
-
-static double shfl_slot[THREADS];
-
-/* The value thread `src` of the caller's warp passed in. */
-template <class T> static T shfl_from(T v, int src) {
-    const int me = (int)threadIdx.x;
-    shfl_slot[me] = (double)v;
-    pthread_barrier_wait(&block_barrier);
-    const T r = (T)shfl_slot[(me & ~31) | src];
-    pthread_barrier_wait(&block_barrier);
-    return r;
-}
-template <class T> static T __shfl_xor_sync(unsigned, T v, int m) {
-    return shfl_from(v, (int)(threadIdx.x & 31) ^ m);
-}
-template <class T> static T __shfl_sync(unsigned, T v, int src) { return shfl_from(v, src); }
-static int __any_sync(unsigned, int p) {
-    int any = 0;
-    for (int lane = 0; lane < 32; lane++) any |= shfl_from(p, lane) != 0;
-    return any;
-}
-[[maybe_unused]] static float __int_as_float(int i) {
-    float f;
-    memcpy(&f, &i, sizeof f);
-    return f;
-}
-
-/* Element `hi` (0 or 1) of a word holding two f16 or bf16 values, as a float. */
-template <class T> static float half_of(unsigned w, int hi) {
-    const unsigned short bits = (unsigned short)(hi ? w >> 16 : w & 0xffffu);
-    if constexpr (std::is_same<T, __half>::value) {
-        __half_raw r;
-        r.x = bits;
-        return __half2float(__half(r));
-    } else {
-        __nv_bfloat16_raw r;
-        r.x = bits;
-        return __bfloat162float(__nv_bfloat16(r));
-    }
-}
-
-static unsigned frag_a[THREADS][4], frag_b[THREADS][2];
-
-/* mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}: c += A (16x16) B (16x8) for the warp. */
-template <class T> static void attn_emulate_mma(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
-    const int me = (int)threadIdx.x, warp = me & ~31;
-    memcpy(frag_a[me], a, sizeof frag_a[me]);
-    frag_b[me][0] = b0, frag_b[me][1] = b1;
-    pthread_barrier_wait(&block_barrier);
-    float A[16][16], B[16][8];
-    for (int lane = 0; lane < 32; lane++) {
-        const int g = lane >> 2, t = lane & 3;
-        const unsigned *r = frag_a[warp + lane];
-        for (int h = 0; h < 2; h++) {
-            A[g][2 * t + h] = half_of<T>(r[0], h);
-            A[g + 8][2 * t + h] = half_of<T>(r[1], h);
-            A[g][2 * t + 8 + h] = half_of<T>(r[2], h);
-            A[g + 8][2 * t + 8 + h] = half_of<T>(r[3], h);
-            B[2 * t + h][g] = half_of<T>(frag_b[warp + lane][0], h);
-            B[2 * t + 8 + h][g] = half_of<T>(frag_b[warp + lane][1], h);
-        }
-    }
-    pthread_barrier_wait(&block_barrier);
-    const int g = (me & 31) >> 2, t = me & 3;
-    for (int e = 0; e < 4; e++) {
-        const int row = g + (e >= 2 ? 8 : 0), col = 2 * t + (e & 1);
-        float s = 0;
-        for (int k = 0; k < 16; k++) s += A[row][k] * B[k][col];
-        c[e] += s;
-    }
-}
-
-/* cp.async (16 bytes, zeros when !ok): done at once, so its commit and wait do nothing. */
-static void attn_emulate_cp16(void *dst, const void *src, bool ok) {
-    if (ok) memcpy(dst, src, 16);
-    else memset(dst, 0, 16);
-}
-
-static const void *ldsm_row[THREADS];
-
-/* ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16: lanes 8i .. 8i + 7 give the row addresses of
- * tile i; each thread receives from tile i the elements (row 2t, column g) and (2t + 1, g), the
- * first in the low half. */
-static void attn_emulate_ldsm_x4_trans(unsigned r[4], const void *p) {
-    const int me = (int)threadIdx.x, warp = me & ~31, g = (me & 31) >> 2, t = me & 3;
-    ldsm_row[me] = p;
-    pthread_barrier_wait(&block_barrier);
-    for (int i = 0; i < 4; i++) {
-        const unsigned short *lo = (const unsigned short *)ldsm_row[warp + 8 * i + 2 * t];
-        const unsigned short *hi = (const unsigned short *)ldsm_row[warp + 8 * i + 2 * t + 1];
-        r[i] = (unsigned)lo[g] | (unsigned)hi[g] << 16;
-    }
-    pthread_barrier_wait(&block_barrier);
-}
-
-#define AMPC_ATTN_EMULATE_MMA 1
-#undef __shared__
-#define __shared__ static /* one block at a time: a function's statics are its block's memory */
+#include "emu.h" /* the CUDA execution model; defines AMPC_EMULATE_MMA */
 #include "ampc/attention.cuh"
+
+enum { THREADS = 128 };
 
 /* ---- a case: inputs, launch, reference --------------------------------------------------- */
 
@@ -149,47 +34,16 @@ template <class T> static T from_float(float x) {
     else return __float2bfloat16_rn(x);
 }
 
-struct launch {
-    const void *q, *k, *v, *mask;
-    void *y;
-    ampc::attn_desc a;
-    unsigned tid;
-    bool mma, split; /* split: attn_mma_split */
-};
-
-template <class T, int D, bool SAFE, bool MVEC> static void *thread_main(void *p) {
-    const launch *l = (const launch *)p;
-    threadIdx = {l->tid, 0, 0};
-    const T *q = (const T *)l->q, *k = (const T *)l->k, *v = (const T *)l->v, *m = (const T *)l->mask;
-    if (l->split) ampc::attn_mma_split<T, D, D, SAFE, MVEC>(q, k, v, m, (T *)l->y, l->a);
-    else if (l->mma) ampc::attn_mma<T, D, D, SAFE, MVEC>(q, k, v, m, (T *)l->y, l->a);
-    else ampc::attn_rows<T, D, D, SAFE>(q, k, v, m, (T *)l->y, l->a);
-    return nullptr;
-}
-
-/* Runs every block of the grid, one after the other. */
-template <class T, int D, bool SAFE, bool MVEC> static void run_grid(const launch &base) {
-    pthread_barrier_init(&block_barrier, nullptr, THREADS);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 1 << 20);
-    for (unsigned z = 0; z < gridDim.z; z++)
-        for (unsigned y = 0; y < gridDim.y; y++)
-            for (unsigned x = 0; x < gridDim.x; x++) {
-                blockIdx = {x, y, z};
-                pthread_t th[THREADS];
-                launch l[THREADS];
-                for (unsigned t = 0; t < THREADS; t++) {
-                    l[t] = base, l[t].tid = t;
-                    if (pthread_create(&th[t], &attr, thread_main<T, D, SAFE, MVEC>, &l[t])) {
-                        fprintf(stderr, "attention_emu: cannot start thread %u\n", t);
-                        exit(2);
-                    }
-                }
-                for (unsigned t = 0; t < THREADS; t++) pthread_join(th[t], nullptr);
-            }
-    pthread_attr_destroy(&attr);
-    pthread_barrier_destroy(&block_barrier);
+/* Runs the kernel over every block of the grid, THREADS threads a block. split: attn_mma_split,
+ * else mma: attn_mma, else attn_rows. */
+template <class T, int D, bool SAFE, bool MVEC>
+static void run_grid(emu_dim3 grid, const T *q, const T *k, const T *v, const T *m, T *y,
+                     const ampc::attn_desc &a, bool mma, bool split) {
+    emu_launch(grid, THREADS, [&] {
+        if (split) ampc::attn_mma_split<T, D, D, SAFE, MVEC>(q, k, v, m, y, a);
+        else if (mma) ampc::attn_mma<T, D, D, SAFE, MVEC>(q, k, v, m, y, a);
+        else ampc::attn_rows<T, D, D, SAFE>(q, k, v, m, y, a);
+    });
 }
 
 /* Q, K, V [B, S, H*D] uniform in [-2, 2), the mask [B, 1, 1, Sk] by batch (b % 4: none, the last
@@ -225,14 +79,13 @@ static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool pe
             }
     const long long mb = (long long)mrows * Sk, mi = per_row ? Sk : 0;
     const long long sq = (long long)Sq * E, sk = (long long)Sk * E;
-    launch base = {q.data(), k.data(), v.data(), with_mask ? m.data() : nullptr, y.data(),
-                   {B, H, Sq, Sk, {sq, D, E, 1}, {sk, D, E, 1}, {sk, D, E, 1}, {mb, 0, mi, 1}, {sq, D, E, 1}, 0.125f},
-                   0, mma, split};
-    blockDim = {THREADS, 1, 1};
-    gridDim = split ? emu_dim3{(unsigned)((Sq + 15) / 16), (unsigned)H, (unsigned)B}
-              : mma ? emu_dim3{(unsigned)((Sq + 63) / 64), (unsigned)H, (unsigned)B}
-                    : emu_dim3{(unsigned)((B * H * Sq + 3) / 4), 1, 1};
-    run_grid<T, D, SAFE, MVEC>(base);
+    const ampc::attn_desc a = {B, H, Sq, Sk, {sq, D, E, 1}, {sk, D, E, 1}, {sk, D, E, 1},
+                               {mb, 0, mi, 1}, {sq, D, E, 1}, 0.125f};
+    const emu_dim3 grid = split ? emu_dim3{(unsigned)((Sq + 15) / 16), (unsigned)H, (unsigned)B}
+                          : mma ? emu_dim3{(unsigned)((Sq + 63) / 64), (unsigned)H, (unsigned)B}
+                                : emu_dim3{(unsigned)((B * H * Sq + 3) / 4), 1, 1};
+    run_grid<T, D, SAFE, MVEC>(grid, q.data(), k.data(), v.data(), with_mask ? m.data() : nullptr,
+                               y.data(), a, mma, split);
 
     int bad = 0;
     double worst = 0;

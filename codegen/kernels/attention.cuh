@@ -22,6 +22,7 @@
 
 #include "ampc/common.cuh"
 #include "ampc/elementwise.cuh" /* INFINITY, NAN, m_exp */
+#include "ampc/mma.cuh"
 
 namespace ampc {
 
@@ -119,73 +120,10 @@ __device__ __forceinline__ void attn_rows(const T *q, const T *k, const T *v, co
 
 /* ---- attn_mma: the tensor-core kernel ------------------------------------------------------- */
 
-template <typename T> struct attn_mma_op;
-template <> struct attn_mma_op<f16> {
-    /* c += a (16x16, row) * b (16x8, col), f32 accumulators */
-    static __device__ __forceinline__ void run(float c[4], const unsigned a[4], unsigned b0,
-                                               unsigned b1) {
-#ifdef AMPC_ATTN_EMULATE_MMA /* bench/kernels/attention_emu.cpp runs the kernel on the CPU */
-        attn_emulate_mma<f16>(c, a, b0, b1);
-#else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
-                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-    }
-    static __device__ __forceinline__ unsigned pack(float lo, float hi) {
-        const __half_raw a = __float2half_rn(lo), b = __float2half_rn(hi);
-        return (unsigned)a.x | (unsigned)b.x << 16;
-    }
-};
-template <> struct attn_mma_op<bf16> {
-    static __device__ __forceinline__ void run(float c[4], const unsigned a[4], unsigned b0,
-                                               unsigned b1) {
-#ifdef AMPC_ATTN_EMULATE_MMA /* bench/kernels/attention_emu.cpp runs the kernel on the CPU */
-        attn_emulate_mma<bf16>(c, a, b0, b1);
-#else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-    }
-    static __device__ __forceinline__ unsigned pack(float lo, float hi) {
-        const __nv_bfloat16_raw a = __float2bfloat16_rn(lo), b = __float2bfloat16_rn(hi);
-        return (unsigned)a.x | (unsigned)b.x << 16;
-    }
-};
-
 /* The 32-bit pair at p (two consecutive elements, 4-byte aligned), or 0 when !ok. */
 template <typename T> __device__ __forceinline__ unsigned attn_pair(const T *p, bool ok) {
     return ok ? *reinterpret_cast<const unsigned *>(p) : 0u;
 }
-
-/* Shared-memory traffic of attn_mma: 16 bytes global -> shared without waiting (cp.async; zeros
- * and no read when !ok), the commit and wait of those copies, and ldmatrix.x4.trans (four 8x8
- * tiles of 16-bit elements, each thread receiving element pairs of the transposed tiles: the B
- * fragments of mma.sync for a row-major tile). */
-#ifdef AMPC_ATTN_EMULATE_MMA /* bench/kernels/attention_emu.cpp: the same on the CPU */
-__device__ __forceinline__ void attn_cp16(void *dst, const void *src, bool ok) { attn_emulate_cp16(dst, src, ok); }
-__device__ __forceinline__ void attn_cp_commit() {}
-template <int N> __device__ __forceinline__ void attn_cp_wait() {}
-__device__ __forceinline__ void attn_ldsm_x4_trans(unsigned r[4], const void *p) { attn_emulate_ldsm_x4_trans(r, p); }
-#else
-__device__ __forceinline__ void attn_cp16(void *dst, const void *src, bool ok) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
-                     (unsigned)__cvta_generic_to_shared(dst)),
-                 "l"(src), "r"(ok ? 16 : 0));
-}
-__device__ __forceinline__ void attn_cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void attn_cp_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-__device__ __forceinline__ void attn_ldsm_x4_trans(unsigned r[4], const void *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"((unsigned)__cvta_generic_to_shared(p)));
-}
-#endif
 
 enum { ATTN_BM = 64, ATTN_BN = 64, ATTN_PAD = 8 };
 /* attn_mma_split: 16 query rows a block, super-tiles of 4 x 32 keys, one 32-key part a warp. */
@@ -226,12 +164,12 @@ __device__ __forceinline__ void attn_fetch(const T *kb, const T *vb, const T *mb
     for (int c = threadIdx.x; c < KEYS * (D / 8); c += blockDim.x) {
         const int r = c / (D / 8), d = c % (D / 8) * 8;
         const bool ok = j0 + r < a.Sk;
-        attn_cp16(ks + r * (D + ATTN_PAD) + d, ok ? kb + (j0 + r) * a.ks[2] + d : kb, ok);
+        cp16(ks + r * (D + ATTN_PAD) + d, ok ? kb + (j0 + r) * a.ks[2] + d : kb, ok);
     }
     for (int c = threadIdx.x; c < KEYS * (DV / 8); c += blockDim.x) {
         const int r = c / (DV / 8), d = c % (DV / 8) * 8;
         const bool ok = j0 + r < a.Sk;
-        attn_cp16(vs + r * (DV + ATTN_PAD) + d, ok ? vb + (j0 + r) * a.vs[2] + d : vb, ok);
+        cp16(vs + r * (DV + ATTN_PAD) + d, ok ? vb + (j0 + r) * a.vs[2] + d : vb, ok);
     }
     if (!MVEC || !mb) return;
     const int rows = a.ms[2] == 0 ? 1 : MROWS;
@@ -239,7 +177,7 @@ __device__ __forceinline__ void attn_fetch(const T *kb, const T *vb, const T *mb
         const int r = c / (KEYS / 8), d = c % (KEYS / 8) * 8;
         const i64 ic = i0 + r, i = ic < a.Sq ? ic : a.Sq - 1;
         const bool ok = j0 + d < a.Sk;
-        attn_cp16(mk + r * KEYS + d, ok ? mb + i * a.ms[2] + j0 + d : mb, ok);
+        cp16(mk + r * KEYS + d, ok ? mb + i * a.ms[2] + j0 + d : mb, ok);
     }
 }
 
@@ -278,7 +216,7 @@ __device__ __forceinline__ void attn_tile(const unsigned (&qa)[D / 16][4], const
         const unsigned *kr = kw + (n * 8 + g) * ((D + ATTN_PAD) / 2);
         #pragma unroll
         for (int kk = 0; kk < D / 16; kk++)
-            attn_mma_op<T>::run(s[n], qa[kk], kr[kk * 8 + t], kr[kk * 8 + t + 4]);
+            mma_op<T>::run(s[n], qa[kk], kr[kk * 8 + t], kr[kk * 8 + t + 4]);
     }
     /* scale, mask, round to T; keys past Sk count as -inf; the tile's row maxima */
     float mt[2] = {-INFINITY, -INFINITY};
@@ -326,16 +264,16 @@ __device__ __forceinline__ void attn_tile(const unsigned (&qa)[D / 16][4], const
     const int lr = (lane >> 3 & 1) * 8 + (lane & 7), lc = (lane >> 4) * 8;
     #pragma unroll
     for (int c = 0; c < NK / 16; c++) {
-        const unsigned pa[4] = {attn_mma_op<T>::pack(s[2 * c][0], s[2 * c][1]),
-                                attn_mma_op<T>::pack(s[2 * c][2], s[2 * c][3]),
-                                attn_mma_op<T>::pack(s[2 * c + 1][0], s[2 * c + 1][1]),
-                                attn_mma_op<T>::pack(s[2 * c + 1][2], s[2 * c + 1][3])};
+        const unsigned pa[4] = {mma_op<T>::pack(s[2 * c][0], s[2 * c][1]),
+                                mma_op<T>::pack(s[2 * c][2], s[2 * c][3]),
+                                mma_op<T>::pack(s[2 * c + 1][0], s[2 * c + 1][1]),
+                                mma_op<T>::pack(s[2 * c + 1][2], s[2 * c + 1][3])};
         #pragma unroll
         for (int n = 0; n < DV / 8; n += 2) {
             unsigned vb4[4];
-            attn_ldsm_x4_trans(vb4, vs + (c * 16 + lr) * (DV + ATTN_PAD) + n * 8 + lc);
-            attn_mma_op<T>::run(o[n], pa, vb4[0], vb4[1]);
-            attn_mma_op<T>::run(o[n + 1], pa, vb4[2], vb4[3]);
+            ldsm_x4_trans(vb4, vs + (c * 16 + lr) * (DV + ATTN_PAD) + n * 8 + lc);
+            mma_op<T>::run(o[n], pa, vb4[0], vb4[1]);
+            mma_op<T>::run(o[n + 1], pa, vb4[2], vb4[3]);
         }
     }
 }
@@ -359,7 +297,7 @@ __device__ __forceinline__ void attn_store(T *yb, i64 r0, i64 r1, const attn_des
             const float lo = empty ? attn_empty<SAFE>() : o[n][2 * w] * inv;
             const float hi = empty ? attn_empty<SAFE>() : o[n][2 * w + 1] * inv;
             *reinterpret_cast<unsigned *>(yb + r * a.ys[2] + n * 8 + 2 * t) =
-                attn_mma_op<T>::pack(lo, hi);
+                mma_op<T>::pack(lo, hi);
         }
     }
 }
@@ -373,7 +311,7 @@ __device__ __forceinline__ void attn_row_sums(float (&l)[2]) {
     }
 }
 
-#ifdef AMPC_ATTN_EMULATE_MMA /* one block at a time: a static array is the block's memory */
+#ifdef AMPC_EMULATE_MMA /* one block at a time: a static array is the block's memory */
 #define AMPC_ATTN_SMEM(bytes) alignas(16) static unsigned char smem_raw[bytes]
 #else
 #define AMPC_ATTN_SMEM(bytes) extern __shared__ __align__(16) unsigned char smem_raw[]
@@ -455,7 +393,7 @@ __device__ __forceinline__ void attn_mma_run(const T *q, const T *k, const T *v,
     const int tiles = (int)((a.Sk + BN - 1) / BN);
     const bool full = a.Sk % BN == 0;
     attn_fetch<T, D, DV, MVEC, BN, BM>(kb, vb, mb, i0, 0, a, smem, smem + kv, smem + mo);
-    attn_cp_commit();
+    cp_commit();
     unsigned qa[D / 16][4];
     attn_load_q<T, D>(q + b * a.qs[0] + h * a.qs[1], r0, r1, a, qa);
     float o[DV / 8][4];
@@ -469,10 +407,10 @@ __device__ __forceinline__ void attn_mma_run(const T *q, const T *k, const T *v,
                                  end of the previous tile) while this one is computed */
             T *const nx = smem + ((jt + 1) & 1) * stage;
             attn_fetch<T, D, DV, MVEC, BN, BM>(kb, vb, mb, i0, j0 + BN, a, nx, nx + kv, nx + mo);
-            attn_cp_commit();
-            attn_cp_wait<1>();
+            cp_commit();
+            cp_wait<1>();
         } else {
-            attn_cp_wait<0>();
+            cp_wait<0>();
         }
         if (mb && !MVEC) attn_load_mask<T, BM, BN>(mb, i0, j0, a, cur + mo);
         __syncthreads(); /* this tile is in shared memory for every thread */

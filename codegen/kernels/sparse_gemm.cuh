@@ -23,6 +23,7 @@
 #pragma once
 
 #include "ampc/common.cuh"
+#include "ampc/mma.cuh"
 #include "ampc/sparse_layout.cuh"
 
 namespace ampc {
@@ -30,26 +31,6 @@ namespace sp24 {
 
 /* Epilogue activations (ampc_rt_epilogue's, without the bias which is a flag of its own). */
 enum { ACT_NONE = 0, ACT_RELU = 1, ACT_GELU = 2 };
-
-__device__ __forceinline__ unsigned smem_addr(const void *p) {
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-
-/* 16 bytes global -> shared, asynchronously; src_bytes 0 writes zeros (and reads nothing). */
-__device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)),
-                 "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(unsigned r[4], const void *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_addr(p)));
-}
 
 /* The ordered-metadata form where the toolkit knows it (PTX 8.5): our nibbles are ordered
  * (lower index first), which both forms accept, and newer GPUs run the plain .sp form slower. */
@@ -123,14 +104,14 @@ __device__ __forceinline__ void sp_load_stage(const sp_args<T> &p, char *st, int
     for (int i = tid; i < BF * a_chunks; i += THREADS) {
         int r = i / a_chunks, ch = i % a_chunks;
         const T *src = p.wv + (long long)(f0 + r) * (p.Kp / 2) + kt * (BK / 2) + ch * 8;
-        cp_async16(sa + r * ampc_spl_a_pitch(BK) + ch * 8, src, 16);
+        cp16(sa + r * ampc_spl_a_pitch(BK) + ch * 8, src, true);
     }
     constexpr int e_tiles = BK / 32, e_chunks = e_tiles * AMPC_SPL_META_WORDS / 4;
     for (int i = tid; i < (BF / 16) * e_chunks; i += THREADS) {
         int rt = i / e_chunks, ch = i % e_chunks;
         const unsigned *src = p.meta + ((long long)(f0 / 16 + rt) * (p.Kp / 32) + kt * e_tiles) *
                                            AMPC_SPL_META_WORDS + ch * 4;
-        cp_async16(se + rt * e_tiles * AMPC_SPL_META_WORDS + ch * 4, src, 16);
+        cp16(se + rt * e_tiles * AMPC_SPL_META_WORDS + ch * 4, src, true);
     }
     constexpr int x_chunks = BK / 8;
     for (int i = tid; i < BT * x_chunks; i += THREADS) {
@@ -138,7 +119,7 @@ __device__ __forceinline__ void sp_load_stage(const sp_args<T> &p, char *st, int
         int m = t0 + r, k = kt * BK + ch * 8;
         bool in = m < p.M && k < p.K; /* K % 8 == 0: a copy is wholly in or out */
         const T *src = in ? p.x + (long long)m * p.ldx + k : p.x;
-        cp_async16(sx + r * ampc_spl_x_pitch(BK) + ch * 8, src, in ? 16 : 0);
+        cp16(sx + r * ampc_spl_x_pitch(BK) + ch * 8, src, in);
     }
 }
 
@@ -175,16 +156,16 @@ __device__ __forceinline__ void sparse_gemm(const sp_args<T> &p) {
 #pragma unroll
     for (int s = 0; s < STAGES - 1; s++) {
         if (s < kts) sp_load_stage<T, BF, BT, BK, THREADS>(p, sp_smem_raw + s * S::stage, f0, t0, s);
-        cp_async_commit();
+        cp_commit();
     }
     for (int kt = 0; kt < kts; kt++) {
-        cp_async_wait<STAGES - 2>();
+        cp_wait<STAGES - 2>();
         __syncthreads(); /* stage kt landed for every thread; stage kt-1 is free */
         int nk = kt + STAGES - 1;
         if (nk < kts)
             sp_load_stage<T, BF, BT, BK, THREADS>(p, sp_smem_raw + (nk % STAGES) * S::stage, f0,
                                                   t0, nk);
-        cp_async_commit();
+        cp_commit();
 
         const char *st = sp_smem_raw + (kt % STAGES) * S::stage;
         const T *sa = reinterpret_cast<const T *>(st);
@@ -196,14 +177,14 @@ __device__ __forceinline__ void sparse_gemm(const sp_args<T> &p) {
 #pragma unroll
             for (int j = 0; j < MT; j++) {
                 int r = wt * TW + j * 8 + ampc_spl_b_ldm_row(lane);
-                ldmatrix_x4(b[j], sx + r * ampc_spl_x_pitch(BK) + ks * 32 + ampc_spl_b_ldm_col(lane));
+                ldsm_x4(b[j], sx + r * ampc_spl_x_pitch(BK) + ks * 32 + ampc_spl_b_ldm_col(lane));
             }
 #pragma unroll
             for (int i = 0; i < MF; i++) {
                 int rt = (wf * FW + i * 16) / 16; /* the 16-row tile in the block */
                 unsigned a[4];
                 int r = rt * 16 + ampc_spl_a_ldm_row(lane);
-                ldmatrix_x4(a, sa + r * ampc_spl_a_pitch(BK) + ks * 16 + ampc_spl_a_ldm_col(lane));
+                ldsm_x4(a, sa + r * ampc_spl_a_pitch(BK) + ks * 16 + ampc_spl_a_ldm_col(lane));
                 unsigned e = se[(rt * (BK / 32) + ks) * AMPC_SPL_META_WORDS +
                                 ampc_spl_meta_lane_word(lane)];
 #pragma unroll
@@ -211,7 +192,7 @@ __device__ __forceinline__ void sparse_gemm(const sp_args<T> &p) {
             }
         }
     }
-    cp_async_wait<0>();
+    cp_wait<0>();
     __syncthreads(); /* the stages are free: the epilogue tile takes their place */
 
     /* acc -> out[t][f] (f32, pitch BF + 4), so y's rows come out contiguous */

@@ -10,7 +10,9 @@
  */
 #include "ref.h"
 
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* A widened copy of t viewed as [rows, cols] (transposed from [cols, rows] storage when `trans`):
  * doubles when `fl`, else int64s. NULL when the host is out of memory. */
@@ -56,8 +58,17 @@ static void mm_i64(const int64_t *a, const int64_t *b, int64_t m, int64_t k, int
 }
 
 /* The product, then (ampc.FusedMatMul) + bias[col] + z and ReLU before the one rounding. */
+/* ampc.FusedMatMul's activation (ops.def): none, ReLU, or GELU in its erf form. */
+enum { ACT_NONE, ACT_RELU, ACT_GELU };
+
+static int activation_of(const ampc_node *n) {
+    const ampc_attr *a = ampc_ir_attr_find(n, "activation");
+    if (!a) return ACT_NONE;
+    return a->kind == AMPC_ATTR_STRING && !strcmp(a->s, "Gelu") ? ACT_GELU : ACT_RELU;
+}
+
 static ampc_status matmul(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
-                          ampc_tensor *y, const ampc_tensor *bias, const ampc_tensor *z, bool relu) {
+                          ampc_tensor *y, const ampc_tensor *bias, const ampc_tensor *z, int act) {
     const ampc_tensor *a = in[0], *b = in[1];
     const int32_t ra = a->shape.rank, rb = b->shape.rank;
     const int64_t m = ra >= 2 ? a->shape.dims[ra - 2] : 1, k = a->shape.dims[ra - 1];
@@ -90,7 +101,9 @@ static ampc_status matmul(ampc_graph *g, const ampc_node *n, const ampc_tensor *
                 double v = ((double *)wc)[i];
                 if (bias) v += ampc_ref_load_f64(bias->data, bias->dtype, i % nn);
                 if (z) v += ampc_ref_load_f64(z->data, z->dtype, oy + i);
-                ampc_ref_store_f64(y->data, y->dtype, oy + i, relu && v < 0 ? 0 : v);
+                if (act == ACT_RELU && v < 0) v = 0;
+                if (act == ACT_GELU) v = 0.5 * v * (1.0 + erf(v * 0.70710678118654752440));
+                ampc_ref_store_f64(y->data, y->dtype, oy + i, v);
             }
         } else {
             mm_i64((const int64_t *)wa + oa, (const int64_t *)wb + ob, m, k, nn, wc);
@@ -104,13 +117,13 @@ static ampc_status matmul(ampc_graph *g, const ampc_node *n, const ampc_tensor *
 
 ampc_status ampc_ref_matmul(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                             ampc_tensor *const *out) {
-    return matmul(g, n, in, out[0], NULL, NULL, false);
+    return matmul(g, n, in, out[0], NULL, NULL, ACT_NONE);
 }
 
 ampc_status ampc_ref_fused_matmul(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                                   ampc_tensor *const *out) {
     return matmul(g, n, in, out[0], n->n_inputs > 2 ? in[2] : NULL, n->n_inputs > 3 ? in[3] : NULL,
-                  ampc_ir_attr_find(n, "activation") != NULL);
+                  activation_of(n));
 }
 
 ampc_status ampc_ref_gemm(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,

@@ -8,7 +8,7 @@
  *     sparse_layout.cuh), must give the dense product exactly (the values are small dyadic
  *     numbers, so every sum is exact in f32). A wrong nibble order, word placement, selector
  *     or ldmatrix address fails it;
- *   - codegen: a marked GEMM step gets its sparse_kernel, whose compressed weight (in the
+ *   - codegen: a marked GEMM step gets its own_kernel, whose compressed weight (in the
  *     weights blob) decompresses to the padded weight; an f32 one gets none;
  *   - NVRTC compiles the kernel for compute_80, sm_80 and sm_90 in f16 and bf16 with every
  *     epilogue the plan can ask (none, bias, bias + ReLU, ReLU, residual).
@@ -234,7 +234,7 @@ Test(sparse_gemm, a_marked_step_gets_the_kernel_and_its_compressed_weight) {
     ampc_module *mod = compile(g, &none, 0);
     const ampc_rt_plan *p = &mod->cg->plan;
     const ampc_rt_gemm *gm = the_gemm(mod);
-    const ampc_rt_kernel *k = &gm->sparse_kernel;
+    const ampc_rt_kernel *k = &gm->own_kernel;
     cr_assert_eq(gm->sparse24, 1);
     cr_assert(k->name && strstr(k->name, "_sparse_gemm"), "no sparse kernel on the 2:4 step");
     cr_assert_eq(k->grid[0], 2, "N 200 -> 2 blocks of 128 features");
@@ -277,7 +277,7 @@ Test(sparse_gemm, an_f32_step_gets_no_kernel) {
     free(w);
     cr_assert_eq(ampc_output(g, y, "y"), AMPC_OK);
     ampc_module *mod = compile(g, &none, 0);
-    cr_assert_null(the_gemm(mod)->sparse_kernel.name);
+    cr_assert_null(the_gemm(mod)->own_kernel.name);
     ampc_module_destroy(mod);
     ampc_graph_destroy(g);
 }
@@ -296,7 +296,7 @@ static void compiles(ampc_dtype t) {
     for (int i = 0; i < 5; i++) {
         ampc_graph *g = graph(t, 96, 256, 768, eks[i]);
         ampc_module *mod = compile(g, archs, 2);
-        cr_assert_not_null(the_gemm(mod)->sparse_kernel.name, "epilogue %d: no sparse kernel", i);
+        cr_assert_not_null(the_gemm(mod)->own_kernel.name, "epilogue %d: no sparse kernel", i);
         cr_assert(cuda_has(mod, "ampc::sp24::sparse_gemm<"), "epilogue %d", i);
         cr_assert(cuda_has(mod, acts[i]), "epilogue %d: activation", i);
         if (eks[i] == E_RESIDUAL) cr_assert(cuda_has(mod, "a_.beta = (float)1;"), "the residual");
@@ -313,8 +313,8 @@ Test(sparse_gemm, kernel_compiles_for_sm80_and_sm90_f16) { compiles(AMPC_DTYPE_F
 Test(sparse_gemm, kernel_compiles_for_sm80_and_sm90_bf16) { compiles(AMPC_DTYPE_BF16); }
 
 /* The library of a plan with a sparse kernel builds (its host C holds the GEMM step's
- * sparse_kernel and argument array) and, loaded back, has the same kernel on the step. */
-Test(sparse_gemm, the_library_keeps_the_sparse_kernel) {
+ * own_kernel and argument array) and, loaded back, has the same kernel on the step. */
+Test(sparse_gemm, the_library_keeps_the_own_kernel) {
     static const int32_t none = 0;
     ampc_graph *g = graph(AMPC_DTYPE_F16, 64, 128, 256, E_BIAS_RELU);
     ampc_module *mod = compile(g, &none, 0);
@@ -327,9 +327,9 @@ Test(sparse_gemm, the_library_keeps_the_sparse_kernel) {
     ampc_rt_artifact *a = NULL;
     cr_assert_eq(ampc_rt_load(path, &a, &err), AMPC_OK, "%s", err ? err : "");
     const ampc_rt_plan *p = ampc_rt_artifact_plan(a);
-    const ampc_rt_kernel *want = &the_gemm(mod)->sparse_kernel, *got = NULL;
+    const ampc_rt_kernel *want = &the_gemm(mod)->own_kernel, *got = NULL;
     for (int32_t i = 0; i < p->n_steps; i++)
-        if (p->steps[i].kind == AMPC_RT_STEP_GEMM) got = &p->steps[i].gemm.sparse_kernel;
+        if (p->steps[i].kind == AMPC_RT_STEP_GEMM) got = &p->steps[i].gemm.own_kernel;
     cr_assert(got && got->name && strcmp(got->name, want->name) == 0);
     cr_assert_eq(got->n_args, want->n_args);
     cr_assert_eq(got->smem, want->smem);

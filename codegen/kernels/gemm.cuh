@@ -1,0 +1,185 @@
+/*
+ * gemm.cuh — y = act(alpha * x @ W + beta * c + bias) on the tensor cores, f16 or bf16 operands
+ * and output, f32 accumulation: ampc's own dense GEMM (lowering: codegen/dense_gemm.c). It is
+ * the GEMM of a step whose epilogue cuBLASLt cannot run exactly (the erf GELU: cuBLASLt's GELU
+ * epilogue is the tanh approximation), and elsewhere one more candidate the runtime times
+ * against cuBLASLt at load (runtime/prov_cublaslt.c).
+ *
+ * The operands: x [M, K] row-major (pitch ldx) is mma's A as it lies; W is either [K, N]
+ * row-major (pitch ldw), whose B fragments come from shared memory by ldmatrix.trans, or, with
+ * WT, W^T [N, K] row-major (a Gemm's transB weight), by plain ldmatrix: no copy of the weight
+ * in either case. c [M, N] (pitch ldc) and bias [N] may be null.
+ *
+ * The block: BM rows x BN columns of y, warps WM x WN, each warp (BM/WM) x (BN/WN) as
+ * (BM/WM/16) x (BN/WN/8) mma.sync m16n8k16 tiles a K step of 16. K advances BK a stage; STAGES
+ * stages of shared memory (rows padded by 8 elements: ldmatrix's eight row addresses then fall
+ * in distinct banks) are filled by cp.async STAGES - 1 tiles ahead of the tensor cores, with
+ * zeros past M, N and K. The epilogue works on the accumulators in registers: each thread owns
+ * pairs of neighbouring columns, so c, bias and y move as 32-bit pairs.
+ *
+ * Requirements, checked by the lowering: K and N multiples of 8, the pitches multiples of 8
+ * (ldc, ldy of 2), x and W 16-byte aligned, c and y 4-byte aligned.
+ */
+#pragma once
+
+#include "ampc/common.cuh"
+#include "ampc/mma.cuh"
+
+namespace ampc {
+namespace gemm {
+
+/* Epilogue activations (ampc_rt_epilogue's, without the bias which is an argument). */
+enum { ACT_NONE = 0, ACT_RELU = 1, ACT_GELU = 2 };
+
+template <typename T> struct args {
+    const T *x;
+    const T *w;
+    const T *c;
+    const T *bias;
+    T *y;
+    int M, N, K;
+    long long ldx, ldw, ldc, ldy;
+    float alpha, beta;
+};
+
+/* Shared memory of a configuration, in elements a stage and bytes in all. */
+template <int BM, int BN, int BK, int STAGES, bool WT> struct smem {
+    static constexpr int PAD = 8;
+    static constexpr int x_pitch = BK + PAD;
+    static constexpr int w_pitch = WT ? BK + PAD : BN + PAD;
+    static constexpr int x_elems = BM * x_pitch;
+    static constexpr int w_elems = WT ? BN * w_pitch : BK * w_pitch;
+    static constexpr int stage = x_elems + w_elems;
+    static constexpr int bytes = STAGES * stage * 2;
+};
+
+/* One stage: x's rows m0.. and W's part for columns n0.. at K tile kt, by cp.async. */
+template <typename T, int BM, int BN, int BK, bool WT, int THREADS>
+__device__ __forceinline__ void load_stage(const args<T> &p, T *st, int m0, int n0, int kt) {
+    typedef smem<BM, BN, BK, 1, WT> S;
+    T *sx = st, *sw = st + S::x_elems;
+    const int tid = threadIdx.x, k0 = kt * BK;
+    constexpr int xc = BK / 8; /* 16-byte copies a row of x's tile */
+    for (int i = tid; i < BM * xc; i += THREADS) {
+        const int r = i / xc, ch = i % xc, m = m0 + r, k = k0 + ch * 8;
+        const bool in = m < p.M && k < p.K; /* K % 8 == 0: a copy is wholly in or out */
+        cp16(sx + r * S::x_pitch + ch * 8, in ? p.x + (long long)m * p.ldx + k : p.x, in);
+    }
+    if (WT) { /* BN rows of W^T, BK each */
+        for (int i = tid; i < BN * xc; i += THREADS) {
+            const int r = i / xc, ch = i % xc, n = n0 + r, k = k0 + ch * 8;
+            const bool in = n < p.N && k < p.K;
+            cp16(sw + r * S::w_pitch + ch * 8, in ? p.w + (long long)n * p.ldw + k : p.w, in);
+        }
+    } else { /* BK rows of W, BN each */
+        constexpr int wc = BN / 8;
+        for (int i = tid; i < BK * wc; i += THREADS) {
+            const int r = i / wc, ch = i % wc, k = k0 + r, n = n0 + ch * 8;
+            const bool in = k < p.K && n < p.N; /* N % 8 == 0 */
+            cp16(sw + r * S::w_pitch + ch * 8, in ? p.w + (long long)k * p.ldw + n : p.w, in);
+        }
+    }
+}
+
+__device__ __forceinline__ float act(float v, int a) {
+    if (a == ACT_RELU) return v > 0.0f ? v : 0.0f;
+    if (a == ACT_GELU) return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    return v;
+}
+
+/* The epilogue of two neighbouring columns (n, n + 1) of row m, then the store. */
+template <typename T, int ACT>
+__device__ __forceinline__ void store_pair(const args<T> &p, int m, int n, float v0, float v1) {
+    if (m >= p.M || n >= p.N) return; /* N is even: the pair is wholly in or out */
+    float v[2] = {p.alpha * v0, p.alpha * v1};
+#pragma unroll
+    for (int q = 0; q < 2; q++) {
+        if (p.c) v[q] += p.beta * to_f32(p.c[(long long)m * p.ldc + n + q]);
+        if (p.bias) v[q] += to_f32(p.bias[n + q]);
+        v[q] = act(v[q], ACT);
+    }
+    *reinterpret_cast<unsigned *>(p.y + (long long)m * p.ldy + n) = mma_op<T>::pack(v[0], v[1]);
+}
+
+/* The whole GEMM; a generated extern "C" kernel calls it with its constants. Grid: x over
+ * column blocks (ceil(N / BN)), y over row blocks (ceil(M / BM)); WM * WN * 32 threads;
+ * smem<...>::bytes of dynamic shared memory. */
+template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, bool WT, int ACT>
+__device__ __forceinline__ void dense_gemm(const args<T> &p) {
+    constexpr int THREADS = WM * WN * 32;
+    constexpr int TM = BM / WM, TN = BN / WN; /* a warp's rows and columns */
+    constexpr int MI = TM / 16, NI = TN / 8;
+    typedef smem<BM, BN, BK, STAGES, WT> S;
+    static_assert(TM % 16 == 0 && TN % 16 == 0 && BK % 16 == 0, "dense_gemm: tile shape");
+#ifdef AMPC_EMULATE_MMA
+    alignas(16) static T raw[STAGES * S::stage];
+#else
+    extern __shared__ __align__(16) unsigned char gemm_smem_raw[];
+    T *raw = reinterpret_cast<T *>(gemm_smem_raw);
+#endif
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int wm = warp / WN, wn = warp % WN;
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    const int kts = (p.K + BK - 1) / BK;
+
+    float acc[MI][NI][4];
+#pragma unroll
+    for (int i = 0; i < MI; i++)
+#pragma unroll
+        for (int j = 0; j < NI; j++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) acc[i][j][q] = 0.0f;
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+        if (s < kts) load_stage<T, BM, BN, BK, WT, THREADS>(p, raw + s * S::stage, m0, n0, s);
+        cp_commit();
+    }
+    for (int kt = 0; kt < kts; kt++) {
+        cp_wait<STAGES - 2>();
+        __syncthreads(); /* stage kt landed for every thread; stage kt - 1 is free */
+        const int nk = kt + STAGES - 1;
+        if (nk < kts)
+            load_stage<T, BM, BN, BK, WT, THREADS>(p, raw + (nk % STAGES) * S::stage, m0, n0, nk);
+        cp_commit();
+
+        const T *sx = raw + (kt % STAGES) * S::stage, *sw = sx + S::x_elems;
+#pragma unroll
+        for (int ks = 0; ks < BK / 16; ks++) {
+            unsigned a[MI][4], b[NI][2];
+#pragma unroll
+            for (int i = 0; i < MI; i++)
+                ldsm_x4(a[i], sx + (wm * TM + i * 16 + lane % 16) * S::x_pitch + ks * 16 +
+                                  (lane / 16) * 8);
+#pragma unroll
+            for (int j = 0; j < NI; j += 2) {
+                unsigned r[4];
+                if (WT)
+                    ldsm_x4(r, sw + (wn * TN + j * 8 + lane % 8 + (lane / 16) * 8) * S::w_pitch +
+                                   ks * 16 + ((lane / 8) % 2) * 8);
+                else
+                    ldsm_x4_trans(r, sw + (ks * 16 + lane % 16) * S::w_pitch + wn * TN + j * 8 +
+                                         (lane / 16) * 8);
+                b[j][0] = r[0], b[j][1] = r[1], b[j + 1][0] = r[2], b[j + 1][1] = r[3];
+            }
+#pragma unroll
+            for (int i = 0; i < MI; i++)
+#pragma unroll
+                for (int j = 0; j < NI; j++) mma_op<T>::run(acc[i][j], a[i], b[j][0], b[j][1]);
+        }
+    }
+    cp_wait<0>();
+
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int i = 0; i < MI; i++)
+#pragma unroll
+        for (int j = 0; j < NI; j++) {
+            const int m = m0 + wm * TM + i * 16 + g, n = n0 + wn * TN + j * 8 + 2 * t;
+            store_pair<T, ACT>(p, m, n, acc[i][j][0], acc[i][j][1]);
+            store_pair<T, ACT>(p, m + 8, n, acc[i][j][2], acc[i][j][3]);
+        }
+}
+
+} // namespace gemm
+} // namespace ampc

@@ -1,0 +1,151 @@
+/*
+ * test_dense_gemm.c — ampc's own dense GEMM kernel on the GPU (codegen/kernels/gemm.cuh,
+ * codegen/dense_gemm.c, runtime/prov_cublaslt.c's dense_choose and own_only): every product
+ * against the reference evaluator, in f16 and bf16, with the provider the step really ran on:
+ *   - the erf GELU epilogue (MatMul + bias + GELU, one step) runs on "ampc-gemm" whatever
+ *     AMPC_GEMM_KERNEL says, at BERT's FFN shape and with tails in M, N and K;
+ *   - AMPC_GEMM_KERNEL=1 puts every other epilogue (none, bias, bias + ReLU, the residual, a
+ *     Gemm's W^T) and every tile configuration on the kernel;
+ *   - AMPC_GEMM_KERNEL=0 keeps cuBLASLt; the default keeps whichever was timed faster.
+ * On a machine without a GPU every case skips.
+ */
+#define _GNU_SOURCE /* setenv */
+#include "support.h"
+
+#include "compiler/module.h"
+#include "ir/ref/ref.h"
+#include "runtime/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *__asan_default_options(void) __attribute__((used, visibility("default")));
+const char *__asan_default_options(void) { return "protect_shadow_gap=0"; }
+
+typedef enum kind {
+    K_MATMUL,    /* y = x [M, K] @ w [K, N] */
+    K_BIAS,      /* + bias */
+    K_BIAS_RELU, /* relu(x @ w + bias) */
+    K_RESIDUAL,  /* x @ w + bias + z */
+    K_BIAS_GELU, /* gelu(x @ w + bias), the erf form */
+    K_GEMM_TB,   /* Gemm(x, w [N, K], bias, transB = 1) */
+} kind;
+
+static uint64_t lcg(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return *s >> 33;
+}
+
+/* n values uniform in [-scale, scale). */
+static void *uniform(ampc_dtype t, int64_t n, double scale, uint64_t seed) {
+    void *p = calloc((size_t)(n > 0 ? n : 1), ampc_dtype_size(t));
+    for (int64_t i = 0; i < n; i++)
+        ampc_ref_store_f64(p, t, i, ((double)(lcg(&seed) % 2000) / 1000.0 - 1.0) * scale);
+    return p;
+}
+
+static ampc_graph *build(kind kd, ampc_dtype t, int64_t m, int64_t n, int64_t k) {
+    ampc_graph *g = ampc_graph_create("dense");
+    int64_t xd[2] = {m, k}, yd[2] = {m, n};
+    bool tb = kd == K_GEMM_TB;
+    int64_t wd[2] = {tb ? n : k, tb ? k : n};
+    ampc_value *x = ampc_input(g, "x", t, 2, xd);
+    void *w = uniform(t, k * n, 2.0 / (double)k, 3); /* outputs of order 1 */
+    void *b = uniform(t, n, 1.0, 5), *z = uniform(t, m * n, 1.0, 9);
+    ampc_value *wv = ampc_constant(g, "w", t, 2, wd, w);
+    ampc_value *bias = ampc_constant(g, "b", t, 1, &n, b), *y;
+    if (tb) {
+        y = ampc_gemm(g, x, wv, bias, false, true);
+    } else {
+        y = ampc_matmul(g, x, wv);
+        if (kd != K_MATMUL) y = ampc_add(g, y, bias);
+        if (kd == K_RESIDUAL) y = ampc_add(g, y, ampc_constant(g, "z", t, 2, yd, z));
+        if (kd == K_BIAS_RELU) y = ampc_relu(g, y);
+        if (kd == K_BIAS_GELU) y = ampc_gelu(g, y);
+    }
+    free(w), free(b), free(z);
+    cr_assert_eq(ampc_output(g, y, "y"), AMPC_OK, "%s", ampc_graph_errors(g));
+    return g;
+}
+
+/* Compiles and runs one product on the GPU under AMPC_GEMM_KERNEL=mode (NULL: unset), checks it
+ * against the reference evaluator and returns what the GEMM step ran on (static storage). */
+static const char *run_case(kind kd, ampc_dtype t, int64_t m, int64_t n, int64_t k,
+                            const char *mode) {
+    t_skip_without_gpu();
+    if (mode) setenv("AMPC_GEMM_KERNEL", mode, 1);
+    else unsetenv("AMPC_GEMM_KERNEL");
+    ampc_graph *g = build(kd, t, m, n, k);
+    ampc_tensor x = {t, {2, {m, k}}, uniform(t, m * k, 1.0, 11)}, ref;
+    cr_assert_eq(ampc_graph_evaluate(g, &x, 1, &ref, 1), AMPC_OK, "%s", ampc_graph_errors(g));
+    static const int32_t none = 0;
+    ampc_compile_options o = {.archs = &none, .n_archs = 0, .cache_dir = ""};
+    ampc_module *mod = NULL;
+    cr_assert_eq(ampc_compile(g, &o, &mod), AMPC_OK, "compile: %s", ampc_graph_errors(g));
+    const ampc_rt_plan *p = &mod->cg->plan;
+    int32_t step = -1;
+    for (int32_t i = 0; i < p->n_steps; i++)
+        if (p->steps[i].kind == AMPC_RT_STEP_GEMM) step = i;
+    cr_assert_geq(step, 0, "no GEMM step");
+    ampc_tensor y = {t, {2, {m, n}}, calloc((size_t)(m * n), ampc_dtype_size(t))};
+    cr_assert_eq(ampc_module_run(mod, &x, 1, &y, 1, NULL), AMPC_OK, "%s", ampc_module_errors(mod));
+    static char on[32];
+    snprintf(on, sizeof on, "%s", ampc_rt_model_step_provider(mod->model, step));
+    char msg[512] = "";
+    double tol = t == AMPC_DTYPE_BF16 ? 3e-2 : 1e-2;
+    bool ok = t_tensors_close(&y, &ref, tol, tol, "y", msg, sizeof msg);
+    cr_assert(ok, "%s %lldx%lldx%lld kind %d, AMPC_GEMM_KERNEL=%s, ran on %s: %s",
+              rt_dtype_name(t), (long long)m, (long long)n, (long long)k, (int)kd,
+              mode ? mode : "(unset)", on, msg);
+    ampc_module_destroy(mod);
+    ampc_graph_destroy(g);
+    free(x.data);
+    free(y.data);
+    ampc_tensor_free(&ref);
+    unsetenv("AMPC_GEMM_KERNEL");
+    return on;
+}
+
+static void expect_on(const char *want, kind kd, ampc_dtype t, int64_t m, int64_t n, int64_t k,
+                      const char *mode) {
+    const char *on = run_case(kd, t, m, n, k, mode);
+    cr_assert_str_eq(on, want, "%s %lldx%lldx%lld kind %d, AMPC_GEMM_KERNEL=%s", rt_dtype_name(t),
+                     (long long)m, (long long)n, (long long)k, (int)kd, mode ? mode : "(unset)");
+}
+
+Test(dense_gemm_gpu, gelu_epilogue_f16) {
+    expect_on("ampc-gemm", K_BIAS_GELU, AMPC_DTYPE_F16, 128, 3072, 768, NULL); /* BERT b1 FFN */
+    expect_on("ampc-gemm", K_BIAS_GELU, AMPC_DTYPE_F16, 4096, 3072, 768, NULL);
+    expect_on("ampc-gemm", K_BIAS_GELU, AMPC_DTYPE_F16, 37, 72, 40, NULL); /* tails */
+    expect_on("ampc-gemm", K_BIAS_GELU, AMPC_DTYPE_F16, 5, 8, 8, "0");     /* the only way */
+}
+
+Test(dense_gemm_gpu, gelu_epilogue_bf16) {
+    expect_on("ampc-gemm", K_BIAS_GELU, AMPC_DTYPE_BF16, 128, 3072, 768, NULL);
+    expect_on("ampc-gemm", K_BIAS_GELU, AMPC_DTYPE_BF16, 333, 200, 96, NULL);
+}
+
+Test(dense_gemm_gpu, forced_every_epilogue) {
+    ampc_dtype ts[2] = {AMPC_DTYPE_F16, AMPC_DTYPE_BF16};
+    for (int i = 0; i < 2; i++) {
+        expect_on("ampc-gemm", K_MATMUL, ts[i], 200, 768, 768, "1");
+        expect_on("ampc-gemm", K_BIAS, ts[i], 64, 128, 784 / 8 * 8, "1");
+        expect_on("ampc-gemm", K_BIAS_RELU, ts[i], 257, 768, 768, "1");
+        expect_on("ampc-gemm", K_RESIDUAL, ts[i], 129, 768, 3072, "1");
+        expect_on("ampc-gemm", K_GEMM_TB, ts[i], 130, 256, 512, "1");
+        expect_on("ampc-gemm", K_GEMM_TB, ts[i], 4096, 1024, 512, "1"); /* 128 x 128 tiles, W^T */
+    }
+}
+
+Test(dense_gemm_gpu, forced_every_tile) {
+    expect_on("ampc-gemm", K_BIAS, AMPC_DTYPE_F16, 4096, 3072, 768, "1"); /* 128 x 128 */
+    expect_on("ampc-gemm", K_BIAS, AMPC_DTYPE_F16, 512, 3072, 768, "1");  /* 64 x 128 */
+    expect_on("ampc-gemm", K_BIAS, AMPC_DTYPE_F16, 1000, 1024, 256, "1"); /* 64 x 64 */
+    expect_on("ampc-gemm", K_BIAS, AMPC_DTYPE_F16, 100, 136, 1000, "1");  /* 32 x 64 */
+}
+
+Test(dense_gemm_gpu, off_keeps_cublaslt_and_auto_runs) {
+    expect_on("cuBLASLt", K_BIAS_RELU, AMPC_DTYPE_F16, 128, 768, 768, "0");
+    const char *on = run_case(K_BIAS_RELU, AMPC_DTYPE_F16, 128, 768, 768, NULL);
+    cr_assert(!strcmp(on, "cuBLASLt") || !strcmp(on, "ampc-gemm"), "%s", on);
+}
