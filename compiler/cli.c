@@ -185,7 +185,8 @@ static ampc_pipeline_options pipeline_options(const ampc_cli_options *o,
                                                                    : AMPC_PARTITION_NONE,
                                    .micro_batches = o->micro_batches,
                                    .sparsity = cli_sparsity(o),
-                                   .sparsity_layers = o->sparsity_layers};
+                                   .sparsity_layers = o->sparsity_layers,
+                                   .gemm_kernel = o->gemm_kernel};
 }
 
 static bool resolve_auto(const ampc_cli_options *o, ampc_auto_result *r);

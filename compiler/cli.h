@@ -25,6 +25,7 @@ typedef struct ampc_cli_options {
     const char *auto_type; /* --auto-type fp16|bf16 (NULL: fp16) */
     double tolerance;      /* --tolerance (0: 1e-2) */
     bool nchw;             /* --layout nchw */
+    bool gemm_kernel;      /* --gemm-kernel */
     int32_t gpus;          /* --gpus N (0: one GPU) */
     bool tensor_parallel;  /* --partition tensor */
     bool data_parallel;    /* --partition data */

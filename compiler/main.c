@@ -52,6 +52,8 @@ static const char usage[] =
     "  --calibrate DIR       auto: DIR/<input>.npy or .pb for each input (default: random data)\n"
     "  --layout nhwc|nchw    nhwc (default): 2-D f16/bf16 convolutions channels-last, with\n"
     "                        cuDNN's fused engines; nchw keeps them NCHW\n"
+    "  --gemm-kernel         ampc's own tensor-core GEMM: the erf GELU fused into the GEMM,\n"
+    "                        and each f16/bf16 GEMM timed against cuBLASLt at load\n"
     "  --gpus N --partition tensor\n"
     "                        split matmul pairs with constant weights over N GPUs (column-\n"
     "                        then row-parallel, one all-reduce each); -o builds one\n"
@@ -205,6 +207,8 @@ static int parse_args(int argc, char **argv, ampc_cli_options *o) {
             if (*end || n < 1 || n > 65536)
                 return fail("--micro-batches needs a number from 1 to 65536, got '%s'", v, ""), 2;
             o->micro_batches = (int32_t)n;
+        } else if (!strcmp(a, "--gemm-kernel")) {
+            o->gemm_kernel = true;
         } else if (is_opt(a, "--layout")) {
             if (!(v = opt_value(argc, argv, &i, "--layout"))) return 2;
             if (strcmp(v, "nchw") && strcmp(v, "nhwc"))

@@ -384,6 +384,12 @@ typedef struct ampc_pipeline_options {
      * eligible node that is already 2:4 whatever the pattern). Read during the run only. */
     ampc_sparsity sparsity;
     const char *sparsity_layers;
+    /* ampc's own dense GEMM kernel (--gemm-kernel; docs/fusion.md): fuse-matmul also takes the
+     * erf GELU after an f16/bf16 product into the GEMM's epilogue, which only that kernel runs,
+     * and every f16/bf16 GEMM step gets the kernel as a candidate the runtime times against
+     * cuBLASLt at load. Off by default: on the H200 it is slower than cuBLASLt followed by the
+     * GELU (docs/benchmarks.md), and each candidate costs compile time. */
+    bool gemm_kernel;
 } ampc_pipeline_options;
 
 /* Runs the default pass pipeline over the graph. `o` may be NULL (defaults: verify on). */

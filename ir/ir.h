@@ -254,6 +254,9 @@ struct ampc_graph {
     const char *const *keep_fp32, *const *auto_fp32;
     int32_t n_keep_fp32, n_auto_fp32;
     bool channels_last; /* the layout pass's request */
+    /* ampc's own GEMM kernel asked for (ampc_pipeline_options.gemm_kernel): read by fuse-matmul
+     * and, after the pipeline (it stays set), by code generation */
+    bool gemm_kernel;
     int32_t gpus;       /* the partition pass's request: ranks (>= 2) and how */
     ampc_partition partition;
     /* Set by partition-data (and read back from the IR text): the graph is one GPU's share of a

@@ -5,9 +5,10 @@
  * beta = 1) instead of a GEMM and up to three elementwise passes over its output. Transformer
  * layers export exactly this: MatMul -> Add(bias) [-> Add(residual)] for every projection.
  *
- * The GELU (erf form, as fuse-gelu writes it) ends a chain too, for f16/bf16 products with K and
- * N multiples of 8: ampc's own GEMM kernel runs that epilogue exactly (codegen/dense_gemm.c),
- * where cuBLASLt's GELU epilogue is the tanh approximation. torch.onnx writes every BERT FFN as
+ * With ampc's own GEMM kernel asked for (--gemm-kernel, g->gemm_kernel), the GELU (erf form, as
+ * fuse-gelu writes it) ends a chain too, for f16/bf16 products with K and N multiples of 8: that
+ * kernel runs the epilogue exactly (codegen/dense_gemm.c), where cuBLASLt's GELU epilogue is the
+ * tanh approximation. torch.onnx writes every BERT FFN as
  * MatMul -> Add(bias) -> GELU; the GELU's pass over the [tokens, 4 hidden] activation goes.
  *
  * The chain starts at a MatMul whose B is a matrix ([K, N]) and whose A has rank >= 2 (so the
@@ -94,13 +95,13 @@ static bool gelu_fits(const ampc_node *gelu, const ampc_value *cur, const chain 
 }
 
 /* Follows the chain from mm as far as the rules allow; false when nothing follows it. */
-static bool grow(chain *c, const ampc_uses *uses) {
+static bool grow(chain *c, const ampc_uses *uses, bool gemm_kernel) {
     ampc_value *cur = c->mm->outputs[0];
     int64_t nn = cur->shape.dims[cur->shape.rank - 1];
     for (ampc_node *next; (next = ampc_pass_only_user(uses, cur)) && !c->act;) {
         if (next->op == AMPC_OP_RELU) {
             c->act = "Relu";
-        } else if (next->op == AMPC_OP_GELU && gelu_fits(next, cur, c)) {
+        } else if (next->op == AMPC_OP_GELU && gemm_kernel && gelu_fits(next, cur, c)) {
             c->act = "Gelu";
         } else if (next->op == AMPC_OP_ADD && next->n_inputs == 2) {
             ampc_value *other = next->inputs[0] == cur ? next->inputs[1] : next->inputs[0];
@@ -150,7 +151,7 @@ ampc_status ampc_pass_fuse_matmul(ampc_graph *g, bool *changed) {
         if (n->dead || !(n->op == AMPC_OP_MATMUL ? float_product(n)
                          : n->op == AMPC_OP_GEMM && gemm_qualifies(g, n, &c)))
             continue;
-        if (!grow(&c, &uses)) continue;
+        if (!grow(&c, &uses, g->gemm_kernel)) continue;
         if (!(c.b = matrix_b(g, n))) {
             st = AMPC_FAIL(g, n, AMPC_E_OOM, "out of memory transposing the weights");
             break;

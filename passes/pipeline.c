@@ -194,6 +194,7 @@ static void set_requests(ampc_graph *g, const ampc_pipeline_options *o) {
     g->auto_fp32 = o ? o->auto_fp32 : NULL;
     g->n_auto_fp32 = o ? o->n_auto_fp32 : 0;
     g->channels_last = o ? !o->keep_nchw : true;
+    if (o) g->gemm_kernel = o->gemm_kernel; /* stays after the run: code generation reads it */
     g->gpus = o ? o->gpus : 0;
     g->partition = o ? o->partition : AMPC_PARTITION_NONE;
     g->micro_pick = o ? o->micro_batches : 0;

@@ -1,7 +1,8 @@
 /*
  * test_dense_gemm.c — ampc's own dense GEMM kernel (codegen/dense_gemm.c,
  * codegen/kernels/gemm.cuh) and the GELU epilogue that needs it (passes/fuse_matmul.c), on the
- * CPU:
+ * CPU, with --gemm-kernel (ampc_pipeline_options.gemm_kernel) unless said otherwise:
+ *   - without it, nothing changes: the GELU keeps its step, no GEMM step gets the kernel;
  *   - MatMul -> Add(bias) -> Gelu (f16, bf16) becomes one GEMM step with the BIAS_GELU epilogue
  *     and its own_kernel, no step of its own for the GELU; the pipeline's verification (the
  *     reference evaluator before and after every pass) holds;
@@ -45,13 +46,18 @@ static ampc_graph *graph(ampc_dtype t, int64_t m, int64_t n, int64_t k, epi_kind
     return g;
 }
 
-static ampc_module *compile(ampc_graph *g, const int32_t *archs, int32_t n_archs) {
-    ampc_pipeline_options po = {.verify = true};
+/* With --gemm-kernel (gemm_kernel), or without. */
+static ampc_module *compile_with(ampc_graph *g, const int32_t *archs, int32_t n_archs, bool own) {
+    ampc_pipeline_options po = {.verify = true, .gemm_kernel = own};
     ampc_compile_options o = {.archs = archs, .n_archs = n_archs, .cache_dir = "", .pipeline = &po};
     ampc_module *mod = NULL;
     ampc_status st = ampc_compile(g, &o, &mod);
     cr_assert_eq(st, AMPC_OK, "compile: %s", ampc_graph_errors(g));
     return mod;
+}
+
+static ampc_module *compile(ampc_graph *g, const int32_t *archs, int32_t n_archs) {
+    return compile_with(g, archs, n_archs, true);
 }
 
 static int32_t count_steps(const ampc_module *mod, ampc_rt_step_kind kind) {
@@ -93,6 +99,18 @@ static void gelu_joins(ampc_dtype t) {
 
 Test(dense_gemm, bias_gelu_becomes_the_epilogue_f16) { gelu_joins(AMPC_DTYPE_F16); }
 Test(dense_gemm, bias_gelu_becomes_the_epilogue_bf16) { gelu_joins(AMPC_DTYPE_BF16); }
+
+/* Without --gemm-kernel: the GELU keeps its step, no GEMM step gets the kernel. */
+Test(dense_gemm, off_by_default) {
+    static const int32_t none = 0;
+    ampc_graph *g = graph(AMPC_DTYPE_F16, 128, 256, 64, E_BIAS_GELU);
+    ampc_module *mod = compile_with(g, &none, 0, false);
+    cr_assert_eq(count_steps(mod, AMPC_RT_STEP_KERNEL), 1, "the GELU's own step");
+    cr_assert_eq(the_gemm(mod)->epilogue, AMPC_RT_EPI_BIAS);
+    cr_assert_null(the_gemm(mod)->own_kernel.name);
+    ampc_module_destroy(mod);
+    ampc_graph_destroy(g);
+}
 
 Test(dense_gemm, gelu_without_bias) {
     static const int32_t none = 0;

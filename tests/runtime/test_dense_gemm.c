@@ -1,6 +1,7 @@
 /*
  * test_dense_gemm.c — ampc's own dense GEMM kernel on the GPU (codegen/kernels/gemm.cuh,
- * codegen/dense_gemm.c, runtime/prov_cublaslt.c's dense_choose and own_only): every product
+ * codegen/dense_gemm.c, runtime/prov_cublaslt.c's dense_choose and own_only), compiled with
+ * --gemm-kernel (ampc_pipeline_options.gemm_kernel): every product
  * against the reference evaluator, in f16 and bf16, with the provider the step really ran on:
  *   - the erf GELU epilogue (MatMul + bias + GELU, one step) runs on "ampc-gemm" whatever
  *     AMPC_GEMM_KERNEL says, at BERT's FFN shape and with tails in M, N and K;
@@ -79,7 +80,8 @@ static const char *run_case(kind kd, ampc_dtype t, int64_t m, int64_t n, int64_t
     ampc_tensor x = {t, {2, {m, k}}, uniform(t, m * k, 1.0, 11)}, ref;
     cr_assert_eq(ampc_graph_evaluate(g, &x, 1, &ref, 1), AMPC_OK, "%s", ampc_graph_errors(g));
     static const int32_t none = 0;
-    ampc_compile_options o = {.archs = &none, .n_archs = 0, .cache_dir = ""};
+    ampc_pipeline_options po = {.verify = true, .gemm_kernel = true}; /* --gemm-kernel */
+    ampc_compile_options o = {.archs = &none, .n_archs = 0, .cache_dir = "", .pipeline = &po};
     ampc_module *mod = NULL;
     cr_assert_eq(ampc_compile(g, &o, &mod), AMPC_OK, "compile: %s", ampc_graph_errors(g));
     const ampc_rt_plan *p = &mod->cg->plan;
