@@ -160,7 +160,9 @@ static ampc_status finish(ampc_cg_kernel *k, const uint32_t grid[3], const uint3
     char bounds[32];
     snprintf(bounds, sizeof bounds, k->min_blocks > 0 ? "%u, %d" : "%u",
              block[0] * block[1] * block[2], k->min_blocks);
-    ampc_sb_printf(&text, "extern \"C\" __global__ void __launch_bounds__(%s) %s(%s) {\n%s}\n",
+    /* pdl_enter first: the runtime may launch it as a programmatic dependent (common.cuh) */
+    ampc_sb_printf(&text, "extern \"C\" __global__ void __launch_bounds__(%s) %s(%s) {\n"
+                          "    ampc::pdl_enter();\n%s}\n",
                    bounds, k->name, k->params.data ? k->params.data : "",
                    k->body.data ? k->body.data : "");
     ampc_rt_step s = {.kind = AMPC_RT_STEP_KERNEL, .label = NULL};

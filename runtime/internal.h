@@ -171,6 +171,8 @@ ampc_status rt_nccl_group_end(rt_err *e);
 typedef struct rt_unit {
     cudaLibrary_t lib;
     char what[48]; /* the image loaded: "PTX for compute_80", "cubin for sm_90a" */
+    bool pdl;      /* built for sm_90 or newer: its kernels wait for their predecessor's grid
+                      (ampc::pdl_enter), so they may launch as programmatic dependents */
     char *log;     /* the JIT's error log buffer, kept as long as the unit is loaded */
 } rt_unit;
 

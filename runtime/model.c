@@ -143,6 +143,7 @@ static ampc_status load_units(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e
         const ampc_rt_image *im = pick_image(p, u, c->dev.sm, e);
         if (im == NULL) return e->status;
         char a[16];
+        un->pdl = (im->sm & ARCH_MASK) >= 90;
         if (im->kind == AMPC_RT_IMAGE_PTX)
             snprintf(un->what, sizeof un->what, "PTX for compute_%d", im->sm);
         else

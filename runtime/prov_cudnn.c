@@ -346,7 +346,7 @@ static bool choice_parse(const char *val, conv_choice *ch) {
     char mode = 0;
     int algo, math, index, used = 0;
     if (sscanf(val, "algo=%d math=%d graph=%c%n", &algo, &math, &mode, &used) != 3 || algo < 0 ||
-        math < 0 || math > 3 || (mode != '-' && mode != 'A' && mode != 'F'))
+        math < 0 || math > 3 || (mode != '-' && mode != 'A' && mode != 'B' && mode != 'F'))
         return false;
     index = 0;
     if (mode != '-' && (sscanf(val + used, "%d", &index) != 1 || index < 0)) return false;
@@ -598,9 +598,11 @@ static ampc_status legacy_launch(conv_state *st, rt_ctx *ctx, cudaStream_t strea
  * offer (the least of GRAPH_BATCHES batches of GRAPH_ROUNDS runs each, on the model's buffers
  * and the planning scratch), times the
  * legacy calls the same way, and keeps the faster. AMPC_CUDNN_GRAPH=0 keeps the legacy calls;
- * AMPC_CUDNN_VERBOSE=1 prints both timings per convolution. */
+ * AMPC_CUDNN_VERBOSE=1 prints both timings per convolution; AMPC_CUDNN_TRIES=N (at most
+ * GRAPH_MAX_CFGS) times N configurations instead of GRAPH_MAX_TRIES, AMPC_CUDNN_HEUR=B also N
+ * of heuristics mode B's (docs/libraries.md has what they gave). */
 
-enum { GRAPH_MAX_DESCS = 32, GRAPH_MAX_CFGS = 16, GRAPH_MAX_TRIES = 8, GRAPH_ROUNDS = 3,
+enum { GRAPH_MAX_DESCS = 32, GRAPH_MAX_CFGS = 32, GRAPH_MAX_TRIES = 8, GRAPH_ROUNDS = 3,
        GRAPH_BATCHES = 3 };
 enum { UID_X = 1, UID_W, UID_Y, UID_B, UID_Z, UID_VIRTUAL = 100 };
 
@@ -608,7 +610,7 @@ struct dnn_graph {
     cudnnBackendDescriptor_t descs[GRAPH_MAX_DESCS]; /* what the plan was built from */
     int n_descs;
     cudnnBackendDescriptor_t cfg, plan, pack;      /* the chosen engine configuration... */
-    char mode;                                     /* ...its heuristics mode ('A', 'F') */
+    char mode;                                     /* ...its heuristics mode ('A', 'B', 'F') */
     int index;                                     /* and place in that mode's list */
     void *pack_ws;                                 /* the workspace the pack was built with */
     int64_t uids[5];
@@ -897,7 +899,7 @@ static void graph_keep(dnn_graph *g, cudnnBackendDescriptor_t cfgs[], int64_t i,
     g->cfg = cfgs[i];
     cfgs[i] = NULL;
     g->ws = (size_t)ws;
-    g->mode = mode == CUDNN_HEUR_MODE_A ? 'A' : 'F';
+    g->mode = mode == CUDNN_HEUR_MODE_A ? 'A' : mode == CUDNN_HEUR_MODE_B ? 'B' : 'F';
     g->index = (int)i;
 }
 
@@ -910,10 +912,10 @@ static void free_configs(cudnnBackendDescriptor_t cfgs[], int64_t made) {
  * (*best its time); *tried counts the plans that ran. */
 static void graph_try_mode(dnn_graph *g, conv_state *st, rt_ctx *ctx,
                            cudnnBackendDescriptor_t og, cudnnBackendHeurMode_t mode, float *best,
-                           int *tried) {
+                           int *tried, int max_tries) {
     cudnnBackendDescriptor_t cfgs[GRAPH_MAX_CFGS] = {0};
     int64_t made = 0, got = mode_configs(g, og, mode, cfgs, &made), ws = 0;
-    for (int64_t i = 0; i < got && *tried < GRAPH_MAX_TRIES; i++) {
+    for (int64_t i = 0; i < got && *tried < max_tries; i++) {
         cudnnBackendDescriptor_t plan = plan_of(ctx, cfgs[i], &ws);
         gtrace("configuration %lld: plan finalized %lld", (long long)i, (long long)(plan != NULL));
         if (plan == NULL) continue;
@@ -950,7 +952,9 @@ static bool graph_take(rt_ctx *ctx, conv_state *st, char mode, int index, size_t
     dnn_graph *g = calloc(1, sizeof *g);
     if (g == NULL) return false;
     cudnnBackendDescriptor_t og = graph_build(g, st, ctx->cudnn);
-    const cudnnBackendHeurMode_t m = mode == 'A' ? CUDNN_HEUR_MODE_A : CUDNN_HEUR_MODE_FALLBACK;
+    const cudnnBackendHeurMode_t m = mode == 'A'   ? CUDNN_HEUR_MODE_A
+                                     : mode == 'B' ? CUDNN_HEUR_MODE_B
+                                                   : CUDNN_HEUR_MODE_FALLBACK;
     cudnnBackendDescriptor_t cfgs[GRAPH_MAX_CFGS] = {0};
     int64_t made = 0, got = og ? mode_configs(g, og, m, cfgs, &made) : 0, ws = 0;
     cudnnBackendDescriptor_t plan = index >= 0 && index < got ? plan_of(ctx, cfgs[index], &ws) : NULL;
@@ -985,9 +989,16 @@ static ampc_status graph_choose(rt_ctx *ctx, conv_state *st, size_t *workspace, 
     gtrace("operation graph built: %lld (%lld)", (long long)(og != NULL), 0);
     st->graph = g; /* graph_launch runs st's graph: the candidates are timed through it */
     if (og != NULL) {
-        graph_try_mode(g, st, ctx, og, CUDNN_HEUR_MODE_A, &best, &tried);
+        const char *tv = getenv("AMPC_CUDNN_TRIES"), *hv = getenv("AMPC_CUDNN_HEUR");
+        int tries = tv ? atoi(tv) : GRAPH_MAX_TRIES;
+        if (tries < 1 || tries > GRAPH_MAX_CFGS) tries = GRAPH_MAX_TRIES;
+        graph_try_mode(g, st, ctx, og, CUDNN_HEUR_MODE_A, &best, &tried, tries);
+        if (hv != NULL && strchr(hv, 'B') != NULL) { /* mode B's list too, as many again */
+            int more = tried + tries;
+            graph_try_mode(g, st, ctx, og, CUDNN_HEUR_MODE_B, &best, &tried, more);
+        }
         if (g->plan == NULL)
-            graph_try_mode(g, st, ctx, og, CUDNN_HEUR_MODE_FALLBACK, &best, &tried);
+            graph_try_mode(g, st, ctx, og, CUDNN_HEUR_MODE_FALLBACK, &best, &tried, tries);
     }
     bool take = g->plan != NULL && (must || legacy < 0 || best < legacy);
     const char *verbose = getenv("AMPC_CUDNN_VERBOSE");

@@ -3,11 +3,20 @@
  * loaded image (cudaLibraryGetKernel), its parameter list is checked against the plan's arguments
  * at load (cudaFuncGetParamInfo: the count and each size), and its argument values are built once
  * (arena and weights addresses never change), so a launch is one cudaLaunchKernel.
+ *
+ * Programmatic dependent launch (sm_90 and newer): every generated kernel starts with
+ * ampc::pdl_enter (codegen/kernels/common.cuh), which waits until the grid before it in the
+ * stream has finished and its writes are visible, then lets the next grid launch. A kernel of a
+ * unit built for sm_90+ is therefore launched with cudaLaunchAttributeProgrammaticStreamSerialization:
+ * the GPU may schedule it while its predecessor's last blocks still run, instead of after, which
+ * takes the launch gap off each pair of kernels in the steps' graph (the capture keeps the
+ * attribute as a programmatic edge). AMPC_PDL=0 launches plainly.
  */
 #include "runtime/internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 enum { DEFAULT_SMEM_LIMIT = 48 * 1024 }; /* dynamic shared memory without opting in */
 
@@ -23,6 +32,7 @@ typedef struct kernel_state {
     dim3 grid, block;
     uint32_t smem;
     bool empty;          /* a grid dimension is 0: nothing to launch */
+    bool pdl;            /* launched as a programmatic dependent (file comment) */
     int32_t n_args;
     arg_value *values;   /* n_args values, each param[i] points at values[i] */
     void **params;
@@ -128,6 +138,8 @@ static ampc_status kernel_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state,
     }
 
     const rt_unit *unit = &ctx->units[k->unit];
+    const char *pdl = getenv("AMPC_PDL");
+    st->pdl = unit->pdl && !(pdl != NULL && strcmp(pdl, "0") == 0);
     cudaError_t rc = cudaLibraryGetKernel(&st->k, unit->lib, k->name);
     if (rc != cudaSuccess) {
         rt_fail_cuda(e, rc, "cudaLibraryGetKernel(&st->k, unit->lib, k->name)", __func__, __FILE__,
@@ -181,8 +193,19 @@ static ampc_status kernel_launch(rt_ctx *ctx, void *state, cudaStream_t stream, 
     (void)ctx;
     kernel_state *st = state;
     if (st->empty) return AMPC_OK;
-    RT_CUDA(e, cudaLaunchKernel((const void *)st->k, st->grid, st->block, st->params, st->smem,
-                                stream));
+    if (st->pdl) {
+        cudaLaunchAttribute attr;
+        memset(&attr, 0, sizeof attr);
+        attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr.val.programmaticStreamSerializationAllowed = 1;
+        cudaLaunchConfig_t cfg = {.gridDim = st->grid, .blockDim = st->block,
+                                  .dynamicSmemBytes = st->smem, .stream = stream,
+                                  .attrs = &attr, .numAttrs = 1};
+        RT_CUDA(e, cudaLaunchKernelExC(&cfg, (const void *)st->k, st->params));
+    } else {
+        RT_CUDA(e, cudaLaunchKernel((const void *)st->k, st->grid, st->block, st->params,
+                                    st->smem, stream));
+    }
     RT_LAUNCH_CHECK(e);
     return AMPC_OK;
 }

@@ -22,6 +22,8 @@ when matplotlib is there, OUT_DIR/benchmarks.png.
    options, space-separated, e.g. "--disable-pass layout"; AMPC_BENCH_PROFILE=1 also writes
    `ampc run MODEL.so --profile --iterations 200` of each library to OUT_DIR/profile-NAME.txt;
    AMPC_BENCH_PEERS=0 leaves PyTorch's timings out, for a profile-only run;
+   AMPC_BENCH_STAGES=1 also times ampc, and records the context's state, after each step of
+   PyTorch's setup, and with AMPC_BENCH_PROBES=1 after single steps of the kind (diagnostic);
    AMPC_BENCH_STREAM=side runs everything on one non-default stream instead of torch's legacy
    default stream)
 """
@@ -191,6 +193,25 @@ def profile_library(so_path, name, out):
         f.write(r.stdout + r.stderr)
 
 
+def device_state():
+    """The context's cache preference and persisting-L2 limit, and torch's memory (diagnostic)."""
+    import ctypes
+    state = {"torch_allocated_mb": torch.cuda.memory_allocated() // (1 << 20),
+             "torch_reserved_mb": torch.cuda.memory_reserved() // (1 << 20)}
+    for soname in ("libcudart.so.13", "libcudart.so.12"):
+        try:
+            rt = ctypes.CDLL(soname)
+        except OSError:
+            continue
+        cfg, lim = ctypes.c_int(-1), ctypes.c_size_t(0)
+        rt.cudaDeviceGetCacheConfig(ctypes.byref(cfg))
+        state["cache_config"] = cfg.value
+        rt.cudaDeviceGetLimit(ctypes.byref(lim), 0x06)  # cudaLimitPersistingL2CacheSize
+        state["persisting_l2_bytes"] = lim.value
+        break
+    return state
+
+
 def bench_one(label, key, model, batch, make_inputs, input_names, work, out):
     row = {"model": label, "batch": batch}
     torch.manual_seed(0)
@@ -233,11 +254,44 @@ def bench_one(label, key, model, batch, make_inputs, input_names, work, out):
             lib = None
     if lib is not None:  # diagnostic: before any PyTorch graph or torch.compile in this process
         row["ampc_before_peers_ms"] = time_calls(lib.enqueue, stream)
+    stages = os.environ.get("AMPC_BENCH_STAGES") == "1" and lib is not None
+
+    def stage(name):  # diagnostic: ampc's time and the context's state after each peer's setup
+        if stages:
+            row["ampc_after_%s_ms" % name] = time_calls(lib.enqueue, stream)
+            row["device_state_after_%s" % name] = device_state()
+
+    stage("nothing")
+    if stages and os.environ.get("AMPC_BENCH_PROBES") == "1":  # which of PyTorch's steps matters
+        torch.cuda.empty_cache()
+        stage("empty_cache")
+        with torch.no_grad():
+            model(*args)
+        stage("eager_run")
+        x = torch.zeros(1024, device="cuda")
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            x.add_(1)
+        stage("trivial_capture")
+        g.replay()
+        stage("trivial_replay")
+        with torch.no_grad():
+            model(*args)
+        stage("eager_run2")
+        torch.cuda.synchronize()
+        gs = torch.cuda.Stream()
+        with torch.cuda.stream(gs):
+            x.add_(1)
+        torch.cuda.current_stream().wait_stream(gs)
+        stage("side_stream_work")
     with torch.no_grad():
         eager_replay, _ = graphed(model, args)
+        stage("eager_graph")
         compiled = torch.compile(model)
         compiled(*args)
+        stage("torch_compile")
         compile_replay, _ = graphed(compiled, args)
+        stage("compile_graph")
     # Two rounds, the second in the reverse order, and each contender's figure the mean of its two
     # medians: whatever drifts while the process runs (clocks, the state the others leave) weighs
     # on all three alike.

@@ -77,6 +77,18 @@ template <typename To, typename From> __device__ __forceinline__ To cvt(From x) 
     return cvt_impl<To>::run(x);
 }
 
+/* ---- launch order ---------------------------------------------------------------------------- */
+/* The first statement of every generated kernel (codegen/emit.c). On sm_90 and newer: wait until
+ * the grid this one depends on has completed and its memory is visible (a no-op unless the
+ * kernel was launched as a programmatic dependent, runtime/prov_kernel.c), then allow the grid
+ * after this one to be scheduled; it waits the same way before touching memory. */
+__device__ __forceinline__ void pdl_enter() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 /* ---- memory --------------------------------------------------------------------------------- */
 /* ld(p, i): element i of p in its accumulation type; st(p, i, v): stores v converted to T. */
 template <typename T> __device__ __forceinline__ acc_t<T> ld(const T *p, i64 i) {

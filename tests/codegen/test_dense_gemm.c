@@ -243,6 +243,9 @@ static void compiles(ampc_dtype t) {
         ampc_module *mod = compile(g, archs, 2);
         cr_assert_not_null(the_gemm(mod)->own_kernel.name, "epilogue %d: no kernel", i);
         cr_assert(cuda_has(mod, "ampc::gemm::dense_gemm<"), "epilogue %d", i);
+        /* every generated kernel starts by waiting for its predecessor (runtime/prov_kernel.c) */
+        cr_assert(cuda_has(mod, "(a_) {\n    ampc::pdl_enter();\n") ||
+                      cuda_has(mod, ") {\n    ampc::pdl_enter();\n"), "no pdl_enter prologue");
         cr_assert(cuda_has(mod, acts[i]), "epilogue %d: activation", i);
         if (eks[i] == E_RESIDUAL) cr_assert(cuda_has(mod, "a_.beta = (float)1;"), "the residual");
         bool mma = false;

@@ -1,0 +1,139 @@
+/*
+ * gemm_bench.cu — times ampc's dense GEMM (codegen/kernels/gemm.cuh) in several tile
+ * configurations against cuBLAS (cublasGemmEx, its default algorithm choice) on the same
+ * buffers, at the shapes of BERT-base's projections and the seed MLP, f16 with f32
+ * accumulation, bias epilogue. Each figure is the median over 5 rounds of 50 back-to-back
+ * launches (CUDA events), in microseconds a call. Build and run with bench/kernels/gemm-bench.sh
+ * on a GPU machine; the numbers decide which tiles codegen/dense_gemm.c offers.
+ */
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "ampc/gemm.cuh"
+
+#define CHECK(x)                                                                                \
+    do {                                                                                        \
+        cudaError_t e_ = (x);                                                                   \
+        if (e_ != cudaSuccess) {                                                                \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            exit(1);                                                                            \
+        }                                                                                       \
+    } while (0)
+
+template <int BM, int BN, int BK, int WM, int WN, int ST>
+__global__ void __launch_bounds__(WM *WN * 32) k_gemm(ampc::gemm::args<__half> a) {
+    ampc::gemm::dense_gemm<__half, BM, BN, BK, WM, WN, ST, false, 0>(a);
+}
+
+typedef void (*launch_fn)(const ampc::gemm::args<__half> &, cudaStream_t);
+
+struct config {
+    const char *name;
+    launch_fn run;
+};
+
+template <int BM, int BN, int BK, int WM, int WN, int ST>
+static void launch(const ampc::gemm::args<__half> &a, cudaStream_t s) {
+    constexpr int bytes = ampc::gemm::smem<BM, BN, BK, ST, false>::bytes;
+    static bool set = false;
+    if (!set) {
+        CHECK(cudaFuncSetAttribute(k_gemm<BM, BN, BK, WM, WN, ST>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+        set = true;
+    }
+    dim3 grid((a.N + BN - 1) / BN, (a.M + BM - 1) / BM);
+    k_gemm<BM, BN, BK, WM, WN, ST><<<grid, WM * WN * 32, bytes, s>>>(a);
+}
+
+#define CFG(BM, BN, BK, WM, WN, ST) \
+    {#BM "x" #BN "x" #BK " w" #WM "x" #WN " s" #ST, launch<BM, BN, BK, WM, WN, ST>}
+
+static const config configs[] = {
+    CFG(128, 128, 32, 2, 4, 4), CFG(128, 128, 64, 2, 4, 3), CFG(128, 128, 32, 2, 2, 4),
+    CFG(64, 128, 32, 2, 2, 4),  CFG(64, 128, 64, 2, 2, 4),  CFG(64, 64, 32, 2, 2, 4),
+    CFG(64, 64, 64, 2, 2, 4),   CFG(32, 64, 64, 2, 2, 3),   CFG(32, 64, 64, 2, 2, 6),
+    CFG(16, 64, 64, 1, 4, 6),   CFG(16, 128, 64, 1, 4, 4),  CFG(32, 32, 64, 2, 2, 6),
+    CFG(32, 128, 64, 2, 4, 4),  CFG(16, 64, 128, 1, 4, 4),
+};
+
+template <class F> static float time_us(F f, cudaStream_t s) {
+    cudaEvent_t a, b;
+    CHECK(cudaEventCreate(&a));
+    CHECK(cudaEventCreate(&b));
+    for (int i = 0; i < 5; i++) f();
+    std::vector<float> r;
+    for (int round = 0; round < 5; round++) {
+        CHECK(cudaEventRecord(a, s));
+        for (int i = 0; i < 50; i++) f();
+        CHECK(cudaEventRecord(b, s));
+        CHECK(cudaEventSynchronize(b));
+        float ms = 0;
+        CHECK(cudaEventElapsedTime(&ms, a, b));
+        r.push_back(ms * 1000.0f / 50);
+    }
+    std::sort(r.begin(), r.end());
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return r[2];
+}
+
+int main() {
+    const int shapes[][3] = {{128, 3072, 768}, {128, 768, 3072}, {128, 2304, 768}, {128, 768, 768},
+                             {64, 128, 784},   {4096, 3072, 768}, {4096, 768, 3072},
+                             {4096, 2304, 768}, {4096, 768, 768}};
+    cudaStream_t s;
+    CHECK(cudaStreamCreate(&s));
+    cublasHandle_t h;
+    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return fprintf(stderr, "cublasCreate\n"), 1;
+    cublasSetStream(h, s);
+    printf("%-18s", "M x N x K");
+    printf(" %9s", "cuBLAS");
+    for (const config &c : configs) printf(" %24s", c.name);
+    printf("\n");
+    for (const auto &sh : shapes) {
+        const int M = sh[0], N = sh[1], K = sh[2];
+        __half *x, *w, *y, *yr, *bias;
+        CHECK(cudaMalloc(&x, (size_t)M * K * 2));
+        CHECK(cudaMalloc(&w, (size_t)K * N * 2));
+        CHECK(cudaMalloc(&y, (size_t)M * N * 2));
+        CHECK(cudaMalloc(&yr, (size_t)M * N * 2));
+        CHECK(cudaMalloc(&bias, (size_t)N * 2));
+        std::vector<__half> hx((size_t)M * K), hw((size_t)K * N), hb(N, __float2half(0.0f));
+        for (size_t i = 0; i < hx.size(); i++) hx[i] = __float2half((float)(i % 13) / 13.0f - 0.5f);
+        for (size_t i = 0; i < hw.size(); i++) hw[i] = __float2half(((float)(i % 7) / 7.0f - 0.5f) / 16.0f);
+        CHECK(cudaMemcpy(x, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
+        CHECK(cudaMemcpy(w, hw.data(), hw.size() * 2, cudaMemcpyHostToDevice));
+        CHECK(cudaMemcpy(bias, hb.data(), hb.size() * 2, cudaMemcpyHostToDevice));
+        const float one = 1.0f, zero = 0.0f;
+        auto blas = [&] {
+            cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, w, CUDA_R_16F, N, x,
+                         CUDA_R_16F, K, &zero, yr, CUDA_R_16F, N, CUBLAS_COMPUTE_32F,
+                         CUBLAS_GEMM_DEFAULT);
+        };
+        printf("%5d x %4d x %4d", M, N, K);
+        printf(" %9.2f", time_us(blas, s));
+        CHECK(cudaStreamSynchronize(s));
+        std::vector<__half> ref((size_t)M * N), got((size_t)M * N);
+        CHECK(cudaMemcpy(ref.data(), yr, ref.size() * 2, cudaMemcpyDeviceToHost));
+        ampc::gemm::args<__half> a = {x, w, nullptr, bias, y, M, N, K, K, N, 0, N, 1.0f, 0.0f};
+        for (const config &c : configs) {
+            CHECK(cudaMemset(y, 0, (size_t)M * N * 2));
+            float us = time_us([&] { c.run(a, s); }, s);
+            CHECK(cudaStreamSynchronize(s));
+            CHECK(cudaMemcpy(got.data(), y, got.size() * 2, cudaMemcpyDeviceToHost));
+            double worst = 0;
+            for (size_t i = 0; i < got.size(); i++)
+                worst = std::max(worst, (double)fabsf(__half2float(got[i]) - __half2float(ref[i])));
+            printf(" %17.2f%s", us, worst < 2e-2 ? "       " : " (BAD) ");
+        }
+        printf("\n");
+        cudaFree(x), cudaFree(w), cudaFree(y), cudaFree(yr), cudaFree(bias);
+    }
+    return 0;
+}
