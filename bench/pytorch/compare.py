@@ -23,7 +23,7 @@ when matplotlib is there, OUT_DIR/benchmarks.png.
    `ampc run MODEL.so --profile --iterations 200` of each library to OUT_DIR/profile-NAME.txt;
    AMPC_BENCH_PEERS=0 leaves PyTorch's timings out, for a profile-only run;
    AMPC_BENCH_STAGES=1 also times ampc, and records the context's state, after each step of
-   PyTorch's setup, and with AMPC_BENCH_PROBES=1 after single steps of the kind (diagnostic);
+   PyTorch's setup, and with AMPC_BENCH_PROBES=1 or 2 after single steps of the kind (diagnostic);
    AMPC_BENCH_STREAM=side runs everything on one non-default stream instead of torch's legacy
    default stream)
 """
@@ -262,6 +262,36 @@ def bench_one(label, key, model, batch, make_inputs, input_names, work, out):
             row["device_state_after_%s" % name] = device_state()
 
     stage("nothing")
+    if stages and os.environ.get("AMPC_BENCH_PROBES") == "2":  # what sets it and what clears it
+        import ctypes
+        rt = ctypes.CDLL("libcudart.so.13")
+        st = torch.cuda.Stream()
+        graph = ctypes.c_void_p()
+        rt.cudaStreamBeginCapture(ctypes.c_void_p(st.cuda_stream), 0)
+        rt.cudaStreamEndCapture(ctypes.c_void_p(st.cuda_stream), ctypes.byref(graph))
+        stage("raw_empty_capture")
+        exe = ctypes.c_void_p()
+        rt.cudaGraphInstantiate(ctypes.byref(exe), graph, ctypes.c_ulonglong(0))
+        stage("raw_empty_instantiate")
+        x = torch.zeros(1024, device="cuda")
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            x.add_(1)
+        stage("torch_trivial_capture")
+        small = torch.compile(lambda t: t * 2 + 1)
+        small(x)
+        torch.cuda.synchronize()
+        stage("torch_compile_small")
+        g2 = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g2):
+            x.add_(1)
+        stage("torch_trivial_capture2")
+        small(x)
+        torch.cuda.synchronize()
+        stage("compiled_small_again")
+        del g2
+        torch.cuda.synchronize()
+        stage("capture2_deleted")
     if stages and os.environ.get("AMPC_BENCH_PROBES") == "1":  # which of PyTorch's steps matters
         torch.cuda.empty_cache()
         stage("empty_cache")
