@@ -25,14 +25,6 @@ enum { THREADS = 128 };
 
 /* ---- a case: inputs, launch, reference --------------------------------------------------- */
 
-template <class T> static float to_float(T x) {
-    if constexpr (std::is_same<T, __half>::value) return __half2float(x);
-    else return __bfloat162float(x);
-}
-template <class T> static T from_float(float x) {
-    if constexpr (std::is_same<T, __half>::value) return __float2half_rn(x);
-    else return __float2bfloat16_rn(x);
-}
 
 /* Runs the kernel over every block of the grid, THREADS threads a block. split: attn_mma_split,
  * else mma: attn_mma, else attn_rows. */

@@ -189,3 +189,13 @@ template <class F> void emu_launch(emu_dim3 grid, unsigned threads, const F &bod
     pthread_attr_destroy(&attr);
     pthread_barrier_destroy(&emu_block_barrier);
 }
+
+/* f16 / bf16 <-> float on the host, for the emulators' inputs and references. */
+template <class T> [[maybe_unused]] static float to_float(T x) {
+    if constexpr (std::is_same<T, __half>::value) return __half2float(x);
+    else return __bfloat162float(x);
+}
+template <class T> [[maybe_unused]] static T from_float(float x) {
+    if constexpr (std::is_same<T, __half>::value) return __float2half_rn(x);
+    else return __float2bfloat16_rn(x);
+}

@@ -23,14 +23,6 @@
 #include "emu.h" /* the CUDA execution model; defines AMPC_EMULATE_MMA */
 #include "ampc/gemm.cuh"
 
-template <class T> static float to_float(T x) {
-    if constexpr (std::is_same<T, __half>::value) return __half2float(x);
-    else return __bfloat162float(x);
-}
-template <class T> static T from_float(float x) {
-    if constexpr (std::is_same<T, __half>::value) return __float2half_rn(x);
-    else return __float2bfloat16_rn(x);
-}
 template <class T> static unsigned short bits_of(T x) {
     if constexpr (std::is_same<T, __half>::value) return __half_raw(x).x;
     else return __nv_bfloat16_raw(x).x;
