@@ -338,7 +338,8 @@ ampc_status ampc_cg_generate(ampc_graph *g, const ampc_cg_options *o, ampc_cg_ou
     *out = NULL;
     if (ampc_graph_status(g) != AMPC_OK) return ampc_graph_status(g);
     for (int32_t i = 0; i < g->n_values; i++)
-        if (g->values[i]->mem_space == AMPC_MEM_NONE && !(g->values[i]->flags & AMPC_VALUE_POISON))
+        if (g->values[i]->mem_space == AMPC_MEM_NONE &&
+            !(g->values[i]->flags & (AMPC_VALUE_POISON | AMPC_VALUE_FUSED)))
             return AMPC_FAIL(g, NULL, AMPC_E_INTERNAL,
                              "value '%s' has no place in memory: run the plan-memory pass before "
                              "code generation", g->values[i]->name);
@@ -356,7 +357,8 @@ ampc_status ampc_cg_generate(ampc_graph *g, const ampc_cg_options *o, ampc_cg_ou
     int64_t known_at = g->weights_bytes;
     for (int32_t i = 0; i < g->n_nodes && st == AMPC_OK; i++) {
         const ampc_node *n = g->nodes[i];
-        if (n->dead) continue;
+        /* a node whose output is fused is computed inside its reader's kernel */
+        if (n->dead || (n->n_outputs == 1 && (n->outputs[0]->flags & AMPC_VALUE_FUSED))) continue;
         cg.cur_rank = node_rank(n);
         st = lower_node(&cg, n, &known_at);
     }

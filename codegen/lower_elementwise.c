@@ -224,38 +224,35 @@ static ampc_status lower_vector(ampc_cg_kernel *k, const ampc_node *n, const cha
     return ampc_cg_kernel_end(k, count / w, 256);
 }
 
-ampc_status ampc_cg_lower_elementwise(ampc_cg *cg, const ampc_node *n) {
-    if (n->op == AMPC_OP_QUANTIZE_LINEAR || n->op == AMPC_OP_DEQUANTIZE_LINEAR || n->op == AMPC_OP_MEL_WEIGHT_MATRIX)
-        return ampc_cg_lower_quant(cg, n);
-    ampc_graph *g = ampc_cg_graph(cg);
-    const ampc_value *y = n->outputs[0];
+/* The expression of node n over its inputs a, b and c (in the compute type of input 0) into e;
+ * *variadic for Max/Min/Sum/Mean, which fold their inputs instead. false when n has none. */
+static bool node_expr(const ampc_node *n, ampc_strbuf *e, bool *variadic) {
     const ampc_value *x = n->inputs[0];
     bool fl = ampc_dtype_is_float(x->dtype);
     const char *ct = ampc_cg_compute_type(x->dtype);
-    ampc_strbuf e = {0};
-    bool ok = false, variadic = false;
-
+    bool ok = false;
+    *variadic = false;
     switch (n->op) {
     case AMPC_OP_CAST: case AMPC_OP_CAST_LIKE: case AMPC_OP_DROPOUT:
-        ampc_sb_puts(&e, "a");
+        ampc_sb_puts(e, "a");
         ok = true;
         break;
-    case AMPC_OP_WHERE: ampc_sb_puts(&e, "(a ? b : c)"); ok = true; break;
-    case AMPC_OP_MAX: case AMPC_OP_MIN: case AMPC_OP_SUM: case AMPC_OP_MEAN: variadic = ok = true; break;
+    case AMPC_OP_WHERE: ampc_sb_puts(e, "(a ? b : c)"); ok = true; break;
+    case AMPC_OP_MAX: case AMPC_OP_MIN: case AMPC_OP_SUM: case AMPC_OP_MEAN: *variadic = ok = true; break;
     case AMPC_OP_CLIP: {
         bool lo = n->n_inputs > 1 && n->inputs[1], hi = n->n_inputs > 2 && n->inputs[2];
-        ampc_sb_puts(&e, "a");
+        ampc_sb_puts(e, "a");
         if (lo) {
             ampc_strbuf t = {0};
-            ampc_sb_printf(&t, "(%s < b ? b : %s)", e.data, e.data);
-            ampc_sb_free(&e);
-            e = t;
+            ampc_sb_printf(&t, "(%s < b ? b : %s)", e->data, e->data);
+            ampc_sb_free(e);
+            *e = t;
         }
         if (hi) {
             ampc_strbuf t = {0};
-            ampc_sb_printf(&t, "(%s > c ? c : %s)", e.data, e.data);
-            ampc_sb_free(&e);
-            e = t;
+            ampc_sb_printf(&t, "(%s > c ? c : %s)", e->data, e->data);
+            ampc_sb_free(e);
+            *e = t;
         }
         ok = true;
         break;
@@ -263,15 +260,15 @@ ampc_status ampc_cg_lower_elementwise(ampc_cg *cg, const ampc_node *n) {
     case AMPC_OP_SHRINK: {
         double l = fattr(n, "lambd", 0.5f), b = fattr(n, "bias", 0.0f);
         const char *dt = fl ? ct : "double"; /* integer Shrink computes in double, truncates */
-        ampc_sb_printf(&e, "((%s)a < -", dt);
-        lit(&e, dt, l);
-        ampc_sb_printf(&e, " ? (%s)a + ", dt);
-        lit(&e, dt, b);
-        ampc_sb_printf(&e, " : (%s)a > ", dt);
-        lit(&e, dt, l);
-        ampc_sb_printf(&e, " ? (%s)a - ", dt);
-        lit(&e, dt, b);
-        ampc_sb_printf(&e, " : (%s)0)", dt);
+        ampc_sb_printf(e, "((%s)a < -", dt);
+        lit(e, dt, l);
+        ampc_sb_printf(e, " ? (%s)a + ", dt);
+        lit(e, dt, b);
+        ampc_sb_printf(e, " : (%s)a > ", dt);
+        lit(e, dt, l);
+        ampc_sb_printf(e, " ? (%s)a - ", dt);
+        lit(e, dt, b);
+        ampc_sb_printf(e, " : (%s)0)", dt);
         ok = true;
         break;
     }
@@ -279,14 +276,128 @@ ampc_status ampc_cg_lower_elementwise(ampc_cg *cg, const ampc_node *n) {
         const ampc_attr *d = ampc_ir_attr_find(n, "direction");
         bool left = d && d->kind == AMPC_ATTR_STRING && !strcmp(d->s, "LEFT");
         int bits = (int)ampc_dtype_size(x->dtype) * 8;
-        ampc_sb_printf(&e, "(b >= %d ? (%s)0 : (%s)(a %s b))", bits, ct, ct, left ? "<<" : ">>");
+        ampc_sb_printf(e, "(b >= %d ? (%s)0 : (%s)(a %s b))", bits, ct, ct, left ? "<<" : ">>");
         ok = true;
         break;
     }
     default:
-        if (n->n_inputs == 1) ok = fl ? unary_float_expr(n, ct, &e) : unary_int_expr(n, ct, &e);
-        else ok = binary_expr(n, ct, fl, &e);
+        if (n->n_inputs == 1) ok = fl ? unary_float_expr(n, ct, e) : unary_int_expr(n, ct, e);
+        else ok = binary_expr(n, ct, fl, e);
     }
+    return ok;
+}
+
+/* ---- fused chains (passes/fuse_elementwise.c) ------------------------------------------------- *
+ * Node `root` reads values marked AMPC_VALUE_FUSED: their producers (and theirs, recursively)
+ * are computed here, element i by thread i, in the order of the chain. Each value of the chain
+ * is rounded to its type and read back as the separate kernels stored and loaded it, so the
+ * results are the same bit for bit; the chain's other inputs ("leaves") are read once each, at
+ * their broadcast offset for the root's shape (every value of the chain has that shape). */
+enum { CHAIN_MAX = 32 };
+
+typedef struct chain {
+    const ampc_node *nodes[CHAIN_MAX]; /* producers before readers, the root last */
+    int32_t n;
+    const ampc_value *leaves[3 * CHAIN_MAX];
+    int32_t n_leaves;
+} chain;
+
+static bool chain_collect(chain *c, const ampc_node *n) {
+    for (int32_t i = 0; i < n->n_inputs; i++) {
+        const ampc_value *v = n->inputs[i];
+        if (!v) continue;
+        if (v->flags & AMPC_VALUE_FUSED) {
+            if (!v->producer || !chain_collect(c, v->producer)) return false;
+            continue;
+        }
+        bool seen = false;
+        for (int32_t j = 0; j < c->n_leaves && !seen; j++) seen = c->leaves[j] == v;
+        if (!seen) c->leaves[c->n_leaves++] = v;
+    }
+    if (c->n == CHAIN_MAX) return false;
+    c->nodes[c->n++] = n;
+    return true;
+}
+
+/* The local holding value v inside the kernel: a leaf's "l<j>", a chain value's "v<k>". */
+static void chain_local(const chain *c, const ampc_value *v, char *buf, size_t size) {
+    for (int32_t j = 0; j < c->n_leaves; j++)
+        if (c->leaves[j] == v) {
+            snprintf(buf, size, "l%d", j);
+            return;
+        }
+    for (int32_t k = 0; k < c->n; k++)
+        if (c->nodes[k]->outputs[0] == v) {
+            snprintf(buf, size, "v%d", k);
+            return;
+        }
+    snprintf(buf, size, "?");
+}
+
+static ampc_status lower_chain(ampc_cg *cg, const ampc_node *root) {
+    ampc_graph *g = ampc_cg_graph(cg);
+    chain c = {.n = 0};
+    if (!chain_collect(&c, root))
+        return AMPC_FAIL(g, root, AMPC_E_INTERNAL, "a fused elementwise chain of more than %d "
+                         "nodes", CHAIN_MAX);
+    const ampc_value *y = root->outputs[0];
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, root, "chain");
+    for (int32_t i = 0; i + 1 < c.n; i++) ampc_cg_kernel_covers(k, c.nodes[i]);
+    const char *params[3 * CHAIN_MAX];
+    for (int32_t j = 0; j < c.n_leaves; j++) params[j] = ampc_cg_param(k, c.leaves[j], false);
+    const char *out = ampc_cg_param(k, y, true);
+    ampc_cg_grid_loop(k, ampc_ir_numel(y));
+    for (int32_t j = 0; j < c.n_leaves; j++) {
+        const ampc_value *v = c.leaves[j];
+        const char *off = ampc_cg_bcast_offset(k, &y->shape, &v->shape, "i");
+        ampc_cg_line(k, "const %s l%d = %s[%s];", ampc_cg_ctype(v->dtype), j, params[j], off);
+    }
+    static const char *const names[3] = {"a", "b", "c"};
+    for (int32_t m = 0; m < c.n; m++) {
+        const ampc_node *n = c.nodes[m];
+        const ampc_value *o = n->outputs[0];
+        ampc_strbuf e = {0};
+        bool variadic = false;
+        if (!node_expr(n, &e, &variadic) || variadic) { /* as the node alone would fail */
+            ampc_sb_free(&e);
+            return AMPC_FAIL(g, n, AMPC_E_UNSUPPORTED, "%s on %s has no generated GPU kernel "
+                             "yet; it runs on the reference evaluator only",
+                             ampc_op_get(n->op)->onnx, ampc_dtype_name(n->inputs[0]->dtype));
+        }
+        ampc_cg_line(k, "%s v%d;", ampc_cg_ctype(o->dtype), m);
+        ampc_cg_open(k, "/* node %d of the chain */", m);
+        for (int32_t i = 0; i < n->n_inputs && i < 3; i++) {
+            const ampc_value *v = n->inputs[i];
+            if (!v) continue;
+            char local[16];
+            chain_local(&c, v, local, sizeof local);
+            const char *ct = ampc_cg_compute_type(v->dtype);
+            ampc_cg_line(k, "const %s %s = ampc::cvt<%s>(%s);", ct, names[i], ct, local);
+        }
+        ampc_cg_line(k, "const auto r = %s;", e.data);
+        ampc_cg_line(k, "v%d = ampc::cvt<%s>((%s)r);", m, ampc_cg_ctype(o->dtype),
+                     ampc_cg_compute_type(o->dtype));
+        ampc_cg_close(k);
+        ampc_sb_free(&e);
+    }
+    ampc_cg_line(k, "%s[i] = v%d;", out, c.n - 1);
+    ampc_cg_close(k);
+    return ampc_cg_kernel_end(k, ampc_ir_numel(y), 256);
+}
+
+ampc_status ampc_cg_lower_elementwise(ampc_cg *cg, const ampc_node *n) {
+    if (n->op == AMPC_OP_QUANTIZE_LINEAR || n->op == AMPC_OP_DEQUANTIZE_LINEAR || n->op == AMPC_OP_MEL_WEIGHT_MATRIX)
+        return ampc_cg_lower_quant(cg, n);
+    for (int32_t i = 0; i < n->n_inputs; i++)
+        if (n->inputs[i] && (n->inputs[i]->flags & AMPC_VALUE_FUSED)) return lower_chain(cg, n);
+    ampc_graph *g = ampc_cg_graph(cg);
+    const ampc_value *y = n->outputs[0];
+    const ampc_value *x = n->inputs[0];
+    bool fl = ampc_dtype_is_float(x->dtype);
+    const char *ct = ampc_cg_compute_type(x->dtype);
+    ampc_strbuf e = {0};
+    bool variadic = false;
+    bool ok = node_expr(n, &e, &variadic);
     if (!ok) {
         ampc_sb_free(&e);
         return AMPC_FAIL(g, n, AMPC_E_UNSUPPORTED,

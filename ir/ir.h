@@ -182,6 +182,9 @@ enum {
     AMPC_VALUE_INPUT = 1u << 0,  /* a graph input */
     AMPC_VALUE_OUTPUT = 1u << 1, /* a graph output */
     AMPC_VALUE_POISON = 1u << 2, /* construction failed; dtype/shape meaningless */
+    /* computed in registers inside the kernel of its one reader, never stored: no memory
+     * (passes/fuse_elementwise.c) */
+    AMPC_VALUE_FUSED = 1u << 3,
 };
 
 struct ampc_value {

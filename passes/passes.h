@@ -106,6 +106,9 @@ ampc_status ampc_pass_fuse_matmul(ampc_graph *g, bool *changed);
 /* Scale folding: Mul by a scalar constant after a matmul with constant weights (through
  * Reshape/Transpose) becomes scaled weights and bias (fold_scale.c). */
 ampc_status ampc_pass_fold_scale(ampc_graph *g, bool *changed);
+/* Values between elementwise nodes of one shape are marked AMPC_VALUE_FUSED: one kernel computes
+ * the chain (fuse_elementwise.c). */
+ampc_status ampc_pass_fuse_elementwise(ampc_graph *g, bool *changed);
 /* Data parallelism (--gpus N --partition data): the graph becomes one GPU's share of the batch
  * (dim 0 of inputs and outputs divided by N, shapes inferred again, Reshape targets rewritten),
  * g->data_ranks = N; refuses, naming the node, what would mix rows (partition_data.c). */

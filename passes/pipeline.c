@@ -52,6 +52,9 @@ static const ampc_pass_info pass_table[] = {
      "with --gpus N --partition pipeline, cut the graph into N stages balanced by cost, one per "
      "GPU, with peer copies at the cuts"},
     {"dce", ampc_pass_dce, "remove nodes that no graph output depends on"},
+    {"fuse-elementwise", ampc_pass_fuse_elementwise,
+     "compute chains of elementwise ops of one shape in one kernel (values between them never "
+     "stored)"},
     {"plan-memory", ampc_pass_plan_memory,
      "place constants in the weights blob and every other value in the arena (liveness)"},
 };

@@ -11,6 +11,9 @@
  *      values; a buffer holding a graph input or output is live for the whole run, so no other
  *      value ever shares its bytes and the runtime may point its steps at the caller's own
  *      buffers instead (runtime/io_bind.c).
+ *   A value marked AMPC_VALUE_FUSED (fuse_elementwise.c) gets no bytes: it lives in registers of
+ *   the kernel of its chain's last node, which reads the chain's other inputs, so a node of the
+ *   chain counts as reading them at that last node's position.
  *   4. Buffers are placed largest first, each at the lowest 256-aligned offset that no placed
  *      buffer with an overlapping lifetime occupies; the arena size is the highest end.
  *
@@ -89,16 +92,34 @@ ampc_status ampc_pass_plan_memory(ampc_graph *g, bool *changed) {
     }
 
     /* Lifetimes of individual values: last use per value (pass 1), so in-place decisions can
-     * ask whether a node is an input's last reader. */
+     * ask whether a node is an input's last reader. A node of a fused chain reads at the
+     * position of the chain's last node (at[k]). */
+    int32_t *at = ampc_xmalloc((size_t)(g->n_nodes + 1) * sizeof *at);
+    int32_t *reader = ampc_xmalloc((size_t)(nv + 1) * sizeof *reader);
     int32_t pos = 0;
+    for (int32_t k = 0; k < g->n_nodes; k++) {
+        const ampc_node *n = g->nodes[k];
+        at[k] = n->dead ? -1 : pos++;
+        if (!n->dead)
+            for (int32_t j = 0; j < n->n_inputs; j++)
+                if (n->inputs[j]) reader[n->inputs[j]->id] = k;
+    }
+    for (int32_t k = g->n_nodes - 1; k >= 0; k--) {
+        const ampc_node *n = g->nodes[k];
+        if (!n->dead && n->n_outputs == 1 && (n->outputs[0]->flags & AMPC_VALUE_FUSED))
+            at[k] = at[reader[n->outputs[0]->id]];
+    }
+    pos = 0;
     for (int32_t k = 0; k < g->n_nodes; k++) {
         const ampc_node *n = g->nodes[k];
         if (n->dead) continue;
         for (int32_t j = 0; j < n->n_inputs; j++)
-            if (n->inputs[j]) last[n->inputs[j]->id] = pos;
+            if (n->inputs[j] && at[k] > last[n->inputs[j]->id]) last[n->inputs[j]->id] = at[k];
         for (int32_t j = 0; j < n->n_outputs; j++) def[n->outputs[j]->id] = pos;
         pos++;
     }
+    free(at);
+    free(reader);
     int32_t end = pos;
     for (int32_t i = 0; i < g->n_outputs; i++) last[g->outputs[i]->id] = end;
     /* The last use of each buffer, kept per root as values join it. */
@@ -123,10 +144,11 @@ ampc_status ampc_pass_plan_memory(ampc_graph *g, bool *changed) {
                 root_flags[r] |= (int32_t)(y->flags & (AMPC_VALUE_INPUT | AMPC_VALUE_OUTPUT));
                 if (last[y->id] > root_last[r]) root_last[r] = last[y->id];
             }
-        } else if (y) {
+        } else if (y && !(y->flags & AMPC_VALUE_FUSED)) {
             for (int32_t j = 0; j < n->n_inputs; j++) {
                 const ampc_value *in = n->inputs[j];
-                if (!in || space[in->id] == AMPC_MEM_WEIGHTS) continue;
+                if (!in || space[in->id] == AMPC_MEM_WEIGHTS || (in->flags & AMPC_VALUE_FUSED))
+                    continue;
                 int32_t r = find(parent, in->id);
                 /* the whole buffer (every value sharing it) must end here */
                 if (root_last[r] == pos && can_reuse(n, in, last, root_flags[r], pos)) {
@@ -146,7 +168,8 @@ ampc_status ampc_pass_plan_memory(ampc_graph *g, bool *changed) {
     for (int32_t i = 0; i < nv; i++) buf_of[i] = -1;
     for (int32_t i = 0; i < nv; i++) {
         const ampc_value *v = g->values[i];
-        if (space[i] == AMPC_MEM_WEIGHTS || (v->flags & AMPC_VALUE_POISON)) continue;
+        if (space[i] == AMPC_MEM_WEIGHTS || (v->flags & (AMPC_VALUE_POISON | AMPC_VALUE_FUSED)))
+            continue;
         int32_t r = find(parent, i);
         if (buf_of[r] < 0) {
             buf_of[r] = nb;
@@ -190,7 +213,7 @@ ampc_status ampc_pass_plan_memory(ampc_graph *g, bool *changed) {
         ampc_value *v = g->values[i];
         uint8_t sp = space[i];
         int64_t off = offset[i];
-        if (sp != AMPC_MEM_WEIGHTS && !(v->flags & AMPC_VALUE_POISON)) {
+        if (sp != AMPC_MEM_WEIGHTS && !(v->flags & (AMPC_VALUE_POISON | AMPC_VALUE_FUSED))) {
             sp = AMPC_MEM_ARENA;
             off = bufs[buf_of[find(parent, i)]].offset;
         }

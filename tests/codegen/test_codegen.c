@@ -25,10 +25,14 @@ static ampc_graph *bias_relu(void) {
     return g;
 }
 
+/* One kernel a node (fuse-elementwise off: the chain test below has it on). */
 Test(codegen, elementwise_kernels_and_plan) {
     ampc_graph *g = bias_relu();
     ampc_module *m = NULL;
     ampc_compile_options o = no_cache();
+    static const char *const off[1] = {"fuse-elementwise"};
+    ampc_pipeline_options po = {.verify = true, .disable = off, .n_disable = 1};
+    o.pipeline = &po;
     cr_assert_eq(ampc_compile(g, &o, &m), AMPC_OK, "%s", ampc_graph_errors(g));
     cr_assert_eq(ampc_module_unit_count(m), 1);
     const char *cu = ampc_module_cuda(m, 0);
@@ -46,6 +50,25 @@ Test(codegen, elementwise_kernels_and_plan) {
     cr_assert_eq(ampc_module_step_count(m), 2);
     /* Relu works in place over the Add's output: one 256-byte buffer besides x and y... */
     cr_assert_leq(ampc_module_arena_bytes(m), 3 * 256);
+    ampc_module_destroy(m);
+    ampc_graph_destroy(g);
+}
+
+/* fuse-elementwise: the Add's output lives in registers; one kernel computes Add then Relu, the
+ * sum rounded to f32 as the Add's kernel stored it. */
+Test(codegen, an_elementwise_chain_is_one_kernel) {
+    ampc_graph *g = bias_relu();
+    ampc_module *m = NULL;
+    ampc_compile_options o = no_cache();
+    cr_assert_eq(ampc_compile(g, &o, &m), AMPC_OK, "%s", ampc_graph_errors(g));
+    const char *cu = ampc_module_cuda(m, 0);
+    cr_assert(strstr(cu, "// k0_chain: Relu 'Relu_1', Add 'Add_0'\n"), "%s", cu);
+    cr_assert(strstr(cu, "k0_chain(const float *p0, const float *p1, float *p2)"), "%s", cu);
+    cr_assert(strstr(cu, "v0 = ampc::cvt<float>((float)r);"), "%s", cu);
+    cr_assert(strstr(cu, "const float a = ampc::cvt<float>(v0);"), "the Relu reads the sum: %s", cu);
+    cr_assert(strstr(ampc_module_ptx(m, 0), ".entry k0_chain"));
+    cr_assert_eq(ampc_module_step_count(m), 1);
+    cr_assert_leq(ampc_module_arena_bytes(m), 2 * 256, "x and y only");
     ampc_module_destroy(m);
     ampc_graph_destroy(g);
 }

@@ -416,7 +416,8 @@ Test(pipeline, runs_every_pass_and_traces_each) {
     cr_assert(strstr(t, "pass partition    changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass partition-data changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass partition-pipeline changed no "), "trace:\n%s", t);
-    cr_assert_eq(lines, 17, "trace:\n%s", t);
+    cr_assert(strstr(t, "pass fuse-elementwise changed "), "trace:\n%s", t);
+    cr_assert_eq(lines, 18, "trace:\n%s", t);
     free(t);
     char *text = ampc_graph_to_text(g, true);
     cr_assert_str_eq(text, "graph \"p\" {\n"
@@ -478,7 +479,7 @@ Test(pipeline, unknown_pass_names_are_errors_listing_the_valid_ones) {
     ampc_pipeline_options o = {.disable = off, .n_disable = 2};
     cr_assert_eq(ampc_graph_optimize(g, &o), AMPC_E_INVALID_ARG);
     cr_assert_str_eq(ampc_graph_errors(g), "unknown pass 'nope' in the list of passes to disable; "
-                                           "the passes are: partition-data, fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, partition-pipeline, dce, plan-memory");
+                                           "the passes are: partition-data, fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, partition-pipeline, dce, fuse-elementwise, plan-memory");
     cr_assert_eq(ampc_graph_node_count(g), 5); /* nothing ran */
     ampc_graph_destroy(g);
 
@@ -486,10 +487,10 @@ Test(pipeline, unknown_pass_names_are_errors_listing_the_valid_ones) {
     ampc_pipeline_options o2 = {.dump_after = "fuse"};
     cr_assert_eq(ampc_graph_optimize(g, &o2), AMPC_E_INVALID_ARG);
     cr_assert_str_eq(ampc_graph_errors(g), "unknown pass 'fuse' to dump the IR after; the passes "
-                                           "are: partition-data, fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, partition-pipeline, dce, plan-memory");
+                                           "are: partition-data, fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, partition-pipeline, dce, fuse-elementwise, plan-memory");
     ampc_graph_clear_errors(g);
     cr_assert_eq(ampc_pipeline_run_pass(g, "cse2", &o2), AMPC_E_INVALID_ARG);
-    t_expect_diag(g, "unknown pass 'cse2' to run; the passes are: partition-data, fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, partition-pipeline, dce, plan-memory");
+    t_expect_diag(g, "unknown pass 'cse2' to run; the passes are: partition-data, fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, partition-pipeline, dce, fuse-elementwise, plan-memory");
     ampc_graph_destroy(g);
 }
 
@@ -515,11 +516,12 @@ Test(pipeline, verifies_the_input_graph_and_refuses_graphs_with_errors) {
 Test(pipeline, the_registry_lists_and_finds_passes) {
     int32_t n;
     const ampc_pass_info *list = ampc_pass_list(&n);
-    cr_assert_eq(n, 17);
-    const char *names[17] = {"partition-data", "fold", "cse", "precision", "sparsity", "fuse-gelu", "fuse-softmax",
+    cr_assert_eq(n, 18);
+    const char *names[18] = {"partition-data", "fold", "cse", "precision", "sparsity", "fuse-gelu", "fuse-softmax",
                              "partition", "fuse-conv", "fuse-attention", "fuse-qkv", "fuse-matmul",
-                             "fold-scale", "layout", "partition-pipeline", "dce", "plan-memory"};
-    for (int i = 0; i < 17; i++) cr_assert_str_eq(list[i].name, names[i]);
+                             "fold-scale", "layout", "partition-pipeline", "dce", "fuse-elementwise",
+                             "plan-memory"};
+    for (int i = 0; i < 18; i++) cr_assert_str_eq(list[i].name, names[i]);
     cr_assert_eq(ampc_pass_find("cse")->run, ampc_pass_cse);
     cr_assert_null(ampc_pass_find("CSE"));
     cr_assert_null(ampc_pass_find(NULL));
@@ -558,7 +560,9 @@ Test(pipeline, the_registry_lists_and_finds_passes) {
                         "  15. partition-pipeline with --gpus N --partition pipeline, cut the graph into N stages "
                         "balanced by cost, one per GPU, with peer copies at the cuts\n"
                         "  16. dce          remove nodes that no graph output depends on\n"
-                        "  17. plan-memory  place constants in the weights blob and every other "
+                        "  17. fuse-elementwise compute chains of elementwise ops of one shape in one "
+                        "kernel (values between them never stored)\n"
+                        "  18. plan-memory  place constants in the weights blob and every other "
                          "value in the arena (liveness)\n");
     free(t);
 }

@@ -1,0 +1,74 @@
+/*
+ * fuse_elementwise.c — chains of elementwise ops become one kernel: a value produced by an
+ * elementwise node and read only by another elementwise node of the same shape is marked
+ * AMPC_VALUE_FUSED. It then never reaches memory: plan-memory gives it no bytes, and code
+ * generation computes it in registers inside the kernel of the last node of the chain
+ * (codegen/lower_elementwise.c, "fused chains"), which reads the chain's other inputs itself.
+ * Exporters write such chains everywhere: BERT's embeddings (Gather, then two Adds of constant
+ * tables), its mask (Cast, And, Where, Cast), scaling and activation tails.
+ *
+ * The rules, for a value v from node p read by node u:
+ *   - p and u are elementwise ops with a generated kernel of one output and at most three inputs
+ *     (LOWER_ELEMENTWISE, not the quantization ops, Dropout or the variadic Max/Min/Sum/Mean);
+ *   - v has this one use, is not a graph output, has no known contents, and has u's output
+ *     shape (so element i of every value in the chain is computed by the same thread; the
+ *     chain's outside inputs may broadcast);
+ *   - p and u run on the same GPU (the partition passes' rank attribute);
+ *   - a chain holds at most MAX_CHAIN nodes.
+ * The graph itself is unchanged: the reference evaluator runs the nodes one by one, and the
+ * fused kernel rounds each value of the chain to its type as the separate kernels stored it,
+ * so the results are the same bit for bit. It runs after the passes that rewrite the graph,
+ * right before dce and plan-memory.
+ */
+#include "passes.h"
+
+#include <stdlib.h>
+
+enum { MAX_CHAIN = 16 };
+
+static bool fusable(const ampc_node *n) {
+    if (n->dead || ampc_op_get(n->op)->lower != LOWER_ELEMENTWISE) return false;
+    switch (n->op) {
+    case AMPC_OP_QUANTIZE_LINEAR: case AMPC_OP_DEQUANTIZE_LINEAR: case AMPC_OP_MEL_WEIGHT_MATRIX:
+    case AMPC_OP_DROPOUT: case AMPC_OP_MAX: case AMPC_OP_MIN: case AMPC_OP_SUM: case AMPC_OP_MEAN:
+        return false;
+    default: break;
+    }
+    if (n->n_outputs != 1 || n->n_inputs < 1 || n->n_inputs > 3 || !n->inputs[0]) return false;
+    const ampc_value *y = n->outputs[0];
+    return !y->data && !(y->flags & AMPC_VALUE_POISON) && ampc_ir_numel(y) > 0;
+}
+
+static int64_t rank_of(ampc_graph *g, const ampc_node *n) { return ampc_ir_attr_int(g, n, "rank", -1); }
+
+ampc_status ampc_pass_fuse_elementwise(ampc_graph *g, bool *changed) {
+    *changed = false;
+    for (int32_t i = 0; i < g->n_values; i++) g->values[i]->flags &= ~(uint32_t)AMPC_VALUE_FUSED;
+    ampc_uses uses;
+    if (ampc_pass_uses(g, &uses) != AMPC_OK) return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
+    int32_t *size = calloc((size_t)g->n_nodes + 1, sizeof *size); /* nodes in each node's chain */
+    if (!size) {
+        ampc_pass_uses_free(&uses);
+        return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        ampc_node *u = g->nodes[i];
+        if (!fusable(u)) continue;
+        size[i] = 1;
+        const ampc_value *y = u->outputs[0];
+        for (int32_t k = 0; k < u->n_inputs; k++) {
+            ampc_value *v = u->inputs[k];
+            ampc_node *p = v ? v->producer : NULL;
+            if (!p || !fusable(p) || ampc_pass_only_user(&uses, v) != u) continue;
+            if ((v->flags & (AMPC_VALUE_OUTPUT | AMPC_VALUE_FUSED)) || v->data) continue;
+            if (!ampc_shape_eq(&v->shape, &y->shape) || rank_of(g, p) != rank_of(g, u)) continue;
+            if (size[i] + size[p->id] > MAX_CHAIN) continue;
+            v->flags |= AMPC_VALUE_FUSED;
+            size[i] += size[p->id];
+            *changed = true;
+        }
+    }
+    free(size);
+    ampc_pass_uses_free(&uses);
+    return AMPC_OK;
+}
