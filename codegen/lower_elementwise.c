@@ -340,6 +340,16 @@ static ampc_status lower_chain(ampc_cg *cg, const ampc_node *root) {
     if (!chain_collect(&c, root))
         return AMPC_FAIL(g, root, AMPC_E_INTERNAL, "a fused elementwise chain of more than %d "
                          "nodes", CHAIN_MAX);
+    for (int32_t m = 0; m < c.n; m++) { /* every node has an expression, as alone it would need */
+        ampc_strbuf e = {0};
+        bool variadic = false, ok = node_expr(c.nodes[m], &e, &variadic) && !variadic;
+        ampc_sb_free(&e);
+        if (!ok)
+            return AMPC_FAIL(g, c.nodes[m], AMPC_E_UNSUPPORTED, "%s on %s has no generated GPU "
+                             "kernel yet; it runs on the reference evaluator only",
+                             ampc_op_get(c.nodes[m]->op)->onnx,
+                             ampc_dtype_name(c.nodes[m]->inputs[0]->dtype));
+    }
     const ampc_value *y = root->outputs[0];
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, root, "chain");
     for (int32_t i = 0; i + 1 < c.n; i++) ampc_cg_kernel_covers(k, c.nodes[i]);
@@ -358,12 +368,7 @@ static ampc_status lower_chain(ampc_cg *cg, const ampc_node *root) {
         const ampc_value *o = n->outputs[0];
         ampc_strbuf e = {0};
         bool variadic = false;
-        if (!node_expr(n, &e, &variadic) || variadic) { /* as the node alone would fail */
-            ampc_sb_free(&e);
-            return AMPC_FAIL(g, n, AMPC_E_UNSUPPORTED, "%s on %s has no generated GPU kernel "
-                             "yet; it runs on the reference evaluator only",
-                             ampc_op_get(n->op)->onnx, ampc_dtype_name(n->inputs[0]->dtype));
-        }
+        node_expr(n, &e, &variadic); /* checked above */
         ampc_cg_line(k, "%s v%d;", ampc_cg_ctype(o->dtype), m);
         ampc_cg_open(k, "/* node %d of the chain */", m);
         for (int32_t i = 0; i < n->n_inputs && i < 3; i++) {
