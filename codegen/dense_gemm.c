@@ -53,22 +53,12 @@ static const gemm_cfg *pick(int64_t m, int64_t n) {
     return &CONFIGS[N_CONFIGS - 1];
 }
 
-static bool has_bias(uint8_t epi) {
-    return epi == AMPC_RT_EPI_BIAS || epi == AMPC_RT_EPI_BIAS_RELU || epi == AMPC_RT_EPI_BIAS_GELU;
-}
-
-static int act_of(uint8_t epi) {
-    if (epi == AMPC_RT_EPI_RELU || epi == AMPC_RT_EPI_BIAS_RELU) return 1;
-    if (epi == AMPC_RT_EPI_GELU || epi == AMPC_RT_EPI_BIAS_GELU) return 2;
-    return 0;
-}
-
 /* Why the kernel does not take p, or NULL when it does. */
 static const char *why_not(const ampc_rt_gemm *p) {
     ampc_dtype t = p->dtype_ab;
     if (t != AMPC_DTYPE_F16 && t != AMPC_DTYPE_BF16) return "not f16/bf16";
     if (p->dtype_cd != t) return "the output's dtype differs";
-    if (has_bias(p->epilogue) && p->dtype_bias != t) return "the bias's dtype differs";
+    if (ampc_cg_epi_bias(p->epilogue) && p->dtype_bias != t) return "the bias's dtype differs";
     if (p->batch != 1 || p->trans_a) return "batched, or a transposed A";
     if (p->k % 8 || p->n % 8 || p->lda % 8 || p->ldb % 8) return "K, N or a pitch not a multiple of 8";
     if (p->a.offset % 16 || p->b.offset % 16) return "A or B not 16-byte aligned";
@@ -83,7 +73,7 @@ ampc_status ampc_cg_dense_gemm(ampc_cg *cg, const ampc_node *n, int32_t step) {
     const ampc_rt_gemm *p = &cg->steps[step].gemm;
     const char *why = why_not(p);
     if (why != NULL) {
-        if (act_of(p->epilogue) != 2) return AMPC_OK; /* the step stays on cuBLASLt */
+        if (ampc_cg_epi_act(p->epilogue) != 2) return AMPC_OK; /* the step stays on cuBLASLt */
         return AMPC_FAIL(cg->g, n, AMPC_E_INTERNAL, "a matmul with a GELU epilogue that ampc's "
                          "GEMM kernel does not take (%s)", why);
     }
@@ -95,7 +85,7 @@ ampc_status ampc_cg_dense_gemm(ampc_cg *cg, const ampc_node *n, int32_t step) {
     const char *px = ampc_cg_param_ref(k, p->a, ct, false);
     const char *pw = ampc_cg_param_ref(k, p->b, ct, false);
     const char *pc = p->c.bytes ? ampc_cg_param_ref(k, p->c, ct, false) : "nullptr";
-    const char *pb = has_bias(p->epilogue) ? ampc_cg_param_ref(k, p->bias, ct, false) : "nullptr";
+    const char *pb = ampc_cg_epi_bias(p->epilogue) ? ampc_cg_param_ref(k, p->bias, ct, false) : "nullptr";
     const char *py = ampc_cg_param_ref(k, p->d, ct, true);
     ampc_cg_line(k, "static_assert(ampc::gemm::smem<%d, %d, %d, %d, %s>::bytes == %u, "
                     "\"codegen/dense_gemm.c's smem_bytes\");",
@@ -111,7 +101,7 @@ ampc_status ampc_cg_dense_gemm(ampc_cg *cg, const ampc_node *n, int32_t step) {
                  (double)(p->c.bytes ? p->beta : 0.0f));
     ampc_cg_line(k, "ampc::gemm::dense_gemm<%s, %d, %d, %d, %d, %d, %d, %s, %d>(a_);", t, c->bm,
                  c->bn, c->bk, c->wm, c->wn, c->stages, wt ? "true" : "false",
-                 act_of(p->epilogue));
+                 ampc_cg_epi_act(p->epilogue));
     uint32_t grid[3] = {(uint32_t)((p->n + c->bn - 1) / c->bn), (uint32_t)((p->m + c->bm - 1) / c->bm), 1};
     uint32_t block[3] = {(uint32_t)(c->wm * c->wn * 32), 1, 1};
     return ampc_cg_kernel_end_gemm_alt(k, step, grid, block, smem_bytes(c, wt));

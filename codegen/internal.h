@@ -66,6 +66,16 @@ ampc_status ampc_cg_kernel_end_gemm_alt(ampc_cg_kernel *k, int32_t step, const u
 /* The 2:4 GEMM step `step` (sparse24 set) gets ampc's own sparse kernel when it takes the
  * product (sparse_gemm.c): its weight compressed into the weights blob, the kernel emitted. */
 ampc_status ampc_cg_sparse_gemm(ampc_cg *cg, const ampc_node *n, int32_t step);
+/* A GEMM epilogue (ampc_rt_epilogue) as ampc's GEMM kernels take it: whether it adds the bias,
+ * and its activation as their ACT template argument (0 none, 1 ReLU, 2 GELU). */
+static inline bool ampc_cg_epi_bias(uint8_t epi) {
+    return epi == AMPC_RT_EPI_BIAS || epi == AMPC_RT_EPI_BIAS_RELU || epi == AMPC_RT_EPI_BIAS_GELU;
+}
+static inline int ampc_cg_epi_act(uint8_t epi) {
+    if (epi == AMPC_RT_EPI_RELU || epi == AMPC_RT_EPI_BIAS_RELU) return 1;
+    if (epi == AMPC_RT_EPI_GELU || epi == AMPC_RT_EPI_BIAS_GELU) return 2;
+    return 0;
+}
 /* GEMM step `step` gets ampc's own dense kernel when it takes the product (dense_gemm.c);
  * a GELU epilogue it cannot take is an internal error. */
 ampc_status ampc_cg_dense_gemm(ampc_cg *cg, const ampc_node *n, int32_t step);

@@ -50,8 +50,7 @@ static const char *why_not(const ampc_cg *cg, const ampc_rt_gemm *p) {
     if (p->b.space != AMPC_RT_WEIGHTS) return "weight not a constant";
     if (p->k % 8 || p->n % 8 || p->lda % 8 || p->a.offset % 16) return "K, N or x's pitch";
     if (p->ldd % 2 || (p->c.bytes && p->ldc % 2)) return "y's or c's pitch";
-    bool bias = p->epilogue == AMPC_RT_EPI_BIAS || p->epilogue == AMPC_RT_EPI_BIAS_RELU ||
-                p->epilogue == AMPC_RT_EPI_BIAS_GELU;
+    bool bias = ampc_cg_epi_bias(p->epilogue);
     if (bias && p->dtype_bias != t) return "bias dtype";
     if (cg->n_ranks > 1) return "multi-GPU plan";
     if (p->m > (int64_t)65535 * SG_BT || p->n > INT32_MAX / 2 || p->k > INT32_MAX / 2)
@@ -87,12 +86,6 @@ static uint16_t *weight_rows(const ampc_cg *cg, const ampc_rt_gemm *p, int64_t n
     return wt;
 }
 
-static int act_of(uint8_t epi) {
-    if (epi == AMPC_RT_EPI_RELU || epi == AMPC_RT_EPI_BIAS_RELU) return 1;
-    if (epi == AMPC_RT_EPI_GELU || epi == AMPC_RT_EPI_BIAS_GELU) return 2;
-    return 0;
-}
-
 /* The kernel: its parameters (compressed values and metadata, x, c, bias, y) and one call of the
  * template with the step's constants. */
 static ampc_status emit(ampc_cg *cg, const ampc_node *n, int32_t step, ampc_rt_ref vals,
@@ -100,8 +93,7 @@ static ampc_status emit(ampc_cg *cg, const ampc_node *n, int32_t step, ampc_rt_r
     const ampc_rt_gemm *p = &cg->steps[step].gemm;
     const char *t = p->dtype_ab == AMPC_DTYPE_F16 ? "ampc::f16" : "ampc::bf16";
     const char *ct = ampc_cg_ctype(p->dtype_ab);
-    bool bias = p->epilogue == AMPC_RT_EPI_BIAS || p->epilogue == AMPC_RT_EPI_BIAS_RELU ||
-                p->epilogue == AMPC_RT_EPI_BIAS_GELU;
+    bool bias = ampc_cg_epi_bias(p->epilogue);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, "sparse_gemm");
     const char *pv = ampc_cg_param_ref(k, vals, ct, false);
     const char *pm = ampc_cg_param_ref(k, meta, "unsigned int", false);
@@ -122,7 +114,7 @@ static ampc_status emit(ampc_cg *cg, const ampc_node *n, int32_t step, ampc_rt_r
     ampc_cg_line(k, "a_.alpha = (float)%.9g; a_.beta = (float)%.9g;", (double)p->alpha,
                  (double)(p->c.bytes ? p->beta : 0.0f));
     ampc_cg_line(k, "ampc::sp24::sparse_gemm<%s, %d, %d, %d, %d, %d, %d, %d>(a_);", t, SG_BF,
-                 SG_BT, SG_BK, SG_WF, SG_WT, SG_STAGES, act_of(p->epilogue));
+                 SG_BT, SG_BK, SG_WF, SG_WT, SG_STAGES, ampc_cg_epi_act(p->epilogue));
     uint32_t grid[3] = {(uint32_t)(np / SG_BF), (uint32_t)((p->m + SG_BT - 1) / SG_BT), 1};
     uint32_t block[3] = {SG_WF * SG_WT * 32, 1, 1};
     return ampc_cg_kernel_end_gemm_alt(k, step, grid, block, smem_bytes());

@@ -36,7 +36,7 @@
  * own_kernel, launched through the kernel provider). All are timed on the model's own buffers
  * (CUDA events, SPARSE_ROUNDS interleaved rounds of SPARSE_REPS calls each, the median round)
  * and the fastest kept: the cost model is the measurement at that shape on that GPU. A sparse
- * winner must also agree with the dense call on the same operands (sparse_agrees). AMPC_SPARSE=0
+ * winner must also agree with the dense call on the same operands (agrees_with_dense). AMPC_SPARSE=0
  * keeps dense without opening cuSPARSELt, =1 takes the faster sparse way wherever one plans and
  * agrees, =cusparselt / =kernel only that way. Whatever happens is kept as a note for
  * ampc_rt_model_step_sparse and, with AMPC_SPARSE_VERBOSE=1, printed to stderr.
@@ -471,14 +471,15 @@ static ampc_status check_calls(rt_ctx *ctx, const ampc_rt_gemm *g, gemm_state *s
     return AMPC_OK;
 }
 
-/* Before a sparse candidate (`way`) is trusted: the dense call and it on the same operands (x
- * filled from the weight's values, so the product is not trivially zero) must agree within 2 %
- * of the output's largest magnitude. Guards against a cuSPARSELt that reads the weight, the bias
+/* Before a candidate other than cuBLASLt's dense call (`way`: cuSPARSELt, ampc's 2:4 or dense
+ * kernel) is trusted: the dense call and it on the same operands (x filled from the weight's
+ * values, so the product is not trivially zero) must agree within 2 % of the output's largest
+ * magnitude. Guards against a cuSPARSELt that reads the weight, the bias
  * or an epilogue otherwise than documented, and against a fault of ampc's own kernel. false
  * with the evidence in why when they differ or the check cannot run. AMPC_SPARSE_CHECK=0 skips
  * it. */
-static bool sparse_agrees(rt_ctx *ctx, const ampc_rt_gemm *g, gemm_state *st, int way, char *why,
-                          size_t size) {
+static bool agrees_with_dense(rt_ctx *ctx, const ampc_rt_gemm *g, gemm_state *st, int way,
+                              char *why, size_t size) {
     const char *env = getenv("AMPC_SPARSE_CHECK");
     if (env != NULL && strcmp(env, "0") == 0) return true;
     size_t es = rt_dtype_size(g->dtype_cd);
@@ -631,7 +632,7 @@ static ampc_status sparse_choose(rt_ctx *ctx, const ampc_rt_step *s, gemm_state 
         int w = order[i];
         bool take = mode != RT_SPARSE_AUTO ||
                     rt_sparse_pick(mode, st->ms[RT_SPARSE_DENSE], st->ms[w]);
-        if (take && sparse_agrees(ctx, &s->gemm, st, w, check_note, sizeof check_note))
+        if (take && agrees_with_dense(ctx, &s->gemm, st, w, check_note, sizeof check_note))
             st->way = w;
     }
     double best = n ? st->ms[order[0]] : -1, dense = st->ms[RT_SPARSE_DENSE];
@@ -760,7 +761,7 @@ static ampc_status dense_choose(rt_ctx *ctx, const ampc_rt_step *s, gemm_state *
         if (!force && k >= 0) rt_tune_put(key, take ? "way=kernel" : "way=cublaslt");
     }
     char check[sizeof st->note] = "";
-    if (take && sparse_agrees(ctx, &s->gemm, st, RT_SPARSE_KERNEL, check, sizeof check))
+    if (take && agrees_with_dense(ctx, &s->gemm, st, RT_SPARSE_KERNEL, check, sizeof check))
         st->way = RT_SPARSE_KERNEL;
     double d = st->ms[RT_SPARSE_DENSE], k = st->ms[RT_SPARSE_KERNEL];
     if (check[0]) snprintf(st->note, sizeof st->note, "%s", check);
