@@ -201,6 +201,8 @@ typedef struct rt_ctx {
     cudaStream_t plan_stream; /* the model's stream: planning work (algorithm search) runs here */
     void *scratch;            /* planning-time workspace for algorithm searches and timings, */
     size_t scratch_bytes;     /* allocated on first need and freed once every step is planned */
+    void *flush;              /* what cold timings write to push the operands out of L2: */
+    size_t flush_bytes;       /* made and freed with the scratch (rt_time_calls) */
     const rt_io_bind *io_bind; /* while steps are re-pointed at a caller's buffers, else NULL */
     int32_t n_io_bind;
 } rt_ctx;
@@ -219,11 +221,18 @@ void rt_tune_put(const char *key, const char *val);
 /* Drops the entries held in memory: the next use reads the file (AMPC_TUNE_CACHE) again. */
 void rt_tune_forget(void);
 
-/* Milliseconds per call of call(arg, s) over `rounds` calls after one warm-up call, timed with
- * CUDA events on stream s; -1 when a call or an event fails (the CUDA error is cleared). Used
- * to time algorithm candidates at creation. */
+/* Milliseconds per call of call(arg, s), used to time algorithm candidates at creation; -1 when
+ * a call or an event fails (the CUDA error is cleared). After one warm-up call, `rounds` calls
+ * on stream s, each timed alone with CUDA events after writing three times the GPU's L2 cache
+ * (ctx->flush): the median call, with the operands out of L2 as a model's weights mostly are
+ * when it runs. With AMPC_TUNE_COLD=0 (rt_tune_mode "hot"), `rounds` calls back to back
+ * between two events instead, on whatever the caches hold (the mean call). */
 typedef bool (*rt_timed_call)(void *arg, cudaStream_t s);
-float rt_time_calls(rt_timed_call call, void *arg, cudaStream_t s, int rounds);
+float rt_time_calls(rt_ctx *ctx, rt_timed_call call, void *arg, cudaStream_t s, int rounds);
+/* "cold" or "hot": how rt_time_calls times (AMPC_TUNE_COLD); tuning cache keys name it. */
+const char *rt_tune_mode(void);
+/* Frees the planning scratch and the flush buffer (once every step is planned). */
+ampc_status rt_plan_scratch_free(rt_ctx *ctx, rt_err *e);
 
 /* The device address of a ref (NULL for an absent ref: bytes 0): in the caller's buffer when
  * its arena range is bound to one (c->io_bind), else in the arena or the weights. */

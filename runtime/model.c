@@ -269,11 +269,7 @@ ampc_status rt_model_build(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e) {
 
     size_t ws = 0;
     if (plan_steps(m, p, &ws, e) != AMPC_OK) return e->status;
-    if (c->scratch != NULL) {
-        RT_CUDA(e, cudaFree(c->scratch));
-        c->scratch = NULL;
-        c->scratch_bytes = 0;
-    }
+    if (rt_plan_scratch_free(c, e) != AMPC_OK) return e->status;
     if (ws > 0) {
         RT_CUDA(e, cudaMalloc(&c->workspace, ws));
         c->workspace_bytes = ws;
@@ -370,6 +366,7 @@ void ampc_rt_model_destroy(ampc_rt_model *m) {
     }
     if (c->workspace) (void)cudaFree(c->workspace);
     if (c->scratch) (void)cudaFree(c->scratch);
+    if (c->flush) (void)cudaFree(c->flush);
     if (c->arena) (void)cudaFree(c->arena);
     if (c->weights) (void)cudaFree(c->weights);
     for (int32_t u = 0; c->units && u < c->n_units; u++) {

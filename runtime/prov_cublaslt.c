@@ -14,14 +14,15 @@
  * Everything is planned once at model creation: the matmul descriptor, the four layouts (with
  * batch count and strides), the epilogue, and the algorithm: the heuristic's first choice
  * given the operands' real alignment and a workspace cap. AMPC_GEMM_TUNE=1 times the first eight
- * candidates instead (GEMM_ROUNDS back-to-back runs each on the model's buffers) and keeps the
+ * candidates instead (GEMM_ROUNDS runs each on the model's buffers, rt_time_calls) and keeps the
  * fastest unless the heuristic's is within 3% (AMPC_GEMM_VERBOSE=1 prints the timings), a choice
  * the tuning cache keeps (runtime/tune_cache.c) for the next creation. It is
  * off by default: on the H200 it gained nothing consistent (BERT-base fp16, the same run: b1
  * 0.624 ms with the heuristic's choices, 0.636 ms timed; b32 2.001 against 1.983 ms), and the
  * b1 GEMMs it picked were slower one by one (72 GEMMs: 0.57 ms launched singly with the
- * heuristic's choices, 0.82 to 1.0 ms with the timed ones; docs/benchmarks.md). A launch is one
- * cublasLtMatmul.
+ * heuristic's choices, 0.82 to 1.0 ms with the timed ones; docs/benchmarks.md). Timed cold, as
+ * rt_time_calls now times, it is even with the heuristic (BERT b1 0.417 / 0.418 ms against
+ * 0.415). A launch is one cublasLtMatmul.
  *
  * ampc's own dense kernel (the step's own_kernel on a step not marked 2:4, codegen/dense_gemm.c):
  * a step with the erf GELU epilogue runs on it alone (cuBLASLt's GELU is the tanh form, so
@@ -270,7 +271,7 @@ static ampc_status make_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, int6
 }
 
 /* Milliseconds per run of the matmul with algorithm `algo` over GEMM_ROUNDS runs after one
- * warm-up, on the planning stream with the planning scratch as workspace; -1 when a run fails
+ * warm-up (rt_time_calls), on the planning stream with the planning scratch as workspace; -1 when a run fails
  * (the error is cleared: a candidate that fails is skipped). */
 typedef struct gemm_timed {
     rt_ctx *ctx;
@@ -288,21 +289,21 @@ static bool gemm_timed_call(void *arg, cudaStream_t s) {
 
 static float gemm_time(rt_ctx *ctx, const gemm_state *st, const cublasLtMatmulAlgo_t *algo) {
     gemm_timed t = {ctx, st, algo};
-    return rt_time_calls(gemm_timed_call, &t, ctx->plan_stream, GEMM_ROUNDS);
+    return rt_time_calls(ctx, gemm_timed_call, &t, ctx->plan_stream, GEMM_ROUNDS);
 }
 
 /* The tuning cache's key of GEMM g with operand alignments al on this GPU with this cuBLASLt. */
 static void gemm_key(const rt_ctx *ctx, const ampc_rt_gemm *g, const uint32_t al[4], size_t ws_max,
                      char *key, size_t n) {
     snprintf(key, n, "cuBLASLt %lld|%s sm%d|gemm %lldx%lldx%lld b%lld t%d%d ld %lld %lld %lld "
-             "%lld st %lld %lld %lld %lld %s>%s bias %s math%d epi%d al %u %u %u %u ws %zu",
+             "%lld st %lld %lld %lld %lld %s>%s bias %s math%d epi%d al %u %u %u %u ws %zu %s",
              (long long)rt_cublaslt_lib.version, ctx->dev.name, ctx->dev.sm, (long long)g->m,
              (long long)g->n, (long long)g->k, (long long)g->batch, g->trans_a, g->trans_b,
              (long long)g->lda, (long long)g->ldb, (long long)g->ldc, (long long)g->ldd,
              (long long)g->stride_a, (long long)g->stride_b, (long long)g->stride_c,
              (long long)g->stride_d, rt_dtype_name(g->dtype_ab), rt_dtype_name(g->dtype_cd),
              rt_dtype_name(g->dtype_bias), g->math, g->epilogue, al[0], al[1], al[2], al[3],
-             ws_max);
+             ws_max, rt_tune_mode());
 }
 
 /* The candidate to keep among the heuristic's results res[0..count) that succeeded and fit

@@ -337,9 +337,9 @@ static void conv_key(const rt_ctx *ctx, const ampc_rt_conv *c, char *key, size_t
         for (int i = 0; i < c->spatial && w > 0 && (size_t)w < n; i++)
             w += snprintf(key + w, n - (size_t)w, "%c%lld", i ? 'x' : ' ', (long long)v[f][i]);
     if (w > 0 && (size_t)w < n)
-        snprintf(key + w, n - (size_t)w, "%s%s%s%s math%d%s", c->channels_last ? " nhwc" : "",
+        snprintf(key + w, n - (size_t)w, "%s%s%s%s math%d%s %s", c->channels_last ? " nhwc" : "",
                  c->has_bias ? " bias" : "", c->has_residual ? " z" : "", c->relu ? " relu" : "",
-                 (int)c->math, c->transpose ? " out-pad" : "");
+                 (int)c->math, c->transpose ? " out-pad" : "", rt_tune_mode());
 }
 
 static bool choice_parse(const char *val, conv_choice *ch) {
@@ -595,8 +595,8 @@ static ampc_status legacy_launch(conv_state *st, rt_ctx *ctx, cudaStream_t strea
  * -> ReLU, with float intermediates that never reach memory, and its engines include
  * runtime-fusion kernels that apply the epilogue in registers (channels-last f16/bf16). For each
  * such step graph_choose builds that graph, times the engine configurations cuDNN's heuristics
- * offer (the least of GRAPH_BATCHES batches of GRAPH_ROUNDS runs each, on the model's buffers
- * and the planning scratch), times the
+ * offer (the least of GRAPH_BATCHES batches of GRAPH_ROUNDS runs each, each run timed alone
+ * behind an L2 flush by rt_time_calls, on the model's buffers and the planning scratch), times the
  * legacy calls the same way, and keeps the faster. AMPC_CUDNN_GRAPH=0 keeps the legacy calls;
  * AMPC_CUDNN_VERBOSE=1 prints both timings per convolution; AMPC_CUDNN_TRIES=N (at most
  * GRAPH_MAX_CFGS) times N configurations instead of GRAPH_MAX_TRIES, AMPC_CUDNN_HEUR=B also N
@@ -803,10 +803,10 @@ static ampc_status graph_launch(conv_state *st, rt_ctx *ctx, cudaStream_t stream
 
 typedef ampc_status (*timed_fn)(conv_state *st, rt_ctx *ctx, cudaStream_t stream, rt_err *e);
 
-/* Milliseconds per run of f: the least over GRAPH_BATCHES batches of GRAPH_ROUNDS runs (each after
- * one warm-up), with the planning scratch as the workspace; -1 when a run fails (e is then
- * cleared: a candidate that fails is skipped). One batch's mean can catch a clock change or
- * another process's work; the least batch is the candidate's own time. */
+/* Milliseconds per run of f: the least over GRAPH_BATCHES batches of GRAPH_ROUNDS runs (each
+ * batch after one warm-up, timed by rt_time_calls), with the planning scratch as the workspace;
+ * -1 when a run fails (e is then cleared: a candidate that fails is skipped). One batch can
+ * catch a clock change or another process's work; the least batch is the candidate's own time. */
 typedef struct conv_timed {
     timed_fn f;
     conv_state *st;
@@ -827,7 +827,7 @@ static float time_runs(timed_fn f, conv_state *st, rt_ctx *ctx) {
     conv_timed t = {f, st, ctx, {0}};
     float ms = -1.0f;
     for (int b = 0; b < GRAPH_BATCHES; b++) {
-        const float one = rt_time_calls(conv_timed_call, &t, ctx->plan_stream, GRAPH_ROUNDS);
+        const float one = rt_time_calls(ctx, conv_timed_call, &t, ctx->plan_stream, GRAPH_ROUNDS);
         if (one < 0) {
             ms = -1.0f;
             break;

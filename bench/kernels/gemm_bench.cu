@@ -4,7 +4,8 @@
  * buffers, at the shapes of BERT-base's projections and the seed MLP, f16 with f32
  * accumulation, bias epilogue. Each figure is the median over 5 rounds of 50 back-to-back
  * launches (CUDA events), in microseconds a call. Build and run with bench/kernels/gemm-bench.sh
- * on a GPU machine; the numbers decide which tiles codegen/dense_gemm.c offers.
+ * on a GPU machine; the numbers decide which tiles codegen/dense_gemm.c offers. cuBLAS is also
+ * timed one call at a time, with its operands in L2 ("hot") and out of it ("cold").
  */
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
@@ -60,7 +61,21 @@ static const config configs[] = {
     CFG(64, 64, 64, 2, 2, 4),   CFG(32, 64, 64, 2, 2, 3),   CFG(32, 64, 64, 2, 2, 6),
     CFG(16, 64, 64, 1, 4, 6),   CFG(16, 128, 64, 1, 4, 4),  CFG(32, 32, 64, 2, 2, 6),
     CFG(32, 128, 64, 2, 4, 4),  CFG(16, 64, 128, 1, 4, 4),
+    /* deep pipelines for products of few rows: more of K in flight a block */
+    CFG(64, 64, 64, 2, 2, 5),   CFG(64, 64, 64, 2, 4, 5),   CFG(32, 64, 64, 2, 2, 5),
+    CFG(64, 32, 64, 2, 1, 6),   CFG(64, 64, 32, 2, 2, 8),   CFG(64, 64, 128, 2, 2, 3),
 };
+
+/* The erf GELU in place, 2 elements a thread: what a GEMM without the GELU epilogue is
+ * followed by (the cuBLAS+GELU column). */
+__global__ void k_gelu(__half2 *y, int n2) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n2) return;
+    float2 v = __half22float2(y[i]);
+    v.x = 0.5f * v.x * (1.0f + erff(v.x * 0.70710678f));
+    v.y = 0.5f * v.y * (1.0f + erff(v.y * 0.70710678f));
+    y[i] = __float22half2_rn(v);
+}
 
 template <class F> static float time_us(F f, cudaStream_t s) {
     cudaEvent_t a, b;
@@ -83,6 +98,30 @@ template <class F> static float time_us(F f, cudaStream_t s) {
     return r[2];
 }
 
+/* One call at a time between two events, after writing `flush` (three times the L2 cache) so
+ * that the operands come from memory, as a model's weights mostly do: the median of 9. */
+template <class F> static float time_cold_us(F f, cudaStream_t s, void *flush, size_t bytes) {
+    cudaEvent_t a, b;
+    CHECK(cudaEventCreate(&a));
+    CHECK(cudaEventCreate(&b));
+    f();
+    std::vector<float> r;
+    for (int round = 0; round < 9; round++) {
+        CHECK(cudaMemsetAsync(flush, round, bytes, s));
+        CHECK(cudaEventRecord(a, s));
+        f();
+        CHECK(cudaEventRecord(b, s));
+        CHECK(cudaEventSynchronize(b));
+        float ms = 0;
+        CHECK(cudaEventElapsedTime(&ms, a, b));
+        r.push_back(ms * 1000.0f);
+    }
+    std::sort(r.begin(), r.end());
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return r[4];
+}
+
 int main() {
     const int shapes[][3] = {{128, 3072, 768}, {128, 768, 3072}, {128, 2304, 768}, {128, 768, 768},
                              {64, 128, 784},   {4096, 3072, 768}, {4096, 768, 3072},
@@ -93,7 +132,12 @@ int main() {
     if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return fprintf(stderr, "cublasCreate\n"), 1;
     cublasSetStream(h, s);
     printf("%-18s", "M x N x K");
-    printf(" %9s", "cuBLAS");
+    int l2 = 0;
+    CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
+    const size_t flush_bytes = 3 * (size_t)l2;
+    void *flush;
+    CHECK(cudaMalloc(&flush, flush_bytes));
+    printf(" %9s %12s %12s %12s", "cuBLAS", "cuBLAS+GELU", "1 call, hot", "1 call, cold");
     for (const config &c : configs) printf(" %24s", c.name);
     printf("\n");
     for (const auto &sh : shapes) {
@@ -117,7 +161,14 @@ int main() {
                          CUBLAS_GEMM_DEFAULT);
         };
         printf("%5d x %4d x %4d", M, N, K);
-        printf(" %9.2f", time_us(blas, s));
+        auto blas_gelu = [&] {
+            blas();
+            const int n2 = M * N / 2;
+            k_gelu<<<(n2 + 255) / 256, 256, 0, s>>>(reinterpret_cast<__half2 *>(yr), n2);
+        };
+        printf(" %9.2f %12.2f %12.2f %12.2f", time_us(blas, s), time_us(blas_gelu, s),
+               time_cold_us(blas, s, flush, 256), time_cold_us(blas, s, flush, flush_bytes));
+        blas();
         CHECK(cudaStreamSynchronize(s));
         std::vector<__half> ref((size_t)M * N), got((size_t)M * N);
         CHECK(cudaMemcpy(ref.data(), yr, ref.size() * 2, cudaMemcpyDeviceToHost));

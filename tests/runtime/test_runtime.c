@@ -669,6 +669,17 @@ Test(tune_cache, off_and_unwritable_cost_nothing_but_the_timing) {
     rt_tune_forget();
 }
 
+Test(tune_cache, the_timing_mode_is_cold_unless_asked_hot) {
+    const char *set[] = {NULL, "1", "0", "yes", ""};
+    const char *want[] = {"cold", "cold", "hot", "cold", "cold"};
+    for (int i = 0; i < 5; i++) {
+        if (set[i]) setenv("AMPC_TUNE_COLD", set[i], 1);
+        else unsetenv("AMPC_TUNE_COLD");
+        cr_assert_str_eq(rt_tune_mode(), want[i], "AMPC_TUNE_COLD=%s", set[i] ? set[i] : "(unset)");
+    }
+    unsetenv("AMPC_TUNE_COLD");
+}
+
 static double rnd(uint64_t *s) {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;
     return (double)(*s >> 11) / (double)(1ull << 53) * 2.0 - 1.0;
@@ -1525,7 +1536,8 @@ Test(runtime_gpu, conv2d_f16) {
 
 /* The tuning cache on a convolution: the first creation records cuDNN's choice, the second takes
  * it (and computes the same), and an entry whose algorithm does not exist sends the creation back
- * to the search, with a correct result and the entry rewritten. */
+ * to the search, with a correct result and the entry rewritten. The key names how the candidates
+ * were timed: a creation timing them hot (AMPC_TUNE_COLD=0) records an entry of its own. */
 Test(runtime_gpu, conv_choice_from_the_tuning_cache) {
     t_skip_without_gpu();
     const char *path = fresh_cache("conv");
@@ -1541,6 +1553,7 @@ Test(runtime_gpu, conv_choice_from_the_tuning_cache) {
     memcpy(key, tab, len);
     key[len] = '\0';
     free(text);
+    cr_assert(len > 5 && !strcmp(key + len - 5, " cold"), "timed cold by default: '%s'", key);
     rt_tune_forget();
     check_conv(&c); /* from the cache */
     char v[128];
@@ -1551,6 +1564,14 @@ Test(runtime_gpu, conv_choice_from_the_tuning_cache) {
     rt_tune_forget();
     cr_assert(rt_tune_get(key, v, sizeof v));
     cr_assert_neq(strncmp(v, "algo=999", 8), 0, "the bad entry was replaced: %s", v);
+    setenv("AMPC_TUNE_COLD", "0", 1);
+    check_conv(&c); /* timed hot: recorded under a key of its own */
+    unsetenv("AMPC_TUNE_COLD");
+    rt_tune_forget();
+    char hot[sizeof key];
+    snprintf(hot, sizeof hot, "%.*s hot", (int)(len - 5), key);
+    cr_assert(rt_tune_get(hot, v, sizeof v), "the hot timing's choice is under '%s'", hot);
+    cr_assert(rt_tune_get(key, v, sizeof v), "the cold entry stays");
     unsetenv("AMPC_TUNE_CACHE");
     rt_tune_forget();
 }
