@@ -35,7 +35,8 @@
  * 2:4 steps (sparse24: the weight B passed the sparsity pass) are planned dense as above and then
  * on cuSPARSELt (prov_cusparselt.c) and on ampc's own generated 2:4 kernel (the step's
  * own_kernel, launched through the kernel provider). All are timed on the model's own buffers
- * (CUDA events, SPARSE_ROUNDS interleaved rounds of SPARSE_REPS calls each, the median round)
+ * (SPARSE_ROUNDS interleaved rounds of SPARSE_REPS calls each, every call timed alone behind an
+ * L2 flush by rt_time_calls, the median round)
  * and the fastest kept: the cost model is the measurement at that shape on that GPU. A sparse
  * winner must also agree with the dense call on the same operands (agrees_with_dense). AMPC_SPARSE=0
  * keeps dense without opening cuSPARSELt, =1 takes the faster sparse way wherever one plans and
@@ -53,7 +54,7 @@
 /* The workspace a matmul may use: 32 MiB is what NVIDIA recommends for Hopper. Candidates are
  * timed over GEMM_ROUNDS runs after one warm-up. */
 enum { GEMM_WORKSPACE_MAX = 32 << 20, GEMM_ROUNDS = 3, GEMM_CANDIDATES = 8 };
-/* Timing a 2:4 step both ways at creation: rounds of back-to-back calls, the median round. */
+/* Timing a 2:4 step both ways at creation: rounds of calls (rt_time_calls), the median round. */
 enum { SPARSE_ROUNDS = 5, SPARSE_REPS = 10 };
 
 /* ---- the library --------------------------------------------------------------------------- */
@@ -372,56 +373,55 @@ static ampc_status one_call(rt_ctx *ctx, gemm_state *st, int way, cudaStream_t s
     return dense_call(ctx, st, s, e);
 }
 
-/* SPARSE_REPS back-to-back calls between the events ev[0] and ev[1]: milliseconds per call
- * into *ms. */
-static ampc_status time_round(rt_ctx *ctx, gemm_state *st, int way, cudaEvent_t *ev, double *ms,
-                              rt_err *e) {
-    cudaStream_t s = ctx->plan_stream;
-    RT_CUDA(e, cudaEventRecord(ev[0], s));
-    for (int i = 0; i < SPARSE_REPS; i++)
-        if (one_call(ctx, st, way, s, e) != AMPC_OK) return e->status;
-    RT_CUDA(e, cudaEventRecord(ev[1], s));
-    RT_CUDA(e, cudaEventSynchronize(ev[1]));
-    float t = 0;
-    RT_CUDA(e, cudaEventElapsedTime(&t, ev[0], ev[1]));
-    *ms = (double)t / SPARSE_REPS;
+/* One call of candidate `way` for rt_time_calls; a failure is kept in *e. */
+typedef struct way_timed {
+    rt_ctx *ctx;
+    gemm_state *st;
+    int way;
+    rt_err *e;
+} way_timed;
+
+static bool way_timed_call(void *arg, cudaStream_t s) {
+    way_timed *t = arg;
+    return one_call(t->ctx, t->st, t->way, s, t->e) == AMPC_OK;
+}
+
+/* One round of SPARSE_REPS calls of `way` timed by rt_time_calls: milliseconds per call into
+ * *ms. */
+static ampc_status time_round(rt_ctx *ctx, gemm_state *st, int way, double *ms, rt_err *e) {
+    way_timed t = {ctx, st, way, e};
+    float v = rt_time_calls(ctx, way_timed_call, &t, ctx->plan_stream, SPARSE_REPS);
+    if (v < 0)
+        return e->status != AMPC_OK ? e->status
+                                    : rt_fail(e, AMPC_E_CUDA, "timing the %s call failed",
+                                              way_name(st, way));
+    *ms = (double)v;
     return AMPC_OK;
 }
 
-/* Milliseconds per call of every planned candidate (planned[w]) into st->ms[w]: two warm-up
- * calls each, then SPARSE_ROUNDS rounds of each, interleaved (clock changes hit all alike), on
- * the planning stream with the planning scratch as workspace; the median round. A candidate
- * whose call fails gets -1 and its failure in e[w]; one not planned keeps -1. */
+/* Milliseconds per call of every planned candidate (planned[w]) into st->ms[w]: SPARSE_ROUNDS
+ * rounds of each (time_round), interleaved (clock changes hit all alike), on the planning stream
+ * with the planning scratch as workspace; the median round. A candidate whose call fails gets -1
+ * and its failure in e[w]; one not planned keeps -1. */
 static void time_all(rt_ctx *ctx, gemm_state *st, const bool planned[RT_SPARSE_WAYS],
                      rt_err e[RT_SPARSE_WAYS]) {
     void *ws = ctx->workspace;
     size_t ws_bytes = ctx->workspace_bytes;
     ctx->workspace = ctx->scratch;
     ctx->workspace_bytes = ctx->scratch_bytes;
-    cudaStream_t s = ctx->plan_stream;
-    cudaEvent_t ev[2] = {NULL, NULL};
     double rounds[RT_SPARSE_WAYS][SPARSE_ROUNDS];
     bool ok[RT_SPARSE_WAYS];
     for (int k = 0; k < RT_SPARSE_WAYS; k++) ok[k] = planned[k];
-    if (cudaEventCreate(&ev[0]) != cudaSuccess || cudaEventCreate(&ev[1]) != cudaSuccess) {
-        for (int k = 0; k < RT_SPARSE_WAYS; k++)
-            if (ok[k]) rt_fail(&e[k], AMPC_E_CUDA, "timing at load: cudaEventCreate failed");
-        for (int k = 0; k < RT_SPARSE_WAYS; k++) ok[k] = false;
-    }
-    for (int k = 0; k < RT_SPARSE_WAYS; k++)
-        for (int w = 0; w < 2 && ok[k]; w++) ok[k] = one_call(ctx, st, k, s, &e[k]) == AMPC_OK;
     for (int r = 0; r < SPARSE_ROUNDS; r++)
         for (int k = 0; k < RT_SPARSE_WAYS; k++)
-            if (ok[k]) ok[k] = time_round(ctx, st, k, ev, &rounds[k][r], &e[k]) == AMPC_OK;
+            if (ok[k]) ok[k] = time_round(ctx, st, k, &rounds[k][r], &e[k]) == AMPC_OK;
     for (int k = 0; k < RT_SPARSE_WAYS; k++) {
         st->ms[k] = -1;
         if (!ok[k]) continue;
         qsort(rounds[k], SPARSE_ROUNDS, sizeof rounds[k][0], cmp_double);
         st->ms[k] = rounds[k][SPARSE_ROUNDS / 2];
     }
-    (void)cudaStreamSynchronize(s);
-    for (int k = 0; k < 2; k++)
-        if (ev[k]) (void)cudaEventDestroy(ev[k]);
+    (void)cudaStreamSynchronize(ctx->plan_stream);
     rt_cuda_clear();
     ctx->workspace = ws;
     ctx->workspace_bytes = ws_bytes;
