@@ -986,7 +986,8 @@ static bool benchmark(ampc_rt_model *m, const ampc_cli_options *o, bool print) {
                n, w, med, p90, p99, ms[0], med > 0 ? 1000.0 / med : 0.0);
         const char *why = NULL;
         if (ampc_rt_model_graph_status(m, &why) == AMPC_RT_GRAPH_ON)
-            printf("CUDA graph: on (%d steps replayed as one launch)\n", ampc_rt_model_n_steps(m));
+            printf("CUDA graph: on (%d steps, %d graph nodes, replayed as one launch)\n",
+                   ampc_rt_model_n_steps(m), ampc_rt_model_graph_nodes(m));
         else
             printf("CUDA graph: off, steps launched one by one (%s)\n", why ? why : "");
     }

@@ -338,6 +338,9 @@ typedef enum ampc_rt_graph_status {
     AMPC_RT_GRAPH_OFF,
 } ampc_rt_graph_status;
 AMPC_API ampc_rt_graph_status ampc_rt_model_graph_status(const ampc_rt_model *m, const char **why);
+/* The nodes of the captured steps' graph (kernels, copies, memsets: a step may launch several,
+ * a library's GEMM its split-K reduction too); -1 while no graph is on (a multi-GPU model too). */
+AMPC_API int32_t ampc_rt_model_graph_nodes(const ampc_rt_model *m);
 
 /* Whether runs whose tensors are all device memory of the model's device, 256-byte aligned,
  * read the inputs and write the outputs where they are (no copies: the steps' graph is captured

@@ -915,6 +915,16 @@ ampc_rt_graph_status ampc_rt_model_graph_status(const ampc_rt_model *m, const ch
     return m ? m->graph_status : AMPC_RT_GRAPH_OFF;
 }
 
+int32_t ampc_rt_model_graph_nodes(const ampc_rt_model *m) {
+    size_t n = 0;
+    if (m == NULL || m->graph_status != AMPC_RT_GRAPH_ON || m->graph == NULL ||
+        cudaGraphGetNodes(m->graph, NULL, &n) != cudaSuccess) {
+        rt_cuda_clear();
+        return -1;
+    }
+    return n > INT32_MAX ? INT32_MAX : (int32_t)n;
+}
+
 bool ampc_rt_model_io_in_place(const ampc_rt_model *m, const char **why) {
     const ampc_rt_model *k = m && m->n_ranks > 0 ? NULL : m;
     if (why) *why = k == NULL ? (m ? "a multi-GPU model copies its inputs and outputs" : "the model is NULL")

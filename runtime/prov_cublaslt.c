@@ -54,6 +54,16 @@
 /* The workspace a matmul may use: 32 MiB is what NVIDIA recommends for Hopper. Candidates are
  * timed over GEMM_ROUNDS runs after one warm-up. */
 enum { GEMM_WORKSPACE_MAX = 32 << 20, GEMM_ROUNDS = 3, GEMM_CANDIDATES = 8 };
+
+/* The workspace a matmul may ask for: GEMM_WORKSPACE_MAX, or less with AMPC_GEMM_WORKSPACE=BYTES
+ * (0 keeps cuBLASLt to algorithms that need none, split-K reductions in a workspace among them). */
+static uint64_t gemm_ws_max(void) {
+    const char *v = getenv("AMPC_GEMM_WORKSPACE");
+    char *end = NULL;
+    unsigned long long n = v ? strtoull(v, &end, 10) : GEMM_WORKSPACE_MAX;
+    if (v && (end == v || *end != '\0')) n = GEMM_WORKSPACE_MAX;
+    return n < GEMM_WORKSPACE_MAX ? (uint64_t)n : GEMM_WORKSPACE_MAX;
+}
 /* Timing a 2:4 step both ways at creation: rounds of calls (rt_time_calls), the median round. */
 enum { SPARSE_ROUNDS = 5, SPARSE_REPS = 10 };
 
@@ -714,7 +724,7 @@ static void own_key(const rt_ctx *ctx, const ampc_rt_step *s, const gemm_state *
     const ampc_rt_kernel *k = &s->gemm.own_kernel;
     char lt_key[512];
     uint32_t al[4] = {0, 0, 0, 0};
-    gemm_key(ctx, &s->gemm, al, GEMM_WORKSPACE_MAX, lt_key, sizeof lt_key);
+    gemm_key(ctx, &s->gemm, al, gemm_ws_max(), lt_key, sizeof lt_key);
     snprintf(key, n, "ampc-gemm grid %u %u block %u smem %u algo %016llx|%s", k->grid[0],
              k->grid[1], k->block[0], k->smem,
              (unsigned long long)st->algo.data[0] ^ (unsigned long long)st->algo.data[1], lt_key);
@@ -857,7 +867,7 @@ static ampc_status gemm_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, s
     }
 
     size_t es_ab = rt_dtype_size(g->dtype_ab), es_cd = rt_dtype_size(g->dtype_cd);
-    uint64_t ws_max = GEMM_WORKSPACE_MAX;
+    uint64_t ws_max = gemm_ws_max();
     uint32_t al[4] = {
         alignment(st->a, g->batch, g->stride_b, es_ab),
         alignment(st->b, g->batch, g->stride_a, es_ab),

@@ -180,6 +180,7 @@ Test(runtime_host, null_arguments) {
     const char *why = NULL;
     cr_assert_eq(ampc_rt_model_graph_status(NULL, &why), AMPC_RT_GRAPH_OFF);
     cr_assert_str_eq(why, "");
+    cr_assert_eq(ampc_rt_model_graph_nodes(NULL), -1);
     ampc_rt_model_destroy(NULL);
 }
 
@@ -859,6 +860,7 @@ Test(runtime_gpu, kernel_copy_memset_and_graph_replay) {
     cr_assert_str_eq(name, "z");
     cr_assert_eq(sh.dims[0], NZ);
     cr_assert_eq(ampc_rt_model_graph_status(m, NULL), AMPC_RT_GRAPH_PENDING);
+    cr_assert_eq(ampc_rt_model_graph_nodes(m), -1, "no graph before the first run");
 
     static float x[N], u[3][N], z[3][NZ];
     fill_x(x);
@@ -870,6 +872,7 @@ Test(runtime_gpu, kernel_copy_memset_and_graph_replay) {
         const char *why = NULL;
         cr_assert_eq(ampc_rt_model_graph_status(m, &why), AMPC_RT_GRAPH_ON,
                      "runs should replay a CUDA graph: %s", why);
+        cr_assert_eq(ampc_rt_model_graph_nodes(m), 3, "a kernel, a copy and a memset node");
         expect_pipe(x, u[r], z[r]);
         if (r > 0) cr_assert_arr_eq(u[r], u[0], sizeof u[0], "run %d differs from run 0", r);
     }
