@@ -121,6 +121,9 @@ ampc_status ampc_cg_kernel_end(ampc_cg_kernel *k, int64_t threads, int32_t block
 /* Asks the compiler to keep k's registers low enough for `blocks` blocks an SM (the second
  * argument of __launch_bounds__), when occupancy matters more than registers. */
 void ampc_cg_kernel_min_blocks(ampc_cg_kernel *k, int32_t blocks);
+/* The kernel runs as clusters of 1 x 1 x z blocks where clusters exist (sm_90 and newer:
+ * ampc::AMPC_CLUSTER_DIMS of common.cuh); the grid's z must be a multiple of z. */
+void ampc_cg_kernel_cluster_z(ampc_cg_kernel *k, int32_t z);
 /* Finishes with an explicit launch shape and dynamic shared memory. */
 ampc_status ampc_cg_kernel_end_launch(ampc_cg_kernel *k, const uint32_t grid[3],
                                       const uint32_t block[3], uint32_t smem);

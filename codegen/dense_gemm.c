@@ -16,8 +16,10 @@
  * for the same).
  *
  * The tile is chosen from the product's size: the largest of the configurations below whose
- * grid still covers the GPU (GRID_FULL blocks), else the smallest. The weight is read where it
- * lies, so the kernel adds nothing to the weights blob.
+ * grid covers the GPU (GRID_FULL blocks), with K split over a cluster of 2, 4 or 8 blocks
+ * (gemm.cuh) where the tiles alone are too few and K has at least two of the configuration's
+ * stages a block; else the smallest configuration, split as far as K allows. The weight is read
+ * where it lies, so the kernel adds nothing to the weights blob.
  */
 #include "internal.h"
 
@@ -33,7 +35,7 @@ static const gemm_cfg CONFIGS[] = {
     {64, 64, 32, 2, 2, 4},   /* 32 x 32 */
     {32, 64, 64, 2, 2, 3},   /* 16 x 32 */
 };
-enum { N_CONFIGS = sizeof CONFIGS / sizeof CONFIGS[0], GRID_FULL = 120, PAD = 8 };
+enum { N_CONFIGS = sizeof CONFIGS / sizeof CONFIGS[0], GRID_FULL = 120, PAD = 8, SPLIT_MAX = 8 };
 
 /* smem<BM, BN, BK, STAGES, WT>::bytes of gemm.cuh (the generated kernel asserts that they
  * agree). */
@@ -43,14 +45,29 @@ static uint32_t smem_bytes(const gemm_cfg *c, bool wt) {
     return (uint32_t)(c->stages * (x + w) * 2);
 }
 
+/* partial<BM, BN>::bytes of gemm.cuh: split K's f32 tile. */
+static uint32_t partial_bytes(const gemm_cfg *c) { return (uint32_t)(c->bm * (c->bn + PAD) * 4); }
+
 static int64_t blocks(const gemm_cfg *c, int64_t m, int64_t n) {
     return ((m + c->bm - 1) / c->bm) * ((n + c->bn - 1) / c->bn);
 }
 
-static const gemm_cfg *pick(int64_t m, int64_t n) {
-    for (int i = 0; i < N_CONFIGS; i++)
-        if (blocks(&CONFIGS[i], m, n) >= GRID_FULL) return &CONFIGS[i];
-    return &CONFIGS[N_CONFIGS - 1];
+/* The configuration and the blocks K is split over (1: none) for an m x n x k product. */
+static const gemm_cfg *pick(int64_t m, int64_t n, int64_t k, int *split) {
+    for (int i = 0; i < N_CONFIGS; i++) {
+        const int64_t b = blocks(&CONFIGS[i], m, n), kts = (k + CONFIGS[i].bk - 1) / CONFIGS[i].bk;
+        for (int s = 1; s <= SPLIT_MAX && (s == 1 || kts >= 2 * s); s *= 2) {
+            if (b * s >= GRID_FULL) {
+                *split = s;
+                return &CONFIGS[i];
+            }
+        }
+    }
+    const gemm_cfg *c = &CONFIGS[N_CONFIGS - 1];
+    const int64_t kts = (k + c->bk - 1) / c->bk;
+    *split = 1;
+    while (*split < SPLIT_MAX && kts >= 4 * *split) *split *= 2;
+    return c;
 }
 
 /* Why the kernel does not take p, or NULL when it does. */
@@ -77,7 +94,8 @@ ampc_status ampc_cg_dense_gemm(ampc_cg *cg, const ampc_node *n, int32_t step) {
         return AMPC_FAIL(cg->g, n, AMPC_E_INTERNAL, "a matmul with a GELU epilogue that ampc's "
                          "GEMM kernel does not take (%s)", why);
     }
-    const gemm_cfg *c = pick(p->m, p->n);
+    int split = 1;
+    const gemm_cfg *c = pick(p->m, p->n, p->k, &split);
     const bool wt = p->trans_b;
     const char *t = p->dtype_ab == AMPC_DTYPE_F16 ? "ampc::f16" : "ampc::bf16";
     const char *ct = ampc_cg_ctype(p->dtype_ab);
@@ -90,6 +108,14 @@ ampc_status ampc_cg_dense_gemm(ampc_cg *cg, const ampc_node *n, int32_t step) {
     ampc_cg_line(k, "static_assert(ampc::gemm::smem<%d, %d, %d, %d, %s>::bytes == %u, "
                     "\"codegen/dense_gemm.c's smem_bytes\");",
                  c->bm, c->bn, c->bk, c->stages, wt ? "true" : "false", smem_bytes(c, wt));
+    uint32_t smem = smem_bytes(c, wt);
+    if (split > 1) {
+        ampc_cg_line(k, "static_assert(ampc::gemm::partial<%d, %d>::bytes == %u, "
+                        "\"codegen/dense_gemm.c's partial_bytes\");",
+                     c->bm, c->bn, partial_bytes(c));
+        if (partial_bytes(c) > smem) smem = partial_bytes(c);
+        ampc_cg_kernel_cluster_z(k, split);
+    }
     ampc_cg_line(k, "ampc::gemm::args<%s> a_;", t);
     ampc_cg_line(k, "a_.x = %s; a_.w = %s; a_.c = %s; a_.bias = %s; a_.y = %s;", px, pw, pc, pb, py);
     ampc_cg_line(k, "a_.M = %lld; a_.N = %lld; a_.K = %lld;", (long long)p->m, (long long)p->n,
@@ -99,10 +125,11 @@ ampc_status ampc_cg_dense_gemm(ampc_cg *cg, const ampc_node *n, int32_t step) {
                  (long long)p->ldd);
     ampc_cg_line(k, "a_.alpha = (float)%.9g; a_.beta = (float)%.9g;", (double)p->alpha,
                  (double)(p->c.bytes ? p->beta : 0.0f));
-    ampc_cg_line(k, "ampc::gemm::dense_gemm<%s, %d, %d, %d, %d, %d, %d, %s, %d>(a_);", t, c->bm,
-                 c->bn, c->bk, c->wm, c->wn, c->stages, wt ? "true" : "false",
-                 ampc_cg_epi_act(p->epilogue));
-    uint32_t grid[3] = {(uint32_t)((p->n + c->bn - 1) / c->bn), (uint32_t)((p->m + c->bm - 1) / c->bm), 1};
+    ampc_cg_line(k, "ampc::gemm::dense_gemm<%s, %d, %d, %d, %d, %d, %d, %s, %d, %d>(a_);", t,
+                 c->bm, c->bn, c->bk, c->wm, c->wn, c->stages, wt ? "true" : "false",
+                 ampc_cg_epi_act(p->epilogue), split);
+    uint32_t grid[3] = {(uint32_t)((p->n + c->bn - 1) / c->bn),
+                        (uint32_t)((p->m + c->bm - 1) / c->bm), (uint32_t)split};
     uint32_t block[3] = {(uint32_t)(c->wm * c->wn * 32), 1, 1};
-    return ampc_cg_kernel_end_gemm_alt(k, step, grid, block, smem_bytes(c, wt));
+    return ampc_cg_kernel_end_gemm_alt(k, step, grid, block, smem);
 }

@@ -148,6 +148,7 @@ const char *ampc_cg_bcast_offset(ampc_cg_kernel *k, const ampc_shape *out, const
 }
 
 void ampc_cg_kernel_min_blocks(ampc_cg_kernel *k, int32_t blocks) { k->min_blocks = blocks; }
+void ampc_cg_kernel_cluster_z(ampc_cg_kernel *k, int32_t z) { k->cluster_z = z; }
 
 /* Ends kernel k: its text recorded, and its launch either a new step (alt_of < 0) or the
  * own_kernel of GEMM step alt_of. */
@@ -160,11 +161,18 @@ static ampc_status finish(ampc_cg_kernel *k, const uint32_t grid[3], const uint3
     char bounds[32];
     snprintf(bounds, sizeof bounds, k->min_blocks > 0 ? "%u, %d" : "%u",
              block[0] * block[1] * block[2], k->min_blocks);
+    char cluster[48] = "";
+    if (k->cluster_z > 1) {
+        AMPC_ASSERT(grid[2] % (uint32_t)k->cluster_z == 0);
+        snprintf(cluster, sizeof cluster, "AMPC_CLUSTER_DIMS(1, 1, %d) ", k->cluster_z);
+    }
     /* pdl_enter first: the runtime may launch it as a programmatic dependent (common.cuh) */
-    ampc_sb_printf(&text, "extern \"C\" __global__ void __launch_bounds__(%s) %s(%s) {\n"
-                          "    ampc::pdl_enter();\n%s}\n",
-                   bounds, k->name, k->params.data ? k->params.data : "",
-                   k->body.data ? k->body.data : "");
+    ampc_sb_printf(&text, "extern \"C\" __global__ void %s__launch_bounds__(%s) %s(%s", cluster,
+                   bounds, k->name, k->params.data ? k->params.data : "");
+    const size_t params_end = text.len;
+    ampc_sb_puts(&text, ") {\n");
+    const size_t body_at = text.len;
+    ampc_sb_printf(&text, "    ampc::pdl_enter();\n%s}\n", k->body.data ? k->body.data : "");
     ampc_rt_step s = {.kind = AMPC_RT_STEP_KERNEL, .label = NULL};
     s.label = ampc_arena_strdup(&cg->out->arena, k->covers.data);
     s.kernel.name = ampc_arena_strdup(&cg->out->arena, k->name);
@@ -185,7 +193,7 @@ static ampc_status finish(ampc_cg_kernel *k, const uint32_t grid[3], const uint3
     }
     /* The kernel's index was reserved at begin; its text lands in that slot. */
     int32_t index = atoi(k->name + 1);
-    cg->kernels[index] = (cg_kernel_rec){ampc_sb_take(&text), step, alt_of >= 0};
+    cg->kernels[index] = (cg_kernel_rec){ampc_sb_take(&text), params_end, body_at, step, alt_of >= 0};
     for (int32_t i = 0; i < k->n_names; i++) free(k->names[i]);
     free(k->names);
     free(k->args);
@@ -215,4 +223,69 @@ ampc_status ampc_cg_kernel_end(ampc_cg_kernel *k, int64_t threads, int32_t block
     if (blocks < 1) blocks = 1;
     uint32_t grid[3] = {(uint32_t)blocks, 1, 1}, blk[3] = {b, 1, 1};
     return finish(k, grid, blk, 0, -1);
+}
+
+/* ---- L2 prefetch of the next step's weight --------------------------------------------------
+ * A GEMM (or convolution) of few rows (BERT at batch 1: 128 x 3072 x 768) streams its weight from memory once and
+ * spends most of its time waiting for it. The generated kernel launched before it (a LayerNorm,
+ * the attention, a GELU) asks L2 for that weight as it starts, before it waits for its own
+ * predecessor (the weight is a constant), so the GEMM finds it in L2. The kernel gets two more
+ * parameters, the weight and its size. AMPC_L2_PREFETCH=0 at compile time leaves it out.
+ * Measured on the H200 (`ampc run`, two runs each way): BERT-base b1 0.4118 / 0.4112 ms against
+ * 0.4162 / 0.4132 without, the MLP's call 0.0095 / 0.0090 against 0.0100 / 0.0100 ms. */
+
+static const char PF_PARAMS[] = "const void *__restrict__ ampc_pf, long long ampc_pf_bytes";
+static const char PF_CALL[] = "    ampc::prefetch_l2(ampc_pf, ampc_pf_bytes);\n";
+
+/* The constant weight step i reads (a GEMM's B, a convolution's filter) where it is larger than
+ * the step's input (A, x): a step that streams its weight; else a ref of 0 bytes. A larger
+ * input (BERT at batch 32) makes the step compute-bound, and the prefetch then only takes memory
+ * bandwidth from the kernel before it (measured: 1.75 -> 1.80 ms). */
+static ampc_rt_ref next_weight(const ampc_cg *cg, int32_t i) {
+    ampc_rt_ref none = {0};
+    if (i < 0 || i >= cg->n_steps) return none;
+    const ampc_rt_step *s = &cg->steps[i];
+    if (s->kind == AMPC_RT_STEP_GEMM && s->gemm.b.space == AMPC_RT_WEIGHTS &&
+        s->gemm.b.bytes > s->gemm.a.bytes)
+        return s->gemm.b;
+    if (s->kind == AMPC_RT_STEP_CONV && s->conv.w.space == AMPC_RT_WEIGHTS &&
+        s->conv.w.bytes > s->conv.x.bytes)
+        return s->conv.w;
+    return none;
+}
+
+static ampc_status add_prefetch(ampc_cg *cg, cg_kernel_rec *rec, ampc_rt_ref w) {
+    ampc_rt_kernel *k = &cg->steps[rec->step].kernel;
+    ampc_strbuf t = {0};
+    const bool first = rec->text[rec->params_end - 1] == '(';
+    ampc_sb_printf(&t, "%.*s%s%s", (int)rec->params_end, rec->text, first ? "" : ", ", PF_PARAMS);
+    ampc_sb_printf(&t, "%.*s%s%s", (int)(rec->body_at - rec->params_end),
+                   rec->text + rec->params_end, PF_CALL, rec->text + rec->body_at);
+    ampc_rt_arg *args = ampc_arena_alloc(&cg->out->arena, (size_t)(k->n_args + 2) * sizeof *args);
+    if (t.data == NULL || args == NULL) {
+        ampc_sb_free(&t);
+        return AMPC_FAIL(cg->g, NULL, AMPC_E_OOM, "out of memory");
+    }
+    if (k->n_args) memcpy(args, k->args, (size_t)k->n_args * sizeof *args);
+    args[k->n_args] = (ampc_rt_arg){.kind = AMPC_RT_ARG_PTR, .ref = w};
+    args[k->n_args + 1] = (ampc_rt_arg){.kind = AMPC_RT_ARG_I64, .i64 = w.bytes};
+    k->args = args;
+    k->n_args += 2;
+    free(rec->text);
+    rec->text = ampc_sb_take(&t);
+    return AMPC_OK;
+}
+
+ampc_status ampc_cg_prefetch_weights(ampc_cg *cg) {
+    const char *env = getenv("AMPC_L2_PREFETCH");
+    if ((env != NULL && strcmp(env, "0") == 0) || cg->n_ranks > 1) return AMPC_OK;
+    for (int32_t i = 0; i < cg->n_kernels; i++) {
+        cg_kernel_rec *rec = &cg->kernels[i];
+        if (rec->text == NULL || rec->gemm_alt) continue;
+        ampc_rt_ref w = next_weight(cg, rec->step + 1);
+        if (w.bytes == 0) continue;
+        ampc_status st = add_prefetch(cg, rec, w);
+        if (st != AMPC_OK) return st;
+    }
+    return AMPC_OK;
 }

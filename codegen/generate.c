@@ -362,6 +362,7 @@ ampc_status ampc_cg_generate(ampc_graph *g, const ampc_cg_options *o, ampc_cg_ou
         cg.cur_rank = node_rank(n);
         st = lower_node(&cg, n, &known_at);
     }
+    if (st == AMPC_OK) st = ampc_cg_prefetch_weights(&cg);
     if (st == AMPC_OK) st = build_units(&cg);
     if (st == AMPC_OK) {
         plan->n_units = cg.out->n_units;

@@ -10,6 +10,8 @@
 /* A kernel's text and the step that launches it, kept until units are formed. */
 typedef struct cg_kernel_rec {
     char *text;      /* comment + definition (malloc'ed) */
+    size_t params_end; /* text's offset of the ')' that closes the parameter list */
+    size_t body_at;    /* text's offset of the body's first statement (ampc::pdl_enter) */
     int32_t step;    /* index of its launch step, or of the GEMM step it is the own_kernel of */
     bool gemm_alt;   /* the kernel is steps[step].gemm.own_kernel, not a step of its own */
 } cg_kernel_rec;
@@ -37,12 +39,18 @@ struct ampc_cg_kernel {
     ampc_strbuf body;
     int32_t indent;
     int32_t min_blocks;      /* __launch_bounds__'s minimum blocks an SM; 0: none */
+    int32_t cluster_z;       /* clusters of 1 x 1 x cluster_z blocks on sm_90+; 0: none */
     int32_t n_args, cap_args;
     ampc_rt_arg *args;
     int32_t n_locals;
     char **names;            /* names handed out (params, locals), freed at the end */
     int32_t n_names;
 };
+
+/* The L2 prefetch (emit.c): every generated kernel launched right before a GEMM or
+ * convolution step whose weight is a constant asks L2 for that weight as it starts
+ * (ampc::prefetch_l2). Called once every node is lowered, before the units are built. */
+ampc_status ampc_cg_prefetch_weights(ampc_cg *cg);
 
 /* Adds a step (copied) and returns its index; -1 on OOM (recorded). */
 int32_t ampc_cg_add_step(ampc_cg *cg, const ampc_rt_step *s);

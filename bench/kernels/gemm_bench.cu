@@ -5,7 +5,8 @@
  * accumulation, bias epilogue. Each figure is the median over 5 rounds of 50 back-to-back
  * launches (CUDA events), in microseconds a call. Build and run with bench/kernels/gemm-bench.sh
  * on a GPU machine; the numbers decide which tiles codegen/dense_gemm.c offers. cuBLAS is also
- * timed one call at a time, with its operands in L2 ("hot") and out of it ("cold").
+ * timed one call at a time, with its operands in L2 ("hot") and out of it ("cold"). Columns
+ * "k/S" split K over clusters of S blocks. ampc's kernel: back to back / one call cold.
  */
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
@@ -27,9 +28,9 @@
         }                                                                                       \
     } while (0)
 
-template <int BM, int BN, int BK, int WM, int WN, int ST>
+template <int BM, int BN, int BK, int WM, int WN, int ST, int SPLIT>
 __global__ void __launch_bounds__(WM *WN * 32) k_gemm(ampc::gemm::args<__half> a) {
-    ampc::gemm::dense_gemm<__half, BM, BN, BK, WM, WN, ST, false, 0>(a);
+    ampc::gemm::dense_gemm<__half, BM, BN, BK, WM, WN, ST, false, 0, SPLIT>(a);
 }
 
 typedef void (*launch_fn)(const ampc::gemm::args<__half> &, cudaStream_t);
@@ -39,21 +40,36 @@ struct config {
     launch_fn run;
 };
 
-template <int BM, int BN, int BK, int WM, int WN, int ST>
+/* SPLIT > 1: K split over clusters of 1 x 1 x SPLIT blocks (the cluster set at launch here;
+ * ampc's generated kernels carry it as __cluster_dims__). */
+template <int BM, int BN, int BK, int WM, int WN, int ST, int SPLIT>
 static void launch(const ampc::gemm::args<__half> &a, cudaStream_t s) {
-    constexpr int bytes = ampc::gemm::smem<BM, BN, BK, ST, false>::bytes;
+    constexpr int pipe = ampc::gemm::smem<BM, BN, BK, ST, false>::bytes;
+    constexpr int part = SPLIT > 1 ? ampc::gemm::partial<BM, BN>::bytes : 0;
+    constexpr int bytes = pipe > part ? pipe : part;
+    auto *f = k_gemm<BM, BN, BK, WM, WN, ST, SPLIT>;
     static bool set = false;
     if (!set) {
-        CHECK(cudaFuncSetAttribute(k_gemm<BM, BN, BK, WM, WN, ST>,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+        CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
         set = true;
     }
-    dim3 grid((a.N + BN - 1) / BN, (a.M + BM - 1) / BM);
-    k_gemm<BM, BN, BK, WM, WN, ST><<<grid, WM * WN * 32, bytes, s>>>(a);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((a.N + BN - 1) / BN, (a.M + BM - 1) / BM, SPLIT);
+    cfg.blockDim = dim3(WM * WN * 32);
+    cfg.dynamicSmemBytes = bytes;
+    cfg.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = 1, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = SPLIT;
+    cfg.attrs = at;
+    cfg.numAttrs = SPLIT > 1 ? 1 : 0;
+    CHECK(cudaLaunchKernelEx(&cfg, f, a));
 }
 
 #define CFG(BM, BN, BK, WM, WN, ST) \
-    {#BM "x" #BN "x" #BK " w" #WM "x" #WN " s" #ST, launch<BM, BN, BK, WM, WN, ST>}
+    {#BM "x" #BN "x" #BK " w" #WM "x" #WN " s" #ST, launch<BM, BN, BK, WM, WN, ST, 1>}
+#define CFGS(BM, BN, BK, WM, WN, ST, SP) \
+    {#BM "x" #BN "x" #BK " s" #ST " k/" #SP, launch<BM, BN, BK, WM, WN, ST, SP>}
 
 static const config configs[] = {
     CFG(128, 128, 32, 2, 4, 4), CFG(128, 128, 64, 2, 4, 3), CFG(128, 128, 32, 2, 2, 4),
@@ -64,6 +80,11 @@ static const config configs[] = {
     /* deep pipelines for products of few rows: more of K in flight a block */
     CFG(64, 64, 64, 2, 2, 5),   CFG(64, 64, 64, 2, 4, 5),   CFG(32, 64, 64, 2, 2, 5),
     CFG(64, 32, 64, 2, 1, 6),   CFG(64, 64, 32, 2, 2, 8),   CFG(64, 64, 128, 2, 2, 3),
+    /* K split over a cluster (gemm.cuh) */
+    CFGS(128, 128, 32, 2, 4, 4, 4), CFGS(128, 128, 32, 2, 4, 4, 8), CFGS(64, 128, 32, 2, 2, 4, 4),
+    CFGS(64, 128, 32, 2, 2, 4, 8),  CFGS(64, 64, 32, 2, 2, 4, 2),   CFGS(64, 64, 32, 2, 2, 4, 4),
+    CFGS(64, 64, 32, 2, 2, 4, 8),   CFGS(32, 64, 64, 2, 2, 3, 2),   CFGS(32, 64, 64, 2, 2, 3, 4),
+    CFGS(32, 64, 64, 2, 2, 3, 8),   CFGS(64, 64, 64, 2, 2, 4, 4),   CFGS(128, 64, 64, 2, 2, 3, 4),
 };
 
 /* The erf GELU in place, 2 elements a thread: what a GEMM without the GELU epilogue is
@@ -176,12 +197,13 @@ int main() {
         for (const config &c : configs) {
             CHECK(cudaMemset(y, 0, (size_t)M * N * 2));
             float us = time_us([&] { c.run(a, s); }, s);
+            float cold = time_cold_us([&] { c.run(a, s); }, s, flush, flush_bytes);
             CHECK(cudaStreamSynchronize(s));
             CHECK(cudaMemcpy(got.data(), y, got.size() * 2, cudaMemcpyDeviceToHost));
             double worst = 0;
             for (size_t i = 0; i < got.size(); i++)
                 worst = std::max(worst, (double)fabsf(__half2float(got[i]) - __half2float(ref[i])));
-            printf(" %17.2f%s", us, worst < 2e-2 ? "       " : " (BAD) ");
+            printf(" %8.2f / %6.2f%s", us, cold, worst < 2e-2 ? "       " : " (BAD) ");
         }
         printf("\n");
         cudaFree(x), cudaFree(w), cudaFree(y), cudaFree(yr), cudaFree(bias);

@@ -89,6 +89,28 @@ __device__ __forceinline__ void pdl_enter() {
 #endif
 }
 
+/* Asks L2 for bytes at p (a constant the next step reads), one 128-byte line a thread at a time
+ * over the whole grid; nothing waits for it (codegen/emit.c, "L2 prefetch"). */
+__device__ __forceinline__ void prefetch_l2(const void *p, long long bytes) {
+#if defined(__CUDA_ARCH__)
+    const long long threads = (long long)gridDim.x * gridDim.y * gridDim.z * blockDim.x *
+                              blockDim.y * blockDim.z;
+    const long long block = ((long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+    const long long t = block * blockDim.x * blockDim.y * blockDim.z +
+                        ((long long)threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+    for (long long at = t * 128; at < bytes; at += threads * 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const char *>(p) + at));
+#endif
+}
+
+/* A kernel attribute: launched as clusters of x * y * z blocks where clusters exist (sm_90 and
+ * newer); elsewhere nothing, and the kernel's code does without (codegen/emit.c). */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define AMPC_CLUSTER_DIMS(x, y, z) __cluster_dims__(x, y, z)
+#else
+#define AMPC_CLUSTER_DIMS(x, y, z)
+#endif
+
 /* ---- memory --------------------------------------------------------------------------------- */
 /* ld(p, i): element i of p in its accumulation type; st(p, i, v): stores v converted to T. */
 template <typename T> __device__ __forceinline__ acc_t<T> ld(const T *p, i64 i) {

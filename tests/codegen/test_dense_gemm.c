@@ -92,7 +92,7 @@ static void gelu_joins(ampc_dtype t) {
     cr_assert_eq(gm->epilogue, AMPC_RT_EPI_BIAS_GELU);
     cr_assert(gm->own_kernel.name && strstr(gm->own_kernel.name, "_dense_gemm"),
               "the GELU step has no kernel of ampc's own");
-    cr_assert(cuda_has(mod, ", false, 2>(a_);"), "W [K, N], GELU");
+    cr_assert(cuda_has(mod, ", false, 2, "), "W [K, N], GELU");
     ampc_module_destroy(mod);
     ampc_graph_destroy(g);
 }
@@ -184,12 +184,14 @@ Test(dense_gemm, tiles_follow_the_product) {
     static const int32_t none = 0;
     static const struct {
         int64_t m, n, k;
-        uint32_t gx, gy, threads;
+        uint32_t gx, gy, gz, threads;
     } cases[] = {
-        {4096, 3072, 64, 24, 32, 256}, /* 128 x 128 tiles: 768 blocks */
-        {512, 3072, 64, 24, 8, 128},   /* 64 x 128: 192 blocks */
-        {128, 3072, 64, 48, 4, 128},   /* 32 x 64: the others leave the GPU idle */
-        {64, 128, 784 / 8 * 8, 2, 2, 128},
+        {4096, 3072, 64, 24, 32, 1, 256}, /* 128 x 128 tiles: 768 blocks */
+        {512, 3072, 64, 24, 8, 1, 128},   /* 64 x 128: 192 blocks */
+        {128, 3072, 64, 48, 4, 1, 128},   /* 32 x 64: the others leave the GPU idle */
+        {128, 3072, 768, 24, 1, 8, 256},  /* 128 x 128, K split over clusters of 8 */
+        {128, 768, 3072, 12, 2, 8, 128},  /* 64 x 64, split 8 */
+        {64, 128, 784, 2, 2, 4, 128},     /* too few tiles at any split: 32 x 64, split 4 */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ampc_graph *g = graph(AMPC_DTYPE_F16, cases[i].m, cases[i].n, cases[i].k, E_BIAS_RELU);
@@ -198,6 +200,7 @@ Test(dense_gemm, tiles_follow_the_product) {
         cr_assert(k->name && strstr(k->name, "_dense_gemm"), "case %zu: no kernel", i);
         cr_assert_eq(k->grid[0], cases[i].gx, "case %zu: grid x %u", i, k->grid[0]);
         cr_assert_eq(k->grid[1], cases[i].gy, "case %zu: grid y %u", i, k->grid[1]);
+        cr_assert_eq(k->grid[2], cases[i].gz, "case %zu: grid z %u", i, k->grid[2]);
         cr_assert_eq(k->block[0], cases[i].threads, "case %zu", i);
         cr_assert_eq(k->n_args, 4, "x, w, bias, y");
         ampc_module_destroy(mod);
@@ -228,7 +231,7 @@ Test(dense_gemm, gemm_trans_b_reads_the_transposed_weight) {
     ampc_module *mod = compile(g, &none, 0);
     const ampc_rt_gemm *gm = the_gemm(mod);
     cr_assert(gm->trans_b && gm->own_kernel.name);
-    cr_assert(cuda_has(mod, ", true, 0>(a_);"), "WT");
+    cr_assert(cuda_has(mod, ", true, 0, "), "WT");
     ampc_module_destroy(mod);
     ampc_graph_destroy(g);
 }
@@ -236,17 +239,23 @@ Test(dense_gemm, gemm_trans_b_reads_the_transposed_weight) {
 static void compiles(ampc_dtype t) {
     static const int32_t archs[2] = {80, 90};
     static const epi_kind eks[6] = {E_NONE, E_BIAS, E_BIAS_RELU, E_RESIDUAL, E_BIAS_GELU, E_GELU};
-    static const char *const acts[6] = {", 0>(a_);", ", 0>(a_);", ", 1>(a_);",
-                                        ", 0>(a_);", ", 2>(a_);", ", 2>(a_);"};
+    static const int acts[6] = {0, 0, 1, 0, 2, 2};
     for (int i = 0; i < 6; i++) {
-        ampc_graph *g = graph(t, i % 2 ? 4096 : 96, 256, 768, eks[i]);
+        /* 96 x 256 x 768: 12 tiles of 32 x 64, K split over clusters of 4; 8192 rows: 128 tiles
+         * of 128 x 128, no split */
+        const int split = i % 2 ? 1 : 4;
+        char act[32];
+        snprintf(act, sizeof act, ", %d, %d>(a_);", acts[i], split);
+        ampc_graph *g = graph(t, i % 2 ? 8192 : 96, 256, 768, eks[i]);
         ampc_module *mod = compile(g, archs, 2);
         cr_assert_not_null(the_gemm(mod)->own_kernel.name, "epilogue %d: no kernel", i);
         cr_assert(cuda_has(mod, "ampc::gemm::dense_gemm<"), "epilogue %d", i);
         /* every generated kernel starts by waiting for its predecessor (runtime/prov_kernel.c) */
         cr_assert(cuda_has(mod, "(a_) {\n    ampc::pdl_enter();\n") ||
                       cuda_has(mod, ") {\n    ampc::pdl_enter();\n"), "no pdl_enter prologue");
-        cr_assert(cuda_has(mod, acts[i]), "epilogue %d: activation", i);
+        cr_assert(cuda_has(mod, act), "epilogue %d: activation and split (%s)", i, act);
+        cr_assert(cuda_has(mod, "AMPC_CLUSTER_DIMS(1, 1, 4) __launch_bounds__") == (split > 1),
+                  "epilogue %d: clusters only with a split", i);
         if (eks[i] == E_RESIDUAL) cr_assert(cuda_has(mod, "a_.beta = (float)1;"), "the residual");
         bool mma = false;
         for (int32_t u = 0; u < ampc_module_unit_count(mod); u++)

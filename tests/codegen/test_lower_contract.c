@@ -6,10 +6,12 @@
  *     cases and Gemm's transposes and C forms, and the cuDNN convolution parameters; every plan
  *     also passes the runtime's static plan check (ampc_rt_plan_check) on its library steps;
  *   - which ops and shapes take a generated kernel instead, with golden substrings of its source;
+ *   - the kernel before a GEMM asking L2 for the GEMM's weight (codegen/emit.c);
  *   - NVRTC compiling every lowered variant for compute_80 and sm_80 (no GPU needed);
  *   - on a machine with a GPU, the same graphs executed and compared with the reference
  *     evaluator (skipped without one).
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "support.h"
 
 #include "codegen/codegen.h"
@@ -1185,3 +1187,59 @@ Test(lower_contract, gpu_contractions_match_the_reference) { run_vs_reference(bu
 Test(lower_contract, gpu_convolutions_match_the_reference) { run_vs_reference(build_conv, 1e-3, 1e-4); }
 Test(lower_contract, gpu_pools_match_the_reference) { run_vs_reference(build_pool, 1e-3, 1e-4); }
 Test(lower_contract, gpu_resize_matches_the_reference) { run_vs_reference(build_resize, 1e-3, 1e-4); }
+
+/* ---- L2 prefetch of the next GEMM's weight (codegen/emit.c) ---------------------------------- */
+
+/* y = Tanh(x) @ w, x [rows, 16], w [16, 32]: the Tanh kernel runs right before the GEMM and
+ * asks L2 for w when w is the larger operand. */
+static ampc_graph *tanh_then_matmul(ampc_value **w, int64_t rows) {
+    ampc_graph *g = ampc_graph_create("pf");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(rows, 16));
+    ampc_value *t = node(g, "Tanh", &x, 1, NULL, 0);
+    *w = ramp(g, AMPC_DTYPE_F32, SHAPE(16, 32), 0.125);
+    ampc_value *in[2] = {t, *w};
+    out(g, node(g, "MatMul", in, 2, NULL, 0));
+    return g;
+}
+
+Test(lower_contract, the_kernel_before_a_gemm_prefetches_its_weight) {
+    ampc_value *w;
+    ampc_graph *g = tanh_then_matmul(&w, 8);
+    ampc_cg_output *o = gen(g);
+    cr_assert_eq(o->plan.n_steps, 2);
+    const ampc_rt_kernel *k = &step_of(o, AMPC_RT_STEP_KERNEL, 0)->kernel;
+    const ampc_rt_gemm *p = &step_of(o, AMPC_RT_STEP_GEMM, 0)->gemm;
+    cr_assert_eq(o->plan.steps[1].kind, AMPC_RT_STEP_GEMM, "the GEMM follows the kernel");
+    cr_assert_geq(k->n_args, 2);
+    const ampc_rt_arg *a = &k->args[k->n_args - 2];
+    cr_assert_eq(a[0].kind, AMPC_RT_ARG_PTR);
+    expect_ref(a[0].ref, p->b, "the prefetched weight");
+    expect_ref(p->b, vref(w, 0), "B");
+    cr_assert_eq(a[1].kind, AMPC_RT_ARG_I64);
+    cr_assert_eq(a[1].i64, 16 * 32 * 4, "its bytes");
+    cr_assert(strstr(o->sources[0], ", const void *__restrict__ ampc_pf, long long ampc_pf_bytes) {\n"
+                                    "    ampc::prefetch_l2(ampc_pf, ampc_pf_bytes);\n"
+                                    "    ampc::pdl_enter();\n"),
+              "the kernel's parameters and first statement:\n%s", o->sources[0]);
+    ampc_cg_output_free(o);
+    ampc_graph_destroy(g);
+
+    setenv("AMPC_L2_PREFETCH", "0", 1);
+    g = tanh_then_matmul(&w, 8);
+    o = gen(g);
+    unsetenv("AMPC_L2_PREFETCH");
+    cr_assert_null(strstr(o->sources[0], "prefetch_l2"), "AMPC_L2_PREFETCH=0 leaves it out");
+    ampc_cg_output_free(o);
+    ampc_graph_destroy(g);
+}
+
+Test(lower_contract, no_prefetch_when_the_input_outweighs_the_weight) {
+    ampc_value *w;
+    ampc_graph *g = tanh_then_matmul(&w, 64); /* x 4096 bytes, w 2048 */
+    ampc_cg_output *o = gen(g);
+    cr_assert_eq(o->plan.n_steps, 2);
+    cr_assert_null(strstr(o->sources[0], "prefetch_l2"), "%s", o->sources[0]);
+    cr_assert_eq(step_of(o, AMPC_RT_STEP_KERNEL, 0)->kernel.n_args, 2, "x and y only");
+    ampc_cg_output_free(o);
+    ampc_graph_destroy(g);
+}
