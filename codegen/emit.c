@@ -226,11 +226,11 @@ ampc_status ampc_cg_kernel_end(ampc_cg_kernel *k, int64_t threads, int32_t block
 }
 
 /* ---- L2 prefetch of the next step's weight --------------------------------------------------
- * A GEMM (or convolution) of few rows (BERT at batch 1: 128 x 3072 x 768) streams its weight from memory once and
- * spends most of its time waiting for it. The generated kernel launched before it (a LayerNorm,
- * the attention, a GELU) asks L2 for that weight as it starts, before it waits for its own
- * predecessor (the weight is a constant), so the GEMM finds it in L2. The kernel gets two more
- * parameters, the weight and its size. AMPC_L2_PREFETCH=0 at compile time leaves it out.
+ * A GEMM (or convolution) of few rows (BERT at batch 1: 128 x 3072 x 768) streams its weight
+ * from memory once and spends most of its time waiting for it. The generated kernel launched
+ * before it (a LayerNorm, the attention, a GELU) asks L2 for that weight as it starts, before it
+ * waits for its own predecessor (the weight is a constant), so the GEMM finds it in L2. The
+ * kernel gets two more parameters, the weight and its size. AMPC_L2_PREFETCH=0 at compile time leaves it out.
  * Measured on the H200 (`ampc run`, two runs each way): BERT-base b1 0.4118 / 0.4112 ms against
  * 0.4162 / 0.4132 without, the MLP's call 0.0095 / 0.0090 against 0.0100 / 0.0100 ms. */
 

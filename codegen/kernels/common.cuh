@@ -95,9 +95,11 @@ __device__ __forceinline__ void prefetch_l2(const void *p, long long bytes) {
 #if defined(__CUDA_ARCH__)
     const long long threads = (long long)gridDim.x * gridDim.y * gridDim.z * blockDim.x *
                               blockDim.y * blockDim.z;
-    const long long block = ((long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+    const long long block =
+        ((long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
     const long long t = block * blockDim.x * blockDim.y * blockDim.z +
-                        ((long long)threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+                        ((long long)threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x +
+                        threadIdx.x;
     for (long long at = t * 128; at < bytes; at += threads * 128)
         asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const char *>(p) + at));
 #endif
