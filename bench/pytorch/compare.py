@@ -25,7 +25,8 @@ when matplotlib is there, OUT_DIR/benchmarks.png.
    AMPC_BENCH_STAGES=1 also times ampc, and records the context's state, after each step of
    PyTorch's setup, and with AMPC_BENCH_PROBES=1 or 2 after single steps of the kind (diagnostic);
    AMPC_BENCH_STREAM=side runs everything on one non-default stream instead of torch's legacy
-   default stream)
+   default stream; AMPC_BENCH_KEEP_LIBS=1 keeps each library alive after its row instead of
+   destroying it)
 """
 import contextlib
 import ctypes
@@ -154,6 +155,15 @@ class AmpcLibrary:
         self.run_fn = getattr(self.lib, name + "_run")
         self.enqueue_fn = getattr(self.lib, name + "_enqueue")
         self.run_fn.argtypes = self.enqueue_fn.argtypes = argtypes
+        self.destroy_fn = getattr(self.lib, name + "_destroy")
+        self.destroy_fn.argtypes = [ctypes.c_void_p]
+
+    def close(self):
+        """Frees the model (<name>_destroy): its graphs, buffers and loaded kernels."""
+        if self.model:
+            torch.cuda.synchronize()
+            self.destroy_fn(self.model)
+            self.model = ctypes.c_void_p()
 
     def output_like(self, i):
         """A device tensor for output i, with the dtype and shape the library declares."""
@@ -349,6 +359,8 @@ def bench_one(label, key, model, batch, make_inputs, input_names, work, out):
             row["ampc_rebound_ms"] = time_calls(lib.enqueue, stream)
             row["compile_after_rebind_ms"] = time_calls(compile_replay, stream)
             row["eager_after_rebind_ms"] = time_calls(eager_replay, stream)
+    if lib is not None and os.environ.get("AMPC_BENCH_KEEP_LIBS") != "1":
+        lib.close()  # as PyTorch's graphs of this row are freed when it returns
     row.update(HOST_US)
     best = min(row["eager_graph_ms"], row["compile_graph_ms"])
     if "ampc_ms" in row:
