@@ -81,6 +81,15 @@ ampc_status ampc_cg_lower_attention(ampc_cg *cg, const ampc_node *n);
 /* Quantize / Dequantize / DynamicQuantizeLinear, Det, MelWeightMatrix, TfIdfVectorizer
  * (lower_quant.c), dispatched from the elementwise, reduce and index lowerings. */
 ampc_status ampc_cg_lower_quant(ampc_cg *cg, const ampc_node *n);
+/* A LayerNormalization or RMSNormalization whose output only a Cast reads (fused, marked by
+ * fuse-elementwise): one kernel writes the Cast's output (lower_norm.c). */
+ampc_status ampc_cg_lower_norm_cast(ampc_cg *cg, const ampc_node *norm, const ampc_node *cast);
+/* Emits, into kernel k, Gather node n's output element `i` (an expression) assigned to the
+ * lvalue `dst`, reading its data from parameter px and its indices from pi; an index out of
+ * range reads 0 (lower_index.c). The Gather kernel's body, and a Gather heading a fused chain
+ * (lower_elementwise.c). */
+void ampc_cg_gather_element(ampc_cg *cg, ampc_cg_kernel *k, const ampc_node *n, const char *px,
+                            const char *pi, const char *i, const char *dst);
 
 ampc_graph *ampc_cg_graph(ampc_cg *cg);
 const ampc_cg_options *ampc_cg_opts(ampc_cg *cg);
@@ -124,6 +133,9 @@ void ampc_cg_kernel_min_blocks(ampc_cg_kernel *k, int32_t blocks);
 /* The kernel runs as clusters of 1 x 1 x z blocks where clusters exist (sm_90 and newer:
  * ampc::AMPC_CLUSTER_DIMS of common.cuh); the grid's z must be a multiple of z. */
 void ampc_cg_kernel_cluster_z(ampc_cg_kernel *k, int32_t z);
+/* The body calls ampc::pdl_enter itself, after reading only constants (common.cuh), instead of
+ * as its first statement. */
+void ampc_cg_kernel_pdl_in_body(ampc_cg_kernel *k);
 /* Finishes with an explicit launch shape and dynamic shared memory. */
 ampc_status ampc_cg_kernel_end_launch(ampc_cg_kernel *k, const uint32_t grid[3],
                                       const uint32_t block[3], uint32_t smem);

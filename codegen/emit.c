@@ -149,6 +149,7 @@ const char *ampc_cg_bcast_offset(ampc_cg_kernel *k, const ampc_shape *out, const
 
 void ampc_cg_kernel_min_blocks(ampc_cg_kernel *k, int32_t blocks) { k->min_blocks = blocks; }
 void ampc_cg_kernel_cluster_z(ampc_cg_kernel *k, int32_t z) { k->cluster_z = z; }
+void ampc_cg_kernel_pdl_in_body(ampc_cg_kernel *k) { k->pdl_in_body = true; }
 
 /* Ends kernel k: its text recorded, and its launch either a new step (alt_of < 0) or the
  * own_kernel of GEMM step alt_of. */
@@ -166,13 +167,15 @@ static ampc_status finish(ampc_cg_kernel *k, const uint32_t grid[3], const uint3
         AMPC_ASSERT(grid[2] % (uint32_t)k->cluster_z == 0);
         snprintf(cluster, sizeof cluster, "AMPC_CLUSTER_DIMS(1, 1, %d) ", k->cluster_z);
     }
-    /* pdl_enter first: the runtime may launch it as a programmatic dependent (common.cuh) */
+    /* pdl_enter first (or where the body calls it): the runtime may launch it as a
+     * programmatic dependent (common.cuh) */
     ampc_sb_printf(&text, "extern \"C\" __global__ void %s__launch_bounds__(%s) %s(%s", cluster,
                    bounds, k->name, k->params.data ? k->params.data : "");
     const size_t params_end = text.len;
     ampc_sb_puts(&text, ") {\n");
     const size_t body_at = text.len;
-    ampc_sb_printf(&text, "    ampc::pdl_enter();\n%s}\n", k->body.data ? k->body.data : "");
+    ampc_sb_printf(&text, "%s%s}\n", k->pdl_in_body ? "" : "    ampc::pdl_enter();\n",
+                   k->body.data ? k->body.data : "");
     ampc_rt_step s = {.kind = AMPC_RT_STEP_KERNEL, .label = NULL};
     s.label = ampc_arena_strdup(&cg->out->arena, k->covers.data);
     s.kernel.name = ampc_arena_strdup(&cg->out->arena, k->name);

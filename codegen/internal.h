@@ -40,6 +40,7 @@ struct ampc_cg_kernel {
     int32_t indent;
     int32_t min_blocks;      /* __launch_bounds__'s minimum blocks an SM; 0: none */
     int32_t cluster_z;       /* clusters of 1 x 1 x cluster_z blocks on sm_90+; 0: none */
+    bool pdl_in_body;        /* the body calls ampc::pdl_enter itself (emit.c's finish) */
     int32_t n_args, cap_args;
     ampc_rt_arg *args;
     int32_t n_locals;

@@ -292,7 +292,9 @@ static bool node_expr(const ampc_node *n, ampc_strbuf *e, bool *variadic) {
  * are computed here, element i by thread i, in the order of the chain. Each value of the chain
  * is rounded to its type and read back as the separate kernels stored and loaded it, so the
  * results are the same bit for bit; the chain's other inputs ("leaves") are read once each, at
- * their broadcast offset for the root's shape (every value of the chain has that shape). */
+ * their broadcast offset for the root's shape (every value of the chain has that shape). A
+ * Gather heading the chain reads its table and indices at the gathered position instead
+ * (ampc_cg_gather_element, the Gather kernel's own body). */
 enum { CHAIN_MAX = 32 };
 
 typedef struct chain {
@@ -303,7 +305,8 @@ typedef struct chain {
 } chain;
 
 static bool chain_collect(chain *c, const ampc_node *n) {
-    for (int32_t i = 0; i < n->n_inputs; i++) {
+    /* a Gather heads the chain: the kernel reads its inputs at the gathered positions */
+    for (int32_t i = 0; n->op != AMPC_OP_GATHER && i < n->n_inputs; i++) {
         const ampc_value *v = n->inputs[i];
         if (!v) continue;
         if (v->flags & AMPC_VALUE_FUSED) {
@@ -341,6 +344,7 @@ static ampc_status lower_chain(ampc_cg *cg, const ampc_node *root) {
         return AMPC_FAIL(g, root, AMPC_E_INTERNAL, "a fused elementwise chain of more than %d "
                          "nodes", CHAIN_MAX);
     for (int32_t m = 0; m < c.n; m++) { /* every node has an expression, as alone it would need */
+        if (c.nodes[m]->op == AMPC_OP_GATHER) continue;
         ampc_strbuf e = {0};
         bool variadic = false, ok = node_expr(c.nodes[m], &e, &variadic) && !variadic;
         ampc_sb_free(&e);
@@ -366,6 +370,16 @@ static ampc_status lower_chain(ampc_cg *cg, const ampc_node *root) {
     for (int32_t m = 0; m < c.n; m++) {
         const ampc_node *n = c.nodes[m];
         const ampc_value *o = n->outputs[0];
+        if (n->op == AMPC_OP_GATHER) {
+            char dst[16];
+            snprintf(dst, sizeof dst, "v%d", m);
+            ampc_cg_line(k, "%s v%d;", ampc_cg_ctype(o->dtype), m);
+            ampc_cg_open(k, "/* node %d of the chain: the lookup */", m);
+            ampc_cg_gather_element(cg, k, n, ampc_cg_param(k, n->inputs[0], false),
+                                   ampc_cg_param(k, n->inputs[1], false), "i", dst);
+            ampc_cg_close(k);
+            continue;
+        }
         ampc_strbuf e = {0};
         bool variadic = false;
         node_expr(n, &e, &variadic); /* checked above */
@@ -393,6 +407,10 @@ static ampc_status lower_chain(ampc_cg *cg, const ampc_node *root) {
 ampc_status ampc_cg_lower_elementwise(ampc_cg *cg, const ampc_node *n) {
     if (n->op == AMPC_OP_QUANTIZE_LINEAR || n->op == AMPC_OP_DEQUANTIZE_LINEAR || n->op == AMPC_OP_MEL_WEIGHT_MATRIX)
         return ampc_cg_lower_quant(cg, n);
+    const ampc_node *p = n->inputs[0] ? n->inputs[0]->producer : NULL;
+    if (n->op == AMPC_OP_CAST && p && (n->inputs[0]->flags & AMPC_VALUE_FUSED) &&
+        (p->op == AMPC_OP_LAYER_NORM || p->op == AMPC_OP_RMS_NORM))
+        return ampc_cg_lower_norm_cast(cg, p, n);
     for (int32_t i = 0; i < n->n_inputs; i++)
         if (n->inputs[i] && (n->inputs[i]->flags & AMPC_VALUE_FUSED)) return lower_chain(cg, n);
     ampc_graph *g = ampc_cg_graph(cg);

@@ -23,6 +23,7 @@
 
 #include "ir/ref/ref.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* ---- helpers -------------------------------------------------------------------------------- */
@@ -73,8 +74,7 @@ static const char *load_index(ampc_cg_kernel *k, const char *p, const char *at, 
 static ampc_status lower_gather(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *x = n->inputs[0], *ix = n->inputs[1], *y = n->outputs[0];
     int32_t r = x->shape.rank, ax = norm_axis(ampc_ir_attr_int(ampc_cg_graph(cg), n, "axis", 0), r);
-    int64_t dim = x->shape.dims[ax], inner = prod(x->shape.dims, ax + 1, r);
-    int64_t ni = ampc_ir_numel(ix), count = ampc_ir_numel(y);
+    int64_t dim = x->shape.dims[ax], count = ampc_ir_numel(y);
     char what[160];
     snprintf(what, sizeof what, "axis %d of input 0 '%s'", ax, x->name);
     const char *whats[1] = {what};
@@ -84,15 +84,26 @@ static ampc_status lower_gather(ampc_cg *cg, const ampc_node *n) {
     const char *px = ampc_cg_param(k, x, false), *pi = ampc_cg_param(k, ix, false);
     const char *py = ampc_cg_param(k, y, true);
     ampc_cg_grid_loop(k, count);
-    ampc_cg_line(k, "const long long w = i %% %lldLL, j = i / %lldLL %% %lldLL, o = i / %lldLL;",
-                 (long long)inner, (long long)inner, (long long)ni, (long long)(inner * ni));
-    const char *v = load_index(k, pi, "j", dim);
-    ampc_cg_line(
-        k,
-        "%s[i] = %s >= 0 && %s < %lldLL ? %s[(o * %lldLL + %s) * %lldLL + w] : ampc::zero<%s>();",
-        py, v, v, (long long)dim, px, (long long)dim, v, (long long)inner, ctype(y));
+    char dst[32];
+    snprintf(dst, sizeof dst, "%s[i]", py);
+    ampc_cg_gather_element(cg, k, n, px, pi, "i", dst);
     ampc_cg_close(k);
     return ampc_cg_kernel_end(k, count, 256);
+}
+
+void ampc_cg_gather_element(ampc_cg *cg, ampc_cg_kernel *k, const ampc_node *n, const char *px,
+                            const char *pi, const char *i, const char *dst) {
+    const ampc_value *x = n->inputs[0], *ix = n->inputs[1], *y = n->outputs[0];
+    int32_t r = x->shape.rank, ax = norm_axis(ampc_ir_attr_int(ampc_cg_graph(cg), n, "axis", 0), r);
+    int64_t dim = x->shape.dims[ax], inner = prod(x->shape.dims, ax + 1, r), ni = ampc_ir_numel(ix);
+    const char *w = ampc_cg_local(k, "w"), *j = ampc_cg_local(k, "j"), *o = ampc_cg_local(k, "o");
+    ampc_cg_line(k, "const long long %s = %s %% %lldLL, %s = %s / %lldLL %% %lldLL, %s = %s / %lldLL;",
+                 w, i, (long long)inner, j, i, (long long)inner, (long long)ni, o, i,
+                 (long long)(inner * ni));
+    const char *v = load_index(k, pi, j, dim);
+    ampc_cg_line(k, "%s = %s >= 0 && %s < %lldLL ? %s[(%s * %lldLL + %s) * %lldLL + %s] : "
+                 "ampc::zero<%s>();", dst, v, v, (long long)dim, px, o, (long long)dim, v,
+                 (long long)inner, w, ctype(y));
 }
 
 /* GatherElements: out[c] = data[c with coordinate `axis` replaced by indices[c]]. */

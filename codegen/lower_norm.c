@@ -264,6 +264,8 @@ static const char *row_param_offset(ampc_cg_kernel *k, const ampc_value *x, cons
 typedef struct norm_io {
     const ampc_value *x, *scale, *bias, *y, *mean, *inv;
     int32_t ax;
+    const ampc_value *out; /* what the kernel writes: y, or the output of a Cast of y */
+    const ampc_node *cast; /* that Cast, or NULL */
 } norm_io;
 
 /* The vector width of the warp-row kernel (kernels/reduce.cuh's norm_rows_warp) for these rows,
@@ -281,20 +283,28 @@ static int32_t warp_rows_vec(const stat_row *s, const norm_io *t) {
 }
 
 /* The rows with norm_rows_warp: a warp a row, four rows a block. */
+enum { HOLD_ROWS = 1024 };
 static ampc_status lower_norm_warp_rows(ampc_cg *cg, const ampc_node *n, const stat_row *s,
                                         const norm_io *t, int32_t vec) {
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
+    if (t->cast) ampc_cg_kernel_covers(k, t->cast);
     const char *px = ampc_cg_param(k, t->x, false), *ps = ampc_cg_param(k, t->scale, false);
     const char *pb = t->bias ? ampc_cg_param(k, t->bias, false) : "(const float *)nullptr";
-    const char *py = ampc_cg_param(k, t->y, true);
+    const char *py = ampc_cg_param(k, t->out, true);
     const ampc_value *stat = t->mean ? t->mean : t->inv;
     char none[64];
     snprintf(none, sizeof none, "(%s *)nullptr", stat ? ampc_cg_ctype(stat->dtype) : "float");
     const char *pm = t->mean ? ampc_cg_param(k, t->mean, true) : none;
     const char *pi = t->inv ? ampc_cg_param(k, t->inv, true) : none;
-    ampc_cg_line(k, "ampc::norm_rows_warp<%lld, %d, %s>(%s, %s, %s, %s, %s, %s, (float)%.17g, %lldLL);",
-                 (long long)s->len, vec, s->center ? "true" : "false", px, ps, pb, py, pm, pi, s->eps,
-                 (long long)s->n_rows);
+    /* Scale and B held in registers while the rows are few (HOLD_ROWS: a grid of at most 256
+     * blocks, latency-bound), read before waiting when they are constants (reduce.cuh) */
+    const bool hold = s->n_rows <= HOLD_ROWS && s->len <= 1024;
+    const bool const_sb = t->scale->data && (!t->bias || t->bias->data);
+    ampc_cg_kernel_pdl_in_body(k);
+    ampc_cg_line(k, "ampc::norm_rows_warp<%lld, %d, %s, %d, %s>(%s, %s, %s, %s, %s, %s, (float)%.17g, "
+                 "%lldLL);", (long long)s->len, vec, s->center ? "true" : "false",
+                 hold ? (const_sb ? 2 : 1) : 0, ampc_cg_ctype(t->y->dtype), px, ps, pb, py, pm, pi,
+                 s->eps, (long long)s->n_rows);
     int64_t blocks = (s->n_rows + 3) / 4;
     if (blocks > 65536) blocks = 65536;
     const uint32_t grid[3] = {(uint32_t)blocks, 1, 1}, block[3] = {32, 4, 1};
@@ -302,12 +312,14 @@ static ampc_status lower_norm_warp_rows(ampc_cg *cg, const ampc_node *n, const s
 }
 
 /* LayerNormalization and RMSNormalization: rows [outer, inner] split at the axis; Scale and B
- * broadcast to X (their offsets from the element's flat index). */
-static ampc_status lower_layer_norm(ampc_cg *cg, const ampc_node *n) {
+ * broadcast to X (their offsets from the element's flat index). The kernel writes `out`: the
+ * norm's output, or the output of the Cast that reads it (fused: passes/fuse_elementwise.c),
+ * each value rounded to the norm's type first. */
+static ampc_status lower_layer_norm(ampc_cg *cg, const ampc_node *n, const ampc_node *cast) {
     const bool rms = n->op == AMPC_OP_RMS_NORM;
     const ampc_value *x = n->inputs[0], *scale = n->inputs[1];
     const ampc_value *bias = !rms && n->n_inputs > 2 ? n->inputs[2] : NULL;
-    const ampc_value *y = n->outputs[0];
+    const ampc_value *y = n->outputs[0], *out = cast ? cast->outputs[0] : y;
     const ampc_value *mean_out = !rms && n->n_outputs > 1 ? n->outputs[1] : NULL;
     const ampc_value *inv_out = !rms && n->n_outputs > 2 ? n->outputs[2] : NULL;
     const int32_t rank = x->shape.rank, ax = axis_of(n, rank);
@@ -318,14 +330,15 @@ static ampc_status lower_layer_norm(ampc_cg *cg, const ampc_node *n) {
     const bool stats = (mean_out && ampc_ir_numel(mean_out)) || (inv_out && ampc_ir_numel(inv_out));
     if (s.n_rows == 0 || (ampc_ir_numel(y) == 0 && !stats)) return AMPC_OK;
     const norm_io t = {x, scale, bias, y, mean_out && ampc_ir_numel(mean_out) ? mean_out : NULL,
-                       inv_out && ampc_ir_numel(inv_out) ? inv_out : NULL, ax};
+                       inv_out && ampc_ir_numel(inv_out) ? inv_out : NULL, ax, out, cast};
     const int32_t vec = ampc_ir_numel(y) ? warp_rows_vec(&s, &t) : 0;
     if (vec > 0) return lower_norm_warp_rows(cg, n, &s, &t, vec);
     rows r = make_rows(s.n_rows, s.len, true);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
+    if (cast) ampc_cg_kernel_covers(k, cast);
     const char *px = ampc_cg_param(k, x, false), *ps = ampc_cg_param(k, scale, false);
     const char *pb = bias ? ampc_cg_param(k, bias, false) : NULL;
-    const char *py = ampc_cg_param(k, y, true);
+    const char *py = ampc_cg_param(k, out, true);
     const char *pm = mean_out ? ampc_cg_param(k, mean_out, true) : NULL;
     const char *pi = inv_out ? ampc_cg_param(k, inv_out, true) : NULL;
     rows_open(k, &r);
@@ -337,7 +350,9 @@ static ampc_status lower_layer_norm(ampc_cg *cg, const ampc_node *n) {
     ampc_cg_line(k, "%s v = (ampc::cvt<%s>(%s[e]) - mean) * inv * ampc::cvt<%s>(%s[%s]);", s.at, s.at, px, s.at,
                  ps, so);
     if (bias) ampc_cg_line(k, "v += ampc::cvt<%s>(%s[%s]);", s.at, pb, bo);
-    ampc_cg_line(k, "%s[e] = ampc::cvt<%s>(v);", py, ampc_cg_ctype(y->dtype));
+    if (out == y) ampc_cg_line(k, "%s[e] = ampc::cvt<%s>(v);", py, ampc_cg_ctype(y->dtype));
+    else ampc_cg_line(k, "%s[e] = ampc::cvt<%s>(ampc::cvt<%s>(v));", py, ampc_cg_ctype(out->dtype),
+                      ampc_cg_ctype(y->dtype));
     ampc_cg_close(k);
     if (pm) ampc_cg_line(k, "%s%s[row] = ampc::cvt<%s>(mean);", first_only(&r), pm, ampc_cg_ctype(mean_out->dtype));
     if (pi) ampc_cg_line(k, "%s%s[row] = ampc::cvt<%s>(inv);", first_only(&r), pi, ampc_cg_ctype(inv_out->dtype));
@@ -621,7 +636,7 @@ ampc_status ampc_cg_lower_norm(ampc_cg *cg, const ampc_node *n) {
     case AMPC_OP_SOFTMAX: case AMPC_OP_LOG_SOFTMAX: case AMPC_OP_SAFE_SOFTMAX:
     case AMPC_OP_HARDMAX: case AMPC_OP_LP_NORM:
         return lower_axis_op(cg, n);
-    case AMPC_OP_LAYER_NORM: case AMPC_OP_RMS_NORM: return lower_layer_norm(cg, n);
+    case AMPC_OP_LAYER_NORM: case AMPC_OP_RMS_NORM: return lower_layer_norm(cg, n, NULL);
     case AMPC_OP_INSTANCE_NORM: case AMPC_OP_GROUP_NORM: return lower_channel_norm(cg, n);
     case AMPC_OP_MEAN_VARIANCE_NORM: return lower_mvn(cg, n);
     case AMPC_OP_BATCH_NORM: return lower_batch_norm(cg, n);
@@ -632,4 +647,8 @@ ampc_status ampc_cg_lower_norm(ampc_cg *cg, const ampc_node *n) {
                          "%s has no GPU lowering yet; it runs on the reference evaluator only",
                          ampc_op_get(n->op)->onnx);
     }
+}
+
+ampc_status ampc_cg_lower_norm_cast(ampc_cg *cg, const ampc_node *norm, const ampc_node *cast) {
+    return lower_layer_norm(cg, norm, cast);
 }

@@ -9,7 +9,12 @@
  *
  * The rules, for a value v from node p read by node u:
  *   - p and u are elementwise ops with a generated kernel of one output and at most three inputs
- *     (LOWER_ELEMENTWISE, not the quantization ops, Dropout or the variadic Max/Min/Sum/Mean);
+ *     (LOWER_ELEMENTWISE, not the quantization ops, Dropout or the variadic Max/Min/Sum/Mean),
+ *     or p is a Gather, which then heads the chain: the kernel reads its table and indices at
+ *     the gathered positions (BERT's word embeddings, looked up and then added to), or p is
+ *     a LayerNormalization / RMSNormalization with one output and u a Cast between float
+ *     types, which the norm's kernel then writes (an exported model's last norm, cast to its
+ *     f32 output); that Cast joins no further chain;
  *   - v has this one use, is not a graph output, has no known contents, and has u's output
  *     shape (so element i of every value in the chain is computed by the same thread; the
  *     chain's outside inputs may broadcast);
@@ -39,6 +44,33 @@ static bool fusable(const ampc_node *n) {
     return !y->data && !(y->flags & AMPC_VALUE_POISON) && ampc_ir_numel(y) > 0;
 }
 
+/* A Gather may head a chain (its inputs are read by the chain's kernel itself, at the gathered
+ * positions, not as leaves): a table lookup followed by elementwise ops, as BERT's embeddings. */
+static bool heads(const ampc_node *n) {
+    if (n->dead || n->op != AMPC_OP_GATHER || n->n_outputs != 1 || n->n_inputs != 2 ||
+        !n->inputs[0] || !n->inputs[1])
+        return false;
+    /* constant indices are checked at compile time by the Gather's own lowering */
+    if (n->inputs[1]->data && !(n->inputs[1]->flags & AMPC_VALUE_INPUT)) return false;
+    const ampc_value *y = n->outputs[0];
+    return !y->data && !(y->flags & AMPC_VALUE_POISON) && ampc_ir_numel(y) > 0;
+}
+
+static bool is_norm(const ampc_node *n) {
+    return n && (n->op == AMPC_OP_LAYER_NORM || n->op == AMPC_OP_RMS_NORM);
+}
+
+static bool low_float(ampc_dtype t) {
+    return t == AMPC_DTYPE_F32 || t == AMPC_DTYPE_F16 || t == AMPC_DTYPE_BF16;
+}
+
+/* A Cast between float types of a LayerNormalization's or RMSNormalization's only output: the
+ * norm's kernel writes the Cast's output (codegen/lower_norm.c). Such a Cast ends its chain. */
+static bool norm_then_cast(const ampc_node *p, const ampc_node *u) {
+    return is_norm(p) && !p->dead && p->n_outputs == 1 && u->op == AMPC_OP_CAST &&
+           low_float(p->outputs[0]->dtype) && low_float(u->outputs[0]->dtype);
+}
+
 static int64_t rank_of(ampc_graph *g, const ampc_node *n) { return ampc_ir_attr_int(g, n, "rank", -1); }
 
 ampc_status ampc_pass_fuse_elementwise(ampc_graph *g, bool *changed) {
@@ -59,12 +91,18 @@ ampc_status ampc_pass_fuse_elementwise(ampc_graph *g, bool *changed) {
         for (int32_t k = 0; k < u->n_inputs; k++) {
             ampc_value *v = u->inputs[k];
             ampc_node *p = v ? v->producer : NULL;
-            if (!p || !fusable(p) || ampc_pass_only_user(&uses, v) != u) continue;
+            if (!p || !(fusable(p) || heads(p) || norm_then_cast(p, u)) ||
+                ampc_pass_only_user(&uses, v) != u)
+                continue;
+            if (p->op == AMPC_OP_CAST && (p->inputs[0]->flags & AMPC_VALUE_FUSED) &&
+                is_norm(p->inputs[0]->producer))
+                continue; /* it writes a norm's output: the end of its chain */
             if ((v->flags & (AMPC_VALUE_OUTPUT | AMPC_VALUE_FUSED)) || v->data) continue;
             if (!ampc_shape_eq(&v->shape, &y->shape) || rank_of(g, p) != rank_of(g, u)) continue;
-            if (size[i] + size[p->id] > MAX_CHAIN) continue;
+            const int32_t with = fusable(p) ? size[p->id] : 1; /* a Gather, a norm: itself */
+            if (size[i] + with > MAX_CHAIN) continue;
             v->flags |= AMPC_VALUE_FUSED;
-            size[i] += size[p->id];
+            size[i] += with;
             *changed = true;
         }
     }

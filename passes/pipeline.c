@@ -22,6 +22,8 @@ static const ampc_pass_info pass_table[] = {
     /* canonicalise: rewrite equivalent forms into one (goes first, when it lands) */
     {"fold", ampc_pass_fold, "evaluate nodes whose inputs are all constant into constants"},
     {"cse", ampc_pass_cse, "merge identical nodes and identical small constants"},
+    {"simplify", ampc_pass_simplify,
+     "drop Expands to their input's own shape; a Gather of a whole axis in order is a Reshape"},
     /* precision, sparsity, fuse, layout: decisions that read a clean, folded graph */
     {"precision", ampc_pass_precision,
      "with --precision fp16|bf16, move f32 tensors to the low type as the op table's policy says"},

@@ -154,12 +154,34 @@ template <typename T, typename Op> __device__ T block_scan(T v, Op op, T id, T &
  * t < LEN / (32 * VEC)), vector loads and stores; statistics in f32 over the registers, then
  * y = (x - mean) * inv * scale (+ bias), with Scale and B one row of LEN. Rows blockIdx.x *
  * blockDim.y + threadIdx.y, grid-strided; mean and inv (when not null) get each row's
- * statistics. LEN is a multiple of 32 * VEC; the tensors are aligned to VEC elements. */
-template <int LEN, int VEC, bool CENTER, typename T, typename S, typename B, typename Y, typename M>
+ * statistics. LEN is a multiple of 32 * VEC; the tensors are aligned to VEC elements.
+ * The kernel calls pdl_enter itself (codegen/lower_norm.c). HOLD > 0 (few rows of up to 1024
+ * elements, where latency matters more than occupancy): each lane holds its Scale and B in
+ * registers, loaded with the row rather than after its statistics; HOLD 2 (Scale and B are
+ * constants, which no step before writes) loads them before waiting for the grid before, while
+ * that grid finishes. Each y is rounded to R (the norm's own output
+ * type) before it is stored as Y: a Cast after the norm is written by the norm's kernel, with
+ * the values the two kernels would give (codegen/lower_norm.c). */
+template <int LEN, int VEC, bool CENTER, int HOLD, typename R, typename T, typename S,
+          typename B, typename Y, typename M>
 __device__ __forceinline__ void norm_rows_warp(const T *x, const S *scale, const B *bias, Y *y,
                                                M *mean_out, M *inv_out, float eps, i64 n_rows) {
     constexpr int PER = LEN / 32, STEPS = PER / VEC;
+    static_assert(HOLD == 0 || PER <= 32, "Scale and B in registers: 2 * PER more a lane");
     const int lane = threadIdx.x;
+    float sc_all[HOLD ? PER : 1], bi_all[HOLD ? PER : 1];
+    if (HOLD != 2) pdl_enter();
+    if (HOLD) {
+#pragma unroll
+        for (int t = 0; t < STEPS; t++) {
+            const int at = (t * 32 + lane) * VEC;
+            ld_vec<VEC>(scale + at, sc_all + t * VEC);
+#pragma unroll
+            for (int i = 0; i < VEC; i++) bi_all[t * VEC + i] = 0.f;
+            if (bias) ld_vec<VEC>(bias + at, bi_all + t * VEC);
+        }
+    }
+    if (HOLD == 2) pdl_enter();
     for (i64 row = (i64)blockIdx.x * blockDim.y + threadIdx.y; row < n_rows;
          row += (i64)gridDim.x * blockDim.y) {
         const T *xr = x + row * LEN;
@@ -180,10 +202,16 @@ __device__ __forceinline__ void norm_rows_warp(const T *x, const S *scale, const
         for (int t = 0; t < STEPS; t++) {
             const int at = (t * 32 + lane) * VEC;
             float sc[VEC], bi[VEC] = {};
-            ld_vec<VEC>(scale + at, sc);
-            if (bias) ld_vec<VEC>(bias + at, bi);
+            if (HOLD) {
 #pragma unroll
-            for (int i = 0; i < VEC; i++) v[t * VEC + i] = (v[t * VEC + i] - mean) * inv * sc[i] + bi[i];
+                for (int i = 0; i < VEC; i++) sc[i] = sc_all[t * VEC + i], bi[i] = bi_all[t * VEC + i];
+            } else {
+                ld_vec<VEC>(scale + at, sc);
+                if (bias) ld_vec<VEC>(bias + at, bi);
+            }
+#pragma unroll
+            for (int i = 0; i < VEC; i++)
+                v[t * VEC + i] = to_f32(cvt<R>((v[t * VEC + i] - mean) * inv * sc[i] + bi[i]));
             st_vec<VEC>(y + row * LEN + at, v + t * VEC);
         }
         if (lane == 0 && mean_out) mean_out[row] = cvt<M>(mean);

@@ -485,11 +485,11 @@ Test(lower_index, gather_golden) {
     expect_src(src, "k0_gather(const __nv_bfloat16 *p0, const int *p1, __nv_bfloat16 *p2) {\n");
     expect_src(src,
                "for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < 24LL;");
-    expect_src(src, "const long long w = i % 4LL, j = i / 4LL % 6LL, o = i / 24LL;\n");
-    expect_src(src, "long long v0 = ampc::to_index(p1[j]);\n");
-    expect_src(src, "if (v0 < 0) v0 += 5LL;\n");
+    expect_src(src, "const long long w0 = i % 4LL, j1 = i / 4LL % 6LL, o2 = i / 24LL;\n");
+    expect_src(src, "long long v3 = ampc::to_index(p1[j1]);\n");
+    expect_src(src, "if (v3 < 0) v3 += 5LL;\n");
     /* An index out of range reads as 0 instead of leaving the tensor. */
-    expect_src(src, "p2[i] = v0 >= 0 && v0 < 5LL ? p0[(o * 5LL + v0) * 4LL + w] : "
+    expect_src(src, "p2[i] = v3 >= 0 && v3 < 5LL ? p0[(o2 * 5LL + v3) * 4LL + w0] : "
                     "ampc::zero<__nv_bfloat16>();\n");
     ampc_cg_output_free(o);
     ampc_graph_destroy(g);

@@ -406,15 +406,54 @@ Test(lower_reduce, warp_norm_golden) {
     ampc_cg_output *o = generate(g);
     expect_launch(&o->plan.steps[0], 10, 32, 4); /* 37 rows */
     const char *src = o->sources[0];
+    /* Scale and B are graph inputs here: the kernel waits for its predecessor before reading
+     * them (HOLD 1; 0 for rows past 1024), inside norm_rows_warp rather than as its first
+     * statement */
     expect_src(src, "extern \"C\" __global__ void __launch_bounds__(128) k0_layer_norm(const __half *p0, "
-                    "const __half *p1, const __half *p2, __half *p3, float *p4, float *p5) {\n");
-    expect_src(src, "ampc::norm_rows_warp<768, 8, true>(p0, p1, p2, p3, p4, p5, "
+                    "const __half *p1, const __half *p2, __half *p3, float *p4, float *p5) {\n"
+                    "    ampc::norm_rows_warp<768, 8, true, 1, __half>(p0, p1, p2, p3, p4, p5, "
                     "(float)0.0010000000474974513, 37LL);\n");
-    expect_src(src, "ampc::norm_rows_warp<128, 4, true>(p0, p1, (const float *)nullptr, p2, "
+    expect_src(src, "ampc::norm_rows_warp<128, 4, true, 1, __half>(p0, p1, (const float *)nullptr, p2, "
                     "(float *)nullptr, (float *)nullptr,");
-    expect_src(src, "ampc::norm_rows_warp<96, 1, true>(");
-    expect_src(src, "ampc::norm_rows_warp<2048, 8, false>(");
+    expect_src(src, "ampc::norm_rows_warp<96, 1, true, 1, __half>(");
+    expect_src(src, "ampc::norm_rows_warp<2048, 8, false, 0, __half>(");
     cr_assert_null(strstr(src, "norm_rows_warp<2080"), "a row of 2080 is past the registers");
+    ampc_cg_output_free(o);
+    ampc_graph_destroy(g);
+}
+
+/* Few rows: Scale and B held in registers, read before the kernel waits for the grid before it
+ * when they are constants (weights, which no step writes: HOLD 2), after when computed (1);
+ * many rows (2048): none held (0). Every norm kernel waits inside norm_rows_warp. */
+Test(lower_reduce, warp_norm_reads_constant_scale_before_waiting) {
+    ampc_graph *g = ampc_graph_create("ln");
+    const int64_t xd[2] = {4, 256}, sd[1] = {256};
+    float ones[256];
+    for (int32_t i = 0; i < 256; i++) ones[i] = 1.0f + (float)i / 256.0f;
+    ampc_value *x = ampc_input(g, "x", AMPC_DTYPE_F32, 2, xd);
+    ampc_value *s = ampc_constant(g, "s", AMPC_DTYPE_F32, 1, sd, ones);
+    ampc_value *b = ampc_constant(g, "b", AMPC_DTYPE_F32, 1, sd, ones);
+    out(g, ampc_op(g, "LayerNormalization", (ampc_value *[]){x, s, b}, 3, NULL, 0));
+    ampc_value *s2 = ampc_op(g, "Relu", (ampc_value *[]){ampc_input(g, "s2", AMPC_DTYPE_F32, 1, sd)}, 1,
+                             NULL, 0);
+    out(g, ampc_op(g, "LayerNormalization", (ampc_value *[]){x, s2, b}, 3, NULL, 0));
+    ampc_cg_output *o = generate(g);
+    const char *src = o->sources[0];
+    expect_src(src, ") {\n    ampc::norm_rows_warp<256, 4, true, 2, float>(");
+    expect_src(src, ") {\n    ampc::norm_rows_warp<256, 4, true, 1, float>(");
+    ampc_cg_output_free(o);
+    ampc_graph_destroy(g);
+    /* many rows: occupancy matters more than latency, nothing held (HOLD 0) */
+    g = ampc_graph_create("ln_rows");
+    const int64_t xm[2] = {2048, 256};
+    ampc_value *xx = ampc_input(g, "x", AMPC_DTYPE_F32, 2, xm);
+    out(g, ampc_op(g, "LayerNormalization", (ampc_value *[]){xx, ampc_constant(g, "s", AMPC_DTYPE_F32, 1,
+                                                                                 sd, ones)}, 2, NULL, 0));
+    o = generate(g);
+    src = o->sources[0];
+    expect_src(src, ") {\n    ampc::norm_rows_warp<256, 4, true, 0, float>(");
+    cr_assert_null(strstr(src, "pdl_enter();\n    ampc::norm_rows_warp"),
+                   "the norm kernels wait inside norm_rows_warp:\n%s", src);
     ampc_cg_output_free(o);
     ampc_graph_destroy(g);
 }

@@ -4,6 +4,11 @@
  *   - a chain of five ops (Cast, Mul, Add with a broadcast bias, Relu, Cast) is one kernel
  *     step; the four values inside it get no memory; the pipeline's verification (reference
  *     evaluator before and after each pass) holds;
+ *   - a Gather heads a chain (BERT's embedding lookup and its two Adds: one kernel);
+ *   - a Cast after a LayerNormalization is written by the norm's kernel, equal bit for bit on a
+ *     GPU to the two kernels it replaces;
+ *   - the padding mask as transformers exports it (a Gather in order, an Expand to the shape
+ *     it has: the simplify pass) is two kernels;
  *   - what stops a chain: a value read twice, a graph output, a change of shape, a node that is
  *     not elementwise;
  *   - a value read by the chain's first node stays alive until the chain's last node runs (no
@@ -197,6 +202,157 @@ Test(fuse_elementwise_gpu, five_ops_in_each_float_type) {
         static const double exact[1] = {0};
         same_on_gpu(g, &x, 1, 1, exact); /* Cast, Mul, Add, Relu: correctly rounded ops */
         free(x.data);
+        ampc_graph_destroy(g);
+    }
+}
+
+/* The padding mask as transformers exports it: Cast(m, bool), a Gather of the whole axis in
+ * order (indices 0..7), And with an all-true [8, 1] (the broadcast to [1, 8, 8]), an Expand to
+ * the shape it has, Where(e, 0, -1e4). simplify makes the Gather a view and drops the Expand, so
+ * the And joins the Where's chain: two kernels (the Cast, the chain), no copy; with `order`
+ * false the indices are reversed and the Gather stays. */
+static ampc_graph *padding_mask(bool order) {
+    ampc_graph *g = ampc_graph_create("padmask");
+    ampc_value *m = t_input(g, "m", AMPC_DTYPE_I64, SHAPE(1, 8));
+    ampc_attr_arg to_bool = AMPC_ATTR_I("to", 9), axis1 = AMPC_ATTR_I("axis", 1);
+    ampc_value *c = ampc_op(g, "Cast", &m, 1, &to_bool, 1);
+    int64_t idx[8];
+    for (int32_t i = 0; i < 8; i++) idx[i] = order ? i : 7 - i;
+    ampc_value *gi_in[2] = {c, t_const_i64(g, SHAPE(1, 8), idx)};
+    ampc_value *gi = ampc_op(g, "Gather", gi_in, 2, &axis1, 1); /* [1, 1, 8] */
+    bool yes[8] = {true, true, true, true, true, true, true, true};
+    ampc_value *and_in[2] = {gi, t_const(g, AMPC_DTYPE_BOOL, SHAPE(8, 1), yes)};
+    ampc_value *a = ampc_op(g, "And", and_in, 2, NULL, 0); /* [1, 8, 8] */
+    int64_t to[3] = {1, 8, 8};
+    ampc_value *e_in[2] = {a, t_const_i64(g, SHAPE(3), to)};
+    ampc_value *e = ampc_op(g, "Expand", e_in, 2, NULL, 0);
+    double zero = 0, big = -1e4;
+    ampc_value *w_in[3] = {e, t_const_f32(g, SHAPE(), &zero), t_const_f32(g, SHAPE(), &big)};
+    cr_assert_eq(ampc_output(g, ampc_op(g, "Where", w_in, 3, NULL, 0), "mask"), AMPC_OK, "%s",
+                 ampc_graph_errors(g));
+    return g;
+}
+
+Test(fuse_elementwise, the_exported_padding_mask_is_two_kernels) {
+    for (int32_t order = 1; order >= 0; order--) {
+        ampc_graph *g = padding_mask(order);
+        ampc_module *m = compile(g); /* the pipeline's verification: the evaluator agrees */
+        int32_t gathers = 0, expands = 0;
+        for (int32_t i = 0; i < g->n_nodes; i++) {
+            gathers += !g->nodes[i]->dead && g->nodes[i]->op == AMPC_OP_GATHER;
+            expands += !g->nodes[i]->dead && g->nodes[i]->op == AMPC_OP_EXPAND;
+        }
+        cr_assert_eq(expands, 0, "the Expand to the shape it has is gone");
+        cr_assert_eq(gathers, order ? 0 : 1, "a Gather in order is a view, reversed it stays");
+        cr_assert_eq(steps_of(m, AMPC_RT_STEP_COPY), 0);
+        cr_assert_eq(steps_of(m, AMPC_RT_STEP_KERNEL), order ? 2 : 3);
+        const char *label = m->cg->plan.steps[m->cg->plan.n_steps - 1].label;
+        cr_assert(strstr(label, "And") && strstr(label, "Where"), "%s", label);
+        ampc_module_destroy(m);
+        ampc_graph_destroy(g);
+    }
+}
+
+Test(fuse_elementwise_gpu, the_exported_padding_mask) {
+    for (int32_t order = 1; order >= 0; order--) {
+        ampc_graph *g = padding_mask(order);
+        int64_t mv[8] = {1, 1, 0, 1, 0, 0, 1, 1};
+        ampc_tensor in[1] = {{AMPC_DTYPE_I64, SHAPE(1, 8), mv}};
+        static const double tol[1] = {0};
+        same_on_gpu(g, in, 1, 1, tol);
+        ampc_graph_destroy(g);
+    }
+}
+
+/* BERT's embeddings: Gather(table [11, 8], ids [2, 5]) + position [5, 8] + token type [8], the
+ * lookup heading the chain; ids run-time, with negative entries (counted from the end). */
+static ampc_graph *embedding(void) {
+    ampc_graph *g = ampc_graph_create("embed");
+    ampc_value *ids = t_input(g, "ids", AMPC_DTYPE_I64, SHAPE(2, 5));
+    double table[88], pos[40], tok[8];
+    for (int32_t i = 0; i < 88; i++) table[i] = (double)(i % 13) * 0.25 - 1.0;
+    for (int32_t i = 0; i < 40; i++) pos[i] = (double)(i % 7) * 0.125;
+    for (int32_t i = 0; i < 8; i++) tok[i] = (double)i * -0.5;
+    ampc_value *lk_in[2] = {t_const_f32(g, SHAPE(11, 8), table), ids};
+    ampc_value *y = ampc_op(g, "Gather", lk_in, 2, NULL, 0);
+    y = ampc_add(g, y, t_const_f32(g, SHAPE(5, 8), pos));
+    y = ampc_add(g, y, t_const_f32(g, SHAPE(8), tok));
+    cr_assert_eq(ampc_output(g, y, "y"), AMPC_OK, "%s", ampc_graph_errors(g));
+    return g;
+}
+
+/* Compiles g (and destroys it): one step, a kernel whose label names ops a and b. */
+static void one_kernel_of(ampc_graph *g, const char *a, const char *b) {
+    ampc_module *m = compile(g);
+    cr_assert_eq(m->cg->plan.n_steps, 1, "one kernel for %s and %s", a, b);
+    const char *label = m->cg->plan.steps[0].label;
+    cr_assert(strstr(label, a) && strstr(label, b), "%s", label);
+    ampc_module_destroy(m);
+    ampc_graph_destroy(g);
+}
+
+Test(fuse_elementwise, a_lookup_heads_a_chain) { one_kernel_of(embedding(), "Gather", "Add"); }
+
+Test(fuse_elementwise_gpu, a_lookup_heading_a_chain) {
+    ampc_graph *g = embedding();
+    int64_t ids[10] = {0, 3, 10, -1, -11, 5, 7, 2, 9, 1};
+    ampc_tensor in[1] = {{AMPC_DTYPE_I64, SHAPE(2, 5), ids}};
+    static const double tol[1] = {0};
+    same_on_gpu(g, in, 1, 1, tol);
+    ampc_graph_destroy(g);
+}
+
+/* y = Cast<f32>(LayerNormalization(x [5, len] f16, scale, bias)): rows of 256 take the
+ * warp-row kernel, rows of 2080 the row-loop one. */
+static ampc_graph *norm_cast(int64_t len) {
+    ampc_graph *g = ampc_graph_create("normcast");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F16, SHAPE(5, len));
+    double *sc = malloc((size_t)len * sizeof *sc), *bi = malloc((size_t)len * sizeof *bi);
+    for (int64_t i = 0; i < len; i++) sc[i] = 0.5 + (double)(i % 9) * 0.125, bi[i] = (double)(i % 5) - 2.0;
+    ampc_attr_arg to16 = AMPC_ATTR_I("to", 10), to32 = AMPC_ATTR_I("to", 1);
+    ampc_value *s32 = t_const_f32(g, SHAPE(len), sc), *b32 = t_const_f32(g, SHAPE(len), bi);
+    ampc_value *ln_in[3] = {x, ampc_op(g, "Cast", &s32, 1, &to16, 1), ampc_op(g, "Cast", &b32, 1, &to16, 1)};
+    ampc_value *y = ampc_op(g, "LayerNormalization", ln_in, 3, NULL, 0);
+    cr_assert_eq(ampc_output(g, ampc_op(g, "Cast", &y, 1, &to32, 1), "y"), AMPC_OK, "%s",
+                 ampc_graph_errors(g));
+    free(sc), free(bi);
+    return g;
+}
+
+Test(fuse_elementwise, a_cast_after_a_norm_is_written_by_the_norm) {
+    for (int32_t k = 0; k < 2; k++) one_kernel_of(norm_cast(k ? 2080 : 256), "LayerNormalization", "Cast");
+}
+
+/* The fused norm gives what the norm's kernel and the Cast's kernel give, bit for bit (each
+ * value rounded to f16 first), and the reference evaluator's values within f16's rounding. */
+Test(fuse_elementwise_gpu, a_norm_writing_its_cast) {
+    t_skip_without_gpu();
+    for (int32_t k = 0; k < 2; k++) {
+        const int64_t len = k ? 2080 : 256;
+        ampc_graph *g = norm_cast(len);
+        ampc_tensor x = {AMPC_DTYPE_F16, SHAPE(5, len), calloc((size_t)(5 * len), 2)};
+        fill(&x, 11 + (uint64_t)k);
+        static const double tol[1] = {2e-3};
+        same_on_gpu(g, &x, 1, 1, tol);
+        ampc_tensor got[2];
+        for (int32_t j = 0; j < 2; j++) {
+            static const int32_t sm80 = 80;
+            const char *off[1] = {"fuse-elementwise"};
+            ampc_pipeline_options po = {.verify = true, .disable = j ? off : NULL, .n_disable = j};
+            ampc_compile_options o = {.archs = &sm80, .n_archs = 1, .cache_dir = "", .pipeline = &po};
+            ampc_graph *gj = norm_cast(len);
+            ampc_module *m = NULL;
+            cr_assert_eq(ampc_compile(gj, &o, &m), AMPC_OK, "%s", ampc_graph_errors(gj));
+            cr_assert_eq(m->cg->plan.n_steps, j ? 2 : 1);
+            got[j] = (ampc_tensor){AMPC_DTYPE_F32, SHAPE(5, len), calloc((size_t)(5 * len), 4)};
+            cr_assert_eq(ampc_module_run(m, &x, 1, &got[j], 1, NULL), AMPC_OK, "%s",
+                         ampc_module_errors(m));
+            ampc_module_destroy(m);
+            ampc_graph_destroy(gj);
+        }
+        cr_assert_eq(memcmp(got[0].data, got[1].data, (size_t)(5 * len) * 4), 0,
+                     "fused and separate kernels differ (rows of %lld)", (long long)len);
+        free(got[0].data), free(got[1].data), free(x.data);
         ampc_graph_destroy(g);
     }
 }

@@ -417,7 +417,8 @@ Test(pipeline, runs_every_pass_and_traces_each) {
     cr_assert(strstr(t, "pass partition-data changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass partition-pipeline changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass fuse-elementwise changed "), "trace:\n%s", t);
-    cr_assert_eq(lines, 18, "trace:\n%s", t);
+    cr_assert(strstr(t, "pass simplify     changed no "), "trace:\n%s", t);
+    cr_assert_eq(lines, 19, "trace:\n%s", t);
     free(t);
     char *text = ampc_graph_to_text(g, true);
     cr_assert_str_eq(text, "graph \"p\" {\n"
@@ -479,7 +480,7 @@ Test(pipeline, unknown_pass_names_are_errors_listing_the_valid_ones) {
     ampc_pipeline_options o = {.disable = off, .n_disable = 2};
     cr_assert_eq(ampc_graph_optimize(g, &o), AMPC_E_INVALID_ARG);
     cr_assert_str_eq(ampc_graph_errors(g), "unknown pass 'nope' in the list of passes to disable; "
-                                           "the passes are: partition-data, fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, partition-pipeline, dce, fuse-elementwise, plan-memory");
+                                           "the passes are: partition-data, fold, cse, simplify, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, partition-pipeline, dce, fuse-elementwise, plan-memory");
     cr_assert_eq(ampc_graph_node_count(g), 5); /* nothing ran */
     ampc_graph_destroy(g);
 
@@ -487,10 +488,10 @@ Test(pipeline, unknown_pass_names_are_errors_listing_the_valid_ones) {
     ampc_pipeline_options o2 = {.dump_after = "fuse"};
     cr_assert_eq(ampc_graph_optimize(g, &o2), AMPC_E_INVALID_ARG);
     cr_assert_str_eq(ampc_graph_errors(g), "unknown pass 'fuse' to dump the IR after; the passes "
-                                           "are: partition-data, fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, partition-pipeline, dce, fuse-elementwise, plan-memory");
+                                           "are: partition-data, fold, cse, simplify, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, partition-pipeline, dce, fuse-elementwise, plan-memory");
     ampc_graph_clear_errors(g);
     cr_assert_eq(ampc_pipeline_run_pass(g, "cse2", &o2), AMPC_E_INVALID_ARG);
-    t_expect_diag(g, "unknown pass 'cse2' to run; the passes are: partition-data, fold, cse, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, partition-pipeline, dce, fuse-elementwise, plan-memory");
+    t_expect_diag(g, "unknown pass 'cse2' to run; the passes are: partition-data, fold, cse, simplify, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, partition-pipeline, dce, fuse-elementwise, plan-memory");
     ampc_graph_destroy(g);
 }
 
@@ -516,12 +517,12 @@ Test(pipeline, verifies_the_input_graph_and_refuses_graphs_with_errors) {
 Test(pipeline, the_registry_lists_and_finds_passes) {
     int32_t n;
     const ampc_pass_info *list = ampc_pass_list(&n);
-    cr_assert_eq(n, 18);
-    const char *names[18] = {"partition-data", "fold", "cse", "precision", "sparsity", "fuse-gelu", "fuse-softmax",
+    cr_assert_eq(n, 19);
+    const char *names[19] = {"partition-data", "fold", "cse", "simplify", "precision", "sparsity", "fuse-gelu", "fuse-softmax",
                              "partition", "fuse-conv", "fuse-attention", "fuse-qkv", "fuse-matmul",
                              "fold-scale", "layout", "partition-pipeline", "dce", "fuse-elementwise",
                              "plan-memory"};
-    for (int i = 0; i < 18; i++) cr_assert_str_eq(list[i].name, names[i]);
+    for (int i = 0; i < 19; i++) cr_assert_str_eq(list[i].name, names[i]);
     cr_assert_eq(ampc_pass_find("cse")->run, ampc_pass_cse);
     cr_assert_null(ampc_pass_find("CSE"));
     cr_assert_null(ampc_pass_find(NULL));
@@ -535,34 +536,36 @@ Test(pipeline, the_registry_lists_and_finds_passes) {
                         "   2. fold         evaluate nodes whose inputs are all constant into "
                         "constants\n"
                         "   3. cse          merge identical nodes and identical small constants\n"
-                        "   4. precision    with --precision fp16|bf16, move f32 tensors to the "
+                        "   4. simplify     drop Expands to their input's own shape; a Gather of a "
+                        "whole axis in order is a Reshape\n"
+                        "   5. precision    with --precision fp16|bf16, move f32 tensors to the "
                         "low type as the op table's policy says\n"
-                        "   5. sparsity     with --sparsity verify|prune, mark (prune: make) 2:4 "
+                        "   6. sparsity     with --sparsity verify|prune, mark (prune: make) 2:4 "
                         "sparse constant weights of matmuls/convs\n"
-                        "   6. fuse-gelu    turn GELU written out with Erf (x * 0.5 * (1 + erf(x / "
+                        "   7. fuse-gelu    turn GELU written out with Erf (x * 0.5 * (1 + erf(x / "
                         "sqrt 2))) into one Gelu\n"
-                        "   7. fuse-softmax turn Softmax guarded by Where(IsNaN(s), 0, s) into one "
+                        "   8. fuse-softmax turn Softmax guarded by Where(IsNaN(s), 0, s) into one "
                         "ampc.SafeSoftmax\n"
-                        "   8. partition    with --gpus N --partition tensor, split matmul pairs "
+                        "   9. partition    with --gpus N --partition tensor, split matmul pairs "
                         "and attention (by heads) across the GPUs, one all-reduce each\n"
-                        "   9. fuse-conv    fold a residual Add and a ReLU after a Conv into one "
+                        "  10. fuse-conv    fold a residual Add and a ReLU after a Conv into one "
                         "ampc.FusedConv\n"
-                        "  10. fuse-attention turn MatMul(Q, K^T), scale, mask, softmax and "
+                        "  11. fuse-attention turn MatMul(Q, K^T), scale, mask, softmax and "
                         "MatMul(., V) into one ampc.FusedAttention\n"
-                        "  11. fuse-qkv     join the Q, K and V projections of an "
+                        "  12. fuse-qkv     join the Q, K and V projections of an "
                         "ampc.FusedAttention into one MatMul it reads\n"
-                        "  12. fuse-matmul  fold a bias Add, a residual Add and a ReLU after a "
+                        "  13. fuse-matmul  fold a bias Add, a residual Add and a ReLU after a "
                         "MatMul into one ampc.FusedMatMul\n"
-                        "  13. fold-scale   fold a scalar product after a matmul with constant weights "
+                        "  14. fold-scale   fold a scalar product after a matmul with constant weights "
                         "into the weights\n"
-                        "  14. layout       run 2-D f16/bf16 convolutions channels-last "
+                        "  15. layout       run 2-D f16/bf16 convolutions channels-last "
                         "(transposes where it changes; --layout nchw: off)\n"
-                        "  15. partition-pipeline with --gpus N --partition pipeline, cut the graph into N stages "
+                        "  16. partition-pipeline with --gpus N --partition pipeline, cut the graph into N stages "
                         "balanced by cost, one per GPU, with peer copies at the cuts\n"
-                        "  16. dce          remove nodes that no graph output depends on\n"
-                        "  17. fuse-elementwise compute chains of elementwise ops of one shape in one "
+                        "  17. dce          remove nodes that no graph output depends on\n"
+                        "  18. fuse-elementwise compute chains of elementwise ops of one shape in one "
                         "kernel (values between them never stored)\n"
-                        "  18. plan-memory  place constants in the weights blob and every other "
+                        "  19. plan-memory  place constants in the weights blob and every other "
                          "value in the arena (liveness)\n");
     free(t);
 }
