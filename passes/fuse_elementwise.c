@@ -31,6 +31,11 @@
 
 enum { MAX_CHAIN = 16 };
 
+/* A value a kernel would compute: not a constant, not poisoned, not empty. */
+static bool computed(const ampc_value *y) {
+    return !y->data && !(y->flags & AMPC_VALUE_POISON) && ampc_ir_numel(y) > 0;
+}
+
 static bool fusable(const ampc_node *n) {
     if (n->dead || ampc_op_get(n->op)->lower != LOWER_ELEMENTWISE) return false;
     switch (n->op) {
@@ -40,8 +45,7 @@ static bool fusable(const ampc_node *n) {
     default: break;
     }
     if (n->n_outputs != 1 || n->n_inputs < 1 || n->n_inputs > 3 || !n->inputs[0]) return false;
-    const ampc_value *y = n->outputs[0];
-    return !y->data && !(y->flags & AMPC_VALUE_POISON) && ampc_ir_numel(y) > 0;
+    return computed(n->outputs[0]);
 }
 
 /* A Gather may head a chain (its inputs are read by the chain's kernel itself, at the gathered
@@ -52,8 +56,7 @@ static bool heads(const ampc_node *n) {
         return false;
     /* constant indices are checked at compile time by the Gather's own lowering */
     if (n->inputs[1]->data && !(n->inputs[1]->flags & AMPC_VALUE_INPUT)) return false;
-    const ampc_value *y = n->outputs[0];
-    return !y->data && !(y->flags & AMPC_VALUE_POISON) && ampc_ir_numel(y) > 0;
+    return computed(n->outputs[0]);
 }
 
 static bool is_norm(const ampc_node *n) {
