@@ -84,6 +84,14 @@ ampc_status ampc_cg_lower_quant(ampc_cg *cg, const ampc_node *n);
 /* A LayerNormalization or RMSNormalization whose output only a Cast reads (fused, marked by
  * fuse-elementwise): one kernel writes the Cast's output (lower_norm.c). */
 ampc_status ampc_cg_lower_norm_cast(ampc_cg *cg, const ampc_node *norm, const ampc_node *cast);
+/* A chain of fused elementwise ops (passes/fuse_elementwise.c) computed inside another kernel:
+ * ampc_cg_chain_check fails (with the node) when a node of the chain ending at `last` has no
+ * generated expression; ampc_cg_chain_element then emits, in kernel k, the computation of
+ * element `i` (a variable of the code around it, the flat index into last's output) into a
+ * local whose name goes into result (covering the chain's nodes, `last` too when cover_last). */
+ampc_status ampc_cg_chain_check(ampc_cg *cg, const ampc_node *last);
+void ampc_cg_chain_element(ampc_cg *cg, ampc_cg_kernel *k, const ampc_node *last, bool cover_last,
+                           char *result, size_t size);
 /* Emits, into kernel k, Gather node n's output element `i` (an expression) assigned to the
  * lvalue `dst`, reading its data from parameter px and its indices from pi; an index out of
  * range reads 0 (lower_index.c). The Gather kernel's body, and a Gather heading a fused chain
@@ -121,6 +129,8 @@ void ampc_cg_line(ampc_cg_kernel *k, const char *fmt, ...) __attribute__((format
 /* Appends "<line> {" and indents / dedents and appends "}". */
 void ampc_cg_open(ampc_cg_kernel *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ampc_cg_close(ampc_cg_kernel *k);
+/* Closes a block with `end` instead of "}" (a lambda's "});"). */
+void ampc_cg_close_with(ampc_cg_kernel *k, const char *end);
 /* A fresh local name "<stem><n>" unique in the kernel. */
 const char *ampc_cg_local(ampc_cg_kernel *k, const char *stem);
 /* Finishes the kernel and adds its launch step: a 1-D launch of `threads` threads in blocks of

@@ -99,10 +99,12 @@ void ampc_cg_open(ampc_cg_kernel *k, const char *fmt, ...) {
     k->indent++;
 }
 
-void ampc_cg_close(ampc_cg_kernel *k) {
+void ampc_cg_close(ampc_cg_kernel *k) { ampc_cg_close_with(k, "}"); }
+
+void ampc_cg_close_with(ampc_cg_kernel *k, const char *end) {
     AMPC_ASSERT(k->indent > 1);
     k->indent--;
-    ampc_cg_line(k, "}");
+    ampc_cg_line(k, "%s", end);
 }
 
 const char *ampc_cg_local(ampc_cg_kernel *k, const char *stem) {

@@ -292,7 +292,9 @@ static bool node_expr(const ampc_node *n, ampc_strbuf *e, bool *variadic) {
  * are computed here, element i by thread i, in the order of the chain. Each value of the chain
  * is rounded to its type and read back as the separate kernels stored and loaded it, so the
  * results are the same bit for bit; the chain's other inputs ("leaves") are read once each, at
- * their broadcast offset for the root's shape (every value of the chain has that shape). A
+ * their broadcast offset for the root's shape (every value of the chain has that shape, or, for
+ * a value computed from leaves alone, one that broadcasts to it: its leaves broadcast to the
+ * root's shape as well, and each element computes it again from them). A
  * Gather heading the chain reads its table and indices at the gathered position instead
  * (ampc_cg_gather_element, the Gather kernel's own body). */
 enum { CHAIN_MAX = 32 };
@@ -337,34 +339,45 @@ static void chain_local(const chain *c, const ampc_value *v, char *buf, size_t s
     snprintf(buf, size, "?");
 }
 
-static ampc_status lower_chain(ampc_cg *cg, const ampc_node *root) {
+/* Collects the chain ending at node `last` into c and checks that every node has an
+ * expression, as alone it would need. */
+static ampc_status chain_of(ampc_cg *cg, const ampc_node *last, chain *c) {
     ampc_graph *g = ampc_cg_graph(cg);
-    chain c = {.n = 0};
-    if (!chain_collect(&c, root))
-        return AMPC_FAIL(g, root, AMPC_E_INTERNAL, "a fused elementwise chain of more than %d "
+    c->n = c->n_leaves = 0;
+    if (!chain_collect(c, last))
+        return AMPC_FAIL(g, last, AMPC_E_INTERNAL, "a fused elementwise chain of more than %d "
                          "nodes", CHAIN_MAX);
-    for (int32_t m = 0; m < c.n; m++) { /* every node has an expression, as alone it would need */
-        if (c.nodes[m]->op == AMPC_OP_GATHER) continue;
+    for (int32_t m = 0; m < c->n; m++) {
+        if (c->nodes[m]->op == AMPC_OP_GATHER) continue;
         ampc_strbuf e = {0};
-        bool variadic = false, ok = node_expr(c.nodes[m], &e, &variadic) && !variadic;
+        bool variadic = false, ok = node_expr(c->nodes[m], &e, &variadic) && !variadic;
         ampc_sb_free(&e);
         if (!ok)
-            return AMPC_FAIL(g, c.nodes[m], AMPC_E_UNSUPPORTED, "%s on %s has no generated GPU "
+            return AMPC_FAIL(g, c->nodes[m], AMPC_E_UNSUPPORTED, "%s on %s has no generated GPU "
                              "kernel yet; it runs on the reference evaluator only",
-                             ampc_op_get(c.nodes[m]->op)->onnx,
-                             ampc_dtype_name(c.nodes[m]->inputs[0]->dtype));
+                             ampc_op_get(c->nodes[m]->op)->onnx,
+                             ampc_dtype_name(c->nodes[m]->inputs[0]->dtype));
     }
-    const ampc_value *y = root->outputs[0];
-    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, root, "chain");
-    for (int32_t i = 0; i + 1 < c.n; i++) ampc_cg_kernel_covers(k, c.nodes[i]);
-    const char *params[3 * CHAIN_MAX];
-    for (int32_t j = 0; j < c.n_leaves; j++) params[j] = ampc_cg_param(k, c.leaves[j], false);
-    const char *out = ampc_cg_param(k, y, true);
-    ampc_cg_grid_loop(k, ampc_ir_numel(y));
+    return AMPC_OK;
+}
+
+ampc_status ampc_cg_chain_check(ampc_cg *cg, const ampc_node *last) {
+    chain c;
+    return chain_of(cg, last, &c);
+}
+
+void ampc_cg_chain_element(ampc_cg *cg, ampc_cg_kernel *k, const ampc_node *last, bool cover_last,
+                           char *result, size_t size) {
+    chain c;
+    chain_of(cg, last, &c); /* checked by ampc_cg_chain_check */
+    const ampc_value *y = last->outputs[0];
+    for (int32_t m = 0; m < c.n; m++)
+        if (cover_last || c.nodes[m] != last) ampc_cg_kernel_covers(k, c.nodes[m]);
     for (int32_t j = 0; j < c.n_leaves; j++) {
         const ampc_value *v = c.leaves[j];
         const char *off = ampc_cg_bcast_offset(k, &y->shape, &v->shape, "i");
-        ampc_cg_line(k, "const %s l%d = %s[%s];", ampc_cg_ctype(v->dtype), j, params[j], off);
+        ampc_cg_line(k, "const %s l%d = %s[%s];", ampc_cg_ctype(v->dtype), j,
+                     ampc_cg_param(k, v, false), off);
     }
     static const char *const names[3] = {"a", "b", "c"};
     for (int32_t m = 0; m < c.n; m++) {
@@ -399,7 +412,18 @@ static ampc_status lower_chain(ampc_cg *cg, const ampc_node *root) {
         ampc_cg_close(k);
         ampc_sb_free(&e);
     }
-    ampc_cg_line(k, "%s[i] = v%d;", out, c.n - 1);
+    snprintf(result, size, "v%d", c.n - 1);
+}
+
+static ampc_status lower_chain(ampc_cg *cg, const ampc_node *root) {
+    ampc_status st = ampc_cg_chain_check(cg, root);
+    if (st != AMPC_OK) return st;
+    const ampc_value *y = root->outputs[0];
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, root, "chain");
+    char v[16];
+    ampc_cg_grid_loop(k, ampc_ir_numel(y));
+    ampc_cg_chain_element(cg, k, root, false, v, sizeof v);
+    ampc_cg_line(k, "%s[i] = %s;", ampc_cg_param(k, y, true), v);
     ampc_cg_close(k);
     return ampc_cg_kernel_end(k, ampc_ir_numel(y), 256);
 }

@@ -282,13 +282,28 @@ static int32_t warp_rows_vec(const stat_row *s, const norm_io *t) {
     return vec;
 }
 
+/* The norm's input X as kernel k reads it: its parameter or, when a chain of fused elementwise
+ * ops computes it (fuse-elementwise), `xf`, an ampc::elem_fn of the flat index that computes each
+ * element where the kernel reads it (no kernel of its own, no tensor). xf[e] reads either. The
+ * lambda holds copies of the pointers it reads ([=]), not references to the parameters. */
+static const char *norm_input(ampc_cg *cg, ampc_cg_kernel *k, const ampc_value *x) {
+    if (!(x->flags & AMPC_VALUE_FUSED)) return ampc_cg_param(k, x, false);
+    ampc_cg_open(k, "const auto xf = ampc::elem_fn_of([=](long long i)");
+    char v[16];
+    ampc_cg_chain_element(cg, k, x->producer, true, v, sizeof v);
+    ampc_cg_line(k, "return %s;", v);
+    ampc_cg_close_with(k, "});");
+    return "xf";
+}
+
 /* The rows with norm_rows_warp: a warp a row, four rows a block. */
 enum { HOLD_ROWS = 1024 };
 static ampc_status lower_norm_warp_rows(ampc_cg *cg, const ampc_node *n, const stat_row *s,
                                         const norm_io *t, int32_t vec) {
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
     if (t->cast) ampc_cg_kernel_covers(k, t->cast);
-    const char *px = ampc_cg_param(k, t->x, false), *ps = ampc_cg_param(k, t->scale, false);
+    const bool fused = t->x->flags & AMPC_VALUE_FUSED; /* a chain's lambda, emitted below */
+    const char *px = fused ? NULL : norm_input(cg, k, t->x), *ps = ampc_cg_param(k, t->scale, false);
     const char *pb = t->bias ? ampc_cg_param(k, t->bias, false) : "(const float *)nullptr";
     const char *py = ampc_cg_param(k, t->out, true);
     const ampc_value *stat = t->mean ? t->mean : t->inv;
@@ -301,6 +316,7 @@ static ampc_status lower_norm_warp_rows(ampc_cg *cg, const ampc_node *n, const s
     const bool hold = s->n_rows <= HOLD_ROWS && s->len <= 1024;
     const bool const_sb = t->scale->data && (!t->bias || t->bias->data);
     ampc_cg_kernel_pdl_in_body(k);
+    if (fused) px = norm_input(cg, k, t->x);
     ampc_cg_line(k, "ampc::norm_rows_warp<%lld, %d, %s, %d, %s>(%s, %s, %s, %s, %s, %s, (float)%.17g, "
                  "%lldLL);", (long long)s->len, vec, s->center ? "true" : "false",
                  hold ? (const_sb ? 2 : 1) : 0, ampc_cg_ctype(t->y->dtype), px, ps, pb, py, pm, pi,
@@ -329,6 +345,10 @@ static ampc_status lower_layer_norm(ampc_cg *cg, const ampc_node *n, const ampc_
     s.at = stash_acc_type(n, all, 4);
     const bool stats = (mean_out && ampc_ir_numel(mean_out)) || (inv_out && ampc_ir_numel(inv_out));
     if (s.n_rows == 0 || (ampc_ir_numel(y) == 0 && !stats)) return AMPC_OK;
+    if (x->flags & AMPC_VALUE_FUSED) { /* a chain computes X in this kernel */
+        ampc_status st = ampc_cg_chain_check(cg, x->producer);
+        if (st != AMPC_OK) return st;
+    }
     const norm_io t = {x, scale, bias, y, mean_out && ampc_ir_numel(mean_out) ? mean_out : NULL,
                        inv_out && ampc_ir_numel(inv_out) ? inv_out : NULL, ax, out, cast};
     const int32_t vec = ampc_ir_numel(y) ? warp_rows_vec(&s, &t) : 0;
@@ -336,7 +356,7 @@ static ampc_status lower_layer_norm(ampc_cg *cg, const ampc_node *n, const ampc_
     rows r = make_rows(s.n_rows, s.len, true);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
     if (cast) ampc_cg_kernel_covers(k, cast);
-    const char *px = ampc_cg_param(k, x, false), *ps = ampc_cg_param(k, scale, false);
+    const char *px = norm_input(cg, k, x), *ps = ampc_cg_param(k, scale, false);
     const char *pb = bias ? ampc_cg_param(k, bias, false) : NULL;
     const char *py = ampc_cg_param(k, out, true);
     const char *pm = mean_out ? ampc_cg_param(k, mean_out, true) : NULL;

@@ -14,10 +14,17 @@
  *     the gathered positions (BERT's word embeddings, looked up and then added to), or p is
  *     a LayerNormalization / RMSNormalization with one output and u a Cast between float
  *     types, which the norm's kernel then writes (an exported model's last norm, cast to its
- *     f32 output); that Cast joins no further chain;
+ *     f32 output); that Cast joins no further chain; or u is a LayerNormalization /
+ *     RMSNormalization and v its X, over at least NORM_CHAIN_ROWS rows: the norm's kernel
+ *     computes the chain where it reads each element (BERT's embedding lookup and Adds, then
+ *     their LayerNorm: one kernel);
  *   - v has this one use, is not a graph output, has no known contents, and has u's output
  *     shape (so element i of every value in the chain is computed by the same thread; the
- *     chain's outside inputs may broadcast);
+ *     chain's outside inputs may broadcast), or a shape that broadcasts to it when p is a cheap
+ *     op (a Cast, a comparison, logic, Add/Sub/Mul, Where: `cheap`) that reads no value of the
+ *     chain: the kernel then computes p again for each element that reads it, from p's inputs
+ *     at their broadcast offset (a mask's Cast, computed once for each of the [S, S] elements
+ *     that read it, instead of in a kernel of its own);
  *   - p and u run on the same GPU (the partition passes' rank attribute);
  *   - a chain holds at most MAX_CHAIN nodes.
  * The graph itself is unchanged: the reference evaluator runs the nodes one by one, and the
@@ -59,6 +66,38 @@ static bool heads(const ampc_node *n) {
     return computed(n->outputs[0]);
 }
 
+/* An op cheap enough to compute again for each element of a broadcast (a few instructions). */
+static bool cheap(ampc_opcode op) {
+    switch (op) {
+    case AMPC_OP_CAST: case AMPC_OP_NOT: case AMPC_OP_NEG: case AMPC_OP_ABS: case AMPC_OP_RELU:
+    case AMPC_OP_ADD: case AMPC_OP_SUB: case AMPC_OP_MUL: case AMPC_OP_EQUAL: case AMPC_OP_LESS:
+    case AMPC_OP_LESS_EQUAL: case AMPC_OP_GREATER: case AMPC_OP_GREATER_EQUAL: case AMPC_OP_AND:
+    case AMPC_OP_OR: case AMPC_OP_XOR: case AMPC_OP_WHERE:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Whether shape a broadcasts to shape b (numpy rules, b unchanged). */
+static bool broadcasts_to(const ampc_shape *a, const ampc_shape *b) {
+    if (a->rank > b->rank) return false;
+    for (int32_t d = 1; d <= a->rank; d++) {
+        const int64_t x = a->dims[a->rank - d], y = b->dims[b->rank - d];
+        if (x != 1 && x != y) return false;
+    }
+    return true;
+}
+
+/* Whether p, whose output v is read by a chain of another shape (v broadcast to it), can be
+ * computed inside that chain for each element: a cheap elementwise op of no chain value. */
+static bool recomputable(const ampc_node *p, const ampc_value *v, const ampc_value *y) {
+    if (!fusable(p) || !cheap(p->op) || !broadcasts_to(&v->shape, &y->shape)) return false;
+    for (int32_t k = 0; k < p->n_inputs; k++)
+        if (p->inputs[k] && (p->inputs[k]->flags & AMPC_VALUE_FUSED)) return false;
+    return true;
+}
+
 static bool is_norm(const ampc_node *n) {
     return n && (n->op == AMPC_OP_LAYER_NORM || n->op == AMPC_OP_RMS_NORM);
 }
@@ -76,6 +115,30 @@ static bool norm_then_cast(const ampc_node *p, const ampc_node *u) {
 
 static int64_t rank_of(ampc_graph *g, const ampc_node *n) { return ampc_ir_attr_int(g, n, "rank", -1); }
 
+/* The X of norm u, made by a chain (or a lookup) that only u reads, is computed by the norm's
+ * kernel where it reads each element (codegen/lower_norm.c): BERT's embeddings, looked up and
+ * added, then normalised, are one kernel. Only over NORM_CHAIN_ROWS rows or more: the norm's
+ * kernel gives a row one warp, so over few rows few warps compute the whole chain, and that
+ * costs more than the kernel it saves (BERT b1, 128 rows: its steps' graph measured as fast with
+ * the chain in the norm's kernel as with a kernel of its own, where the mask's fusion alone
+ * should have gained a kernel's time). */
+enum { NORM_CHAIN_ROWS = 1024 };
+static void feeds_norm(ampc_graph *g, const ampc_uses *uses, const int32_t *size, ampc_node *u,
+                       bool *changed) {
+    ampc_value *v = u->inputs[0];
+    ampc_node *p = v ? v->producer : NULL;
+    if (!v || v->shape.rank < 1) return;
+    int64_t axis = ampc_ir_attr_int(g, u, "axis", -1), rows = 1;
+    if (axis < 0) axis += v->shape.rank;
+    for (int32_t d = 0; d < axis && d < v->shape.rank; d++) rows *= v->shape.dims[d];
+    if (rows < NORM_CHAIN_ROWS) return;
+    if (!p || !(fusable(p) || heads(p)) || ampc_pass_only_user(uses, v) != u) return;
+    if ((v->flags & (AMPC_VALUE_OUTPUT | AMPC_VALUE_FUSED)) || v->data || !low_float(v->dtype)) return;
+    if (rank_of(g, p) != rank_of(g, u) || (fusable(p) ? size[p->id] : 1) >= MAX_CHAIN) return;
+    v->flags |= AMPC_VALUE_FUSED;
+    *changed = true;
+}
+
 ampc_status ampc_pass_fuse_elementwise(ampc_graph *g, bool *changed) {
     *changed = false;
     for (int32_t i = 0; i < g->n_values; i++) g->values[i]->flags &= ~(uint32_t)AMPC_VALUE_FUSED;
@@ -88,6 +151,10 @@ ampc_status ampc_pass_fuse_elementwise(ampc_graph *g, bool *changed) {
     }
     for (int32_t i = 0; i < g->n_nodes; i++) {
         ampc_node *u = g->nodes[i];
+        if (is_norm(u) && !u->dead) {
+            feeds_norm(g, &uses, size, u, changed);
+            continue;
+        }
         if (!fusable(u)) continue;
         size[i] = 1;
         const ampc_value *y = u->outputs[0];
@@ -101,7 +168,8 @@ ampc_status ampc_pass_fuse_elementwise(ampc_graph *g, bool *changed) {
                 is_norm(p->inputs[0]->producer))
                 continue; /* it writes a norm's output: the end of its chain */
             if ((v->flags & (AMPC_VALUE_OUTPUT | AMPC_VALUE_FUSED)) || v->data) continue;
-            if (!ampc_shape_eq(&v->shape, &y->shape) || rank_of(g, p) != rank_of(g, u)) continue;
+            if (rank_of(g, p) != rank_of(g, u)) continue;
+            if (!ampc_shape_eq(&v->shape, &y->shape) && !recomputable(p, v, y)) continue;
             const int32_t with = fusable(p) ? size[p->id] : 1; /* a Gather, a norm: itself */
             if (size[i] + with > MAX_CHAIN) continue;
             v->flags |= AMPC_VALUE_FUSED;

@@ -2,10 +2,14 @@
  * simplify.c — nodes that only restate their input become what they are:
  *   - an Expand to its input's own shape is its input: its readers read the input instead;
  *   - a Gather whose constant indices list the gathered axis in order (0, 1, ..., n - 1) gives
- *     its input's elements in their order, so it is a Reshape of the input (a view: no step).
- * Exporters write both around attention masks: transformers' padding mask is gathered over an
- * arange and expanded to the shape it already has, so each was a kernel or a copy of its own,
- * and the expanded mask could not join the chain of elementwise ops that reads it
+ *     its input's elements in their order, so it is a Reshape of the input (a view: no step);
+ *   - a Cast or Not read only by a Reshape, Flatten, Squeeze or Unsqueeze goes after it:
+ *     Reshape(Cast(x)) is Cast(Reshape(x)), the Reshape a view of x, and the Cast then reads as
+ *     the values around it are shaped, so it can join the chain of elementwise ops that reads
+ *     the view (fuse-elementwise computes it there, broadcast).
+ * Exporters write all three around attention masks: transformers' padding mask is a Cast to
+ * bool, gathered over an arange and expanded to the shape it already has, so each was a kernel
+ * or a copy of its own, and the mask could not join the chain of elementwise ops that reads it
  * (fuse-elementwise). A graph output is left as it is (the interface keeps its names).
  */
 #include "passes.h"
@@ -43,6 +47,39 @@ static ampc_status gather_in_order(ampc_graph *g, ampc_node *n, bool *changed) {
     return st;
 }
 
+/* The views that give their input's elements in their order under another shape. */
+static bool is_shape_view(ampc_opcode op) {
+    return op == AMPC_OP_RESHAPE || op == AMPC_OP_FLATTEN || op == AMPC_OP_SQUEEZE ||
+           op == AMPC_OP_UNSQUEEZE;
+}
+
+/* View r (is_shape_view) of the output of a Cast or Not c (its only reader) -> the view of c's
+ * input, then c's op: the two nodes trade ops in place (c, first in the graph, becomes the
+ * view), the value between them takes the input's type and the view's shape. Other unary ops
+ * stay where they are: a Relu or a GELU right after a contraction is its epilogue
+ * (fuse-matmul), which a view between them would keep out. */
+static ampc_status unary_past_view(ampc_graph *g, ampc_node *r, ampc_uses *uses, bool *changed) {
+    ampc_value *v = r->inputs[0];
+    ampc_node *c = v->producer;
+    if (!c || c->dead || (c->op != AMPC_OP_CAST && c->op != AMPC_OP_NOT) || c->n_inputs != 1 ||
+        c->n_outputs != 1 || !c->inputs[0] || c->inputs[0]->data || v->data ||
+        (v->flags & AMPC_VALUE_OUTPUT) || ampc_pass_only_user(uses, v) != r ||
+        ampc_ir_attr_int(g, c, "rank", -1) != ampc_ir_attr_int(g, r, "rank", -1))
+        return AMPC_OK;
+    const ampc_opcode op = c->op;
+    const char *name = c->name;
+    const ampc_attr *attrs = c->attrs;
+    const int32_t n_attrs = c->n_attrs;
+    const uint8_t why = c->prec_why;
+    ampc_value *in[2] = {c->inputs[0], r->n_inputs > 1 ? r->inputs[1] : NULL};
+    ampc_status st = ampc_pass_rewrite(g, c, r->op, r->name, in, r->n_inputs > 1 ? 2 : 1, r->attrs,
+                                       r->n_attrs, uses);
+    if (st == AMPC_OK) st = ampc_pass_rewrite(g, r, op, name, &v, 1, attrs, n_attrs, uses);
+    c->prec_why = r->prec_why, r->prec_why = why;
+    *changed = true;
+    return st;
+}
+
 ampc_status ampc_pass_simplify(ampc_graph *g, bool *changed) {
     *changed = false;
     ampc_status st = AMPC_OK;
@@ -51,6 +88,15 @@ ampc_status ampc_pass_simplify(ampc_graph *g, bool *changed) {
         if (!n->dead && n->op == AMPC_OP_GATHER && n->n_inputs == 2 && n->inputs[0] &&
             !(n->outputs[0]->flags & AMPC_VALUE_OUTPUT))
             st = gather_in_order(g, n, changed);
+    }
+    ampc_uses uses;
+    if (st == AMPC_OK && (st = ampc_pass_uses(g, &uses)) == AMPC_OK) {
+        for (int32_t i = 0; st == AMPC_OK && i < g->n_nodes; i++) {
+            ampc_node *n = g->nodes[i];
+            if (!n->dead && is_shape_view(n->op) && n->n_inputs >= 1 && n->inputs[0])
+                st = unary_past_view(g, n, &uses, changed);
+        }
+        ampc_pass_uses_free(&uses);
     }
     if (st != AMPC_OK) return st == AMPC_E_OOM ? AMPC_FAIL(g, NULL, st, "out of host memory") : st;
     /* Expands to their input's own shape, after the rewrites above added their constants: the

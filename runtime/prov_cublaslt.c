@@ -16,7 +16,8 @@
  * given the operands' real alignment and a workspace cap. AMPC_GEMM_TUNE=1 times the first eight
  * candidates instead (GEMM_ROUNDS runs each on the model's buffers, rt_time_calls) and keeps the
  * fastest unless the heuristic's is within 3% (AMPC_GEMM_VERBOSE=1 prints the timings), a choice
- * the tuning cache keeps (runtime/tune_cache.c) for the next creation. It is
+ * the tuning cache keeps (runtime/tune_cache.c) for the next creation (AMPC_GEMM_REDUCTION
+ * restricts the split-K reduction schemes the heuristic may offer: gemm_reduction_mask). It is
  * off by default: on the H200 it gained nothing consistent (BERT-base fp16, the same run: b1
  * 0.624 ms with the heuristic's choices, 0.636 ms timed; b32 2.001 against 1.983 ms), and the
  * b1 GEMMs it picked were slower one by one (72 GEMMs: 0.57 ms launched singly with the
@@ -64,6 +65,19 @@ static uint64_t gemm_ws_max(void) {
     if (v && (end == v || *end != '\0')) n = GEMM_WORKSPACE_MAX;
     return n < GEMM_WORKSPACE_MAX ? (uint64_t)n : GEMM_WORKSPACE_MAX;
 }
+/* The split-K reduction schemes cuBLASLt may use (CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK):
+ * all, or AMPC_GEMM_REDUCTION=MASK (1 in place, 2 and 4 a reduction kernel after the product; 0
+ * no split-K). On the H200 the heuristic splits BERT b1's FFN-out GEMM (128 x 768 x 3072) in two,
+ * reduced in place, which costs the graph one more node (the counters' reset); with 0 it picks
+ * a one-block-column kernel and BERT b1 goes from 0.398 to 0.624 ms. */
+static uint32_t gemm_reduction_mask(void) {
+    const char *v = getenv("AMPC_GEMM_REDUCTION");
+    char *end = NULL;
+    unsigned long m = v ? strtoul(v, &end, 0) : CUBLASLT_REDUCTION_SCHEME_MASK;
+    if (v && (end == v || *end != '\0' || m > CUBLASLT_REDUCTION_SCHEME_MASK)) m = CUBLASLT_REDUCTION_SCHEME_MASK;
+    return (uint32_t)m;
+}
+
 /* Timing a 2:4 step both ways at creation: rounds of calls (rt_time_calls), the median round. */
 enum { SPARSE_ROUNDS = 5, SPARSE_REPS = 10 };
 
@@ -85,6 +99,7 @@ enum { SPARSE_ROUNDS = 5, SPARSE_REPS = 10 };
     X(cublasLtMatmulPreferenceDestroy)                                                             \
     X(cublasLtMatmulPreferenceSetAttribute)                                                        \
     X(cublasLtMatmulAlgoGetHeuristic)                                                              \
+    X(cublasLtMatmulAlgoConfigGetAttribute)                                                        \
     X(cublasLtMatmul)
 
 /* The bound functions, each typed from the real header's declaration. */
@@ -303,18 +318,37 @@ static float gemm_time(rt_ctx *ctx, const gemm_state *st, const cublasLtMatmulAl
     return rt_time_calls(ctx, gemm_timed_call, &t, ctx->plan_stream, GEMM_ROUNDS);
 }
 
+/* AMPC_GEMM_VERBOSE=1: the chosen algorithm's split of K, its reduction scheme and tile. */
+static void say_algo(const ampc_rt_step *s, const cublasLtMatmulHeuristicResult_t *r, int pick,
+                     int count) {
+    int32_t splitk = 0, tile = 0;
+    uint32_t scheme = 0;
+    size_t w = 0;
+    lt.cublasLtMatmulAlgoConfigGetAttribute(&r->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
+                                            sizeof splitk, &w);
+    lt.cublasLtMatmulAlgoConfigGetAttribute(&r->algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                                            &scheme, sizeof scheme, &w);
+    lt.cublasLtMatmulAlgoConfigGetAttribute(&r->algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile,
+                                            sizeof tile, &w);
+    const ampc_rt_gemm *g = &s->gemm;
+    fprintf(stderr, "ampc: cuBLASLt %s (%lld x %lld x %lld): candidate %d of %d, split-K %d, "
+            "reduction scheme %u, tile id %d, workspace %zu bytes, %.2f waves\n",
+            s->label ? s->label : "?", (long long)g->m, (long long)g->n, (long long)g->k, pick,
+            count, splitk, scheme, tile, r->workspaceSize, (double)r->wavesCount);
+}
+
 /* The tuning cache's key of GEMM g with operand alignments al on this GPU with this cuBLASLt. */
 static void gemm_key(const rt_ctx *ctx, const ampc_rt_gemm *g, const uint32_t al[4], size_t ws_max,
                      char *key, size_t n) {
     snprintf(key, n, "cuBLASLt %lld|%s sm%d|gemm %lldx%lldx%lld b%lld t%d%d ld %lld %lld %lld "
-             "%lld st %lld %lld %lld %lld %s>%s bias %s math%d epi%d al %u %u %u %u ws %zu %s",
+             "%lld st %lld %lld %lld %lld %s>%s bias %s math%d epi%d al %u %u %u %u ws %zu red %u %s",
              (long long)rt_cublaslt_lib.version, ctx->dev.name, ctx->dev.sm, (long long)g->m,
              (long long)g->n, (long long)g->k, (long long)g->batch, g->trans_a, g->trans_b,
              (long long)g->lda, (long long)g->ldb, (long long)g->ldc, (long long)g->ldd,
              (long long)g->stride_a, (long long)g->stride_b, (long long)g->stride_c,
              (long long)g->stride_d, rt_dtype_name(g->dtype_ab), rt_dtype_name(g->dtype_cd),
              rt_dtype_name(g->dtype_bias), g->math, g->epilogue, al[0], al[1], al[2], al[3],
-             ws_max, rt_tune_mode());
+             ws_max, gemm_reduction_mask(), rt_tune_mode());
 }
 
 /* The candidate to keep among the heuristic's results res[0..count) that succeeded and fit
@@ -883,6 +917,9 @@ static ampc_status gemm_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, s
     for (int i = 0; i < 4; i++)
         RT_CUBLAS(e, lt.cublasLtMatmulPreferenceSetAttribute(st->pref, al_attr[i], &al[i],
                                                              sizeof al[i]));
+    const uint32_t red = gemm_reduction_mask();
+    RT_CUBLAS(e, lt.cublasLtMatmulPreferenceSetAttribute(
+                     st->pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red, sizeof red));
 
     cublasLtMatmulHeuristicResult_t res[GEMM_CANDIDATES];
     int count = 0;
@@ -910,6 +947,8 @@ static ampc_status gemm_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, s
                        epi_names[g->epilogue], al[1], al[0], al[2], al[3]);
     st->algo = res[pick].algo;
     *workspace = res[pick].workspaceSize;
+    if (getenv("AMPC_GEMM_VERBOSE") && strcmp(getenv("AMPC_GEMM_VERBOSE"), "0"))
+        say_algo(s, &res[pick], pick, count);
     if (g->sparse24) return sparse_choose(ctx, s, st, workspace, e);
     if (g->own_kernel.name != NULL) return dense_choose(ctx, s, st, workspace, e);
     return AMPC_OK;

@@ -149,12 +149,31 @@ template <typename T, typename Op> __device__ T block_scan(T v, Op op, T id, T &
 }
 
 /* ---- normalisation of short rows in registers ------------------------------------------------ */
+/* The elements a norm reads: a tensor (a pointer), or elem_fn, a function of the flat index
+ * that computes each element where it is read (a chain of elementwise ops before the norm:
+ * passes/fuse_elementwise.c); x[i] reads both. */
+template <typename F> struct elem_fn {
+    F f;
+    __device__ __forceinline__ auto operator[](i64 i) const { return f(i); }
+};
+template <typename F> __device__ __forceinline__ elem_fn<F> elem_fn_of(F f) { return elem_fn<F>{f}; }
+
+/* Elements [at, at + N) of x as floats: one vector load from a tensor, N computed elements. */
+template <int N, typename T> __device__ __forceinline__ void ld_row(const T *x, i64 at, float *v) {
+    ld_vec<N>(x + at, v);
+}
+template <int N, typename F> __device__ __forceinline__ void ld_row(const elem_fn<F> &x, i64 at, float *v) {
+#pragma unroll
+    for (int i = 0; i < N; i++) v[i] = to_f32(x[at + i]);
+}
+
 /* LayerNormalization (CENTER) or RMSNormalization of contiguous rows of LEN elements: one warp a
  * row, the row read once into registers (lane l holds elements [(t * 32 + l) * VEC, + VEC) for
  * t < LEN / (32 * VEC)), vector loads and stores; statistics in f32 over the registers, then
  * y = (x - mean) * inv * scale (+ bias), with Scale and B one row of LEN. Rows blockIdx.x *
  * blockDim.y + threadIdx.y, grid-strided; mean and inv (when not null) get each row's
- * statistics. LEN is a multiple of 32 * VEC; the tensors are aligned to VEC elements.
+ * statistics. LEN is a multiple of 32 * VEC; the tensors are aligned to VEC elements; x is a
+ * tensor or an elem_fn (ld_row).
  * The kernel calls pdl_enter itself (codegen/lower_norm.c). HOLD > 0 (few rows of up to 1024
  * elements, where latency matters more than occupancy): each lane holds its Scale and B in
  * registers, loaded with the row rather than after its statistics; HOLD 2 (Scale and B are
@@ -162,9 +181,9 @@ template <typename T, typename Op> __device__ T block_scan(T v, Op op, T id, T &
  * that grid finishes. Each y is rounded to R (the norm's own output
  * type) before it is stored as Y: a Cast after the norm is written by the norm's kernel, with
  * the values the two kernels would give (codegen/lower_norm.c). */
-template <int LEN, int VEC, bool CENTER, int HOLD, typename R, typename T, typename S,
+template <int LEN, int VEC, bool CENTER, int HOLD, typename R, typename X, typename S,
           typename B, typename Y, typename M>
-__device__ __forceinline__ void norm_rows_warp(const T *x, const S *scale, const B *bias, Y *y,
+__device__ __forceinline__ void norm_rows_warp(X x, const S *scale, const B *bias, Y *y,
                                                M *mean_out, M *inv_out, float eps, i64 n_rows) {
     constexpr int PER = LEN / 32, STEPS = PER / VEC;
     static_assert(HOLD == 0 || PER <= 32, "Scale and B in registers: 2 * PER more a lane");
@@ -184,10 +203,9 @@ __device__ __forceinline__ void norm_rows_warp(const T *x, const S *scale, const
     if (HOLD == 2) pdl_enter();
     for (i64 row = (i64)blockIdx.x * blockDim.y + threadIdx.y; row < n_rows;
          row += (i64)gridDim.x * blockDim.y) {
-        const T *xr = x + row * LEN;
         float v[PER];
 #pragma unroll
-        for (int t = 0; t < STEPS; t++) ld_vec<VEC>(xr + (t * 32 + lane) * VEC, v + t * VEC);
+        for (int t = 0; t < STEPS; t++) ld_row<VEC>(x, row * LEN + (t * 32 + lane) * VEC, v + t * VEC);
         float mean = 0.f;
         if (CENTER) {
 #pragma unroll
