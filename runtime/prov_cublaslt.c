@@ -318,6 +318,12 @@ static float gemm_time(rt_ctx *ctx, const gemm_state *st, const cublasLtMatmulAl
     return rt_time_calls(ctx, gemm_timed_call, &t, ctx->plan_stream, GEMM_ROUNDS);
 }
 
+/* Whether AMPC_GEMM_VERBOSE asks for the choices on stderr (set, and not "0"). */
+static bool gemm_verbose(void) {
+    const char *v = getenv("AMPC_GEMM_VERBOSE");
+    return v && strcmp(v, "0") != 0;
+}
+
 /* AMPC_GEMM_VERBOSE=1: the chosen algorithm's split of K, its reduction scheme and tile. */
 static void say_algo(const ampc_rt_step *s, const cublasLtMatmulHeuristicResult_t *r, int pick,
                      int count) {
@@ -370,7 +376,7 @@ static int gemm_pick(rt_ctx *ctx, const gemm_state *st, const cublasLtMatmulHeur
         res[cached].workspaceSize <= ws_max)
         return cached;
     if (rt_plan_scratch(ctx, 0, e) != AMPC_OK) return -1;
-    const bool verbose = getenv("AMPC_GEMM_VERBOSE") && strcmp(getenv("AMPC_GEMM_VERBOSE"), "0");
+    const bool verbose = gemm_verbose();
     int best = first;
     float best_ms = -1.0f, first_ms = -1.0f;
     for (int i = first; i < count; i++) {
@@ -771,7 +777,7 @@ static ampc_status dense_choose(rt_ctx *ctx, const ampc_rt_step *s, gemm_state *
                                 size_t *workspace, rt_err *e) {
     const char *env = getenv("AMPC_GEMM_KERNEL");
     const bool force = env != NULL && strcmp(env, "1") == 0;
-    const bool verbose = getenv("AMPC_GEMM_VERBOSE") && strcmp(getenv("AMPC_GEMM_VERBOSE"), "0");
+    const bool verbose = gemm_verbose();
     st->own = true;
     st->way = RT_SPARSE_DENSE;
     for (int w = 0; w < RT_SPARSE_WAYS; w++) st->ms[w] = -1;
@@ -947,7 +953,7 @@ static ampc_status gemm_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, s
                        epi_names[g->epilogue], al[1], al[0], al[2], al[3]);
     st->algo = res[pick].algo;
     *workspace = res[pick].workspaceSize;
-    if (getenv("AMPC_GEMM_VERBOSE") && strcmp(getenv("AMPC_GEMM_VERBOSE"), "0"))
+    if (gemm_verbose())
         say_algo(s, &res[pick], pick, count);
     if (g->sparse24) return sparse_choose(ctx, s, st, workspace, e);
     if (g->own_kernel.name != NULL) return dense_choose(ctx, s, st, workspace, e);

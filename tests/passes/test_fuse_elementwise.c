@@ -265,15 +265,20 @@ Test(fuse_elementwise, the_exported_padding_mask_is_one_kernel) {
     }
 }
 
+/* Runs mask graph g (destroying it) on the GPU with padding mask mv [1, 8]: the reference
+ * evaluator's mask exactly. */
+static void mask_same_on_gpu(ampc_graph *g, const int64_t mv[8]) {
+    int64_t m[8];
+    memcpy(m, mv, sizeof m);
+    ampc_tensor in[1] = {{AMPC_DTYPE_I64, SHAPE(1, 8), m}};
+    static const double exact[1] = {0};
+    same_on_gpu(g, in, 1, 1, exact);
+    ampc_graph_destroy(g);
+}
+
 Test(fuse_elementwise_gpu, the_exported_padding_mask) {
-    for (int32_t order = 1; order >= 0; order--) {
-        ampc_graph *g = padding_mask(order);
-        int64_t mv[8] = {1, 1, 0, 1, 0, 0, 1, 1};
-        ampc_tensor in[1] = {{AMPC_DTYPE_I64, SHAPE(1, 8), mv}};
-        static const double tol[1] = {0};
-        same_on_gpu(g, in, 1, 1, tol);
-        ampc_graph_destroy(g);
-    }
+    static const int64_t mv[8] = {1, 1, 0, 1, 0, 0, 1, 1};
+    for (int32_t order = 1; order >= 0; order--) mask_same_on_gpu(padding_mask(order), mv);
 }
 
 /* The mask as transformers 5 exports it at opset 17: Cast(m, bool) [1, 8], Flatten [8, 1],
@@ -306,12 +311,8 @@ Test(fuse_elementwise, a_cast_moves_past_views_into_the_chain) {
 }
 
 Test(fuse_elementwise_gpu, a_cast_moved_past_views) {
-    ampc_graph *g = mask_views();
-    int64_t mv[8] = {1, 0, 0, 1, 1, 0, 1, 1};
-    ampc_tensor in[1] = {{AMPC_DTYPE_I64, SHAPE(1, 8), mv}};
-    static const double exact[1] = {0};
-    same_on_gpu(g, in, 1, 1, exact);
-    ampc_graph_destroy(g);
+    static const int64_t mv[8] = {1, 0, 0, 1, 1, 0, 1, 1};
+    mask_same_on_gpu(mask_views(), mv);
 }
 
 /* BERT's embeddings: Gather(table [11, 8], ids [2, 5]) + position [5, 8] + token type [8], the
