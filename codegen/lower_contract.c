@@ -277,15 +277,17 @@ static ampc_status lower_matmul(ampc_cg *cg, const ampc_node *n) {
     return naive_product(cg, n, &g);
 }
 
-/* ampc.FusedMatMul: one GEMM of all of A's rows by the matrix B; the bias and ReLU go to
- * cuBLASLt's epilogue, the residual z is the C operand with beta = 1; a GELU makes the epilogue
- * one that only ampc's own kernel runs (dense_gemm.c). */
+/* ampc.FusedMatMul: one GEMM of all of A's rows by the matrix B; the bias, ReLU and tanh GELU
+ * go to cuBLASLt's epilogue, the residual z is the C operand with beta = 1; the erf GELU makes
+ * the epilogue one that only ampc's own kernel runs (dense_gemm.c). */
 static ampc_status lower_fused_matmul(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *a = n->inputs[0], *b = n->inputs[1], *y = n->outputs[0];
     const ampc_value *bias = n->n_inputs > 2 ? n->inputs[2] : NULL;
     const ampc_value *z = n->n_inputs > 3 ? n->inputs[3] : NULL;
     const ampc_attr *act = ampc_ir_attr_find(n, "activation");
-    bool gelu = act && act->kind == AMPC_ATTR_STRING && !strcmp(act->s, "Gelu"), relu = act && !gelu;
+    bool gelu = act && act->kind == AMPC_ATTR_STRING && !strcmp(act->s, "Gelu");
+    bool tanh = act && act->kind == AMPC_ATTR_STRING && !strcmp(act->s, "GeluTanh");
+    bool relu = act && !gelu && !tanh;
     ampc_rt_gemm p = gemm_base(cg, a, y);
     p.k = b->shape.dims[0];
     p.n = b->shape.dims[1];
@@ -303,8 +305,14 @@ static ampc_status lower_fused_matmul(ampc_cg *cg, const ampc_node *n) {
     p.a = ampc_cg_ref(cg, a);
     p.b = ampc_cg_ref(cg, b);
     p.d = ampc_cg_ref(cg, y);
-    p.epilogue = bias ? (relu ? AMPC_RT_EPI_BIAS_RELU : gelu ? AMPC_RT_EPI_BIAS_GELU : AMPC_RT_EPI_BIAS)
-                      : (relu ? AMPC_RT_EPI_RELU : gelu ? AMPC_RT_EPI_GELU : AMPC_RT_EPI_NONE);
+    p.epilogue = bias ? (relu   ? AMPC_RT_EPI_BIAS_RELU
+                         : gelu ? AMPC_RT_EPI_BIAS_GELU
+                         : tanh ? AMPC_RT_EPI_BIAS_GELU_TANH
+                                : AMPC_RT_EPI_BIAS)
+                      : (relu   ? AMPC_RT_EPI_RELU
+                         : gelu ? AMPC_RT_EPI_GELU
+                         : tanh ? AMPC_RT_EPI_GELU_TANH
+                                : AMPC_RT_EPI_NONE);
     if (bias) {
         p.bias = ampc_cg_ref(cg, bias);
         p.dtype_bias = bias->dtype;

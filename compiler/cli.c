@@ -186,7 +186,8 @@ static ampc_pipeline_options pipeline_options(const ampc_cli_options *o,
                                    .micro_batches = o->micro_batches,
                                    .sparsity = cli_sparsity(o),
                                    .sparsity_layers = o->sparsity_layers,
-                                   .gemm_kernel = o->gemm_kernel};
+                                   .gemm_kernel = o->gemm_kernel,
+                                   .exact_gelu = o->exact_gelu};
 }
 
 static bool resolve_auto(const ampc_cli_options *o, ampc_auto_result *r);
@@ -640,9 +641,12 @@ static int inspect_library(const ampc_cli_options *o) {
         bool own = gemm && s->gemm.own_kernel.name;
         bool gelu = gemm && (s->gemm.epilogue == AMPC_RT_EPI_GELU ||
                              s->gemm.epilogue == AMPC_RT_EPI_BIAS_GELU);
+        bool tanh = gemm && (s->gemm.epilogue == AMPC_RT_EPI_GELU_TANH ||
+                             s->gemm.epilogue == AMPC_RT_EPI_BIAS_GELU_TANH);
         printf("  %4d  %-8s %-5s %s%s\n", i, step_kind_name(s), step_precision(s),
                s->label ? s->label : "",
                gelu        ? "  [GELU epilogue: ampc's kernel]"
+               : tanh      ? "  [GELU epilogue, tanh form: cuBLASLt]"
                : sp && own ? "  [2:4: ampc's kernel or cuSPARSELt where faster at load]"
                : sp        ? "  [2:4: cuSPARSELt where faster at load]"
                : own       ? "  [ampc's kernel where faster at load]"

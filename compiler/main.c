@@ -54,6 +54,8 @@ static const char usage[] =
     "                        cuDNN's fused engines; nchw keeps them NCHW\n"
     "  --gemm-kernel         ampc's own tensor-core GEMM: the erf GELU fused into the GEMM,\n"
     "                        and each f16/bf16 GEMM timed against cuBLASLt at load\n"
+    "  --exact-gelu          keep an erf GELU after an f16/bf16 matmul exact: not fused into\n"
+    "                        cuBLASLt's epilogue as the tanh form (within 4.8e-4 of it)\n"
     "  --gpus N --partition tensor\n"
     "                        split matmul pairs with constant weights over N GPUs (column-\n"
     "                        then row-parallel, one all-reduce each); -o builds one\n"
@@ -209,6 +211,8 @@ static int parse_args(int argc, char **argv, ampc_cli_options *o) {
             o->micro_batches = (int32_t)n;
         } else if (!strcmp(a, "--gemm-kernel")) {
             o->gemm_kernel = true;
+        } else if (!strcmp(a, "--exact-gelu")) {
+            o->exact_gelu = true;
         } else if (is_opt(a, "--layout")) {
             if (!(v = opt_value(argc, argv, &i, "--layout"))) return 2;
             if (strcmp(v, "nchw") && strcmp(v, "nhwc"))

@@ -5,11 +5,17 @@
  * beta = 1) instead of a GEMM and up to three elementwise passes over its output. Transformer
  * layers export exactly this: MatMul -> Add(bias) [-> Add(residual)] for every projection.
  *
- * With ampc's own GEMM kernel asked for (--gemm-kernel, g->gemm_kernel), the GELU (erf form, as
- * fuse-gelu writes it) ends a chain too, for f16/bf16 products with K and N multiples of 8: that
- * kernel runs the epilogue exactly (codegen/dense_gemm.c), where cuBLASLt's GELU epilogue is the
- * tanh approximation. torch.onnx writes every BERT FFN as
- * MatMul -> Add(bias) -> GELU; the GELU's pass over the [tokens, 4 hidden] activation goes.
+ * A GELU ends a chain too; torch.onnx writes every BERT FFN as MatMul -> Add(bias) -> GELU, and
+ * the GELU's pass over the [tokens, 4 hidden] activation goes:
+ *   - approximate = "tanh": activation "GeluTanh", cuBLASLt's GELU epilogue, which is that form;
+ *   - the erf form (as fuse-gelu writes it), with ampc's own GEMM kernel asked for
+ *     (--gemm-kernel, g->gemm_kernel) and an f16/bf16 product with K and N multiples of 8:
+ *     activation "Gelu", which that kernel runs exactly (codegen/dense_gemm.c);
+ *   - the erf form after any other f16/bf16 product: "GeluTanh", unless --exact-gelu
+ *     (g->exact_gelu). The tanh form is within 4.8e-4 of the erf form for every input (at most
+ *     0.3 of f16's own rounding error for x >= 0; largest, relative to the tiny result, for x in
+ *     [-5, -2]; docs/precision.md). On the H200 this takes BERT-base's steps' graph from 0.394 to
+ *     0.374 ms at one sequence and from 1.722 to 1.603 ms at 32 (docs/benchmarks.md).
  *
  * The chain starts at a MatMul whose B is a matrix ([K, N]) and whose A has rank >= 2 (so the
  * product is one GEMM of all of A's rows), nothing empty, with a float type other than f64 (cuBLASLt's
@@ -39,7 +45,7 @@ typedef struct chain {
     int32_t n_nodes;
     ampc_value *b;         /* the [K, N] matrix (a transposed copy for a Gemm with transB) */
     ampc_value *bias, *z;
-    const char *act; /* "Relu", "Gelu" or NULL; ends the chain */
+    const char *act; /* "Relu", "Gelu", "GeluTanh" or NULL; ends the chain */
 } chain;
 
 static bool is_bias(const ampc_value *c, const ampc_value *cur, int64_t nn) {
@@ -83,10 +89,8 @@ static ampc_value *matrix_b(ampc_graph *g, const ampc_node *n) {
     return v;
 }
 
-/* A GELU that ampc's own GEMM kernel can take as the epilogue of this product (file comment). */
-static bool gelu_fits(const ampc_node *gelu, const ampc_value *cur, const chain *c) {
-    const ampc_attr *ap = ampc_ir_attr_find(gelu, "approximate");
-    if (ap && (ap->kind != AMPC_ATTR_STRING || strcmp(ap->s, "none"))) return false;
+/* Whether ampc's own GEMM kernel can take an erf GELU as the epilogue of this product. */
+static bool gelu_fits(const ampc_value *cur, const chain *c) {
     const ampc_value *a = c->mm->inputs[0]; /* [..., K]: transA is 0 */
     int64_t k = a->shape.dims[a->shape.rank - 1];
     int64_t nn = cur->shape.dims[cur->shape.rank - 1];
@@ -94,15 +98,26 @@ static bool gelu_fits(const ampc_node *gelu, const ampc_value *cur, const chain 
            a->dtype == cur->dtype && k % 8 == 0 && nn % 8 == 0;
 }
 
+/* The activation a GELU after this product becomes in the epilogue, or NULL when it stays a
+ * node of its own (file comment). */
+static const char *gelu_act(const ampc_graph *g, const ampc_node *gelu, const ampc_value *cur,
+                            const chain *c) {
+    const ampc_attr *ap = ampc_ir_attr_find(gelu, "approximate");
+    if (ap && ap->kind == AMPC_ATTR_STRING && !strcmp(ap->s, "tanh")) return "GeluTanh";
+    if (ap && (ap->kind != AMPC_ATTR_STRING || strcmp(ap->s, "none"))) return NULL;
+    if (g->gemm_kernel && gelu_fits(cur, c)) return "Gelu";
+    bool low = cur->dtype == AMPC_DTYPE_F16 || cur->dtype == AMPC_DTYPE_BF16;
+    return low && !g->exact_gelu ? "GeluTanh" : NULL;
+}
+
 /* Follows the chain from mm as far as the rules allow; false when nothing follows it. */
-static bool grow(chain *c, const ampc_uses *uses, bool gemm_kernel) {
+static bool grow(const ampc_graph *g, chain *c, const ampc_uses *uses) {
     ampc_value *cur = c->mm->outputs[0];
     int64_t nn = cur->shape.dims[cur->shape.rank - 1];
     for (ampc_node *next; (next = ampc_pass_only_user(uses, cur)) && !c->act;) {
         if (next->op == AMPC_OP_RELU) {
             c->act = "Relu";
-        } else if (next->op == AMPC_OP_GELU && gemm_kernel && gelu_fits(next, cur, c)) {
-            c->act = "Gelu";
+        } else if (next->op == AMPC_OP_GELU && (c->act = gelu_act(g, next, cur, c)) != NULL) {
         } else if (next->op == AMPC_OP_ADD && next->n_inputs == 2) {
             ampc_value *other = next->inputs[0] == cur ? next->inputs[1] : next->inputs[0];
             if (next->inputs[0] == next->inputs[1]) break;
@@ -151,7 +166,7 @@ ampc_status ampc_pass_fuse_matmul(ampc_graph *g, bool *changed) {
         if (n->dead || !(n->op == AMPC_OP_MATMUL ? float_product(n)
                          : n->op == AMPC_OP_GEMM && gemm_qualifies(g, n, &c)))
             continue;
-        if (!grow(&c, &uses, g->gemm_kernel)) continue;
+        if (!grow(g, &c, &uses)) continue;
         if (!(c.b = matrix_b(g, n))) {
             st = AMPC_FAIL(g, n, AMPC_E_OOM, "out of memory transposing the weights");
             break;

@@ -207,6 +207,9 @@ typedef struct rt_ctx {
     int32_t n_io_bind;
 } rt_ctx;
 
+/* AMPC_GRAPH_VERBOSE=1 / 2: a count of captured graph g's nodes / and each node (graph.c). */
+void rt_graph_describe(cudaGraph_t g);
+
 /* The planning scratch (ctx->scratch), at least `need` bytes: made on first need with a quarter
  * of the free device memory up to 256 MiB (or `need`, when more), made again larger when a
  * later caller needs more; the model frees it once every step is planned. */

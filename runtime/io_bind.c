@@ -178,9 +178,12 @@ static ampc_status capture(ampc_rt_model *m, void **ptr, cudaGraphExec_t *exec, 
             if (st == AMPC_OK && rc != cudaSuccess)
                 rt_fail_cuda(e, rc, "cudaStreamEndCapture(m->stream, &g)", __func__, __FILE__,
                              __LINE__);
-            else if (st == AMPC_OK && (rc = cudaGraphInstantiateWithFlags(exec, g, 0)) != cudaSuccess)
-                rt_fail_cuda(e, rc, "cudaGraphInstantiateWithFlags(exec, g, 0)", __func__,
-                             __FILE__, __LINE__);
+            else if (st == AMPC_OK) {
+                rt_graph_describe(g);
+                if ((rc = cudaGraphInstantiateWithFlags(exec, g, 0)) != cudaSuccess)
+                    rt_fail_cuda(e, rc, "cudaGraphInstantiateWithFlags(exec, g, 0)", __func__,
+                                 __FILE__, __LINE__);
+            }
         }
     }
     if (g) (void)cudaGraphDestroy(g);

@@ -487,6 +487,7 @@ static void try_capture(ampc_rt_model *m) {
             rt_fail_cuda(&ce, rc, "cudaStreamEndCapture(m->stream, &g)", __func__, __FILE__,
                          __LINE__);
         else if (s == AMPC_OK && g != NULL) {
+            rt_graph_describe(g);
             rc = cudaGraphInstantiateWithFlags(&m->exec, g, 0);
             if (rc != cudaSuccess)
                 rt_fail_cuda(&ce, rc, "cudaGraphInstantiateWithFlags(&m->exec, g, 0)", __func__,

@@ -108,8 +108,10 @@ typedef enum ampc_rt_epilogue {
     AMPC_RT_EPI_BIAS,      /* + bias[n] */
     AMPC_RT_EPI_RELU,      /* max(x, 0) */
     AMPC_RT_EPI_BIAS_RELU,
-    AMPC_RT_EPI_GELU,      /* erf form */
+    AMPC_RT_EPI_GELU,      /* erf form (ampc's own kernel only) */
     AMPC_RT_EPI_BIAS_GELU,
+    AMPC_RT_EPI_GELU_TANH, /* tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    AMPC_RT_EPI_BIAS_GELU_TANH,
 } ampc_rt_epilogue;
 
 typedef enum ampc_rt_math {

@@ -139,12 +139,14 @@ ampc_status rt_fail_cublas(rt_err *e, int rc, const char *stmt, const char *func
 
 /* ---- static rules ---------------------------------------------------------------------------- */
 
-static const char *const epi_names[] = {"NONE", "BIAS", "RELU", "BIAS_RELU", "GELU", "BIAS_GELU"};
+static const char *const epi_names[] = {"NONE",      "BIAS",      "RELU",     "BIAS_RELU",
+                                        "GELU",      "BIAS_GELU", "GELU_TANH", "BIAS_GELU_TANH"};
 
 static bool epi_gelu(uint8_t epi) { return epi == AMPC_RT_EPI_GELU || epi == AMPC_RT_EPI_BIAS_GELU; }
 
 static bool epi_has_bias(uint8_t epi) {
-    return epi == AMPC_RT_EPI_BIAS || epi == AMPC_RT_EPI_BIAS_RELU || epi == AMPC_RT_EPI_BIAS_GELU;
+    return epi == AMPC_RT_EPI_BIAS || epi == AMPC_RT_EPI_BIAS_RELU || epi == AMPC_RT_EPI_BIAS_GELU ||
+           epi == AMPC_RT_EPI_BIAS_GELU_TANH;
 }
 
 /* The (A/B, C/D) dtype pairs cuBLASLt runs for us. */
@@ -179,7 +181,7 @@ static ampc_status gemm_supports(const rt_ctx *ctx, const ampc_rt_plan *p, const
         return rt_fail(e, AMPC_E_INVALID_ARG, "matmul has m=%lld n=%lld k=%lld batch=%lld: sizes "
                        "must be >= 0 and batch in [1, 2^31)", (long long)g->m, (long long)g->n,
                        (long long)g->k, (long long)g->batch);
-    if (g->epilogue > AMPC_RT_EPI_BIAS_GELU || g->math > AMPC_RT_MATH_TF32)
+    if (g->epilogue > AMPC_RT_EPI_BIAS_GELU_TANH || g->math > AMPC_RT_MATH_TF32)
         return rt_fail(e, AMPC_E_INVALID_ARG, "matmul has epilogue %u and math %u; the known "
                        "values are 0 to 5 and 0 to 1", g->epilogue, g->math);
     if (epi_gelu(g->epilogue) && g->own_kernel.name == NULL)
@@ -324,18 +326,21 @@ static bool gemm_verbose(void) {
     return v && strcmp(v, "0") != 0;
 }
 
+/* An algorithm's configuration attribute (a 32-bit one), 0 when cuBLASLt does not say. */
+static uint32_t algo_u32(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t attr) {
+    uint32_t v = 0;
+    size_t w = 0;
+    if (lt.cublasLtMatmulAlgoConfigGetAttribute(a, attr, &v, sizeof v, &w) != CUBLAS_STATUS_SUCCESS)
+        v = 0;
+    return v;
+}
+
 /* AMPC_GEMM_VERBOSE=1: the chosen algorithm's split of K, its reduction scheme and tile. */
 static void say_algo(const ampc_rt_step *s, const cublasLtMatmulHeuristicResult_t *r, int pick,
                      int count) {
-    int32_t splitk = 0, tile = 0;
-    uint32_t scheme = 0;
-    size_t w = 0;
-    lt.cublasLtMatmulAlgoConfigGetAttribute(&r->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
-                                            sizeof splitk, &w);
-    lt.cublasLtMatmulAlgoConfigGetAttribute(&r->algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
-                                            &scheme, sizeof scheme, &w);
-    lt.cublasLtMatmulAlgoConfigGetAttribute(&r->algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile,
-                                            sizeof tile, &w);
+    int32_t splitk = (int32_t)algo_u32(&r->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
+    int32_t tile = (int32_t)algo_u32(&r->algo, CUBLASLT_ALGO_CONFIG_TILE_ID);
+    uint32_t scheme = algo_u32(&r->algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME);
     const ampc_rt_gemm *g = &s->gemm;
     fprintf(stderr, "ampc: cuBLASLt %s (%lld x %lld x %lld): candidate %d of %d, split-K %d, "
             "reduction scheme %u, tile id %d, workspace %zu bytes, %.2f waves\n",
@@ -870,6 +875,8 @@ static ampc_status gemm_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, s
     case AMPC_RT_EPI_BIAS: epi = CUBLASLT_EPILOGUE_BIAS; break;
     case AMPC_RT_EPI_RELU: epi = CUBLASLT_EPILOGUE_RELU; break;
     case AMPC_RT_EPI_BIAS_RELU: epi = CUBLASLT_EPILOGUE_RELU_BIAS; break;
+    case AMPC_RT_EPI_GELU_TANH: epi = CUBLASLT_EPILOGUE_GELU; break; /* cuBLASLt's is the tanh form */
+    case AMPC_RT_EPI_BIAS_GELU_TANH: epi = CUBLASLT_EPILOGUE_GELU_BIAS; break;
     default: break;
     }
     RT_CUBLAS(e, lt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,

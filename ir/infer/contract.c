@@ -76,8 +76,9 @@ ampc_status ampc_infer_matmul(ampc_graph *g, ampc_node *n) {
 
 /* ampc.FusedMatMul: MatMul's rules with B a matrix and A of rank >= 2 (the product is one GEMM
  * of prod(A's leading dims) rows); bias (input 2) holds N elements of Y's dtype with N last;
- * z (input 3) has Y's shape; the activation is absent, "Relu", or "Gelu" (the erf form) for
- * f16/bf16, the types of ampc's own GEMM kernel which runs that epilogue; floats only. */
+ * z (input 3) has Y's shape; the activation is absent, "Relu", "GeluTanh" (GELU's tanh form, in
+ * cuBLASLt's epilogue), or "Gelu" (the erf form) for f16/bf16, the types of ampc's own GEMM
+ * kernel which runs that epilogue; floats only. */
 ampc_status ampc_infer_fused_matmul(ampc_graph *g, ampc_node *n) {
     ampc_status st = ampc_infer_matmul(g, n);
     if (st) return st;
@@ -97,11 +98,12 @@ ampc_status ampc_infer_fused_matmul(ampc_graph *g, ampc_node *n) {
         return AMPC_FAIL(g, n, AMPC_E_SHAPE, "the residual input 3 '%s' must have the output's "
                          "shape", z->name);
     const ampc_attr *act = ampc_ir_attr_find(n, "activation");
-    if (act && (act->kind != AMPC_ATTR_STRING || strcmp(act->s, "Relu")) &&
+    if (act && (act->kind != AMPC_ATTR_STRING || (strcmp(act->s, "Relu") && strcmp(act->s, "GeluTanh"))) &&
         !(act->kind == AMPC_ATTR_STRING && !strcmp(act->s, "Gelu") &&
           (y->dtype == AMPC_DTYPE_F16 || y->dtype == AMPC_DTYPE_BF16)))
         return AMPC_FAIL(g, n, AMPC_E_ATTR, "attribute 'activation' must be the string \"Relu\" "
-                         "(or \"Gelu\" for f16/bf16) when present, found %s%s%s on %s",
+                         "or \"GeluTanh\" (or \"Gelu\" for f16/bf16) when present, found %s%s%s "
+                         "on %s",
                          act->kind == AMPC_ATTR_STRING ? "\"" : "a non-string",
                          act->kind == AMPC_ATTR_STRING ? act->s : "",
                          act->kind == AMPC_ATTR_STRING ? "\"" : "", ampc_dtype_name(y->dtype));

@@ -58,13 +58,14 @@ static void mm_i64(const int64_t *a, const int64_t *b, int64_t m, int64_t k, int
 }
 
 /* The product, then (ampc.FusedMatMul) + bias[col] + z and ReLU before the one rounding. */
-/* ampc.FusedMatMul's activation (ops.def): none, ReLU, or GELU in its erf form. */
-enum { ACT_NONE, ACT_RELU, ACT_GELU };
+/* ampc.FusedMatMul's activation (ops.def): none, ReLU, or GELU in its erf or tanh form. */
+enum { ACT_NONE, ACT_RELU, ACT_GELU, ACT_GELU_TANH };
 
 static int activation_of(const ampc_node *n) {
     const ampc_attr *a = ampc_ir_attr_find(n, "activation");
     if (!a) return ACT_NONE;
-    return a->kind == AMPC_ATTR_STRING && !strcmp(a->s, "Gelu") ? ACT_GELU : ACT_RELU;
+    if (a->kind == AMPC_ATTR_STRING && !strcmp(a->s, "Gelu")) return ACT_GELU;
+    return a->kind == AMPC_ATTR_STRING && !strcmp(a->s, "GeluTanh") ? ACT_GELU_TANH : ACT_RELU;
 }
 
 static ampc_status matmul(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
@@ -103,6 +104,8 @@ static ampc_status matmul(ampc_graph *g, const ampc_node *n, const ampc_tensor *
                 if (z) v += ampc_ref_load_f64(z->data, z->dtype, oy + i);
                 if (act == ACT_RELU && v < 0) v = 0;
                 if (act == ACT_GELU) v = 0.5 * v * (1.0 + erf(v * 0.70710678118654752440));
+                if (act == ACT_GELU_TANH)
+                    v = 0.5 * v * (1.0 + tanh(0.79788456080286535588 * (v + 0.044715 * v * v * v)));
                 ampc_ref_store_f64(y->data, y->dtype, oy + i, v);
             }
         } else {

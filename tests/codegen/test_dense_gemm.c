@@ -2,11 +2,14 @@
  * test_dense_gemm.c — ampc's own dense GEMM kernel (codegen/dense_gemm.c,
  * codegen/kernels/gemm.cuh) and the GELU epilogue that needs it (passes/fuse_matmul.c), on the
  * CPU, with --gemm-kernel (ampc_pipeline_options.gemm_kernel) unless said otherwise:
- *   - without it, nothing changes: the GELU keeps its step, no GEMM step gets the kernel;
+ *   - without it, no GEMM step gets the kernel, and an f16 GELU goes to cuBLASLt's tanh-form
+ *     epilogue (with --exact-gelu it keeps its step);
  *   - MatMul -> Add(bias) -> Gelu (f16, bf16) becomes one GEMM step with the BIAS_GELU epilogue
  *     and its own_kernel, no step of its own for the GELU; the pipeline's verification (the
  *     reference evaluator before and after every pass) holds;
- *   - what keeps the GELU apart: f32, K or N not a multiple of 8, the tanh GELU;
+ *   - where the kernel cannot take the product (K or N not a multiple of 8) an f16 GELU goes to
+ *     the tanh-form epilogue, as the tanh GELU always does (cuBLASLt's, no kernel of ampc's);
+ *     an erf GELU after an f32 product keeps its step;
  *   - fold-scale does not move a scalar through a GELU epilogue;
  *   - every f16/bf16 GEMM step the kernel takes gets it as a candidate, with the tile the
  *     product's size asks for; a Gemm with transB reads W^T where it lies;
@@ -46,14 +49,19 @@ static ampc_graph *graph(ampc_dtype t, int64_t m, int64_t n, int64_t k, epi_kind
     return g;
 }
 
-/* With --gemm-kernel (gemm_kernel), or without. */
-static ampc_module *compile_with(ampc_graph *g, const int32_t *archs, int32_t n_archs, bool own) {
-    ampc_pipeline_options po = {.verify = true, .gemm_kernel = own};
+/* With --gemm-kernel (gemm_kernel) or without, and with --exact-gelu (exact) or without. */
+static ampc_module *compile_opts(ampc_graph *g, const int32_t *archs, int32_t n_archs, bool own,
+                                 bool exact) {
+    ampc_pipeline_options po = {.verify = true, .gemm_kernel = own, .exact_gelu = exact};
     ampc_compile_options o = {.archs = archs, .n_archs = n_archs, .cache_dir = "", .pipeline = &po};
     ampc_module *mod = NULL;
     ampc_status st = ampc_compile(g, &o, &mod);
     cr_assert_eq(st, AMPC_OK, "compile: %s", ampc_graph_errors(g));
     return mod;
+}
+
+static ampc_module *compile_with(ampc_graph *g, const int32_t *archs, int32_t n_archs, bool own) {
+    return compile_opts(g, archs, n_archs, own, false);
 }
 
 static ampc_module *compile(ampc_graph *g, const int32_t *archs, int32_t n_archs) {
@@ -100,16 +108,19 @@ static void gelu_joins(ampc_dtype t) {
 Test(dense_gemm, bias_gelu_becomes_the_epilogue_f16) { gelu_joins(AMPC_DTYPE_F16); }
 Test(dense_gemm, bias_gelu_becomes_the_epilogue_bf16) { gelu_joins(AMPC_DTYPE_BF16); }
 
-/* Without --gemm-kernel: the GELU keeps its step, no GEMM step gets the kernel. */
+/* Without --gemm-kernel no GEMM step gets the kernel: the f16 GELU goes to cuBLASLt's tanh-form
+ * epilogue, or with --exact-gelu keeps its step. */
 Test(dense_gemm, off_by_default) {
     static const int32_t none = 0;
-    ampc_graph *g = graph(AMPC_DTYPE_F16, 128, 256, 64, E_BIAS_GELU);
-    ampc_module *mod = compile_with(g, &none, 0, false);
-    cr_assert_eq(count_steps(mod, AMPC_RT_STEP_KERNEL), 1, "the GELU's own step");
-    cr_assert_eq(the_gemm(mod)->epilogue, AMPC_RT_EPI_BIAS);
-    cr_assert_null(the_gemm(mod)->own_kernel.name);
-    ampc_module_destroy(mod);
-    ampc_graph_destroy(g);
+    for (int exact = 0; exact < 2; exact++) {
+        ampc_graph *g = graph(AMPC_DTYPE_F16, 128, 256, 64, E_BIAS_GELU);
+        ampc_module *mod = compile_opts(g, &none, 0, false, exact);
+        cr_assert_eq(count_steps(mod, AMPC_RT_STEP_KERNEL), exact, "exact %d: the GELU's steps", exact);
+        cr_assert_eq(the_gemm(mod)->epilogue, exact ? AMPC_RT_EPI_BIAS : AMPC_RT_EPI_BIAS_GELU_TANH);
+        cr_assert_null(the_gemm(mod)->own_kernel.name);
+        ampc_module_destroy(mod);
+        ampc_graph_destroy(g);
+    }
 }
 
 Test(dense_gemm, gelu_without_bias) {
@@ -122,25 +133,32 @@ Test(dense_gemm, gelu_without_bias) {
     ampc_graph_destroy(g);
 }
 
-/* The GELU stays a step of its own where the kernel cannot take the product. */
-static void gelu_stays(ampc_dtype t, int64_t n, int64_t k, const char *what) {
+/* Where the kernel cannot take the product, the GELU becomes epilogue `want` (no kernel of
+ * ampc's) or, with want NONE, stays a step of its own. */
+static void gelu_where(ampc_dtype t, int64_t n, int64_t k, bool exact, ampc_rt_epilogue want,
+                       const char *what) {
     static const int32_t none = 0;
     ampc_graph *g = graph(t, 16, n, k, E_BIAS_GELU);
-    ampc_module *mod = compile(g, &none, 0);
+    ampc_module *mod = compile_opts(g, &none, 0, true, exact);
+    bool apart = want == AMPC_RT_EPI_NONE;
     cr_assert_eq(count_steps(mod, AMPC_RT_STEP_GEMM), 1, "%s", what);
-    cr_assert_eq(count_steps(mod, AMPC_RT_STEP_KERNEL), 1, "%s: the GELU's own step", what);
-    cr_assert_eq(the_gemm(mod)->epilogue, AMPC_RT_EPI_BIAS, "%s", what);
+    cr_assert_eq(count_steps(mod, AMPC_RT_STEP_KERNEL), apart, "%s: the GELU's own steps", what);
+    cr_assert_eq(the_gemm(mod)->epilogue, apart ? AMPC_RT_EPI_BIAS : want, "%s", what);
+    if (!apart) cr_assert_null(the_gemm(mod)->own_kernel.name, "%s", what);
     ampc_module_destroy(mod);
     ampc_graph_destroy(g);
 }
 
-Test(dense_gemm, gelu_stays_apart_where_the_kernel_cannot_run) {
-    gelu_stays(AMPC_DTYPE_F32, 64, 32, "f32");
-    gelu_stays(AMPC_DTYPE_F16, 60, 32, "N = 60");
-    gelu_stays(AMPC_DTYPE_F16, 64, 36, "K = 36");
+Test(dense_gemm, gelu_where_the_kernel_cannot_run) {
+    gelu_where(AMPC_DTYPE_F32, 64, 32, false, AMPC_RT_EPI_NONE, "f32");
+    gelu_where(AMPC_DTYPE_F16, 60, 32, false, AMPC_RT_EPI_BIAS_GELU_TANH, "N = 60");
+    gelu_where(AMPC_DTYPE_F16, 64, 36, false, AMPC_RT_EPI_BIAS_GELU_TANH, "K = 36");
+    gelu_where(AMPC_DTYPE_F16, 60, 32, true, AMPC_RT_EPI_NONE, "N = 60, --exact-gelu");
 }
 
-Test(dense_gemm, tanh_gelu_stays_apart) {
+/* A GELU of approximate = "tanh" is cuBLASLt's epilogue exactly: it joins, without ampc's kernel,
+ * also with --exact-gelu. */
+Test(dense_gemm, tanh_gelu_joins_on_cublaslt) {
     static const int32_t none = 0;
     ampc_graph *g = ampc_graph_create("tanh");
     int64_t xd[2] = {16, 32}, wd[2] = {32, 64};
@@ -151,9 +169,10 @@ Test(dense_gemm, tanh_gelu_stays_apart) {
     ampc_attr_arg tanh = AMPC_ATTR_S("approximate", "tanh");
     y = ampc_op(g, "Gelu", &y, 1, &tanh, 1);
     cr_assert_eq(ampc_output(g, y, "y"), AMPC_OK, "%s", ampc_graph_errors(g));
-    ampc_module *mod = compile(g, &none, 0);
-    cr_assert_eq(count_steps(mod, AMPC_RT_STEP_KERNEL), 1, "the tanh GELU is not the epilogue");
-    cr_assert_eq(the_gemm(mod)->epilogue, AMPC_RT_EPI_NONE);
+    ampc_module *mod = compile_opts(g, &none, 0, true, true);
+    cr_assert_eq(count_steps(mod, AMPC_RT_STEP_KERNEL), 0, "the tanh GELU kept a step");
+    cr_assert_eq(the_gemm(mod)->epilogue, AMPC_RT_EPI_GELU_TANH);
+    cr_assert_null(the_gemm(mod)->own_kernel.name);
     ampc_module_destroy(mod);
     ampc_graph_destroy(g);
 }

@@ -102,6 +102,52 @@ Test(fuse_matmul, what_must_not_fuse_stays) {
     ampc_graph_destroy(g);
 }
 
+/* y = GELU(x @ W + b) in dtype t (x an f32 input [16, 64], cast), pre-activations spread over
+ * about [-6, 6]. */
+static ampc_graph *gelu_graph(ampc_dtype t) {
+    ampc_graph *g = ampc_graph_create("gelu");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(16, 64));
+    if (t != AMPC_DTYPE_F32) x = ampc_cast(g, x, t);
+    double w[64 * 32], b[32];
+    for (int i = 0; i < 64 * 32; i++) w[i] = ((i * 7) % 13 - 6) / 64.0;
+    for (int i = 0; i < 32; i++) b[i] = (i % 13 - 6);
+    ampc_value *wv = t_const_f32(g, SHAPE(64, 32), w), *bv = t_const_f32(g, SHAPE(32), b);
+    if (t != AMPC_DTYPE_F32) wv = ampc_cast(g, wv, t), bv = ampc_cast(g, bv, t);
+    ampc_output(g, ampc_gelu(g, ampc_add(g, ampc_matmul(g, x, wv), bv)), "y");
+    return g;
+}
+
+/* The erf GELU after an f16 product becomes the tanh form in the epilogue ("GeluTanh"), within
+ * 4.8e-4 of the erf form on the reference evaluator, plus two f16 roundings (the unfused graph
+ * rounds the product and the bias Add too); with exact_gelu, or after an f32 product, the GELU
+ * stays. */
+Test(fuse_matmul, erf_gelu_after_f16_becomes_the_tanh_epilogue) {
+    for (int c = 0; c < 3; c++) {
+        ampc_dtype t = c == 2 ? AMPC_DTYPE_F32 : AMPC_DTYPE_F16;
+        ampc_graph *a = gelu_graph(t), *ref = gelu_graph(t);
+        ampc_pipeline_options po = {.verify = true, .exact_gelu = c == 1};
+        cr_assert_eq(ampc_graph_optimize(a, &po), AMPC_OK, "%s", ampc_graph_errors(a));
+        cr_assert_eq(t_count_op(a, AMPC_OP_GELU), c == 0 ? 0 : 1, "case %d", c);
+        cr_assert_eq(t_count_op(a, AMPC_OP_FUSED_MATMUL), 1, "case %d", c);
+        const ampc_attr *act = NULL;
+        for (int32_t i = 0; i < a->n_nodes; i++)
+            if (a->nodes[i]->op == AMPC_OP_FUSED_MATMUL) act = ampc_ir_attr_find(a->nodes[i], "activation");
+        if (c == 0) cr_assert(act && !strcmp(act->s, "GeluTanh"), "no GeluTanh activation");
+        else cr_assert_null(act, "case %d took the GELU", c);
+        float xf[16 * 64];
+        uint64_t seed = 9;
+        ampc_tensor x = t_tensor(AMPC_DTYPE_F32, SHAPE(16, 64), xf), ya, yr;
+        t_fill_uniform_f32(&x, "x", &seed);
+        cr_assert_eq(ampc_graph_evaluate(a, &x, 1, &ya, 1), AMPC_OK, "%s", ampc_graph_errors(a));
+        cr_assert_eq(ampc_graph_evaluate(ref, &x, 1, &yr, 1), AMPC_OK, "%s", ampc_graph_errors(ref));
+        char msg[512];
+        cr_assert(t_tensors_close(&ya, &yr, 1.0 / 512, 4.8e-4, "y", msg, sizeof msg), "case %d: %s",
+                  c, msg);
+        ampc_tensor_free(&ya), ampc_tensor_free(&yr);
+        ampc_graph_destroy(a), ampc_graph_destroy(ref);
+    }
+}
+
 /* Without a GPU: the full chain compiles to one cuBLASLt step per MatMul. */
 Test(fuse_matmul, one_step_per_matmul, .timeout = 60) {
     ampc_graph *g = chain(true, true, true);

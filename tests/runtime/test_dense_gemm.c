@@ -7,7 +7,9 @@
  *     AMPC_GEMM_KERNEL says, at BERT's FFN shape and with tails in M, N and K;
  *   - AMPC_GEMM_KERNEL=1 puts every other epilogue (none, bias, bias + ReLU, the residual, a
  *     Gemm's W^T) and every tile configuration on the kernel;
- *   - AMPC_GEMM_KERNEL=0 keeps cuBLASLt; the default keeps whichever was timed faster.
+ *   - AMPC_GEMM_KERNEL=0 keeps cuBLASLt; the default keeps whichever was timed faster;
+ *   - without --gemm-kernel, the erf GELU runs as cuBLASLt's tanh-form epilogue, within the
+ *     bound docs/precision.md gives.
  * On a machine without a GPU every case skips.
  */
 #define _GNU_SOURCE /* setenv */
@@ -17,6 +19,7 @@
 #include "ir/ref/ref.h"
 #include "runtime/internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,14 +48,15 @@ static void *uniform(ampc_dtype t, int64_t n, double scale, uint64_t seed) {
     return p;
 }
 
-static ampc_graph *build(kind kd, ampc_dtype t, int64_t m, int64_t n, int64_t k) {
+/* The product of kind kd with x [m, k] an input and constants w, b (uniform in +-bscale), z. */
+static ampc_graph *build(kind kd, ampc_dtype t, int64_t m, int64_t n, int64_t k, double bscale) {
     ampc_graph *g = ampc_graph_create("dense");
     int64_t xd[2] = {m, k}, yd[2] = {m, n};
     bool tb = kd == K_GEMM_TB;
     int64_t wd[2] = {tb ? n : k, tb ? k : n};
     ampc_value *x = ampc_input(g, "x", t, 2, xd);
     void *w = uniform(t, k * n, 2.0 / (double)k, 3); /* outputs of order 1 */
-    void *b = uniform(t, n, 1.0, 5), *z = uniform(t, m * n, 1.0, 9);
+    void *b = uniform(t, n, bscale, 5), *z = uniform(t, m * n, 1.0, 9);
     ampc_value *wv = ampc_constant(g, "w", t, 2, wd, w);
     ampc_value *bias = ampc_constant(g, "b", t, 1, &n, b), *y;
     if (tb) {
@@ -76,7 +80,7 @@ static const char *run_case(kind kd, ampc_dtype t, int64_t m, int64_t n, int64_t
     t_skip_without_gpu();
     if (mode) setenv("AMPC_GEMM_KERNEL", mode, 1);
     else unsetenv("AMPC_GEMM_KERNEL");
-    ampc_graph *g = build(kd, t, m, n, k);
+    ampc_graph *g = build(kd, t, m, n, k, 1.0);
     ampc_tensor x = {t, {2, {m, k}}, uniform(t, m * k, 1.0, 11)}, ref;
     cr_assert_eq(ampc_graph_evaluate(g, &x, 1, &ref, 1), AMPC_OK, "%s", ampc_graph_errors(g));
     static const int32_t none = 0;
@@ -150,4 +154,45 @@ Test(dense_gemm_gpu, off_keeps_cublaslt_and_auto_runs) {
     expect_on("cuBLASLt", K_BIAS_RELU, AMPC_DTYPE_F16, 128, 768, 768, "0");
     const char *on = run_case(K_BIAS_RELU, AMPC_DTYPE_F16, 128, 768, 768, NULL);
     cr_assert(!strcmp(on, "cuBLASLt") || !strcmp(on, "ampc-gemm"), "%s", on);
+}
+
+/* BERT's FFN in f16 without --gemm-kernel, y = GELU(x @ w + b) with pre-activations spread over
+ * [-6, 6]: one cuBLASLt step with the tanh-form GELU epilogue (fuse-matmul's default for the erf
+ * GELU in f16), within 4.8e-4 of the erf form plus one f16 ulp (both results are rounded to
+ * f16, each on its own side of a rounding boundary at worst), element by element, against the
+ * reference evaluator's erf GELU on the same f16 operands. */
+Test(dense_gemm_gpu, erf_gelu_in_cublaslt_tanh_epilogue) {
+    t_skip_without_gpu();
+    unsetenv("AMPC_GEMM_KERNEL");
+    const ampc_dtype t = AMPC_DTYPE_F16;
+    const int64_t m = 128, n = 3072, k = 768;
+    ampc_graph *g = build(K_BIAS_GELU, t, m, n, k, 6.0);
+    ampc_tensor x = {t, {2, {m, k}}, uniform(t, m * k, 1.0, 11)}, ref;
+    /* w is uniform in [-2/k, 2/k): x @ w stays within about +-0.1; a bias of +-6 spreads it */
+    cr_assert_eq(ampc_graph_evaluate(g, &x, 1, &ref, 1), AMPC_OK, "%s", ampc_graph_errors(g));
+    static const int32_t none = 0;
+    ampc_pipeline_options po = {.verify = true};
+    ampc_compile_options o = {.archs = &none, .n_archs = 0, .cache_dir = "", .pipeline = &po};
+    ampc_module *mod = NULL;
+    cr_assert_eq(ampc_compile(g, &o, &mod), AMPC_OK, "compile: %s", ampc_graph_errors(g));
+    const ampc_rt_plan *p = &mod->cg->plan;
+    cr_assert_eq(p->n_steps, 1, "the GELU kept a step of its own");
+    cr_assert_eq(p->steps[0].gemm.epilogue, AMPC_RT_EPI_BIAS_GELU_TANH);
+    ampc_tensor y = {t, {2, {m, n}}, calloc((size_t)(m * n), 2)};
+    cr_assert_eq(ampc_module_run(mod, &x, 1, &y, 1, NULL), AMPC_OK, "%s", ampc_module_errors(mod));
+    cr_assert_str_eq(ampc_rt_model_step_provider(mod->model, 0), "cuBLASLt");
+    double worst = 0, at = 0;
+    for (int64_t i = 0; i < m * n; i++) {
+        double r = ampc_ref_load_f64(ref.data, t, i), v = ampc_ref_load_f64(y.data, t, i);
+        double d = fabs(v - r) - ldexp(fabs(r), -10); /* less about one f16 ulp of r */
+        if (d > worst) worst = d, at = r;
+    }
+    cr_log_info("cuBLASLt's tanh GELU epilogue against the erf GELU: %.3g beyond an f16 ulp "
+                "(at %.4g)", worst, at);
+    cr_assert_leq(worst, 4.8e-4, "%.3g beyond an f16 ulp at a reference of %.4g", worst, at);
+    ampc_module_destroy(mod);
+    ampc_graph_destroy(g);
+    free(x.data);
+    free(y.data);
+    ampc_tensor_free(&ref);
 }
