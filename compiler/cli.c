@@ -282,8 +282,14 @@ static void json_str(FILE *f, const char *s) {
 static const char *step_kind_name(const ampc_rt_step *s);
 static const char *step_precision(const ampc_rt_step *s);
 
+/* A GEMM step's epilogue in the report (ampc_rt_epilogue's order): "BIAS_GELU_TANH" is an erf or
+ * tanh GELU that runs in its tanh form (docs/precision.md). */
+static const char *const epilogue_names[] = {"NONE", "BIAS", "RELU", "BIAS_RELU", "GELU",
+                                             "BIAS_GELU", "GELU_TANH", "BIAS_GELU_TANH"};
+
 /* --report FILE.json: what each pass did, the memory plan, the images and every step with its
- * provider and precision. Written through a temporary file renamed into place. */
+ * provider, precision and (a GEMM's) epilogue. Written through a temporary file renamed into
+ * place. */
 /* The type node n computes in: its first float output's, else its first float input's. */
 static ampc_dtype node_float_type(const ampc_node *n) {
     for (int32_t i = 0; i < n->n_outputs; i++)
@@ -411,6 +417,9 @@ static bool write_report(const char *path, const ampc_cli_options *o, const ampc
         /* a 2:4 weight: the runtime times cuSPARSELt and ampc's 2:4 kernel against cuBLASLt at
          * load; ampc's dense kernel is timed against cuBLASLt, or the only way for a GELU */
         if (s->kind == AMPC_RT_STEP_GEMM && s->gemm.sparse24) fprintf(f, ", \"sparse24\": true");
+        if (s->kind == AMPC_RT_STEP_GEMM && s->gemm.epilogue != AMPC_RT_EPI_NONE &&
+            s->gemm.epilogue < sizeof epilogue_names / sizeof *epilogue_names)
+            fprintf(f, ", \"epilogue\": \"%s\"", epilogue_names[s->gemm.epilogue]);
         if (s->kind == AMPC_RT_STEP_GEMM && s->gemm.own_kernel.name) {
             fprintf(f, ", \"own_kernel\": ");
             json_str(f, s->gemm.own_kernel.name);
@@ -656,7 +665,20 @@ static int inspect_library(const ampc_cli_options *o) {
     return 0;
 }
 
-/* With --precision: the optimised graph's nodes, each with the type it computes in and why. */
+/* How many matmuls end in GELU's tanh form (fuse-matmul's "GeluTanh", cuBLASLt's epilogue). */
+static int32_t tanh_gelus(const ampc_graph *g) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ampc_attr *a = g->nodes[i]->dead || g->nodes[i]->op != AMPC_OP_FUSED_MATMUL
+                                 ? NULL
+                                 : ampc_ir_attr_find(g->nodes[i], "activation");
+        n += a && a->kind == AMPC_ATTR_STRING && !strcmp(a->s, "GeluTanh");
+    }
+    return n;
+}
+
+/* With --precision: the optimised graph's nodes, each with the type it computes in and why, and
+ * the GELUs that run in their tanh form. */
 static void print_precision(const ampc_cli_options *o, const ampc_graph *g) {
     int32_t low = 0, f32 = 0;
     for (int32_t i = 0; i < g->n_nodes; i++) {
@@ -673,6 +695,11 @@ static void print_precision(const ampc_cli_options *o, const ampc_graph *g) {
         printf("  %-40s %-22s %-5s %s\n", n->name, ampc_op_get(n->op)->onnx,
                ampc_dtype_name(node_float_type(n)), ampc_prec_why_str((ampc_prec_why)n->prec_why));
     }
+    int32_t tanh = tanh_gelus(g);
+    if (tanh > 0)
+        printf("GELU: %d %s in GELU's tanh form, in cuBLASLt's epilogue (an erf GELU: within "
+               "5e-4 of it; --exact-gelu keeps it exact)\n", tanh,
+               tanh == 1 ? "matmul ends" : "matmuls end");
 }
 
 /* With --sparsity verify|prune: each matmul and convolution the sparsity pass looked at. */

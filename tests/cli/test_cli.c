@@ -326,6 +326,48 @@ Test(cli, precision_fp16_moves_the_graph_and_keeps_what_it_is_told) {
     rmdir_all(d);
 }
 
+/* BERT's FFN in small: MatMul -> Add(bias) -> Gelu (the erf form). */
+static const char gelu_text[] =
+    "graph \"ffn\" {\n"
+    "  input %x : f32[2,3]\n"
+    "  const %w : f32[3,2] = [1, 2, 3, 4, 5, 6]\n"
+    "  const %b : f32[2] = [0.5, -0.5]\n"
+    "  %y : f32[2,2] = MatMul(%x, %w) @\"mm\"\n"
+    "  %a : f32[2,2] = Add(%y, %b) @\"bias\"\n"
+    "  %z : f32[2,2] = Gelu(%a) @\"gelu\"\n"
+    "  output %z\n"
+    "}\n";
+
+/* Under fp16 the erf GELU ends the matmul as its tanh form: inspect says so, the report names the
+ * epilogue; --exact-gelu, or f32, keeps it a node of its own. */
+Test(cli, fp16_gelu_tanh_form_is_shown) {
+    char *d = tmpdir(), path[512], report[600], cuda[600], *out;
+    snprintf(path, sizeof path, "%s/ffn.ir", d);
+    snprintf(report, sizeof report, "%s/r.json", d);
+    snprintf(cuda, sizeof cuda, "%s/ffn.cu", d);
+    write_text(path, gelu_text);
+    cr_assert_eq(ampc(&out, "inspect %s --precision fp16", path), 0, "%s", out);
+    cr_assert(strstr(out, "GELU: 1 matmul ends in GELU's tanh form, in cuBLASLt's epilogue (an erf "
+                          "GELU: within 5e-4 of it; --exact-gelu keeps it exact)"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "inspect %s --precision fp16 --exact-gelu", path), 0, "%s", out);
+    cr_assert_null(strstr(out, "GELU:"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --emit ir --precision fp16", path), 0, "%s", out);
+    cr_assert(strstr(out, "{activation = \"GeluTanh\"}"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --emit ir", path), 0, "%s", out); /* tf32: f32 products */
+    cr_assert(strstr(out, "= Gelu("), "the f32 GELU was fused:\n%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --emit cuda -o %s --precision fp16 --report %s", path, cuda, report),
+                 0, "%s", out);
+    char *json = read_text(report);
+    cr_assert(strstr(json, "\"epilogue\": \"BIAS_GELU_TANH\""), "%s", json);
+    free(json);
+    free(out);
+    rmdir_all(d);
+}
+
 /* enc.fc's weight [8,2] is dense; dec.fc's K = 6 is not a multiple of 4. */
 static const char sparse_text[] =
     "graph \"sp\" {\n"
