@@ -183,7 +183,7 @@ static ampc_status gemm_supports(const rt_ctx *ctx, const ampc_rt_plan *p, const
                        (long long)g->k, (long long)g->batch);
     if (g->epilogue > AMPC_RT_EPI_BIAS_GELU_TANH || g->math > AMPC_RT_MATH_TF32)
         return rt_fail(e, AMPC_E_INVALID_ARG, "matmul has epilogue %u and math %u; the known "
-                       "values are 0 to 5 and 0 to 1", g->epilogue, g->math);
+                       "values are 0 to 7 and 0 to 1", g->epilogue, g->math);
     if (epi_gelu(g->epilogue) && g->own_kernel.name == NULL)
         return rt_fail(e, AMPC_E_UNSUPPORTED, "matmul epilogue %s: cuBLASLt's GELU epilogue is "
                        "the tanh approximation, the plan asks for the erf form, and the step has "
