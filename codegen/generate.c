@@ -105,7 +105,7 @@ ampc_status ampc_cg_step_gemm(ampc_cg *cg, const ampc_node *n, const ampc_rt_gem
     memset(&s.gemm.own_kernel, 0, sizeof s.gemm.own_kernel);
     int32_t i = ampc_cg_add_step(cg, &s);
     if (i < 0) return AMPC_E_OOM;
-    if (ampc_cg_epi_tanh(p->epilogue)) return AMPC_OK;
+    if (ampc_rt_epilogue_tanh(p->epilogue)) return AMPC_OK;
     ampc_status st = p->sparse24 ? ampc_cg_sparse_gemm(cg, n, i) : AMPC_OK;
     if (st != AMPC_OK || cg->steps[i].gemm.own_kernel.name != NULL) return st;
     bool gelu = p->epilogue == AMPC_RT_EPI_GELU || p->epilogue == AMPC_RT_EPI_BIAS_GELU;

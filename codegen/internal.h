@@ -77,12 +77,9 @@ ampc_status ampc_cg_kernel_end_gemm_alt(ampc_cg_kernel *k, int32_t step, const u
 ampc_status ampc_cg_sparse_gemm(ampc_cg *cg, const ampc_node *n, int32_t step);
 /* A GEMM epilogue (ampc_rt_epilogue) as ampc's GEMM kernels take it: whether it adds the bias,
  * and its activation as their ACT template argument (0 none, 1 ReLU, 2 GELU). The tanh GELU
- * runs on cuBLASLt only (ampc_cg_epi_tanh): ampc's kernels are not made for it. */
+ * runs on cuBLASLt only (ampc_rt_epilogue_tanh): ampc's kernels are not made for it. */
 static inline bool ampc_cg_epi_bias(uint8_t epi) {
     return epi == AMPC_RT_EPI_BIAS || epi == AMPC_RT_EPI_BIAS_RELU || epi == AMPC_RT_EPI_BIAS_GELU;
-}
-static inline bool ampc_cg_epi_tanh(uint8_t epi) {
-    return epi == AMPC_RT_EPI_GELU_TANH || epi == AMPC_RT_EPI_BIAS_GELU_TANH;
 }
 static inline int ampc_cg_epi_act(uint8_t epi) {
     if (epi == AMPC_RT_EPI_RELU || epi == AMPC_RT_EPI_BIAS_RELU) return 1;

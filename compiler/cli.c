@@ -282,11 +282,6 @@ static void json_str(FILE *f, const char *s) {
 static const char *step_kind_name(const ampc_rt_step *s);
 static const char *step_precision(const ampc_rt_step *s);
 
-/* A GEMM step's epilogue in the report (ampc_rt_epilogue's order): "BIAS_GELU_TANH" is an erf or
- * tanh GELU that runs in its tanh form (docs/precision.md). */
-static const char *const epilogue_names[] = {"NONE", "BIAS", "RELU", "BIAS_RELU", "GELU",
-                                             "BIAS_GELU", "GELU_TANH", "BIAS_GELU_TANH"};
-
 /* --report FILE.json: what each pass did, the memory plan, the images and every step with its
  * provider, precision and (a GEMM's) epilogue. Written through a temporary file renamed into
  * place. */
@@ -417,9 +412,9 @@ static bool write_report(const char *path, const ampc_cli_options *o, const ampc
         /* a 2:4 weight: the runtime times cuSPARSELt and ampc's 2:4 kernel against cuBLASLt at
          * load; ampc's dense kernel is timed against cuBLASLt, or the only way for a GELU */
         if (s->kind == AMPC_RT_STEP_GEMM && s->gemm.sparse24) fprintf(f, ", \"sparse24\": true");
-        if (s->kind == AMPC_RT_STEP_GEMM && s->gemm.epilogue != AMPC_RT_EPI_NONE &&
-            s->gemm.epilogue < sizeof epilogue_names / sizeof *epilogue_names)
-            fprintf(f, ", \"epilogue\": \"%s\"", epilogue_names[s->gemm.epilogue]);
+        /* "BIAS_GELU_TANH": an erf or tanh GELU that runs in its tanh form (docs/precision.md) */
+        if (s->kind == AMPC_RT_STEP_GEMM && s->gemm.epilogue != AMPC_RT_EPI_NONE)
+            fprintf(f, ", \"epilogue\": \"%s\"", ampc_rt_epilogue_name(s->gemm.epilogue));
         if (s->kind == AMPC_RT_STEP_GEMM && s->gemm.own_kernel.name) {
             fprintf(f, ", \"own_kernel\": ");
             json_str(f, s->gemm.own_kernel.name);
@@ -650,8 +645,7 @@ static int inspect_library(const ampc_cli_options *o) {
         bool own = gemm && s->gemm.own_kernel.name;
         bool gelu = gemm && (s->gemm.epilogue == AMPC_RT_EPI_GELU ||
                              s->gemm.epilogue == AMPC_RT_EPI_BIAS_GELU);
-        bool tanh = gemm && (s->gemm.epilogue == AMPC_RT_EPI_GELU_TANH ||
-                             s->gemm.epilogue == AMPC_RT_EPI_BIAS_GELU_TANH);
+        bool tanh = gemm && ampc_rt_epilogue_tanh(s->gemm.epilogue);
         printf("  %4d  %-8s %-5s %s%s\n", i, step_kind_name(s), step_precision(s),
                s->label ? s->label : "",
                gelu        ? "  [GELU epilogue: ampc's kernel]"

@@ -392,9 +392,9 @@ typedef struct ampc_pipeline_options {
     bool gemm_kernel;
     /* Keep the erf GELU exact (--exact-gelu; docs/precision.md): by default fuse-matmul puts an
      * erf GELU after an f16/bf16 product into cuBLASLt's epilogue as GELU's tanh form (within
-     * 5e-4 of the erf form everywhere, measured on the H200); with this set it does not, and the GELU stays a kernel
-     * of its own (or, with gemm_kernel, the exact epilogue of ampc's kernel). A GELU whose
-     * approximate attribute is "tanh" goes to the epilogue either way. */
+     * 5e-4 of the erf form everywhere, measured on the H200); with this set it does not, and
+     * the GELU stays a kernel of its own (or, with gemm_kernel, the exact epilogue of ampc's
+     * kernel). A GELU whose approximate attribute is "tanh" goes to the epilogue either way. */
     bool exact_gelu;
 } ampc_pipeline_options;
 

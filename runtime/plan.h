@@ -114,6 +114,18 @@ typedef enum ampc_rt_epilogue {
     AMPC_RT_EPI_BIAS_GELU_TANH,
 } ampc_rt_epilogue;
 
+/* Epilogue e's name ("BIAS_GELU_TANH"), "?" past the known values. */
+static inline const char *ampc_rt_epilogue_name(uint8_t e) {
+    static const char *const names[] = {"NONE", "BIAS",      "RELU",      "BIAS_RELU",
+                                        "GELU", "BIAS_GELU", "GELU_TANH", "BIAS_GELU_TANH"};
+    return e < sizeof names / sizeof *names ? names[e] : "?";
+}
+
+/* Whether epilogue e is GELU's tanh form: cuBLASLt's GELU epilogue, no kernel of ampc's. */
+static inline bool ampc_rt_epilogue_tanh(uint8_t e) {
+    return e == AMPC_RT_EPI_GELU_TANH || e == AMPC_RT_EPI_BIAS_GELU_TANH;
+}
+
 typedef enum ampc_rt_math {
     AMPC_RT_MATH_DEFAULT = 0, /* accumulate in f32 (f64 for f64 operands), no TF32 */
     AMPC_RT_MATH_TF32,        /* f32 operands on TF32 tensor cores, f32 accumulation */

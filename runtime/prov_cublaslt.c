@@ -139,9 +139,6 @@ ampc_status rt_fail_cublas(rt_err *e, int rc, const char *stmt, const char *func
 
 /* ---- static rules ---------------------------------------------------------------------------- */
 
-static const char *const epi_names[] = {"NONE",      "BIAS",      "RELU",     "BIAS_RELU",
-                                        "GELU",      "BIAS_GELU", "GELU_TANH", "BIAS_GELU_TANH"};
-
 static bool epi_gelu(uint8_t epi) { return epi == AMPC_RT_EPI_GELU || epi == AMPC_RT_EPI_BIAS_GELU; }
 
 static bool epi_has_bias(uint8_t epi) {
@@ -187,7 +184,7 @@ static ampc_status gemm_supports(const rt_ctx *ctx, const ampc_rt_plan *p, const
     if (epi_gelu(g->epilogue) && g->own_kernel.name == NULL)
         return rt_fail(e, AMPC_E_UNSUPPORTED, "matmul epilogue %s: cuBLASLt's GELU epilogue is "
                        "the tanh approximation, the plan asks for the erf form, and the step has "
-                       "no kernel of ampc's own for it", epi_names[g->epilogue]);
+                       "no kernel of ampc's own for it", ampc_rt_epilogue_name(g->epilogue));
     if (!dtype_pair_ok(g->dtype_ab, g->dtype_cd))
         return rt_fail(e, AMPC_E_UNSUPPORTED, "matmul of %s operands into %s: cuBLASLt runs "
                        "f32->f32, f64->f64, f16->f16/f32 and bf16->bf16/f32",
@@ -957,7 +954,7 @@ static ampc_status gemm_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, s
                        rt_dtype_name(g->dtype_ab), rt_dtype_name(g->dtype_ab),
                        rt_dtype_name(g->dtype_cd),
                        compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? "TF32" : "full precision",
-                       epi_names[g->epilogue], al[1], al[0], al[2], al[3]);
+                       ampc_rt_epilogue_name(g->epilogue), al[1], al[0], al[2], al[3]);
     st->algo = res[pick].algo;
     *workspace = res[pick].workspaceSize;
     if (gemm_verbose())

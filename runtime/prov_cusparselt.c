@@ -177,7 +177,7 @@ const char *rt_sparse_gemm_why_not(const ampc_rt_gemm *g) {
     if (g->m == 0 || g->n == 0 || g->k == 0) return "an empty product";
     if (g->epilogue == AMPC_RT_EPI_GELU || g->epilogue == AMPC_RT_EPI_BIAS_GELU)
         return "the erf GELU epilogue (cuSPARSELt's GELU is the tanh form)";
-    if (g->epilogue == AMPC_RT_EPI_GELU_TANH || g->epilogue == AMPC_RT_EPI_BIAS_GELU_TANH)
+    if (ampc_rt_epilogue_tanh(g->epilogue))
         return "a GELU epilogue (not planned on cuSPARSELt)";
     bool bias = g->epilogue == AMPC_RT_EPI_BIAS || g->epilogue == AMPC_RT_EPI_BIAS_RELU;
     if (bias && g->dtype_bias != g->dtype_cd) return "the bias dtype differs from the output's";

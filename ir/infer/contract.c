@@ -98,7 +98,9 @@ ampc_status ampc_infer_fused_matmul(ampc_graph *g, ampc_node *n) {
         return AMPC_FAIL(g, n, AMPC_E_SHAPE, "the residual input 3 '%s' must have the output's "
                          "shape", z->name);
     const ampc_attr *act = ampc_ir_attr_find(n, "activation");
-    if (act && (act->kind != AMPC_ATTR_STRING || (strcmp(act->s, "Relu") && strcmp(act->s, "GeluTanh"))) &&
+    bool any_float = act && act->kind == AMPC_ATTR_STRING &&
+                    (!strcmp(act->s, "Relu") || !strcmp(act->s, "GeluTanh"));
+    if (act && !any_float &&
         !(act->kind == AMPC_ATTR_STRING && !strcmp(act->s, "Gelu") &&
           (y->dtype == AMPC_DTYPE_F16 || y->dtype == AMPC_DTYPE_BF16)))
         return AMPC_FAIL(g, n, AMPC_E_ATTR, "attribute 'activation' must be the string \"Relu\" "
