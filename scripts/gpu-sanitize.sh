@@ -11,7 +11,7 @@
 # Prints one line per tool and exits 1 when any tool found an error (its first reports follow),
 # 2 when none did but a run was cut short by its time limit, 0 otherwise.
 #
-# Run it like bench/gpu-suite.sh, from the repository root on the GPU machine with .devbin,
+# Run it like scripts/gpu-check.sh, from the repository root on the GPU machine with .devbin,
 # .devlibs and .devdata carried (bench/gpu-prepare.sh makes them on the development machine):
 #
 #   bash scripts/gpu-sanitize.sh
@@ -29,6 +29,7 @@ suites=${AMPC_SANITIZE_SUITES:-node simple pytorch-operator pytorch-converted}
 cs=${COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
 mkdir -p "$out"
 [ -f .devlibs/env.sh ] && source .devlibs/env.sh
+[ -d .devbin/tests ] || tar xJf .devbin/tests.tar.xz -C .devbin # bench/gpu-prepare.sh packs them
 [ -x "$cs" ] || { echo "gpu-sanitize: no compute-sanitizer at $cs (set COMPUTE_SANITIZER)" >&2; exit 2; }
 if [ -z "${AMPC_ONNX_TESTDATA:-}" ]; then
   mkdir -p /tmp/otd && tar xzf .devdata/onnx-testdata.tgz -C /tmp/otd

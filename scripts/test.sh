@@ -10,6 +10,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 "$root/scripts/setup.sh" default debug
+"$root/scripts/gpu-record-age.sh" || true
 "$root/scripts/gen-onnx-tests.sh"
 start=$(date +%s)
 status=0

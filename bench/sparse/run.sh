@@ -34,6 +34,7 @@ res=$out/sparse.txt
   echo "cuSPARSELt: ${AMPC_CUSPARSELT_PATH:-(by soname, libcusparseLt.so.0 on LD_LIBRARY_PATH)}"
 } > "$res" 2>&1
 status=0
+[ -d .devbin/tests ] || tar xJf .devbin/tests.tar.xz -C .devbin # bench/gpu-prepare.sh packs them
 .devbin/tests/runtime_test_sparse --jobs=4 --verbose > "$out/sparse-tests.log" 2>&1 || status=1
 .devbin/tests/codegen_test_sparse_gemm --jobs=4 --verbose >> "$out/sparse-tests.log" 2>&1 || status=1
 echo "sparse suites: $(grep -a 'Synthesis' "$out/sparse-tests.log" | tr '\n' ' ')" >> "$res"

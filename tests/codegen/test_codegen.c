@@ -115,7 +115,7 @@ Test(codegen, run_without_gpu_is_a_clear_error) {
     if (st == AMPC_OK) {
         ampc_module_destroy(m);
         ampc_graph_destroy(g);
-        cr_skip_test("a GPU is present: the no-device path cannot be checked here");
+        t_skip_only_without("a GPU", "the no-device path cannot be checked here");
     }
     cr_assert_eq(st, AMPC_E_NO_DEVICE, "%s", ampc_module_errors(m));
     cr_assert(strstr(ampc_module_errors(m), "no CUDA device"), "%s", ampc_module_errors(m));

@@ -240,7 +240,7 @@ int main(int argc, char **argv) {
         run[COL_GPU] ? "this run (--gpu)"
         : have[COL_GPU]
             ? "tests/conformance/gpu.tsv and gpu-random.tsv, written by the last run of "
-              "bench/gpu-suite.sh on the GPU machine (gpu.tsv's first line names the GPU); the GPU "
+              "scripts/gpu-check.sh on the GPU machine (gpu.tsv's first line names the GPU); the GPU "
               "runs compile each case to compute_80 PTX with FP32 math (TF32 off: the tests expect "
               "float32 accuracy)"
             : "no GPU run (the columns are empty)";

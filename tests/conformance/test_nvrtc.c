@@ -44,7 +44,7 @@ ParameterizedTest(conf_row *c, nvrtc, every_case_compiles, .timeout = 300) {
                      c->suite, c->name, c->reason, conf_status_name(r.status));
     else if (r.status == CONF_PASS)
         cr_skip_test("%s/%s compiles now (the last GPU run found it unsupported: %s); run "
-                     "bench/gpu-suite.sh on the GPU machine to refresh gpu.tsv", c->suite, c->name,
+                     "scripts/gpu-check.sh on the GPU machine to refresh gpu.tsv", c->suite, c->name,
                      c->reason);
     else
         cr_assert_eq(r.status, CONF_UNSUPPORTED, "%s/%s: expected 'unsupported' (%s), got %s: %s",

@@ -62,7 +62,7 @@ static void need_gpus(int want) {
     t_skip_without_gpu();
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
-    if (n < want) cr_skip_test("needs %d CUDA devices, %d visible", want, n);
+    if (n < want) t_skip_needs_devices(want, n);
 }
 
 static ampc_module *compile(int32_t gpus, ampc_precision precision, bool block) {

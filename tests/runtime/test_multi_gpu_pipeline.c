@@ -53,7 +53,7 @@ static void need_gpus(int want) {
     t_skip_without_gpu();
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
-    if (n < want) cr_skip_test("needs %d CUDA devices, %d visible", want, n);
+    if (n < want) t_skip_needs_devices(want, n);
 }
 
 static ampc_module *compile(int32_t gpus, int32_t micro, ampc_precision precision) {
@@ -244,7 +244,7 @@ Test(multi_gpu_pipeline, more_stages_than_gpus_is_refused, .timeout = 180) {
     t_skip_without_gpu();
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
-    if (n > 8) cr_skip_test("%d CUDA devices visible: a pipeline of 8 fits", n);
+    if (n > 8) cr_skip_test("needs at most 8 CUDA devices, %d visible: a pipeline of 8 fits", n);
     ampc_module *eight = compile(8, 2, AMPC_PRECISION_KEEP);
     ampc_rt_model *m = NULL;
     char *err = NULL;

@@ -269,7 +269,7 @@ static int count_gpus_in_child(void) {
 static void need_two_gpus(void) {
     setenv("NCCL_NVLS_ENABLE", "0", 0);
     int n = count_gpus_in_child();
-    if (n < 2) cr_skip_test("needs 2 CUDA devices of compute capability 8.0+, %d usable", n);
+    if (n < 2) t_skip_needs_devices(2, n);
 }
 
 /* What the ranks report back (shared memory mapped before the fork). */

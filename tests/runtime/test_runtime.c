@@ -98,7 +98,7 @@ static void expect_plan_error(const tplan *t, ampc_status want, const char *need
 /* ---- without a GPU ----------------------------------------------------------------------------- */
 
 Test(runtime_host, device_count_without_driver) {
-    if (have_driver()) cr_skip_test("a CUDA driver is installed: the no-driver path is not reachable");
+    if (have_driver()) t_skip_only_without("a CUDA driver", "the no-driver path is not reachable");
     int32_t n = 42;
     char *err = NULL;
     expect_err(ampc_rt_device_count(&n, &err), &err, AMPC_E_NO_DEVICE,
@@ -127,7 +127,7 @@ Test(runtime_host, device_count_is_consistent) {
 }
 
 Test(runtime_host, device_info_without_driver) {
-    if (have_driver()) cr_skip_test("a CUDA driver is installed: the no-driver path is not reachable");
+    if (have_driver()) t_skip_only_without("a CUDA driver", "the no-driver path is not reachable");
     ampc_rt_device_info info;
     memset(&info, 0x5a, sizeof info);
     char *err = NULL;
@@ -138,7 +138,7 @@ Test(runtime_host, device_info_without_driver) {
 }
 
 Test(runtime_host, model_create_without_driver) {
-    if (have_driver()) cr_skip_test("a CUDA driver is installed: the no-driver path is not reachable");
+    if (have_driver()) t_skip_only_without("a CUDA driver", "the no-driver path is not reachable");
     tplan t;
     base_plan(&t);
     char *err = NULL;

@@ -208,8 +208,8 @@ static bool soname_loadable(void) {
  * stops before touching the GPU, so this runs without one. */
 Test(sparse_host, missing_library_is_reported) {
     if (soname_loadable())
-        cr_skip_test("libcusparseLt.so.0 is on the loader's path: the missing-library path is "
-                     "not reachable here");
+        t_skip_only_without("cuSPARSELt", "libcusparseLt.so.0 is on the loader's path: the "
+                            "missing-library path is not reachable here");
     setenv("AMPC_CUSPARSELT_PATH", "/nonexistent/libcusparseLt.so.0", 1);
     ampc_rt_gemm g = {.m = 64, .n = 128, .k = 256, .batch = 1, .lda = 256, .ldb = 128,
                       .ldc = 128, .ldd = 128, .dtype_ab = AMPC_DTYPE_F16,
@@ -241,8 +241,8 @@ Test(sparse_host, missing_library_is_reported) {
 Test(sparse_host, library_binds_when_present) {
     const char *path = getenv("AMPC_CUSPARSELT_PATH");
     if ((path == NULL || path[0] == '\0') && !soname_loadable())
-        cr_skip_test("cuSPARSELt is not installed here (set AMPC_CUSPARSELT_PATH to a "
-                     "libcusparseLt.so.0 to run this check)");
+        t_skip_needs_cusparselt("not installed here (set AMPC_CUSPARSELT_PATH to a "
+                                "libcusparseLt.so.0 to run this check)");
     int64_t v = 0;
     char *file = NULL, *err = NULL;
     ampc_status s = ampc_rt_library_version(AMPC_RT_LIB_CUSPARSELT, &v, &file, &err);
@@ -284,8 +284,8 @@ static ampc_rt_sparse_choice run_case(shape_kind kind, ampc_dtype t, int64_t m, 
              c.kernel_ms);
     if (strcmp(mode, "cusparselt") == 0 && !c.sparse && strstr(c.note, "cuSPARSELt not found")) {
         char reason[1024];
-        snprintf(reason, sizeof reason, "cuSPARSELt cannot be loaded: %s", c.note);
-        cr_skip_test("%s", reason);
+        snprintf(reason, sizeof reason, "cannot be loaded: %s", c.note);
+        t_skip_needs_cusparselt(reason);
     }
     char msg[512] = "";
     double tol = t == AMPC_DTYPE_BF16 ? 3e-2 : 2e-2;
@@ -402,8 +402,8 @@ Test(sparse_gpu, kernel_large_square_f16) {
 
 Test(sparse_gpu, missing_library_runs_dense) {
     if (soname_loadable())
-        cr_skip_test("libcusparseLt.so.0 is on the loader's path: the missing-library path is "
-                     "not reachable here");
+        t_skip_only_without("cuSPARSELt", "libcusparseLt.so.0 is on the loader's path: the "
+                            "missing-library path is not reachable here");
     setenv("AMPC_CUSPARSELT_PATH", "/nonexistent/libcusparseLt.so.0", 1);
     ampc_rt_sparse_choice c = run_case(K_MATMUL, AMPC_DTYPE_F16, 64, 128, 256, "cusparselt");
     cr_assert(!c.sparse);

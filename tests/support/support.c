@@ -143,21 +143,47 @@ static char *no_gpu_reason(void) {
     return err;
 }
 
+bool t_require_gpu(void) {
+    const char *v = getenv("AMPC_REQUIRE_GPU");
+    return v && strcmp(v, "0") != 0 && v[0] != '\0';
+}
+
+/* Skips the calling test with `reason`, or fails it under AMPC_REQUIRE_GPU=1. */
+static void skip_or_fail_without_gpu(const char *reason) {
+    if (t_require_gpu()) cr_assert_fail("AMPC_REQUIRE_GPU=1 but this GPU test cannot run: %s", reason);
+    cr_skip_test("%s", reason);
+}
+
 ampc_rt_device_info t_skip_without_gpu(void) {
     char *why = no_gpu_reason();
     if (why) {
         char reason[1024];
         snprintf(reason, sizeof reason, "%s", why);
         free(why);
-        cr_skip_test("%s", reason);
+        skip_or_fail_without_gpu(reason);
     }
     ampc_rt_device_info info;
     char *err = NULL;
     cr_assert_eq(ampc_rt_device_info_get(0, &info, &err), AMPC_OK, "%s", err);
-    if (!info.supported)
-        cr_skip_test("device 0 (%s) has compute capability %d.%d: ampc needs 8.0", info.name,
-                     info.major, info.minor);
+    if (!info.supported) {
+        char reason[512];
+        snprintf(reason, sizeof reason, "device 0 (%s) has compute capability %d.%d: ampc needs 8.0",
+                 info.name, info.major, info.minor);
+        skip_or_fail_without_gpu(reason);
+    }
     return info;
+}
+
+void t_skip_needs_devices(int want, int visible) {
+    if (visible == 0 && t_require_gpu())
+        cr_assert_fail("AMPC_REQUIRE_GPU=1 but no CUDA device is visible (this test needs %d)", want);
+    cr_skip_test("needs %d CUDA devices, %d visible", want, visible);
+}
+
+void t_skip_needs_cusparselt(const char *why) { cr_skip_test("needs cuSPARSELt: %s", why); }
+
+void t_skip_only_without(const char *what, const char *why) {
+    cr_skip_test("runs only without %s: %s", what, why);
 }
 
 void t_gpu_vs_reference(ampc_graph *g, const t_gpu_check *c) {
@@ -168,7 +194,7 @@ void t_gpu_vs_reference(ampc_graph *g, const t_gpu_check *c) {
         snprintf(reason, sizeof reason, "%s", why);
         free(why);
         ampc_graph_destroy(g);
-        cr_skip_test("%s", reason);
+        skip_or_fail_without_gpu(reason);
     }
     cr_assert_eq(ampc_graph_status(g), AMPC_OK, "%s: %s", what, ampc_graph_errors(g));
     const int32_t n_in = ampc_graph_input_count(g), n_out = ampc_graph_output_count(g);

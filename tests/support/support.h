@@ -59,8 +59,22 @@ bool t_tensors_close(const ampc_tensor *got, const ampc_tensor *ref, double rtol
                      const char *name, char *msg, size_t cap);
 
 /* Skips the calling test, with the runtime's reason, unless device 0 can run models (a CUDA
- * device of compute capability 8.0 or newer); returns that device's description. */
+ * device of compute capability 8.0 or newer); returns that device's description. Under
+ * AMPC_REQUIRE_GPU=1 (scripts/gpu-check.sh) the test fails instead: on the GPU machine a GPU test
+ * that cannot reach its GPU is a failure, not a skip. */
 ampc_rt_device_info t_skip_without_gpu(void);
+
+/* The skips a GPU suite may make on the GPU machine, each reason starting with its class's words,
+ * which scripts/gpu-check.sh recognises (any other skip fails the check there):
+ *   "needs N CUDA devices, M visible"   more GPUs than the machine has (fails when none at all is
+ *                                       visible under AMPC_REQUIRE_GPU=1)
+ *   "needs cuSPARSELt: ..."             the optional library is not installed
+ *   "runs only without ...: ..."        a test of the no-GPU / no-library path, which a machine
+ *                                       that has the GPU or library cannot reach (CI runs it) */
+bool t_require_gpu(void);
+void t_skip_needs_devices(int want, int visible);
+void t_skip_needs_cusparselt(const char *why);
+void t_skip_only_without(const char *what, const char *why);
 
 /* Fills g's inputs with c->fill, evaluates g on the reference evaluator, compiles it (PTX, no
  * cache) and runs it on the GPU with every output poisoned first (so an element no kernel writes
