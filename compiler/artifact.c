@@ -277,8 +277,11 @@ static void sweep_stale_folders(const char *root) {
     closedir(d);
 }
 
-/* Runs argv (no shell) with stdout and stderr into log; AMPC_OK when it exits 0. */
+/* Runs argv (no shell) with stdout and stderr into log; AMPC_OK when it exits 0. The caller's
+ * stdio buffers are flushed first: the child would otherwise write them out again when it
+ * fails to start the tool (and a program whose stdout is not a terminal printed lines twice). */
 static ampc_status run_tool(char *const *argv, const char *log, char **err) {
+    fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) return failf(err, AMPC_E_IO, "cannot start '%s': %s", argv[0], strerror(errno));
     if (pid == 0) {
@@ -334,6 +337,12 @@ static char *blobs_asm(const ampc_rt_plan *p, char *const *image_paths, const ch
     return ampc_sb_take(&sb);
 }
 
+bool ampc_artifact_has_sidecar(const ampc_module *m, const ampc_library_options *o) {
+    int64_t limit = o && o->sidecar_bytes > 0 ? o->sidecar_bytes : DEFAULT_SIDECAR_BYTES;
+    /* a multi-GPU library embeds every rank's weights (a sidecar per rank is not built yet) */
+    return m->cg->plan.weights_bytes > limit && m->cg->plan.n_ranks <= 1;
+}
+
 char *ampc_module_host_c(const ampc_module *m, const char *name) {
     if (!m) return NULL;
     const char *n = name && is_ident(name) ? name : "model";
@@ -342,10 +351,54 @@ char *ampc_module_host_c(const ampc_module *m, const char *name) {
     return ampc_artifact_host_c(m, n, &l);
 }
 
-/* Renames tmp to final; on failure removes tmp. */
-static ampc_status place(const char *tmp, const char *final, char **err) {
+char *ampc_artifact_header_path(const char *path) {
+    ampc_strbuf hp = {0};
+    size_t plen = strlen(path);
+    if (plen > 3 && !strcmp(path + plen - 3, ".so")) ampc_sb_printf(&hp, "%.*s.h", (int)(plen - 3), path);
+    else ampc_sb_printf(&hp, "%s.h", path);
+    return ampc_sb_take(&hp);
+}
+
+/* What a file that is not regular is, for messages. */
+static const char *kind_of(mode_t m) {
+    return S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
+           : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : S_ISDIR(m) ? "a folder"
+                                                             : "not a regular file";
+}
+
+ampc_status ampc_artifact_check_target(const char *path, const char *source, char **err) {
+    struct stat st, ss;
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return failf(err, AMPC_E_IO, "cannot write '%s': the folder '%s' %s", path, dir,
+                     errno == ENOENT || S_ISDIR(st.st_mode) ? "does not exist" : "is not a folder");
+    if (access(dir, W_OK | X_OK) != 0)
+        return failf(err, AMPC_E_IO, "cannot write '%s': the folder '%s' is not writable (%s)",
+                     path, dir, strerror(errno));
+    if (stat(path, &st) != 0) return AMPC_OK;
+    if (!S_ISREG(st.st_mode))
+        return failf(err, AMPC_E_INVALID_ARG, "'%s' is %s, not a regular file: writing it would "
+                     "replace it with a regular file; give a file name", path, kind_of(st.st_mode));
+    if (source && stat(source, &ss) == 0 && ss.st_dev == st.st_dev && ss.st_ino == st.st_ino)
+        return failf(err, AMPC_E_INVALID_ARG, "'%s' is the model being compiled, '%s' (same "
+                     "file): choose another output name", path, source);
+    return AMPC_OK;
+}
+
+/* Renames tmp to final, checked again first (it may have become a device, FIFO or the model
+ * since the build began); on failure removes tmp. */
+static ampc_status place(const char *tmp, const char *final, const char *source, char **err) {
+    ampc_status st = ampc_artifact_check_target(final, source, err);
+    if (st != AMPC_OK) {
+        remove(tmp);
+        return st;
+    }
     if (rename(tmp, final) == 0) return AMPC_OK;
-    ampc_status st = failf(err, AMPC_E_IO, "cannot write '%s': %s", final, strerror(errno));
+    st = failf(err, AMPC_E_IO, "cannot write '%s': %s", final, strerror(errno));
     remove(tmp);
     return st;
 }
@@ -456,22 +509,24 @@ static ampc_status build(const ampc_module *m, const char *name, const char *fin
 ampc_status ampc_module_write_library(const ampc_module *m, const char *path,
                                       const ampc_library_options *o, char **err) {
     if (err) *err = NULL;
-    if (!m || !path || !*path)
+    if (!m || !path)
         return failf(err, AMPC_E_INVALID_ARG, "ampc_module_write_library: NULL %s", m ? "path" : "module");
+    if (!*path)
+        return failf(err, AMPC_E_INVALID_ARG, "the library's path is empty: give a file name");
     if (o && o->name && !is_ident(o->name))
         return failf(err, AMPC_E_INVALID_ARG, "library name '%s' is not a C identifier (letters, "
                                               "digits and '_', not starting with a digit)", o->name);
     char *name = o && o->name ? ampc_xstrdup(o->name) : name_from_path(path);
     ampc_strbuf hp = {0}, so_tmp = {0}, h_tmp = {0}, side = {0}, side_tmp = {0};
-    size_t plen = strlen(path);
     if (o && o->header) ampc_sb_puts(&hp, o->header);
-    else if (plen > 3 && !strcmp(path + plen - 3, ".so")) ampc_sb_printf(&hp, "%.*s.h", (int)(plen - 3), path);
-    else ampc_sb_printf(&hp, "%s.h", path);
+    else {
+        char *h = ampc_artifact_header_path(path);
+        ampc_sb_puts(&hp, h);
+        free(h);
+    }
     ampc_sb_printf(&so_tmp, "%s.tmp.%ld", path, (long)getpid());
     ampc_sb_printf(&h_tmp, "%s.tmp.%ld", hp.data, (long)getpid());
-    int64_t limit = o && o->sidecar_bytes > 0 ? o->sidecar_bytes : DEFAULT_SIDECAR_BYTES;
-    /* a multi-GPU library embeds every rank's weights (a sidecar per rank is not built yet) */
-    bool sidecar = m->cg->plan.weights_bytes > limit && m->cg->plan.n_ranks <= 1;
+    bool sidecar = ampc_artifact_has_sidecar(m, o);
     if (sidecar) {
         ampc_sb_printf(&side, "%s.weights", path);
         ampc_sb_printf(&side_tmp, "%s.tmp.%ld", side.data, (long)getpid());
@@ -480,6 +535,20 @@ ampc_status ampc_module_write_library(const ampc_module *m, const char *path,
     char side_name[4200];
     snprintf(side_name, sizeof side_name, "%s.weights", base ? base + 1 : path);
 
+    /* every file is checked before any work (and again as it is renamed into place) */
+    const char *src = o ? o->source : NULL;
+    ampc_status st = ampc_artifact_check_target(path, src, err);
+    if (st == AMPC_OK) st = ampc_artifact_check_target(hp.data, src, err);
+    if (st == AMPC_OK && sidecar) st = ampc_artifact_check_target(side.data, src, err);
+    if (st != AMPC_OK) {
+        free(name);
+        ampc_sb_free(&hp);
+        ampc_sb_free(&so_tmp);
+        ampc_sb_free(&h_tmp);
+        ampc_sb_free(&side);
+        ampc_sb_free(&side_tmp);
+        return st;
+    }
     ampc_artifact_sweep_stale(path);
     ampc_artifact_sweep_stale(hp.data);
     ampc_strbuf side_any = {0}; /* the weights file's temporaries, whether or not this one has it */
@@ -493,7 +562,6 @@ ampc_status ampc_module_write_library(const ampc_module *m, const char *path,
     /* the pid in the name lets a later compile remove the folder when this one is killed */
     sweep_stale_folders(root);
     snprintf(t.dir, sizeof t.dir, "%s/ampc-lib-%ld-XXXXXX", root, (long)getpid());
-    ampc_status st = AMPC_OK;
     if (!mkdtemp(t.dir)) {
         st = failf(err, AMPC_E_IO, "cannot create a temporary folder '%s': %s", t.dir, strerror(errno));
         t.dir[0] = 0;
@@ -507,9 +575,9 @@ ampc_status ampc_module_write_library(const ampc_module *m, const char *path,
         if (f) ok = fclose(f) == 0 && ok;
         if (!ok) st = failf(err, AMPC_E_IO, "cannot write '%s': %s", h_tmp.data, strerror(errno));
     }
-    if (st == AMPC_OK && sidecar) st = place(side_tmp.data, side.data, err);
-    if (st == AMPC_OK) st = place(h_tmp.data, hp.data, err);
-    if (st == AMPC_OK) st = place(so_tmp.data, path, err);
+    if (st == AMPC_OK && sidecar) st = place(side_tmp.data, side.data, src, err);
+    if (st == AMPC_OK) st = place(h_tmp.data, hp.data, src, err);
+    if (st == AMPC_OK) st = place(so_tmp.data, path, src, err);
     if (st != AMPC_OK) { /* nothing half-written stays */
         remove(so_tmp.data);
         remove(h_tmp.data);

@@ -30,4 +30,14 @@ ampc_status ampc_artifact_toolchain(const char *cc, char *cc_path, size_t cc_cap
  * library, its header and its weights file before writing them. */
 void ampc_artifact_sweep_stale(const char *path);
 
+/* Where ampc_module_write_library puts the header of library `path` when the options name none:
+ * the path with ".h" for ".so" ("m.so" -> "m.h"), else with ".h" added (malloc'ed). */
+char *ampc_artifact_header_path(const char *path);
+/* Whether the library of m, written with options o, keeps its weights in "<library>.weights". */
+bool ampc_artifact_has_sidecar(const ampc_module *m, const ampc_library_options *o);
+/* Whether a file may be written at path: its folder exists and can be written, and it is not an
+ * existing file that is not regular (a device, FIFO, socket, folder) nor the same file as source
+ * (the model, may be NULL). AMPC_E_IO or AMPC_E_INVALID_ARG with *err naming both otherwise. */
+ampc_status ampc_artifact_check_target(const char *path, const char *source, char **err);
+
 #endif

@@ -9,6 +9,7 @@
 #include "compiler/artifact.h"
 #include "compiler/auto_precision.h"
 #include "compiler/cli_calls.h"
+#include "compiler/cli_paths.h"
 
 #include "ir/ir.h"
 #include "ir/ref/ref.h"
@@ -70,9 +71,38 @@ static char *read_file(const char *path, size_t *len) {
     return ampc_sb_take(&sb);
 }
 
+/* Checks once more, just before it is renamed into place, that output `what` may replace
+ * path (not an input of the run, not a device, FIFO or socket); prints why not. */
+static bool output_still_ok(const ampc_cli_options *o, const char *what, const char *path) {
+    char *err = NULL;
+    if (ampc_cli_check_output(o, what, path, &err)) return true;
+    fprintf(stderr, "ampc: %s\n", err ? err : "cannot write the output");
+    free(err);
+    return false;
+}
+
+/* " (12.3 MB)": the size of the file at path, for the lines that say what was written. */
+static void file_size_str(const char *path, char *buf, size_t n) {
+    struct stat st;
+    double b = stat(path, &st) == 0 ? (double)st.st_size : -1;
+    if (b < 0) snprintf(buf, n, "%s", "");
+    else if (b < 1e3) snprintf(buf, n, " (%.0f bytes)", b);
+    else if (b < 1e6) snprintf(buf, n, " (%.1f kB)", b / 1e3);
+    else if (b < 1e9) snprintf(buf, n, " (%.1f MB)", b / 1e6);
+    else snprintf(buf, n, " (%.2f GB)", b / 1e9);
+}
+
+/* Says on stderr that path was written, with its size. */
+static void say_written(const char *path) {
+    char size[64];
+    file_size_str(path, size, sizeof size);
+    fprintf(stderr, "ampc: wrote %s%s\n", path, size);
+}
+
 /* Writes text to path through a temporary file renamed into place, so a failure never leaves a
- * half-written file; "-" writes to stdout. */
-static bool write_file_atomic(const char *path, const char *text) {
+ * half-written file; "-" writes to stdout. `what` names the option in messages ("-o"). */
+static bool write_file_atomic(const ampc_cli_options *o, const char *what, const char *path,
+                              const char *text) {
     if (!strcmp(path, "-")) return fputs(text, stdout) >= 0;
     ampc_artifact_sweep_stale(path);
     ampc_strbuf tmp = {0};
@@ -80,10 +110,17 @@ static bool write_file_atomic(const char *path, const char *text) {
     FILE *f = fopen(tmp.data, "wb");
     bool ok = f && fputs(text, f) >= 0;
     if (f) ok = (fclose(f) == 0) && ok;
+    if (ok && !output_still_ok(o, what, path)) {
+        remove(tmp.data);
+        ampc_sb_free(&tmp);
+        return false;
+    }
     if (ok && rename(tmp.data, path) != 0) ok = false;
     if (!ok) {
         fprintf(stderr, "ampc: cannot write '%s': %s\n", path, strerror(errno));
         remove(tmp.data);
+    } else {
+        say_written(path);
     }
     ampc_sb_free(&tmp);
     return ok;
@@ -108,11 +145,62 @@ static bool parse_shape_opt(const char *s, ampc_input_shape *out) {
     return true;
 }
 
-/* Loads MODEL: ONNX by extension, else IR text. Prints the error and returns NULL on failure. */
+/* What a model file holds. */
+typedef enum model_kind { KIND_ONNX, KIND_IR, KIND_LIBRARY } model_kind;
+
+/* Whether text (n bytes) begins, after whitespace and `//` comments, with the IR's `graph`. */
+static bool starts_as_ir(const char *t, size_t n) {
+    size_t i = 0;
+    for (;;) {
+        while (i < n && (t[i] == ' ' || t[i] == '\t' || t[i] == '\n' || t[i] == '\r')) i++;
+        if (i + 1 < n && t[i] == '/' && t[i + 1] == '/') {
+            while (i < n && t[i] != '\n') i++;
+            continue;
+        }
+        break;
+    }
+    return n - i > 5 && !strncmp(t + i, "graph", 5) &&
+           (t[i + 5] == ' ' || t[i + 5] == '\t' || t[i + 5] == '"' || t[i + 5] == '\n');
+}
+
+/* What the model file holds, by its content: an ELF file is a library, text beginning with the
+ * IR's `graph` is IR text, anything else binary is ONNX (a protobuf never begins with 'g', ' ',
+ * '/' or a newline). The name decides only what the content cannot: an empty or unreadable
+ * file, text that is not IR ("m.onnx" is then read as ONNX, "m.so" as a library, other names as
+ * IR text, each reader's error naming what is wrong), and a binary "m.so" (a library, which the
+ * loader then checks). */
+static model_kind kind_of_model(const char *path) {
+    model_kind by_name = has_suffix(path, ".so")     ? KIND_LIBRARY
+                         : has_suffix(path, ".onnx") ? KIND_ONNX
+                                                     : KIND_IR;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    char head[4096];
+    ssize_t n = -1;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) n = read(fd, head, sizeof head);
+    if (fd >= 0) close(fd);
+    if (n <= 0) return by_name;
+    if (n >= 4 && !memcmp(head, "\177ELF", 4)) return KIND_LIBRARY;
+    if (starts_as_ir(head, (size_t)n)) return KIND_IR;
+    bool text = true;
+    for (ssize_t i = 0; i < n && text; i++)
+        text = (unsigned char)head[i] >= 0x20 || head[i] == '\n' || head[i] == '\t' || head[i] == '\r';
+    return text || by_name == KIND_LIBRARY ? by_name : KIND_ONNX;
+}
+
+/* Loads MODEL: ONNX or IR text, told apart by content (kind_of_model). Prints the error and
+ * returns NULL on failure. */
 static ampc_graph *load_model(const ampc_cli_options *o) {
     ampc_graph *g = NULL;
     char *err = NULL;
-    if (has_suffix(o->model, ".onnx")) {
+    model_kind kind = kind_of_model(o->model);
+    if (kind == KIND_LIBRARY) {
+        fprintf(stderr, "ampc: %s is a shared library (ELF), not a model: `ampc run` and `ampc "
+                        "inspect` take a library; compiling takes the model (ONNX or IR text)\n",
+                o->model);
+        return NULL;
+    }
+    if (kind == KIND_ONNX) {
         ampc_input_shape shapes[AMPC_CLI_MAX_LIST] = {0};
         ampc_import_options io = {0};
         for (int i = 0; i < o->n_shapes; i++) {
@@ -439,12 +527,36 @@ static bool write_report(const char *path, const ampc_cli_options *o, const ampc
         fprintf(f, "]}");
     }
     fprintf(f, "\n}\n");
-    bool ok = fclose(f) == 0 && rename(tmp, path) == 0;
+    bool ok = fclose(f) == 0;
+    if (ok && !output_still_ok(o, "--report", path)) {
+        remove(tmp);
+        return false;
+    }
+    ok = ok && rename(tmp, path) == 0;
     if (!ok) {
         fprintf(stderr, "ampc: cannot write '%s': %s\n", path, strerror(errno));
         remove(tmp);
+    } else {
+        say_written(path);
     }
     return ok;
+}
+
+/* One line on stderr naming each file of a library just written, with its size. */
+static void say_library_written(const ampc_module *m, const char *path,
+                                const ampc_library_options *lo) {
+    char size[64];
+    char *h = ampc_artifact_header_path(path);
+    file_size_str(path, size, sizeof size);
+    fprintf(stderr, "ampc: wrote %s%s, %s", path, size, h);
+    if (ampc_artifact_has_sidecar(m, lo)) {
+        char side[4200];
+        snprintf(side, sizeof side, "%s.weights", path);
+        file_size_str(side, size, sizeof size);
+        fprintf(stderr, ", %s%s", side, size);
+    }
+    fputc('\n', stderr);
+    free(h);
 }
 
 /* --emit cuda|ptx|c, or -o LIBRARY: compile for the GPU and write what was asked. */
@@ -463,28 +575,46 @@ static int emit_gpu(ampc_graph *g, const ampc_cli_options *o) {
         ampc_library_options lo = {.name = o->name, .source = o->model};
         if (ampc_module_write_library(m, o->output, &lo, &err) == AMPC_OK) {
             rc = 0;
-            if (o->verbose) fprintf(stderr, "ampc: wrote %s\n", o->output);
+            say_library_written(m, o->output, &lo);
         } else {
             fprintf(stderr, "ampc: %s: %s\n", o->output, err ? err : "cannot write the library");
         }
         free(err);
     } else if (!strcmp(o->emit, "c")) {
         char *text = ampc_module_host_c(m, o->name);
-        rc = text && write_file_atomic(o->output ? o->output : "-", text) ? 0 : 1;
+        rc = text && write_file_atomic(o, "-o", o->output ? o->output : "-", text) ? 0 : 1;
         free(text);
     } else {
         ampc_strbuf sb = {0};
         bool ptx = !strcmp(o->emit, "ptx");
+        int32_t kernels = 0, steps = m->cg->plan.n_steps;
+        for (int32_t i = 0; i < steps; i++) kernels += m->cg->plan.steps[i].kind == AMPC_RT_STEP_KERNEL;
+        if (kernels == 0) { /* said on stderr, and in the file so that it is not empty */
+            fprintf(stderr, "ampc: %s: no generated kernels: every step runs in cuBLASLt/cuDNN "
+                            "or is a copy (%d step%s); --emit %s has nothing to show\n",
+                    o->model, steps, steps == 1 ? "" : "s", o->emit);
+            ampc_sb_printf(&sb, "// no generated kernels: every step runs in cuBLASLt/cuDNN or "
+                                "is a copy (%d step%s)\n", steps, steps == 1 ? "" : "s");
+        }
         for (int32_t u = 0; u < ampc_module_unit_count(m); u++) {
             const char *text = ptx ? ampc_module_ptx(m, u) : ampc_module_cuda(m, u);
             if (ampc_module_unit_count(m) > 1) ampc_sb_printf(&sb, "// ---- unit %d ----\n", u);
             ampc_sb_puts(&sb, text ? text : "");
         }
-        rc = write_file_atomic(o->output ? o->output : "-", sb.data ? sb.data : "") ? 0 : 1;
+        rc = write_file_atomic(o, "-o", o->output ? o->output : "-", sb.data ? sb.data : "") ? 0 : 1;
         ampc_sb_free(&sb);
     }
     ampc_module_destroy(m);
     return rc;
+}
+
+/* Every output the command line names, checked before any work; prints why not. */
+static bool paths_ok(const ampc_cli_options *o) {
+    char *err = NULL;
+    if (ampc_cli_check_paths(o, &err)) return true;
+    fprintf(stderr, "ampc: %s\n", err ? err : "bad output path");
+    free(err);
+    return false;
 }
 
 int ampc_cli_compile(const ampc_cli_options *o) {
@@ -498,18 +628,20 @@ int ampc_cli_compile(const ampc_cli_options *o) {
             fprintf(stderr, "ampc: a library cannot go to stdout: give -o MODEL.so\n");
             return 2;
         }
+        if (!paths_ok(o)) return 2;
         ampc_graph *g = load_model(o);
         if (!g) return 1;
         int rc = emit_gpu(g, o);
         ampc_graph_destroy(g);
         return rc;
     }
+    if (!paths_ok(o)) return 2;
     ampc_graph *g = load_model(o);
     if (!g) return 1;
     int rc = 1;
     if (optimize(g, o)) {
         char *text = ampc_graph_to_text(g, true);
-        if (text && write_file_atomic(o->output ? o->output : "-", text)) rc = 0;
+        if (text && write_file_atomic(o, "-o", o->output ? o->output : "-", text)) rc = 0;
         free(text);
     }
     ampc_graph_destroy(g);
@@ -733,9 +865,10 @@ static int inspect_decisions(const ampc_cli_options *o) {
 }
 
 int ampc_cli_inspect(const ampc_cli_options *o) {
-    if (has_suffix(o->model, ".so")) return inspect_library(o);
+    model_kind kind = kind_of_model(o->model);
+    if (kind == KIND_LIBRARY) return inspect_library(o);
     bool low = cli_precision(o) != AMPC_PRECISION_KEEP || sparsity_on(o);
-    if (has_suffix(o->model, ".onnx")) {
+    if (kind == KIND_ONNX) {
         /* The ONNX view first (opsets, coverage): it works even when import would fail. */
         if (ampc_onnx_inspect(o->model, stdout) != AMPC_OK) return 1;
         return low ? inspect_decisions(o) : 0;
@@ -755,20 +888,6 @@ int ampc_cli_inspect(const ampc_cli_options *o) {
 }
 
 /* ---- run ------------------------------------------------------------------------------------ */
-
-/* A file name for an output: path separators and other odd characters become '_'. */
-static char *output_path(const char *dir, const char *name) {
-    ampc_strbuf sb = {0};
-    ampc_sb_printf(&sb, "%s/", dir);
-    for (const char *p = name; *p; p++) {
-        char c = *p;
-        bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                     c == '_' || c == '-' || c == '.';
-        ampc_sb_putc(&sb, plain && !(p == name && c == '.') ? c : '_');
-    }
-    ampc_sb_puts(&sb, ".npy");
-    return ampc_sb_take(&sb);
-}
 
 static void print_tensor_head(const char *name, const ampc_tensor *t) {
     char s[AMPC_SHAPE_STR_MAX];
@@ -894,22 +1013,55 @@ static bool read_inputs(const ampc_cli_options *o, const io_list *l, ampc_tensor
 
 static ampc_graph *reload(void *user) { return load_model(user); }
 
-/* DIR/<input>.npy or DIR/<input>.pb for each input found there (--calibrate). */
-static bool read_calibration(const ampc_cli_options *o, const io_list *l, ampc_tensor *in) {
-    for (int32_t i = 0; o->calibrate && i < l->n; i++) {
-        ampc_strbuf path = {0};
-        struct stat st;
-        ampc_sb_printf(&path, "%s/%s.npy", o->calibrate, l->names[i]);
-        if (stat(path.data, &st) != 0) {
-            ampc_sb_free(&path);
-            ampc_sb_printf(&path, "%s/%s.pb", o->calibrate, l->names[i]);
+/* Says on stderr where a name from the model was saved or read when its file name differs. */
+static void say_file_name(const char *what, const char *name, const char *dir, const char *file,
+                          const char *ext) {
+    if (!strcmp(name, file)) return;
+    char *q = ampc_cli_quote(name);
+    fprintf(stderr, "ampc: %s '%s' -> %s/%s%s (file names from a model have no '/', control "
+                    "bytes or leading '.', and are unique)\n", what, q, dir, file, ext);
+    free(q);
+}
+
+/* The file of --calibrate DIR for one input: DIR/<file>.npy, else DIR/<file>.pb (file from
+ * ampc_cli_file_names); true with *path NULL when neither is there; false with a message for a
+ * file outside DIR or not regular. */
+static bool calibration_file(const char *dir, const char *file, char **path) {
+    char *err = NULL;
+    for (int k = 0; k < 2; k++) {
+        char name[300];
+        snprintf(name, sizeof name, "%s%s", file, k ? ".pb" : ".npy");
+        if (!ampc_cli_file_in_dir(dir, name, path, &err)) {
+            fprintf(stderr, "ampc: %s\n", err ? err : "bad calibration file");
+            free(err);
+            return false;
         }
-        if (stat(path.data, &st) != 0) {
+        if (*path) return true;
+    }
+    return true;
+}
+
+/* DIR/<input>.npy or DIR/<input>.pb for each input found there (--calibrate); the file names
+ * are the inputs' names made safe (ampc_cli_file_names), never a path outside DIR. */
+static bool read_calibration(const ampc_cli_options *o, const io_list *l, ampc_tensor *in) {
+    char **files = o->calibrate ? ampc_cli_file_names(l->names, l->n) : NULL;
+    bool ok = true;
+    for (int32_t i = 0; ok && o->calibrate && i < l->n; i++) {
+        char *file = NULL;
+        if (!(ok = calibration_file(o->calibrate, files[i], &file))) break;
+        char *q = ampc_cli_quote(l->names[i]);
+        if (!file) {
             fprintf(stderr, "ampc: --calibrate %s has neither %s.npy nor %s.pb: random data for "
-                    "input '%s'\n", o->calibrate, l->names[i], l->names[i], l->names[i]);
-            ampc_sb_free(&path);
+                    "input '%s'\n", o->calibrate, files[i], files[i], q);
+            free(q);
             continue;
         }
+        free(q);
+        say_file_name("--calibrate: input", l->names[i], o->calibrate, files[i],
+                      has_suffix(file, ".pb") ? ".pb" : ".npy");
+        ampc_strbuf path = {0};
+        ampc_sb_puts(&path, file);
+        free(file);
         char *err = NULL;
         ampc_status s = ampc_tensor_read_file(path.data, &in[i], NULL, &err);
         if (s == AMPC_OK && (in[i].dtype != l->dtypes[i] || !ampc_shape_eq(&in[i].shape, &l->shapes[i]))) {
@@ -925,9 +1077,10 @@ static bool read_calibration(const ampc_cli_options *o, const io_list *l, ampc_t
         }
         free(err);
         ampc_sb_free(&path);
-        if (s != AMPC_OK) return false;
+        ok = s == AMPC_OK;
     }
-    return true;
+    ampc_cli_file_names_free(files, o->calibrate ? l->n : 0);
+    return ok;
 }
 
 /* Runs the search for --precision auto; false with the reason printed. */
@@ -974,16 +1127,27 @@ static bool save_outputs(const ampc_cli_options *o, const io_list *l, const ampc
         fprintf(stderr, "ampc: cannot create '%s': %s\n", o->save_dir, strerror(errno));
         return false;
     }
+    /* file names made safe and unique first: outputs 'a/b' and 'a_b' get two files */
+    char **files = ampc_cli_file_names(l->names, l->n);
     bool ok = true;
     for (int32_t i = 0; ok && i < l->n; i++) {
-        char *path = output_path(o->save_dir, l->names[i]), *err = NULL;
-        if (ampc_tensor_write_npy(path, &out[i], &err) != AMPC_OK) {
-            fprintf(stderr, "ampc: %s: %s\n", path, err ? err : "cannot write");
+        ampc_strbuf path = {0}, what = {0};
+        char *err = NULL, *q = ampc_cli_quote(l->names[i]);
+        ampc_sb_printf(&path, "%s/%s.npy", o->save_dir, files[i]);
+        ampc_sb_printf(&what, "--save-outputs file %s of output '%s'", path.data, q);
+        say_file_name("--save-outputs: output", l->names[i], o->save_dir, files[i], ".npy");
+        if (!output_still_ok(o, what.data, path.data)) {
+            ok = false;
+        } else if (ampc_tensor_write_npy(path.data, &out[i], &err) != AMPC_OK) {
+            fprintf(stderr, "ampc: %s: %s\n", path.data, err ? err : "cannot write");
             ok = false;
         }
         free(err);
-        free(path);
+        free(q);
+        ampc_sb_free(&path);
+        ampc_sb_free(&what);
     }
+    ampc_cli_file_names_free(files, l->n);
     return ok;
 }
 
@@ -1173,7 +1337,7 @@ static bool run_plan(const ampc_rt_plan *plan, const ampc_cli_options *o, const 
  * plan; false after printing why. */
 static bool plan_ranks(const ampc_cli_options *o, const ampc_rt_plan *plan, ampc_cli_rank *rk) {
     int32_t gpus = plan ? ampc_rt_plan_n_ranks(plan) : 1;
-    if (plan && has_suffix(o->model, ".so") && o->gpus > 0 && o->gpus != gpus) {
+    if (plan && kind_of_model(o->model) == KIND_LIBRARY && o->gpus > 0 && o->gpus != gpus) {
         fprintf(stderr, "ampc: %s: --gpus %d, but the model is %s %d GPU%s\n", o->model, o->gpus,
                 gpus > 1 ? "partitioned over" : "built for", gpus, gpus == 1 ? "" : "s");
         return false;
@@ -1195,7 +1359,8 @@ int ampc_cli_run(const ampc_cli_options *o) {
     const ampc_rt_plan *plan = NULL;
     io_list li = {0}, lo = {0};
     char *err = NULL;
-    if (has_suffix(o->model, ".so")) {
+    if (!paths_ok(o)) return 2;
+    if (kind_of_model(o->model) == KIND_LIBRARY) {
         if (o->reference) {
             fprintf(stderr, "ampc: --reference needs the model (.onnx or IR), not a library\n");
             return 2;

@@ -10,8 +10,8 @@
  *   ampc run MODEL|MODEL.so [--reference] [--input NAME=FILE.npy|FILE.pb]... [--save-outputs DIR]
  *            [--iterations N] [--warmup N] [--profile] [--rank R --ranks N] [--nccl-id-file P]
  *
- * MODEL is an ONNX file (.onnx) or ampc IR text (anything else). This file only parses options
- * and prints; all work is done by the library (include/ampc.h), which never prints.
+ * MODEL is an ONNX file or ampc IR text, told apart by content (the name only breaks a tie);
+ * `run` and `inspect` also take a library (an ELF file). This file only parses options and prints; all work is done by the library (include/ampc.h), which never prints.
  */
 #include "ampc.h"
 #include "compiler/cli.h"
@@ -82,7 +82,9 @@ static const char usage[] =
     "  --emit ir|cuda|ptx|c  write the optimised IR, the generated CUDA C, its PTX or host C\n"
     "  --arch sm_80,sm_90    cubin architectures (default: the GPU present, else sm_80)\n"
     "  --shape NAME=DxDx..   give the shape of an input with symbolic dims (repeatable)\n"
-    "  --max-batch N         bound for a symbolic batch dimension\n"
+    "  --max-batch N         ONNX: dim 0 of each input that is symbolic or unset and that no\n"
+    "                        --shape gives becomes N; the library then runs that batch exactly\n"
+    "                        (shapes are static: a smaller batch is padded by the caller)\n"
     "  --disable-pass PASS   skip a pass of the pipeline (repeatable)\n"
     "  --dump-after PASS     print the IR after PASS to stderr\n"
     "  --print-pipeline      list the passes in order and exit\n"
@@ -279,6 +281,11 @@ static int parse_args(int argc, char **argv, ampc_cli_options *o) {
     if (o->sparsity_layers && (!o->sparsity || strcmp(o->sparsity, "prune")))
         return fail("--sparsity-layers '%s' applies to --sparsity prune (found --sparsity %s)",
                     o->sparsity_layers, o->sparsity ? o->sparsity : "off"), 2;
+    if (o->reference && (o->iterations > 0 || o->profile || o->sparse_report))
+        return fail("%s times the GPU; --reference runs the CPU evaluator, which is not timed: "
+                    "drop one of them%s", o->iterations > 0 ? "--iterations"
+                                          : o->profile  ? "--profile"
+                                                        : "--sparse-report", ""), 2;
     if ((o->rank >= 0) != (o->ranks >= 0))
         return fail("%s without %s: give both (this process's rank and the number of "
                     "processes), or neither under mpirun", o->rank >= 0 ? "--rank" : "--ranks",

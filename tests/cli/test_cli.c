@@ -7,6 +7,7 @@
 #include "support.h"
 
 #include "ampc_runtime.h"
+#include "compiler/cli_paths.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -733,5 +734,244 @@ Test(cli, sparse_gemm_steps_in_the_library, .timeout = 120) {
         cr_assert(strstr(out, "no CUDA device"), "%s", out);
     }
     free(out);
+    rmdir_all(d);
+}
+
+/* ---- what a run may write ------------------------------------------------------------------- */
+
+/* Whether the file at path still holds exactly text. */
+static bool holds(const char *path, const char *text) {
+    char *got = read_text(path);
+    bool same = !strcmp(got, text);
+    free(got);
+    return same;
+}
+
+/* No output replaces an input of the run: -o, --emit's -o, --report, the header -o derives and a
+ * --save-outputs file are refused before any work when they are the model, a hard link to it or
+ * an --input file, naming both files and the rule; the inputs are unchanged. */
+Test(cli, outputs_never_replace_inputs, .timeout = 120) {
+    char *d = tmpdir(), ir[512], hdr[512], lnk[512], x[512], *out;
+    snprintf(ir, sizeof ir, "%s/m.ir", d);
+    snprintf(hdr, sizeof hdr, "%s/m.h", d);
+    snprintf(lnk, sizeof lnk, "%s/link.ir", d);
+    write_text(ir, model_text);
+    write_text(hdr, model_text); /* IR text named m.h: `-o m.so` would write its header there */
+    cr_assert_eq(link(ir, lnk), 0);
+    cr_assert_eq(ampc(&out, "%s -o %s", ir, ir), 2, "%s", out);
+    cr_assert(strstr(out, "-o ") && strstr(out, "m.ir is the model being compiled") &&
+              strstr(out, "(same file)"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --emit ir -o %s", ir, lnk), 2, "%s", out);
+    cr_assert(strstr(out, "link.ir is the model being compiled") && strstr(out, "m.ir"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s -o %s/ok.so --report %s", ir, d, ir), 2, "%s", out);
+    cr_assert(strstr(out, "--report ") && strstr(out, "is the model being compiled"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s -o %s/m.so", hdr, d), 2, "%s", out);
+    cr_assert(strstr(out, "the header ") && strstr(out, "m.h that -o ") &&
+              strstr(out, "is the model being compiled"), "%s", out);
+    free(out);
+    cr_assert(holds(ir, model_text) && holds(hdr, model_text), "the models are unchanged");
+    struct stat st;
+    snprintf(x, sizeof x, "%s/m.so", d);
+    cr_assert_neq(stat(x, &st), 0, "no library was built");
+    /* --save-outputs DIR/z.npy would be the --input file */
+    float xv[6] = {1, 0, 0, 0, 1, 0};
+    ampc_tensor xt = {AMPC_DTYPE_F32, {2, {2, 3}}, xv};
+    char *err = NULL;
+    snprintf(x, sizeof x, "%s/z.npy", d);
+    cr_assert_eq(ampc_tensor_write_npy(x, &xt, &err), AMPC_OK, "%s", err ? err : "");
+    cr_assert_eq(ampc(&out, "run %s --reference --input x=%s --save-outputs %s", ir, x, d), 1,
+                 "%s", out);
+    cr_assert(strstr(out, "z.npy of output 'z' is the file of --input x"), "%s", out);
+    free(out);
+    ampc_tensor back;
+    cr_assert_eq(ampc_tensor_read_file(x, &back, NULL, &err), AMPC_OK, "%s", err ? err : "");
+    cr_assert(back.shape.rank == 2 && back.shape.dims[1] == 3, "the input file is unchanged");
+    ampc_tensor_free(&back);
+    rmdir_all(d);
+}
+
+/* An output that names a FIFO, a device or a folder is refused (the FIFO stays a FIFO; were it
+ * opened, the command would block and ampc() kill it); two outputs of one run that are the same
+ * file are refused; an empty name and a missing folder are named as such, before any work (no
+ * C compiler command in the message). */
+Test(cli, outputs_that_cannot_be_written_are_refused_first, .timeout = 120) {
+    char *d = tmpdir(), ir[512], fifo[512], *out;
+    snprintf(ir, sizeof ir, "%s/m.ir", d);
+    snprintf(fifo, sizeof fifo, "%s/pipe.ir", d);
+    write_text(ir, model_text);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    cr_assert_eq(ampc(&out, "%s --emit ir -o %s", ir, fifo), 2, "%s", out);
+    cr_assert(strstr(out, "pipe.ir is a FIFO, not a regular file"), "%s", out);
+    free(out);
+    struct stat st;
+    cr_assert(stat(fifo, &st) == 0 && S_ISFIFO(st.st_mode), "the FIFO is still a FIFO");
+    cr_assert_eq(ampc(&out, "%s --emit ir -o /dev/null", ir), 2, "%s", out);
+    cr_assert(strstr(out, "-o /dev/null is a character device, not a regular file"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s -o %s", ir, d), 2, "%s", out);
+    cr_assert(strstr(out, "is a folder, not a regular file"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s -o %s/x.so --report %s/x.h", ir, d, d), 2, "%s", out);
+    cr_assert(strstr(out, "the header ") && strstr(out, "--report ") &&
+              strstr(out, "are the same file"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s -o ''", ir), 2, "%s", out);
+    cr_assert(strstr(out, "ampc: -o is empty: give a file name"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --emit ir --report ''", ir), 2, "%s", out);
+    cr_assert(strstr(out, "--report is empty"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s -o %s/no/such/dir/m.so", ir, d), 2, "%s", out);
+    cr_assert(strstr(out, "/no/such/dir' does not exist") && !strstr(out, "command:"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "run %s --reference --save-outputs %s", ir, ir), 2, "%s", out);
+    cr_assert(strstr(out, "--save-outputs ") && strstr(out, "is a file, not a folder"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s -o %s/ok.so", ir, d), 0, "%s", out); /* and a good one passes */
+    cr_assert(strstr(out, "ampc: wrote ") && strstr(out, "ok.so (") && strstr(out, "ok.h"), "%s", out);
+    free(out);
+    rmdir_all(d);
+}
+
+/* Outputs 'a/b', 'a_b', '../up' and '.hidden' become four distinct files inside DIR, none hidden,
+ * the renamed ones said on stderr; nothing is written outside DIR. */
+Test(cli, save_outputs_file_names_are_safe_and_unique) {
+    char *d = tmpdir(), ir[512], p[700], *out;
+    snprintf(ir, sizeof ir, "%s/m.ir", d);
+    write_text(ir, "graph \"g\" {\n  input %x : f32[2]\n"
+                   "  %\"a/b\" : f32[2] = Relu(%x) @\"r1\"\n"
+                   "  %a_b : f32[2] = Neg(%x) @\"r2\"\n"
+                   "  %\"../up\" : f32[2] = Abs(%x) @\"r3\"\n"
+                   "  %\".hidden\" : f32[2] = Sigmoid(%x) @\"r4\"\n"
+                   "  output %\"a/b\"\n  output %a_b\n  output %\"../up\"\n  output %\".hidden\"\n}\n");
+    cr_assert_eq(ampc(&out, "run %s --reference --save-outputs %s/out", ir, d), 0, "%s", out);
+    cr_assert(strstr(out, "output 'a/b' -> ") && strstr(out, "out/a_b_2.npy"), "%s", out);
+    cr_assert(strstr(out, "output '../up' -> ") && strstr(out, "out/_._up.npy"), "%s", out);
+    free(out);
+    const char *files[] = {"a_b_2", "a_b", "_._up", "_hidden"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/out/%s.npy", d, files[i]);
+        struct stat st;
+        cr_assert_eq(stat(p, &st), 0, "%s is written", p);
+    }
+    snprintf(p, sizeof p, "%s/up.npy", d);
+    struct stat st;
+    cr_assert_neq(stat(p, &st), 0, "nothing is written outside the folder");
+    /* the same names through the library's rule */
+    const char *names[] = {"a/b", "a_b", "", ".", "..", "x\ny", "a/b"};
+    char **f = ampc_cli_file_names(names, 7);
+    const char *want[] = {"a_b_2", "a_b", "_", "_", "_.", "x_y", "a_b_3"};
+    for (int i = 0; i < 7; i++) {
+        if (i == 3) continue; /* "." and "" both become "_": one of them gets a suffix */
+        cr_assert_str_eq(f[i], want[i], "name %d", i);
+    }
+    cr_assert_str_eq(f[3], "__2");
+    ampc_cli_file_names_free(f, 7);
+    rmdir_all(d);
+}
+
+/* --calibrate DIR reads DIR/<safe name>.npy: an input named '../secret' never reads DIR/../secret.npy
+ * (a file there of the wrong shape would fail the run), and a link in DIR leading outside it is
+ * refused, naming it. */
+Test(cli, calibrate_reads_only_inside_its_folder, .timeout = 120) {
+    char *d = tmpdir(), ir[512], cal[512], p[700], q[700], *out, *err = NULL;
+    snprintf(ir, sizeof ir, "%s/m.ir", d);
+    snprintf(cal, sizeof cal, "%s/cal", d);
+    cr_assert_eq(mkdir(cal, 0700), 0);
+    write_text(ir, "graph \"g\" {\n  input %\"../secret\" : f32[2]\n"
+                   "  %y : f32[2] = Relu(%\"../secret\") @\"r\"\n  output %y\n}\n");
+    float v[3] = {1, 2, 3};
+    ampc_tensor wrong = {AMPC_DTYPE_F32, {1, {3}}, v};
+    snprintf(p, sizeof p, "%s/secret.npy", d);
+    cr_assert_eq(ampc_tensor_write_npy(p, &wrong, &err), AMPC_OK, "%s", err ? err : "");
+    cr_assert_eq(ampc(&out, "%s --emit ir --precision auto --calibrate %s", ir, cal), 0, "%s", out);
+    cr_assert(strstr(out, "has neither _._secret.npy nor _._secret.pb") && !strstr(out, "secret.npy:"),
+              "%s", out);
+    free(out);
+    snprintf(q, sizeof q, "%s/_._secret.npy", cal);
+    cr_assert_eq(symlink(p, q), 0);
+    cr_assert_eq(ampc(&out, "%s --emit ir --precision auto --calibrate %s", ir, cal), 1, "%s", out);
+    cr_assert(strstr(out, "_._secret.npy' leads to '") && strstr(out, "outside the folder"), "%s", out);
+    free(out);
+    rmdir_all(d);
+}
+
+/* The input format comes from the content: an ONNX model named m.bin is imported, IR text named
+ * m.onnx is parsed, a library given to compile is named as one. */
+Test(cli, model_format_is_told_by_content, .timeout = 120) {
+    char *d = tmpdir(), bin[512], onnx[512], lib[512], cmd[2048], *out;
+    snprintf(bin, sizeof bin, "%s/m.bin", d);
+    snprintf(onnx, sizeof onnx, "%s/m.onnx", d);
+    snprintf(lib, sizeof lib, "%s/lib.so", d);
+    snprintf(cmd, sizeof cmd, "cp '%s/tests/fuzz/corpus/onnx/mlp.onnx' '%s'", AMPC_SOURCE_DIR, bin);
+    cr_assert_eq(system(cmd), 0);
+    write_text(onnx, "// an IR file with an ONNX name\n\n" "graph \"affine\" {\n  input %x : f32[2]\n"
+                     "  %y : f32[2] = Relu(%x) @\"r\"\n  output %y\n}\n");
+    cr_assert_eq(ampc(&out, "inspect %s", bin), 0, "%s", out);
+    cr_assert(strstr(out, "ir_version:") && strstr(out, "opsets:"), "the ONNX view:\n%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --emit ir", bin), 0, "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "inspect %s", onnx), 0, "%s", out);
+    cr_assert(strstr(out, "graph 'affine'") && strstr(out, "verifier: ok"), "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s -o %s", onnx, lib), 0, "%s", out);
+    free(out);
+    cr_assert_eq(ampc(&out, "%s --emit ir", lib), 1, "%s", out);
+    cr_assert(strstr(out, "lib.so is a shared library (ELF), not a model"), "%s", out);
+    free(out);
+    rmdir_all(d);
+}
+
+/* A truncated library is refused before dlopen (which would die of SIGBUS), naming the file and
+ * what is wrong; run and inspect exit 1, not by a signal. */
+Test(cli, truncated_library_is_refused, .timeout = 120) {
+    char *d = tmpdir(), ir[512], lib[512], cut[512], cmd[2048], *out;
+    snprintf(ir, sizeof ir, "%s/m.ir", d);
+    snprintf(lib, sizeof lib, "%s/m.so", d);
+    snprintf(cut, sizeof cut, "%s/cut.so", d);
+    write_text(ir, model_text);
+    cr_assert_eq(ampc(&out, "%s -o %s", ir, lib), 0, "%s", out);
+    free(out);
+    struct stat st;
+    cr_assert_eq(stat(lib, &st), 0);
+    snprintf(cmd, sizeof cmd, "head -c %lld '%s' > '%s'", (long long)st.st_size / 2, lib, cut);
+    cr_assert_eq(system(cmd), 0);
+    for (int k = 0; k < 2; k++) {
+        cr_assert_eq(ampc(&out, "%s %s", k ? "run" : "inspect", cut), 1, "%s", out);
+        cr_assert(strstr(out, "cut.so' is truncated: ") && strstr(out, " ends at byte ") &&
+                  strstr(out, "bytes"), "%s", out);
+        free(out);
+    }
+    rmdir_all(d);
+}
+
+/* --iterations, --profile and --sparse-report time the GPU: with --reference they are refused. */
+Test(cli, gpu_timing_options_are_refused_with_reference) {
+    char *out;
+    const char *opts[] = {"--iterations 5", "--profile", "--sparse-report"};
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(ampc(&out, "run m.ir --reference %s", opts[i]), 2, "%s", out);
+        cr_assert(strstr(out, "times the GPU; --reference runs the CPU evaluator"), "%s", out);
+        free(out);
+    }
+}
+
+/* A model whose every step is a library call: --emit cuda says so and writes a comment. */
+Test(cli, emit_without_kernels_says_so, .timeout = 120) {
+    char *d = tmpdir(), ir[512], cu[512], *out;
+    snprintf(ir, sizeof ir, "%s/mm.ir", d);
+    snprintf(cu, sizeof cu, "%s/mm.cu", d);
+    write_text(ir, "graph \"g\" {\n  input %x : f32[2,3]\n  const %w : f32[3,2] = [1, 2, 3, 4, 5, 6]\n"
+                   "  %y : f32[2,2] = MatMul(%x, %w) @\"mm\"\n  output %y\n}\n");
+    cr_assert_eq(ampc(&out, "%s --emit cuda -o %s", ir, cu), 0, "%s", out);
+    cr_assert(strstr(out, "no generated kernels: every step runs in cuBLASLt/cuDNN"), "%s", out);
+    free(out);
+    char *text = read_text(cu);
+    cr_assert(!strncmp(text, "// no generated kernels", 23), "%s", text);
+    free(text);
     rmdir_all(d);
 }

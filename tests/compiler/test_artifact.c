@@ -358,3 +358,144 @@ Test(artifact, c_program_links_the_library, .timeout = 120) {
     ampc_graph_destroy(g);
     remove_dir(dir);
 }
+
+/* The first n bytes of src copied to dst. */
+static void copy_head(const char *src, const char *dst, long long n) {
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "head -c %lld '%s' > '%s'", n, src, dst);
+    cr_assert_eq(system(cmd), 0);
+}
+
+/* ampc_rt_load refuses, before dlopen (where a truncated file dies of SIGBUS), a file cut short
+ * anywhere (in the ELF header, at the end of the first segment, before the section headers), a
+ * file that is not ELF, and a folder: each message names the file and what is wrong. */
+Test(artifact, truncated_or_foreign_files_are_refused_before_dlopen, .timeout = 120) {
+    char dir[4096], so[4200], cut[4200];
+    test_dir(dir, sizeof dir, "truncated");
+    snprintf(so, sizeof so, "%s/whole.so", dir);
+    snprintf(cut, sizeof cut, "%s/cut.so", dir);
+    ampc_module *m = compile_mlp();
+    write_lib(m, so, NULL);
+    ampc_module_destroy(m);
+    struct stat st;
+    cr_assert_eq(stat(so, &st), 0);
+    const struct {
+        long long bytes;
+        const char *want;
+    } cases[] = {
+        {40, "is truncated: the ELF header ends at byte 64, the file has 40 bytes"},
+        {4096, "is truncated: segment "},
+        {(long long)st.st_size - 1, "is truncated: the section header table ends at byte "},
+        {3, "is not a shared library (not an ELF file)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        copy_head(so, cut, cases[i].bytes);
+        ampc_rt_artifact *a = NULL;
+        char *err = NULL;
+        cr_assert_neq(ampc_rt_load(cut, &a, &err), AMPC_OK, "%lld bytes loaded", cases[i].bytes);
+        cr_assert_null(a);
+        cr_assert(err && strstr(err, "cut.so") && strstr(err, cases[i].want), "%lld bytes: %s",
+                  cases[i].bytes, err ? err : "");
+        free(err);
+    }
+    ampc_rt_artifact *a = NULL;
+    char *err = NULL;
+    cr_assert_neq(ampc_rt_load(dir, &a, &err), AMPC_OK);
+    cr_assert(err && strstr(err, "not a regular file (a folder)"), "%s", err ? err : "");
+    free(err);
+    cr_assert_eq(ampc_rt_load(so, &a, &err), AMPC_OK, "the whole file loads: %s", err ? err : "");
+    ampc_rt_unload(a);
+    remove_dir(dir);
+}
+
+/* The library writer refuses, before building, a path in a missing folder, a FIFO, and the
+ * model's own file (also as the derived header), naming the files; none is changed. */
+Test(artifact, targets_are_checked_before_building, .timeout = 120) {
+    char dir[4096], p[4300], model[4300];
+    test_dir(dir, sizeof dir, "targets");
+    ampc_module *m = compile_mlp();
+    char *err = NULL;
+    snprintf(p, sizeof p, "%s/missing/m.so", dir);
+    cr_assert_eq(ampc_module_write_library(m, p, NULL, &err), AMPC_E_IO);
+    cr_assert(err && strstr(err, "/missing' does not exist") && !strstr(err, "command:"), "%s", err);
+    free(err);
+    snprintf(p, sizeof p, "%s/fifo.so", dir);
+    cr_assert_eq(mkfifo(p, 0600), 0);
+    cr_assert_eq(ampc_module_write_library(m, p, NULL, &err), AMPC_E_INVALID_ARG);
+    cr_assert(err && strstr(err, "fifo.so' is a FIFO, not a regular file"), "%s", err);
+    free(err);
+    struct stat st;
+    cr_assert(stat(p, &st) == 0 && S_ISFIFO(st.st_mode), "the FIFO stays");
+    snprintf(model, sizeof model, "%s/m.h", dir);
+    touch(model);
+    snprintf(p, sizeof p, "%s/m.so", dir);
+    ampc_library_options o = {.source = model};
+    cr_assert_eq(ampc_module_write_library(m, p, &o, &err), AMPC_E_INVALID_ARG);
+    cr_assert(err && strstr(err, "m.h' is the model being compiled") && strstr(err, "same file"),
+              "%s", err);
+    free(err);
+    cr_assert(!exists(p), "no library");
+    cr_assert_eq(ampc_module_write_library(m, "", NULL, &err), AMPC_E_INVALID_ARG);
+    cr_assert(err && strstr(err, "path is empty"), "%s", err);
+    free(err);
+    ampc_module_destroy(m);
+    remove_dir(dir);
+}
+
+/* A program whose stdout is a file prints a line, then writes a library (which runs the C
+ * compiler in a child process): the line is in the file once, not again from the child. */
+Test(artifact, buffered_output_is_not_repeated_by_the_compiler_child, .timeout = 120) {
+    char dir[4096], so[4200], log[4200];
+    test_dir(dir, sizeof dir, "flush");
+    snprintf(so, sizeof so, "%s/m.so", dir);
+    snprintf(log, sizeof log, "%s/out.txt", dir);
+    ampc_module *m = compile_mlp();
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        if (!freopen(log, "w", stdout)) _exit(3);
+        printf("before the library\n"); /* buffered: stdout is a file */
+        ampc_library_options o = {.cc = "/nonexistent/cc"}; /* the child's exec fails */
+        char *err = NULL;
+        (void)ampc_module_write_library(m, so, &o, &err);
+        o.cc = NULL;
+        int rc = ampc_module_write_library(m, so, &o, &err) == AMPC_OK ? 0 : 4;
+        fflush(stdout);
+        _exit(rc);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
+    FILE *f = fopen(log, "r");
+    char text[4096] = {0};
+    cr_assert(f && fread(text, 1, sizeof text - 1, f) > 0);
+    fclose(f);
+    cr_assert_str_eq(text, "before the library\n");
+    ampc_module_destroy(m);
+    remove_dir(dir);
+}
+
+/* The library's soname is its file name: a program links it as ./app_mlp.so or, named
+ * libapp_mlp.so, with -lapp_mlp, and finds it at start through -Wl,-rpath,'$ORIGIN' (ldd
+ * resolves it in the program's folder); without the run path it cannot start. */
+Test(artifact, programs_find_the_library_through_its_soname, .timeout = 120) {
+    char dir[4096], path[4300], cmd[16384];
+    test_dir(dir, sizeof dir, "soname");
+    snprintf(path, sizeof path, "%s/libapp_mlp.so", dir);
+    ampc_module *m = compile_mlp();
+    ampc_library_options o = {.name = "app_mlp", .header = NULL};
+    write_lib(m, path, &o);
+    ampc_module_destroy(m);
+    snprintf(path, sizeof path, "%s/app.c", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f && fputs(app_c, f) >= 0 && fclose(f) == 0);
+    snprintf(cmd, sizeof cmd, "cd '%s' && cp libapp_mlp.h app_mlp.h && "
+             "cc %s -std=c11 -o app app.c -L. -lapp_mlp -Wl,-rpath,'$ORIGIN' > cc.log 2>&1 && "
+             "ldd ./app | grep -q 'libapp_mlp.so => %s/./libapp_mlp.so\\|libapp_mlp.so => %s/libapp_mlp.so' "
+             "&& cc %s -std=c11 -o bare app.c -L. -lapp_mlp > cc2.log 2>&1 && "
+             "! ./bare > bare.txt 2>&1 && grep -q 'libapp_mlp.so: cannot open shared object' bare.txt",
+             dir, strlen(AMPC_SANITIZE_FLAGS) ? AMPC_SANITIZE_FLAGS : "", dir, dir,
+             strlen(AMPC_SANITIZE_FLAGS) ? AMPC_SANITIZE_FLAGS : "");
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    remove_dir(dir);
+}
