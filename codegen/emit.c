@@ -55,6 +55,11 @@ ampc_cg_kernel *ampc_cg_kernel_begin(ampc_cg *cg, const ampc_node *n, const char
 void ampc_cg_kernel_covers(ampc_cg_kernel *k, const ampc_node *n) {
     if (k->covers.len) ampc_sb_puts(&k->covers, ", ");
     ampc_sb_printf(&k->covers, "%s '%s'", ampc_op_get(n->op)->onnx, n->name);
+    /* the node's name is model text: escaped (and cut short) in the comment */
+    if (k->covers_comment.len) ampc_sb_puts(&k->covers_comment, ", ");
+    ampc_sb_printf(&k->covers_comment, "%s '", ampc_op_get(n->op)->onnx);
+    ampc_sb_put_comment_text(&k->covers_comment, n->name);
+    ampc_sb_putc(&k->covers_comment, '\'');
 }
 
 const char *ampc_cg_param_ref(ampc_cg_kernel *k, ampc_rt_ref ref, const char *ctype, bool written) {
@@ -160,7 +165,7 @@ static ampc_status finish(ampc_cg_kernel *k, const uint32_t grid[3], const uint3
     ampc_cg *cg = k->cg;
     AMPC_ASSERT(k->indent == 1);
     ampc_strbuf text = {0};
-    ampc_sb_printf(&text, "// %s: %s\n", k->name, k->covers.data);
+    ampc_sb_printf(&text, "// %s: %s\n", k->name, k->covers_comment.data);
     char bounds[32];
     snprintf(bounds, sizeof bounds, k->min_blocks > 0 ? "%u, %d" : "%u",
              block[0] * block[1] * block[2], k->min_blocks);
@@ -203,6 +208,7 @@ static ampc_status finish(ampc_cg_kernel *k, const uint32_t grid[3], const uint3
     free(k->names);
     free(k->args);
     ampc_sb_free(&k->covers);
+    ampc_sb_free(&k->covers_comment);
     ampc_sb_free(&k->params);
     ampc_sb_free(&k->body);
     free(k);

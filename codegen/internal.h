@@ -35,6 +35,7 @@ struct ampc_cg_kernel {
     const ampc_node *node;   /* the first node covered (diagnostics) */
     char name[80];
     ampc_strbuf covers;      /* "Add 'add_3', Relu 'relu_4'" */
+    ampc_strbuf covers_comment; /* the same, each name escaped for the kernel's comment */
     ampc_strbuf params;      /* the parameter list */
     ampc_strbuf body;
     int32_t indent;

@@ -61,28 +61,83 @@ static ampc_status failf(char **err, ampc_status st, const char *fmt, ...) {
     return st;
 }
 
-static bool is_ident(const char *s) {
-    if (!s || !*s || (*s >= '0' && *s <= '9')) return false;
-    for (; *s; s++)
-        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-              *s == '_'))
-            return false;
-    return true;
+enum { NAME_MAX_LEN = 200 }; /* a library name's length: file names <name>.h and <name>.c */
+
+/* The C and C++ keywords (C23's and C++20's included, as model.h is included from both): none
+ * is a library name, though <name>_create would compile, so that a name reads as a name. */
+static const char *const c_keywords[] = {
+    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break",
+    "case", "catch", "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept",
+    "const", "consteval", "constexpr", "constinit", "const_cast", "continue", "co_await",
+    "co_return", "co_yield", "decltype", "default", "delete", "do", "double", "dynamic_cast",
+    "else", "enum", "explicit", "export", "extern", "false", "float", "for", "friend", "goto",
+    "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
+    "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register",
+    "reinterpret_cast", "requires", "restrict", "return", "short", "signed", "sizeof", "static",
+    "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local",
+    "throw", "true", "try", "typedef", "typeid", "typename", "typeof", "typeof_unqual", "union",
+    "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq",
+};
+
+static bool is_keyword(const char *s) {
+    for (int i = 0; i < AMPC_ARRAY_LEN(c_keywords); i++)
+        if (!strcmp(s, c_keywords[i])) return true;
+    return false;
 }
 
-/* "models/resnet-50.so" -> "resnet_50"; a leading digit gets "m_". */
+/* Why `s` cannot be a library's C prefix, or NULL when it can: a C identifier of at most
+ * NAME_MAX_LEN characters that is no keyword and not reserved (a leading '_' and a capital or a
+ * second '_', and every name of C11's own keywords: _Bool...). */
+static const char *name_problem(const char *s) {
+    if (!s || !*s) return "it is empty";
+    if (*s >= '0' && *s <= '9') return "it starts with a digit";
+    for (const char *p = s; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '_'))
+            return "it holds a character other than letters, digits and '_'";
+    if (strlen(s) > NAME_MAX_LEN) return "it is longer than 200 characters";
+    if (is_keyword(s)) return "it is a C or C++ keyword";
+    if (s[0] == '_' && (s[1] == '_' || (s[1] >= 'A' && s[1] <= 'Z')))
+        return "names starting with '__' or '_' and a capital are reserved in C";
+    return NULL;
+}
+
+static bool is_ident(const char *s) { return name_problem(s) == NULL; }
+
+bool ampc_artifact_name_ok(const char *name, char **err) {
+    if (err) *err = NULL;
+    const char *why = name_problem(name);
+    if (!why) return true;
+    failf(err, AMPC_E_INVALID_ARG, "library name '%.64s%s' is not a C identifier that can prefix "
+                                   "the library's functions: %s (give letters, digits and '_', "
+                                   "not starting with a digit)",
+          name ? name : "", name && strlen(name) > 64 ? "..." : "", why);
+    return false;
+}
+
+/* "models/resnet-50.so" -> "resnet_50": every character but letters and digits '_'; a name
+ * that starts with a digit or '_', or is empty or a keyword, gets "m_" before it; at most
+ * NAME_MAX_LEN characters. Always a valid library name. */
 static char *name_from_path(const char *path) {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     size_t n = strcspn(base, ".");
+    if (n > NAME_MAX_LEN - 2) n = NAME_MAX_LEN - 2;
     ampc_strbuf sb = {0};
-    if (!n || (base[0] >= '0' && base[0] <= '9')) ampc_sb_puts(&sb, "m_");
     for (size_t i = 0; i < n; i++) {
         char c = base[i];
         bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
         ampc_sb_putc(&sb, ok ? c : '_');
     }
-    return ampc_sb_take(&sb);
+    char *name = ampc_sb_take(&sb);
+    bool letter = (name[0] >= 'a' && name[0] <= 'z') || (name[0] >= 'A' && name[0] <= 'Z');
+    if (!letter || is_keyword(name)) {
+        ampc_sb_printf(&sb, "m_%s", name);
+        free(name);
+        name = ampc_sb_take(&sb);
+    }
+    AMPC_ASSERT(is_ident(name));
+    return name;
 }
 
 static bool is_file(const char *p) {
@@ -284,9 +339,9 @@ static ampc_status run_tool(char *const *argv, const char *log, char **err) {
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) return failf(err, AMPC_E_IO, "cannot start '%s': %s", argv[0], strerror(errno));
-    if (pid == 0) {
-        FILE *f = freopen(log, "w", stdout);
-        if (f && dup2(fileno(stdout), 2) >= 0) execvp(argv[0], argv);
+    if (pid == 0) { /* descriptors, not stdio: the caller's stdout may be any kind of stream */
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0 && dup2(fd, 1) >= 0 && dup2(fd, 2) >= 0) execvp(argv[0], argv);
         _exit(127);
     }
     int status = 0;
@@ -487,10 +542,13 @@ static ampc_status build(const ampc_module *m, const char *name, const char *fin
     argv[a++] = (char *)c_path;
     argv[a++] = (char *)s_path;
     argv[a++] = rf.archive;
-    char soname[600];
+    /* the soname is the file's name as the user gave it: -Xlinker passes it as one argument
+     * (-Wl, would split it at commas into more linker options) */
     const char *base = strrchr(final_path, '/');
-    snprintf(soname, sizeof soname, "-Wl,-soname,%s", base ? base + 1 : final_path);
-    argv[a++] = soname;
+    argv[a++] = "-Xlinker";
+    argv[a++] = "-soname";
+    argv[a++] = "-Xlinker";
+    argv[a++] = (char *)(base ? base + 1 : final_path);
     argv[a++] = "-Wl,--exclude-libs,ALL";
     /* LLD links a library with large embedded weights in about half the time of GNU ld (the
      * weights are copied once more either way); used when it is installed. */
@@ -513,9 +571,7 @@ ampc_status ampc_module_write_library(const ampc_module *m, const char *path,
         return failf(err, AMPC_E_INVALID_ARG, "ampc_module_write_library: NULL %s", m ? "path" : "module");
     if (!*path)
         return failf(err, AMPC_E_INVALID_ARG, "the library's path is empty: give a file name");
-    if (o && o->name && !is_ident(o->name))
-        return failf(err, AMPC_E_INVALID_ARG, "library name '%s' is not a C identifier (letters, "
-                                              "digits and '_', not starting with a digit)", o->name);
+    if (o && o->name && !ampc_artifact_name_ok(o->name, err)) return AMPC_E_INVALID_ARG;
     char *name = o && o->name ? ampc_xstrdup(o->name) : name_from_path(path);
     ampc_strbuf hp = {0}, so_tmp = {0}, h_tmp = {0}, side = {0}, side_tmp = {0};
     if (o && o->header) ampc_sb_puts(&hp, o->header);

@@ -19,6 +19,10 @@ char *ampc_artifact_host_c(const ampc_module *m, const char *name, const ampc_ar
 /* model.h for library `name`; `source` (the model's file, may be NULL) is named in its comment. */
 char *ampc_artifact_header(const ampc_module *m, const char *name, const char *source);
 
+/* Whether `name` can be a library's C prefix (a C identifier of at most 200 characters, no
+ * keyword, not reserved); false with *err (malloc'ed) saying why. */
+bool ampc_artifact_name_ok(const char *name, char **err);
+
 /* What building a library needs, found as ampc_module_write_library would: the C compiler
  * (`cc` as given, else $CC, else "cc", looked up on PATH) and the runtime archive. Fills both
  * paths; AMPC_E_IO with *err saying which is missing. */

@@ -312,9 +312,10 @@ static bool parse_archs(const char *list, int32_t *archs, int32_t *n) {
 /* The progress line while kernels compile (stderr, when it is a terminal or with -v). */
 static void show_progress(void *user, int32_t done, int32_t total) {
     (void)user;
-    fprintf(stderr, "\rampc: compiling kernels %d/%d", done, total);
-    if (done == total) fputc('\n', stderr);
-    fflush(stderr);
+    FILE *f = ampc_cli_raw_stderr(); /* the '\r' passes: the line is ampc's own text */
+    fprintf(f, "\rampc: compiling kernels %d/%d", done, total);
+    if (done == total) fputc('\n', f);
+    fflush(f);
 }
 
 /* What --report records besides the plan. */
@@ -357,14 +358,12 @@ static ampc_module *compile_gpu(ampc_graph *g, const ampc_cli_options *o, compil
     return m;
 }
 
+/* A JSON string (ampc_sb_put_json_str: valid JSON whatever bytes s holds). */
 static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
-    }
-    fputc('"', f);
+    ampc_strbuf sb = {0};
+    ampc_sb_put_json_str(&sb, s);
+    fputs(sb.data, f);
+    ampc_sb_free(&sb);
 }
 
 static const char *step_kind_name(const ampc_rt_step *s);
@@ -618,6 +617,12 @@ static bool paths_ok(const ampc_cli_options *o) {
 }
 
 int ampc_cli_compile(const ampc_cli_options *o) {
+    char *name_err = NULL;
+    if (o->name && !ampc_artifact_name_ok(o->name, &name_err)) {
+        fprintf(stderr, "ampc: --name: %s\n", name_err);
+        free(name_err);
+        return 1;
+    }
     if (!o->emit && !o->output) {
         fprintf(stderr, "ampc: nothing to do: give -o MODEL.so to build a library, or --emit "
                         "ir|cuda|ptx|c to see the optimised graph, its CUDA C, PTX or host C\n");

@@ -8,6 +8,8 @@
 #include "ampc.h"
 #include "ampc_runtime.h"
 
+#include <stdio.h>
+
 enum { AMPC_CLI_MAX_LIST = 64 };
 
 typedef struct ampc_cli_options {
@@ -54,6 +56,12 @@ int ampc_cli_compile(const ampc_cli_options *o);
 int ampc_cli_inspect(const ampc_cli_options *o);
 int ampc_cli_run(const ampc_cli_options *o);
 int ampc_cli_doctor(const ampc_cli_options *o);
+
+/* Makes stdout and stderr print every control byte and every byte that is not UTF-8 as \xHH
+ * (cli_terminal.c), so that a model's names cannot send a terminal escape sequence; main() calls
+ * it first. ampc_cli_raw_stderr is stderr without the filter, for ampc's own '\r' progress line. */
+void ampc_cli_terminal_install(void);
+FILE *ampc_cli_raw_stderr(void);
 
 /* ---- `run`, one process per GPU (cli_ranks.c; in the core library, so tests reach it) ------- */
 

@@ -300,6 +300,7 @@ static int parse_args(int argc, char **argv, ampc_cli_options *o) {
 }
 
 int main(int argc, char **argv) {
+    ampc_cli_terminal_install(); /* a model's names print as text, never as escape sequences */
     ampc_cli_options o = {.warmup = 10, .rank = -1, .ranks = -1};
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc;

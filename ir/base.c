@@ -162,6 +162,95 @@ void ampc_sb_free(ampc_strbuf *sb) {
     memset(sb, 0, sizeof *sb);
 }
 
+/* ---- text from a model --------------------------------------------------------------------- */
+
+int ampc_utf8_len(const unsigned char *s, size_t n) {
+    if (n == 0) return 0;
+    unsigned c = s[0];
+    if (c < 0x80) return 1;
+    int len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    if (len == 0 || (size_t)len > n) return 0;
+    /* the second byte's range excludes overlong forms, surrogates and code points past U+10FFFF */
+    unsigned lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
+    unsigned hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
+    if (s[1] < lo || s[1] > hi) return 0;
+    for (int i = 2; i < len; i++)
+        if (s[i] < 0x80 || s[i] > 0xbf) return 0;
+    return len;
+}
+
+void ampc_sb_put_comment_text(ampc_strbuf *sb, const char *s) {
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    unsigned char prev = 0;
+    size_t i = 0;
+    for (; p[i] && i < AMPC_COMMENT_TEXT_MAX; i++) {
+        unsigned char c = p[i];
+        bool escape = c < 0x20 || c > 0x7e || c == '\\' || (c == '/' && prev == '*') ||
+                      (c == '*' && prev == '/') || (c == '?' && prev == '?');
+        if (escape) ampc_sb_printf(sb, "\\x%02x", c);
+        else ampc_sb_putc(sb, (char)c);
+        prev = escape ? 0 : c;
+    }
+    if (p[i]) ampc_sb_puts(sb, "...");
+}
+
+void ampc_sb_put_json_str(ampc_strbuf *sb, const char *s) {
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    size_t n = strlen((const char *)p);
+    ampc_sb_putc(sb, '"');
+    for (size_t i = 0; i < n;) {
+        unsigned char c = p[i];
+        int len = ampc_utf8_len(p + i, n - i);
+        if (c == '"' || c == '\\') {
+            ampc_sb_printf(sb, "\\%c", c);
+        } else if (c < 0x20 || c == 0x7f) {
+            ampc_sb_printf(sb, "\\u%04x", c);
+        } else if (len == 2 && c == 0xc2 && p[i + 1] < 0xa0) {
+            ampc_sb_printf(sb, "\\u%04x", p[i + 1]); /* a C1 control */
+        } else if (len == 0) {
+            ampc_sb_puts(sb, "\\ufffd");
+            len = 1;
+        } else {
+            for (int k = 0; k < len; k++) ampc_sb_putc(sb, (char)p[i + k]);
+        }
+        i += (size_t)len;
+    }
+    ampc_sb_putc(sb, '"');
+}
+
+size_t ampc_sb_put_terminal_text(ampc_strbuf *sb, const char *s, size_t n, bool final) {
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = p[i];
+        if (c >= 0x80) {
+            int len = ampc_utf8_len(p + i, n - i);
+            if (len == 0 && !final && n - i < 4) {
+                /* a sequence the next bytes may complete: its prefix so far is well formed */
+                unsigned char tail[4] = {0};
+                memcpy(tail, p + i, n - i);
+                for (size_t k = n - i; k < 4; k++)
+                    tail[k] = k == 1 && (c == 0xed || c == 0xf4) ? 0x80 : 0xbf;
+                if (ampc_utf8_len(tail, 4) > (int)(n - i)) return i;
+            }
+            bool c1 = len == 2 && c == 0xc2 && p[i + 1] < 0xa0;
+            if (len > 0 && !c1) {
+                for (int k = 0; k < len; k++) ampc_sb_putc(sb, (char)p[i + k]);
+                i += (size_t)len;
+                continue;
+            }
+            int bytes = c1 ? 2 : 1;
+            for (int k = 0; k < bytes; k++) ampc_sb_printf(sb, "\\x%02x", p[i + k]);
+            i += (size_t)bytes;
+            continue;
+        }
+        if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) ampc_sb_printf(sb, "\\x%02x", c);
+        else ampc_sb_putc(sb, (char)c);
+        i++;
+    }
+    return n;
+}
+
 /* ---- string map ----------------------------------------------------------------------------- */
 
 static uint64_t hash_str(const char *s) {

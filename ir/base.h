@@ -78,6 +78,38 @@ void ampc_sb_vprintf(ampc_strbuf *sb, const char *fmt, va_list ap);
 char *ampc_sb_take(ampc_strbuf *sb);
 void ampc_sb_free(ampc_strbuf *sb);
 
+/* ---- text from a model --------------------------------------------------------------------- */
+
+/* A model file is untrusted: its names and strings reach generated C and CUDA, the header, JSON
+ * reports and the terminal only through these (or a sink's own quoting). */
+
+/* The length (1 to 4) of the well-formed UTF-8 sequence at s (n bytes available), or 0 when the
+ * bytes there are not one: a stray continuation byte, an overlong form, a surrogate, a code
+ * point above U+10FFFF or a sequence cut short by the end. */
+int ampc_utf8_len(const unsigned char *s, size_t n);
+
+/* Longest text of a model (in bytes) a generated comment quotes; longer text ends in "...". */
+enum { AMPC_COMMENT_TEXT_MAX = 80 };
+
+/* Appends model text s for inside a C or CUDA comment (block or line) where it can neither end
+ * the comment nor continue it onto the next line: printable ASCII as it is, except '\\', a '/'
+ * after '*', a '*' after '/' and a '?' after '?' (a trigraph), which are written as \xHH like
+ * every byte below 0x20 or above 0x7e. At most AMPC_COMMENT_TEXT_MAX bytes of s are written,
+ * then "...". The caller places it between characters other than '*', '/' and '?'. */
+void ampc_sb_put_comment_text(ampc_strbuf *sb, const char *s);
+
+/* Appends s as a JSON string, quotes included: '"', '\\', the C0 and C1 controls and DEL
+ * escaped (\\uXXXX), well-formed UTF-8 as it is, and each byte that is not UTF-8 as U+FFFD, so
+ * that the result is valid JSON whatever bytes s holds. NULL is "". */
+void ampc_sb_put_json_str(ampc_strbuf *sb, const char *s);
+
+/* Appends the n bytes at s for a terminal or a log, where they can send no control sequence:
+ * well-formed UTF-8, '\n' and '\t' as they are; other C0 controls, DEL, the C1 controls
+ * (U+0080 to U+009F) and bytes that are not UTF-8 as \xHH. Returns how many bytes were used:
+ * all of them when `final`, else all but a UTF-8 sequence cut short by the end, which the caller
+ * passes again with the bytes that follow. */
+size_t ampc_sb_put_terminal_text(ampc_strbuf *sb, const char *s, size_t n, bool final);
+
 /* ---- string map ----------------------------------------------------------------------------- */
 
 /* Open-addressing map from NUL-terminated keys (not copied: they must outlive the map) to

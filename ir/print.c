@@ -14,7 +14,8 @@
  * Inputs come first (in graph input order), then constants (values with data and no producer, in
  * value order), then live nodes in topological order, then outputs. Values produced by nodes print
  * as node results even when eager folding attached data to them (the parser re-derives it).
- * Names that are not plain identifiers ([A-Za-z0-9_.]+) are quoted with C-style escapes. Numbers
+ * Names that are not plain identifiers ([A-Za-z0-9_.]+) are quoted with C-style escapes (every
+ * control byte and every byte that is not UTF-8 escaped: the text is valid UTF-8). Numbers
  * print in the shortest form that reads back to the same bits (at most %.9g for f32/f16/bf16,
  * %.17g for f64; f16/bf16 as their float values); float attributes always carry '.', 'e', "inf" or
  * "nan" so that they read back as floats. Empty lists carry their kind (ints[], floats[],
@@ -35,9 +36,23 @@ static bool plain_char(char c) {
            c == '.';
 }
 
+/* A quoted string the parser reads back to the same bytes: well-formed UTF-8 (but the C1
+ * controls) as it is, every other byte below 0x20 or above 0x7e as an escape, so that the text
+ * holds no control character and is valid UTF-8 whatever the model's names hold. */
 static void put_quoted(ampc_strbuf *sb, const char *s) {
     ampc_sb_putc(sb, '"');
+    size_t n = strlen(s);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p >= 0x80) {
+            int len = ampc_utf8_len(p, n - (size_t)((const char *)p - s));
+            if (len == 0 || (len == 2 && *p == 0xc2 && p[1] < 0xa0)) {
+                ampc_sb_printf(sb, "\\x%02x", *p);
+            } else {
+                for (int k = 0; k < len; k++) ampc_sb_putc(sb, (char)p[k]);
+                p += len - 1;
+            }
+            continue;
+        }
         switch (*p) {
         case '"': ampc_sb_puts(sb, "\\\""); break;
         case '\\': ampc_sb_puts(sb, "\\\\"); break;
@@ -48,7 +63,7 @@ static void put_quoted(ampc_strbuf *sb, const char *s) {
             if (*p < 0x20 || *p == 0x7f)
                 ampc_sb_printf(sb, "\\x%02x", *p);
             else
-                ampc_sb_putc(sb, (char)*p); /* UTF-8 passes through */
+                ampc_sb_putc(sb, (char)*p);
         }
     }
     ampc_sb_putc(sb, '"');
