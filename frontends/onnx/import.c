@@ -1084,6 +1084,9 @@ static ampc_status check_options(ampc_onnx_ctx *c) {
     if (c->opt.max_batch < 0)
         ctx_err(c, AMPC_E_INVALID_ARG, "--max-batch %lld: the bound must be positive",
                 (long long)c->opt.max_batch);
+    if (c->opt.max_loop_iterations < 0)
+        ctx_err(c, AMPC_E_INVALID_ARG, "--max-loop-iterations %lld: the bound must be positive",
+                (long long)c->opt.max_loop_iterations);
     for (int32_t pass = 0; pass < 2; pass++) {
         int32_t n = pass ? c->opt.n_constants : c->opt.n_shapes;
         const char *what = pass ? "constant binding" : "--shape";
@@ -2357,6 +2360,7 @@ ampc_status ampc_onnx_model_import(const Onnx__ModelProto *m, const char *base_d
         goto fail;
     }
     c.g->opset = c.opset;
+    ampc_graph_set_max_loop_iterations(c.g, c.opt.max_loop_iterations);
     collect_names(&c);
     if (build(&c, order, dts, shapes) != AMPC_OK) goto fail;
     *out = c.g;
