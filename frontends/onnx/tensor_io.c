@@ -73,8 +73,9 @@ ampc_status ampc_onnx_tensor_type(const Onnx__TensorProto *t, const char *what, 
             return AMPC_E_SHAPE;
         }
         s->dims[i] = t->dims[i];
-        if (!ampc_mul_ok(numel, t->dims[i], &numel)) goto overflow;
     }
+    for (size_t i = 0; i < t->n_dims; i++) /* after every dim is filled: the message prints them */
+        if (!ampc_mul_ok(numel, t->dims[i], &numel)) goto overflow;
     int64_t bytes;
     if (!ampc_mul_ok(numel, (int64_t)ampc_dtype_size(*dt), &bytes)) goto overflow;
     return AMPC_OK;

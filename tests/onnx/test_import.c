@@ -716,6 +716,15 @@ Test(onnx_import, negative_and_overflowing_dims) {
     import_fails(&b, NULL, NULL, AMPC_E_OVERFLOW,
                  "initializer 'w' has dims [4611686018427387904,4] whose size overflows 64 bits");
     mb_free(&b);
+
+    /* The product overflows at the second dim: the message still shows the third one. */
+    mb_init(&b, 8, 13);
+    mb_initializer(&b, mb_tensor(&b, "w", OT_FLOAT, 3, (int64_t[]){INT64_C(1) << 62, 8, 7}));
+    mb_node(&b, "Relu", "r", "w", "y");
+    mb_output(&b, "y", OT_FLOAT, NULL);
+    import_fails(&b, NULL, NULL, AMPC_E_OVERFLOW,
+                 "initializer 'w' has dims [4611686018427387904,8,7] whose size overflows 64 bits");
+    mb_free(&b);
 }
 
 /* ---- coverage ------------------------------------------------------------------------------- */
