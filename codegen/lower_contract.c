@@ -28,6 +28,7 @@
  */
 #include "codegen.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #include <string.h>
@@ -342,7 +343,13 @@ static gemm_attrs read_gemm(ampc_graph *g, const ampc_node *n) {
 }
 
 /* A literal double for generated code ("((double)0.5)"). */
-static void dlit(char *buf, size_t len, double v) { snprintf(buf, len, "((double)%.17g)", v); }
+static void dlit(char *buf, size_t len, double v) {
+    if (isfinite(v)) snprintf(buf, len, "((double)%.17g)", v);
+    else /* NaN and inf have no C literal: their bits */
+        snprintf(buf, len, "__longlong_as_double(0x%llxLL)",
+                 isnan(v) ? 0x7ff8000000000000ULL : v > 0 ? 0x7ff0000000000000ULL
+                                                          : 0xfff0000000000000ULL);
+}
 
 /* D = scale * C broadcast to [M,N] (scale 1: a plain broadcast copy), by a generated kernel. */
 static ampc_status broadcast_c(ampc_cg *cg, const ampc_node *n, const ampc_value *c,

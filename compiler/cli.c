@@ -214,6 +214,7 @@ static ampc_graph *load_model(const ampc_cli_options *o) {
         io.shapes = shapes;
         io.n_shapes = o->n_shapes;
         io.max_batch = o->max_batch;
+        io.max_loop_iterations = o->max_loop_iterations;
         ampc_status st = ampc_onnx_import_file(o->model, &io, &g, &err);
         for (int i = 0; i < o->n_shapes; i++) free((char *)shapes[i].name);
         if (st != AMPC_OK) { /* the importer's message names the file */
@@ -231,6 +232,7 @@ static ampc_graph *load_model(const ampc_cli_options *o) {
     if (!text) return NULL;
     ampc_status st = ampc_graph_parse(text, len, &g, &err);
     free(text);
+    ampc_graph_set_max_loop_iterations(g, o->max_loop_iterations); /* NULL g: no-op */
     if (st != AMPC_OK) {
         fprintf(stderr, "ampc: %s:%s\n", o->model, err ? err : ampc_status_str(st));
         free(err);

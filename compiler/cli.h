@@ -42,6 +42,7 @@ typedef struct ampc_cli_options {
     const char *keep_fp32[AMPC_CLI_MAX_LIST]; /* --keep-fp32 OP|NODE */
     int n_shapes, n_disable, n_inputs, n_keep_fp32;
     int64_t max_batch;
+    int64_t max_loop_iterations; /* --max-loop-iterations N (0: the evaluator's default) */
     int32_t iterations, warmup; /* run: timed launches (0: none) and warm-up launches */
     bool verbose, print_pipeline, reference, profile;
     bool sparse_report; /* `run`: the 2:4 GEMMs' dense / sparse decisions */

@@ -85,6 +85,9 @@ static const char usage[] =
     "  --max-batch N         ONNX: dim 0 of each input that is symbolic or unset and that no\n"
     "                        --shape gives becomes N; the library then runs that batch exactly\n"
     "                        (shapes are static: a smaller batch is padded by the caller)\n"
+    "  --max-loop-iterations N\n"
+    "                        most iterations of one Loop in the CPU evaluator (run\n"
+    "                        --reference, constant folding; default 1000000)\n"
     "  --disable-pass PASS   skip a pass of the pipeline (repeatable)\n"
     "  --dump-after PASS     print the IR after PASS to stderr\n"
     "  --print-pipeline      list the passes in order and exit\n"
@@ -162,6 +165,13 @@ static int parse_args(int argc, char **argv, ampc_cli_options *o) {
             o->max_batch = strtoll(v, &end, 10);
             if (*end || o->max_batch < 1)
                 return fail("--max-batch needs a positive integer, got '%s'", v, ""), 2;
+        } else if (is_opt(a, "--max-loop-iterations")) {
+            if (!(v = opt_value(argc, argv, &i, "--max-loop-iterations"))) return 2;
+            char *end;
+            errno = 0;
+            o->max_loop_iterations = strtoll(v, &end, 10);
+            if (*end || !*v || errno || o->max_loop_iterations < 1)
+                return fail("--max-loop-iterations needs a positive integer, got '%s'", v, ""), 2;
         } else if (is_opt(a, "--disable-pass")) {
             if (!(v = opt_value(argc, argv, &i, "--disable-pass"))) return 2;
             if (o->n_disable == AMPC_CLI_MAX_LIST) return fail("too many --disable-pass", "", ""), 2;

@@ -297,6 +297,18 @@ AMPC_API ampc_status ampc_graph_parse(const char *text, size_t len, ampc_graph *
 AMPC_API ampc_status ampc_graph_evaluate(ampc_graph *g, const ampc_tensor *inputs, int32_t n_inputs,
                                          ampc_tensor *outputs, int32_t n_outputs);
 
+/* The most iterations one execution of a Loop node may run in the reference evaluator (graph
+ * evaluation and constant folding): a Loop whose trip count or condition comes from data could
+ * otherwise run for ever. A Loop that would start iteration `n` + 1 fails with a diagnostic
+ * naming the node, its trip count and the limit. Each execution of a Loop counts apart (a Loop
+ * nested in another Loop's body gets the full count every time it runs). The default of one
+ * million covers the loops of real models (decoding steps, sequence lengths) many times over
+ * while a runaway loop of a small body fails within seconds. The CLI's --max-loop-iterations N
+ * sets it; the ONNX import takes it in ampc_import_options.max_loop_iterations. */
+#define AMPC_DEFAULT_MAX_LOOP_ITERATIONS 1000000
+/* Sets the bound for g and the body graphs its Loop and If nodes run; n <= 0: the default. */
+AMPC_API void ampc_graph_set_max_loop_iterations(ampc_graph *g, int64_t n);
+
 /* ---------------------------------------------------------------------------------------------
  * The optimisation pipeline
  * ------------------------------------------------------------------------------------------- */
@@ -455,6 +467,9 @@ typedef struct ampc_import_options {
      * it. The others stay graph inputs (their binding still gives their shape). Test runners use
      * this to keep as much of a graph as possible running on its inputs. */
     bool constants_if_needed;
+    /* The reference evaluator's Loop bound for the imported graph, folding during the import
+     * included (ampc_graph_set_max_loop_iterations); 0: AMPC_DEFAULT_MAX_LOOP_ITERATIONS. */
+    int64_t max_loop_iterations;
 } ampc_import_options;
 
 /* Imports the ONNX model file at `path`. External data files are resolved relative to the model's

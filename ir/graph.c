@@ -33,6 +33,10 @@ ampc_graph *ampc_graph_create(const char *name) {
     return g;
 }
 
+void ampc_graph_set_max_loop_iterations(ampc_graph *g, int64_t n) {
+    if (g) g->max_loop_iterations = n > 0 ? n : 0;
+}
+
 void ampc_graph_destroy(ampc_graph *g) {
     if (!g) return;
     for (int32_t i = 0; i < g->n_subgraphs; i++) ampc_graph_destroy(g->subgraphs[i]);

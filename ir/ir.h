@@ -284,6 +284,10 @@ struct ampc_graph {
     const char *sparsity_layers;
     ampc_sparse_layer *sparse_layers; /* graph arena */
     int32_t n_sparse_layers;
+    /* The reference evaluator's bound on the iterations of one Loop execution
+     * (ampc_graph_set_max_loop_iterations; 0: AMPC_DEFAULT_MAX_LOOP_ITERATIONS). A Loop node
+     * hands it to its body graphs as they run, so nested Loops share it. */
+    int64_t max_loop_iterations;
 };
 
 /* ---- building ------------------------------------------------------------------------------- */

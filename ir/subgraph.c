@@ -50,6 +50,7 @@ ampc_graph *ampc_ir_subgraph_new(ampc_graph *parent, const char *name) {
         return NULL;
     }
     sub->opset = parent->opset;
+    sub->max_loop_iterations = parent->max_loop_iterations;
     ampc_ir_subgraph_adopt(parent, sub);
     return sub;
 }

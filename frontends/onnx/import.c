@@ -102,6 +102,14 @@ struct ampc_onnx_ctx {
     ampc_strbuf *notes;
     ampc_strmap needed;      /* constants_if_needed: names whose value must be known */
     bool needed_done;
+    /* Name indexes of the main graph and the options, built once (index_names) so that every
+     * lookup by name is a hash probe: initializer name -> its TensorProto; input name without
+     * an initializer -> 1 + its position among those (the first of a repeated name); every input
+ * name -> 1; a named
+     * constant binding or --shape -> its entry. */
+    ampc_strmap inits, inputs, free_inputs, named_bindings, named_shapes;
+    size_t n_free_inputs;
+    bool index_done;
 };
 
 /* ---- errors --------------------------------------------------------------------------------- */
@@ -953,32 +961,54 @@ static void decl_dims(const Onnx__TensorShapeProto *sh, ampc_strbuf *sb) {
     ampc_sb_putc(sb, ']');
 }
 
-/* Whether a graph input has an initializer (which makes it a constant). */
-static bool is_initializer(const Onnx__GraphProto *gp, const char *name) {
-    for (size_t i = 0; i < gp->n_initializer; i++)
-        if (gp->initializer[i] && gp->initializer[i]->name &&
-            !strcmp(gp->initializer[i]->name, name))
-            return true;
-    return false;
+/* Builds the name indexes of the context (see struct ampc_onnx_ctx); the first entry of a
+ * repeated name wins, as the linear searches they replace did. */
+static void index_names(ampc_onnx_ctx *c) {
+    if (c->index_done) return;
+    c->index_done = true;
+    const Onnx__GraphProto *gp = c->m->graph;
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const Onnx__TensorProto *t = gp->initializer[i];
+        if (t && t->name && !ampc_strmap_get(&c->inits, t->name))
+            ampc_strmap_put(&c->inits, t->name, (void *)t);
+    }
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const char *nm = gp->input[i] ? gp->input[i]->name : NULL;
+        if (nm) ampc_strmap_put(&c->inputs, nm, (void *)1);
+        if (!nm || ampc_strmap_get(&c->inits, nm)) continue;
+        if (!ampc_strmap_get(&c->free_inputs, nm))
+            ampc_strmap_put(&c->free_inputs, nm, (void *)(uintptr_t)(c->n_free_inputs + 1));
+        c->n_free_inputs++;
+    }
+    for (int32_t i = 0; i < c->opt.n_constants; i++) {
+        const char *nm = c->opt.constants[i].name;
+        if (nm && *nm && !ampc_strmap_get(&c->named_bindings, nm))
+            ampc_strmap_put(&c->named_bindings, nm, (void *)&c->opt.constants[i]);
+    }
+    for (int32_t i = 0; i < c->opt.n_shapes; i++) {
+        const char *nm = c->opt.shapes[i].name;
+        if (nm && !ampc_strmap_get(&c->named_shapes, nm))
+            ampc_strmap_put(&c->named_shapes, nm, (void *)&c->opt.shapes[i]);
+    }
+}
+
+/* Whether a main-graph input has an initializer (which makes it a constant). */
+static bool is_initializer(ampc_onnx_ctx *c, const char *name) {
+    index_names(c);
+    return ampc_strmap_get(&c->inits, name) != NULL;
 }
 
 static bool unnamed(const ampc_input_binding *b) { return !b->name || !*b->name; }
 
 /* The caller's binding for an input, named or by position (see ampc_input_binding), or NULL. */
-static const ampc_input_binding *any_binding(const ampc_onnx_ctx *c, const char *name) {
-    const Onnx__GraphProto *gp = c->m->graph;
-    for (int32_t i = 0; i < c->opt.n_constants; i++)
-        if (!unnamed(&c->opt.constants[i]) && !strcmp(c->opt.constants[i].name, name))
-            return &c->opt.constants[i];
-    for (size_t i = 0, k = 0; i < gp->n_input; i++) {
-        if (is_initializer(gp, gp->input[i]->name)) continue;
-        if (!strcmp(gp->input[i]->name, name))
-            return k < (size_t)c->opt.n_constants && unnamed(&c->opt.constants[k])
-                       ? &c->opt.constants[k]
-                       : NULL;
-        k++;
-    }
-    return NULL;
+static const ampc_input_binding *any_binding(ampc_onnx_ctx *c, const char *name) {
+    index_names(c);
+    const ampc_input_binding *b = ampc_strmap_get(&c->named_bindings, name);
+    if (b) return b;
+    size_t k = (size_t)(uintptr_t)ampc_strmap_get(&c->free_inputs, name);
+    if (!k--) return NULL;
+    return k < (size_t)c->opt.n_constants && unnamed(&c->opt.constants[k]) ? &c->opt.constants[k]
+                                                                           : NULL;
 }
 
 /* For constants_if_needed: marks every name whose value must be known at compile time. A node
@@ -1035,10 +1065,10 @@ static const ampc_input_binding *binding(ampc_onnx_ctx *c, const char *name) {
 }
 
 /* The caller's shape for an input: from options.shapes or a binding (bound or not). */
-static const ampc_shape *given_shape(const ampc_onnx_ctx *c, const char *name) {
-    for (int32_t i = 0; i < c->opt.n_shapes; i++)
-        if (c->opt.shapes[i].name && !strcmp(c->opt.shapes[i].name, name))
-            return &c->opt.shapes[i].shape;
+static const ampc_shape *given_shape(ampc_onnx_ctx *c, const char *name) {
+    index_names(c);
+    const ampc_input_shape *sh = ampc_strmap_get(&c->named_shapes, name);
+    if (sh) return &sh->shape;
     const ampc_input_binding *b = any_binding(c, name);
     return b ? &b->value.shape : NULL;
 }
@@ -1047,12 +1077,16 @@ static const ampc_shape *given_shape(const ampc_onnx_ctx *c, const char *name) {
 static ampc_status check_options(ampc_onnx_ctx *c) {
     const Onnx__GraphProto *gp = c->m->graph;
     ampc_strbuf list = {0};
+    index_names(c);
     for (size_t i = 0, k = 0; i < gp->n_input; i++)
-        if (!is_initializer(gp, gp->input[i]->name))
+        if (!is_initializer(c, gp->input[i]->name))
             ampc_sb_printf(&list, "%s'%s'", k++ ? ", " : "", gp->input[i]->name);
     if (c->opt.max_batch < 0)
         ctx_err(c, AMPC_E_INVALID_ARG, "--max-batch %lld: the bound must be positive",
                 (long long)c->opt.max_batch);
+    if (c->opt.max_loop_iterations < 0)
+        ctx_err(c, AMPC_E_INVALID_ARG, "--max-loop-iterations %lld: the bound must be positive",
+                (long long)c->opt.max_loop_iterations);
     for (int32_t pass = 0; pass < 2; pass++) {
         int32_t n = pass ? c->opt.n_constants : c->opt.n_shapes;
         const char *what = pass ? "constant binding" : "--shape";
@@ -1060,8 +1094,7 @@ static ampc_status check_options(ampc_onnx_ctx *c) {
             const char *name = pass ? c->opt.constants[i].name : c->opt.shapes[i].name;
             const ampc_shape *s = pass ? &c->opt.constants[i].value.shape : &c->opt.shapes[i].shape;
             if (pass && (!name || !*name)) { /* positional: the runtime input at index i */
-                size_t k = 0;
-                for (size_t j = 0; j < gp->n_input; j++) k += !is_initializer(gp, gp->input[j]->name);
+                size_t k = c->n_free_inputs;
                 if ((size_t)i >= k)
                     ctx_err(c, AMPC_E_INVALID_ARG, "constant binding %d has no name and the model "
                             "has only %zu inputs without an initializer", i, k);
@@ -1071,26 +1104,21 @@ static ampc_status check_options(ampc_onnx_ctx *c) {
                 ctx_err(c, AMPC_E_INVALID_ARG, "%s %d has no input name", what, i);
                 continue;
             }
-            bool found = false;
-            for (size_t j = 0; j < gp->n_input; j++) found |= !strcmp(gp->input[j]->name, name);
-            if (!found) {
+            if (!ampc_strmap_get(&c->inputs, name)) {
                 ctx_err(c, AMPC_E_INVALID_ARG, "%s names '%s', which is not a graph input (the "
                         "inputs are %s)", what, name, list.data ? list.data : "none");
                 continue;
             }
-            if (is_initializer(gp, name))
+            if (is_initializer(c, name))
                 ctx_err(c, AMPC_E_INVALID_ARG, "%s names '%s', which has an initializer: it is a "
                         "constant of the model, not an input", what, name);
-            for (int32_t j = 0; j < i; j++)
-                if (!strcmp(pass ? (unnamed(&c->opt.constants[j]) ? "" : c->opt.constants[j].name)
-                                 : c->opt.shapes[j].name,
-                            name))
-                    ctx_err(c, AMPC_E_INVALID_ARG, "%s gives input '%s' twice", what, name);
-            if (pass)
-                for (int32_t j = 0; j < c->opt.n_shapes; j++)
-                    if (c->opt.shapes[j].name && !strcmp(c->opt.shapes[j].name, name))
-                        ctx_err(c, AMPC_E_INVALID_ARG, "input '%s' has both a --shape and a "
-                                "constant binding", name);
+            const void *first = pass ? ampc_strmap_get(&c->named_bindings, name)
+                                     : ampc_strmap_get(&c->named_shapes, name);
+            if (first != (pass ? (const void *)&c->opt.constants[i] : (const void *)&c->opt.shapes[i]))
+                ctx_err(c, AMPC_E_INVALID_ARG, "%s gives input '%s' twice", what, name);
+            if (pass && ampc_strmap_get(&c->named_shapes, name))
+                ctx_err(c, AMPC_E_INVALID_ARG, "input '%s' has both a --shape and a "
+                        "constant binding", name);
             bool bad = s->rank < 0 || s->rank > AMPC_MAX_RANK;
             for (int32_t d = 0; !bad && d < s->rank; d++) bad |= s->dims[d] < 0;
             if (bad) ctx_err(c, AMPC_E_INVALID_ARG, "%s for input '%s': the shape has a rank "
@@ -1121,7 +1149,7 @@ static ampc_status resolve_inputs(ampc_onnx_ctx *c, ampc_dtype *dts, ampc_shape 
     /* Pass 1: what the caller gives binds the symbols it covers. */
     for (size_t i = 0; i < gp->n_input; i++) {
         const Onnx__ValueInfoProto *v = gp->input[i];
-        if (is_initializer(gp, v->name)) continue;
+        if (is_initializer(c, v->name)) continue;
         const Onnx__TypeProto__Tensor *tt = tensor_type(v);
         const ampc_shape *s = given_shape(c, v->name);
         if (!tt) {
@@ -1178,7 +1206,7 @@ static ampc_status resolve_inputs(ampc_onnx_ctx *c, ampc_dtype *dts, ampc_shape 
     for (size_t i = 0; i < gp->n_input && c->opt.max_batch > 0; i++) {
         const Onnx__ValueInfoProto *v = gp->input[i];
         const Onnx__TypeProto__Tensor *tt = tensor_type(v);
-        if (is_initializer(gp, v->name) || given_shape(c, v->name) || !tt || !tt->shape ||
+        if (is_initializer(c, v->name) || given_shape(c, v->name) || !tt || !tt->shape ||
             !tt->shape->n_dim)
             continue;
         const Onnx__TensorShapeProto__Dimension *dm = tt->shape->dim[0];
@@ -1191,7 +1219,7 @@ static ampc_status resolve_inputs(ampc_onnx_ctx *c, ampc_dtype *dts, ampc_shape 
     for (size_t i = 0; i < gp->n_input; i++) {
         const Onnx__ValueInfoProto *v = gp->input[i];
         const Onnx__TypeProto__Tensor *tt = tensor_type(v);
-        if (is_initializer(gp, v->name) || given_shape(c, v->name) || !tt ||
+        if (is_initializer(c, v->name) || given_shape(c, v->name) || !tt ||
             dts[i] == AMPC_DTYPE_UNDEFINED)
             continue;
         const Onnx__TensorShapeProto *sh = tt->shape;
@@ -2252,6 +2280,11 @@ static void ctx_free(ampc_onnx_ctx *c) {
     ampc_onnx_pb_pool_free(&c->pool);
     ampc_strmap_free(&c->model_names);
     ampc_strmap_free(&c->needed);
+    ampc_strmap_free(&c->inits);
+    ampc_strmap_free(&c->inputs);
+    ampc_strmap_free(&c->free_inputs);
+    ampc_strmap_free(&c->named_bindings);
+    ampc_strmap_free(&c->named_shapes);
     ampc_sb_free(&c->errs);
 }
 
@@ -2327,6 +2360,7 @@ ampc_status ampc_onnx_model_import(const Onnx__ModelProto *m, const char *base_d
         goto fail;
     }
     c.g->opset = c.opset;
+    ampc_graph_set_max_loop_iterations(c.g, c.opt.max_loop_iterations);
     collect_names(&c);
     if (build(&c, order, dts, shapes) != AMPC_OK) goto fail;
     *out = c.g;

@@ -73,8 +73,9 @@ ampc_status ampc_onnx_tensor_type(const Onnx__TensorProto *t, const char *what, 
             return AMPC_E_SHAPE;
         }
         s->dims[i] = t->dims[i];
-        if (!ampc_mul_ok(numel, t->dims[i], &numel)) goto overflow;
     }
+    for (size_t i = 0; i < t->n_dims; i++) /* after every dim is filled: the message prints them */
+        if (!ampc_mul_ok(numel, t->dims[i], &numel)) goto overflow;
     int64_t bytes;
     if (!ampc_mul_ok(numel, (int64_t)ampc_dtype_size(*dt), &bytes)) goto overflow;
     return AMPC_OK;
@@ -247,6 +248,42 @@ static ampc_status count_mismatch(ampc_strbuf *err, const char *what, const char
     return AMPC_E_PARSE;
 }
 
+/* Values of a narrow dtype carried in a wider typed field (int32_data for 8- and 16-bit types
+ * and the bits of f16/bf16; uint64_data for u32) must fit it: a value that would be truncated
+ * is refused, naming the tensor, the index and the value. (bool reads any nonzero as true.) */
+static ampc_status check_typed_range(const Onnx__TensorProto *t, const char *what, ampc_dtype dt,
+                                     int64_t numel, ampc_strbuf *err) {
+    int64_t lo, hi;
+    switch (dt) {
+    case AMPC_DTYPE_I8: lo = INT8_MIN, hi = INT8_MAX; break;
+    case AMPC_DTYPE_U8: lo = 0, hi = UINT8_MAX; break;
+    case AMPC_DTYPE_I16: lo = INT16_MIN, hi = INT16_MAX; break;
+    case AMPC_DTYPE_U16:
+    case AMPC_DTYPE_F16: /* the 16-bit pattern */
+    case AMPC_DTYPE_BF16: lo = 0, hi = UINT16_MAX; break;
+    case AMPC_DTYPE_U32:
+        for (int64_t i = 0; i < numel; i++)
+            if (t->uint64_data[i] > UINT32_MAX) {
+                ampc_sb_printf(err, "%s: uint64_data[%lld] = %llu is outside the range of u32 (0 "
+                               "to 4294967295)", what, (long long)i,
+                               (unsigned long long)t->uint64_data[i]);
+                return AMPC_E_PARSE;
+            }
+        return AMPC_OK;
+    default: return AMPC_OK;
+    }
+    for (int64_t i = 0; i < numel; i++)
+        if (t->int32_data[i] < lo || t->int32_data[i] > hi) {
+            ampc_sb_printf(err, "%s: int32_data[%lld] = %d is outside the range of %s (%lld to "
+                           "%lld%s)", what, (long long)i, (int)t->int32_data[i],
+                           ampc_dtype_name(dt), (long long)lo, (long long)hi,
+                           dt == AMPC_DTYPE_F16 || dt == AMPC_DTYPE_BF16 ? ": the value's bits"
+                                                                         : "");
+            return AMPC_E_PARSE;
+        }
+    return AMPC_OK;
+}
+
 ampc_status ampc_onnx_tensor_data(const Onnx__TensorProto *t, const char *what,
                                   const char *base_dir, ampc_dtype dt, const ampc_shape *s,
                                   void *dst, ampc_strbuf *err) {
@@ -272,7 +309,16 @@ ampc_status ampc_onnx_tensor_data(const Onnx__TensorProto *t, const char *what,
     default: n_typed = t->n_int32_data, field = "int32_data"; break;
     }
 
-    /* raw_data wins when it holds bytes, or when no typed field does (an empty tensor). */
+    /* Data in raw_data and in a typed field is ambiguous: neither silently wins. */
+    size_t n_any = t->n_float_data + t->n_double_data + t->n_int32_data + t->n_int64_data +
+                   t->n_uint64_data;
+    if (t->has_raw_data && t->raw_data.len > 0 && n_any > 0) {
+        ampc_sb_printf(err, "%s holds data twice, %zu bytes in raw_data and %zu values in a typed "
+                       "field (float_data, int32_data...): which one is meant is ambiguous; a "
+                       "tensor keeps its data in one of them", what, t->raw_data.len, n_any);
+        return AMPC_E_PARSE;
+    }
+    /* raw_data is used when it holds bytes, or when no typed field does (an empty tensor). */
     if ((t->has_raw_data && t->raw_data.len > 0) || n_typed == 0) {
         size_t got = t->has_raw_data ? t->raw_data.len : 0;
         if (got != nbytes) {
@@ -291,7 +337,8 @@ ampc_status ampc_onnx_tensor_data(const Onnx__TensorProto *t, const char *what,
         return AMPC_OK;
     }
     if (n_typed != (size_t)numel) return count_mismatch(err, what, field, n_typed, numel, dt, s);
-    if (!dst) return AMPC_OK;
+    ampc_status st = check_typed_range(t, what, dt, numel, err);
+    if (st != AMPC_OK || !dst) return st;
 
     switch (dt) {
     case AMPC_DTYPE_F32: memcpy(dst, t->float_data, nbytes); break;

@@ -9,10 +9,15 @@
  * A body that fails (an index out of range inside it) fails the node: its diagnostics are moved
  * to the node's graph, prefixed with the attribute and the iteration, and cleared from the body
  * so that it can run again.
+ *
+ * One execution of a Loop runs at most the graph's max_loop_iterations iterations (default
+ * AMPC_DEFAULT_MAX_LOOP_ITERATIONS): a trip count or a condition from data cannot make it run
+ * for ever. Scan runs once per slice of its inputs, If once: both are bounded by their data.
  */
 #include "ref.h"
 #include "../subgraph.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +25,7 @@
  * (malloc'ed by the evaluator; the caller frees them). iter < 0: not in a loop. */
 static ampc_status run_body(ampc_graph *g, const ampc_node *n, const char *attr, ampc_graph *b,
                             const ampc_tensor *in, int32_t n_in, ampc_tensor *out, int64_t iter) {
+    b->max_loop_iterations = g->max_loop_iterations; /* nested Loops share the bound */
     ampc_status st = ampc_graph_evaluate(b, in, n_in, out, b->n_outputs);
     if (st == AMPC_OK) return st;
     ampc_strbuf sb = {0};
@@ -85,6 +91,19 @@ ampc_status ampc_ref_if_else(ampc_graph *g, const ampc_node *n, const ampc_tenso
 
 /* ---- Loop ----------------------------------------------------------------------------------- */
 
+/* The failure of a Loop about to start iteration limit + 1; M < 0: the trip count is absent. */
+static ampc_status loop_limit_error(ampc_graph *g, const ampc_node *n, int64_t limit, int64_t M) {
+    char why[160];
+    if (M >= 0)
+        snprintf(why, sizeof why, "trip count %lld from input '%s'", (long long)M,
+                 n->inputs[0]->name);
+    else
+        snprintf(why, sizeof why, "no trip count, and the condition stayed true");
+    return AMPC_FAIL(g, n, AMPC_E_EVAL, "more than %lld iterations (%s); raise the limit with "
+                     "--max-loop-iterations N (ampc_graph_set_max_loop_iterations)",
+                     (long long)limit, why);
+}
+
 ampc_status ampc_ref_loop(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                           ampc_tensor *const *out) {
     ampc_graph *b = body_attr(n, "body");
@@ -92,6 +111,8 @@ ampc_status ampc_ref_loop(ampc_graph *g, const ampc_node *n, const ampc_tensor *
     int64_t M = in[0] ? ampc_ref_load_i64(in[0]->data, in[0]->dtype, 0) : INT64_MAX;
     bool cond = in[1] ? ampc_ref_load_i64(in[1]->data, in[1]->dtype, 0) != 0 : true;
     int64_t T = K > 0 ? out[N]->shape.dims[0] : -1; /* rows of the scan outputs (inferred) */
+    int64_t limit = g->max_loop_iterations > 0 ? g->max_loop_iterations
+                                               : AMPC_DEFAULT_MAX_LOOP_ITERATIONS;
 
     int32_t nb_in = 2 + N + k;
     ampc_tensor *bin = ampc_xcalloc((size_t)nb_in, sizeof *bin);
@@ -107,6 +128,10 @@ ampc_status ampc_ref_loop(ampc_graph *g, const ampc_node *n, const ampc_tensor *
 
     ampc_status st = AMPC_OK;
     for (; iter < M && cond; iter++) {
+        if (iter == limit) {
+            st = loop_limit_error(g, n, limit, in[0] ? M : -1);
+            break;
+        }
         for (int32_t j = 0; j < N; j++) bin[2 + j] = carried[j];
         if ((st = run_body(g, n, "body", b, bin, nb_in, bout, iter)) != AMPC_OK) break;
         cond = ampc_ref_load_i64(bout[0].data, bout[0].dtype, 0) != 0;

@@ -15,6 +15,10 @@
 #include "../ops.def"
 #undef OP
 
+/* The most input samples one node may read where the count comes from data (RoiAlign's rois and
+ * sampling_ratio): 2^32, minutes of work for the evaluator; more is refused with a message. */
+#define AMPC_REF_MAX_SAMPLES 4294967296.0
+
 /* Evaluates node n, whose present inputs all carry data, and attaches arena-allocated data to
  * its outputs. */
 ampc_status ampc_ref_fold_node(ampc_graph *g, ampc_node *n);

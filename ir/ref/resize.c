@@ -147,7 +147,9 @@ static ampc_status axis_build(ampc_graph *g, const ampc_node *n, const resize_cf
         }
         default: xo = ((double)x + 0.5) / scale - 0.5; break;
         }
-        t->extrap[x] = c->coord == C_CROP && (xo < 0 || xo > (double)(in - 1));
+        /* A NaN position (a NaN or infinite roi) extrapolates like one outside the input. */
+        t->extrap[x] = c->coord == C_CROP && !(xo >= 0 && xo <= (double)(in - 1));
+        if (isnan(xo)) xo = 0;
         double f = floor(xo), ratio = xo - f;
         if (ratio == 0) f -= 1, ratio = 1; /* an integer x_ori: the right end of [f, f+1] */
         int k = coeffs(c, ratio, scale, w);
@@ -367,6 +369,7 @@ ampc_status ampc_ref_grid_sample(ampc_graph *g, const ampc_node *n, const ampc_t
         for (int64_t p = 0; p < opix; p++) {
             /* Denormalised coordinates (f32 in the reference), x[d] for spatial dim d. */
             double pos[AMPC_MAX_RANK];
+            bool lost = false; /* a NaN coordinate, or one no padding brings back */
             for (int32_t d = 0; d < k; d++) {
                 double v = ampc_ref_load_f64(gr->data, gr->dtype, (b * opix + p) * k + (k - 1 - d));
                 v = align ? (v + 1) / 2 * (double)(dims[d] - 1)
@@ -380,7 +383,15 @@ ampc_status ampc_ref_grid_sample(ampc_graph *g, const ampc_node *n, const ampc_t
                     else if (pad == P_REFLECTION)
                         v = gs_reflect(v, lo[d], hi[d]);
                 }
+                /* Beyond 2^40 pixels (inf under zeros padding, NaN under any) no tap can land on
+                 * the input: the point reads padding zeros, and the int64 taps stay defined. */
+                lost |= !(fabs(v) <= 1099511627776.0);
                 pos[d] = v;
+            }
+            if (lost) {
+                for (int64_t c = 0; c < C; c++)
+                    ampc_ref_store_f64(y->data, y->dtype, (b * C + c) * opix + p, 0);
+                continue;
             }
             /* Per-dim taps: first position, count, weights. */
             int64_t first[AMPC_MAX_RANK];
@@ -433,6 +444,23 @@ ampc_status ampc_ref_grid_sample(ampc_graph *g, const ampc_node *n, const ampc_t
 
 /* ---- RoiAlign ------------------------------------------------------------------------------- */
 
+/* Roi r scaled (v: x1, y1, x2, y2), its bin size (bh x bw) and sampling grid per bin (gh x gw,
+ * whole numbers as doubles: sampling_ratio, or adaptive ceil(roi size / bins), which is <= 0
+ * for an empty roi and 0 for a roi with a NaN or infinite size: no samples, output 0). */
+static void roi_grid(const ampc_tensor *rois, int64_t r, double ss, bool half, int64_t sr,
+                     int64_t PH, int64_t PW, double v[4], double *bh, double *bw, double *gh,
+                     double *gw) {
+    double off = half ? 0.5 : 0;
+    for (int i = 0; i < 4; i++)
+        v[i] = ampc_ref_load_f64(rois->data, rois->dtype, r * 4 + i) * ss - off;
+    double rw = v[2] - v[0], rh = v[3] - v[1];
+    if (!half) rw = fmax(rw, 1), rh = fmax(rh, 1);
+    *bh = rh / (double)PH, *bw = rw / (double)PW;
+    *gh = sr > 0 ? (double)sr : ceil(rh / (double)PH);
+    *gw = sr > 0 ? (double)sr : ceil(rw / (double)PW);
+    if (!isfinite(rh) || !isfinite(rw)) *gh = *gw = 0;
+}
+
 /* RoiAlign: each output bin averages (or takes the max of) a grid of bilinear samples; a sample
  * more than one pixel outside the map counts as 0. The max mode takes, per sample, the largest of
  * its four weighted corner terms, as the ONNX reference (and onnxruntime) do. */
@@ -448,6 +476,21 @@ ampc_status ampc_ref_roi_align(ampc_graph *g, const ampc_node *n, const ampc_ten
     int64_t R = y->shape.dims[0], C = y->shape.dims[1], PH = y->shape.dims[2],
             PW = y->shape.dims[3];
     int64_t N = x->shape.dims[0], H = x->shape.dims[2], W = x->shape.dims[3];
+    /* The work is counted before any is done: a huge roi or sampling_ratio could ask for more
+     * samples than any run would finish (2^62 with sampling_ratio = 2^31). */
+    double reads = 0;
+    for (int64_t r = 0; r < R; r++) {
+        double v[4], bh, bw, gh, gw;
+        roi_grid(rois, r, ss, half, sr, PH, PW, v, &bh, &bw, &gh, &gw);
+        reads += fmax(gh, 0) * fmax(gw, 0) * (double)(C * PH * PW);
+    }
+    if (!(reads <= AMPC_REF_MAX_SAMPLES))
+        return AMPC_FAIL(g, n, AMPC_E_EVAL,
+                         "the rois of input 1 '%s' (spatial_scale %g, sampling_ratio %lld) ask for "
+                         "%.4g bilinear samples, more than the reference evaluator's limit of "
+                         "%.4g (2^32): the roi sizes or sampling_ratio are out of proportion to the "
+                         "%lld x %lld map", n->inputs[1]->name, ss, (long long)sr, reads,
+                         AMPC_REF_MAX_SAMPLES, (long long)H, (long long)W);
     for (int64_t r = 0; r < R; r++) {
         int64_t b = ampc_ref_load_i64(bi->data, bi->dtype, r);
         if (b < 0 || b >= N)
@@ -456,15 +499,10 @@ ampc_status ampc_ref_roi_align(ampc_graph *g, const ampc_node *n, const ampc_ten
                              "the %lld images of input 0 '%s'",
                              (long long)b, (long long)r, n->inputs[2]->name, (long long)N,
                              n->inputs[0]->name);
-        double off = half ? 0.5 : 0, v[4];
-        for (int i = 0; i < 4; i++)
-            v[i] = ampc_ref_load_f64(rois->data, rois->dtype, r * 4 + i) * ss - off;
-        double rw = v[2] - v[0], rh = v[3] - v[1];
-        if (!half) rw = fmax(rw, 1), rh = fmax(rh, 1);
-        double bh = rh / (double)PH, bw = rw / (double)PW;
-        int64_t gh = sr > 0 ? sr : (int64_t)ceil(rh / (double)PH);
-        int64_t gw = sr > 0 ? sr : (int64_t)ceil(rw / (double)PW);
-        double count = (double)AMPC_MAX(gh * gw, 1);
+        double v[4], bh, bw, ghd, gwd;
+        roi_grid(rois, r, ss, half, sr, PH, PW, v, &bh, &bw, &ghd, &gwd);
+        int64_t gh = (int64_t)ghd, gw = (int64_t)gwd; /* in range: the count above bounds them */
+        double count = fmax(ghd * gwd, 1);
         for (int64_t c = 0; c < C; c++) {
             int64_t base = (b * C + c) * H * W;
             for (int64_t ph = 0; ph < PH; ph++)
@@ -477,7 +515,8 @@ ampc_status ampc_ref_roi_align(ampc_graph *g, const ampc_node *n, const ampc_ten
                             double xx =
                                 v[0] + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw;
                             double t[4] = {0, 0, 0, 0};
-                            if (!(yy < -1.0 || yy > (double)H || xx < -1.0 || xx > (double)W)) {
+                            /* NaN (an inf roi) counts as outside, like the far points */
+                            if (yy >= -1.0 && yy <= (double)H && xx >= -1.0 && xx <= (double)W) {
                                 double sy = fmax(yy, 0), sx = fmax(xx, 0);
                                 int64_t y0 = (int64_t)sy, x0 = (int64_t)sx, y1, x1;
                                 if (y0 >= H - 1)

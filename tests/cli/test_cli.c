@@ -975,3 +975,57 @@ Test(cli, emit_without_kernels_says_so, .timeout = 120) {
     free(text);
     rmdir_all(d);
 }
+
+/* A while loop counting to `limit` (a run-time input): c <- c + 1 while c + 1 < limit. */
+static const char while_text[] =
+    "graph \"while\" {\n"
+    "  input %go : bool[]\n"
+    "  input %limit : i64[]\n"
+    "  const %c : i64[] = [0]\n"
+    "  %count : i64[] = Loop(_, %go, %c, %limit) {body = graph \"body\" {\n"
+    "    input %i : i64[]\n"
+    "    input %cond : bool[]\n"
+    "    input %c : i64[]\n"
+    "    input %limit : i64[]\n"
+    "    const %one : i64[] = [1]\n"
+    "    %next : i64[] = Add(%c, %one)\n"
+    "    %more : bool[] = Less(%next, %limit)\n"
+    "    output %more\n"
+    "    output %next\n"
+    "  }, num_captures = 1} @\"l\"\n"
+    "  output %count\n"
+    "}\n";
+
+Test(cli, max_loop_iterations_bounds_a_loop_of_the_reference_evaluator) {
+    char *d = tmpdir(), model[512], go[512], lim[512], *out, *err = NULL;
+    snprintf(model, sizeof model, "%s/w.ir", d);
+    snprintf(go, sizeof go, "%s/go.npy", d);
+    snprintf(lim, sizeof lim, "%s/limit.npy", d);
+    write_text(model, while_text);
+    uint8_t yes = 1;
+    int64_t big = (int64_t)1 << 40;
+    ampc_tensor gt = {AMPC_DTYPE_BOOL, {0, {0}}, &yes}, lt = {AMPC_DTYPE_I64, {0, {0}}, &big};
+    cr_assert_eq(ampc_tensor_write_npy(go, &gt, &err), AMPC_OK, "%s", err ? err : "");
+    cr_assert_eq(ampc_tensor_write_npy(lim, &lt, &err), AMPC_OK, "%s", err ? err : "");
+    cr_assert_eq(ampc(&out, "run %s --reference --max-loop-iterations 100 --input go=%s "
+                      "--input limit=%s", model, go, lim), 1, "%s", out);
+    cr_assert(strstr(out, "node 0 (Loop 'l'): more than 100 iterations (no trip count, and the "
+                          "condition stayed true); raise the limit with --max-loop-iterations N"),
+              "%s", out);
+    free(out);
+    big = 150; /* within a raised bound the loop runs to its end */
+    cr_assert_eq(ampc_tensor_write_npy(lim, &lt, &err), AMPC_OK, "%s", err ? err : "");
+    cr_assert_eq(ampc(&out, "run %s --reference --max-loop-iterations 150 --input go=%s "
+                      "--input limit=%s --save-outputs %s/out", model, go, lim, d), 0, "%s", out);
+    free(out);
+    char y[600];
+    snprintf(y, sizeof y, "%s/out/count.npy", d);
+    ampc_tensor c;
+    cr_assert_eq(ampc_tensor_read_file(y, &c, NULL, &err), AMPC_OK, "%s", err ? err : "");
+    cr_assert_eq(*(int64_t *)c.data, 150);
+    ampc_tensor_free(&c);
+    cr_assert_eq(ampc(&out, "run %s --reference --max-loop-iterations 0", model), 2);
+    cr_assert(strstr(out, "--max-loop-iterations needs a positive integer, got '0'"), "%s", out);
+    free(out);
+    rmdir_all(d);
+}

@@ -9,6 +9,7 @@
 #include "ir/ref/ref.h"
 
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 
 static ampc_compile_options no_cache(void) {
@@ -184,4 +185,27 @@ Test(codegen_gpu, elementwise_vector_form_matches_reference) {
             t_gpu_check c = {.fill = fill_float, .seed = 7 + (uint64_t)rows, .rtol = 1e-2, .atol = 1e-2, .what = what};
             t_gpu_vs_reference(vector_elementwise(types[i], rows), &c);
         }
+}
+
+/* A NaN or infinite attribute (LeakyRelu alpha, Clip bounds from constants) becomes a literal
+ * NVRTC compiles: NaN and inf are written as their bits ("nan" and "inf" are not C). The
+ * reference agrees: a NaN alpha makes every negative input NaN. */
+Test(codegen, nan_and_infinite_constants_compile) {
+    const double alphas[3] = {NAN, INFINITY, -INFINITY};
+    for (int k = 0; k < 3; k++) {
+        ampc_graph *g = ampc_graph_create("leaky");
+        ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(4));
+        ampc_attr_arg a = AMPC_ATTR_F("alpha", (float)alphas[k]);
+        ampc_value *y = ampc_op(g, "LeakyRelu", &x, 1, &a, 1);
+        ampc_output(g, y, "y");
+        ampc_module *m = NULL;
+        ampc_compile_options o = no_cache();
+        cr_assert_eq(ampc_compile(g, &o, &m), AMPC_OK, "alpha %g: %s", alphas[k],
+                     ampc_graph_errors(g));
+        const char *cu = ampc_module_cuda(m, 0);
+        cr_assert(strstr(cu, "__int_as_float(0x"), "%s", cu);
+        cr_assert_not_null(ampc_module_ptx(m, 0));
+        ampc_module_destroy(m);
+        ampc_graph_destroy(g);
+    }
 }

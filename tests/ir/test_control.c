@@ -864,3 +864,107 @@ Test(control, nodes_whose_bodies_hold_a_loop_never_fold) {
     ampc_tensor_free(&out);
     ampc_graph_destroy(g);
 }
+
+/* ---- the iteration bound -------------------------------------------------------------------- */
+
+/* The counting while loop with a run-time limit of 2^40 runs into the graph's bound: the failure
+ * names the node, the bound, where the trip count came from, and how to raise it. */
+Test(control, a_loop_stops_at_the_iteration_bound_with_a_message) {
+    ampc_node *n;
+    ampc_graph *g = while_graph(-1, &n);
+    ampc_graph_set_max_loop_iterations(g, 1000);
+    cr_assert_eq(run_while(g, 1, 1000), 1000); /* exactly the bound is fine */
+    uint8_t go = 1;
+    int64_t big = (int64_t)1 << 40;
+    ampc_tensor in[2] = {t_tensor(AMPC_DTYPE_BOOL, SHAPE(), &go),
+                         t_tensor(AMPC_DTYPE_I64, SHAPE(), &big)},
+                out = {0};
+    cr_assert_eq(ampc_graph_evaluate(g, in, 2, &out, 1), AMPC_E_EVAL);
+    cr_assert_null(out.data);
+    t_expect_diag(g, "node 0 (Loop 'loop'): more than 1000 iterations (no trip count, and the "
+                     "condition stayed true); raise the limit with --max-loop-iterations N "
+                     "(ampc_graph_set_max_loop_iterations)");
+    ampc_graph_clear_errors(g);
+    ampc_graph_set_max_loop_iterations(g, 2000); /* raised: the same loop of 1,500 runs */
+    cr_assert_eq(run_while(g, 1, 1500), 1500);
+    ampc_graph_destroy(g);
+
+    /* A trip count of 2^40 from the graph: named with its value and its input. */
+    g = while_graph(big, &n);
+    ampc_graph_set_max_loop_iterations(g, 10);
+    big = (int64_t)1 << 41;
+    cr_assert_eq(ampc_graph_evaluate(g, in, 2, &out, 1), AMPC_E_EVAL);
+    char want[300];
+    snprintf(want, sizeof want, "node 0 (Loop 'loop'): more than 10 iterations (trip count "
+             "1099511627776 from input '%s'); raise the limit with --max-loop-iterations N "
+             "(ampc_graph_set_max_loop_iterations)", n->inputs[0]->name);
+    t_expect_diag(g, want);
+    ampc_graph_destroy(g);
+}
+
+/* The default bound holds without any setting (a runaway loop fails instead of hanging). */
+Test(control, the_default_bound_stops_a_runaway_loop, .timeout = 60) {
+    ampc_node *n;
+    ampc_graph *g = while_graph(-1, &n);
+    uint8_t go = 1;
+    int64_t big = INT64_MAX;
+    ampc_tensor in[2] = {t_tensor(AMPC_DTYPE_BOOL, SHAPE(), &go),
+                         t_tensor(AMPC_DTYPE_I64, SHAPE(), &big)},
+                out = {0};
+    cr_assert_eq(ampc_graph_evaluate(g, in, 2, &out, 1), AMPC_E_EVAL);
+    char want[64];
+    snprintf(want, sizeof want, "more than %d iterations", AMPC_DEFAULT_MAX_LOOP_ITERATIONS);
+    cr_assert(strstr(ampc_graph_errors(g), want), "%s", ampc_graph_errors(g));
+    ampc_graph_destroy(g);
+}
+
+/* The bound counts each execution of a Loop apart: an inner loop of `limit` iterations inside
+ * an outer loop of 3 runs 3 * limit iterations in all and passes; one more inner iteration
+ * fails, and the message says which outer iteration it was. */
+Test(control, the_bound_applies_to_each_execution_of_a_nested_loop) {
+    ampc_graph *g = ampc_graph_create("outer");
+    ampc_value *go = t_input(g, "go", AMPC_DTYPE_BOOL, SHAPE());
+    ampc_value *lim = t_input(g, "limit", AMPC_DTYPE_I64, SHAPE());
+    int64_t three = 3, zero = 0, one = 1;
+    ampc_value *M = t_const_i64(g, SHAPE(), &three), *t0 = t_const_i64(g, SHAPE(), &zero);
+    ampc_graph *ob = ampc_ir_subgraph_new(g, "obody");
+    body_in(ob, "i", AMPC_DTYPE_I64, SHAPE());
+    ampc_value *oc = body_in(ob, "cond", AMPC_DTYPE_BOOL, SHAPE());
+    ampc_value *tot = body_in(ob, "total", AMPC_DTYPE_I64, SHAPE());
+    ampc_value *ogo = body_in(ob, "go", AMPC_DTYPE_BOOL, SHAPE());
+    ampc_value *olim = body_in(ob, "limit", AMPC_DTYPE_I64, SHAPE());
+    /* the inner while loop: c <- c + 1 while c + 1 < limit */
+    ampc_graph *ib = ampc_ir_subgraph_new(ob, "ibody");
+    body_in(ib, "i", AMPC_DTYPE_I64, SHAPE());
+    body_in(ib, "cond", AMPC_DTYPE_BOOL, SHAPE());
+    ampc_value *c = body_in(ib, "c", AMPC_DTYPE_I64, SHAPE());
+    ampc_value *il = body_in(ib, "limit", AMPC_DTYPE_I64, SHAPE());
+    ampc_value *c1 = ampc_add(ib, c, t_const_i64(ib, SHAPE(), &one));
+    body_out(ib, ampc_op(ib, "Less", (ampc_value *[]){c1, il}, 2, NULL, 0));
+    body_out(ib, c1);
+    const char *names[1] = {"body"};
+    ampc_node *inner, *outer;
+    cr_assert_eq(build_cf(ob, AMPC_OP_LOOP, "inner",
+                          (ampc_value *[]){NULL, ogo, t_const_i64(ob, SHAPE(), &zero), olim}, 4,
+                          names, &ib, 1, 1, NULL, 0, 1, &inner),
+                 AMPC_OK, "%s", ampc_graph_errors(ob));
+    body_out(ob, oc);
+    body_out(ob, ampc_add(ob, tot, inner->outputs[0]));
+    cr_assert_eq(build_cf(g, AMPC_OP_LOOP, "outer", (ampc_value *[]){M, NULL, t0, go, lim}, 5,
+                          names, &ob, 1, 2, NULL, 0, 1, &outer),
+                 AMPC_OK, "%s", ampc_graph_errors(g));
+    ampc_output(g, outer->outputs[0], "total");
+    ampc_graph_set_max_loop_iterations(g, 500);
+    cr_assert_eq(run_while(g, 1, 500), 1500); /* 3 executions of 500 */
+    uint8_t yes = 1;
+    int64_t l = 501;
+    ampc_tensor in[2] = {t_tensor(AMPC_DTYPE_BOOL, SHAPE(), &yes),
+                         t_tensor(AMPC_DTYPE_I64, SHAPE(), &l)},
+                out = {0};
+    cr_assert_eq(ampc_graph_evaluate(g, in, 2, &out, 1), AMPC_E_EVAL);
+    t_expect_diag(g, "node 0 (Loop 'outer'): attribute 'body', iteration 0: node 0 (Loop "
+                     "'inner'): more than 500 iterations (no trip count, and the condition stayed "
+                     "true); raise the limit with --max-loop-iterations N "
+                     "(ampc_graph_set_max_loop_iterations)");
+    ampc_graph_destroy(g);
+}

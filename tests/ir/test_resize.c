@@ -342,6 +342,109 @@ Test(resize, roi_align_batch_index_out_of_range) {
     ampc_graph_destroy(g);
 }
 
+/* RoiAlign over x[i][j] = 4i + j (4x4) with one roi of the given corners. */
+static ampc_value *roi_align(ampc_graph *g, const double rv[4], int64_t sr, const char *mode) {
+    double xv[16];
+    for (int i = 0; i < 16; i++) xv[i] = i;
+    int64_t bi[1] = {0};
+    ampc_value *in[3] = {cst(g, "x", AMPC_DTYPE_F32, SHAPE(1, 1, 4, 4), xv),
+                         cst(g, "rois", AMPC_DTYPE_F32, SHAPE(1, 4), rv),
+                         ints(g, "bi", SHAPE(1), bi)};
+    ampc_attr_arg at[2] = {AMPC_ATTR_I("sampling_ratio", sr), AMPC_ATTR_S("mode", mode)};
+    return ampc_op(g, "RoiAlign", in, 3, at, 2);
+}
+
+/* The samples a RoiAlign reads are counted before it reads any: a sampling_ratio of 2^31 (2^62
+ * samples, which never finished) or a roi of 1e30 pixels with adaptive sampling is refused with
+ * the count and the limit. */
+Test(resize, roi_align_refuses_more_samples_than_the_limit, .timeout = 30) {
+    ampc_graph *g = ampc_graph_create("t");
+    double rv[4] = {0, 0, 3, 3};
+    ampc_value *y = roi_align(g, rv, (int64_t)1 << 31, "avg");
+    cr_assert(ampc_value_is_poisoned(y));
+    t_expect_diag(g, "node 0 (RoiAlign 'RoiAlign_0'): the rois of input 1 'rois' (spatial_scale "
+                     "1, sampling_ratio 2147483648) ask for 4.612e+18 bilinear samples, more than "
+                     "the reference evaluator's limit of 4.295e+09 (2^32)");
+    ampc_graph_clear_errors(g);
+    double huge[4] = {0, 0, 1e30, 1e30};
+    cr_assert(ampc_value_is_poisoned(roi_align(g, huge, 0, "max")));
+    t_expect_diag(g, "ask for 1e+60 bilinear samples");
+    ampc_graph_destroy(g);
+}
+
+/* A roi with a NaN or infinite corner has no defined samples: every bin reads as outside the
+ * map (0) in both modes, with a fixed or an adaptive sampling grid; a finite roi next to it is
+ * unaffected. (The int64 conversion of NaN and inf coordinates was undefined.) */
+Test(resize, roi_align_nan_and_infinite_rois_read_zeros) {
+    double bad[4][4] = {{NAN, 0, 3, 3}, {0, 0, INFINITY, 3}, {0, -INFINITY, 3, 3}, {NAN, NAN, NAN, NAN}};
+    for (int k = 0; k < 4; k++)
+        for (int m = 0; m < 2; m++)
+            for (int64_t sr = 0; sr <= 2; sr += 2) {
+                ampc_graph *g = ampc_graph_create("t");
+                ampc_value *y = roi_align(g, bad[k], sr, m ? "max" : "avg");
+                cr_assert(!ampc_value_is_poisoned(y), "roi %d: %s", k, ampc_graph_errors(g));
+                double zero = 0;
+                expect_vals(g, y, SHAPE(1, 1, 1, 1), &zero, 0);
+                ampc_graph_destroy(g);
+            }
+}
+
+/* GridSample points at NaN read padding zeros in every mode and padding; an infinite point is
+ * outside under zeros padding (0) and on the border under border padding; far finite points
+ * (1e30) likewise. Bicubic border was where the int64 taps of NaN and inf overflowed. */
+Test(resize, grid_sample_nan_and_infinite_points) {
+    double xv[4] = {1, 2, 3, 4};
+    /* (x, y) points: NaN, (inf, -1), (1e30, -1), (-inf, 1) */
+    double gv[8] = {NAN, 0, INFINITY, -1, 1e30, -1, -INFINITY, 1};
+    const char *modes[3] = {"nearest", "linear", "cubic"};
+    const char *pads[3] = {"zeros", "border", "reflection"};
+    for (int m = 0; m < 3; m++)
+        for (int p = 0; p < 3; p++) {
+            ampc_graph *g = ampc_graph_create("t");
+            ampc_value *in[2] = {cst(g, "x", AMPC_DTYPE_F32, SHAPE(1, 1, 2, 2), xv),
+                                 cst(g, "grid", AMPC_DTYPE_F32, SHAPE(1, 1, 4, 2), gv)};
+            ampc_attr_arg at[3] = {AMPC_ATTR_S("mode", modes[m]), AMPC_ATTR_S("padding_mode", pads[p]),
+                                   AMPC_ATTR_I("align_corners", 1)};
+            ampc_value *y = build(g, "GridSample", in, 2, at, 3);
+            ampc_tensor out = t_eval1(g, y, NULL, 0);
+            const float *o = out.data;
+            cr_assert_eq(o[0], 0, "%s %s: NaN point gave %g", modes[m], pads[p], o[0]);
+            if (p == 0) { /* far outside: zeros */
+                for (int i = 1; i < 4; i++)
+                    cr_assert_eq(o[i], 0, "%s zeros: point %d gave %g", modes[m], i, o[i]);
+            } else if (p == 1) { /* clamped onto the border: x[0][1], x[0][1], x[1][0] */
+                cr_assert_float_eq(o[1], 2, 1e-6, "%s border: (inf, -1) gave %g", modes[m], o[1]);
+                cr_assert_float_eq(o[2], 2, 1e-6, "%s border: (1e30, -1) gave %g", modes[m], o[2]);
+                cr_assert_float_eq(o[3], 3, 1e-6, "%s border: (-inf, 1) gave %g", modes[m], o[3]);
+            } else { /* reflection of inf: NaN, read as zeros; of 1e30: some point inside */
+                cr_assert_eq(o[1], 0, "%s reflection: (inf, -1) gave %g", modes[m], o[1]);
+                cr_assert(isfinite(o[2]), "%s reflection: (1e30, -1) gave %g", modes[m], o[2]);
+            }
+            ampc_tensor_free(&out);
+            ampc_graph_destroy(g);
+        }
+}
+
+/* tf_crop_and_resize with a NaN or infinite roi: every output position is undefined, so it takes
+ * the extrapolation value. */
+Test(resize, tf_crop_and_resize_with_a_nan_roi_extrapolates) {
+    double rois[2][2] = {{NAN, 1}, {-INFINITY, INFINITY}};
+    for (int k = 0; k < 2; k++) {
+        ampc_graph *g = ampc_graph_create("t");
+        double xv[4] = {1, 2, 3, 4};
+        int64_t sz[1] = {3};
+        ampc_value *in[4] = {cst(g, "x", AMPC_DTYPE_F32, SHAPE(4), xv),
+                             cst(g, "roi", AMPC_DTYPE_F32, SHAPE(2), rois[k]), NULL,
+                             ints(g, "sizes", SHAPE(1), sz)};
+        ampc_attr_arg at[3] = {AMPC_ATTR_S("mode", "linear"),
+                               AMPC_ATTR_S("coordinate_transformation_mode", "tf_crop_and_resize"),
+                               AMPC_ATTR_F("extrapolation_value", 10)};
+        double want[3] = {10, 10, 10};
+        expect_vals(g, build(g, "Resize", in, 4, at, 3), SHAPE(3), want, 0);
+        ampc_graph_destroy(g);
+    }
+}
+
 /* ---- MaxUnpool ------------------------------------------------------------------------------ */
 
 /* The ONNX example: [[5,6],[7,8]] with MaxPool indices 5, 7, 13, 15 of a 4x4, kernel 2 stride 2;

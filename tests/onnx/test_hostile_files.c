@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* A fresh temporary folder; every path made in it is listed so rm_dir can remove it. */
@@ -189,4 +190,108 @@ Test(hostile_files, a_model_file_above_2_gib_is_refused_before_reading) {
     cr_assert_str_eq(err, want);
     free(err);
     rm_dir(&d);
+}
+
+/* ---- size: import and compile stay linear in the model ---------------------------------------- */
+
+static double seconds_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Appends the n pointers of `items` to a fresh repeated field in one allocation (MB_PUSH copies
+ * the array on every push, quadratic for the sizes here). */
+static void **mb_array(mb *b, size_t n) { return mb_alloc(b, (n ? n : 1) * sizeof(void *)); }
+
+/* Every name lookup of the importer is a hash probe: a model whose n graph inputs all have an
+ * initializer (as older exporters write weights) imports in time linear in n. Name searches
+ * over the inputs for each input took 16 s for 2,000 of them. */
+Test(hostile_files, many_inputs_that_are_initializers_import_in_linear_time, .timeout = 30) {
+    enum { N = 3000 };
+    mb b;
+    mb_init(&b, 8, 17);
+    Onnx__ValueInfoProto **ins = (Onnx__ValueInfoProto **)mb_array(&b, N);
+    Onnx__TensorProto **inits = (Onnx__TensorProto **)mb_array(&b, N);
+    Onnx__NodeProto **nodes = (Onnx__NodeProto **)mb_array(&b, N);
+    char nm[32], prev[32], out[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(nm, sizeof nm, "w%d", i);
+        ins[i] = mb_value_info(&b, nm, OT_FLOAT, "2");
+        inits[i] = mb_tensor(&b, nm, OT_FLOAT, 1, (int64_t[]){2});
+        inits[i]->n_float_data = 2;
+        inits[i]->float_data = mb_alloc(&b, 2 * sizeof(float));
+        inits[i]->float_data[0] = inits[i]->float_data[1] = (float)i;
+    }
+    strcpy(prev, "w0");
+    for (int i = 1; i < N; i++) {
+        snprintf(nm, sizeof nm, "in%d", i);
+        snprintf(out, sizeof out, i == N - 1 ? "y" : "s%d", i);
+        char ab[80];
+        snprintf(ab, sizeof ab, "%s,w%d", prev, i);
+        nodes[i - 1] = mb_make_node(&b, "Add", nm, ab, out);
+        strcpy(prev, out);
+    }
+    b.graph.input = ins, b.graph.n_input = N;
+    b.graph.initializer = inits, b.graph.n_initializer = N;
+    b.graph.node = nodes, b.graph.n_node = N - 1;
+    mb_output(&b, "y", OT_FLOAT, "2");
+    double t0 = seconds_now();
+    ampc_graph *g = NULL;
+    char *err = NULL;
+    ampc_status st = mb_import(&b, NULL, NULL, &g, &err);
+    double dt = seconds_now() - t0;
+    cr_assert_eq(st, AMPC_OK, "%s", err);
+    cr_assert_lt(dt, 10.0, "importing %d inputs with initializers took %.1f s", N, dt);
+    cr_assert_eq(g->n_inputs, 0, "inputs with an initializer are constants");
+    ampc_graph_destroy(g);
+    mb_free(&b);
+}
+
+/* A 200,000-node chain of cheap elementwise nodes imports, optimises (verifier on) and runs
+ * through the reference evaluator in seconds: no pass or lookup is quadratic in the nodes. */
+Test(hostile_files, a_200000_node_chain_imports_optimises_and_runs, .timeout = 240) {
+    enum { N = 200000 };
+    mb b;
+    mb_init(&b, 8, 17);
+    Onnx__NodeProto **nodes = (Onnx__NodeProto **)mb_array(&b, N);
+    char nm[32], in[64], out[32];
+    static const char *const ops[3] = {"Relu", "Neg", "Add"};
+    for (int i = 0; i < N; i++) {
+        snprintf(nm, sizeof nm, "n%d", i);
+        if (i == 0) strcpy(in, "x");
+        else snprintf(in, sizeof in, "t%d", i - 1);
+        if (i % 3 == 2) strcat(in, ",c");
+        if (i == N - 1) strcpy(out, "y");
+        else snprintf(out, sizeof out, "t%d", i);
+        nodes[i] = mb_make_node(&b, ops[i % 3], nm, in, out);
+    }
+    b.graph.node = nodes, b.graph.n_node = N;
+    Onnx__TensorProto *c = mb_tensor(&b, "c", OT_FLOAT, 1, (int64_t[]){4});
+    c->n_float_data = 4;
+    c->float_data = mb_alloc(&b, 4 * sizeof(float));
+    for (int i = 0; i < 4; i++) c->float_data[i] = 0.5f;
+    mb_initializer(&b, c);
+    mb_input(&b, "x", OT_FLOAT, "4");
+    mb_output(&b, "y", OT_FLOAT, "4");
+    double t0 = seconds_now();
+    ampc_graph *g = NULL;
+    char *err = NULL;
+    ampc_status st = mb_import(&b, NULL, NULL, &g, &err);
+    cr_assert_eq(st, AMPC_OK, "%s", err);
+    mb_free(&b);
+    ampc_pipeline_options po = {.verify = true};
+    cr_assert_eq(ampc_graph_optimize(g, &po), AMPC_OK, "%s", ampc_graph_errors(g));
+    float xs[4] = {-2, -0.25f, 0.25f, 3};
+    ampc_tensor x = {AMPC_DTYPE_F32, {1, {4}}, xs}, y = {0};
+    cr_assert_eq(ampc_graph_evaluate(g, &x, 1, &y, 1), AMPC_OK, "%s", ampc_graph_errors(g));
+    double dt = seconds_now() - t0;
+    for (int i = 0; i < 4; i++) { /* the chain in plain C */
+        float v = xs[i];
+        for (int k = 0; k < N; k++) v = k % 3 == 0 ? (v > 0 ? v : 0) : k % 3 == 1 ? -v : v + 0.5f;
+        cr_assert_float_eq(((float *)y.data)[i], v, 0, "y[%d]", i);
+    }
+    ampc_tensor_free(&y);
+    cr_assert_lt(dt, 120.0, "import, optimise and evaluate of %d nodes took %.1f s", N, dt);
+    ampc_graph_destroy(g);
 }

@@ -258,6 +258,46 @@ Test(onnx_import, initializer_size_mismatches_name_the_tensor) {
     mb_free(&b);
 }
 
+/* Values in int32_data that do not fit the tensor's type (u8, i8, u16, i16, the bits of f16 and
+ * bf16) were truncated; data in both raw_data and a typed field was read from raw_data. Both
+ * are refused, naming the tensor and (for a value) its index. */
+Test(onnx_import, out_of_range_typed_values_and_data_given_twice_are_refused) {
+    static const struct { int32_t ot; int32_t bad; const char *want; } cases[] = {
+        {OT_UINT8, 256, "initializer 'w': int32_data[1] = 256 is outside the range of u8 (0 to 255)"},
+        {OT_INT8, -129, "initializer 'w': int32_data[1] = -129 is outside the range of i8 (-128 to 127)"},
+        {OT_UINT16, -1, "initializer 'w': int32_data[1] = -1 is outside the range of u16 (0 to 65535)"},
+        {OT_INT16, 40000, "initializer 'w': int32_data[1] = 40000 is outside the range of i16 (-32768 to 32767)"},
+        {OT_FLOAT16, 65536, "initializer 'w': int32_data[1] = 65536 is outside the range of f16 (0 to 65535: the value's bits)"},
+        {OT_BFLOAT16, 70000, "initializer 'w': int32_data[1] = 70000 is outside the range of bf16 (0 to 65535: the value's bits)"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        mb b;
+        mb_init(&b, 8, 13);
+        Onnx__TensorProto *t = mb_tensor(&b, "w", cases[k].ot, 1, (int64_t[]){2});
+        t->int32_data = mb_alloc(&b, 2 * sizeof(int32_t)), t->n_int32_data = 2;
+        t->int32_data[0] = 1, t->int32_data[1] = cases[k].bad;
+        mb_initializer(&b, t);
+        mb_node(&b, "Identity", "id", "w", "y");
+        mb_output(&b, "y", cases[k].ot, NULL);
+        import_fails(&b, NULL, NULL, AMPC_E_PARSE, cases[k].want);
+        t->int32_data[1] = 1; /* in range: imports */
+        ampc_graph_destroy(import_ok(&b, NULL, NULL));
+        mb_free(&b);
+    }
+    mb b;
+    mb_init(&b, 8, 13);
+    Onnx__TensorProto *t = mb_tensor(&b, "w", OT_FLOAT, 1, (int64_t[]){2});
+    t->float_data = mb_alloc(&b, 8), t->n_float_data = 2;
+    t->has_raw_data = 1, t->raw_data.len = 8, t->raw_data.data = mb_alloc(&b, 8);
+    mb_initializer(&b, t);
+    mb_node(&b, "Identity", "id", "w", "y");
+    mb_output(&b, "y", OT_FLOAT, NULL);
+    import_fails(&b, NULL, NULL, AMPC_E_PARSE,
+                 "initializer 'w' holds data twice, 8 bytes in raw_data and 2 values in a typed "
+                 "field (float_data, int32_data...): which one is meant is ambiguous");
+    mb_free(&b);
+}
+
 Test(onnx_import, empty_initializer_needs_no_data) {
     mb b;
     mb_init(&b, 8, 13);
@@ -675,6 +715,15 @@ Test(onnx_import, negative_and_overflowing_dims) {
     b.graph.initializer[0]->dims[1] = 4;
     import_fails(&b, NULL, NULL, AMPC_E_OVERFLOW,
                  "initializer 'w' has dims [4611686018427387904,4] whose size overflows 64 bits");
+    mb_free(&b);
+
+    /* The product overflows at the second dim: the message still shows the third one. */
+    mb_init(&b, 8, 13);
+    mb_initializer(&b, mb_tensor(&b, "w", OT_FLOAT, 3, (int64_t[]){INT64_C(1) << 62, 8, 7}));
+    mb_node(&b, "Relu", "r", "w", "y");
+    mb_output(&b, "y", OT_FLOAT, NULL);
+    import_fails(&b, NULL, NULL, AMPC_E_OVERFLOW,
+                 "initializer 'w' has dims [4611686018427387904,8,7] whose size overflows 64 bits");
     mb_free(&b);
 }
 
