@@ -2156,27 +2156,62 @@ done:
     free(nd.outs);
 }
 
-/* value_info and graph outputs whose declared static type disagrees with inference. */
+/* Whether the static type `tt` declares for v disagrees with inference: its element type (when
+ * set), its rank (when a shape is given) or a dim given as a number. */
+static void declared_vs_inferred(const Onnx__TypeProto__Tensor *tt, const ampc_value *v,
+                                 bool *dtype_differs, bool *shape_differs) {
+    ampc_dtype dt = ampc_dtype_from_onnx(tt->has_elem_type ? tt->elem_type : 0);
+    *dtype_differs = dt != AMPC_DTYPE_UNDEFINED && dt != v->dtype;
+    const Onnx__TensorShapeProto *sh = tt->shape;
+    *shape_differs = sh && (int32_t)sh->n_dim != v->shape.rank;
+    for (size_t d = 0; sh && !*shape_differs && d < sh->n_dim; d++)
+        *shape_differs = sh->dim[d] && sh->dim[d]->value_case ==
+                                           ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+                         sh->dim[d]->dim_value != v->shape.dims[d];
+}
+
+/* "i64[2,3]" as tt declares it (into sb). */
+static void declared_type_str(const Onnx__TypeProto__Tensor *tt, ampc_strbuf *sb) {
+    ampc_dtype dt = ampc_dtype_from_onnx(tt->has_elem_type ? tt->elem_type : 0);
+    char nb[32];
+    ampc_sb_puts(sb, dt ? ampc_dtype_name(dt) : ampc_onnx_dtype_name(tt->elem_type, nb, sizeof nb));
+    if (tt->shape) decl_dims(tt->shape, sb);
+}
+
+/* value_info and graph outputs whose declared static type disagrees with inference (notes). */
 static void compare_value_info(ampc_onnx_ctx *c, const Onnx__ValueInfoProto *vi, const scope *sc) {
     if (!c->notes || !vi || !vi->name) return;
     const Onnx__TypeProto__Tensor *tt = tensor_type(vi);
     const ampc_value *v = ampc_strmap_get(&sc->vals, vi->name);
     if (!tt || !v || v == &absent || poisoned(v)) return;
-    ampc_dtype dt = ampc_dtype_from_onnx(tt->has_elem_type ? tt->elem_type : 0);
-    bool differs = dt != AMPC_DTYPE_UNDEFINED && dt != v->dtype;
-    const Onnx__TensorShapeProto *sh = tt->shape;
-    if (sh && (int32_t)sh->n_dim != v->shape.rank) differs = true;
-    for (size_t d = 0; sh && !differs && d < sh->n_dim; d++)
-        differs = sh->dim[d] && sh->dim[d]->value_case ==
-                                    ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
-                  sh->dim[d]->dim_value != v->shape.dims[d];
-    if (!differs) return;
-    char got[AMPC_TYPE_STR_MAX], nb[32];
+    bool dtype_differs, shape_differs;
+    declared_vs_inferred(tt, v, &dtype_differs, &shape_differs);
+    if (!dtype_differs && !shape_differs) return;
+    char got[AMPC_TYPE_STR_MAX];
     ampc_strbuf dd = {0};
-    decl_dims(sh, &dd);
-    ampc_sb_printf(c->notes, "value_info '%s' declares %s%s, inference gives %s\n", vi->name,
-                   dt ? ampc_dtype_name(dt) : ampc_onnx_dtype_name(tt->elem_type, nb, sizeof nb),
-                   sh ? dd.data : "", ampc_value_type_str(v, got, sizeof got));
+    declared_type_str(tt, &dd);
+    ampc_sb_printf(c->notes, "value_info '%s' declares %s, inference gives %s\n", vi->name, dd.data,
+                   ampc_value_type_str(v, got, sizeof got));
+    ampc_sb_free(&dd);
+}
+
+/* A graph output's declared type is what a program linking the model is told to expect: an
+ * element type, rank or numbered dim other than the one computed is refused (symbolic and
+ * unknown dims match anything). */
+static void check_declared_output(ampc_onnx_ctx *c, const Onnx__ValueInfoProto *vi, const scope *sc) {
+    const Onnx__TypeProto__Tensor *tt = vi && vi->name ? tensor_type(vi) : NULL;
+    const ampc_value *v = tt ? ampc_strmap_get(&sc->vals, vi->name) : NULL;
+    if (!v || v == &absent || poisoned(v)) return;
+    bool dtype_differs, shape_differs;
+    declared_vs_inferred(tt, v, &dtype_differs, &shape_differs);
+    if (!dtype_differs && !shape_differs) return;
+    char got[AMPC_TYPE_STR_MAX];
+    ampc_strbuf dd = {0};
+    declared_type_str(tt, &dd);
+    ctx_err(c, dtype_differs ? AMPC_E_DTYPE : AMPC_E_SHAPE,
+            "graph output '%s' is declared %s, but the model computes %s: the file contradicts "
+            "itself (re-export it, or correct the output's type)", vi->name, dd.data,
+            ampc_value_type_str(v, got, sizeof got));
     ampc_sb_free(&dd);
 }
 
@@ -2256,6 +2291,7 @@ static ampc_status build(ampc_onnx_ctx *c, const int32_t *order, const ampc_dtyp
     if (c->first == AMPC_OK) {
         for (size_t i = 0; i < gp->n_value_info; i++) compare_value_info(c, gp->value_info[i], &sc);
         for (size_t i = 0; i < gp->n_output; i++) compare_value_info(c, gp->output[i], &sc);
+        for (size_t i = 0; i < gp->n_output; i++) check_declared_output(c, gp->output[i], &sc);
     }
     ampc_strmap_free(&sc.vals);
     ampc_strmap_free(&inits);

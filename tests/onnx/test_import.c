@@ -298,6 +298,29 @@ Test(onnx_import, out_of_range_typed_values_and_data_given_twice_are_refused) {
     mb_free(&b);
 }
 
+/* A graph output declared with another element type, rank or dim than the model computes is
+ * refused (a program would be told the wrong type); symbolic and unknown dims match anything. */
+Test(onnx_import, declared_output_types_must_match_what_is_computed) {
+    static const struct { int32_t elem; const char *dims; ampc_status st; const char *want; } cases[] = {
+        {OT_INT64, "2,3", AMPC_E_DTYPE, "graph output 'y' is declared i64[2,3], but the model computes f32[2,3]"},
+        {OT_FLOAT, "6", AMPC_E_SHAPE, "graph output 'y' is declared f32[6], but the model computes f32[2,3]"},
+        {OT_FLOAT, "2,4", AMPC_E_SHAPE, "graph output 'y' is declared f32[2,4], but the model computes f32[2,3]"},
+        {OT_FLOAT, "2,3", AMPC_OK, NULL},
+        {OT_FLOAT, "N,?", AMPC_OK, NULL},
+        {OT_FLOAT, NULL, AMPC_OK, NULL},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        mb b;
+        mb_init(&b, 8, 13);
+        mb_input(&b, "x", OT_FLOAT, "2,3");
+        mb_node(&b, "Relu", "r", "x", "y");
+        mb_output(&b, "y", cases[k].elem, cases[k].dims);
+        if (cases[k].want) import_fails(&b, NULL, NULL, cases[k].st, cases[k].want);
+        else ampc_graph_destroy(import_ok(&b, NULL, NULL));
+        mb_free(&b);
+    }
+}
+
 Test(onnx_import, empty_initializer_needs_no_data) {
     mb b;
     mb_init(&b, 8, 13);
