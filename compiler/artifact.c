@@ -593,18 +593,12 @@ ampc_status ampc_module_write_library(const ampc_module *m, const char *path,
 
     /* every file is checked before any work (and again as it is renamed into place) */
     const char *src = o ? o->source : NULL;
+    tmp_files t = {0};
+    char *header = NULL;
     ampc_status st = ampc_artifact_check_target(path, src, err);
     if (st == AMPC_OK) st = ampc_artifact_check_target(hp.data, src, err);
     if (st == AMPC_OK && sidecar) st = ampc_artifact_check_target(side.data, src, err);
-    if (st != AMPC_OK) {
-        free(name);
-        ampc_sb_free(&hp);
-        ampc_sb_free(&so_tmp);
-        ampc_sb_free(&h_tmp);
-        ampc_sb_free(&side);
-        ampc_sb_free(&side_tmp);
-        return st;
-    }
+    if (st != AMPC_OK) goto done;
     ampc_artifact_sweep_stale(path);
     ampc_artifact_sweep_stale(hp.data);
     ampc_strbuf side_any = {0}; /* the weights file's temporaries, whether or not this one has it */
@@ -612,7 +606,6 @@ ampc_status ampc_module_write_library(const ampc_module *m, const char *path,
     ampc_artifact_sweep_stale(side_any.data);
     ampc_sb_free(&side_any);
 
-    tmp_files t = {0};
     const char *tmpdir = getenv("TMPDIR");
     const char *root = tmpdir && *tmpdir && !strpbrk(tmpdir, "\"\\\n") ? tmpdir : "/tmp";
     /* the pid in the name lets a later compile remove the folder when this one is killed */
@@ -622,7 +615,7 @@ ampc_status ampc_module_write_library(const ampc_module *m, const char *path,
         st = failf(err, AMPC_E_IO, "cannot create a temporary folder '%s': %s", t.dir, strerror(errno));
         t.dir[0] = 0;
     }
-    char *header = ampc_artifact_header(m, name, o ? o->source : NULL);
+    header = ampc_artifact_header(m, name, o ? o->source : NULL);
     if (st == AMPC_OK)
         st = build(m, name, path, so_tmp.data, header, sidecar ? side_tmp.data : NULL, side_name, o, &t, err);
     if (st == AMPC_OK) {
@@ -640,6 +633,7 @@ ampc_status ampc_module_write_library(const ampc_module *m, const char *path,
         if (sidecar) remove(side_tmp.data);
     }
     remove_tmp(&t);
+done:
     free(header);
     free(name);
     ampc_sb_free(&hp);

@@ -2178,20 +2178,29 @@ static void declared_type_str(const Onnx__TypeProto__Tensor *tt, ampc_strbuf *sb
     if (tt->shape) decl_dims(tt->shape, sb);
 }
 
+/* When vi declares a static type for a value the import computed and the two disagree: the
+ * declared type's text (into decl) and true. */
+static bool declared_differs(const Onnx__ValueInfoProto *vi, const scope *sc, const ampc_value **v,
+                             bool *dtype_differs, ampc_strbuf *decl) {
+    const Onnx__TypeProto__Tensor *tt = vi && vi->name ? tensor_type(vi) : NULL;
+    *v = tt ? ampc_strmap_get(&sc->vals, vi->name) : NULL;
+    if (!*v || *v == &absent || poisoned(*v)) return false;
+    bool shape_differs;
+    declared_vs_inferred(tt, *v, dtype_differs, &shape_differs);
+    if (!*dtype_differs && !shape_differs) return false;
+    declared_type_str(tt, decl);
+    return true;
+}
+
 /* value_info and graph outputs whose declared static type disagrees with inference (notes). */
 static void compare_value_info(ampc_onnx_ctx *c, const Onnx__ValueInfoProto *vi, const scope *sc) {
-    if (!c->notes || !vi || !vi->name) return;
-    const Onnx__TypeProto__Tensor *tt = tensor_type(vi);
-    const ampc_value *v = ampc_strmap_get(&sc->vals, vi->name);
-    if (!tt || !v || v == &absent || poisoned(v)) return;
-    bool dtype_differs, shape_differs;
-    declared_vs_inferred(tt, v, &dtype_differs, &shape_differs);
-    if (!dtype_differs && !shape_differs) return;
-    char got[AMPC_TYPE_STR_MAX];
+    const ampc_value *v;
+    bool dtype_differs;
     ampc_strbuf dd = {0};
-    declared_type_str(tt, &dd);
-    ampc_sb_printf(c->notes, "value_info '%s' declares %s, inference gives %s\n", vi->name, dd.data,
-                   ampc_value_type_str(v, got, sizeof got));
+    char got[AMPC_TYPE_STR_MAX];
+    if (c->notes && declared_differs(vi, sc, &v, &dtype_differs, &dd))
+        ampc_sb_printf(c->notes, "value_info '%s' declares %s, inference gives %s\n", vi->name,
+                       dd.data, ampc_value_type_str(v, got, sizeof got));
     ampc_sb_free(&dd);
 }
 
@@ -2199,19 +2208,15 @@ static void compare_value_info(ampc_onnx_ctx *c, const Onnx__ValueInfoProto *vi,
  * element type, rank or numbered dim other than the one computed is refused (symbolic and
  * unknown dims match anything). */
 static void check_declared_output(ampc_onnx_ctx *c, const Onnx__ValueInfoProto *vi, const scope *sc) {
-    const Onnx__TypeProto__Tensor *tt = vi && vi->name ? tensor_type(vi) : NULL;
-    const ampc_value *v = tt ? ampc_strmap_get(&sc->vals, vi->name) : NULL;
-    if (!v || v == &absent || poisoned(v)) return;
-    bool dtype_differs, shape_differs;
-    declared_vs_inferred(tt, v, &dtype_differs, &shape_differs);
-    if (!dtype_differs && !shape_differs) return;
-    char got[AMPC_TYPE_STR_MAX];
+    const ampc_value *v;
+    bool dtype_differs;
     ampc_strbuf dd = {0};
-    declared_type_str(tt, &dd);
-    ctx_err(c, dtype_differs ? AMPC_E_DTYPE : AMPC_E_SHAPE,
-            "graph output '%s' is declared %s, but the model computes %s: the file contradicts "
-            "itself (re-export it, or correct the output's type)", vi->name, dd.data,
-            ampc_value_type_str(v, got, sizeof got));
+    char got[AMPC_TYPE_STR_MAX];
+    if (declared_differs(vi, sc, &v, &dtype_differs, &dd))
+        ctx_err(c, dtype_differs ? AMPC_E_DTYPE : AMPC_E_SHAPE,
+                "graph output '%s' is declared %s, but the model computes %s: the file "
+                "contradicts itself (re-export it, or correct the output's type)", vi->name,
+                dd.data, ampc_value_type_str(v, got, sizeof got));
     ampc_sb_free(&dd);
 }
 
