@@ -42,9 +42,16 @@ static void put_i64s(ampc_strbuf *sb, const int64_t *v, int n) {
     ampc_sb_putc(sb, '}');
 }
 
+/* {dims}: only the rank's dims (a scalar's is {0}: the dims past the rank are not part of the
+ * shape and need not be initialised, so they never reach the generated code). */
+static void put_dims(ampc_strbuf *sb, const ampc_shape *s) {
+    if (s->rank) put_i64s(sb, s->dims, s->rank);
+    else ampc_sb_puts(sb, "{0}");
+}
+
 static void put_shape(ampc_strbuf *sb, const ampc_shape *s) {
     ampc_sb_printf(sb, "{%d, ", s->rank);
-    put_i64s(sb, s->dims, s->rank ? s->rank : 1);
+    put_dims(sb, s);
     ampc_sb_putc(sb, '}');
 }
 
@@ -202,7 +209,7 @@ static void put_infos(ampc_strbuf *sb, const char *name, const char *var, const 
         ampc_sb_printf(sb, ", %d, ", io[i].dtype);
         put_str(sb, ampc_dtype_name(io[i].dtype));
         ampc_sb_printf(sb, ", %d, ", io[i].shape.rank);
-        put_i64s(sb, io[i].shape.dims, io[i].shape.rank ? io[i].shape.rank : 1);
+        put_dims(sb, &io[i].shape);
         ampc_sb_printf(sb, ", %lld},\n", (long long)io[i].ref.bytes);
     }
     if (!n) ampc_sb_puts(sb, "    {0},\n");
