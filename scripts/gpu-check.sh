@@ -166,16 +166,22 @@ for part in $parts; do
     *) echo "gpu-check: unknown part '$part' (tests, conformance, artifact, bench)" >&2; exit 2 ;;
   esac
 done
+# The committed record with the sections of the parts run so far replaced (written after each
+# part, so that a run cut short still brings back what it finished).
+write_record() {
+  awk -v parts=" $1 " 'BEGIN {keep = 1} /^## / {p = $2; sub(/:$/, "", p); keep = index(parts, " " p " ") == 0}
+                       keep' tests/gpu-record.tsv 2>/dev/null > "$out/gpu-record.tsv"
+  cat "$record" >> "$out/gpu-record.tsv"
+}
+done_parts=""
 for part in $parts; do
   echo "## $part: $stamp" >> "$record"
   [ "$part" = tests ] && printf '# part\tsuite\ttested\tpassed\tfailed\tskipped\tresult\tnotes\n' >> "$record"
   [ "$part" = conformance ] && printf '# part\tsuite (column)\ttests\tpass\tfail\tunsupported\tresult\n' >> "$record"
   "part_$part"
+  done_parts="$done_parts $part"
+  write_record "$done_parts"
 done
-# The committed record with the sections of the parts just run replaced.
-awk -v parts=" $parts " 'BEGIN {keep = 1} /^## / {p = $2; sub(/:$/, "", p); keep = index(parts, " " p " ") == 0}
-                         keep' tests/gpu-record.tsv 2>/dev/null > "$out/gpu-record.tsv"
-cat "$record" >> "$out/gpu-record.tsv"
 echo "gpu-check: $([ $status = 0 ] && echo OK || echo FAILED) ($parts)" >> "$summary"
 cat "$summary"
 exit $status
