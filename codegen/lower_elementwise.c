@@ -24,21 +24,9 @@ static int64_t iattr(const ampc_node *n, const char *name, int64_t dflt) {
     return a && a->kind == AMPC_ATTR_INT ? a->i : dflt;
 }
 
-/* A literal of the compute type: "((float)0.200000003)". NaN and the infinities have no C
- * literal ("nan" and "inf" do not compile): they are written as their bits, in double for a
- * double compute type, else in float and converted. */
-static void lit(ampc_strbuf *sb, const char *ct, double v) {
-    bool dbl = !strcmp(ct, "double");
-    if (isfinite(v))
-        ampc_sb_printf(sb, "((%s)%.17g)", ct, v);
-    else if (dbl)
-        ampc_sb_printf(sb, "__longlong_as_double(0x%llxLL)",
-                       isnan(v) ? 0x7ff8000000000000ULL : v > 0 ? 0x7ff0000000000000ULL
-                                                                : 0xfff0000000000000ULL);
-    else
-        ampc_sb_printf(sb, "((%s)__int_as_float(0x%x))", ct,
-                       isnan(v) ? 0x7fc00000u : v > 0 ? 0x7f800000u : 0xff800000u);
-}
+/* A literal of the compute type: "((float)0.20000000298023224)"; NaN and the infinities as their
+ * bits (ampc_cg_put_typed). */
+static void lit(ampc_strbuf *sb, const char *ct, double v) { ampc_cg_put_typed(sb, ct, v); }
 
 /* Writes the expression of a unary float op over `a` (compute type ct); false when the op is
  * not one. */
