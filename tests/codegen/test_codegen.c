@@ -189,9 +189,6 @@ Test(codegen_gpu, elementwise_vector_form_matches_reference) {
         }
 }
 
-/* A NaN or infinite attribute (LeakyRelu alpha, Clip bounds from constants) becomes a literal
- * NVRTC compiles: NaN and inf are written as their bits ("nan" and "inf" are not C). The
- * reference agrees: a NaN alpha makes every negative input NaN. */
 /* Adds op(in) with attributes as a graph output. */
 static void nonfinite_out(ampc_graph *g, const char *op, ampc_value *const *in, int32_t n_in,
                           const ampc_attr_arg *a, int32_t n_a) {
@@ -308,4 +305,54 @@ Test(codegen, nan_and_infinite_constants_compile) {
         ampc_module_destroy(m);
         ampc_graph_destroy(g);
     }
+}
+
+/* Values no integer type holds, and some it does, cycled through a float input of any type. */
+static void fill_out_of_range(ampc_tensor *t, const char *name, uint64_t *seed) {
+    (void)name, (void)seed;
+    static const double v[] = {300.0, -300.0, -1e30, 1e30, NAN, INFINITY, -INFINITY, 2.9, -2.9,
+                               255.9, -0.5, 65535.7, 40000.0, -40000.0, 4294967296.5, 3e9, -3e9,
+                               1e19, 2e19, -1e19, 0.0};
+    const int64_t n = (int64_t)(sizeof v / sizeof v[0]);
+    for (int64_t k = 0; k < ampc_shape_numel(&t->shape); k++)
+        ampc_ref_store_f64(t->data, t->dtype, k, v[k % n]);
+}
+
+/* Casts of inputs x0..x3 (f32, f64, f16, bf16, [3, 21]) to every integer type and bool. */
+static ampc_graph *casts_to_integers(void) {
+    static const ampc_dtype from[4] = {AMPC_DTYPE_F32, AMPC_DTYPE_F64, AMPC_DTYPE_F16,
+                                       AMPC_DTYPE_BF16};
+    static const ampc_dtype to[9] = {AMPC_DTYPE_I8,  AMPC_DTYPE_U8,  AMPC_DTYPE_I16,
+                                     AMPC_DTYPE_U16, AMPC_DTYPE_I32, AMPC_DTYPE_U32,
+                                     AMPC_DTYPE_I64, AMPC_DTYPE_U64, AMPC_DTYPE_BOOL};
+    ampc_graph *g = ampc_graph_create("cast_range");
+    for (int i = 0; i < 4; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "x%d", i);
+        ampc_value *x = t_input(g, name, from[i], SHAPE(3, 21));
+        for (int j = 0; j < 9; j++)
+            cr_assert_eq(ampc_output(g, ampc_cast(g, x, to[j]), NULL), AMPC_OK, "%s",
+                         ampc_graph_errors(g));
+    }
+    return g;
+}
+
+/* The saturating conversion (ampc::sat_int) compiles for every pair. */
+Test(codegen, casts_to_integers_compile) {
+    ampc_graph *g = casts_to_integers();
+    ampc_module *m = NULL;
+    ampc_compile_options o = no_cache();
+    cr_assert_eq(ampc_compile(g, &o, &m), AMPC_OK, "%s", ampc_graph_errors(g));
+    for (int32_t u = 0; u < ampc_module_unit_count(m); u++)
+        cr_assert_not_null(ampc_module_ptx(m, u), "unit %d", u);
+    ampc_module_destroy(m);
+    ampc_graph_destroy(g);
+}
+
+/* Cast from f32, f64, f16 and bf16 to every integer type and bool agrees with the reference on
+ * out-of-range, infinite and NaN inputs: truncated toward zero, saturated to the target's range,
+ * NaN -> 0 (true for bool). */
+Test(codegen_gpu, cast_of_out_of_range_floats_matches_reference) {
+    t_gpu_check c = {.fill = fill_out_of_range, .what = "cast"};
+    t_gpu_vs_reference(casts_to_integers(), &c);
 }
