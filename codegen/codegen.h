@@ -112,6 +112,25 @@ const char *ampc_cg_ctype(ampc_dtype t);
  * integers, unsigned long long for unsigned ones, bool for bool. */
 const char *ampc_cg_compute_type(ampc_dtype t);
 
+/* ---- float constants in generated source (literal.c) ---------------------------------------- */
+/* Every float a lowering writes into CUDA goes through these. A finite value is a decimal
+ * literal that reads back to exactly that value ("0.20000000298023224", "-1e-05"; f32:
+ * "0.200000003f", "1.0f"); NaN and the infinities, which have no literal in C or CUDA ("nan" and
+ * "inf" do not compile), are their bits: "__builtin_bit_cast(double, 0x7ff0000000000000ULL)",
+ * "__builtin_bit_cast(float, 0x7fc00000U)". Either form is one constant expression of type
+ * double (f64) or float (f32), valid after a cast or an operator and in a static table's
+ * initializer. A negative value starts with '-'. */
+typedef struct ampc_cg_literal {
+    char s[64];
+} ampc_cg_literal;
+ampc_cg_literal ampc_cg_f64(double v);
+ampc_cg_literal ampc_cg_f32(float v);
+void ampc_cg_put_f64(ampc_strbuf *sb, double v);
+void ampc_cg_put_f32(ampc_strbuf *sb, float v);
+/* v as a value of compute type ct: "((ct)<f64 literal>)" when finite (one rounding from double
+ * to ct), else the bits in double for a double ct and in float otherwise, converted to ct. */
+void ampc_cg_put_typed(ampc_strbuf *sb, const char *ct, double v);
+
 /* ---- the kernel emitter --------------------------------------------------------------------- */
 
 /* Starts kernel k<index>_<what> for node n (its comment names n; add fused nodes with

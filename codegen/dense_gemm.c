@@ -123,8 +123,8 @@ ampc_status ampc_cg_dense_gemm(ampc_cg *cg, const ampc_node *n, int32_t step) {
     ampc_cg_line(k, "a_.ldx = %lldLL; a_.ldw = %lldLL; a_.ldc = %lldLL; a_.ldy = %lldLL;",
                  (long long)p->lda, (long long)p->ldb, (long long)(p->c.bytes ? p->ldc : 0),
                  (long long)p->ldd);
-    ampc_cg_line(k, "a_.alpha = (float)%.9g; a_.beta = (float)%.9g;", (double)p->alpha,
-                 (double)(p->c.bytes ? p->beta : 0.0f));
+    ampc_cg_line(k, "a_.alpha = (float)%s; a_.beta = (float)%s;", ampc_cg_f64(p->alpha).s,
+                 ampc_cg_f64(p->c.bytes ? p->beta : 0.0f).s);
     ampc_cg_line(k, "ampc::gemm::dense_gemm<%s, %d, %d, %d, %d, %d, %d, %s, %d, %d>(a_);", t,
                  c->bm, c->bn, c->bk, c->wm, c->wn, c->stages, wt ? "true" : "false",
                  ampc_cg_epi_act(p->epilogue), split);

@@ -123,7 +123,7 @@ static void emit_desc(ampc_cg_kernel *k, const fa_shape *s, double scale) {
     emit_steps(k, "v", s->vs);
     emit_steps(k, "mask", s->ms);
     emit_steps(k, "y", s->ys);
-    ampc_cg_line(k, "    (float)%.9g};", scale);
+    ampc_cg_line(k, "    %s};", ampc_cg_f32((float)scale).s);
 }
 
 ampc_status ampc_cg_lower_attention(ampc_cg *cg, const ampc_node *n) {

@@ -342,13 +342,9 @@ static gemm_attrs read_gemm(ampc_graph *g, const ampc_node *n) {
     return a;
 }
 
-/* A literal double for generated code ("((double)0.5)"). */
+/* A literal double for generated code ("((double)0.5)"; NaN and inf as bits, ampc_cg_f64). */
 static void dlit(char *buf, size_t len, double v) {
-    if (isfinite(v)) snprintf(buf, len, "((double)%.17g)", v);
-    else /* NaN and inf have no C literal: their bits */
-        snprintf(buf, len, "__longlong_as_double(0x%llxLL)",
-                 isnan(v) ? 0x7ff8000000000000ULL : v > 0 ? 0x7ff0000000000000ULL
-                                                          : 0xfff0000000000000ULL);
+    snprintf(buf, len, "((double)%s)", ampc_cg_f64(v).s);
 }
 
 /* D = scale * C broadcast to [M,N] (scale 1: a plain broadcast copy), by a generated kernel. */
@@ -363,10 +359,11 @@ static ampc_status broadcast_c(ampc_cg *cg, const ampc_node *n, const ampc_value
     if (scale == 1.0) {
         ampc_cg_line(k, "%s[i] = %s[%s];", py, pc, off);
     } else {
-        char s[64];
-        snprintf(s, sizeof s, "((%s)%.17g)", ct, scale);
+        ampc_strbuf s = {0};
+        ampc_cg_put_typed(&s, ct, scale);
         ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(%s * ampc::cvt<%s>(%s[%s]));", py,
-                     ampc_cg_ctype(y->dtype), s, ct, pc, off);
+                     ampc_cg_ctype(y->dtype), s.data, ct, pc, off);
+        ampc_sb_free(&s);
     }
     ampc_cg_close(k);
     return ampc_cg_kernel_end(k, count, 256);
@@ -390,7 +387,7 @@ static ampc_status gemm_int(ampc_cg *cg, const ampc_node *n, const mm_geom *g,
         if (c) ampc_cg_line(k, "acc_ += (unsigned long long)(long long)%s[%s];", pc, off);
         ampc_cg_line(k, "%s[i] = (%s)acc_;", py, yt);
     } else {
-        char al[64], be[64];
+        char al[80], be[80];
         dlit(al, sizeof al, at->alpha);
         dlit(be, sizeof be, at->beta);
         ampc_cg_line(k, "double v_ = ampc::cv::mul_rn(%s, (double)(%s)acc_);", al,

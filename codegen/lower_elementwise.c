@@ -24,21 +24,9 @@ static int64_t iattr(const ampc_node *n, const char *name, int64_t dflt) {
     return a && a->kind == AMPC_ATTR_INT ? a->i : dflt;
 }
 
-/* A literal of the compute type: "((float)0.200000003)". NaN and the infinities have no C
- * literal ("nan" and "inf" do not compile): they are written as their bits, in double for a
- * double compute type, else in float and converted. */
-static void lit(ampc_strbuf *sb, const char *ct, double v) {
-    bool dbl = !strcmp(ct, "double");
-    if (isfinite(v))
-        ampc_sb_printf(sb, "((%s)%.17g)", ct, v);
-    else if (dbl)
-        ampc_sb_printf(sb, "__longlong_as_double(0x%llxLL)",
-                       isnan(v) ? 0x7ff8000000000000ULL : v > 0 ? 0x7ff0000000000000ULL
-                                                                : 0xfff0000000000000ULL);
-    else
-        ampc_sb_printf(sb, "((%s)__int_as_float(0x%x))", ct,
-                       isnan(v) ? 0x7fc00000u : v > 0 ? 0x7f800000u : 0xff800000u);
-}
+/* A literal of the compute type: "((float)0.20000000298023224)"; NaN and the infinities as their
+ * bits (ampc_cg_put_typed). */
+static void lit(ampc_strbuf *sb, const char *ct, double v) { ampc_cg_put_typed(sb, ct, v); }
 
 /* Writes the expression of a unary float op over `a` (compute type ct); false when the op is
  * not one. */
@@ -143,8 +131,10 @@ static bool binary_expr(const ampc_node *n, const char *ct, bool fl, ampc_strbuf
     case AMPC_OP_MUL: ampc_sb_puts(e, wrap ? "ampc::wrap_mul(a, b)" : "(a * b)"); return true;
     case AMPC_OP_DIV: ampc_sb_puts(e, wrap ? "ampc::idiv(a, b)" : "(a / b)"); return true;
     case AMPC_OP_POW:
-        /* Integer bases go through double and truncate, as the reference does. */
-        ampc_sb_puts(e, fl ? "ampc::m_pow(a, (decltype(a))b)" : "(double)ampc::m_pow((double)a, (double)b)");
+        /* Integer bases go through double, truncated and saturated into the 64-bit compute
+         * type (then wrapped to the output type as integer results are), as the reference does. */
+        if (fl) ampc_sb_puts(e, "ampc::m_pow(a, (decltype(a))b)");
+        else ampc_sb_printf(e, "ampc::sat_int<%s>(ampc::m_pow((double)a, (double)b))", ct);
         return true;
     case AMPC_OP_EQUAL: ampc_sb_puts(e, "(a == b)"); return true;
     case AMPC_OP_LESS: ampc_sb_puts(e, "(a < b)"); return true;
@@ -353,6 +343,19 @@ static void chain_local(const chain *c, const ampc_value *v, char *buf, size_t s
     snprintf(buf, size, "?");
 }
 
+/* Stores r into `dst` (`dst`<m> when m >= 0, else dst[i]) of dtype t. A float result goes into
+ * a float type through the compute type (rounded as the reference rounds); into an integer type
+ * directly, truncated and saturated to t's range by ampc::cvt (NaN -> 0), never by a C cast of
+ * an out-of-range value. */
+static void store_result(ampc_cg_kernel *k, const char *dst, int32_t m, ampc_dtype t) {
+    char to[64];
+    if (m >= 0) snprintf(to, sizeof to, "%s%d", dst, m);
+    else snprintf(to, sizeof to, "%s[i]", dst);
+    if (ampc_dtype_is_float(t))
+        ampc_cg_line(k, "%s = ampc::cvt<%s>((%s)r);", to, ampc_cg_ctype(t), ampc_cg_compute_type(t));
+    else ampc_cg_line(k, "%s = ampc::cvt<%s>(r);", to, ampc_cg_ctype(t));
+}
+
 /* Collects the chain ending at node `last` into c and checks that every node has an
  * expression, as alone it would need. */
 static ampc_status chain_of(ampc_cg *cg, const ampc_node *last, chain *c) {
@@ -421,8 +424,7 @@ void ampc_cg_chain_element(ampc_cg *cg, ampc_cg_kernel *k, const ampc_node *last
             ampc_cg_line(k, "const %s %s = ampc::cvt<%s>(%s);", ct, names[i], ct, local);
         }
         ampc_cg_line(k, "const auto r = %s;", e.data);
-        ampc_cg_line(k, "v%d = ampc::cvt<%s>((%s)r);", m, ampc_cg_ctype(o->dtype),
-                     ampc_cg_compute_type(o->dtype));
+        store_result(k, "v", m, o->dtype);
         ampc_cg_close(k);
         ampc_sb_free(&e);
     }
@@ -480,7 +482,6 @@ ampc_status ampc_cg_lower_elementwise(ampc_cg *cg, const ampc_node *n) {
         return st;
     }
     ampc_cg_grid_loop(k, count);
-    const char *yct = ampc_cg_compute_type(y->dtype);
     if (variadic) {
         /* Fold left to right in the compute type; Mean divides once at the end. */
         load(k, n, 0, "acc0", params);
@@ -504,7 +505,7 @@ ampc_status ampc_cg_lower_elementwise(ampc_cg *cg, const ampc_node *n) {
             if (n->inputs[i]) load(k, n, i, names[i], params);
         ampc_cg_line(k, "const auto r = %s;", e.data);
     }
-    ampc_cg_line(k, "%s[i] = ampc::cvt<%s>((%s)r);", outs[0], ampc_cg_ctype(y->dtype), yct);
+    store_result(k, outs[0], -1, y->dtype);
     if (n->op == AMPC_OP_DROPOUT && n->n_outputs > 1) ampc_cg_line(k, "%s[i] = true;", outs[1]);
     ampc_cg_close(k);
     ampc_sb_free(&e);

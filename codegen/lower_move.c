@@ -642,8 +642,8 @@ static ampc_status lower_range(ampc_cg *cg, const ampc_node *n) {
         double sv = ampc_ref_load_f64(s->data, s->dtype, 0),
                dv = ampc_ref_load_f64(d->data, d->dtype, 0);
         bool narrow = y->dtype == AMPC_DTYPE_F16 || y->dtype == AMPC_DTYPE_BF16;
-        ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(%s(%.17g + (double)i * %.17g));", py, ct,
-                     narrow ? "(float)" : "", sv, dv);
+        ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(%s(%s + (double)i * %s));", py, ct,
+                     narrow ? "(float)" : "", ampc_cg_f64(sv).s, ampc_cg_f64(dv).s);
     } else {
         uint64_t sv = (uint64_t)ampc_ref_load_i64(s->data, s->dtype, 0);
         uint64_t dv = (uint64_t)ampc_ref_load_i64(d->data, d->dtype, 0);

@@ -240,8 +240,8 @@ static void emit_stats(ampc_cg_kernel *k, const rows *r, const stat_row *s, cons
     ampc_cg_close(k);
     allreduce(k, r, "sq", "ampc::red_add()", id);
     if (s->len)
-        ampc_cg_line(k, "const %s inv = (%s)1 / ampc::m_sqrt(sq / (%s)%lld + (%s)%.17g);", at, at, at,
-                     (long long)s->len, at, s->eps);
+        ampc_cg_line(k, "const %s inv = (%s)1 / ampc::m_sqrt(sq / (%s)%lld + (%s)%s);", at, at, at,
+                     (long long)s->len, at, ampc_cg_f64(s->eps).s);
     else ampc_cg_line(k, "const %s inv = (%s)NAN;", at, at);
 }
 
@@ -317,10 +317,10 @@ static ampc_status lower_norm_warp_rows(ampc_cg *cg, const ampc_node *n, const s
     const bool const_sb = t->scale->data && (!t->bias || t->bias->data);
     ampc_cg_kernel_pdl_in_body(k);
     if (fused) px = norm_input(cg, k, t->x);
-    ampc_cg_line(k, "ampc::norm_rows_warp<%lld, %d, %s, %d, %s>(%s, %s, %s, %s, %s, %s, (float)%.17g, "
+    ampc_cg_line(k, "ampc::norm_rows_warp<%lld, %d, %s, %d, %s>(%s, %s, %s, %s, %s, %s, (float)%s, "
                  "%lldLL);", (long long)s->len, vec, s->center ? "true" : "false",
                  hold ? (const_sb ? 2 : 1) : 0, ampc_cg_ctype(t->y->dtype), px, ps, pb, py, pm, pi,
-                 s->eps, (long long)s->n_rows);
+                 ampc_cg_f64(s->eps).s, (long long)s->n_rows);
     int64_t blocks = (s->n_rows + 3) / 4;
     if (blocks > 65536) blocks = 65536;
     const uint32_t grid[3] = {(uint32_t)blocks, 1, 1}, block[3] = {32, 4, 1};
@@ -530,8 +530,8 @@ static ampc_status lower_batch_norm(ampc_cg *cg, const ampc_node *n) {
     else if (spatial == 1) ampc_cg_line(k, "const long long ch = i %% %lldLL;", (long long)c);
     else ampc_cg_line(k, "const long long ch = (i / %lldLL) %% %lldLL;", (long long)spatial, (long long)c);
     /* Y = (X - mean) / sqrt(var + epsilon) * scale + B */
-    ampc_cg_line(k, "const %s sd = ampc::m_sqrt(ampc::cvt<%s>(%s[ch]) + (%s)%.17g);", at, at, p[4], at,
-                 fattr(n, "epsilon", 1e-5f));
+    ampc_cg_line(k, "const %s sd = ampc::m_sqrt(ampc::cvt<%s>(%s[ch]) + (%s)%s);", at, at, p[4], at,
+                 ampc_cg_f64(fattr(n, "epsilon", 1e-5f)).s);
     ampc_cg_line(k, "const %s v = (ampc::cvt<%s>(%s[i]) - ampc::cvt<%s>(%s[ch])) / sd;", at, at, p[0], at, p[3]);
     ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(v * ampc::cvt<%s>(%s[ch]) + ampc::cvt<%s>(%s[ch]));", py,
                  ampc_cg_ctype(y->dtype), at, p[1], at, p[2]);
@@ -564,8 +564,9 @@ static ampc_status lower_lrn(ampc_cg *cg, const ampc_node *n) {
     ampc_cg_line(k, "const %s v = ampc::cvt<%s>(%s[b + w * %lldLL]);", at, at, px, (long long)spatial);
     ampc_cg_line(k, "sq += v * v;");
     ampc_cg_close(k);
-    ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(ampc::cvt<%s>(%s[i]) / ampc::m_pow((%s)%.17g + (%s)%.17g * sq, (%s)%.17g));",
-                 py, ampc_cg_ctype(y->dtype), at, px, at, bias, at, alpha / (double)size, at, beta);
+    ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(ampc::cvt<%s>(%s[i]) / ampc::m_pow((%s)%s + (%s)%s * sq, (%s)%s));",
+                 py, ampc_cg_ctype(y->dtype), at, px, at, ampc_cg_f64(bias).s, at,
+                 ampc_cg_f64(alpha / (double)size).s, at, ampc_cg_f64(beta).s);
     ampc_cg_close(k);
     return ampc_cg_kernel_end(k, count, 256);
 }

@@ -381,8 +381,10 @@ static void emit_table(ampc_cg_kernel *k, const char *name, tbl_kind kind, const
         case TBL_I64:
             ampc_sb_printf(&sb, "%lldLL,", (long long)(((const int64_t *)vals)[i] * scale));
             break;
-        case TBL_F32: ampc_sb_printf(&sb, "%.9ef,", (double)(float)((const double *)vals)[i]); break;
-        case TBL_F64: ampc_sb_printf(&sb, "%.17e,", ((const double *)vals)[i]); break;
+        case TBL_F32:
+            ampc_sb_printf(&sb, "%s,", ampc_cg_f32((float)((const double *)vals)[i]).s);
+            break;
+        case TBL_F64: ampc_sb_printf(&sb, "%s,", ampc_cg_f64(((const double *)vals)[i]).s); break;
         case TBL_BOOL: ampc_sb_puts(&sb, ((const bool *)vals)[i] ? "1," : "0,"); break;
         }
         if (i % 16 == 15 || i == count - 1) {
@@ -466,20 +468,21 @@ static ampc_status resize_kernel(ampc_cg *cg, const ampc_node *n, const rs_cfg *
         if (ow == 1)
             ampc_cg_line(k, "double xo%d_ = rl%d_ * %lld.0 / 2;", d, d, (long long)(in - 1));
         else
-            ampc_cg_line(k, "double xo%d_ = (double)o%d_ * rl%d_ * %lld.0 / %.17g;", d, d, d,
-                         (long long)(in - 1), ow - 1);
+            ampc_cg_line(k, "double xo%d_ = (double)o%d_ * rl%d_ * %lld.0 / %s;", d, d, d,
+                         (long long)(in - 1), ampc_cg_f64(ow - 1).s);
         ampc_cg_line(k, "xo%d_ = ampc::cv::add_rn(xo%d_, ampc::cv::mul_rn(rs%d_, %lld.0));", d, d, d,
                      (long long)(in - 1));
-        ampc_cg_line(k, "const int rn%d_ = ampc::cv::rs_taps(%d, %d, %.17g, %s, %s, %.17g, %lldLL, "
+        ampc_cg_line(k, "const int rn%d_ = ampc::cv::rs_taps(%d, %d, %s, %s, %s, %s, %lldLL, "
                         "xo%d_, ri%d_, rw%d_);",
-                     d, c->mode, c->nearest, c->cubic_a, c->exclude_outside ? "true" : "false",
-                     c->antialias ? "true" : "false", scale[d], (long long)in, d, d, d);
+                     d, c->mode, c->nearest, ampc_cg_f64(c->cubic_a).s,
+                     c->exclude_outside ? "true" : "false", c->antialias ? "true" : "false",
+                     ampc_cg_f64(scale[d]).s, (long long)in, d, d, d);
         ampc_sb_printf(&sb, "%sxo%d_ < 0 || xo%d_ > %lld.0", sb.len ? " || " : "", d, d,
                        (long long)(in - 1));
     }
     const char *yt = ampc_cg_ctype(y->dtype);
-    char ev[64];
-    snprintf(ev, sizeof ev, "%.17g", c->extrapolation);
+    const ampc_cg_literal evl = ampc_cg_f64(c->extrapolation);
+    const char *ev = evl.s;
     if (sb.len) {
         ampc_cg_open(k, "if (%s)", sb.data);
         ampc_cg_line(k, "%s[i] = ampc::cv::store_f64<%s>(%s);", py, yt, ev);
@@ -650,7 +653,7 @@ static ampc_status lower_roi_align(ampc_cg *cg, const ampc_node *n) {
     ampc_cg_close(k);
     ampc_cg_line(k, "double v_[4];");
     ampc_cg_line(k, "for (int j_ = 0; j_ < 4; j_++) v_[j_] = ampc::cvt<double>(%s[r_ * 4 + j_]) * "
-                    "%.17g - %s;", pr, ss, half ? "0.5" : "0.0");
+                    "%s - %s;", pr, ampc_cg_f64(ss).s, half ? "0.5" : "0.0");
     ampc_cg_line(k, "double rw_ = v_[2] - v_[0], rh_ = v_[3] - v_[1];");
     if (!half) ampc_cg_line(k, "rw_ = fmax(rw_, 1.0), rh_ = fmax(rh_, 1.0);");
     ampc_cg_line(k, "const double bh_ = rh_ / %lld.0, bw_ = rw_ / %lld.0;", (long long)PH, (long long)PW);
@@ -729,16 +732,18 @@ static ampc_status lower_max_roi_pool(ampc_cg *cg, const ampc_node *n) {
      * scaled corners are not finite; here it pools nothing. */
     ampc_cg_line(k, "bool ok_ = fabs(v_[0]) < 4.5e15 && v_[0] >= 0 && v_[0] < %lld.0 && v_[0] == "
                     "floor(v_[0]);", (long long)N);
-    ampc_cg_line(k, "for (int j_ = 1; j_ < 5; j_++) ok_ = ok_ && fabs(v_[j_] * %.17g) < 4.5e15;", ss);
+    ampc_cg_line(k, "for (int j_ = 1; j_ < 5; j_++) ok_ = ok_ && fabs(v_[j_] * %s) < 4.5e15;",
+                 ampc_cg_f64(ss).s);
     ampc_cg_open(k, "if (!ok_)");
     ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(0.0);", py, yt);
     ampc_cg_line(k, "continue;");
     ampc_cg_close(k);
     ampc_cg_line(k, "const long long b_ = (long long)v_[0];");
-    ampc_cg_line(k, "const long long x1_ = (long long)round(v_[1] * %.17g), "
-                    "y1_ = (long long)round(v_[2] * %.17g);", ss, ss);
-    ampc_cg_line(k, "const long long x2_ = (long long)round(v_[3] * %.17g), "
-                    "y2_ = (long long)round(v_[4] * %.17g);", ss, ss);
+    const ampc_cg_literal ssl = ampc_cg_f64(ss);
+    ampc_cg_line(k, "const long long x1_ = (long long)round(v_[1] * %s), "
+                    "y1_ = (long long)round(v_[2] * %s);", ssl.s, ssl.s);
+    ampc_cg_line(k, "const long long x2_ = (long long)round(v_[3] * %s), "
+                    "y2_ = (long long)round(v_[4] * %s);", ssl.s, ssl.s);
     ampc_cg_line(k, "const double rh_ = (double)(y2_ - y1_ + 1 > 1 ? y2_ - y1_ + 1 : 1);");
     ampc_cg_line(k, "const double rw_ = (double)(x2_ - x1_ + 1 > 1 ? x2_ - x1_ + 1 : 1);");
     ampc_cg_line(k, "const double bh_ = rh_ / %lld.0, bw_ = rw_ / %lld.0;", (long long)PH, (long long)PW);

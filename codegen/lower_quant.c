@@ -93,8 +93,8 @@ static ampc_status lower_qdq(ampc_cg *cg, const ampc_node *n) {
         ampc_strbuf z = {0};
         if (zp) ampc_sb_printf(&z, "(double)(long long)%s[q]", pz);
         else ampc_sb_puts(&z, "0.0");
-        ampc_cg_line(k, "%s[i] = (%s)ampc::q_sat_rint(rint(v) + %s, %.17g, %.17g);", py,
-                     ampc_cg_ctype(y->dtype), z.data, lo, hi);
+        ampc_cg_line(k, "%s[i] = (%s)ampc::q_sat_rint(rint(v) + %s, %s, %s);", py,
+                     ampc_cg_ctype(y->dtype), z.data, ampc_cg_f64(lo).s, ampc_cg_f64(hi).s);
         ampc_sb_free(&z);
     } else {
         if (zp) ampc_cg_line(k, "const long long d = (long long)%s[i] - (long long)%s[q];", px, pz);
@@ -380,7 +380,7 @@ static ampc_status lower_tfidf(ampc_cg *cg, const ampc_node *n) {
     if (!tf && wts) {
         ampc_cg_line(k, "static const float tf_w[%lld] = {", (long long)out_size);
         for (int64_t i = 0; i < out_size; i++)
-            ampc_cg_line(k, "    (float)%.9g%s", (double)wts[i], i + 1 < out_size ? "," : "");
+            ampc_cg_line(k, "    %s%s", ampc_cg_f32(wts[i]).s, i + 1 < out_size ? "," : "");
         ampc_cg_line(k, "};");
     }
     ampc_cg_grid_loop(k, rows);

@@ -95,25 +95,26 @@ static void resolve_acts(const ampc_node *n, int32_t per, int32_t dirs, act *act
 
 /* The activation as an expression over `x` of compute type ct (ref/rnn.c's act_apply). */
 static void act_expr(ampc_strbuf *e, const act *a, const char *ct) {
-    const double al = a->alpha, be = a->beta;
+    const ampc_cg_literal A = ampc_cg_f64(a->alpha), B = ampc_cg_f64(a->beta);
+    const char *al = A.s, *be = B.s;
     switch (a->kind) {
     case ACT_RELU: ampc_sb_printf(e, "(x > (%s)0 ? x : (%s)0)", ct, ct); return;
     case ACT_TANH: ampc_sb_puts(e, "ampc::m_tanh(x)"); return;
     case ACT_SIGMOID: ampc_sb_printf(e, "((%s)1 / ((%s)1 + ampc::m_exp(-x)))", ct, ct); return;
-    case ACT_AFFINE: ampc_sb_printf(e, "((%s)%.17g * x + (%s)%.17g)", ct, al, ct, be); return;
-    case ACT_LEAKY_RELU: ampc_sb_printf(e, "(x >= (%s)0 ? x : (%s)%.17g * x)", ct, ct, al); return;
+    case ACT_AFFINE: ampc_sb_printf(e, "((%s)%s * x + (%s)%s)", ct, al, ct, be); return;
+    case ACT_LEAKY_RELU: ampc_sb_printf(e, "(x >= (%s)0 ? x : (%s)%s * x)", ct, ct, al); return;
     case ACT_THRESHOLDED_RELU:
-        ampc_sb_printf(e, "(x >= (%s)%.17g ? x : (%s)0)", ct, al, ct);
+        ampc_sb_printf(e, "(x >= (%s)%s ? x : (%s)0)", ct, al, ct);
         return;
     case ACT_SCALED_TANH:
-        ampc_sb_printf(e, "((%s)%.17g * ampc::m_tanh((%s)%.17g * x))", ct, al, ct, be);
+        ampc_sb_printf(e, "((%s)%s * ampc::m_tanh((%s)%s * x))", ct, al, ct, be);
         return;
     case ACT_HARD_SIGMOID:
-        ampc_sb_printf(e, "fmin(fmax((%s)%.17g * x + (%s)%.17g, (%s)0), (%s)1)", ct, al, ct, be,
+        ampc_sb_printf(e, "fmin(fmax((%s)%s * x + (%s)%s, (%s)0), (%s)1)", ct, al, ct, be,
                        ct, ct);
         return;
     case ACT_ELU:
-        ampc_sb_printf(e, "(x >= (%s)0 ? x : (%s)%.17g * (ampc::m_exp(x) - (%s)1))", ct, ct, al,
+        ampc_sb_printf(e, "(x >= (%s)0 ? x : (%s)%s * (ampc::m_exp(x) - (%s)1))", ct, ct, al,
                        ct);
         return;
     case ACT_SOFTSIGN: ampc_sb_printf(e, "(x / ((%s)1 + ampc::m_abs(x)))", ct); return;
@@ -135,7 +136,9 @@ static void emit_act(ampc_cg_kernel *k, const char *name, const act *acts, int32
     act_expr(&e0, &acts[role], ct);
     if (dirs == 2) act_expr(&e1, &acts[per + role], ct);
     ampc_strbuf c = {0};
-    if (clip) ampc_sb_printf(&c, "x = fmin(fmax(x, (%s)%.17g), (%s)%.17g); ", ct, -clipv, ct, clipv);
+    if (clip)
+        ampc_sb_printf(&c, "x = fmin(fmax(x, (%s)%s), (%s)%s); ", ct, ampc_cg_f64(-clipv).s, ct,
+                       ampc_cg_f64(clipv).s);
     if (dirs == 2 && strcmp(e0.data, e1.data))
         ampc_cg_line(k, "auto %s = [=](%s x) -> %s { %sreturn dir == 0 ? %s : %s; };", name, ct, ct,
                      c.data ? c.data : "", e0.data, e1.data);

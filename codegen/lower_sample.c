@@ -82,19 +82,20 @@ ampc_status ampc_cg_lower_grid_sample(ampc_cg *cg, const ampc_node *n) {
         const double dim = (double)dims[d];
         const double lo = align ? 0 : -0.5, hi = align ? dim - 1 : dim - 0.5;
         ampc_cg_line(kn, "double v%d = ampc::cvt<double>(%s[go + %d]);", d, pg, k - 1 - d);
-        if (align) ampc_cg_line(kn, "v%d = (v%d + 1) / 2 * %.17g;", d, d, dim - 1);
-        else ampc_cg_line(kn, "v%d = ((v%d + 1) * %.17g - 1) / 2;", d, d, dim);
+        const ampc_cg_literal L = ampc_cg_f64(lo), H = ampc_cg_f64(hi), D1 = ampc_cg_f64(dim - 1);
+        if (align) ampc_cg_line(kn, "v%d = (v%d + 1) / 2 * %s;", d, d, D1.s);
+        else ampc_cg_line(kn, "v%d = ((v%d + 1) * %s - 1) / 2;", d, d, ampc_cg_f64(dim).s);
         ampc_cg_line(kn, "v%d = (double)(float)v%d;", d, d);
         if (mode == M_NEAREST) {
             if (k == 3) ampc_cg_line(kn, "v%d = v%d >= 0 ? floor(v%d + 0.5) : ceil(v%d - 0.5);", d, d, d, d);
             else ampc_cg_line(kn, "v%d = rint(v%d);", d, d);
         }
         if (pad == P_BORDER)
-            ampc_cg_line(kn, "if (v%d < %.17g || v%d > %.17g) v%d = v%d < 0 ? 0 : v%d > %.17g ? %.17g : v%d;",
-                         d, lo, d, hi, d, d, d, dim - 1, dim - 1, d);
+            ampc_cg_line(kn, "if (v%d < %s || v%d > %s) v%d = v%d < 0 ? 0 : v%d > %s ? %s : v%d;",
+                         d, L.s, d, H.s, d, d, d, D1.s, D1.s, d);
         else if (pad == P_REFLECTION)
-            ampc_cg_line(kn, "if (v%d < %.17g || v%d > %.17g) v%d = refl(v%d, %.17g, %.17g);", d, lo,
-                         d, hi, d, d, lo, hi);
+            ampc_cg_line(kn, "if (v%d < %s || v%d > %s) v%d = refl(v%d, %s, %s);", d, L.s,
+                         d, H.s, d, d, L.s, H.s);
         /* taps: first position and weights */
         if (mode == M_NEAREST) {
             ampc_cg_line(kn, "const long long f%d = (long long)v%d;", d, d);
@@ -125,7 +126,8 @@ ampc_status ampc_cg_lower_grid_sample(ampc_cg *cg, const ampc_node *n) {
             ampc_cg_line(kn, "if (i%d < 0 || i%d >= %lldLL) continue;", d, d, (long long)dims[d]);
         } else {
             if (pad == P_REFLECTION)
-                ampc_cg_line(kn, "i%d = (long long)refl((double)i%d, %.17g, %.17g);", d, d, lo, hi);
+                ampc_cg_line(kn, "i%d = (long long)refl((double)i%d, %s, %s);", d, d,
+                             ampc_cg_f64(lo).s, ampc_cg_f64(hi).s);
             ampc_cg_line(kn, "i%d = i%d < 0 ? 0 : i%d >= %lldLL ? %lldLL : i%d;", d, d, d,
                          (long long)dims[d], (long long)(dims[d] - 1), d);
         }
@@ -212,8 +214,9 @@ static ampc_status lower_dft(ampc_cg *cg, const ampc_node *n) {
     ampc_cg_close(k);
     const double scale = inverse ? 1.0 / (double)len : 1.0;
     ampc_cg_line(k, "const long long yo = i * %lldLL;", (long long)cout);
-    ampc_cg_line(k, "ampc::st(%s, yo, are * (%s)%.17g);", py, ct, scale);
-    if (cout == 2) ampc_cg_line(k, "ampc::st(%s, yo + 1, aim * (%s)%.17g);", py, ct, scale);
+    const ampc_cg_literal sl = ampc_cg_f64(scale);
+    ampc_cg_line(k, "ampc::st(%s, yo, are * (%s)%s);", py, ct, sl.s);
+    if (cout == 2) ampc_cg_line(k, "ampc::st(%s, yo + 1, aim * (%s)%s);", py, ct, sl.s);
     else ampc_cg_line(k, "(void)aim;");
     ampc_cg_close(k);
     return ampc_cg_kernel_end(k, total / cout, 256);

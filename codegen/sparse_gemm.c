@@ -111,8 +111,8 @@ static ampc_status emit(ampc_cg *cg, const ampc_node *n, int32_t step, ampc_rt_r
                  (long long)p->n, (long long)p->k, (long long)kp);
     ampc_cg_line(k, "a_.ldx = %lldLL; a_.ldc = %lldLL; a_.ldy = %lldLL;", (long long)p->lda,
                  (long long)(p->c.bytes ? p->ldc : 0), (long long)p->ldd);
-    ampc_cg_line(k, "a_.alpha = (float)%.9g; a_.beta = (float)%.9g;", (double)p->alpha,
-                 (double)(p->c.bytes ? p->beta : 0.0f));
+    ampc_cg_line(k, "a_.alpha = (float)%s; a_.beta = (float)%s;", ampc_cg_f64(p->alpha).s,
+                 ampc_cg_f64(p->c.bytes ? p->beta : 0.0f).s);
     ampc_cg_line(k, "ampc::sp24::sparse_gemm<%s, %d, %d, %d, %d, %d, %d, %d>(a_);", t, SG_BF,
                  SG_BT, SG_BK, SG_WF, SG_WT, SG_STAGES, ampc_cg_epi_act(p->epilogue));
     uint32_t grid[3] = {(uint32_t)(np / SG_BF), (uint32_t)((p->m + SG_BT - 1) / SG_BT), 1};

@@ -46,12 +46,46 @@ __device__ __forceinline__ double to_f64(f16 x) { return (double)__half2float(x)
 __device__ __forceinline__ double to_f64(bf16 x) { return (double)__bfloat162float(x); }
 template <typename T> __device__ __forceinline__ double to_f64(T x) { return (double)x; }
 
-/* cvt<To>(x): element conversion with round-to-nearest-even into f16/bf16, and C semantics
- * otherwise (truncation toward zero for float -> int, nonzero -> true for bool). */
+/* int_range<T>: whether T is an integer element type, and its range. */
+template <typename T> struct int_range { static constexpr bool is_int = false; };
+#define AMPC_INT_RANGE(T, LO, HI)                                                                \
+    template <> struct int_range<T> {                                                            \
+        static constexpr bool is_int = true;                                                     \
+        static constexpr T lo = LO, hi = HI;                                                     \
+    };
+AMPC_INT_RANGE(i8, -128, 127)
+AMPC_INT_RANGE(u8, 0, 255)
+AMPC_INT_RANGE(i16, -32768, 32767)
+AMPC_INT_RANGE(unsigned short, 0, 65535)
+AMPC_INT_RANGE(i32, -2147483647 - 1, 2147483647)
+AMPC_INT_RANGE(u32, 0u, 4294967295u)
+AMPC_INT_RANGE(i64, -9223372036854775807LL - 1, 9223372036854775807LL)
+AMPC_INT_RANGE(u64, 0ull, 18446744073709551615ull)
+#undef AMPC_INT_RANGE
+
+/* sat_int<To>(x): a float or double into integer type To, truncated toward zero and saturated
+ * to To's range; NaN gives 0 (what ir/ref's store does). Written out because a C++ cast of a
+ * value out of To's range is undefined. (F)hi is hi or the power of two above it, so below it
+ * the truncation fits; (F)lo is exact. */
+template <typename To, typename F> __device__ __forceinline__ To sat_int(F x) {
+    if (x != x) return (To)0;
+    if (x >= (F)int_range<To>::hi) return int_range<To>::hi;
+    if (x <= (F)int_range<To>::lo) return int_range<To>::lo;
+    return (To)x;
+}
+
+/* cvt<To>(x): element conversion with round-to-nearest-even into f16/bf16, nonzero -> true for
+ * bool (NaN is true), sat_int for float -> integer, and C semantics otherwise (integers wrap). */
 template <typename To> struct cvt_impl {
     template <typename From> __device__ __forceinline__ static To run(From x) { return (To)x; }
-    __device__ __forceinline__ static To run(f16 x) { return (To)__half2float(x); }
-    __device__ __forceinline__ static To run(bf16 x) { return (To)__bfloat162float(x); }
+    __device__ __forceinline__ static To run(float x) { return from_float(x); }
+    __device__ __forceinline__ static To run(double x) { return from_float(x); }
+    __device__ __forceinline__ static To run(f16 x) { return from_float(__half2float(x)); }
+    __device__ __forceinline__ static To run(bf16 x) { return from_float(__bfloat162float(x)); }
+    template <typename F> __device__ __forceinline__ static To from_float(F x) {
+        if constexpr (int_range<To>::is_int) return sat_int<To>(x);
+        else return (To)x;
+    }
 };
 template <> struct cvt_impl<f16> {
     __device__ __forceinline__ static f16 run(f16 x) { return x; }

@@ -31,15 +31,9 @@ template <typename T> __device__ __forceinline__ T madd_rn(T acc, T w, T v) {
 
 /* ---- stores ---------------------------------------------------------------------------------- */
 /* A double into an element of T the way the reference's store does: floats round to nearest;
- * integers truncate toward zero into int64 (saturating, NaN -> 0) and then wrap to T's width;
- * u64 saturates to [0, 2^64). */
+ * integers truncate toward zero and saturate to T's range, NaN -> 0 (sat_int). */
 template <typename T> struct from_f64 {
-    __device__ __forceinline__ static T run(double v) { return (T)(long long)v; }
-};
-template <> struct from_f64<unsigned long long> {
-    __device__ __forceinline__ static unsigned long long run(double v) {
-        return (unsigned long long)v;
-    }
+    __device__ __forceinline__ static T run(double v) { return sat_int<T>(v); }
 };
 template <> struct from_f64<bool> {
     __device__ __forceinline__ static bool run(double v) { return v != 0.0; }

@@ -233,7 +233,13 @@ static void binary_loop(ampc_opcode op, const ampc_tensor *a, const ampc_tensor 
         if (fl) {
             double r = binary_f(op, ampc_ref_load_f64(a->data, a->dtype, it.off[0]),
                                 ampc_ref_load_f64(b->data, b->dtype, it.off[1]));
-            ampc_ref_store_f64(y->data, y->dtype, i, r);
+            /* Integer Pow is integer arithmetic: the power saturates into int64 (u64 into u64)
+             * and wraps to a narrower type, as Mul's product does (a store of the double would
+             * saturate to the narrow type's range instead). */
+            if (!ampc_dtype_is_float(y->dtype) && y->dtype != AMPC_DTYPE_U64 &&
+                y->dtype != AMPC_DTYPE_BOOL)
+                ampc_ref_store_i64(y->data, y->dtype, i, ampc_ref_sat_int(r, AMPC_DTYPE_I64));
+            else ampc_ref_store_f64(y->data, y->dtype, i, r);
         } else {
             int64_t r = binary_i(op, ampc_ref_load_i64(a->data, a->dtype, it.off[0]),
                                  ampc_ref_load_i64(b->data, b->dtype, it.off[1]), u);

@@ -34,11 +34,7 @@ int64_t ampc_ref_load_i64(const void *p, ampc_dtype t, int64_t i) {
     case AMPC_DTYPE_U8: return ((const uint8_t *)p)[i];
     case AMPC_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0;
     default: {
-        double d = ampc_ref_load_f64(p, t, i);
-        if (isnan(d)) return 0;
-        if (d >= 9.2233720368547758e18) return INT64_MAX;
-        if (d <= -9.2233720368547758e18) return INT64_MIN;
-        return (int64_t)d;
+        return ampc_ref_sat_int(ampc_ref_load_f64(p, t, i), AMPC_DTYPE_I64);
     }
     }
 }
@@ -58,15 +54,26 @@ void ampc_ref_store_f64(void *p, ampc_dtype t, int64_t i, double v) {
     case AMPC_DTYPE_U64:
         ((uint64_t *)p)[i] = isnan(v) || v <= 0 ? 0 : v >= 1.8446744073709552e19 ? UINT64_MAX : (uint64_t)v;
         return;
-    default: {
-        int64_t x;
-        if (isnan(v)) x = 0;
-        else if (v >= 9.2233720368547758e18) x = INT64_MAX;
-        else if (v <= -9.2233720368547758e18) x = INT64_MIN;
-        else x = (int64_t)v; /* truncation toward zero, as ONNX Cast does */
-        ampc_ref_store_i64(p, t, i, x);
+    default: ampc_ref_store_i64(p, t, i, ampc_ref_sat_int(v, t)); return;
     }
+}
+
+int64_t ampc_ref_sat_int(double v, ampc_dtype t) {
+    int64_t lo, hi; /* t's range */
+    switch (t) {
+    case AMPC_DTYPE_I8: lo = INT8_MIN, hi = INT8_MAX; break;
+    case AMPC_DTYPE_U8: lo = 0, hi = UINT8_MAX; break;
+    case AMPC_DTYPE_I16: lo = INT16_MIN, hi = INT16_MAX; break;
+    case AMPC_DTYPE_U16: lo = 0, hi = UINT16_MAX; break;
+    case AMPC_DTYPE_I32: lo = INT32_MIN, hi = INT32_MAX; break;
+    case AMPC_DTYPE_U32: lo = 0, hi = UINT32_MAX; break;
+    default: lo = INT64_MIN, hi = INT64_MAX; break;
     }
+    /* (double)hi is hi or, for i64, 2^63: below it the truncation fits; (double)lo is exact. */
+    if (isnan(v)) return 0;
+    if (v >= (double)hi) return hi;
+    if (v <= (double)lo) return lo;
+    return (int64_t)v; /* truncation toward zero, as ONNX Cast does */
 }
 
 void ampc_ref_store_i64(void *p, ampc_dtype t, int64_t i, int64_t v) {

@@ -27,10 +27,17 @@ ampc_status ampc_ref_fold_node(ampc_graph *g, ampc_node *n);
  * into int64 (u64 above INT64_MAX wraps: use the u64 loader where that matters). */
 double ampc_ref_load_f64(const void *p, ampc_dtype t, int64_t i);
 int64_t ampc_ref_load_i64(const void *p, ampc_dtype t, int64_t i);
-/* Stores with one rounding (floats: to nearest even; integers: wrap modulo 2^bits; bool: != 0).
- * Storing a non-finite or out-of-range double into an integer saturates (NaN gives 0). */
+/* Stores with one rounding (floats: to nearest even; integers: wrap modulo 2^bits; bool: != 0,
+ * so NaN is true). A double stored into an integer dtype (Cast, and every integer output an op
+ * computes in double) is truncated toward zero and saturated to that dtype's range, NaN giving
+ * 0: 300.0 -> i8 127, -1e30 -> u32 0, inf -> i64 INT64_MAX. ONNX leaves these conversions
+ * undefined; the GPU kernels do the same (ampc::sat_int, codegen/kernels/common.cuh). */
 void ampc_ref_store_f64(void *p, ampc_dtype t, int64_t i, double v);
 void ampc_ref_store_i64(void *p, ampc_dtype t, int64_t i, int64_t v);
+/* v truncated toward zero and saturated to the range of integer dtype t (i64 for any dtype
+ * that is not a narrower integer; u64 values above INT64_MAX are not representable here: the
+ * store handles u64 itself); NaN gives 0. */
+int64_t ampc_ref_sat_int(double v, ampc_dtype t);
 /* Copies element j of src into element i of dst (same dtype). */
 static inline void ampc_ref_copy_elem(void *dst, int64_t i, const void *src, int64_t j, size_t esz) {
     unsigned char *d = (unsigned char *)dst + (size_t)i * esz;

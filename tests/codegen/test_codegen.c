@@ -3,12 +3,14 @@
  * names, the nodes each covers, baked broadcast strides), byte-for-byte determinism, NVRTC
  * accepting every unit (PTX for compute_80 and an sm_80 cubin), and the plan's steps and memory.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "support.h"
 
 #include "codegen/codegen.h"
 #include "ir/ref/ref.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <math.h>
 #include <string.h>
 
@@ -187,25 +189,170 @@ Test(codegen_gpu, elementwise_vector_form_matches_reference) {
         }
 }
 
-/* A NaN or infinite attribute (LeakyRelu alpha, Clip bounds from constants) becomes a literal
- * NVRTC compiles: NaN and inf are written as their bits ("nan" and "inf" are not C). The
- * reference agrees: a NaN alpha makes every negative input NaN. */
+/* Adds op(in) with attributes as a graph output. */
+static void nonfinite_out(ampc_graph *g, const char *op, ampc_value *const *in, int32_t n_in,
+                          const ampc_attr_arg *a, int32_t n_a) {
+    ampc_value *y = ampc_op(g, op, in, n_in, a, n_a);
+    cr_assert(!ampc_value_is_poisoned(y), "%s: %s", op, ampc_graph_errors(g));
+    cr_assert_eq(ampc_output(g, y, NULL), AMPC_OK, "%s", ampc_graph_errors(g));
+}
+
+/* Every lowering that bakes a float attribute into the kernel source, given NaN, inf and -inf:
+ * NVRTC compiles every unit ("nan" and "inf" are not C literals; the values are written as their
+ * bits, static tables included). */
 Test(codegen, nan_and_infinite_constants_compile) {
-    const double alphas[3] = {NAN, INFINITY, -INFINITY};
+    const float vals[3] = {NAN, INFINITY, -INFINITY};
     for (int k = 0; k < 3; k++) {
-        ampc_graph *g = ampc_graph_create("leaky");
-        ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(4));
-        ampc_attr_arg a = AMPC_ATTR_F("alpha", (float)alphas[k]);
-        ampc_value *y = ampc_op(g, "LeakyRelu", &x, 1, &a, 1);
-        ampc_output(g, y, "y");
+        const float v = vals[k];
+        ampc_graph *g = ampc_graph_create("nonfinite");
+        ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(2, 4));
+        ampc_value *x4 = t_input(g, "x4", AMPC_DTYPE_F32, SHAPE(1, 2, 3, 4));
+        /* elementwise activations */
+        nonfinite_out(g, "LeakyRelu", &x, 1, (ampc_attr_arg[]){AMPC_ATTR_F("alpha", v)}, 1);
+        nonfinite_out(g, "Elu", &x, 1, (ampc_attr_arg[]){AMPC_ATTR_F("alpha", v)}, 1);
+        nonfinite_out(g, "HardSigmoid", &x, 1,
+                      (ampc_attr_arg[]){AMPC_ATTR_F("alpha", v), AMPC_ATTR_F("beta", v)}, 2);
+        nonfinite_out(g, "Selu", &x, 1,
+                      (ampc_attr_arg[]){AMPC_ATTR_F("alpha", v), AMPC_ATTR_F("gamma", v)}, 2);
+        nonfinite_out(g, "Celu", &x, 1, (ampc_attr_arg[]){AMPC_ATTR_F("alpha", v)}, 1);
+        nonfinite_out(g, "ThresholdedRelu", &x, 1, (ampc_attr_arg[]){AMPC_ATTR_F("alpha", v)}, 1);
+        nonfinite_out(g, "Shrink", &x, 1,
+                      (ampc_attr_arg[]){AMPC_ATTR_F("lambd", v), AMPC_ATTR_F("bias", v)}, 2);
+        double lo = -(double)v, hi = v;
+        nonfinite_out(g, "Clip", (ampc_value *[]){x, t_const_f32(g, SHAPE(), &lo),
+                                                  t_const_f32(g, SHAPE(), &hi)}, 3, NULL, 0);
+        /* normalisations */
+        double ones[4] = {1, 1, 1, 1}, zeros[4] = {0, 0, 0, 0};
+        nonfinite_out(g, "LayerNormalization",
+                      (ampc_value *[]){x, t_const_f32(g, SHAPE(4), ones),
+                                       t_const_f32(g, SHAPE(4), zeros)}, 3,
+                      (ampc_attr_arg[]){AMPC_ATTR_F("epsilon", v)}, 1);
+        ampc_value *c2[4];
+        for (int i = 0; i < 4; i++) c2[i] = t_input(g, i == 0 ? "s" : i == 1 ? "b" : i == 2 ? "m" : "var",
+                                                    AMPC_DTYPE_F32, SHAPE(2));
+        nonfinite_out(g, "BatchNormalization", (ampc_value *[]){x4, c2[0], c2[1], c2[2], c2[3]}, 5,
+                      (ampc_attr_arg[]){AMPC_ATTR_F("epsilon", v)}, 1);
+        nonfinite_out(g, "LRN", &x4, 1,
+                      (ampc_attr_arg[]){AMPC_ATTR_I("size", 3), AMPC_ATTR_F("alpha", v),
+                                        AMPC_ATTR_F("beta", v), AMPC_ATTR_F("bias", v)}, 4);
+        /* Resize: cubic coefficient (the tap tables), extrapolation value */
+        int64_t up[4] = {1, 2, 5, 7};
+        nonfinite_out(g, "Resize", (ampc_value *[]){x4, NULL, NULL, ampc_const_i64s(g, up, 4)}, 4,
+                      (ampc_attr_arg[]){AMPC_ATTR_S("mode", "cubic"),
+                                        AMPC_ATTR_F("cubic_coeff_a", v)}, 2);
+        double roi[8] = {0, 0, -0.5, 0.2, 1, 1, 1.5, 1.1};
+        nonfinite_out(g, "Resize",
+                      (ampc_value *[]){x4, t_const_f32(g, SHAPE(8), roi), NULL,
+                                       ampc_const_i64s(g, up, 4)}, 4,
+                      (ampc_attr_arg[]){AMPC_ATTR_S("mode", "linear"),
+                                        AMPC_ATTR_S("coordinate_transformation_mode",
+                                                    "tf_crop_and_resize"),
+                                        AMPC_ATTR_F("extrapolation_value", v)}, 3);
+        /* Pad with a constant value */
+        int64_t pads[4] = {1, 0, 0, 2};
+        double pv = v;
+        nonfinite_out(g, "Pad", (ampc_value *[]){x, ampc_const_i64s(g, pads, 4),
+                                                 t_const_f32(g, SHAPE(), &pv)}, 3, NULL, 0);
+        /* RNN activation alpha and beta (its lowering is behind AMPC_EXPERIMENTAL_RNN) */
+        ampc_value *xs = t_input(g, "xs", AMPC_DTYPE_F32, SHAPE(2, 1, 3));
+        ampc_value *w = t_input(g, "w", AMPC_DTYPE_F32, SHAPE(1, 4, 3));
+        ampc_value *r = t_input(g, "r", AMPC_DTYPE_F32, SHAPE(1, 4, 4));
+        static const char *const acts[1] = {"Affine"};
+        const float ab[1] = {v};
+        ampc_value *ro[2] = {0};
+        cr_assert_eq(ampc_op_multi(g, "RNN", (ampc_value *[]){xs, w, r}, 3,
+                                   (ampc_attr_arg[]){
+                                       AMPC_ATTR_I("hidden_size", 4),
+                                       {.name = "activations", .kind = AMPC_ATTR_STRINGS,
+                                        .strings = acts, .n = 1},
+                                       AMPC_ATTR_FS("activation_alpha", ab, 1),
+                                       AMPC_ATTR_FS("activation_beta", ab, 1)},
+                                   4, ro, 2),
+                     AMPC_OK, "%s", ampc_graph_errors(g));
+        cr_assert_eq(ampc_output(g, ro[0], NULL), AMPC_OK, "%s", ampc_graph_errors(g));
+        /* TfIdfVectorizer weights (a static table) */
+        static const int64_t counts[1] = {0}, idx[2] = {0, 1}, pool[2] = {7, 9};
+        const float wts[2] = {v, 2.0f};
+        ampc_value *ids = t_input(g, "ids", AMPC_DTYPE_I64, SHAPE(2, 5));
+        nonfinite_out(g, "TfIdfVectorizer", &ids, 1,
+                      (ampc_attr_arg[]){AMPC_ATTR_S("mode", "TFIDF"),
+                                        AMPC_ATTR_I("min_gram_length", 1),
+                                        AMPC_ATTR_I("max_gram_length", 1),
+                                        AMPC_ATTR_I("max_skip_count", 0),
+                                        AMPC_ATTR_IS("ngram_counts", counts, 1),
+                                        AMPC_ATTR_IS("ngram_indexes", idx, 2),
+                                        AMPC_ATTR_IS("pool_int64s", pool, 2),
+                                        AMPC_ATTR_FS("weights", wts, 2)}, 8);
+        /* integer Gemm: alpha and beta in double */
+        ampc_value *ga = t_input(g, "ga", AMPC_DTYPE_I32, SHAPE(2, 3));
+        ampc_value *gb = t_input(g, "gb", AMPC_DTYPE_I32, SHAPE(3, 2));
+        ampc_value *gc = t_input(g, "gc", AMPC_DTYPE_I32, SHAPE(2, 2));
+        nonfinite_out(g, "Gemm", (ampc_value *[]){ga, gb, gc}, 3,
+                      (ampc_attr_arg[]){AMPC_ATTR_F("alpha", v), AMPC_ATTR_F("beta", v)}, 2);
+
         ampc_module *m = NULL;
         ampc_compile_options o = no_cache();
-        cr_assert_eq(ampc_compile(g, &o, &m), AMPC_OK, "alpha %g: %s", alphas[k],
-                     ampc_graph_errors(g));
-        const char *cu = ampc_module_cuda(m, 0);
-        cr_assert(strstr(cu, "__int_as_float(0x"), "%s", cu);
-        cr_assert_not_null(ampc_module_ptx(m, 0));
+        setenv("AMPC_EXPERIMENTAL_RNN", "1", 1);
+        ampc_status st = ampc_compile(g, &o, &m);
+        unsetenv("AMPC_EXPERIMENTAL_RNN");
+        cr_assert_eq(st, AMPC_OK, "value %g: %s", (double)v, ampc_graph_errors(g));
+        bool bits = false;
+        for (int32_t u = 0; u < ampc_module_unit_count(m); u++) {
+            cr_assert_not_null(ampc_module_ptx(m, u), "unit %d", u);
+            bits |= strstr(ampc_module_cuda(m, u), "__builtin_bit_cast(float, 0x") != NULL;
+        }
+        cr_assert(bits, "value %g: no constant written as its bits", (double)v);
         ampc_module_destroy(m);
         ampc_graph_destroy(g);
     }
+}
+
+/* Values no integer type holds, and some it does, cycled through a float input of any type. */
+static void fill_out_of_range(ampc_tensor *t, const char *name, uint64_t *seed) {
+    (void)name, (void)seed;
+    static const double v[] = {300.0, -300.0, -1e30, 1e30, NAN, INFINITY, -INFINITY, 2.9, -2.9,
+                               255.9, -0.5, 65535.7, 40000.0, -40000.0, 4294967296.5, 3e9, -3e9,
+                               1e19, 2e19, -1e19, 0.0};
+    const int64_t n = (int64_t)(sizeof v / sizeof v[0]);
+    for (int64_t k = 0; k < ampc_shape_numel(&t->shape); k++)
+        ampc_ref_store_f64(t->data, t->dtype, k, v[k % n]);
+}
+
+/* Casts of inputs x0..x3 (f32, f64, f16, bf16, [3, 21]) to every integer type and bool. */
+static ampc_graph *casts_to_integers(void) {
+    static const ampc_dtype from[4] = {AMPC_DTYPE_F32, AMPC_DTYPE_F64, AMPC_DTYPE_F16,
+                                       AMPC_DTYPE_BF16};
+    static const ampc_dtype to[9] = {AMPC_DTYPE_I8,  AMPC_DTYPE_U8,  AMPC_DTYPE_I16,
+                                     AMPC_DTYPE_U16, AMPC_DTYPE_I32, AMPC_DTYPE_U32,
+                                     AMPC_DTYPE_I64, AMPC_DTYPE_U64, AMPC_DTYPE_BOOL};
+    ampc_graph *g = ampc_graph_create("cast_range");
+    for (int i = 0; i < 4; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "x%d", i);
+        ampc_value *x = t_input(g, name, from[i], SHAPE(3, 21));
+        for (int j = 0; j < 9; j++)
+            cr_assert_eq(ampc_output(g, ampc_cast(g, x, to[j]), NULL), AMPC_OK, "%s",
+                         ampc_graph_errors(g));
+    }
+    return g;
+}
+
+/* The saturating conversion (ampc::sat_int) compiles for every pair. */
+Test(codegen, casts_to_integers_compile) {
+    ampc_graph *g = casts_to_integers();
+    ampc_module *m = NULL;
+    ampc_compile_options o = no_cache();
+    cr_assert_eq(ampc_compile(g, &o, &m), AMPC_OK, "%s", ampc_graph_errors(g));
+    for (int32_t u = 0; u < ampc_module_unit_count(m); u++)
+        cr_assert_not_null(ampc_module_ptx(m, u), "unit %d", u);
+    ampc_module_destroy(m);
+    ampc_graph_destroy(g);
+}
+
+/* Cast from f32, f64, f16 and bf16 to every integer type and bool agrees with the reference on
+ * out-of-range, infinite and NaN inputs: truncated toward zero, saturated to the target's range,
+ * NaN -> 0 (true for bool). */
+Test(codegen_gpu, cast_of_out_of_range_floats_matches_reference) {
+    t_gpu_check c = {.fill = fill_out_of_range, .what = "cast"};
+    t_gpu_vs_reference(casts_to_integers(), &c);
 }

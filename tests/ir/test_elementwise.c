@@ -109,6 +109,43 @@ Test(elementwise, cast_truncates_and_saturates_nan_to_zero) {
     ampc_graph_destroy(g);
 }
 
+/* Cast of out-of-range and non-finite floats into every integer type and bool: truncated toward
+ * zero and saturated to the type's range, NaN -> 0 (true for bool), from f32 and f64 alike. */
+Test(elementwise, cast_saturates_out_of_range_floats_to_the_target_type) {
+    enum { N = 11 };
+    const double v[N] = {300.0, -300.0, -1e30, 1e30, NAN, INFINITY, -INFINITY, 2.9, -2.9, 255.9,
+                         -0.5};
+    static const struct {
+        ampc_dtype t;
+        int64_t want[N];
+    } cases[] = {
+        {AMPC_DTYPE_I8, {127, -128, -128, 127, 0, 127, -128, 2, -2, 127, 0}},
+        {AMPC_DTYPE_U8, {255, 0, 0, 255, 0, 255, 0, 2, 0, 255, 0}},
+        {AMPC_DTYPE_I16, {300, -300, -32768, 32767, 0, 32767, -32768, 2, -2, 255, 0}},
+        {AMPC_DTYPE_U16, {300, 0, 0, 65535, 0, 65535, 0, 2, 0, 255, 0}},
+        {AMPC_DTYPE_I32, {300, -300, INT32_MIN, INT32_MAX, 0, INT32_MAX, INT32_MIN, 2, -2, 255, 0}},
+        {AMPC_DTYPE_U32, {300, 0, 0, UINT32_MAX, 0, UINT32_MAX, 0, 2, 0, 255, 0}},
+        {AMPC_DTYPE_I64, {300, -300, INT64_MIN, INT64_MAX, 0, INT64_MAX, INT64_MIN, 2, -2, 255, 0}},
+        /* u64 loads as int64: -1 is UINT64_MAX */
+        {AMPC_DTYPE_U64, {300, 0, 0, -1, 0, -1, 0, 2, 0, 255, 0}},
+        {AMPC_DTYPE_BOOL, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}},
+    };
+    for (int src = 0; src < 2; src++) {
+        float f[N];
+        for (int i = 0; i < N; i++) f[i] = (float)v[i];
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            ampc_graph *g = ampc_graph_create("t");
+            ampc_value *x = src ? t_const(g, AMPC_DTYPE_F64, SHAPE(N), v)
+                                : t_const(g, AMPC_DTYPE_F32, SHAPE(N), f);
+            ampc_tensor out = t_eval1(g, ampc_cast(g, x, cases[c].t), NULL, 0);
+            cr_assert_eq(out.dtype, cases[c].t);
+            t_expect_ints(&out, SHAPE(N), cases[c].want);
+            ampc_tensor_free(&out);
+            ampc_graph_destroy(g);
+        }
+    }
+}
+
 Test(elementwise, where_and_compare) {
     ampc_graph *g = ampc_graph_create("t");
     double a[4] = {1, 5, 3, 7}, b[1] = {4};
