@@ -239,8 +239,8 @@ Test(codegen, kernels_that_differ_keep_their_definitions) {
     }
     for (int32_t i = 0; i < 6; i++)
         for (int32_t j = i + 1; j < 6; j++)
-            cr_assert_eq(strcmp(name[i], name[j]) == 0, i == 0 && j == 3, "steps %d (%s) and %d (%s)",
-                         i, name[i], j, name[j]);
+            cr_assert_eq(strcmp(name[i], name[j]) == 0, i == 0 && j == 3,
+                         "steps %d (%s) and %d (%s)", i, name[i], j, name[j]);
     cr_assert_eq(m->cg->n_kernels, 5);
     ampc_module_destroy(m);
     ampc_graph_destroy(g);
@@ -250,7 +250,8 @@ static void fill_float(ampc_tensor *t, const char *name, uint64_t *seed);
 
 /* On the GPU: the steps sharing a kernel compute what the reference does. */
 Test(codegen_gpu, shared_kernels_match_reference) {
-    t_gpu_check c = {.fill = fill_float, .seed = 11, .rtol = 1e-2, .atol = 1e-2, .what = "repeated"};
+    t_gpu_check c = {.fill = fill_float, .seed = 11, .rtol = 1e-2, .atol = 1e-2,
+                     .what = "repeated"};
     t_gpu_vs_reference(repeated_chains(3), &c);
     c.what = "nearly repeated";
     t_gpu_vs_reference(nearly_repeated_chains(), &c);

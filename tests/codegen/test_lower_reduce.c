@@ -301,7 +301,8 @@ static int32_t compiles(build_fn build, ampc_dtype t, bool small) {
         cr_assert_not_null(strstr(ampc_module_ptx(m, k->unit), entry), "%s: step %d's kernel %s "
                            "is not in unit %d", ampc_dtype_name(t), i, k->name, k->unit);
         bool seen = false;
-        for (int32_t j = 0; j < i && !seen; j++) seen = !strcmp(plan->steps[j].kernel.name, k->name);
+        for (int32_t j = 0; j < i && !seen; j++)
+            seen = !strcmp(plan->steps[j].kernel.name, k->name);
         distinct += !seen;
     }
     cr_assert_eq(entries, distinct, "%s: %d kernels in the PTX for %d steps launching %d kernels",
