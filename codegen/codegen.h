@@ -11,9 +11,12 @@
  * Generated kernels are specialised: shapes, strides and attributes are baked into the source as
  * constants, so a kernel's parameters are its tensors' pointers. Every kernel is an
  * extern "C" __global__ function named k<index>_<what> (deterministic: the same graph and
- * options give the same bytes), preceded by a comment listing the graph nodes it covers. Kernels
- * are spread over a few translation units that NVRTC compiles in parallel; each unit starts with
- * a banner and includes the kernel templates of codegen/kernels/ (embedded in the binary).
+ * options give the same bytes), preceded by a comment listing the graph nodes it covers. A
+ * kernel whose definition repeats an earlier one but for its index is not defined again: its
+ * step launches the earlier kernel (with its own arguments), whose comment counts such steps.
+ * Kernels are spread over a few translation units that NVRTC compiles in parallel; each unit
+ * starts with a banner and includes the kernel templates of codegen/kernels/ (embedded in the
+ * binary).
  */
 #ifndef AMPC_CODEGEN_H
 #define AMPC_CODEGEN_H
@@ -37,7 +40,7 @@ typedef struct ampc_cg_output {
     char **sources;          /* n_units NUL-terminated CUDA C sources */
     const char **unit_names; /* "<graph>_u<k>.cu" */
     int32_t n_units;
-    int32_t n_kernels;
+    int32_t n_kernels;       /* kernels defined in the sources; steps may share one */
     void *weights_owned;     /* the weights blob (plan.weights), malloc'ed */
     /* A graph partitioned over n_ranks > 1 GPUs: rank r's plan (runtime/plan.h), its weights
      * malloc'ed in rank_weights[r]; `plan` then repeats rank 0's with plan.ranks = rank_plans.

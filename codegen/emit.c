@@ -176,8 +176,9 @@ static ampc_status finish(ampc_cg_kernel *k, const uint32_t grid[3], const uint3
     }
     /* pdl_enter first (or where the body calls it): the runtime may launch it as a
      * programmatic dependent (common.cuh) */
-    ampc_sb_printf(&text, "extern \"C\" __global__ void %s__launch_bounds__(%s) %s(%s", cluster,
-                   bounds, k->name, k->params.data ? k->params.data : "");
+    ampc_sb_printf(&text, "extern \"C\" __global__ void %s__launch_bounds__(%s) ", cluster, bounds);
+    const size_t name_at = text.len;
+    ampc_sb_printf(&text, "%s(%s", k->name, k->params.data ? k->params.data : "");
     const size_t params_end = text.len;
     ampc_sb_puts(&text, ") {\n");
     const size_t body_at = text.len;
@@ -200,10 +201,12 @@ static ampc_status finish(ampc_cg_kernel *k, const uint32_t grid[3], const uint3
         cg->cap_kernels = cg->n_kernels * 2;
         cg->kernels = ampc_xrealloc(cg->kernels, (size_t)cg->cap_kernels * sizeof *cg->kernels);
         memset(cg->kernels + old, 0, (size_t)(cg->cap_kernels - old) * sizeof *cg->kernels);
+        for (int32_t i = old; i < cg->cap_kernels; i++) cg->kernels[i].same_as = -1;
     }
     /* The kernel's index was reserved at begin; its text lands in that slot. */
     int32_t index = atoi(k->name + 1);
-    cg->kernels[index] = (cg_kernel_rec){ampc_sb_take(&text), params_end, body_at, step, alt_of >= 0};
+    cg->kernels[index] = (cg_kernel_rec){ampc_sb_take(&text), name_at, params_end, body_at, step,
+                                         alt_of >= 0, -1, 0, 0};
     for (int32_t i = 0; i < k->n_names; i++) free(k->names[i]);
     free(k->names);
     free(k->args);
@@ -297,6 +300,112 @@ ampc_status ampc_cg_prefetch_weights(ampc_cg *cg) {
         if (w.bytes == 0) continue;
         ampc_status st = add_prefetch(cg, rec, w);
         if (st != AMPC_OK) return st;
+    }
+    return AMPC_OK;
+}
+
+/* ---- one definition for kernels that repeat -------------------------------------------------
+ * A model repeats itself (a transformer's layers, a long chain of the same ops), and so do its
+ * kernels: their definitions differ only in the index of their names. NVRTC's time grows with
+ * the source, so each definition is compiled once and every step that needs it launches it. */
+
+/* The kernel step (or GEMM alternative) that runs the kernel of rec. */
+static ampc_rt_kernel *rec_kernel(ampc_cg *cg, const cg_kernel_rec *rec) {
+    return rec->gemm_alt ? &cg->steps[rec->step].gemm.own_kernel : &cg->steps[rec->step].kernel;
+}
+
+/* What makes two kernels one: the definition without its comment line and without the index of
+ * its name ("k12" of "k12_relu"), in two pieces, and the dynamic shared memory its step asks
+ * (the runtime raises a kernel's limit to what its step asks). */
+typedef struct def_key {
+    const char *head, *tail; /* "extern ... " up to the name; from the "_<what>(" on */
+    size_t n_head, n_tail;
+    uint32_t smem;
+} def_key;
+
+static def_key key_of(ampc_cg *cg, const cg_kernel_rec *rec) {
+    const char *t = rec->text;
+    const char *eol = memchr(t, '\n', rec->name_at); /* the comment is one line (escaped) */
+    AMPC_ASSERT(eol != NULL && t[rec->name_at] == 'k');
+    size_t after = rec->name_at + 1;
+    while (t[after] >= '0' && t[after] <= '9') after++;
+    def_key k = {eol + 1, t + after, (size_t)(t + rec->name_at - (eol + 1)), strlen(t + after),
+                 rec_kernel(cg, rec)->smem};
+    return k;
+}
+
+static uint64_t fnv1a(uint64_t h, const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+static uint64_t key_hash(const def_key *k) {
+    uint64_t h = fnv1a(0xcbf29ce484222325ULL, k->head, k->n_head);
+    h = fnv1a(h, k->tail, k->n_tail);
+    return (h ^ k->smem) * 0x100000001b3ULL;
+}
+
+static bool key_eq(const def_key *a, const def_key *b) {
+    return a->smem == b->smem && a->n_head == b->n_head && a->n_tail == b->n_tail &&
+           memcmp(a->head, b->head, a->n_head) == 0 && memcmp(a->tail, b->tail, a->n_tail) == 0;
+}
+
+/* Adds "; also launched by N more steps" to the comment line of kernel rec. */
+static ampc_status note_sharers(ampc_cg *cg, cg_kernel_rec *rec) {
+    const char *eol = strchr(rec->text, '\n');
+    ampc_strbuf t = {0};
+    ampc_sb_printf(&t, "%.*s; also launched by %d more step%s%s", (int)(eol - rec->text),
+                   rec->text, rec->n_sharers, rec->n_sharers == 1 ? "" : "s", eol);
+    if (t.data == NULL) return AMPC_FAIL(cg->g, NULL, AMPC_E_OOM, "out of memory");
+    size_t grew = t.len - strlen(rec->text);
+    free(rec->text);
+    rec->text = ampc_sb_take(&t);
+    rec->name_at += grew;
+    rec->params_end += grew;
+    rec->body_at += grew;
+    return AMPC_OK;
+}
+
+ampc_status ampc_cg_share_kernels(ampc_cg *cg) {
+    size_t cap = 16;
+    while (cap < (size_t)cg->n_kernels * 2) cap *= 2;
+    int32_t *slots = calloc(cap, sizeof *slots); /* kernel index + 1; 0: empty */
+    uint64_t *hashes = calloc((size_t)cg->n_kernels + 1, sizeof *hashes);
+    if (slots == NULL || hashes == NULL) {
+        free(slots);
+        free(hashes);
+        return AMPC_FAIL(cg->g, NULL, AMPC_E_OOM, "out of memory");
+    }
+    for (int32_t i = 0; i < cg->n_kernels; i++) {
+        cg_kernel_rec *rec = &cg->kernels[i];
+        if (rec->text == NULL) continue;
+        def_key k = key_of(cg, rec);
+        hashes[i] = key_hash(&k);
+        size_t s = (size_t)hashes[i] & (cap - 1);
+        for (; slots[s] != 0; s = (s + 1) & (cap - 1)) {
+            if (hashes[slots[s] - 1] != hashes[i]) continue;
+            def_key o = key_of(cg, &cg->kernels[slots[s] - 1]);
+            if (key_eq(&k, &o)) break;
+        }
+        if (slots[s] == 0) {
+            slots[s] = i + 1;
+            continue;
+        }
+        cg_kernel_rec *first = &cg->kernels[slots[s] - 1];
+        rec_kernel(cg, rec)->name = rec_kernel(cg, first)->name;
+        rec->same_as = slots[s] - 1;
+        first->n_sharers++;
+        free(rec->text);
+        rec->text = NULL;
+    }
+    free(slots);
+    free(hashes);
+    for (int32_t i = 0; i < cg->n_kernels; i++) {
+        cg_kernel_rec *rec = &cg->kernels[i];
+        if (rec->text != NULL && rec->n_sharers > 0) {
+            ampc_status st = note_sharers(cg, rec);
+            if (st != AMPC_OK) return st;
+        }
     }
     return AMPC_OK;
 }

@@ -9,11 +9,16 @@
 
 /* A kernel's text and the step that launches it, kept until units are formed. */
 typedef struct cg_kernel_rec {
-    char *text;      /* comment + definition (malloc'ed) */
+    char *text;      /* comment + definition (malloc'ed); NULL once same_as is set */
+    size_t name_at;    /* text's offset of the kernel's name in its signature */
     size_t params_end; /* text's offset of the ')' that closes the parameter list */
     size_t body_at;    /* text's offset of the body's first statement (ampc::pdl_enter) */
     int32_t step;    /* index of its launch step, or of the GEMM step it is the own_kernel of */
     bool gemm_alt;   /* the kernel is steps[step].gemm.own_kernel, not a step of its own */
+    int32_t same_as; /* the earlier kernel whose definition this one repeats (its step launches
+                      * that one), or -1 (ampc_cg_share_kernels) */
+    int32_t n_sharers; /* kernels that repeat this one */
+    int32_t unit;    /* the translation unit holding the definition (build_units) */
 } cg_kernel_rec;
 
 struct ampc_cg {
@@ -53,6 +58,13 @@ struct ampc_cg_kernel {
  * convolution step whose weight is a constant asks L2 for that weight as it starts
  * (ampc::prefetch_l2). Called once every node is lowered, before the units are built. */
 ampc_status ampc_cg_prefetch_weights(ampc_cg *cg);
+
+/* Kernels whose definitions are the same but for their index (k<index>_<what>) and whose
+ * steps ask the same dynamic shared memory are defined once (emit.c): the steps of the later
+ * ones launch the first, each with its own arguments and launch shape, and the first's comment
+ * says how many more steps launch it. Called after ampc_cg_prefetch_weights (which changes
+ * definitions), before the units are built. */
+ampc_status ampc_cg_share_kernels(ampc_cg *cg);
 
 /* Adds a step (copied) and returns its index; -1 on OOM (recorded). */
 int32_t ampc_cg_add_step(ampc_cg *cg, const ampc_rt_step *s);

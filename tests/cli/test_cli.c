@@ -976,6 +976,37 @@ Test(cli, emit_without_kernels_says_so, .timeout = 120) {
     rmdir_all(d);
 }
 
+/* A 200,000-node chain of Neg, Relu, Abs in turn compiles to a handful of kernel definitions:
+ * fused kernels of the chain repeat one another, and each is defined once and launched by many
+ * steps (NVRTC compiled 12,500 kernels for minutes before). */
+Test(cli, a_long_chain_defines_few_kernels, .timeout = 240) {
+    enum { N = 200000 };
+    static const char *const ops[3] = {"Neg", "Relu", "Abs"};
+    char *d = tmpdir(), ir[512], cu[512], *out;
+    snprintf(ir, sizeof ir, "%s/chain.ir", d);
+    snprintf(cu, sizeof cu, "%s/chain.cu", d);
+    ampc_strbuf sb = {0};
+    ampc_sb_puts(&sb, "graph \"chain\" {\n  input %v0 : f32[4]\n");
+    for (int i = 0; i < N; i++)
+        ampc_sb_printf(&sb, "  %%v%d : f32[4] = %s(%%v%d) @\"n%d\"\n", i + 1, ops[i % 3], i, i);
+    ampc_sb_printf(&sb, "  output %%v%d\n}\n", N);
+    write_text(ir, sb.data);
+    ampc_sb_free(&sb);
+    cr_assert_eq(ampc(&out, "%s --emit cuda -o %s", ir, cu), 0, "%s", out);
+    free(out);
+    char *text = read_text(cu);
+    int defined = 0, launches = 0;
+    for (const char *p = text; (p = strstr(p, "__global__")); p++) defined++;
+    for (const char *p = text; (p = strstr(p, "; also launched by ")); p++)
+        launches += atoi(p + strlen("; also launched by "));
+    launches += defined;
+    cr_assert_gt(defined, 0, "%s", text);
+    cr_assert_leq(defined, 16, "%d kernels defined for a chain of 3 ops repeating", defined);
+    cr_assert_geq(launches, N / 64, "%d kernels defined, launched by %d steps", defined, launches);
+    free(text);
+    rmdir_all(d);
+}
+
 /* A while loop counting to `limit` (a run-time input): c <- c + 1 while c + 1 < limit. */
 static const char while_text[] =
     "graph \"while\" {\n"

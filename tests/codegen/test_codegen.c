@@ -7,6 +7,7 @@
 #include "support.h"
 
 #include "codegen/codegen.h"
+#include "compiler/module.h"
 #include "ir/ref/ref.h"
 
 #include <stdio.h>
@@ -124,6 +125,138 @@ Test(codegen, run_without_gpu_is_a_clear_error) {
     cr_assert(strstr(ampc_module_errors(m), "no CUDA device"), "%s", ampc_module_errors(m));
     ampc_module_destroy(m);
     ampc_graph_destroy(g);
+}
+
+/* ---- kernels that repeat: one definition, launched by every step that needs it --------------- */
+
+/* Relu(Add(x_i, b)) for n inputs x_i of [4, 3] and one constant b: n identical kernels. */
+static ampc_graph *repeated_chains(int32_t n) {
+    ampc_graph *g = ampc_graph_create("repeat");
+    double b[3] = {1, -2, 3};
+    ampc_value *bias = t_const_f32(g, SHAPE(3), b);
+    for (int32_t i = 0; i < n; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "x%d", i);
+        ampc_value *x = t_input(g, name, AMPC_DTYPE_F32, SHAPE(4, 3));
+        snprintf(name, sizeof name, "y%d", i);
+        ampc_output(g, ampc_relu(g, ampc_add(g, x, bias)), name);
+    }
+    return g;
+}
+
+/* Kernels like repeated_chains' but different in one thing each: LeakyRelu's alpha (a literal
+ * in the source), the shape, the dtype; y3 repeats y0. */
+static ampc_graph *nearly_repeated_chains(void) {
+    ampc_graph *g = ampc_graph_create("nearly");
+    double b[3] = {1, -2, 3};
+    ampc_value *bias = t_const_f32(g, SHAPE(3), b);
+    const float alpha[4] = {0.125f, 0.25f, 0.125f, 0.125f};
+    const int64_t rows[4] = {4, 4, 5, 4};
+    for (int32_t i = 0; i < 4; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "x%d", i);
+        ampc_value *x = t_input(g, name, AMPC_DTYPE_F32, SHAPE(rows[i], 3));
+        ampc_value *s = ampc_add(g, x, bias);
+        ampc_attr_arg a = AMPC_ATTR_F("alpha", alpha[i]);
+        snprintf(name, sizeof name, "y%d", i);
+        ampc_output(g, ampc_op(g, "LeakyRelu", &s, 1, &a, 1), name);
+    }
+    ampc_output(g, ampc_relu(g, t_input(g, "x4", AMPC_DTYPE_F32, SHAPE(4, 3))), "y4");
+    ampc_output(g, ampc_relu(g, t_input(g, "x5", AMPC_DTYPE_F16, SHAPE(4, 3))), "y5");
+    return g;
+}
+
+/* How many times `what` occurs in the CUDA (or PTX) of every unit of m. */
+static int32_t count_in_units(const ampc_module *m, const char *what, bool ptx) {
+    int32_t n = 0;
+    for (int32_t u = 0; u < ampc_module_unit_count(m); u++) {
+        const char *text = ptx ? ampc_module_ptx(m, u) : ampc_module_cuda(m, u);
+        cr_assert_not_null(text);
+        for (const char *p = text; (p = strstr(p, what)); p++) n++;
+    }
+    return n;
+}
+
+static bool same_ref(ampc_rt_ref a, ampc_rt_ref b) {
+    return a.space == b.space && a.offset == b.offset && a.bytes == b.bytes;
+}
+
+/* Two chains whose kernels differ only in their index: one definition, launched by both steps,
+ * each step with its own input and output and the same constant. */
+Test(codegen, identical_kernels_are_defined_once) {
+    ampc_graph *g = repeated_chains(2);
+    ampc_module *m = NULL;
+    ampc_compile_options o = no_cache();
+    cr_assert_eq(ampc_compile(g, &o, &m), AMPC_OK, "%s", ampc_graph_errors(g));
+    cr_assert_eq(count_in_units(m, "__global__", false), 1, "%s", ampc_module_cuda(m, 0));
+    cr_assert_eq(count_in_units(m, ".entry ", true), 1);
+    cr_assert(strstr(ampc_module_cuda(m, 0), "; also launched by 1 more step\n"), "%s",
+              ampc_module_cuda(m, 0));
+    const ampc_rt_plan *p = &m->cg->plan;
+    cr_assert_eq(p->n_steps, 2);
+    const ampc_rt_kernel *k0 = &p->steps[0].kernel, *k1 = &p->steps[1].kernel;
+    cr_assert(p->steps[0].kind == AMPC_RT_STEP_KERNEL && p->steps[1].kind == AMPC_RT_STEP_KERNEL);
+    cr_assert_str_eq(k0->name, "k0_chain");
+    cr_assert_str_eq(k1->name, "k0_chain");
+    cr_assert_eq(k0->unit, k1->unit);
+    cr_assert(strstr(ampc_module_cuda(m, k0->unit), "k0_chain("));
+    cr_assert_eq(memcmp(k0->grid, k1->grid, sizeof k0->grid), 0);
+    cr_assert(strstr(p->steps[1].label, "'Add_2'") || strstr(p->steps[1].label, "'Relu_3'"),
+                     "%s", p->steps[1].label);
+    /* the arguments: step i reads x_i and writes y_i; the bias is the same for both */
+    cr_assert_eq(k0->n_args, 3);
+    cr_assert_eq(k1->n_args, 3);
+    int32_t reads_x = 0;
+    for (int32_t j = 0; j < 3; j++) {
+        cr_assert_eq(k0->args[j].kind, AMPC_RT_ARG_PTR);
+        bool x0 = same_ref(k0->args[j].ref, p->inputs[0].ref);
+        cr_assert_eq(x0, same_ref(k1->args[j].ref, p->inputs[1].ref), "argument %d", j);
+        bool y0 = same_ref(k0->args[j].ref, p->outputs[0].ref);
+        cr_assert_eq(y0, same_ref(k1->args[j].ref, p->outputs[1].ref), "argument %d", j);
+        if (!x0 && !y0) cr_assert(same_ref(k0->args[j].ref, k1->args[j].ref), "argument %d", j);
+        reads_x += x0;
+    }
+    cr_assert_eq(reads_x, 1);
+    cr_assert(same_ref(k0->args[2].ref, p->outputs[0].ref), "the output is the last parameter");
+    cr_assert(!same_ref(k0->args[0].ref, k1->args[0].ref));
+    ampc_module_destroy(m);
+    ampc_graph_destroy(g);
+}
+
+/* Kernels that differ in a constant, a shape or a dtype keep their own definitions; the one
+ * that repeats another is still shared. */
+Test(codegen, kernels_that_differ_keep_their_definitions) {
+    ampc_graph *g = nearly_repeated_chains();
+    ampc_module *m = NULL;
+    ampc_compile_options o = no_cache();
+    cr_assert_eq(ampc_compile(g, &o, &m), AMPC_OK, "%s", ampc_graph_errors(g));
+    const ampc_rt_plan *p = &m->cg->plan;
+    cr_assert_eq(p->n_steps, 6);
+    cr_assert_eq(count_in_units(m, "__global__", false), 5);
+    cr_assert_eq(count_in_units(m, ".entry ", true), 5);
+    const char *name[6];
+    for (int32_t i = 0; i < 6; i++) {
+        cr_assert_eq(p->steps[i].kind, AMPC_RT_STEP_KERNEL);
+        name[i] = p->steps[i].kernel.name;
+    }
+    for (int32_t i = 0; i < 6; i++)
+        for (int32_t j = i + 1; j < 6; j++)
+            cr_assert_eq(strcmp(name[i], name[j]) == 0, i == 0 && j == 3,
+                         "steps %d (%s) and %d (%s)", i, name[i], j, name[j]);
+    cr_assert_eq(m->cg->n_kernels, 5);
+    ampc_module_destroy(m);
+    ampc_graph_destroy(g);
+}
+
+static void fill_float(ampc_tensor *t, const char *name, uint64_t *seed);
+
+/* On the GPU: the steps sharing a kernel compute what the reference does. */
+Test(codegen_gpu, shared_kernels_match_reference) {
+    t_gpu_check c = {.fill = fill_float, .seed = 11, .rtol = 1e-2, .atol = 1e-2,
+                     .what = "repeated"};
+    t_gpu_vs_reference(repeated_chains(3), &c);
+    c.what = "nearly repeated";
+    t_gpu_vs_reference(nearly_repeated_chains(), &c);
 }
 
 /* ---- the vector form of elementwise kernels -------------------------------------------------- */

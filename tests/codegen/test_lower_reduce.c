@@ -14,6 +14,7 @@
 
 #include "ampc_runtime.h"
 #include "codegen/codegen.h"
+#include "compiler/module.h"
 #include "ir/ref/ref.h"
 #include "passes/passes.h"
 
@@ -273,7 +274,8 @@ static void build_loss(ampc_graph *g, ampc_dtype t) {
 /* ---- NVRTC: every variant compiles ---------------------------------------------------------- */
 
 /* Builds (compact or not), compiles for sm_80 (PTX and cubin) and checks that every step is a
- * kernel of ours whose entry is in the PTX; returns the number of steps. */
+ * kernel of ours whose entry is in its unit's PTX, and that the PTX defines no other kernel
+ * (steps whose kernels are the same launch one); returns the number of steps. */
 static int32_t compiles(build_fn build, ampc_dtype t, bool small) {
     compact = small;
     ampc_graph *g = ampc_graph_create("lr");
@@ -284,13 +286,27 @@ static int32_t compiles(build_fn build, ampc_dtype t, bool small) {
     ampc_compile_options o = sm80_opts();
     ampc_status st = ampc_compile(g, &o, &m);
     cr_assert_eq(st, AMPC_OK, "%s: %s\n%s", ampc_dtype_name(t), ampc_status_str(st), ampc_graph_errors(g));
-    int32_t steps = ampc_module_step_count(m), entries = 0;
+    int32_t steps = ampc_module_step_count(m), entries = 0, distinct = 0;
     for (int32_t u = 0; u < ampc_module_unit_count(m); u++) {
         const char *ptx = ampc_module_ptx(m, u);
         cr_assert_not_null(ptx);
         for (const char *p = ptx; (p = strstr(p, ".entry ")); p++) entries++;
     }
-    cr_assert_eq(entries, steps, "%s: %d kernels in the PTX for %d steps", ampc_dtype_name(t), entries, steps);
+    const ampc_rt_plan *plan = &m->cg->plan;
+    for (int32_t i = 0; i < steps; i++) {
+        const ampc_rt_kernel *k = &plan->steps[i].kernel;
+        cr_assert_eq(plan->steps[i].kind, AMPC_RT_STEP_KERNEL, "step %d is not a kernel", i);
+        char entry[96];
+        snprintf(entry, sizeof entry, ".entry %s(", k->name);
+        cr_assert_not_null(strstr(ampc_module_ptx(m, k->unit), entry), "%s: step %d's kernel %s "
+                           "is not in unit %d", ampc_dtype_name(t), i, k->name, k->unit);
+        bool seen = false;
+        for (int32_t j = 0; j < i && !seen; j++)
+            seen = !strcmp(plan->steps[j].kernel.name, k->name);
+        distinct += !seen;
+    }
+    cr_assert_eq(entries, distinct, "%s: %d kernels in the PTX for %d steps launching %d kernels",
+                 ampc_dtype_name(t), entries, steps, distinct);
     ampc_module_destroy(m);
     ampc_graph_destroy(g);
     return steps;
