@@ -276,9 +276,6 @@ static ampc_status lower_reduction(ampc_cg *cg, const ampc_node *n) {
     case AMPC_OP_REDUCE_LOG_SUM_EXP: snprintf(fin, sizeof fin, "ampc::m_log(acc) + sh"); break;
     default: snprintf(fin, sizeof fin, "acc"); break;
     }
-    /* A float result stored into integers saturates to 64 bits, then wraps (the reference's
-     * store); the device's float-to-integer conversion saturates the same way. */
-    const char *sat = !(fl && !xfl) ? "" : u64 ? "(unsigned long long)" : "(long long)";
 
     const bool contiguous = red.n == 1 && red.stride[0] == 1;
     rows r = make_rows(out_count, group, contiguous);
@@ -304,11 +301,10 @@ static ampc_status lower_reduction(ampc_cg *cg, const ampc_node *n) {
     close_scopes(k, scopes);
     if (r.w > 1) {
         ampc_cg_line(k, "acc = ampc::row_allreduce<%d>(acc, %s, %s);", r.w, comb, id);
-        ampc_cg_line(k, "if (threadIdx.x == 0) %s[row] = ampc::cvt<%s>(%s%s%s%s);", py, ampc_cg_ctype(y->dtype),
-                     sat, *sat ? "(" : "", fin, *sat ? ")" : "");
+        ampc_cg_line(k, "if (threadIdx.x == 0) %s[row] = ampc::cvt<%s>(%s);", py, ampc_cg_ctype(y->dtype),
+                     fin);
     } else {
-        ampc_cg_line(k, "%s[row] = ampc::cvt<%s>(%s%s%s%s);", py, ampc_cg_ctype(y->dtype), sat, *sat ? "(" : "",
-                     fin, *sat ? ")" : "");
+        ampc_cg_line(k, "%s[row] = ampc::cvt<%s>(%s);", py, ampc_cg_ctype(y->dtype), fin);
     }
     ampc_cg_close(k);
     return rows_end(k, &r);
