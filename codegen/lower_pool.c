@@ -335,8 +335,10 @@ static void rs_axis_build(const rs_cfg *c, int64_t in, int64_t out, double scale
         }
         default: xo = ((double)x + 0.5) / scale - 0.5; break;
         }
-        t->extrap[x] = c->coord == C_CROP && (xo < 0 || xo > (double)(in - 1));
+        /* A NaN position (a NaN or infinite roi) extrapolates like one outside the input. */
+        t->extrap[x] = c->coord == C_CROP && !(xo >= 0 && xo <= (double)(in - 1));
         t->any_extrap |= t->extrap[x];
+        if (isnan(xo)) xo = 0;
         double f = floor(xo), ratio = xo - f;
         if (ratio == 0) f -= 1, ratio = 1;
         int k = rs_coeffs(c, ratio, scale, w);
@@ -477,7 +479,7 @@ static ampc_status resize_kernel(ampc_cg *cg, const ampc_node *n, const rs_cfg *
                      d, c->mode, c->nearest, ampc_cg_f64(c->cubic_a).s,
                      c->exclude_outside ? "true" : "false", c->antialias ? "true" : "false",
                      ampc_cg_f64(scale[d]).s, (long long)in, d, d, d);
-        ampc_sb_printf(&sb, "%sxo%d_ < 0 || xo%d_ > %lld.0", sb.len ? " || " : "", d, d,
+        ampc_sb_printf(&sb, "%s!(xo%d_ >= 0 && xo%d_ <= %lld.0)", sb.len ? " || " : "", d, d,
                        (long long)(in - 1));
     }
     const char *yt = ampc_cg_ctype(y->dtype);
@@ -652,30 +654,46 @@ static ampc_status lower_roi_align(ampc_cg *cg, const ampc_node *n) {
     ampc_cg_line(k, "continue;");
     ampc_cg_close(k);
     ampc_cg_line(k, "double v_[4];");
-    ampc_cg_line(k, "for (int j_ = 0; j_ < 4; j_++) v_[j_] = ampc::cvt<double>(%s[r_ * 4 + j_]) * "
-                    "%s - %s;", pr, ampc_cg_f64(ss).s, half ? "0.5" : "0.0");
+    ampc_cg_line(k, "for (int j_ = 0; j_ < 4; j_++) v_[j_] = __dsub_rn(__dmul_rn(ampc::cvt<double>(%s[r_ * "
+                    "4 + j_]), %s), %s);", pr, ampc_cg_f64(ss).s, half ? "0.5" : "0.0");
     ampc_cg_line(k, "double rw_ = v_[2] - v_[0], rh_ = v_[3] - v_[1];");
     if (!half) ampc_cg_line(k, "rw_ = fmax(rw_, 1.0), rh_ = fmax(rh_, 1.0);");
     ampc_cg_line(k, "const double bh_ = rh_ / %lld.0, bw_ = rw_ / %lld.0;", (long long)PH, (long long)PW);
+    /* The sampling grid per bin, as the reference's roi_grid, in double before it becomes a
+     * count: none for a roi with a NaN or infinite size or an empty one (either side <= 0: the
+     * reference's loops run no sample then, whatever the other side). */
     if (sr > 0) {
-        ampc_cg_line(k, "const long long gh_ = %lldLL, gw_ = %lldLL;", (long long)sr, (long long)sr);
+        ampc_cg_line(k, "double ghd_ = %lld.0, gwd_ = %lld.0;", (long long)sr, (long long)sr);
     } else {
-        ampc_cg_line(k, "const long long gh_ = (long long)ceil(rh_ / %lld.0);", (long long)PH);
-        ampc_cg_line(k, "const long long gw_ = (long long)ceil(rw_ / %lld.0);", (long long)PW);
+        ampc_cg_line(k, "double ghd_ = ceil(rh_ / %lld.0), gwd_ = ceil(rw_ / %lld.0);", (long long)PH,
+                     (long long)PW);
     }
-    ampc_cg_line(k, "const double cnt_ = (double)(gh_ * gw_ > 1 ? gh_ * gw_ : 1);");
+    ampc_cg_line(k, "if (!(fabs(rh_) <= 1.7976931348623157e308 && fabs(rw_) <= 1.7976931348623157e308) "
+                    "|| !(ghd_ > 0 && gwd_ > 0)) ghd_ = gwd_ = 0;");
+    /* More samples for this roi alone than the reference evaluates for a whole node (it refuses
+     * the node then): a kernel cannot refuse, so the roi's bins are 0, in bounded time. */
+    ampc_cg_open(k, "if (ghd_ * gwd_ * %lld.0 > %s)", (long long)(C * PH * PW),
+                 ampc_cg_f64(AMPC_REF_MAX_SAMPLES).s);
+    ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(0.0);", py, yt);
+    ampc_cg_line(k, "continue;");
+    ampc_cg_close(k);
+    ampc_cg_line(k, "const long long gh_ = (long long)ghd_, gw_ = (long long)gwd_;");
+    ampc_cg_line(k, "const double cnt_ = gh_ * gw_ > 1 ? (double)(gh_ * gw_) : 1.0;");
     ampc_cg_line(k, "const long long base_ = (b_ * %lldLL + c_) * %lldLL;", (long long)C,
                  (long long)(H * W));
     ampc_cg_line(k, "double acc_ = 0;");
     ampc_cg_line(k, "bool have_ = false;");
     ampc_cg_open(k, "for (long long iy_ = 0; iy_ < gh_; iy_++)");
-    ampc_cg_line(k, "const double yy_ = v_[1] + (double)ph_ * bh_ + "
-                    "((double)iy_ + 0.5) * bh_ / (double)gh_;");
+    /* The sample points without contraction into an fma, as the reference's separate steps:
+     * for far rois, whether a point lies on the map depends on each rounding. */
+    ampc_cg_line(k, "const double yy_ = __dadd_rn(__dadd_rn(v_[1], __dmul_rn((double)ph_, bh_)), "
+                    "__dmul_rn((double)iy_ + 0.5, bh_) / (double)gh_);");
     ampc_cg_open(k, "for (long long ix_ = 0; ix_ < gw_; ix_++)");
-    ampc_cg_line(k, "const double xx_ = v_[0] + (double)pw_ * bw_ + "
-                    "((double)ix_ + 0.5) * bw_ / (double)gw_;");
+    ampc_cg_line(k, "const double xx_ = __dadd_rn(__dadd_rn(v_[0], __dmul_rn((double)pw_, bw_)), "
+                    "__dmul_rn((double)ix_ + 0.5, bw_) / (double)gw_);");
     ampc_cg_line(k, "double t0_ = 0, t1_ = 0, t2_ = 0, t3_ = 0;");
-    ampc_cg_open(k, "if (!(yy_ < -1.0 || yy_ > %lld.0 || xx_ < -1.0 || xx_ > %lld.0))", (long long)H,
+    /* NaN counts as outside, like the far points */
+    ampc_cg_open(k, "if (yy_ >= -1.0 && yy_ <= %lld.0 && xx_ >= -1.0 && xx_ <= %lld.0)", (long long)H,
                  (long long)W);
     ampc_cg_line(k, "double sy_ = fmax(yy_, 0.0), sx_ = fmax(xx_, 0.0);");
     ampc_cg_line(k, "long long y0_ = (long long)sy_, x0_ = (long long)sx_, y1_, x1_;");

@@ -243,8 +243,16 @@ static ampc_status lower_mel(ampc_cg *cg, const ampc_node *n) {
     ampc_cg_line(k, "long long pt[3];");
     ampc_cg_open(k, "for (int e = 0; e < 3; e++)");
     ampc_cg_line(k, "const double hz = 700.0 * expm1(__dadd_rn(__dmul_rn((double)(bi + e), step), mlo) / 2595.0 * log(10.0));");
-    ampc_cg_line(k, "pt[e] = (long long)floor((double)%lld * hz / (double)%lld);", (long long)(len + 1),
+    /* A point outside the spectrogram's bins (the band edges beyond [0, sample_rate / 2], or not
+     * finite) is an evaluation error in the reference; a kernel cannot refuse, so the bands that
+     * touch it are 0 (and no NaN or huge value becomes an integer). */
+    ampc_cg_line(k, "const double pb = floor((double)%lld * hz / (double)%lld);", (long long)(len + 1),
                  (long long)rate);
+    ampc_cg_line(k, "pt[e] = pb >= 0 && pb < %lld.0 ? (long long)pb : -1;", (long long)(len / 2 + 1));
+    ampc_cg_close(k);
+    ampc_cg_open(k, "if (pt[0] < 0 || pt[1] < 0 || pt[2] < 0)");
+    ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(0.0);", py, ampc_cg_ctype(y->dtype));
+    ampc_cg_line(k, "continue;");
     ampc_cg_close(k);
     /* The reference writes the rising edge (l..c), then the falling one (c..h-1) over it. */
     ampc_cg_line(k, "const long long l = pt[0], c = pt[1], h = pt[2];");

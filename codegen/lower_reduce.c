@@ -303,7 +303,8 @@ static ampc_status lower_reduction(ampc_cg *cg, const ampc_node *n) {
     close_scopes(k, scopes);
     if (r.w > 1) {
         ampc_cg_line(k, "acc = ampc::row_allreduce<%d>(acc, %s, %s);", r.w, comb, id);
-        ampc_cg_line(k, "if (threadIdx.x == 0) %s[row] = ampc::cvt<%s>(%s);", py, ampc_cg_ctype(y->dtype), fin);
+        ampc_cg_line(k, "if (threadIdx.x == 0) %s[row] = ampc::cvt<%s>(%s);", py, ampc_cg_ctype(y->dtype),
+                     fin);
     } else {
         ampc_cg_line(k, "%s[row] = ampc::cvt<%s>(%s);", py, ampc_cg_ctype(y->dtype), fin);
     }

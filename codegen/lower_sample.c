@@ -7,7 +7,10 @@
  * reflection) and the tap weights (nearest, linear, cubic with A = -0.75) are computed in double
  * exactly as the reference does (including its rounding of the denormalised coordinate to f32);
  * the weighted sum over the cnt^k taps accumulates in the compute type (f32 for f32/f16/bf16, f64
- * for f64), skipping taps outside the input under padding_mode zeros.
+ * for f64), skipping taps outside the input under padding_mode zeros. A point the reference
+ * gives up on (NaN, or more than 2^40 pixels out after padding) reads 0 here too, before any
+ * coordinate becomes an integer; the reflection's remainder is computed without contraction into
+ * an fma, as the reference's separate steps (it matters for far points).
  *
  * DFT and STFT mirror ir/ref/signal.c: one thread per output bin computing the direct sum over the
  * (zero-padded or truncated) line, O(length) per bin. The twiddle of term t of bin k is taken at
@@ -66,10 +69,10 @@ ampc_status ampc_cg_lower_grid_sample(ampc_cg *cg, const ampc_node *n) {
     ampc_cg_line(kn, "auto refl = [](double v, double lo, double hi) -> double {");
     ampc_cg_line(kn, "    const double rng = hi - lo;");
     ampc_cg_line(kn, "    if (rng <= 0) return lo;");
-    ampc_cg_line(kn, "    if (v < lo) { const double dx = lo - v, q = trunc(dx / rng), r = dx - q * rng; "
-                     "return fmod(q, 2.0) == 0 ? lo + r : hi - r; }");
-    ampc_cg_line(kn, "    if (v > hi) { const double dx = v - hi, q = trunc(dx / rng), r = dx - q * rng; "
-                     "return fmod(q, 2.0) == 0 ? hi - r : lo + r; }");
+    ampc_cg_line(kn, "    if (v < lo) { const double dx = lo - v, q = trunc(dx / rng), "
+                     "r = __dsub_rn(dx, __dmul_rn(q, rng)); return fmod(q, 2.0) == 0 ? lo + r : hi - r; }");
+    ampc_cg_line(kn, "    if (v > hi) { const double dx = v - hi, q = trunc(dx / rng), "
+                     "r = __dsub_rn(dx, __dmul_rn(q, rng)); return fmod(q, 2.0) == 0 ? hi - r : lo + r; }");
     ampc_cg_line(kn, "    return v;");
     ampc_cg_line(kn, "};");
     ampc_cg_grid_loop(kn, total);
@@ -78,13 +81,15 @@ ampc_status ampc_cg_lower_grid_sample(ampc_cg *cg, const ampc_node *n) {
     ampc_cg_line(kn, "const long long go = (b * %lldLL + p) * %dLL;", (long long)opix, k);
     ampc_cg_line(kn, "const long long base = bc * %lldLL;", (long long)plane);
     if (mode == M_CUBIC) ampc_cg_line(kn, "const double A = -0.75;");
+    ampc_cg_line(kn, "bool lost = false;");
     for (int32_t d = 0; d < k; d++) {
         const double dim = (double)dims[d];
         const double lo = align ? 0 : -0.5, hi = align ? dim - 1 : dim - 0.5;
         ampc_cg_line(kn, "double v%d = ampc::cvt<double>(%s[go + %d]);", d, pg, k - 1 - d);
         const ampc_cg_literal L = ampc_cg_f64(lo), H = ampc_cg_f64(hi), D1 = ampc_cg_f64(dim - 1);
         if (align) ampc_cg_line(kn, "v%d = (v%d + 1) / 2 * %s;", d, d, D1.s);
-        else ampc_cg_line(kn, "v%d = ((v%d + 1) * %s - 1) / 2;", d, d, ampc_cg_f64(dim).s);
+        else ampc_cg_line(kn, "v%d = __dsub_rn(__dmul_rn(v%d + 1, %s), 1.0) / 2;", d, d,
+                          ampc_cg_f64(dim).s);
         ampc_cg_line(kn, "v%d = (double)(float)v%d;", d, d);
         if (mode == M_NEAREST) {
             if (k == 3) ampc_cg_line(kn, "v%d = v%d >= 0 ? floor(v%d + 0.5) : ceil(v%d - 0.5);", d, d, d, d);
@@ -96,6 +101,15 @@ ampc_status ampc_cg_lower_grid_sample(ampc_cg *cg, const ampc_node *n) {
         else if (pad == P_REFLECTION)
             ampc_cg_line(kn, "if (v%d < %s || v%d > %s) v%d = refl(v%d, %s, %s);", d, L.s,
                          d, H.s, d, d, L.s, H.s);
+        /* Beyond 2^40 pixels (inf under zeros padding or reflection, NaN under any) no tap can
+         * land on the input: the point reads padding zeros, and the integer taps stay defined. */
+        ampc_cg_line(kn, "lost = lost || !(fabs(v%d) <= 1099511627776.0);", d);
+    }
+    ampc_cg_open(kn, "if (lost)");
+    ampc_cg_line(kn, "ampc::st(%s, i, (%s)0);", py, ct);
+    ampc_cg_line(kn, "continue;");
+    ampc_cg_close(kn);
+    for (int32_t d = 0; d < k; d++) {
         /* taps: first position and weights */
         if (mode == M_NEAREST) {
             ampc_cg_line(kn, "const long long f%d = (long long)v%d;", d, d);

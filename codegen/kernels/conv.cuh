@@ -148,6 +148,7 @@ __device__ inline int rs_coeffs(int mode, int nearest, double A, bool aa, double
 __device__ inline int rs_taps(int mode, int nearest, double A, bool excl, bool aa, double scale,
                               long long in, double xo, long long *idx, double *wt) {
     double w[64];
+    if (xo != xo) xo = 0; /* a NaN position: extrapolated by the caller; the taps stay defined */
     double f = floor(xo), ratio = xo - f;
     if (ratio == 0) f -= 1, ratio = 1;
     int k = rs_coeffs(mode, nearest, A, aa, ratio, scale, w);

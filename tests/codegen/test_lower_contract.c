@@ -1243,3 +1243,127 @@ Test(lower_contract, no_prefetch_when_the_input_outweighs_the_weight) {
     ampc_cg_output_free(o);
     ampc_graph_destroy(g);
 }
+
+/* ---- hostile coordinates: RoiAlign rois, tf_crop_and_resize rois ----------------------------- */
+
+/* Roi corners no sampling can use as they are: NaN, the infinities, corners 1e30 and 3e9 away.
+ * Adaptive sampling gets only the first three (a huge finite roi asks the reference evaluator for
+ * more samples than it takes). */
+static const double hostile[] = {NAN, INFINITY, -INFINITY, 1e30, -3e9, -1e30, 3e9};
+
+/* RoiAlign avg and max, fixed and adaptive sampling, over hostile rois (12 of them; batch
+ * indices 0, 1, 0, ...). */
+static ampc_graph *build_roi_hostile(void) {
+    ampc_graph *g = ampc_graph_create("roi_hostile");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(2, 3, 6, 7));
+    ampc_value *far = t_input(g, "rois_far", AMPC_DTYPE_F32, SHAPE(12, 4));
+    ampc_value *nf = t_input(g, "rois_nonfinite", AMPC_DTYPE_F32, SHAPE(12, 4));
+    ampc_value *bi = t_input(g, "bi", AMPC_DTYPE_I64, SHAPE(12));
+    for (int i = 0; i < 4; i++) {
+        bool adaptive = i >= 2, is_max = i % 2;
+        ampc_attr_arg a[5] = {
+            AMPC_ATTR_I("output_height", 2), AMPC_ATTR_I("output_width", 3),
+            AMPC_ATTR_I("sampling_ratio", adaptive ? 0 : 2 + i),
+            AMPC_ATTR_S("mode", is_max ? "max" : "avg"),
+            AMPC_ATTR_S("coordinate_transformation_mode", is_max ? "output_half_pixel" : "half_pixel")};
+        out(g, node(g, "RoiAlign", (ampc_value *[]){x, adaptive ? nf : far, bi}, 3, a, 5));
+    }
+    return g;
+}
+
+/* tf_crop_and_resize (nearest, linear, cubic) over axes 2 and 3 with run-time rois holding NaN,
+ * an infinity or a far start (-3e9: the last rows land on the input again), and one constant roi with NaN and inf (taps in tables). */
+static ampc_graph *build_crop_hostile(void) {
+    static const char *const modes[] = {"nearest", "linear", "cubic"};
+    static const char *const rois[] = {"roi_nan", "roi_inf", "roi_far"};
+    ampc_graph *g = ampc_graph_create("crop_hostile");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(1, 2, 4, 5));
+    int64_t ax[2] = {2, 3}, sz[2] = {5, 7};
+    for (int r = 0; r < 3; r++) {
+        ampc_value *roi = t_input(g, rois[r], AMPC_DTYPE_F32, SHAPE(4));
+        for (int m = 0; m < 3; m++) {
+            ampc_attr_arg a[4] = {AMPC_ATTR_S("mode", modes[m]), AMPC_ATTR_IS("axes", ax, 2),
+                                  AMPC_ATTR_S("coordinate_transformation_mode", "tf_crop_and_resize"),
+                                  AMPC_ATTR_F("extrapolation_value", 3.25f)};
+            out(g, node(g, "Resize", (ampc_value *[]){x, roi, NULL, ampc_const_i64s(g, sz, 2)}, 4,
+                        a, 4));
+        }
+    }
+    double croi[8] = {0, 0, NAN, 0.1, 1, 1, 0.9, INFINITY};
+    int64_t up[4] = {1, 2, 7, 3};
+    ampc_attr_arg a[3] = {AMPC_ATTR_S("mode", "linear"),
+                          AMPC_ATTR_S("coordinate_transformation_mode", "tf_crop_and_resize"),
+                          AMPC_ATTR_F("extrapolation_value", -7.5f)};
+    out(g, node(g, "Resize",
+                (ampc_value *[]){x, cst(g, AMPC_DTYPE_F32, SHAPE(8), croi), NULL,
+                                 ampc_const_i64s(g, up, 4)},
+                4, a, 3));
+    return g;
+}
+
+/* The kernels test a sample point or crop position for NaN before it becomes an integer, bound
+ * RoiAlign's samples per roi, and compile with NVRTC. */
+Test(lower_contract, hostile_coordinates_are_tested_before_use_and_compile, .timeout = 600) {
+    ampc_graph *g = build_roi_hostile();
+    ampc_module *m = compile(g, false);
+    cr_expect(cuda_has(m, "if (yy_ >= -1.0 && yy_ <= 6.0 && xx_ >= -1.0 && xx_ <= 7.0) {"),
+              "a NaN sample point is outside the map");
+    cr_expect(cuda_has(m, "|| !(ghd_ > 0 && gwd_ > 0)) ghd_ = gwd_ = 0;"), "no samples");
+    cr_expect(cuda_has(m, "if (ghd_ * gwd_ * 18.0 > 4294967296) {"), "bounded samples per roi");
+    cr_expect(cuda_has(m, "double ghd_ = ceil(rh_ / 2.0), gwd_ = ceil(rw_ / 3.0);"), "adaptive");
+    ampc_module_destroy(m);
+    ampc_graph_destroy(g);
+
+    g = build_crop_hostile();
+    m = compile(g, false);
+    cr_expect(cuda_has(m, "if (!(xo2_ >= 0 && xo2_ <= 3.0) || !(xo3_ >= 0 && xo3_ <= 4.0)) {"),
+              "a NaN crop position extrapolates");
+    /* the constant roi: axis 2 starts at NaN, so every output extrapolates (table te2_) */
+    cr_expect(cuda_has(m, "static const bool te2_[7] = {\n        1,1,1,1,1,1,1,\n"));
+    ampc_module_destroy(m);
+    ampc_graph_destroy(g);
+}
+
+/* Roi r: an ordinary roi (x1, y1, x2, y2) moved by r / 4, where r % 3 == 1 replaces one corner
+ * and r % 3 == 2 two opposite corners with values from `hostile` (the first 3 for
+ * rois_nonfinite); batch indices 0, 1, 0, ...; crop rois by name; everything else from fill. */
+static void fill_hostile(ampc_tensor *t, const char *name, uint64_t *seed) {
+    static const double base[4] = {0.5, 1.0, 4.5, 3.0};
+    static const double roi_nan[4] = {NAN, 0.1, 0.9, 0.8}, roi_inf[4] = {0.2, 0.1, INFINITY, 0.9},
+                        roi_far[4] = {-3e9, 0.2, 0.5, 0.8};
+    int64_t n = ampc_shape_numel(&t->shape);
+    for (int64_t i = 0; i < n; i++) {
+        double v;
+        int64_t r = i / 4, c = i % 4, kinds = strcmp(name, "rois_far") ? 3 : 7;
+        if (!strcmp(name, "rois_far") || !strcmp(name, "rois_nonfinite")) {
+            v = base[c] + (double)r / 4;
+            if (r % 3 == 1 && c == r % 4) v = hostile[r % kinds];
+            if (r % 3 == 2 && (c == r % 4 || c == (r + 2) % 4)) v = hostile[(r + c) % kinds];
+        } else if (!strcmp(name, "bi")) {
+            v = (double)(i % 2);
+        } else if (!strcmp(name, "roi_nan")) {
+            v = roi_nan[i % 4];
+        } else if (!strcmp(name, "roi_inf")) {
+            v = roi_inf[i % 4];
+        } else if (!strcmp(name, "roi_far")) {
+            v = roi_far[i % 4];
+        } else {
+            fill(t, name, seed);
+            return;
+        }
+        ampc_ref_store_f64(t->data, t->dtype, i, v);
+    }
+}
+
+static void hostile_vs_reference(ampc_graph *g) {
+    t_gpu_check c = {.fill = fill_hostile, .seed = 0x9e3779b97f4a7c15ull, .rtol = 1e-3,
+                     .atol = 1e-4, .what = g->name};
+    t_gpu_vs_reference(g, &c);
+}
+
+Test(lower_contract, gpu_roi_align_hostile_rois_match_the_reference) {
+    hostile_vs_reference(build_roi_hostile());
+}
+Test(lower_contract, gpu_crop_and_resize_hostile_rois_match_the_reference) {
+    hostile_vs_reference(build_crop_hostile());
+}

@@ -673,3 +673,60 @@ Test(lower_reduce_gpu, losses) {
 }
 
 Test(lower_reduce_gpu, mixed_dtypes) { on_gpu(build_mixed, AMPC_DTYPE_F32); }
+
+/* ---- integer outputs of float results -------------------------------------------------------- */
+
+/* ReduceL2, ReduceLogSum and ReduceLogSumExp of [4, 6] i32 and i64 rows whose results are -inf
+ * (a log of 0), NaN (a log of a negative sum), beyond the output type (an L2 norm of 2e9s, 4e18s)
+ * or ordinary. */
+static void build_int_of_float(ampc_graph *g, ampc_dtype t) {
+    static const char *const ops[3] = {"ReduceL2", "ReduceLogSum", "ReduceLogSumExp"};
+    const int64_t dims[2] = {4, 6}, ax1[1] = {1};
+    ampc_value *x = input(g, "edge", 0, t, 2, dims);
+    for (int32_t o = 0; o < 3; o++) out(g, reduce_node(g, ops[o], x, ax1, 1, 0, 0));
+}
+
+/* The rows of build_int_of_float: zeros, -3s, huge values, 1..6. */
+static void fill_edges(ampc_tensor *t, const char *name, uint64_t *seed) {
+    (void)name, (void)seed;
+    const double huge = t->dtype == AMPC_DTYPE_I64 ? 4e18 : 2e9;
+    for (int64_t i = 0; i < 24; i++) {
+        const int64_t r = i / 6;
+        const double v = r == 0 ? 0 : r == 1 ? -3 : r == 2 ? huge : (double)(i % 6 + 1);
+        ampc_ref_store_f64(t->data, t->dtype, i, v);
+    }
+}
+
+/* A float result goes into the integer output by ampc::cvt alone (truncated, saturated to the
+ * output type, NaN -> 0), never through a C cast to 64 bits first (undefined for NaN and inf, and
+ * it wrapped an out-of-range i32). */
+Test(lower_reduce, integer_outputs_of_float_results_saturate) {
+    ampc_graph *g = ampc_graph_create("edges");
+    build_int_of_float(g, AMPC_DTYPE_I32);
+    ampc_cg_output *o = generate(g);
+    const char *src = o->sources[0];
+    expect_src(src, "p1[row] = ampc::cvt<int>(ampc::m_sqrt(acc));\n");
+    expect_src(src, "p1[row] = ampc::cvt<int>(ampc::m_log(acc));\n");
+    expect_src(src, "p1[row] = ampc::cvt<int>(ampc::m_log(acc) + sh);\n");
+    ampc_cg_output_free(o);
+    ampc_graph_destroy(g);
+    for (int32_t i = 0; i < 2; i++) {
+        g = ampc_graph_create("edges");
+        build_int_of_float(g, i ? AMPC_DTYPE_I64 : AMPC_DTYPE_I32);
+        ampc_compile_options opts = sm80_opts();
+        ampc_module *m = NULL;
+        cr_assert_eq(ampc_compile(g, &opts, &m), AMPC_OK, "%s", ampc_graph_errors(g));
+        ampc_module_destroy(m);
+        ampc_graph_destroy(g);
+    }
+}
+
+Test(lower_reduce_gpu, integer_outputs_of_float_results) {
+    for (int32_t i = 0; i < 2; i++) {
+        ampc_dtype t = i ? AMPC_DTYPE_I64 : AMPC_DTYPE_I32;
+        ampc_graph *g = ampc_graph_create("edges");
+        build_int_of_float(g, t);
+        t_gpu_check c = {.fill = fill_edges, .tolerance = tolerance, .what = ampc_dtype_name(t)};
+        t_gpu_vs_reference(g, &c);
+    }
+}

@@ -314,7 +314,7 @@ Test(lower_rnn, grid_sample_modes) {
     ampc_graph *g = build_grid_linear();
     ampc_cg_output *o = gen(g);
     const char *cu = source(o);
-    EXPECT_SRC(cu, "v1 = ((v1 + 1) * 4 - 1) / 2;"); /* W = 4 (dim 1) is grid component 0 */
+    EXPECT_SRC(cu, "v1 = __dsub_rn(__dmul_rn(v1 + 1, 4), 1.0) / 2;"); /* W = 4 (dim 1) is grid component 0 */
     EXPECT_SRC(cu, "double v0 = ampc::cvt<double>(p1[go + 1]);");
     EXPECT_SRC(cu, "v0 = (double)(float)v0;");
     EXPECT_SRC(cu, "if (i0 < 0 || i0 >= 3LL) continue;");
@@ -470,4 +470,85 @@ Test(lower_rnn, gpu_dft_matches_the_reference) {
 Test(lower_rnn, gpu_stft_matches_the_reference) {
     run_vs_reference(build_stft_window, 1e-3, 1e-4);
     run_vs_reference(build_stft_complex, 1e-3, 1e-4);
+}
+
+/* ---- hostile grid points --------------------------------------------------------------------- */
+
+/* Grid values no sampling can use as they are: NaN, the infinities, points 1e30 and 3e9 beyond
+ * the input. */
+static const double hostile[] = {NAN, INFINITY, -INFINITY, 1e30, -1e30, -3e9, 3e9};
+
+/* GridSample of every mode, padding and align_corners (2-D), nearest and linear (3-D) and one f64
+ * node, all reading the hostile grids. */
+static ampc_graph *build_grid_hostile(void) {
+    static const char *const modes[] = {"nearest", "linear", "cubic"};
+    static const char *const pads[] = {"zeros", "border", "reflection"};
+    ampc_graph *g = ampc_graph_create("grid_hostile");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(1, 2, 3, 4));
+    ampc_value *gr = t_input(g, "grid", AMPC_DTYPE_F32, SHAPE(1, 4, 5, 2));
+    ampc_value *x3 = t_input(g, "x3", AMPC_DTYPE_F32, SHAPE(1, 2, 2, 3, 4));
+    ampc_value *gr3 = t_input(g, "grid3", AMPC_DTYPE_F32, SHAPE(1, 2, 3, 4, 3));
+    ampc_value *xd = t_input(g, "xd", AMPC_DTYPE_F64, SHAPE(1, 1, 3, 4));
+    ampc_value *grd = t_input(g, "grid_d", AMPC_DTYPE_F64, SHAPE(1, 4, 5, 2));
+    for (int m = 0; m < 3; m++)
+        for (int p = 0; p < 3; p++)
+            for (int64_t a = 0; a < 2; a++) {
+                ampc_attr_arg at[3] = {AMPC_ATTR_S("mode", modes[m]),
+                                       AMPC_ATTR_S("padding_mode", pads[p]),
+                                       AMPC_ATTR_I("align_corners", a)};
+                out(g, ampc_op(g, "GridSample", (ampc_value *[]){x, gr}, 2, at, 3));
+                if (m < 2 && a == 0)
+                    out(g, ampc_op(g, "GridSample", (ampc_value *[]){x3, gr3}, 2, at, 3));
+            }
+    ampc_attr_arg ad[3] = {AMPC_ATTR_S("mode", "cubic"), AMPC_ATTR_S("padding_mode", "reflection"),
+                           AMPC_ATTR_I("align_corners", 1)};
+    out(g, ampc_op(g, "GridSample", (ampc_value *[]){xd, grd}, 2, ad, 3));
+    return g;
+}
+
+/* Whether some unit of o contains s. */
+static bool any_unit_has(const ampc_cg_output *o, const char *s) {
+    for (int32_t u = 0; u < o->n_units; u++)
+        if (strstr(o->sources[u], s)) return true;
+    return false;
+}
+
+/* Before any coordinate becomes an integer, a point that is NaN or more than 2^40 pixels out after
+ * padding reads zeros (as the reference), and every variant compiles with NVRTC. */
+Test(lower_rnn, hostile_grid_points_read_zeros_and_compile, .timeout = 600) {
+    ampc_graph *g = build_grid_hostile();
+    ampc_cg_output *o = gen(g);
+    cr_expect(any_unit_has(o, "lost = lost || !(fabs(v0) <= 1099511627776.0);"));
+    cr_expect(any_unit_has(o, "lost = lost || !(fabs(v2) <= 1099511627776.0);"), "3-D");
+    cr_expect(any_unit_has(o, "if (lost) {\n"));
+    cr_expect(any_unit_has(o, "ampc::st(p2, i, (float)0);"));
+    cr_expect(any_unit_has(o, "ampc::st(p2, i, (double)0);"));
+    cr_expect(any_unit_has(o, "r = __dsub_rn(dx, __dmul_rn(q, rng));"), "reflection, no fma");
+    ampc_cg_output_free(o);
+    ampc_graph_destroy(g);
+    g = build_grid_hostile();
+    ampc_module_destroy(compile(g));
+    ampc_graph_destroy(g);
+}
+
+/* Grids: every fourth component from `hostile` (in turn), the others ordinary points in [-1.125,
+ * 1] (so points mix hostile and ordinary components, and some are wholly ordinary); everything
+ * else from fill. */
+static void fill_hostile(ampc_tensor *t, const char *name, uint64_t *seed) {
+    if (strncmp(name, "grid", 4)) {
+        fill(t, name, seed);
+        return;
+    }
+    int64_t n = ampc_shape_numel(&t->shape);
+    for (int64_t i = 0; i < n; i++) {
+        double v = i % 4 == 1 ? hostile[i / 4 % AMPC_ARRAY_LEN(hostile)]
+                              : (double)(i * 7 % 17) / 8.0 - 1.125;
+        ampc_ref_store_f64(t->data, t->dtype, i, v);
+    }
+}
+
+Test(lower_rnn, gpu_grid_sample_hostile_points_match_the_reference) {
+    t_gpu_check c = {.fill = fill_hostile, .seed = 0x9e3779b97f4a7c15ull, .rtol = 1e-3,
+                     .atol = 1e-4, .what = "grid_hostile"};
+    t_gpu_vs_reference(build_grid_hostile(), &c);
 }
