@@ -276,9 +276,6 @@ static ampc_status lower_reduction(ampc_cg *cg, const ampc_node *n) {
     case AMPC_OP_REDUCE_LOG_SUM_EXP: snprintf(fin, sizeof fin, "ampc::m_log(acc) + sh"); break;
     default: snprintf(fin, sizeof fin, "acc"); break;
     }
-    /* A float result stored into integers goes through ampc::cvt: truncated and saturated to
-     * the output type, NaN 0 (the reference's store, ampc_ref_sat_int). */
-
     const bool contiguous = red.n == 1 && red.stride[0] == 1;
     rows r = make_rows(out_count, group, contiguous);
     if (red.n == 0) r = (rows){out_count, 1, 1};
@@ -301,6 +298,8 @@ static ampc_status lower_reduction(ampc_cg *cg, const ampc_node *n) {
     ampc_cg_line(k, "const %s v = ampc::cvt<%s>(%s[%s]);", ct, ct, px, e);
     ampc_cg_line(k, "acc = %s(acc, (%s)(%s));", comb, at, map);
     close_scopes(k, scopes);
+    /* A float result stored into integers goes through ampc::cvt: truncated and saturated to
+     * the output type, NaN 0 (the reference's store, ampc_ref_sat_int). */
     if (r.w > 1) {
         ampc_cg_line(k, "acc = ampc::row_allreduce<%d>(acc, %s, %s);", r.w, comb, id);
         ampc_cg_line(k, "if (threadIdx.x == 0) %s[row] = ampc::cvt<%s>(%s);", py, ampc_cg_ctype(y->dtype),

@@ -458,7 +458,9 @@ static void roi_grid(const ampc_tensor *rois, int64_t r, double ss, bool half, i
     *bh = rh / (double)PH, *bw = rw / (double)PW;
     *gh = sr > 0 ? (double)sr : ceil(rh / (double)PH);
     *gw = sr > 0 ? (double)sr : ceil(rw / (double)PW);
-    if (!isfinite(rh) || !isfinite(rw)) *gh = *gw = 0;
+    /* a roi of no finite area takes no samples: a grid of 0 by 5e29 would pass the count below
+     * and then loop 5e29 times */
+    if (!isfinite(rh) || !isfinite(rw) || !(*gh > 0 && *gw > 0)) *gh = *gw = 0;
 }
 
 /* RoiAlign: each output bin averages (or takes the max of) a grid of bilinear samples; a sample

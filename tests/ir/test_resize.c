@@ -376,8 +376,10 @@ Test(resize, roi_align_refuses_more_samples_than_the_limit, .timeout = 30) {
  * map (0) in both modes, with a fixed or an adaptive sampling grid; a finite roi next to it is
  * unaffected. (The int64 conversion of NaN and inf coordinates was undefined.) */
 Test(resize, roi_align_nan_and_infinite_rois_read_zeros) {
-    double bad[4][4] = {{NAN, 0, 3, 3}, {0, 0, INFINITY, 3}, {0, -INFINITY, 3, 3}, {NAN, NAN, NAN, NAN}};
-    for (int k = 0; k < 4; k++)
+    /* the last: no width and a height of 1e30 (its grid of 0 by 1e30 once looped 1e30 times) */
+    double bad[5][4] = {{NAN, 0, 3, 3}, {0, 0, INFINITY, 3}, {0, -INFINITY, 3, 3}, {NAN, NAN, NAN, NAN},
+                        {0, 0, -1, 1e30}};
+    for (int k = 0; k < 5; k++)
         for (int m = 0; m < 2; m++)
             for (int64_t sr = 0; sr <= 2; sr += 2) {
                 ampc_graph *g = ampc_graph_create("t");
