@@ -64,6 +64,10 @@ int ampc_cli_doctor(const ampc_cli_options *o);
 void ampc_cli_terminal_install(void);
 FILE *ampc_cli_raw_stderr(void);
 
+/* Replaces *err (when err is not NULL; *err NULL or malloc'ed) with the formatted message and
+ * returns false: the failure path of the command line's helpers (cli_ranks.c, cli_paths.c). */
+bool ampc_cli_err(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* ---- `run`, one process per GPU (cli_ranks.c; in the core library, so tests reach it) ------- */
 
 /* Where this process stands: one process per GPU when `on`. */

@@ -27,22 +27,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static bool set_err(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static bool set_err(char **err, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = NULL;
-    if (vasprintf(&s, fmt, ap) < 0) s = NULL;
-    va_end(ap);
-    if (err) {
-        free(*err);
-        *err = s;
-    } else {
-        free(s);
-    }
-    return false;
-}
-
 char *ampc_cli_quote(const char *name) {
     ampc_strbuf sb = {0};
     for (const unsigned char *p = (const unsigned char *)(name ? name : ""); *p; p++) {
@@ -153,12 +137,12 @@ static bool check_folder(const char *what, const char *path, char **err) {
     struct stat st;
     bool ok = true;
     if (stat(dir, &st) != 0)
-        ok = set_err(err, "%s: the folder '%s' %s: create it or choose another path", what, dir,
+        ok = ampc_cli_err(err, "%s: the folder '%s' %s: create it or choose another path", what, dir,
                      errno == ENOENT ? "does not exist" : strerror(errno));
     else if (!S_ISDIR(st.st_mode))
-        ok = set_err(err, "%s: '%s' is not a folder (%s)", what, dir, kind_of(st.st_mode));
+        ok = ampc_cli_err(err, "%s: '%s' is not a folder (%s)", what, dir, kind_of(st.st_mode));
     else if (access(dir, W_OK | X_OK) != 0)
-        ok = set_err(err, "%s: the folder '%s' is not writable (%s)", what, dir, strerror(errno));
+        ok = ampc_cli_err(err, "%s: the folder '%s' is not writable (%s)", what, dir, strerror(errno));
     free(dir);
     return ok;
 }
@@ -166,18 +150,18 @@ static bool check_folder(const char *what, const char *path, char **err) {
 /* One output against the inputs: not empty, not a file that is not regular, not an input. */
 static bool check_one(const file_set *in, const char *what, const char *path, char **err) {
     if (!path || !*path)
-        return set_err(err, "%s is empty: give a file name", what);
+        return ampc_cli_err(err, "%s is empty: give a file name", what);
     struct stat st;
     if (stat(path, &st) != 0) return true;
     if (!S_ISREG(st.st_mode))
-        return set_err(err, "%s is %s, not a regular file: ampc writes a file under a temporary "
+        return ampc_cli_err(err, "%s is %s, not a regular file: ampc writes a file under a temporary "
                             "name and renames it into place, which would replace it; give a file "
                             "name%s", what, kind_of(st.st_mode),
                        S_ISCHR(st.st_mode) ? " (--emit writes to stdout with -o -)" : "");
     for (int i = 0; i < in->n; i++) {
         struct stat si;
         if (stat(in->v[i].path, &si) == 0 && si.st_dev == st.st_dev && si.st_ino == st.st_ino)
-            return set_err(err, "%s is %s, %s (same file): choose another output name", what,
+            return ampc_cli_err(err, "%s is %s, %s (same file): choose another output name", what,
                            in->v[i].role, in->v[i].path);
     }
     return true;
@@ -228,7 +212,7 @@ bool ampc_cli_check_paths(const ampc_cli_options *o, char **err) {
         if (!*out.v[i].path) { /* "-o is empty", not "-o  is empty" */
             char *flag = ampc_xstrdup(out.v[i].role);
             flag[strcspn(flag, " ")] = 0;
-            ok = set_err(err, "%s is empty: give a file name", flag);
+            ok = ampc_cli_err(err, "%s is empty: give a file name", flag);
             free(flag);
             break;
         }
@@ -236,19 +220,19 @@ bool ampc_cli_check_paths(const ampc_cli_options *o, char **err) {
              check_folder(out.v[i].role, out.v[i].path, err);
         for (int j = 0; ok && j < i; j++)
             if (same_file(out.v[i].path, out.v[j].path))
-                ok = set_err(err, "%s and %s are the same file: give each output its own name",
+                ok = ampc_cli_err(err, "%s and %s are the same file: give each output its own name",
                              out.v[j].role, out.v[i].role);
     }
     if (ok && o->command && !strcmp(o->command, "run") && o->save_dir) {
         struct stat st;
-        if (!*o->save_dir) ok = set_err(err, "--save-outputs is empty: give a folder");
+        if (!*o->save_dir) ok = ampc_cli_err(err, "--save-outputs is empty: give a folder");
         else if (stat(o->save_dir, &st) == 0 && !S_ISDIR(st.st_mode))
-            ok = set_err(err, "--save-outputs %s is %s, not a folder", o->save_dir,
+            ok = ampc_cli_err(err, "--save-outputs %s is %s, not a folder", o->save_dir,
                          S_ISREG(st.st_mode) ? "a file" : kind_of(st.st_mode));
         else if (stat(o->save_dir, &st) != 0)
             ok = check_folder("--save-outputs", o->save_dir, err);
     }
-    if (ok && o->calibrate && !*o->calibrate) ok = set_err(err, "--calibrate is empty: give a folder");
+    if (ok && o->calibrate && !*o->calibrate) ok = ampc_cli_err(err, "--calibrate is empty: give a folder");
     free_files(&in);
     free_files(&out);
     return ok;
@@ -318,13 +302,13 @@ bool ampc_cli_file_in_dir(const char *dir, const char *file, char **path, char *
     }
     bool ok = true;
     if (!realpath(dir, real_dir) || !realpath(p, real)) {
-        ok = set_err(err, "--calibrate %s: '%s' cannot be resolved (%s)", dir, p, strerror(errno));
+        ok = ampc_cli_err(err, "--calibrate %s: '%s' cannot be resolved (%s)", dir, p, strerror(errno));
     } else if (strncmp(real, real_dir, strlen(real_dir)) ||
                (real[strlen(real_dir)] != '/' && strcmp(real_dir, "/"))) {
-        ok = set_err(err, "--calibrate %s: '%s' leads to '%s', outside the folder: refused", dir,
+        ok = ampc_cli_err(err, "--calibrate %s: '%s' leads to '%s', outside the folder: refused", dir,
                      p, real);
     } else if (stat(p, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ok = set_err(err, "--calibrate %s: '%s' is %s, not a regular file", dir, p,
+        ok = ampc_cli_err(err, "--calibrate %s: '%s' is %s, not a regular file", dir, p,
                      kind_of(st.st_mode));
     }
     if (ok) *path = p;

@@ -25,14 +25,18 @@
 #include <time.h>
 #include <unistd.h>
 
-static bool set_err(char **err, const char *fmt, ...) {
+bool ampc_cli_err(char **err, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     char *s = NULL;
     if (vasprintf(&s, fmt, ap) < 0) s = NULL;
     va_end(ap);
-    if (err) *err = s;
-    else free(s);
+    if (err) {
+        free(*err);
+        *err = s;
+    } else {
+        free(s);
+    }
     return false;
 }
 
@@ -83,7 +87,7 @@ bool ampc_cli_rank_resolve(const ampc_cli_options *o, int32_t gpus, ampc_cli_ran
             int32_t rank = env_int(l->rank), size = env_int(l->size);
             if (rank < 0 || size < 1) continue;
             if (rank >= size)
-                return set_err(err, "%s says this is rank %d of %d (%s, %s)", l->name, rank,
+                return ampc_cli_err(err, "%s says this is rank %d of %d (%s, %s)", l->name, rank,
                                size, l->rank, l->size);
             int32_t local = env_int(l->local);
             r->rank = rank, r->ranks = size, r->source = l->name;
@@ -100,16 +104,16 @@ bool ampc_cli_rank_resolve(const ampc_cli_options *o, int32_t gpus, ampc_cli_ran
         return true;
     }
     if (gpus <= 1)
-        return set_err(err, "%s makes this process rank %d of %d, but the model is compiled for "
+        return ampc_cli_err(err, "%s makes this process rank %d of %d, but the model is compiled for "
                        "one GPU: compile it with --gpus %d --partition tensor for one process "
                        "per GPU, or run it in one process", r->source, r->rank, r->ranks,
                        r->ranks);
     if (r->ranks != gpus)
-        return set_err(err, "%s gives %d processes, but the model is partitioned over %d GPUs: "
+        return ampc_cli_err(err, "%s gives %d processes, but the model is partitioned over %d GPUs: "
                        "start one process per GPU (mpirun -np %d)", r->source, r->ranks, gpus,
                        gpus);
     if (o->nccl_id_file == NULL)
-        return set_err(err, "rank %d of %d (%s): one process per GPU needs --nccl-id-file PATH "
+        return ampc_cli_err(err, "rank %d of %d (%s): one process per GPU needs --nccl-id-file PATH "
                        "(rank 0 writes the NCCL id there, the others read it: a file every rank "
                        "can see)", r->rank, r->ranks, r->source);
     r->on = true;
@@ -121,7 +125,7 @@ bool ampc_cli_nccl_id_write(const char *path, const char *tag, const ampc_rt_ncc
     if (err) *err = NULL;
     char *tmp = NULL;
     if (asprintf(&tmp, "%s.tmp.%ld", path, (long)getpid()) < 0)
-        return set_err(err, "out of host memory");
+        return ampc_cli_err(err, "out of host memory");
     FILE *f = fopen(tmp, "wb");
     bool ok = f != NULL && fprintf(f, "ampc-nccl-id 1 %s\n", tag && *tag ? tag : "-") > 0;
     for (size_t i = 0; ok && i < sizeof id->bytes; i++)
@@ -130,7 +134,7 @@ bool ampc_cli_nccl_id_write(const char *path, const char *tag, const ampc_rt_ncc
     if (f) ok = (fclose(f) == 0) && ok;
     if (ok && rename(tmp, path) != 0) ok = false;
     if (!ok) {
-        set_err(err, "cannot write the NCCL id to '%s': %s", path, strerror(errno));
+        ampc_cli_err(err, "cannot write the NCCL id to '%s': %s", path, strerror(errno));
         remove(tmp);
     }
     free(tmp);
@@ -182,13 +186,13 @@ bool ampc_cli_nccl_id_read(const char *path, const char *tag, double timeout_s,
         int got = read_id_file(path, tag, not_before, id, why, sizeof why);
         if (got == 1) return true;
         if (got < 0)
-            return set_err(err, "'%s' is not an NCCL id file written by ampc (expected a line "
+            return ampc_cli_err(err, "'%s' is not an NCCL id file written by ampc (expected a line "
                            "\"ampc-nccl-id 1 JOB\" then 256 hex digits)", path);
         clock_gettime(CLOCK_MONOTONIC, &now);
         double waited = (double)(now.tv_sec - start.tv_sec) +
                         1e-9 * (double)(now.tv_nsec - start.tv_nsec);
         if (waited >= timeout_s)
-            return set_err(err, "no NCCL id in '%s' after %.0f s (AMPC_NCCL_TIMEOUT_S)%s%s: "
+            return ampc_cli_err(err, "no NCCL id in '%s' after %.0f s (AMPC_NCCL_TIMEOUT_S)%s%s: "
                            "rank 0 writes it when it starts; give every rank the same "
                            "--nccl-id-file on a file system they all see", path, waited,
                            why[0] ? ": " : "", why);
@@ -210,7 +214,7 @@ ampc_status ampc_cli_model_create(const ampc_rt_plan *plan, const ampc_cli_rank 
     /* refused before the id exchange: a rank other than 0 would otherwise wait for an id file
      * that rank 0, refused the same way, never leaves for long */
     if (plan->split_batch) {
-        set_err(err, "rank %d of %d (%s): model '%s' splits the batch over %d GPUs (--partition "
+        ampc_cli_err(err, "rank %d of %d (%s): model '%s' splits the batch over %d GPUs (--partition "
                 "data), which runs from one process: run it without mpirun or --rank/--ranks",
                 r->rank, r->ranks, r->source ? r->source : "", plan->name ? plan->name : "",
                 plan->n_ranks);

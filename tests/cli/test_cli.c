@@ -16,30 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Runs `ampc ARGS` through the shell, killed after 60 s (exit status 124) so that a command that
- * blocks fails its test without leaving a process behind; returns the exit status and the
- * combined output. */
-static int ampc(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int ampc(char **out, const char *fmt, ...) {
-    char args[2048], cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "timeout 60 %s/bin/ampc %s 2>&1", AMPC_BINARY_DIR, args);
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p);
-    ampc_strbuf sb = {0};
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf - 1, p)) > 0) {
-        buf[n] = 0;
-        ampc_sb_puts(&sb, buf);
-    }
-    int st = pclose(p);
-    *out = ampc_sb_take(&sb);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+/* `ampc ARGS`, killed after 60 s: its exit status, its output in *out (t_ampc). */
+#define ampc(out, ...) t_ampc((out), 60, __VA_ARGS__)
 
 static char *tmpdir(void) {
     char *d = strdup("/tmp/ampc-cli-XXXXXX");

@@ -395,27 +395,8 @@ Test(hostile_names, ir_text_of_hostile_names_parses_back) {
 
 /* ---- the command line ------------------------------------------------------------------------- */
 
-/* Runs `ampc ARGS` (stdout and stderr together) and returns its exit status; the output in *out
- * (malloc'ed). */
-static int ampc_cli(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int ampc_cli(char **out, const char *fmt, ...) {
-    char args[2048], cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "timeout 120 %s/bin/ampc %s 2>&1", AMPC_BINARY_DIR, args);
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p);
-    ampc_strbuf sb = {0};
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0)
-        for (size_t i = 0; i < n; i++) ampc_sb_putc(&sb, buf[i]);
-    int st = pclose(p);
-    *out = ampc_sb_take(&sb);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+/* `ampc ARGS`, killed after 120 s: its exit status, its output in *out (t_ampc). */
+#define ampc_cli(out, ...) t_ampc((out), 120, __VA_ARGS__)
 
 static char *read_all(const char *path) {
     FILE *f = fopen(path, "rb");

@@ -1,6 +1,7 @@
 /*
  * support.c — helpers shared by the test suites (see support.h).
  */
+#define _GNU_SOURCE /* popen */
 #include "support.h"
 
 #include "ampc_runtime.h"
@@ -8,8 +9,11 @@
 #include "passes/passes.h"
 
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 ampc_shape t_shape(const int64_t *dims_with_lead, int32_t rank) {
     ampc_shape s = {rank, {0}};
@@ -288,4 +292,23 @@ void t_expect_second_run_unchanged(ampc_graph *g, const char *pass, ampc_pipelin
     cr_assert_eq(ampc_pipeline_run_pass(g, pass, &o), AMPC_OK, "%s", ampc_graph_errors(g));
     cr_assert(n_rec == 1 && !rec[0].changed, "a second run of %s changed the graph:\n%s", pass,
               ampc_graph_to_text(g, false));
+}
+
+int t_ampc(char **out, int timeout_s, const char *fmt, ...) {
+    char args[2048], cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "timeout %d %s/bin/ampc %s 2>&1", timeout_s, AMPC_BINARY_DIR, args);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p, "cannot run %s", cmd);
+    ampc_strbuf sb = {0};
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0)
+        for (size_t i = 0; i < n; i++) ampc_sb_putc(&sb, buf[i]);
+    int st = pclose(p);
+    *out = ampc_sb_take(&sb);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }

@@ -97,6 +97,11 @@ int32_t t_count_op(const ampc_graph *g, ampc_opcode op);
 /* A t_fill_fn for f32 tensors: uniform values in [-1, 1) from the seed (LCG). */
 void t_fill_uniform_f32(ampc_tensor *t, const char *name, uint64_t *seed);
 
+/* Runs `ampc ARGS` (this build's bin/ampc) through the shell, killed after timeout_s seconds
+ * (exit status 124, so a command that blocks fails its test without leaving a process behind);
+ * returns the exit status and, in *out (malloc'ed), stdout and stderr together, byte for byte. */
+int t_ampc(char **out, int timeout_s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Asserts the graph's diagnostics contain `needle` (and prints them when they do not). */
 void t_expect_diag(ampc_graph *g, const char *needle);
 
