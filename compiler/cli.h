@@ -28,7 +28,7 @@ typedef struct ampc_cli_options {
     double tolerance;      /* --tolerance (0: 1e-2) */
     bool nchw;             /* --layout nchw */
     bool gemm_kernel;      /* --gemm-kernel */
-    bool exact_gelu;       /* --exact-gelu */
+    bool fast_gelu;        /* --fast-gelu (--exact-gelu: accepted, the default) */
     int32_t gpus;          /* --gpus N (0: one GPU) */
     bool tensor_parallel;  /* --partition tensor */
     bool data_parallel;    /* --partition data */

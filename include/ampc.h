@@ -402,12 +402,14 @@ typedef struct ampc_pipeline_options {
      * cuBLASLt at load. Off by default: on the H200 it is slower than cuBLASLt followed by the
      * GELU (docs/benchmarks.md), and each candidate costs compile time. */
     bool gemm_kernel;
-    /* Keep the erf GELU exact (--exact-gelu; docs/precision.md): by default fuse-matmul puts an
-     * erf GELU after an f16/bf16 product into cuBLASLt's epilogue as GELU's tanh form (within
-     * 5e-4 of the erf form everywhere, measured on the H200); with this set it does not, and
-     * the GELU stays a kernel of its own (or, with gemm_kernel, the exact epilogue of ampc's
-     * kernel). A GELU whose approximate attribute is "tanh" goes to the epilogue either way. */
-    bool exact_gelu;
+    /* Let an erf GELU after an f16/bf16 product run as GELU's tanh form in cuBLASLt's epilogue
+     * (--fast-gelu; docs/precision.md): within 5e-4 of the erf form everywhere (measured on the
+     * H200), but not what the model says, so off by default: a zero-initialised struct keeps
+     * every erf GELU exact (a kernel of its own, or, with gemm_kernel, the exact epilogue of
+     * ampc's kernel). A GELU whose approximate attribute is "tanh" goes to the epilogue either
+     * way: that is the model's own formula. (This field replaced exact_gelu, whose default was
+     * the tanh form.) */
+    bool fast_gelu;
 } ampc_pipeline_options;
 
 /* Runs the default pass pipeline over the graph. `o` may be NULL (defaults: verify on). */

@@ -260,7 +260,7 @@ struct ampc_graph {
     /* ampc's own GEMM kernel asked for (ampc_pipeline_options.gemm_kernel): read by fuse-matmul
      * and, after the pipeline (it stays set), by code generation */
     bool gemm_kernel;
-    bool exact_gelu;    /* ampc_pipeline_options.exact_gelu: read by fuse-matmul */
+    bool fast_gelu;     /* ampc_pipeline_options.fast_gelu: read by fuse-matmul */
     int32_t gpus;       /* the partition pass's request: ranks (>= 2) and how */
     ampc_partition partition;
     /* Set by partition-data (and read back from the IR text): the graph is one GPU's share of a

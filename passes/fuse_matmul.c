@@ -11,12 +11,13 @@
  *   - the erf form (as fuse-gelu writes it), with ampc's own GEMM kernel asked for
  *     (--gemm-kernel, g->gemm_kernel) and an f16/bf16 product with K and N multiples of 8:
  *     activation "Gelu", which that kernel runs exactly (codegen/dense_gemm.c);
- *   - the erf form after any other f16/bf16 product: "GeluTanh", unless --exact-gelu
- *     (g->exact_gelu). The tanh form is within 4.73e-4 of the erf form for every input (at most
- *     0.3 of f16's own rounding error for x >= 0; largest, relative to the tiny result, for x in
- *     [-5, -2]; cuBLASLt's epilogue measured within 5e-4 on the H200; docs/precision.md). On the
- *     H200 this takes BERT-base's steps' graph from 0.396 to 0.376 ms at one sequence and from
- *     1.726 to 1.604 ms at 32 (docs/benchmarks.md).
+ *   - the erf form after any other f16/bf16 product: "GeluTanh" only when the user asked for
+ *     it (--fast-gelu, g->fast_gelu), since it changes the model's numbers; otherwise the GELU
+ *     stays exact, a kernel of its own. The tanh form is within 4.73e-4 of the erf form for
+ *     every input (at most 0.3 of f16's own rounding error for x >= 0; largest, relative to the
+ *     tiny result, for x in [-5, -2]; cuBLASLt's epilogue measured within 5e-4 on the H200;
+ *     docs/precision.md). On the H200 --fast-gelu took BERT-base's steps' graph from 0.396 to
+ *     0.376 ms at one sequence and from 1.726 to 1.604 ms at 32 (docs/benchmarks.md).
  *
  * The chain starts at a MatMul whose B is a matrix ([K, N]) and whose A has rank >= 2 (so the
  * product is one GEMM of all of A's rows), nothing empty, with a float type other than f64 (cuBLASLt's
@@ -108,7 +109,7 @@ static const char *gelu_act(const ampc_graph *g, const ampc_node *gelu, const am
     if (ap && (ap->kind != AMPC_ATTR_STRING || strcmp(ap->s, "none"))) return NULL;
     if (g->gemm_kernel && gelu_fits(cur, c)) return "Gelu";
     bool low = cur->dtype == AMPC_DTYPE_F16 || cur->dtype == AMPC_DTYPE_BF16;
-    return low && !g->exact_gelu ? "GeluTanh" : NULL;
+    return low && g->fast_gelu ? "GeluTanh" : NULL;
 }
 
 /* Follows the chain from mm as far as the rules allow; false when nothing follows it. */

@@ -200,7 +200,7 @@ static void set_requests(ampc_graph *g, const ampc_pipeline_options *o) {
     g->n_auto_fp32 = o ? o->n_auto_fp32 : 0;
     g->channels_last = o ? !o->keep_nchw : true;
     if (o) g->gemm_kernel = o->gemm_kernel; /* stays after the run: code generation reads it */
-    g->exact_gelu = o ? o->exact_gelu : false;
+    g->fast_gelu = o ? o->fast_gelu : false;
     g->gpus = o ? o->gpus : 0;
     g->partition = o ? o->partition : AMPC_PARTITION_NONE;
     g->micro_pick = o ? o->micro_batches : 0;

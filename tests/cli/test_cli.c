@@ -317,29 +317,39 @@ static const char gelu_text[] =
     "  output %z\n"
     "}\n";
 
-/* Under fp16 the erf GELU ends the matmul as its tanh form: inspect says so, the report names the
- * epilogue; --exact-gelu, or f32, keeps it a node of its own. */
+/* Under fp16 the erf GELU stays exact by default (--exact-gelu, still accepted, says the same);
+ * with --fast-gelu it ends the matmul as its tanh form: the compile says so on stderr, inspect
+ * says so, the report names the epilogue; under f32 it stays a node of its own either way. */
 Test(cli, fp16_gelu_tanh_form_is_shown) {
     char *d = tmpdir(), path[512], report[600], cuda[600], *out;
     snprintf(path, sizeof path, "%s/ffn.ir", d);
     snprintf(report, sizeof report, "%s/r.json", d);
     snprintf(cuda, sizeof cuda, "%s/ffn.cu", d);
     write_text(path, gelu_text);
-    cr_assert_eq(ampc(&out, "inspect %s --precision fp16", path), 0, "%s", out);
+    cr_assert_eq(ampc(&out, "inspect %s --precision fp16 --fast-gelu", path), 0, "%s", out);
     cr_assert(strstr(out, "GELU: 1 matmul ends in GELU's tanh form, in cuBLASLt's epilogue (an erf "
-                          "GELU: within 5e-4 of it; --exact-gelu keeps it exact)"), "%s", out);
+                          "GELU: within 5e-4 of it, asked for by --fast-gelu)"), "%s", out);
     free(out);
-    cr_assert_eq(ampc(&out, "inspect %s --precision fp16 --exact-gelu", path), 0, "%s", out);
-    cr_assert_null(strstr(out, "GELU:"), "%s", out);
-    free(out);
-    cr_assert_eq(ampc(&out, "%s --emit ir --precision fp16", path), 0, "%s", out);
+    for (int k = 0; k < 2; k++) {
+        cr_assert_eq(ampc(&out, "inspect %s --precision fp16%s", path, k ? " --exact-gelu" : ""), 0,
+                     "%s", out);
+        cr_assert_null(strstr(out, "GELU:"), "%s", out);
+        free(out);
+        cr_assert_eq(ampc(&out, "%s --emit ir --precision fp16%s", path, k ? " --exact-gelu" : ""),
+                     0, "%s", out);
+        cr_assert(strstr(out, "= Gelu(") && !strstr(out, "GeluTanh") && !strstr(out, "math:"),
+                  "the erf GELU is not exact by default:\n%s", out);
+        free(out);
+    }
+    cr_assert_eq(ampc(&out, "%s --emit ir --precision fp16 --fast-gelu", path), 0, "%s", out);
     cr_assert(strstr(out, "{activation = \"GeluTanh\"}"), "%s", out);
+    cr_assert(strstr(out, "ampc: math: --fast-gelu: 1 matmul ends in GELU's tanh form"), "%s", out);
     free(out);
-    cr_assert_eq(ampc(&out, "%s --emit ir", path), 0, "%s", out); /* tf32: f32 products */
-    cr_assert(strstr(out, "= Gelu("), "the f32 GELU was fused:\n%s", out);
+    cr_assert_eq(ampc(&out, "%s --emit ir --fast-gelu", path), 0, "%s", out); /* tf32: f32 products */
+    cr_assert(strstr(out, "= Gelu(") && !strstr(out, "math:"), "the f32 GELU was fused:\n%s", out);
     free(out);
-    cr_assert_eq(ampc(&out, "%s --emit cuda -o %s --precision fp16 --report %s", path, cuda, report),
-                 0, "%s", out);
+    cr_assert_eq(ampc(&out, "%s --emit cuda -o %s --precision fp16 --fast-gelu --report %s", path,
+                      cuda, report), 0, "%s", out);
     char *json = read_text(report);
     cr_assert(strstr(json, "\"epilogue\": \"BIAS_GELU_TANH\""), "%s", json);
     free(json);

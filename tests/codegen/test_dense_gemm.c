@@ -2,8 +2,8 @@
  * test_dense_gemm.c — ampc's own dense GEMM kernel (codegen/dense_gemm.c,
  * codegen/kernels/gemm.cuh) and the GELU epilogue that needs it (passes/fuse_matmul.c), on the
  * CPU, with --gemm-kernel (ampc_pipeline_options.gemm_kernel) unless said otherwise:
- *   - without it, no GEMM step gets the kernel, and an f16 GELU goes to cuBLASLt's tanh-form
- *     epilogue (with --exact-gelu it keeps its step);
+ *   - without it, no GEMM step gets the kernel, and an f16 GELU keeps its step (exact), or with
+ *     --fast-gelu goes to cuBLASLt's tanh-form epilogue;
  *   - MatMul -> Add(bias) -> Gelu (f16, bf16) becomes one GEMM step with the BIAS_GELU epilogue
  *     and its own_kernel, no step of its own for the GELU; the pipeline's verification (the
  *     reference evaluator before and after every pass) holds;
@@ -49,10 +49,10 @@ static ampc_graph *graph(ampc_dtype t, int64_t m, int64_t n, int64_t k, epi_kind
     return g;
 }
 
-/* With --gemm-kernel (gemm_kernel) or without, and with --exact-gelu (exact) or without. */
+/* With --gemm-kernel (gemm_kernel) or without, and with --fast-gelu (fast) or without. */
 static ampc_module *compile_opts(ampc_graph *g, const int32_t *archs, int32_t n_archs, bool own,
-                                 bool exact) {
-    ampc_pipeline_options po = {.verify = true, .gemm_kernel = own, .exact_gelu = exact};
+                                 bool fast) {
+    ampc_pipeline_options po = {.verify = true, .gemm_kernel = own, .fast_gelu = fast};
     ampc_compile_options o = {.archs = archs, .n_archs = n_archs, .cache_dir = "", .pipeline = &po};
     ampc_module *mod = NULL;
     ampc_status st = ampc_compile(g, &o, &mod);
@@ -108,15 +108,15 @@ static void gelu_joins(ampc_dtype t) {
 Test(dense_gemm, bias_gelu_becomes_the_epilogue_f16) { gelu_joins(AMPC_DTYPE_F16); }
 Test(dense_gemm, bias_gelu_becomes_the_epilogue_bf16) { gelu_joins(AMPC_DTYPE_BF16); }
 
-/* Without --gemm-kernel no GEMM step gets the kernel: the f16 GELU goes to cuBLASLt's tanh-form
- * epilogue, or with --exact-gelu keeps its step. */
+/* Without --gemm-kernel no GEMM step gets the kernel: the f16 GELU keeps its step (exact), or
+ * with --fast-gelu goes to cuBLASLt's tanh-form epilogue. */
 Test(dense_gemm, off_by_default) {
     static const int32_t none = 0;
-    for (int exact = 0; exact < 2; exact++) {
+    for (int fast = 0; fast < 2; fast++) {
         ampc_graph *g = graph(AMPC_DTYPE_F16, 128, 256, 64, E_BIAS_GELU);
-        ampc_module *mod = compile_opts(g, &none, 0, false, exact);
-        cr_assert_eq(count_steps(mod, AMPC_RT_STEP_KERNEL), exact, "exact %d: the GELU's steps", exact);
-        cr_assert_eq(the_gemm(mod)->epilogue, exact ? AMPC_RT_EPI_BIAS : AMPC_RT_EPI_BIAS_GELU_TANH);
+        ampc_module *mod = compile_opts(g, &none, 0, false, fast);
+        cr_assert_eq(count_steps(mod, AMPC_RT_STEP_KERNEL), !fast, "fast %d: the GELU's steps", fast);
+        cr_assert_eq(the_gemm(mod)->epilogue, fast ? AMPC_RT_EPI_BIAS_GELU_TANH : AMPC_RT_EPI_BIAS);
         cr_assert_null(the_gemm(mod)->own_kernel.name);
         ampc_module_destroy(mod);
         ampc_graph_destroy(g);
@@ -135,11 +135,11 @@ Test(dense_gemm, gelu_without_bias) {
 
 /* Where the kernel cannot take the product, the GELU becomes epilogue `want` (no kernel of
  * ampc's) or, with want NONE, stays a step of its own. */
-static void gelu_where(ampc_dtype t, int64_t n, int64_t k, bool exact, ampc_rt_epilogue want,
+static void gelu_where(ampc_dtype t, int64_t n, int64_t k, bool fast, ampc_rt_epilogue want,
                        const char *what) {
     static const int32_t none = 0;
     ampc_graph *g = graph(t, 16, n, k, E_BIAS_GELU);
-    ampc_module *mod = compile_opts(g, &none, 0, true, exact);
+    ampc_module *mod = compile_opts(g, &none, 0, true, fast);
     bool apart = want == AMPC_RT_EPI_NONE;
     cr_assert_eq(count_steps(mod, AMPC_RT_STEP_GEMM), 1, "%s", what);
     cr_assert_eq(count_steps(mod, AMPC_RT_STEP_KERNEL), apart, "%s: the GELU's own steps", what);
@@ -150,14 +150,14 @@ static void gelu_where(ampc_dtype t, int64_t n, int64_t k, bool exact, ampc_rt_e
 }
 
 Test(dense_gemm, gelu_where_the_kernel_cannot_run) {
-    gelu_where(AMPC_DTYPE_F32, 64, 32, false, AMPC_RT_EPI_NONE, "f32");
-    gelu_where(AMPC_DTYPE_F16, 60, 32, false, AMPC_RT_EPI_BIAS_GELU_TANH, "N = 60");
-    gelu_where(AMPC_DTYPE_F16, 64, 36, false, AMPC_RT_EPI_BIAS_GELU_TANH, "K = 36");
-    gelu_where(AMPC_DTYPE_F16, 60, 32, true, AMPC_RT_EPI_NONE, "N = 60, --exact-gelu");
+    gelu_where(AMPC_DTYPE_F32, 64, 32, true, AMPC_RT_EPI_NONE, "f32, --fast-gelu");
+    gelu_where(AMPC_DTYPE_F16, 60, 32, true, AMPC_RT_EPI_BIAS_GELU_TANH, "N = 60, --fast-gelu");
+    gelu_where(AMPC_DTYPE_F16, 64, 36, true, AMPC_RT_EPI_BIAS_GELU_TANH, "K = 36, --fast-gelu");
+    gelu_where(AMPC_DTYPE_F16, 60, 32, false, AMPC_RT_EPI_NONE, "N = 60 (exact by default)");
 }
 
 /* A GELU of approximate = "tanh" is cuBLASLt's epilogue exactly: it joins, without ampc's kernel,
- * also with --exact-gelu. */
+ * also without --fast-gelu (the model asked for that formula). */
 Test(dense_gemm, tanh_gelu_joins_on_cublaslt) {
     static const int32_t none = 0;
     ampc_graph *g = ampc_graph_create("tanh");
@@ -169,7 +169,7 @@ Test(dense_gemm, tanh_gelu_joins_on_cublaslt) {
     ampc_attr_arg tanh = AMPC_ATTR_S("approximate", "tanh");
     y = ampc_op(g, "Gelu", &y, 1, &tanh, 1);
     cr_assert_eq(ampc_output(g, y, "y"), AMPC_OK, "%s", ampc_graph_errors(g));
-    ampc_module *mod = compile_opts(g, &none, 0, true, true);
+    ampc_module *mod = compile_opts(g, &none, 0, true, false);
     cr_assert_eq(count_steps(mod, AMPC_RT_STEP_KERNEL), 0, "the tanh GELU kept a step");
     cr_assert_eq(the_gemm(mod)->epilogue, AMPC_RT_EPI_GELU_TANH);
     cr_assert_null(the_gemm(mod)->own_kernel.name);
