@@ -19,19 +19,7 @@
 /* `ampc ARGS`, killed after 60 s: its exit status, its output in *out (t_ampc). */
 #define ampc(out, ...) t_ampc((out), 60, __VA_ARGS__)
 
-static char *tmpdir(void) {
-    char *d = strdup("/tmp/ampc-cli-XXXXXX");
-    cr_assert_not_null(mkdtemp(d));
-    return d;
-}
 
-/* Removes a temporary folder made by tmpdir() and frees its name. */
-static void rmdir_all(char *d) {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
-    cr_assert_eq(system(cmd), 0);
-    free(d);
-}
 
 /* The whole file at path, NUL-terminated (malloc'ed). */
 static char *read_text(const char *path) {
@@ -78,7 +66,7 @@ Test(cli, version_and_help) {
 }
 
 Test(cli, inspect_ir_text) {
-    char *d = tmpdir(), path[512], *out;
+    char *d = t_tmpdir("cli"), path[512], *out;
     snprintf(path, sizeof path, "%s/m.ir", d);
     write_text(path, model_text);
     cr_assert_eq(ampc(&out, "inspect %s", path), 0, "%s", out);
@@ -86,11 +74,11 @@ Test(cli, inspect_ir_text) {
     cr_assert(strstr(out, "MatMul"), "%s", out);
     cr_assert(strstr(out, "verifier: ok"), "%s", out);
     free(out);
-    rmdir_all(d);
+    t_rmdir_all(d);
 }
 
 Test(cli, emit_ir_runs_the_pipeline_and_honours_disable) {
-    char *d = tmpdir(), path[512], *out;
+    char *d = t_tmpdir("cli"), path[512], *out;
     snprintf(path, sizeof path, "%s/m.ir", d);
     write_text(path, model_text);
     cr_assert_eq(ampc(&out, "%s --emit ir", path), 0, "%s", out);
@@ -105,7 +93,7 @@ Test(cli, emit_ir_runs_the_pipeline_and_honours_disable) {
     cr_assert_eq(ampc(&out, "%s --emit ir --disable-pass nosuch", path), 1);
     cr_assert(strstr(out, "unknown pass 'nosuch'"), "%s", out);
     free(out);
-    rmdir_all(d);
+    t_rmdir_all(d);
 }
 
 /* x @ W1 -> Relu -> @ W2: one pair, hidden width 4. */
@@ -121,7 +109,7 @@ static const char mlp_text[] =
     "}\n";
 
 Test(cli, gpus_and_partition_split_a_matmul_pair) {
-    char *d = tmpdir(), path[512], *out;
+    char *d = t_tmpdir("cli"), path[512], *out;
     snprintf(path, sizeof path, "%s/mlp.ir", d);
     write_text(path, mlp_text);
     cr_assert_eq(ampc(&out, "%s --gpus 2 --partition tensor --emit ir", path), 0, "%s", out);
@@ -167,14 +155,14 @@ Test(cli, gpus_and_partition_split_a_matmul_pair) {
     cr_assert_eq(ampc(&out, "%s --gpus 2 --emit ir", path), 1);
     cr_assert(strstr(out, "2 GPUs or more need a partition"), "%s", out);
     free(out);
-    rmdir_all(d);
+    t_rmdir_all(d);
 }
 
 /* --partition pipeline: the IR is one micro-batch cut into stages (ranks, a peer copy at the
  * cut); -o builds one library whose inspect shows the stages; --report lists them; a batch that
  * --micro-batches does not divide and more stages than nodes are refused with their names. */
 Test(cli, partition_pipeline_cuts_the_graph_into_stages) {
-    char *d = tmpdir(), path[512], *out;
+    char *d = t_tmpdir("cli"), path[512], *out;
     snprintf(path, sizeof path, "%s/mlp.ir", d);
     write_text(path, mlp_text);
     cr_assert_eq(ampc(&out, "%s --gpus 2 --partition pipeline --emit ir", path), 0, "%s", out);
@@ -210,14 +198,14 @@ Test(cli, partition_pipeline_cuts_the_graph_into_stages) {
     cr_assert_eq(ampc(&out, "%s --gpus 2 --partition tensor --micro-batches 2 --emit ir", path), 1);
     cr_assert(strstr(out, "micro-batches are for --partition pipeline"), "%s", out);
     free(out);
-    rmdir_all(d);
+    t_rmdir_all(d);
 }
 
 /* --partition data: the IR is one GPU's share of the batch (batch_split 2, x [1,3]); -o builds
  * one library whose inspect shows the split, the whole batch's io and one weights blob; a batch
  * that does not divide and an output without the batch are refused with their names. */
 Test(cli, partition_data_splits_the_batch) {
-    char *d = tmpdir(), path[512], *out;
+    char *d = t_tmpdir("cli"), path[512], *out;
     snprintf(path, sizeof path, "%s/mlp.ir", d);
     write_text(path, mlp_text);
     cr_assert_eq(ampc(&out, "%s --gpus 2 --partition data --emit ir", path), 0, "%s", out);
@@ -242,7 +230,7 @@ Test(cli, partition_data_splits_the_batch) {
     cr_assert(strstr(out, "the batch (dim 0 of input 'x' [2,3]) is 2, not a multiple of the 4 "
                           "GPUs"), "%s", out);
     free(out);
-    rmdir_all(d);
+    t_rmdir_all(d);
 }
 
 /* A transformer MLP block: the pair, then + b2 and the residual + x. */
@@ -265,7 +253,7 @@ static const char block_text[] =
 /* b2 and the residual go into rank 0's second matmul; the all-reduce writes the block's
  * output. */
 Test(cli, partition_puts_bias_and_residual_on_rank_0) {
-    char *d = tmpdir(), path[512], *out;
+    char *d = t_tmpdir("cli"), path[512], *out;
     snprintf(path, sizeof path, "%s/block.ir", d);
     write_text(path, block_text);
     cr_assert_eq(ampc(&out, "%s --gpus 2 --partition tensor --emit ir", path), 0, "%s", out);
@@ -277,11 +265,11 @@ Test(cli, partition_puts_bias_and_residual_on_rank_0) {
               out);
     cr_assert_null(strstr(out, "Add("), "%s", out);
     free(out);
-    rmdir_all(d);
+    t_rmdir_all(d);
 }
 
 Test(cli, precision_fp16_moves_the_graph_and_keeps_what_it_is_told) {
-    char *d = tmpdir(), path[512], *out;
+    char *d = t_tmpdir("cli"), path[512], *out;
     snprintf(path, sizeof path, "%s/m.ir", d);
     write_text(path, model_text);
     cr_assert_eq(ampc(&out, "%s --emit ir --precision fp16", path), 0, "%s", out);
@@ -302,7 +290,7 @@ Test(cli, precision_fp16_moves_the_graph_and_keeps_what_it_is_told) {
     cr_assert_eq(ampc(&out, "%s --emit ir --precision fp8", path), 2);
     cr_assert(strstr(out, "--precision fp8 is not available (available: fp32, tf32, fp16, bf16, auto)"), "%s", out);
     free(out);
-    rmdir_all(d);
+    t_rmdir_all(d);
 }
 
 /* BERT's FFN in small: MatMul -> Add(bias) -> Gelu (the erf form). */
@@ -321,7 +309,7 @@ static const char gelu_text[] =
  * with --fast-gelu it ends the matmul as its tanh form: the compile says so on stderr, inspect
  * says so, the report names the epilogue; under f32 it stays a node of its own either way. */
 Test(cli, fp16_gelu_tanh_form_is_shown) {
-    char *d = tmpdir(), path[512], report[600], cuda[600], *out;
+    char *d = t_tmpdir("cli"), path[512], report[600], cuda[600], *out;
     snprintf(path, sizeof path, "%s/ffn.ir", d);
     snprintf(report, sizeof report, "%s/r.json", d);
     snprintf(cuda, sizeof cuda, "%s/ffn.cu", d);
@@ -354,7 +342,7 @@ Test(cli, fp16_gelu_tanh_form_is_shown) {
     cr_assert(strstr(json, "\"epilogue\": \"BIAS_GELU_TANH\""), "%s", json);
     free(json);
     free(out);
-    rmdir_all(d);
+    t_rmdir_all(d);
 }
 
 /* enc.fc's weight [8,2] is dense; dec.fc's K = 6 is not a multiple of 4. */
@@ -371,7 +359,7 @@ static const char sparse_text[] =
     "}\n";
 
 Test(cli, sparsity_prune_marks_and_reports_the_layers) {
-    char *d = tmpdir(), path[512], report[600], cuda[600], *out;
+    char *d = t_tmpdir("cli"), path[512], report[600], cuda[600], *out;
     snprintf(path, sizeof path, "%s/m.ir", d);
     snprintf(report, sizeof report, "%s/r.json", d);
     snprintf(cuda, sizeof cuda, "%s/m.cu", d);
@@ -409,7 +397,7 @@ Test(cli, sparsity_prune_marks_and_reports_the_layers) {
     cr_assert(strstr(text, "{\"node\": \"dec.fc\", \"op\": \"MatMul\", \"shape\": \"[6,2]\", \"k\": 6, "
                            "\"status\": \"not eligible: K is not a multiple of 4\", "
                            "\"energy_removed\": 0}"), "%s", text);
-    rmdir_all(d);
+    t_rmdir_all(d);
 }
 
 Test(cli, sparsity_option_errors) {
@@ -443,7 +431,7 @@ static const char cancel_text[] =
     "}\n";
 
 Test(cli, precision_auto_moves_nodes_back_until_the_tolerance_holds) {
-    char *d = tmpdir(), path[512], *out;
+    char *d = t_tmpdir("cli"), path[512], *out;
     snprintf(path, sizeof path, "%s/m.ir", d);
     write_text(path, cancel_text);
     cr_assert_eq(ampc(&out, "%s --emit ir --precision auto --tolerance 1e-3", path), 0, "%s", out);
@@ -465,11 +453,11 @@ Test(cli, precision_auto_moves_nodes_back_until_the_tolerance_holds) {
     cr_assert_eq(ampc(&out, "%s --emit ir --precision auto --tolerance -1", path), 2);
     cr_assert(strstr(out, "--tolerance needs a positive number, got '-1'"), "%s", out);
     free(out);
-    rmdir_all(d);
+    t_rmdir_all(d);
 }
 
 Test(cli, parse_errors_name_file_line_and_column) {
-    char *d = tmpdir(), path[512], *out;
+    char *d = t_tmpdir("cli"), path[512], *out;
     snprintf(path, sizeof path, "%s/bad.ir", d);
     write_text(path, "graph \"g\" {\n  input %x : f32[2]\n  %y : f32[2] = Relu(%nope)\n}\n");
     cr_assert_eq(ampc(&out, "%s --emit ir", path), 1);
@@ -478,13 +466,13 @@ Test(cli, parse_errors_name_file_line_and_column) {
     cr_assert_eq(ampc(&out, "%s/missing.ir --emit ir", d), 1);
     cr_assert(strstr(out, "cannot open"), "%s", out);
     free(out);
-    rmdir_all(d);
+    t_rmdir_all(d);
 }
 
 /* A model path that is a FIFO, or a folder, is refused at once naming the file; if opening the
  * FIFO blocked (nothing ever writes to it), ampc() would kill the command and the test fail. */
 Test(cli, ir_text_that_is_not_a_regular_file_is_refused, .timeout = 200) {
-    char *d = tmpdir(), path[512], *out;
+    char *d = t_tmpdir("cli"), path[512], *out;
     snprintf(path, sizeof path, "%s/pipe.ir", d);
     cr_assert_eq(mkfifo(path, 0600), 0);
     cr_assert_eq(ampc(&out, "%s --emit ir", path), 1);
@@ -496,7 +484,7 @@ Test(cli, ir_text_that_is_not_a_regular_file_is_refused, .timeout = 200) {
     cr_assert_eq(ampc(&out, "%s --emit ir", d), 1);
     cr_assert(strstr(out, "not a regular file (a folder)"), "%s", out);
     free(out);
-    rmdir_all(d);
+    t_rmdir_all(d);
 }
 
 /* Occurrences of needle in s. */
@@ -508,7 +496,7 @@ static int count(const char *s, const char *needle) {
 
 /* An ONNX import error is printed once, naming the file once; so is a tensor file's error. */
 Test(cli, onnx_import_errors_are_printed_once) {
-    char *d = tmpdir(), path[512], *out;
+    char *d = t_tmpdir("cli"), path[512], *out;
     snprintf(path, sizeof path, "%s/broken-model.onnx", d);
     write_text(path, "this is not a protobuf message \xff\xff\xff");
     cr_assert_eq(ampc(&out, "%s -o %s/x.so", path, d), 1);
@@ -526,14 +514,14 @@ Test(cli, onnx_import_errors_are_printed_once) {
     cr_assert_eq(count(out, "missing-x.npy"), 1, "%s", out);
     cr_assert(strstr(out, "cannot open"), "%s", out);
     free(out);
-    rmdir_all(d);
+    t_rmdir_all(d);
 }
 
 /* Tensors larger than the machine's memory are refused before allocating, naming the tensor and
  * its size: an input given random data, and a value the reference evaluator would compute.
  * Compiling such a model is fine (nothing is allocated; the runtime refuses it at load). */
 Test(cli, tensors_larger_than_host_memory_are_refused_before_allocating) {
-    char *d = tmpdir(), path[512], *out;
+    char *d = t_tmpdir("cli"), path[512], *out;
     snprintf(path, sizeof path, "%s/big-input.ir", d);
     write_text(path, "graph \"g\" {\n  input %x : f32[1000000000,1000000000]\n"
                      "  %y : f32[1000000000,1000000000] = Relu(%x) @\"r\"\n  output %y\n}\n");
@@ -553,11 +541,11 @@ Test(cli, tensors_larger_than_host_memory_are_refused_before_allocating) {
                           "4000000000000000000 bytes") &&
               strstr(out, "the reference evaluator cannot hold it"), "%s", out);
     free(out);
-    rmdir_all(d);
+    t_rmdir_all(d);
 }
 
 Test(cli, run_reference_reads_and_writes_npy) {
-    char *d = tmpdir(), model[512], x[512], y[600], *out, *err = NULL;
+    char *d = t_tmpdir("cli"), model[512], x[512], y[600], *out, *err = NULL;
     snprintf(model, sizeof model, "%s/m.ir", d);
     snprintf(x, sizeof x, "%s/x.npy", d);
     write_text(model, model_text);
@@ -580,7 +568,7 @@ Test(cli, run_reference_reads_and_writes_npy) {
     cr_assert_eq(ampc(&out, "run %s --reference --input y=%s", model, x), 1);
     cr_assert(strstr(out, "--input 'y': the model has no input of that name"), "%s", out);
     free(out);
-    rmdir_all(d);
+    t_rmdir_all(d);
 }
 
 Test(cli, doctor_reports_and_names_fixes) {
@@ -604,7 +592,7 @@ Test(cli, doctor_reports_and_names_fixes) {
               strstr(out, "point AMPC_CACHE_DIR at a writable folder"), "%s", out);
     free(out);
     /* The tuning cache: where it is and how many entries it holds, or off. */
-    char *d = tmpdir(), tune[600], want[700];
+    char *d = t_tmpdir("cli"), tune[600], want[700];
     snprintf(tune, sizeof tune, "%s/tuning.txt", d);
     FILE *f = fopen(tune, "w");
     cr_assert_not_null(f);
@@ -620,11 +608,11 @@ Test(cli, doctor_reports_and_names_fixes) {
     unsetenv("AMPC_TUNE_CACHE");
     cr_assert(strstr(out, "tuning cache: off"), "%s", out);
     free(out);
-    rmdir_all(d);
+    t_rmdir_all(d);
 }
 
 Test(cli, compile_to_library_and_run_it, .timeout = 120) {
-    char *d = tmpdir(), path[512], lib[600], hdr[600], *out;
+    char *d = t_tmpdir("cli"), path[512], lib[600], hdr[600], *out;
     snprintf(path, sizeof path, "%s/m.ir", d);
     snprintf(lib, sizeof lib, "%s/my-model.so", d);
     snprintf(hdr, sizeof hdr, "%s/my-model.h", d);
@@ -680,13 +668,13 @@ Test(cli, compile_to_library_and_run_it, .timeout = 120) {
     cr_assert_eq(ampc(&out, "run %s/none.so", d), 1);
     cr_assert(strstr(out, "cannot open") && strstr(out, "none.so"), "%s", out);
     free(out);
-    rmdir_all(d);
+    t_rmdir_all(d);
 }
 
 /* --sparsity prune marks the GEMM step of the library: the report and inspect say so, and
  * `run --sparse-report` prints each 2:4 step's decision (with a GPU; else the no-device error). */
 Test(cli, sparse_gemm_steps_in_the_library, .timeout = 120) {
-    char *d = tmpdir(), path[512], lib[600], report[600], *out;
+    char *d = t_tmpdir("cli"), path[512], lib[600], report[600], *out;
     snprintf(path, sizeof path, "%s/m.ir", d);
     snprintf(lib, sizeof lib, "%s/sp.so", d);
     snprintf(report, sizeof report, "%s/report.json", d);
@@ -722,7 +710,7 @@ Test(cli, sparse_gemm_steps_in_the_library, .timeout = 120) {
         cr_assert(strstr(out, "no CUDA device"), "%s", out);
     }
     free(out);
-    rmdir_all(d);
+    t_rmdir_all(d);
 }
 
 /* ---- what a run may write ------------------------------------------------------------------- */
@@ -739,7 +727,7 @@ static bool holds(const char *path, const char *text) {
  * --save-outputs file are refused before any work when they are the model, a hard link to it or
  * an --input file, naming both files and the rule; the inputs are unchanged. */
 Test(cli, outputs_never_replace_inputs, .timeout = 120) {
-    char *d = tmpdir(), ir[512], hdr[512], lnk[512], x[512], *out;
+    char *d = t_tmpdir("cli"), ir[512], hdr[512], lnk[512], x[512], *out;
     snprintf(ir, sizeof ir, "%s/m.ir", d);
     snprintf(hdr, sizeof hdr, "%s/m.h", d);
     snprintf(lnk, sizeof lnk, "%s/link.ir", d);
@@ -778,7 +766,7 @@ Test(cli, outputs_never_replace_inputs, .timeout = 120) {
     cr_assert_eq(ampc_tensor_read_file(x, &back, NULL, &err), AMPC_OK, "%s", err ? err : "");
     cr_assert(back.shape.rank == 2 && back.shape.dims[1] == 3, "the input file is unchanged");
     ampc_tensor_free(&back);
-    rmdir_all(d);
+    t_rmdir_all(d);
 }
 
 /* An output that names a FIFO, a device or a folder is refused (the FIFO stays a FIFO; were it
@@ -786,7 +774,7 @@ Test(cli, outputs_never_replace_inputs, .timeout = 120) {
  * file are refused; an empty name and a missing folder are named as such, before any work (no
  * C compiler command in the message). */
 Test(cli, outputs_that_cannot_be_written_are_refused_first, .timeout = 120) {
-    char *d = tmpdir(), ir[512], fifo[512], *out;
+    char *d = t_tmpdir("cli"), ir[512], fifo[512], *out;
     snprintf(ir, sizeof ir, "%s/m.ir", d);
     snprintf(fifo, sizeof fifo, "%s/pipe.ir", d);
     write_text(ir, model_text);
@@ -821,13 +809,13 @@ Test(cli, outputs_that_cannot_be_written_are_refused_first, .timeout = 120) {
     cr_assert_eq(ampc(&out, "%s -o %s/ok.so", ir, d), 0, "%s", out); /* and a good one passes */
     cr_assert(strstr(out, "ampc: wrote ") && strstr(out, "ok.so (") && strstr(out, "ok.h"), "%s", out);
     free(out);
-    rmdir_all(d);
+    t_rmdir_all(d);
 }
 
 /* Outputs 'a/b', 'a_b', '../up' and '.hidden' become four distinct files inside DIR, none hidden,
  * the renamed ones said on stderr; nothing is written outside DIR. */
 Test(cli, save_outputs_file_names_are_safe_and_unique) {
-    char *d = tmpdir(), ir[512], p[700], *out;
+    char *d = t_tmpdir("cli"), ir[512], p[700], *out;
     snprintf(ir, sizeof ir, "%s/m.ir", d);
     write_text(ir, "graph \"g\" {\n  input %x : f32[2]\n"
                    "  %\"a/b\" : f32[2] = Relu(%x) @\"r1\"\n"
@@ -858,14 +846,14 @@ Test(cli, save_outputs_file_names_are_safe_and_unique) {
     }
     cr_assert_str_eq(f[3], "__2");
     ampc_cli_file_names_free(f, 7);
-    rmdir_all(d);
+    t_rmdir_all(d);
 }
 
 /* --calibrate DIR reads DIR/<safe name>.npy: an input named '../secret' never reads DIR/../secret.npy
  * (a file there of the wrong shape would fail the run), and a link in DIR leading outside it is
  * refused, naming it. */
 Test(cli, calibrate_reads_only_inside_its_folder, .timeout = 120) {
-    char *d = tmpdir(), ir[512], cal[512], p[700], q[700], *out, *err = NULL;
+    char *d = t_tmpdir("cli"), ir[512], cal[512], p[700], q[700], *out, *err = NULL;
     snprintf(ir, sizeof ir, "%s/m.ir", d);
     snprintf(cal, sizeof cal, "%s/cal", d);
     cr_assert_eq(mkdir(cal, 0700), 0);
@@ -884,13 +872,13 @@ Test(cli, calibrate_reads_only_inside_its_folder, .timeout = 120) {
     cr_assert_eq(ampc(&out, "%s --emit ir --precision auto --calibrate %s", ir, cal), 1, "%s", out);
     cr_assert(strstr(out, "_._secret.npy' leads to '") && strstr(out, "outside the folder"), "%s", out);
     free(out);
-    rmdir_all(d);
+    t_rmdir_all(d);
 }
 
 /* The input format comes from the content: an ONNX model named m.bin is imported, IR text named
  * m.onnx is parsed, a library given to compile is named as one. */
 Test(cli, model_format_is_told_by_content, .timeout = 120) {
-    char *d = tmpdir(), bin[512], onnx[512], lib[512], cmd[2048], *out;
+    char *d = t_tmpdir("cli"), bin[512], onnx[512], lib[512], cmd[2048], *out;
     snprintf(bin, sizeof bin, "%s/m.bin", d);
     snprintf(onnx, sizeof onnx, "%s/m.onnx", d);
     snprintf(lib, sizeof lib, "%s/lib.so", d);
@@ -911,13 +899,13 @@ Test(cli, model_format_is_told_by_content, .timeout = 120) {
     cr_assert_eq(ampc(&out, "%s --emit ir", lib), 1, "%s", out);
     cr_assert(strstr(out, "lib.so is a shared library (ELF), not a model"), "%s", out);
     free(out);
-    rmdir_all(d);
+    t_rmdir_all(d);
 }
 
 /* A truncated library is refused before dlopen (which would die of SIGBUS), naming the file and
  * what is wrong; run and inspect exit 1, not by a signal. */
 Test(cli, truncated_library_is_refused, .timeout = 120) {
-    char *d = tmpdir(), ir[512], lib[512], cut[512], cmd[2048], *out;
+    char *d = t_tmpdir("cli"), ir[512], lib[512], cut[512], cmd[2048], *out;
     snprintf(ir, sizeof ir, "%s/m.ir", d);
     snprintf(lib, sizeof lib, "%s/m.so", d);
     snprintf(cut, sizeof cut, "%s/cut.so", d);
@@ -934,7 +922,7 @@ Test(cli, truncated_library_is_refused, .timeout = 120) {
                   strstr(out, "bytes"), "%s", out);
         free(out);
     }
-    rmdir_all(d);
+    t_rmdir_all(d);
 }
 
 /* --iterations, --profile and --sparse-report time the GPU: with --reference they are refused. */
@@ -950,7 +938,7 @@ Test(cli, gpu_timing_options_are_refused_with_reference) {
 
 /* A model whose every step is a library call: --emit cuda says so and writes a comment. */
 Test(cli, emit_without_kernels_says_so, .timeout = 120) {
-    char *d = tmpdir(), ir[512], cu[512], *out;
+    char *d = t_tmpdir("cli"), ir[512], cu[512], *out;
     snprintf(ir, sizeof ir, "%s/mm.ir", d);
     snprintf(cu, sizeof cu, "%s/mm.cu", d);
     write_text(ir, "graph \"g\" {\n  input %x : f32[2,3]\n  const %w : f32[3,2] = [1, 2, 3, 4, 5, 6]\n"
@@ -961,7 +949,7 @@ Test(cli, emit_without_kernels_says_so, .timeout = 120) {
     char *text = read_text(cu);
     cr_assert(!strncmp(text, "// no generated kernels", 23), "%s", text);
     free(text);
-    rmdir_all(d);
+    t_rmdir_all(d);
 }
 
 /* A 200,000-node chain of Neg, Relu, Abs in turn compiles to a handful of kernel definitions:
@@ -970,7 +958,7 @@ Test(cli, emit_without_kernels_says_so, .timeout = 120) {
 Test(cli, a_long_chain_defines_few_kernels, .timeout = 240) {
     enum { N = 200000 };
     static const char *const ops[3] = {"Neg", "Relu", "Abs"};
-    char *d = tmpdir(), ir[512], cu[512], *out;
+    char *d = t_tmpdir("cli"), ir[512], cu[512], *out;
     snprintf(ir, sizeof ir, "%s/chain.ir", d);
     snprintf(cu, sizeof cu, "%s/chain.cu", d);
     ampc_strbuf sb = {0};
@@ -992,7 +980,7 @@ Test(cli, a_long_chain_defines_few_kernels, .timeout = 240) {
     cr_assert_leq(defined, 16, "%d kernels defined for a chain of 3 ops repeating", defined);
     cr_assert_geq(launches, N / 64, "%d kernels defined, launched by %d steps", defined, launches);
     free(text);
-    rmdir_all(d);
+    t_rmdir_all(d);
 }
 
 /* A while loop counting to `limit` (a run-time input): c <- c + 1 while c + 1 < limit. */
@@ -1016,7 +1004,7 @@ static const char while_text[] =
     "}\n";
 
 Test(cli, max_loop_iterations_bounds_a_loop_of_the_reference_evaluator) {
-    char *d = tmpdir(), model[512], go[512], lim[512], *out, *err = NULL;
+    char *d = t_tmpdir("cli"), model[512], go[512], lim[512], *out, *err = NULL;
     snprintf(model, sizeof model, "%s/w.ir", d);
     snprintf(go, sizeof go, "%s/go.npy", d);
     snprintf(lim, sizeof lim, "%s/limit.npy", d);
@@ -1046,5 +1034,5 @@ Test(cli, max_loop_iterations_bounds_a_loop_of_the_reference_evaluator) {
     cr_assert_eq(ampc(&out, "run %s --reference --max-loop-iterations 0", model), 2);
     cr_assert(strstr(out, "--max-loop-iterations needs a positive integer, got '0'"), "%s", out);
     free(out);
-    rmdir_all(d);
+    t_rmdir_all(d);
 }

@@ -426,21 +426,10 @@ static void expect_terminal_safe(const char *text, const char *what) {
     }
 }
 
-static char *temp_dir(void) {
-    char *d = strdup("/tmp/ampc-hostile-XXXXXX");
-    cr_assert_not_null(mkdtemp(d));
-    return d;
-}
 
-static void remove_all(char *d) {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
-    cr_assert_eq(system(cmd), 0);
-    free(d);
-}
 
 Test(hostile_names, report_is_json_and_terminal_output_is_text, .timeout = 240) {
-    char *dir = temp_dir(), path[600], out_path[600], report[600];
+    char *dir = t_tmpdir("hostile"), path[600], out_path[600], report[600];
     snprintf(path, sizeof path, "%s/m.onnx", dir);
     snprintf(out_path, sizeof out_path, "%s/m.cu", dir);
     snprintf(report, sizeof report, "%s/r.json", dir);
@@ -464,11 +453,11 @@ Test(hostile_names, report_is_json_and_terminal_output_is_text, .timeout = 240) 
     cr_assert_eq(ampc_cli(&out, "run --reference '%s'", path), 0, "%s", out);
     expect_terminal_safe(out, "run --reference");
     free(out);
-    remove_all(dir);
+    t_rmdir_all(dir);
 }
 
 Test(hostile_names, library_prefix_is_a_checked_identifier, .timeout = 120) {
-    char *dir = temp_dir(), path[600];
+    char *dir = t_tmpdir("hostile"), path[600];
     snprintf(path, sizeof path, "%s/m.onnx", dir);
     write_model_file(path, hn_plain);
     const char *bad[] = {"int", "a-b", "9lives", "__x", "_Model", "x;system", ""};
@@ -504,5 +493,5 @@ Test(hostile_names, library_prefix_is_a_checked_identifier, .timeout = 120) {
         free(text);
     }
     ampc_module_destroy(m);
-    remove_all(dir);
+    t_rmdir_all(dir);
 }

@@ -56,18 +56,7 @@ static char *numbered_source(int i) {
     return ampc_sb_take(&sb);
 }
 
-static char *tmpdir(void) {
-    char *d = strdup("/tmp/ampc-nvrtc-XXXXXX");
-    cr_assert_not_null(mkdtemp(d));
-    return d;
-}
 
-static void rmdir_all(char *d) {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
-    cr_assert_eq(system(cmd), 0);
-    free(d);
-}
 
 static char *path_in(const char *dir, const char *name) {
     ampc_strbuf sb = {0};
@@ -241,13 +230,13 @@ Test(nvrtc, ptx_only_without_archs_and_null_options) {
     ampc_nvrtc_images_free(img, n);
 
     /* NULL options: default cache, which here is a temporary AMPC_CACHE_DIR. */
-    char *dir = tmpdir();
+    char *dir = t_tmpdir("nvrtc");
     setenv("AMPC_CACHE_DIR", dir, 1);
     compile_ok(&u, 1, NULL, &img, &n);
     cr_assert_eq(n, 1);
     cr_assert_eq(count_files(dir, ".compute_80.ptx", NULL, NULL, 0), 1);
     ampc_nvrtc_images_free(img, n);
-    rmdir_all(dir);
+    t_rmdir_all(dir);
 }
 
 Test(nvrtc, cuda_home_without_headers_falls_back_to_the_build_toolkit) {
@@ -345,7 +334,7 @@ Test(nvrtc, eight_units_in_parallel) {
 /* ---- the cache ------------------------------------------------------------------------------ */
 
 Test(nvrtc, second_compile_hits_the_cache_with_identical_bytes) {
-    char *dir = tmpdir();
+    char *dir = t_tmpdir("nvrtc");
     int32_t archs[] = {80, 90};
     ampc_nvrtc_unit u = {"mma_u0.cu", mma_source};
     ampc_nvrtc_stats s1, s2;
@@ -386,11 +375,11 @@ Test(nvrtc, second_compile_hits_the_cache_with_identical_bytes) {
     expect_same_images(a, b, na);
     ampc_nvrtc_images_free(a, na);
     ampc_nvrtc_images_free(b, nb);
-    rmdir_all(dir);
+    t_rmdir_all(dir);
 }
 
 Test(nvrtc, key_covers_source_name_and_options) {
-    char *dir = tmpdir();
+    char *dir = t_tmpdir("nvrtc");
     ampc_nvrtc_unit u = {"mma_u0.cu", mma_source};
     ampc_nvrtc_stats s;
     ampc_nvrtc_options o = {.cache_dir = dir, .stats = &s};
@@ -424,11 +413,11 @@ Test(nvrtc, key_covers_source_name_and_options) {
     cr_assert_eq(s.cache_hits, 1);
     ampc_nvrtc_images_free(img, n);
     free(changed);
-    rmdir_all(dir);
+    t_rmdir_all(dir);
 }
 
 Test(nvrtc, corrupt_and_truncated_entries_are_recompiled_and_rewritten) {
-    char *dir = tmpdir();
+    char *dir = t_tmpdir("nvrtc");
     int32_t archs[] = {80};
     ampc_nvrtc_unit u = {"mma_u0.cu", mma_source};
     ampc_nvrtc_stats s;
@@ -484,12 +473,12 @@ Test(nvrtc, corrupt_and_truncated_entries_are_recompiled_and_rewritten) {
     free(cubin_bytes);
     free(ptx_path);
     free(cubin_path);
-    rmdir_all(dir);
+    t_rmdir_all(dir);
 }
 
 Test(nvrtc, unwritable_cache_compiles_anyway) {
     /* A folder below a regular file cannot be created, even by root. */
-    char *dir = tmpdir();
+    char *dir = t_tmpdir("nvrtc");
     char *file = path_in(dir, "plain-file");
     write_all(file, "x", 1);
     char *below = path_in(file, "cache");
@@ -507,12 +496,12 @@ Test(nvrtc, unwritable_cache_compiles_anyway) {
     cr_assert_not(ampc_cache_put(below, "x.ptx", "a", 1));
     free(below);
     free(file);
-    rmdir_all(dir);
+    t_rmdir_all(dir);
 }
 
 Test(nvrtc, two_processes_compiling_into_one_cache) {
     enum { PROCS = 3 };
-    char *dir = tmpdir();
+    char *dir = t_tmpdir("nvrtc");
     int32_t archs[] = {80, 90};
     ampc_nvrtc_unit u = {"mma_u0.cu", mma_source};
     ampc_nvrtc_options o = {.archs = archs, .n_archs = 2, .cache_dir = dir, .jobs = 1};
@@ -548,7 +537,7 @@ Test(nvrtc, two_processes_compiling_into_one_cache) {
     expect_same_images(a, b, na);
     ampc_nvrtc_images_free(a, na);
     ampc_nvrtc_images_free(b, nb);
-    rmdir_all(dir);
+    t_rmdir_all(dir);
 }
 
 Test(nvrtc, cache_dir_resolution) {
@@ -579,7 +568,7 @@ Test(nvrtc, cache_dir_resolution) {
 }
 
 Test(nvrtc, cache_put_get_round_trip) {
-    char *dir = tmpdir();
+    char *dir = t_tmpdir("nvrtc");
     char *nested = path_in(dir, "a/b/c");
     cr_assert(ampc_cache_mkdirs(nested));
     cr_assert(ampc_cache_mkdirs(nested), "existing folders are fine");
@@ -602,13 +591,13 @@ Test(nvrtc, cache_put_get_round_trip) {
     cr_assert_not(ampc_cache_get(nested, "junk", &data, &size));
     free(junk);
     free(nested);
-    rmdir_all(dir);
+    t_rmdir_all(dir);
 }
 
 /* A writer killed mid-write leaves .<name>.PID.XXXXXX; the sweep removes those whose PID is gone
  * and keeps a running writer's, entries, and names that only look alike. */
 Test(nvrtc, cache_sweep_removes_dead_writers_temporaries) {
-    char *dir = tmpdir();
+    char *dir = t_tmpdir("nvrtc");
     pid_t dead = fork();
     cr_assert_geq(dead, 0);
     if (dead == 0) _exit(0);
@@ -638,7 +627,7 @@ Test(nvrtc, cache_sweep_removes_dead_writers_temporaries) {
         cr_assert_eq(access(p, F_OK) == 0, i != 0, "%s", names[i]);
         free(p);
     }
-    rmdir_all(dir);
+    t_rmdir_all(dir);
 }
 
 /* ---- errors --------------------------------------------------------------------------------- */

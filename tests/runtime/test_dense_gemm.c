@@ -156,47 +156,65 @@ Test(dense_gemm_gpu, off_keeps_cublaslt_and_auto_runs) {
     cr_assert(!strcmp(on, "cuBLASLt") || !strcmp(on, "ampc-gemm"), "%s", on);
 }
 
-/* BERT's FFN in f16 without --gemm-kernel, y = GELU(x @ w + b) with pre-activations spread over
- * [-6, 6], with --fast-gelu: one cuBLASLt step with the tanh-form GELU epilogue (what
- * fast_gelu asks of the erf GELU in f16), within 6e-4 of the erf form plus one f16 ulp (both results are rounded to f16,
- * each on its own side of a rounding boundary at worst), element by element, against the
- * reference evaluator's erf GELU on the same f16 operands. The tanh formula alone is within
+/* BERT's FFN shape in f16, y = GELU(x @ w + b) with pre-activations spread over [-6, 6], compiled
+ * without --gemm-kernel (with --fast-gelu when fast) and run on the GPU: its plan must have
+ * n_steps steps, the first a GEMM with epilogue epi. ref is the reference evaluator's y. */
+typedef struct ffn_run {
+    ampc_graph *g;
+    ampc_module *mod;
+    ampc_tensor x, y, ref;
+} ffn_run;
+
+static const ampc_dtype ffn_t = AMPC_DTYPE_F16;
+enum { FFN_M = 128, FFN_N = 3072, FFN_K = 768 };
+
+static ffn_run ffn_gelu(bool fast, int32_t n_steps, ampc_rt_epilogue epi) {
+    t_skip_without_gpu();
+    unsetenv("AMPC_GEMM_KERNEL");
+    ffn_run r = {.g = build(K_BIAS_GELU, ffn_t, FFN_M, FFN_N, FFN_K, 6.0)};
+    /* w is uniform in [-2/k, 2/k): x @ w stays within about +-0.1; a bias of +-6 spreads it */
+    r.x = (ampc_tensor){ffn_t, {2, {FFN_M, FFN_K}}, uniform(ffn_t, FFN_M * FFN_K, 1.0, 11)};
+    cr_assert_eq(ampc_graph_evaluate(r.g, &r.x, 1, &r.ref, 1), AMPC_OK, "%s", ampc_graph_errors(r.g));
+    static const int32_t none = 0;
+    ampc_pipeline_options po = {.verify = true, .fast_gelu = fast};
+    ampc_compile_options o = {.archs = &none, .n_archs = 0, .cache_dir = "", .pipeline = &po};
+    cr_assert_eq(ampc_compile(r.g, &o, &r.mod), AMPC_OK, "compile: %s", ampc_graph_errors(r.g));
+    const ampc_rt_plan *p = &r.mod->cg->plan;
+    cr_assert_eq(p->n_steps, n_steps, "fast %d: %d steps", fast, p->n_steps);
+    cr_assert_eq(p->steps[0].gemm.epilogue, epi);
+    r.y = (ampc_tensor){ffn_t, {2, {FFN_M, FFN_N}}, calloc(FFN_M * FFN_N, 2)};
+    cr_assert_eq(ampc_module_run(r.mod, &r.x, 1, &r.y, 1, NULL), AMPC_OK, "%s",
+                 ampc_module_errors(r.mod));
+    return r;
+}
+
+static void ffn_free(ffn_run *r) {
+    ampc_module_destroy(r->mod);
+    ampc_graph_destroy(r->g);
+    free(r->x.data);
+    free(r->y.data);
+    ampc_tensor_free(&r->ref);
+}
+
+/* The FFN with --fast-gelu: one cuBLASLt step with the tanh-form GELU epilogue (what fast_gelu
+ * asks of the erf GELU in f16), within 6e-4 of the erf form plus one f16 ulp (both results are
+ * rounded to f16, each on its own side of a rounding boundary at worst), element by element,
+ * against the reference evaluator's erf GELU on the same f16 operands. The tanh formula alone is within
  * 4.73e-4 of the erf form; cuBLASLt's epilogue measured 4.94e-4 beyond the ulp on the H200
  * (docs/precision.md). */
 Test(dense_gemm_gpu, erf_gelu_in_cublaslt_tanh_epilogue) {
-    t_skip_without_gpu();
-    unsetenv("AMPC_GEMM_KERNEL");
-    const ampc_dtype t = AMPC_DTYPE_F16;
-    const int64_t m = 128, n = 3072, k = 768;
-    ampc_graph *g = build(K_BIAS_GELU, t, m, n, k, 6.0);
-    ampc_tensor x = {t, {2, {m, k}}, uniform(t, m * k, 1.0, 11)}, ref;
-    /* w is uniform in [-2/k, 2/k): x @ w stays within about +-0.1; a bias of +-6 spreads it */
-    cr_assert_eq(ampc_graph_evaluate(g, &x, 1, &ref, 1), AMPC_OK, "%s", ampc_graph_errors(g));
-    static const int32_t none = 0;
-    ampc_pipeline_options po = {.verify = true, .fast_gelu = true};
-    ampc_compile_options o = {.archs = &none, .n_archs = 0, .cache_dir = "", .pipeline = &po};
-    ampc_module *mod = NULL;
-    cr_assert_eq(ampc_compile(g, &o, &mod), AMPC_OK, "compile: %s", ampc_graph_errors(g));
-    const ampc_rt_plan *p = &mod->cg->plan;
-    cr_assert_eq(p->n_steps, 1, "the GELU kept a step of its own");
-    cr_assert_eq(p->steps[0].gemm.epilogue, AMPC_RT_EPI_BIAS_GELU_TANH);
-    ampc_tensor y = {t, {2, {m, n}}, calloc((size_t)(m * n), 2)};
-    cr_assert_eq(ampc_module_run(mod, &x, 1, &y, 1, NULL), AMPC_OK, "%s", ampc_module_errors(mod));
-    cr_assert_str_eq(ampc_rt_model_step_provider(mod->model, 0), "cuBLASLt");
+    ffn_run r = ffn_gelu(true, 1, AMPC_RT_EPI_BIAS_GELU_TANH);
+    cr_assert_str_eq(ampc_rt_model_step_provider(r.mod->model, 0), "cuBLASLt");
     double worst = 0, at = 0;
-    for (int64_t i = 0; i < m * n; i++) {
-        double r = ampc_ref_load_f64(ref.data, t, i), v = ampc_ref_load_f64(y.data, t, i);
-        double d = fabs(v - r) - ldexp(fabs(r), -10); /* less about one f16 ulp of r */
-        if (d > worst) worst = d, at = r;
+    for (int64_t i = 0; i < FFN_M * FFN_N; i++) {
+        double v = ampc_ref_load_f64(r.y.data, ffn_t, i), ref = ampc_ref_load_f64(r.ref.data, ffn_t, i);
+        double d = fabs(v - ref) - ldexp(fabs(ref), -10); /* less about one f16 ulp of ref */
+        if (d > worst) worst = d, at = ref;
     }
     cr_log_info("cuBLASLt's tanh GELU epilogue against the erf GELU: %.3g beyond an f16 ulp "
                 "(at %.4g)", worst, at);
     cr_assert_leq(worst, 6e-4, "%.3g beyond an f16 ulp at a reference of %.4g", worst, at);
-    ampc_module_destroy(mod);
-    ampc_graph_destroy(g);
-    free(x.data);
-    free(y.data);
-    ampc_tensor_free(&ref);
+    ffn_free(&r);
 }
 
 /* The spacing of f16 values at |v| (subnormals: 2^-24). */
@@ -212,41 +230,22 @@ static double f16_ulp(double v) {
  * once, the reference twice), with nothing beyond (1e-5); the tanh form is up to 4.9e-4 off where
  * that allowance is under 1e-4 (x near -2.7). The reference's x: the same graph without the GELU. */
 Test(dense_gemm_gpu, erf_gelu_stays_exact_by_default) {
-    t_skip_without_gpu();
-    unsetenv("AMPC_GEMM_KERNEL");
-    const ampc_dtype t = AMPC_DTYPE_F16;
-    const int64_t m = 128, n = 3072, k = 768;
-    ampc_graph *g = build(K_BIAS_GELU, t, m, n, k, 6.0);
-    ampc_tensor x = {t, {2, {m, k}}, uniform(t, m * k, 1.0, 11)}, ref;
-    cr_assert_eq(ampc_graph_evaluate(g, &x, 1, &ref, 1), AMPC_OK, "%s", ampc_graph_errors(g));
-    static const int32_t none = 0;
-    ampc_compile_options o = {.archs = &none, .n_archs = 0, .cache_dir = ""};
-    ampc_module *mod = NULL;
-    cr_assert_eq(ampc_compile(g, &o, &mod), AMPC_OK, "compile: %s", ampc_graph_errors(g));
-    const ampc_rt_plan *p = &mod->cg->plan;
-    cr_assert_eq(p->n_steps, 2, "the GELU has no step of its own");
-    cr_assert_eq(p->steps[0].gemm.epilogue, AMPC_RT_EPI_BIAS);
-    ampc_tensor y = {t, {2, {m, n}}, calloc((size_t)(m * n), 2)};
-    cr_assert_eq(ampc_module_run(mod, &x, 1, &y, 1, NULL), AMPC_OK, "%s", ampc_module_errors(mod));
-    ampc_graph *pre_g = build(K_BIAS, t, m, n, k, 6.0);
+    ffn_run r = ffn_gelu(false, 2, AMPC_RT_EPI_BIAS);
+    ampc_graph *pre_g = build(K_BIAS, ffn_t, FFN_M, FFN_N, FFN_K, 6.0);
     ampc_tensor pre;
-    cr_assert_eq(ampc_graph_evaluate(pre_g, &x, 1, &pre, 1), AMPC_OK, "%s", ampc_graph_errors(pre_g));
+    cr_assert_eq(ampc_graph_evaluate(pre_g, &r.x, 1, &pre, 1), AMPC_OK, "%s", ampc_graph_errors(pre_g));
     double worst = 0, at = 0;
-    for (int64_t i = 0; i < m * n; i++) {
-        double r = ampc_ref_load_f64(ref.data, t, i), v = ampc_ref_load_f64(y.data, t, i);
-        double xi = ampc_ref_load_f64(pre.data, t, i);
+    for (int64_t i = 0; i < FFN_M * FFN_N; i++) {
+        double ref = ampc_ref_load_f64(r.ref.data, ffn_t, i), v = ampc_ref_load_f64(r.y.data, ffn_t, i);
+        double xi = ampc_ref_load_f64(pre.data, ffn_t, i);
         double slope = fabs(0.5 * (1 + erf(xi / sqrt(2))) + xi * exp(-xi * xi / 2) / sqrt(2 * M_PI));
         /* the reference rounds the product (|x @ w| < 0.25) before adding the bias */
-        double d = fabs(v - r) - 2 * f16_ulp(r) - slope * (f16_ulp(xi) + f16_ulp(0.25));
+        double d = fabs(v - ref) - 2 * f16_ulp(ref) - slope * (f16_ulp(xi) + f16_ulp(0.25));
         if (d > worst) worst = d, at = xi;
     }
     cr_log_info("the exact GELU against the reference: %.3g beyond f16 rounding (at x = %.4g)", worst, at);
     cr_assert_leq(worst, 1e-5, "%.3g beyond f16 rounding at x = %.4g", worst, at);
     ampc_tensor_free(&pre);
     ampc_graph_destroy(pre_g);
-    ampc_module_destroy(mod);
-    ampc_graph_destroy(g);
-    free(x.data);
-    free(y.data);
-    ampc_tensor_free(&ref);
+    ffn_free(&r);
 }

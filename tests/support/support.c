@@ -312,3 +312,17 @@ int t_ampc(char **out, int timeout_s, const char *fmt, ...) {
     *out = ampc_sb_take(&sb);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+
+char *t_tmpdir(const char *tag) {
+    char *d = NULL;
+    cr_assert_geq(asprintf(&d, "/tmp/ampc-%s-XXXXXX", tag), 0);
+    cr_assert_not_null(mkdtemp(d), "cannot create %s", d);
+    return d;
+}
+
+void t_rmdir_all(char *dir) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+    free(dir);
+}

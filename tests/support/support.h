@@ -102,6 +102,11 @@ void t_fill_uniform_f32(ampc_tensor *t, const char *name, uint64_t *seed);
  * returns the exit status and, in *out (malloc'ed), stdout and stderr together, byte for byte. */
 int t_ampc(char **out, int timeout_s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* A fresh folder /tmp/ampc-TAG-XXXXXX (malloc'ed name); t_rmdir_all removes it with everything
+ * in it and frees the name. */
+char *t_tmpdir(const char *tag);
+void t_rmdir_all(char *dir);
+
 /* Asserts the graph's diagnostics contain `needle` (and prints them when they do not). */
 void t_expect_diag(ampc_graph *g, const char *needle);
 
