@@ -500,7 +500,8 @@ static ampc_status build(const ampc_module *m, const char *name, const char *fin
         rank_paths[r] = (char *)path;
     }
     if (st != AMPC_OK) return st;
-    ampc_artifact_layout l = {.sidecar = side_tmp ? side_name : NULL};
+    ampc_artifact_layout l = {.sidecar = side_tmp ? side_name : NULL,
+                              .math_note = o ? o->math_note : NULL};
     char *c_text = ampc_artifact_host_c(m, name, &l),
          *s_text = blobs_asm(p, image_paths, weights_path, rank_paths);
     char hname[300], cname[300];

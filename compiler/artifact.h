@@ -12,6 +12,7 @@
  * to the library. */
 typedef struct ampc_artifact_layout {
     const char *sidecar;
+    const char *math_note; /* appended to the module's math string (ampc_library_options) */
 } ampc_artifact_layout;
 
 /* The host C of library `name` (a C identifier), malloc'ed. */

@@ -10,6 +10,7 @@
 #include "compiler/auto_precision.h"
 #include "compiler/cli_calls.h"
 #include "compiler/cli_paths.h"
+#include "compiler/math.h"
 
 #include "ir/ir.h"
 #include "ir/ref/ref.h"
@@ -190,7 +191,7 @@ static model_kind kind_of_model(const char *path) {
 
 /* Loads MODEL: ONNX or IR text, told apart by content (kind_of_model). Prints the error and
  * returns NULL on failure. */
-static ampc_graph *load_model(const ampc_cli_options *o) {
+ampc_graph *ampc_cli_load_model(const ampc_cli_options *o) {
     ampc_graph *g = NULL;
     char *err = NULL;
     model_kind kind = kind_of_model(o->model);
@@ -241,12 +242,12 @@ static ampc_graph *load_model(const ampc_cli_options *o) {
     return g;
 }
 
-static bool is_auto(const ampc_cli_options *o) {
+bool ampc_cli_is_auto(const ampc_cli_options *o) {
     return o->precision && !strcmp(o->precision, "auto");
 }
 
 static ampc_precision cli_precision(const ampc_cli_options *o) {
-    const char *p = is_auto(o) ? (o->auto_type ? o->auto_type : "fp16") : o->precision;
+    const char *p = ampc_cli_is_auto(o) ? (o->auto_type ? o->auto_type : "fp16") : o->precision;
     if (p && !strcmp(p, "fp16")) return AMPC_PRECISION_FP16;
     if (p && !strcmp(p, "bf16")) return AMPC_PRECISION_BF16;
     return AMPC_PRECISION_KEEP;
@@ -258,17 +259,19 @@ static ampc_sparsity cli_sparsity(const ampc_cli_options *o) {
     return AMPC_SPARSITY_OFF;
 }
 
-/* The pass pipeline as the command line asks for it (with auto's choice when there is one). */
-static ampc_pipeline_options pipeline_options(const ampc_cli_options *o,
-                                              const ampc_auto_result *ar) {
+bool ampc_cli_tf32(const ampc_cli_options *o) {
+    return !(o->precision && !strcmp(o->precision, "fp32"));
+}
+
+ampc_pipeline_options ampc_cli_pipeline(const ampc_cli_options *o, char *const *kept,
+                                        int32_t n_kept) {
     return (ampc_pipeline_options){.disable = o->disable, .n_disable = o->n_disable,
                                    .dump_after = o->dump_after, .dump_file = stderr, .verify = true,
                                    .trace = o->verbose ? stderr : NULL,
                                    .precision = cli_precision(o), .keep_fp32 = o->keep_fp32,
                                    .n_keep_fp32 = o->n_keep_fp32,
-                                   .auto_fp32 = ar ? (const char *const *)ar->kept : NULL,
-                                   .n_auto_fp32 = ar ? ar->n_kept : 0, .keep_nchw = o->nchw,
-                                   .gpus = o->gpus,
+                                   .auto_fp32 = (const char *const *)kept, .n_auto_fp32 = n_kept,
+                                   .keep_nchw = o->nchw, .gpus = o->gpus,
                                    .partition = o->tensor_parallel ? AMPC_PARTITION_TENSOR
                                                 : o->data_parallel ? AMPC_PARTITION_DATA
                                                 : o->pipeline_parallel ? AMPC_PARTITION_PIPELINE
@@ -280,25 +283,41 @@ static ampc_pipeline_options pipeline_options(const ampc_cli_options *o,
                                    .fast_gelu = o->fast_gelu};
 }
 
-static bool resolve_auto(const ampc_cli_options *o, ampc_auto_result *r);
-static int32_t tanh_gelus(const ampc_graph *g);
+/* The pipeline options of the build, after --precision auto's search when asked (n receives
+ * it); false with the reason printed. */
+static bool build_pipeline(const ampc_cli_options *o, ampc_cli_numerics *n,
+                           ampc_pipeline_options *po) {
+    if (ampc_cli_is_auto(o) && !ampc_cli_auto_search(o, n)) return false;
+    *po = ampc_cli_pipeline(o, n->autop ? n->autop->kept : NULL, n->autop ? n->autop->n_kept : 0);
+    return true;
+}
 
-/* Runs the pass pipeline; a choice that changes the model's numbers and took effect is said on
- * stderr (nothing that changes numbers is silent). */
-static bool optimize(ampc_graph *g, const ampc_cli_options *o) {
-    ampc_auto_result ar = {0};
-    if (is_auto(o) && !resolve_auto(o, &ar)) return false;
-    ampc_pipeline_options po = pipeline_options(o, &ar);
-    ampc_status st = ampc_graph_optimize(g, &po);
-    ampc_auto_result_free(&ar);
-    int32_t tanh = st == AMPC_OK && o->fast_gelu ? tanh_gelus(g) : 0;
-    if (tanh > 0)
-        fprintf(stderr, "ampc: math: --fast-gelu: %d %s in GELU's tanh form in cuBLASLt's "
-                        "epilogue (an erf GELU: within 5e-4 of it)\n", tanh,
-                tanh == 1 ? "matmul ends" : "matmuls end");
-    if (st == AMPC_OK) return true;
-    fprintf(stderr, "ampc: %s: optimisation failed:\n%s\n", o->model, ampc_graph_errors(g));
-    return false;
+/* The math: facts of an optimised graph not compiled (TF32 counted from its ops). */
+static char *graph_math(const ampc_graph *g, const ampc_cli_options *o) {
+    ampc_math_facts f;
+    ampc_math_collect(g, NULL, ampc_cli_tf32(o), &f);
+    return ampc_math_text(&f);
+}
+
+/* Runs the pass pipeline without compiling (--emit ir, inspect, run --reference). With `say`,
+ * the math: line says what changes numbers (nothing that does is silent); with `measure`, the
+ * numerics a compile reports are measured too. */
+static bool optimize(ampc_graph *g, const ampc_cli_options *o, bool say, bool measure) {
+    ampc_cli_numerics num = {0};
+    ampc_pipeline_options po;
+    bool ok = build_pipeline(o, &num, &po);
+    if (ok && ampc_graph_optimize(g, &po) != AMPC_OK) {
+        fprintf(stderr, "ampc: %s: optimisation failed:\n%s\n", o->model, ampc_graph_errors(g));
+        ok = false;
+    }
+    if (ok && measure) ok = ampc_cli_numerics_after(o, g, NULL, &num);
+    if (ok && say) {
+        char *text = graph_math(g, o);
+        ampc_cli_say_math(text, num.note);
+        free(text);
+    }
+    ampc_cli_numerics_free(&num);
+    return ok;
 }
 
 /* Parses --arch "sm_80,sm_90a" into archs; false with a message on a bad name. */
@@ -333,7 +352,7 @@ typedef struct compile_record {
     ampc_pass_record passes[64];
     int32_t n_passes;
     double ms;
-    ampc_auto_result autop; /* --precision auto's search */
+    ampc_cli_numerics num; /* --precision auto's search and check, --sparsity prune's error */
 } compile_record;
 
 static double wall_ms(void) {
@@ -342,29 +361,33 @@ static double wall_ms(void) {
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
-/* Compiles the graph for the GPU with the command line's options; prints the failure. */
+/* Compiles the graph for the GPU with the command line's options, measures what changes its
+ * numbers where asked and prints the math: line; prints the failure. */
 static ampc_module *compile_gpu(ampc_graph *g, const ampc_cli_options *o, compile_record *rec) {
     int32_t archs[16], n_archs;
     if (!parse_archs(o->arch, archs, &n_archs)) return NULL;
     compile_record none = {0};
     if (!rec) rec = &none;
-    if (is_auto(o) && !resolve_auto(o, &rec->autop)) return NULL;
-    ampc_pipeline_options po = pipeline_options(o, &rec->autop);
-    po.record = rec->passes;
-    po.max_records = 64;
-    po.n_records = &rec->n_passes;
-    ampc_compile_options co = {.archs = o->arch ? archs : NULL, .n_archs = n_archs, .pipeline = &po,
-                               .no_tf32 = o->precision && !strcmp(o->precision, "fp32")};
-    if (o->verbose || isatty(2)) co.progress = show_progress;
+    ampc_pipeline_options po;
     ampc_module *m = NULL;
-    double t0 = wall_ms();
-    ampc_status st = ampc_compile(g, &co, &m);
-    if (rec == &none) ampc_auto_result_free(&none.autop);
-    if (st != AMPC_OK) {
-        fprintf(stderr, "ampc: %s: compilation failed:\n%s\n", o->model, ampc_graph_errors(g));
-        return NULL;
+    if (build_pipeline(o, &rec->num, &po)) {
+        po.record = rec->passes;
+        po.max_records = 64;
+        po.n_records = &rec->n_passes;
+        ampc_compile_options co = {.archs = o->arch ? archs : NULL, .n_archs = n_archs,
+                                   .pipeline = &po, .no_tf32 = !ampc_cli_tf32(o)};
+        if (o->verbose || isatty(2)) co.progress = show_progress;
+        double t0 = wall_ms();
+        if (ampc_compile(g, &co, &m) != AMPC_OK)
+            fprintf(stderr, "ampc: %s: compilation failed:\n%s\n", o->model, ampc_graph_errors(g));
+        rec->ms = wall_ms() - t0;
     }
-    rec->ms = wall_ms() - t0;
+    if (m && !ampc_cli_numerics_after(o, g, m, &rec->num)) {
+        ampc_module_destroy(m);
+        m = NULL;
+    }
+    if (m) ampc_cli_say_math(ampc_module_math(m), rec->num.note);
+    if (rec == &none) ampc_cli_numerics_free(&none.num);
     return m;
 }
 
@@ -465,6 +488,41 @@ static void write_pipeline(FILE *f, const ampc_graph *g) {
     fprintf(f, "\n  ]}");
 }
 
+/* The report's "math": the module's math line (what changes numbers, "" when nothing) and what
+ * the compile measured. */
+static void write_math(FILE *f, const ampc_module *m, const compile_record *rec) {
+    fprintf(f, ",\n  \"math\": ");
+    json_str(f, ampc_module_math(m));
+    fprintf(f, ",\n  \"math_note\": ");
+    json_str(f, rec->num.note ? rec->num.note : "");
+}
+
+static void json_accuracy(FILE *f, const ampc_check_set *c, const ampc_accuracy *acc) {
+    for (int32_t i = 0; i < c->n_outputs; i++) {
+        fprintf(f, "%s{\"output\": ", i ? ", " : "");
+        json_str(f, c->names[i]);
+        fprintf(f, ", \"max_rel\": %.6g, \"p999\": %.6g}", isfinite(acc[i].max_rel) ? acc[i].max_rel : 1e308,
+                isfinite(acc[i].p999) ? acc[i].p999 : 1e308);
+    }
+}
+
+/* The report's "auto": --precision auto's search and the check of what ships. */
+static void write_auto(FILE *f, const ampc_cli_options *o, const ampc_auto_result *a) {
+    fprintf(f, ",\n  \"auto\": {\"tolerance\": %g, \"search_error_all_low\": %g, "
+               "\"search_error\": %g, \"rounds\": %d, \"check_error\": %g, \"met\": %s, "
+               "\"accepted\": %s, \"check_samples\": %d, \"check\": [",
+            o->tolerance > 0 ? o->tolerance : 1e-2, a->error_low, a->error, a->rounds,
+            isfinite(a->check_error) ? a->check_error : 1e308, a->met ? "true" : "false",
+            !a->met && o->accept_error ? "true" : "false", a->check.n_samples);
+    json_accuracy(f, &a->check, a->acc);
+    fprintf(f, "], \"moved_to_f32\": [");
+    for (int32_t i = 0; i < a->n_kept; i++) {
+        fputs(i ? ", " : "", f);
+        json_str(f, a->kept[i]);
+    }
+    fprintf(f, "]}");
+}
+
 static bool write_report(const char *path, const ampc_cli_options *o, const ampc_graph *g,
                          const ampc_module *m, const compile_record *rec) {
     char tmp[4200];
@@ -523,18 +581,8 @@ static bool write_report(const char *path, const ampc_cli_options *o, const ampc
     write_sparsity(f, g);
     if (g->n_partition_blocks) write_partition(f, g);
     if (g->n_stages) write_pipeline(f, g);
-    if (is_auto(o)) {
-        const ampc_auto_result *a = &rec->autop;
-        fprintf(f, ",\n  \"auto\": {\"tolerance\": %g, \"error_all_low\": %g, \"error\": %g, "
-                   "\"met\": %s, \"rounds\": %d, \"moved_to_f32\": [",
-                o->tolerance > 0 ? o->tolerance : 1e-2, a->error_low, a->error,
-                a->met ? "true" : "false", a->rounds);
-        for (int32_t i = 0; i < a->n_kept; i++) {
-            fputs(i ? ", " : "", f);
-            json_str(f, a->kept[i]);
-        }
-        fprintf(f, "]}");
-    }
+    write_math(f, m, rec);
+    if (rec->num.autop) write_auto(f, o, rec->num.autop);
     fprintf(f, "\n}\n");
     bool ok = fclose(f) == 0;
     if (ok && !output_still_ok(o, "--report", path)) {
@@ -573,15 +621,16 @@ static int emit_gpu(ampc_graph *g, const ampc_cli_options *o) {
     compile_record rec = {0};
     ampc_module *m = compile_gpu(g, o, &rec);
     bool reported = m && (!o->report || write_report(o->report, o, g, m, &rec));
-    ampc_auto_result_free(&rec.autop);
     if (!reported) {
+        ampc_cli_numerics_free(&rec.num);
         ampc_module_destroy(m);
         return 1;
     }
     int rc = 1;
     if (!o->emit) { /* the shared library and its header */
         char *err = NULL;
-        ampc_library_options lo = {.name = o->name, .source = o->model};
+        ampc_library_options lo = {.name = o->name, .source = o->model,
+                                   .math_note = rec.num.note};
         if (ampc_module_write_library(m, o->output, &lo, &err) == AMPC_OK) {
             rc = 0;
             say_library_written(m, o->output, &lo);
@@ -613,6 +662,7 @@ static int emit_gpu(ampc_graph *g, const ampc_cli_options *o) {
         rc = write_file_atomic(o, "-o", o->output ? o->output : "-", sb.data ? sb.data : "") ? 0 : 1;
         ampc_sb_free(&sb);
     }
+    ampc_cli_numerics_free(&rec.num);
     ampc_module_destroy(m);
     return rc;
 }
@@ -644,17 +694,17 @@ int ampc_cli_compile(const ampc_cli_options *o) {
             return 2;
         }
         if (!paths_ok(o)) return 2;
-        ampc_graph *g = load_model(o);
+        ampc_graph *g = ampc_cli_load_model(o);
         if (!g) return 1;
         int rc = emit_gpu(g, o);
         ampc_graph_destroy(g);
         return rc;
     }
     if (!paths_ok(o)) return 2;
-    ampc_graph *g = load_model(o);
+    ampc_graph *g = ampc_cli_load_model(o);
     if (!g) return 1;
     int rc = 1;
-    if (optimize(g, o)) {
+    if (optimize(g, o, true, true)) {
         char *text = ampc_graph_to_text(g, true);
         if (text && write_file_atomic(o, "-o", o->output ? o->output : "-", text)) rc = 0;
         free(text);
@@ -765,6 +815,9 @@ static int inspect_library(const ampc_cli_options *o) {
     }
     printf("memory plan: arena %lld bytes, weights %lld bytes\n", (long long)p->arena_bytes,
            (long long)p->weights_bytes);
+    const char *math = ampc_rt_artifact_math(a);
+    printf("math: %s\n", *math ? math : "exact (every op in the model's declared types, one "
+                                         "rounding each)");
     printf("images (%d, %d translation units):\n", p->n_images, p->n_units);
     for (int32_t i = 0; i < p->n_images; i++)
         printf("  unit %d: %s_%d, %lld bytes\n", p->images[i].unit,
@@ -806,18 +859,6 @@ static int inspect_library(const ampc_cli_options *o) {
     return 0;
 }
 
-/* How many matmuls end in GELU's tanh form (fuse-matmul's "GeluTanh", cuBLASLt's epilogue). */
-static int32_t tanh_gelus(const ampc_graph *g) {
-    int32_t n = 0;
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        const ampc_attr *a = g->nodes[i]->dead || g->nodes[i]->op != AMPC_OP_FUSED_MATMUL
-                                 ? NULL
-                                 : ampc_ir_attr_find(g->nodes[i], "activation");
-        n += a && a->kind == AMPC_ATTR_STRING && !strcmp(a->s, "GeluTanh");
-    }
-    return n;
-}
-
 /* With --precision: the optimised graph's nodes, each with the type it computes in and why, and
  * the GELUs that run in their tanh form. */
 static void print_precision(const ampc_cli_options *o, const ampc_graph *g) {
@@ -836,7 +877,7 @@ static void print_precision(const ampc_cli_options *o, const ampc_graph *g) {
         printf("  %-40s %-22s %-5s %s\n", n->name, ampc_op_get(n->op)->onnx,
                ampc_dtype_name(node_float_type(n)), ampc_prec_why_str((ampc_prec_why)n->prec_why));
     }
-    int32_t tanh = tanh_gelus(g);
+    int32_t tanh = g->n_tanh_gelus;
     if (tanh > 0)
         printf("GELU: %d %s in GELU's tanh form, in cuBLASLt's epilogue (an erf GELU: within "
                "5e-4 of it, asked for by --fast-gelu)\n", tanh,
@@ -868,13 +909,17 @@ static bool sparsity_on(const ampc_cli_options *o) { return cli_sparsity(o) != A
 
 /* With --precision fp16|bf16|auto or --sparsity verify|prune: what the passes decided. */
 static int inspect_decisions(const ampc_cli_options *o) {
-    ampc_graph *g = load_model(o);
-    if (!g || !optimize(g, o)) {
+    ampc_graph *g = ampc_cli_load_model(o);
+    if (!g || !optimize(g, o, false, false)) {
         ampc_graph_destroy(g);
         return 1;
     }
     if (cli_precision(o) != AMPC_PRECISION_KEEP) print_precision(o, g);
     if (sparsity_on(o)) print_sparsity(o, g);
+    char *math = graph_math(g, o);
+    printf("math: %s\n", *math ? math : "exact (every op in the model's declared types, one "
+                                         "rounding each)");
+    free(math);
     ampc_graph_destroy(g);
     return 0;
 }
@@ -888,7 +933,7 @@ int ampc_cli_inspect(const ampc_cli_options *o) {
         if (ampc_onnx_inspect(o->model, stdout) != AMPC_OK) return 1;
         return low ? inspect_decisions(o) : 0;
     }
-    ampc_graph *g = load_model(o);
+    ampc_graph *g = ampc_cli_load_model(o);
     if (!g) return 1;
     print_graph_summary(g);
     int rc = 0;
@@ -956,10 +1001,16 @@ static double next_unit(uint64_t *s) {
     return (double)((*s * 2685821657736338717ull) >> 11) / 9007199254740992.0;
 }
 
+void ampc_cli_fill_random(ampc_tensor *t, uint64_t *seed) {
+    if (!ampc_dtype_is_float(t->dtype)) return; /* calloc'ed: integers and bools 0 */
+    for (int64_t k = 0, n = ampc_shape_numel(&t->shape); k < n; k++)
+        ampc_ref_store_f64(t->data, t->dtype, k, 2 * next_unit(seed) - 1);
+}
+
 /* A zeroed host tensor for input or output `name`; false with a message naming it when it cannot
  * be held. One larger than the machine's memory is refused before allocating (calloc could
  * succeed lazily and the process die filling it). */
-static bool host_tensor(const char *kind, const char *name, ampc_dtype dt, const ampc_shape *s,
+bool ampc_cli_host_tensor(const char *kind, const char *name, ampc_dtype dt, const ampc_shape *s,
                         ampc_tensor *t) {
     char sh[AMPC_SHAPE_STR_MAX];
     int64_t bytes = ampc_shape_numel(s) * (int64_t)ampc_dtype_size(dt), host = ampc_host_memory_bytes();
@@ -1012,11 +1063,8 @@ static bool read_inputs(const ampc_cli_options *o, const io_list *l, ampc_tensor
     for (int32_t i = 0; i < l->n; i++) {
         if (in[i].dtype != AMPC_DTYPE_UNDEFINED) continue;
         char t[AMPC_SHAPE_STR_MAX];
-        int64_t n = ampc_shape_numel(&l->shapes[i]);
-        if (!host_tensor("input", l->names[i], l->dtypes[i], &l->shapes[i], &in[i])) return false;
-        if (ampc_dtype_is_float(l->dtypes[i]))
-            for (int64_t k = 0; k < n; k++)
-                ampc_ref_store_f64(in[i].data, in[i].dtype, k, 2 * next_unit(&seed) - 1);
+        if (!ampc_cli_host_tensor("input", l->names[i], l->dtypes[i], &l->shapes[i], &in[i])) return false;
+        ampc_cli_fill_random(&in[i], &seed);
         fprintf(stderr, "ampc: input '%s' %s%s: random data (give --input %s=FILE for real data)\n",
                 l->names[i], ampc_dtype_name(l->dtypes[i]),
                 ampc_shape_str(&l->shapes[i], t, sizeof t), l->names[i]);
@@ -1024,11 +1072,7 @@ static bool read_inputs(const ampc_cli_options *o, const io_list *l, ampc_tensor
     return true;
 }
 
-/* ---- --precision auto ------------------------------------------------------------------------ */
-
-static ampc_graph *reload(void *user) { return load_model(user); }
-
-/* Says on stderr where a name from the model was saved or read when its file name differs. */
+/* Says on stderr where a name from the model was saved when its file name differs. */
 static void say_file_name(const char *what, const char *name, const char *dir, const char *file,
                           const char *ext) {
     if (!strcmp(name, file)) return;
@@ -1036,104 +1080,6 @@ static void say_file_name(const char *what, const char *name, const char *dir, c
     fprintf(stderr, "ampc: %s '%s' -> %s/%s%s (file names from a model have no '/', control "
                     "bytes or leading '.', and are unique)\n", what, q, dir, file, ext);
     free(q);
-}
-
-/* The file of --calibrate DIR for one input: DIR/<file>.npy, else DIR/<file>.pb (file from
- * ampc_cli_file_names); true with *path NULL when neither is there; false with a message for a
- * file outside DIR or not regular. */
-static bool calibration_file(const char *dir, const char *file, char **path) {
-    char *err = NULL;
-    for (int k = 0; k < 2; k++) {
-        char name[300];
-        snprintf(name, sizeof name, "%s%s", file, k ? ".pb" : ".npy");
-        if (!ampc_cli_file_in_dir(dir, name, path, &err)) {
-            fprintf(stderr, "ampc: %s\n", err ? err : "bad calibration file");
-            free(err);
-            return false;
-        }
-        if (*path) return true;
-    }
-    return true;
-}
-
-/* DIR/<input>.npy or DIR/<input>.pb for each input found there (--calibrate); the file names
- * are the inputs' names made safe (ampc_cli_file_names), never a path outside DIR. */
-static bool read_calibration(const ampc_cli_options *o, const io_list *l, ampc_tensor *in) {
-    char **files = o->calibrate ? ampc_cli_file_names(l->names, l->n) : NULL;
-    bool ok = true;
-    for (int32_t i = 0; ok && o->calibrate && i < l->n; i++) {
-        char *file = NULL;
-        if (!(ok = calibration_file(o->calibrate, files[i], &file))) break;
-        char *q = ampc_cli_quote(l->names[i]);
-        if (!file) {
-            fprintf(stderr, "ampc: --calibrate %s has neither %s.npy nor %s.pb: random data for "
-                    "input '%s'\n", o->calibrate, files[i], files[i], q);
-            free(q);
-            continue;
-        }
-        free(q);
-        say_file_name("--calibrate: input", l->names[i], o->calibrate, files[i],
-                      has_suffix(file, ".pb") ? ".pb" : ".npy");
-        ampc_strbuf path = {0};
-        ampc_sb_puts(&path, file);
-        free(file);
-        char *err = NULL;
-        ampc_status s = ampc_tensor_read_file(path.data, &in[i], NULL, &err);
-        if (s == AMPC_OK && (in[i].dtype != l->dtypes[i] || !ampc_shape_eq(&in[i].shape, &l->shapes[i]))) {
-            char want[AMPC_SHAPE_STR_MAX], got[AMPC_SHAPE_STR_MAX];
-            fprintf(stderr, "ampc: %s: input '%s' is %s%s, the file holds %s%s\n", path.data,
-                    l->names[i], ampc_dtype_name(l->dtypes[i]),
-                    ampc_shape_str(&l->shapes[i], want, sizeof want), ampc_dtype_name(in[i].dtype),
-                    ampc_shape_str(&in[i].shape, got, sizeof got));
-            s = AMPC_E_SHAPE;
-        } else if (s != AMPC_OK) {
-            if (err) fprintf(stderr, "ampc: %s\n", err); /* the reader's message names the file */
-            else fprintf(stderr, "ampc: %s: cannot read tensor\n", path.data);
-        }
-        free(err);
-        ampc_sb_free(&path);
-        ok = s == AMPC_OK;
-    }
-    ampc_cli_file_names_free(files, o->calibrate ? l->n : 0);
-    return ok;
-}
-
-/* Runs the search for --precision auto; false with the reason printed. */
-static bool resolve_auto(const ampc_cli_options *o, ampc_auto_result *r) {
-    ampc_graph *g = load_model(o);
-    if (!g) return false;
-    io_list li = {0};
-    io_from_graph(&li, g->inputs, g->n_inputs); /* names in g's arena: g lives until the end */
-    ampc_tensor *in = ampc_xcalloc((size_t)li.n + 1, sizeof *in);
-    if (!o->calibrate)
-        fprintf(stderr, "ampc: warning: --precision auto measures its error on random inputs; give "
-                        "--calibrate DIR with real ones\n");
-    bool ok = read_calibration(o, &li, in) && read_inputs(o, &li, in);
-    int32_t n_dev = 0;
-    char *err = NULL;
-    bool gpu = ampc_rt_device_count(&n_dev, &err) == AMPC_OK && n_dev > 0;
-    free(err);
-    err = NULL;
-    if (ok && !gpu)
-        fprintf(stderr, "ampc: precision auto: no GPU here, the search runs on the reference "
-                        "evaluator (slow for large models)\n");
-    ampc_auto_options ao = {.low = cli_precision(o), .tolerance = o->tolerance > 0 ? o->tolerance : 1e-2,
-                            .inputs = in, .n_inputs = li.n, .gpu = gpu, .keep_fp32 = o->keep_fp32,
-                            .n_keep_fp32 = o->n_keep_fp32, .log = stderr};
-    if (ok && ampc_auto_precision(reload, (void *)o, &ao, r, &err) != AMPC_OK) {
-        fprintf(stderr, "ampc: %s: precision auto: %s\n", o->model, err ? err : "failed");
-        ok = false;
-    }
-    free(err);
-    if (ok)
-        fprintf(stderr, "ampc: precision auto: %d nodes moved back to f32; outputs' error %.3g "
-                        "(all low: %.3g; tolerance %g)%s\n", r->n_kept, r->error, r->error_low,
-                ao.tolerance, r->met ? "" : ": NOT MET, every node the search could move is f32");
-    for (int32_t i = 0; i < li.n; i++) ampc_tensor_free(&in[i]);
-    free(in);
-    io_free(&li);
-    ampc_graph_destroy(g);
-    return ok;
 }
 
 static bool save_outputs(const ampc_cli_options *o, const io_list *l, const ampc_tensor *out) {
@@ -1387,8 +1333,8 @@ int ampc_cli_run(const ampc_cli_options *o) {
         }
         plan = ampc_rt_artifact_plan(lib);
     } else {
-        if (!(g = load_model(o))) return 1;
-        if (o->reference ? !optimize(g, o) : !(mod = compile_gpu(g, o, NULL))) {
+        if (!(g = ampc_cli_load_model(o))) return 1;
+        if (o->reference ? !optimize(g, o, true, false) : !(mod = compile_gpu(g, o, NULL))) {
             ampc_graph_destroy(g);
             return 1;
         }
@@ -1414,7 +1360,7 @@ int ampc_cli_run(const ampc_cli_options *o) {
     ampc_tensor *out = ampc_xcalloc((size_t)lo.n + 1, sizeof *out);
     bool ok = read_inputs(o, &li, in);
     for (int32_t i = 0; ok && plan && i < lo.n; i++) /* the reference evaluator allocates its own */
-        ok = host_tensor("output", lo.names[i], lo.dtypes[i], &lo.shapes[i], &out[i]);
+        ok = ampc_cli_host_tensor("output", lo.names[i], lo.dtypes[i], &lo.shapes[i], &out[i]);
     if (ok && !plan) {
         ampc_tensor *ref = ampc_xcalloc((size_t)lo.n + 1, sizeof *ref);
         ok = ampc_graph_evaluate(g, in, li.n, ref, lo.n) == AMPC_OK;

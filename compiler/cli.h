@@ -26,6 +26,7 @@ typedef struct ampc_cli_options {
     const char *calibrate; /* --calibrate DIR: inputs for --precision auto */
     const char *auto_type; /* --auto-type fp16|bf16 (NULL: fp16) */
     double tolerance;      /* --tolerance (0: 1e-2) */
+    bool accept_error;     /* --accept-error: build even when auto's check misses --tolerance */
     bool nchw;             /* --layout nchw */
     bool gemm_kernel;      /* --gemm-kernel */
     bool fast_gelu;        /* --fast-gelu (--exact-gelu: accepted, the default) */
@@ -95,5 +96,49 @@ bool ampc_cli_nccl_id_read(const char *path, const char *tag, double timeout_s,
  * r->on this process's rank on r->device, the id made by rank 0 and passed through id_file. */
 ampc_status ampc_cli_model_create(const ampc_rt_plan *plan, const ampc_cli_rank *r,
                                   const char *id_file, ampc_rt_model **m, char **err);
+
+/* ---- numerics: what changes the model's numbers (cli_numerics.c, with cli.c) ---------------- */
+
+/* Calibration samples: samples[k][i] is input i of sample k. */
+typedef struct ampc_cli_samples {
+    ampc_tensor **samples;
+    int32_t n, n_inputs;
+    bool random; /* made up: no --calibrate */
+} ampc_cli_samples;
+
+/* What a compile measured of its numbers: --precision auto's search and check, --sparsity
+ * prune's error; `note` goes into the library's math string. */
+typedef struct ampc_cli_numerics {
+    ampc_cli_samples samples;
+    struct ampc_auto_result *autop; /* --precision auto (NULL otherwise) */
+    char *note;
+} ampc_cli_numerics;
+
+/* From cli.c: the model loaded as the command line says (NULL with the reason printed); the
+ * pipeline options it asks for, with `kept` moved to f32 (--precision auto's choice); a zeroed
+ * host tensor (false with a message naming it when it cannot be held); uniform [-1, 1) floats
+ * (integers and bools 0) from *seed. */
+ampc_graph *ampc_cli_load_model(const ampc_cli_options *o);
+ampc_pipeline_options ampc_cli_pipeline(const ampc_cli_options *o, char *const *kept,
+                                        int32_t n_kept);
+bool ampc_cli_host_tensor(const char *kind, const char *name, ampc_dtype dt, const ampc_shape *s,
+                          ampc_tensor *t);
+void ampc_cli_fill_random(ampc_tensor *t, uint64_t *seed);
+bool ampc_cli_is_auto(const ampc_cli_options *o);
+bool ampc_cli_tf32(const ampc_cli_options *o);
+
+/* --precision auto before the build: reads the samples, runs the search and the check of what
+ * ships on the reference evaluator, prints the figures. False (printed) on failure, and when the
+ * check misses the tolerance without --accept-error. */
+bool ampc_cli_auto_search(const ampc_cli_options *o, ampc_cli_numerics *n);
+/* After the build: with --precision auto and a GPU, runs the module on the check samples (the
+ * check can fail the build, never change it); with --sparsity prune, reports each pruned layer
+ * and the pruned model's measured error against the model. False (printed) on failure. */
+bool ampc_cli_numerics_after(const ampc_cli_options *o, const ampc_graph *g, ampc_module *m,
+                             ampc_cli_numerics *n);
+void ampc_cli_numerics_free(ampc_cli_numerics *n);
+/* Prints "ampc: math: ..." on stderr: what the build computes differently from the model (the
+ * module's or graph's math text, "" when exact) and the note. */
+void ampc_cli_say_math(const char *math, const char *note);
 
 #endif

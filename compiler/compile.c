@@ -6,6 +6,7 @@
 #include "ampc.h"
 #include "ampc_runtime.h"
 #include "codegen/codegen.h"
+#include "compiler/math.h"
 #include "compiler/module.h"
 #include "compiler/nvrtc.h"
 #include "passes/passes.h"
@@ -58,6 +59,9 @@ ampc_status ampc_compile(ampc_graph *g, const ampc_compile_options *o, ampc_modu
     m->images = images;
     m->n_images = n_images;
     m->device = opts.device;
+    ampc_math_facts facts;
+    ampc_math_collect(g, &cg->plan, !opts.no_tf32, &facts);
+    m->math = ampc_math_text(&facts);
     cg->plan.images = images;
     cg->plan.n_images = n_images;
     for (int32_t r = 0; r < cg->n_ranks && cg->rank_plans; r++) { /* a multi-GPU plan */
@@ -90,6 +94,7 @@ ampc_status ampc_module_run(ampc_module *m, const ampc_tensor *inputs, int32_t n
 }
 
 const char *ampc_module_errors(const ampc_module *m) { return m && m->errors ? m->errors : ""; }
+const char *ampc_module_math(const ampc_module *m) { return m && m->math ? m->math : ""; }
 int32_t ampc_module_unit_count(const ampc_module *m) { return m ? m->cg->n_units : 0; }
 
 const char *ampc_module_cuda(const ampc_module *m, int32_t i) {
@@ -112,5 +117,6 @@ void ampc_module_destroy(ampc_module *m) {
     ampc_nvrtc_images_free(m->images, m->n_images);
     ampc_cg_output_free(m->cg);
     free(m->errors);
+    free(m->math);
     free(m);
 }

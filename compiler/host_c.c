@@ -320,6 +320,17 @@ static void put_batch_ranks(ampc_strbuf *sb, const ampc_rt_plan *p, const char *
     ampc_sb_puts(sb, "};\n\n");
 }
 
+/* The library's math string (compiler/math.h) as a C string literal: the module's, then the
+ * caller's note. */
+static void put_math(ampc_strbuf *sb, const ampc_module *m, const ampc_artifact_layout *l) {
+    ampc_strbuf text = {0};
+    const char *note = l && l->math_note ? l->math_note : "";
+    ampc_sb_printf(&text, "%s%s%s", ampc_module_math(m), *ampc_module_math(m) && *note ? "; " : "",
+                   note);
+    put_str(sb, text.data ? text.data : "");
+    ampc_sb_free(&text);
+}
+
 char *ampc_artifact_host_c(const ampc_module *m, const char *name, const ampc_artifact_layout *l) {
     const ampc_rt_plan *p = &m->cg->plan;
     ampc_strbuf sb = {0};
@@ -394,9 +405,11 @@ char *ampc_artifact_host_c(const ampc_module *m, const char *name, const ampc_ar
                       "    return st;\n}\n\n");
     ampc_sb_printf(&sb, "static const ampc_rt_artifact_entry entry = {\n"
                         "    AMPC_RT_ARTIFACT_ABI, AMPC_RT_PLAN_VERSION, sizeof(ampc_rt_plan), sizeof(ampc_rt_step),\n"
-                        "    sizeof(ampc_rt_io), sizeof(ampc_rt_image), \"%s\", \"%s\", get_plan,\n};\n\n"
-                        "EXPORT const ampc_rt_artifact_entry *ampc_artifact_v1(void) { return &entry; }\n\n",
+                        "    sizeof(ampc_rt_io), sizeof(ampc_rt_image), \"%s\", \"%s\", get_plan,\n    ",
                    name, AMPC_VERSION_STRING);
+    put_math(&sb, m, l);
+    ampc_sb_puts(&sb, ",\n};\n\n"
+                      "EXPORT const ampc_rt_artifact_entry *ampc_artifact_v1(void) { return &entry; }\n\n");
     put_infos(&sb, name, "inputs", p->inputs, p->n_inputs);
     put_infos(&sb, name, "outputs", p->outputs, p->n_outputs);
     ampc_sb_printf(&sb,

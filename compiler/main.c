@@ -47,9 +47,15 @@ static const char usage[] =
     "                        auto: fp16 (or --auto-type bf16), with the nodes that add most\n"
     "                        error moved back to f32 until the outputs are within --tolerance\n"
     "                        (default 1e-2, relative to each output's largest magnitude) of\n"
-    "                        f32 on the --calibrate inputs\n"
+    "                        the model on half the --calibrate samples; the build as it ships\n"
+    "                        is then checked on the other half (and on the GPU when there is\n"
+    "                        one): above the tolerance, nothing is written\n"
+    "  --accept-error        auto: write the build even when its check misses --tolerance (the\n"
+    "                        measured error is recorded in the library; `ampc inspect` shows it)\n"
     "  --keep-fp32 OP|NODE   with fp16/bf16/auto: keep an op type or a node in f32 (repeatable)\n"
-    "  --calibrate DIR       auto: DIR/<input>.npy or .pb for each input (default: random data)\n"
+    "  --calibrate DIR       samples for auto and --sparsity prune: DIR/<k>/<input>.npy (or .pb)\n"
+    "                        for sample k = 0, 1, ...; or DIR/<input>.npy holding one sample or\n"
+    "                        K stacked along a new leading axis (default: 2 random samples)\n"
     "  --layout nhwc|nchw    nhwc (default): 2-D f16/bf16 convolutions channels-last, with\n"
     "                        cuDNN's fused engines; nchw keeps them NCHW\n"
     "  --gemm-kernel         ampc's own tensor-core GEMM: the erf GELU fused into the GEMM,\n"
@@ -195,6 +201,8 @@ static int parse_args(int argc, char **argv, ampc_cli_options *o) {
             if (strcmp(v, "fp16") && strcmp(v, "bf16"))
                 return fail("--auto-type %s: give fp16 or bf16", v, ""), 2;
             o->auto_type = v;
+        } else if (!strcmp(a, "--accept-error")) {
+            o->accept_error = true;
         } else if (is_opt(a, "--tolerance")) {
             if (!(v = opt_value(argc, argv, &i, "--tolerance"))) return 2;
             char *end;

@@ -17,6 +17,7 @@ struct ampc_module {
     int32_t device;
     ampc_rt_model *model;    /* loaded on first run */
     char *errors;
+    char *math;              /* what it computes differently from the model (compiler/math.h) */
 };
 
 #endif

@@ -308,6 +308,11 @@ AMPC_API ampc_status ampc_graph_evaluate(ampc_graph *g, const ampc_tensor *input
 #define AMPC_DEFAULT_MAX_LOOP_ITERATIONS 1000000
 /* Sets the bound for g and the body graphs its Loop and If nodes run; n <= 0: the default. */
 AMPC_API void ampc_graph_set_max_loop_iterations(ampc_graph *g, int64_t n);
+/* With `on`, ampc_graph_evaluate rounds the f32 operands of every matmul and convolution to
+ * TF32 (10 explicit mantissa bits, the low 13 bits dropped, as TF32 tensor cores read f32) before
+ * multiplying, and accumulates as before: the reference then shows what a build with TF32 math
+ * (the default for f32) computes, up to accumulation order. Off by default. */
+AMPC_API void ampc_graph_set_reference_tf32(ampc_graph *g, bool on);
 
 /* ---------------------------------------------------------------------------------------------
  * The optimisation pipeline
@@ -552,6 +557,12 @@ AMPC_API ampc_status ampc_module_run(ampc_module *m, const ampc_tensor *inputs, 
                                      ampc_tensor *outputs, int32_t n_outputs, void *stream);
 /* The message of the last failure of ampc_module_run ("" when there was none); owned by m. */
 AMPC_API const char *ampc_module_errors(const ampc_module *m);
+/* What the module computes differently from the model as written, one line, owned by m; "" when
+ * it computes every op in the model's declared types with one rounding per op (accumulation
+ * order aside). Lists TF32 for f32 matmuls/convolutions, nodes moved to f16/bf16, erf GELUs in
+ * their tanh form, 2:4-pruned layers with the weight energy removed and folded scales;
+ * `ampc -o` prints it as its `math:` line and records it in the library (docs/precision.md). */
+AMPC_API const char *ampc_module_math(const ampc_module *m);
 /* The generated CUDA C and the PTX of translation unit i (NULL when i is out of range). */
 AMPC_API int32_t ampc_module_unit_count(const ampc_module *m);
 AMPC_API const char *ampc_module_cuda(const ampc_module *m, int32_t i);
@@ -571,6 +582,10 @@ typedef struct ampc_library_options {
     const char *source; /* the model's file, named in the generated header; may be NULL */
     int64_t sidecar_bytes; /* weights above this size go to "<library>.weights" next to the
                               library instead of inside it; 0: 1 GiB */
+    /* Appended to the module's math string in the library (ampc_module_math; `ampc inspect`
+     * shows it): e.g. the outputs' error --precision auto measured, or an error accepted with
+     * --accept-error. NULL: none. */
+    const char *math_note;
 } ampc_library_options;
 
 /* Writes the module as a shared library plus its header: the plan as C data, the PTX and cubins

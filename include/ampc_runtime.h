@@ -372,6 +372,9 @@ AMPC_API const ampc_rt_plan *ampc_rt_artifact_plan(const ampc_rt_artifact *a);
 /* The library's C prefix and the ampc version that wrote it ("" for NULL). */
 AMPC_API const char *ampc_rt_artifact_name(const ampc_rt_artifact *a);
 AMPC_API const char *ampc_rt_artifact_version(const ampc_rt_artifact *a);
+/* What the library computes differently from the model as written: the `math:` line its
+ * compile printed, with what --precision auto measured ("" when the library is exact). */
+AMPC_API const char *ampc_rt_artifact_math(const ampc_rt_artifact *a);
 /* Closes the library; models created from its plan must be destroyed first. NULL is fine. */
 AMPC_API void ampc_rt_unload(ampc_rt_artifact *a);
 

@@ -37,6 +37,10 @@ void ampc_graph_set_max_loop_iterations(ampc_graph *g, int64_t n) {
     if (g) g->max_loop_iterations = n > 0 ? n : 0;
 }
 
+void ampc_graph_set_reference_tf32(ampc_graph *g, bool on) {
+    if (g) g->ref_tf32 = on;
+}
+
 void ampc_graph_destroy(ampc_graph *g) {
     if (!g) return;
     for (int32_t i = 0; i < g->n_subgraphs; i++) ampc_graph_destroy(g->subgraphs[i]);

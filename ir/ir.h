@@ -288,6 +288,14 @@ struct ampc_graph {
      * (ampc_graph_set_max_loop_iterations; 0: AMPC_DEFAULT_MAX_LOOP_ITERATIONS). A Loop node
      * hands it to its body graphs as they run, so nested Loops share it. */
     int64_t max_loop_iterations;
+    /* The reference evaluator rounds the f32 operands of contractions and convolutions (the ops
+     * with T_CONTRACT or T_CONV) to TF32 before it multiplies, as the GPU's TF32 math reads them
+     * (ampc_graph_set_reference_tf32; --precision auto's check of a TF32 build). */
+    bool ref_tf32;
+    /* What the last pipeline run did that rounds differently from the model as written, for the
+     * compile's `math:` line (compiler/math.c): erf GELUs fuse-matmul put in GELU's tanh form
+     * (--fast-gelu), and scalar products fold-scale moved into constant weights. */
+    int32_t n_tanh_gelus, n_folded_scales;
 };
 
 /* ---- building ------------------------------------------------------------------------------- */

@@ -107,6 +107,7 @@ ampc_status ampc_pass_fold_scale(ampc_graph *g, bool *changed) {
         from[n_map] = m->outputs[0];
         to[n_map++] = v;
         ampc_ir_node_remove(g, m);
+        g->n_folded_scales++;
         *changed = true;
     }
     ampc_value **map = st == AMPC_OK && n_map ? calloc((size_t)g->n_values + 1, sizeof *map) : NULL;

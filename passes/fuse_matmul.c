@@ -48,6 +48,7 @@ typedef struct chain {
     ampc_value *b;         /* the [K, N] matrix (a transposed copy for a Gemm with transB) */
     ampc_value *bias, *z;
     const char *act; /* "Relu", "Gelu", "GeluTanh" or NULL; ends the chain */
+    bool fast;       /* "GeluTanh" for an erf GELU (--fast-gelu): counted in g->n_tanh_gelus */
 } chain;
 
 static bool is_bias(const ampc_value *c, const ampc_value *cur, int64_t nn) {
@@ -120,6 +121,8 @@ static bool grow(const ampc_graph *g, chain *c, const ampc_uses *uses) {
         if (next->op == AMPC_OP_RELU) {
             c->act = "Relu";
         } else if (next->op == AMPC_OP_GELU && (c->act = gelu_act(g, next, cur, c)) != NULL) {
+            const ampc_attr *ap = ampc_ir_attr_find(next, "approximate");
+            c->fast = !strcmp(c->act, "GeluTanh") && !(ap && !strcmp(ap->s, "tanh"));
         } else if (next->op == AMPC_OP_ADD && next->n_inputs == 2) {
             ampc_value *other = next->inputs[0] == cur ? next->inputs[1] : next->inputs[0];
             if (next->inputs[0] == next->inputs[1]) break;
@@ -174,6 +177,7 @@ ampc_status ampc_pass_fuse_matmul(ampc_graph *g, bool *changed) {
             break;
         }
         st = fuse(g, &c, &uses);
+        g->n_tanh_gelus += c.fast;
         *changed = true;
     }
     ampc_pass_uses_free(&uses);

@@ -211,6 +211,7 @@ static void set_requests(ampc_graph *g, const ampc_pipeline_options *o) {
 ampc_status ampc_pipeline_run(ampc_graph *g, const ampc_pipeline_options *o) {
     ampc_status st = check_options(g, o);
     if (o->n_records) *o->n_records = 0;
+    g->n_tanh_gelus = g->n_folded_scales = 0; /* this run's, for the math: line */
     set_requests(g, o);
     for (int32_t i = 0; st == AMPC_OK && i < AMPC_ARRAY_LEN(pass_table); i++)
         st = run_one(g, &pass_table[i], o, disabled(o, pass_table[i].name));

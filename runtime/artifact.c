@@ -175,6 +175,9 @@ const char *ampc_rt_artifact_name(const ampc_rt_artifact *a) { return a ? a->ent
 const char *ampc_rt_artifact_version(const ampc_rt_artifact *a) {
     return a ? a->entry->ampc_version : "";
 }
+const char *ampc_rt_artifact_math(const ampc_rt_artifact *a) {
+    return a && a->entry->math ? a->entry->math : "";
+}
 
 void ampc_rt_unload(ampc_rt_artifact *a) {
     if (!a) return;

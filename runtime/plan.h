@@ -267,7 +267,7 @@ typedef struct ampc_rt_plan {
  * asks for the plan. The layout sizes let a loader refuse a library built by an ampc whose plan
  * structures differ. */
 #define AMPC_RT_ARTIFACT_SYMBOL "ampc_artifact_v1"
-enum { AMPC_RT_ARTIFACT_ABI = 1 };
+enum { AMPC_RT_ARTIFACT_ABI = 2 };
 
 typedef struct ampc_rt_artifact_entry {
     int32_t abi;          /* AMPC_RT_ARTIFACT_ABI */
@@ -279,6 +279,9 @@ typedef struct ampc_rt_artifact_entry {
      * are not embedded). AMPC_OK, else AMPC_E_IO with *err (malloc'ed) naming the file. The plan
      * stays valid while the library is loaded. Thread-safe. */
     ampc_status (*plan)(const ampc_rt_plan **plan, char **err);
+    /* What the library computes differently from the model as written (ampc_module_math, with
+     * the note the build added: --precision auto's measured error); "" when nothing. */
+    const char *math;
 } ampc_rt_artifact_entry;
 
 #endif /* AMPC_RT_PLAN_H */

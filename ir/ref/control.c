@@ -26,6 +26,7 @@
 static ampc_status run_body(ampc_graph *g, const ampc_node *n, const char *attr, ampc_graph *b,
                             const ampc_tensor *in, int32_t n_in, ampc_tensor *out, int64_t iter) {
     b->max_loop_iterations = g->max_loop_iterations; /* nested Loops share the bound */
+    b->ref_tf32 = g->ref_tf32;
     ampc_status st = ampc_graph_evaluate(b, in, n_in, out, b->n_outputs);
     if (st == AMPC_OK) return st;
     ampc_strbuf sb = {0};

@@ -134,6 +134,35 @@ void ampc_bcast_iter_next(ampc_bcast_iter *it) {
 
 /* Runs node n on tensors bound to its inputs; outputs are allocated in the graph arena (folding)
  * or with calloc (evaluation, freed by the caller). */
+/* f rounded as TF32 tensor cores read an f32 operand: the sign, the 8 exponent bits and the top
+ * 10 of the 23 mantissa bits; the low 13 dropped (toward zero). Infinities and NaN stay. */
+static float tf32_of(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7f800000u) != 0x7f800000u) u &= ~0x1fffu;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* With g->ref_tf32: TF32 copies of the f32 operands (inputs 0 and 1: A and B, X and W) of a
+ * contraction or convolution, put in place of in[] in `use` (their data in *owned, freed by the
+ * caller); otherwise `use` is in. */
+static ampc_status tf32_operands(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                                 const ampc_tensor **use, ampc_tensor owned[2]) {
+    for (int32_t j = 0; j < n->n_inputs; j++) use[j] = in[j];
+    if (!g->ref_tf32 || !ampc_op_has(n->op, T_CONTRACT | T_CONV)) return AMPC_OK;
+    for (int32_t j = 0; j < 2 && j < n->n_inputs; j++) {
+        if (!in[j] || in[j]->dtype != AMPC_DTYPE_F32) continue;
+        int64_t k = ampc_shape_numel(&in[j]->shape);
+        float *d = malloc((size_t)(k > 0 ? k : 1) * sizeof *d);
+        if (!d) return AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory rounding operands to TF32");
+        for (int64_t i = 0; i < k; i++) d[i] = tf32_of(((const float *)in[j]->data)[i]);
+        owned[j] = (ampc_tensor){AMPC_DTYPE_F32, in[j]->shape, d};
+        use[j] = &owned[j];
+    }
+    return AMPC_OK;
+}
+
 static ampc_status run_node(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                             ampc_tensor *out, bool in_arena) {
     ampc_tensor **outp = ampc_xmalloc((size_t)(n->n_outputs + 1) * sizeof *outp);
@@ -151,7 +180,13 @@ static ampc_status run_node(ampc_graph *g, const ampc_node *n, const ampc_tensor
         }
         outp[i] = &out[i];
     }
-    ampc_status st = ampc_op_get(n->op)->ref(g, n, in, outp);
+    const ampc_tensor **use = ampc_xcalloc((size_t)n->n_inputs + 1, sizeof *use);
+    ampc_tensor owned[2] = {{0}, {0}};
+    ampc_status st = tf32_operands(g, n, in, use, owned);
+    if (st == AMPC_OK) st = ampc_op_get(n->op)->ref(g, n, use, outp);
+    free(owned[0].data);
+    free(owned[1].data);
+    free(use);
     free(outp);
     if (st != AMPC_OK && !in_arena)
         for (int32_t i = 0; i < n->n_outputs; i++) free(out[i].data);

@@ -173,6 +173,46 @@ Test(contract, matmul_f16_accumulates_wide) {
     ampc_graph_destroy(g);
 }
 
+/* x [1,2] @ I, evaluated with or without the reference's TF32 emulation. */
+static ampc_tensor times_identity(const float *xv, bool tf32) {
+    ampc_graph *g = ampc_graph_create("t");
+    double eye[4] = {1, 0, 0, 1};
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(1, 2));
+    ampc_value *y = ampc_matmul(g, x, t_const_f32(g, SHAPE(2, 2), eye));
+    ampc_tensor in = t_tensor(AMPC_DTYPE_F32, SHAPE(1, 2), (void *)xv);
+    ampc_graph_set_reference_tf32(g, tf32);
+    ampc_tensor out = t_eval1(g, y, &in, 1);
+    ampc_graph_destroy(g);
+    return out;
+}
+
+/* With the reference's TF32 emulation each f32 operand keeps 10 mantissa bits (the low 13 are
+ * dropped, as TF32 tensor cores read f32): x @ I returns x truncated, 1 + 2^-11 becomes 1 and
+ * 1 + 2^-10 stays; an Add is not touched; without it, exact. */
+Test(contract, matmul_tf32_emulation_truncates_f32_operands) {
+    float xv[2] = {1.0f + 0x1p-11f, -(1.0f + 0x1p-10f + 0x1p-12f)};
+    ampc_tensor out = times_identity(xv, true);
+    double want[2] = {1.0, -(1.0 + 0x1p-10)};
+    t_expect_close(&out, SHAPE(1, 2), want, 0, 0);
+    ampc_tensor_free(&out);
+    out = times_identity(xv, false);
+    double exact[2] = {xv[0], xv[1]};
+    t_expect_close(&out, SHAPE(1, 2), exact, 0, 0);
+    ampc_tensor_free(&out);
+
+    ampc_graph *g = ampc_graph_create("t");
+    ampc_value *a = t_input(g, "a", AMPC_DTYPE_F32, SHAPE(2));
+    ampc_value *s = ampc_add(g, a, a);
+    ampc_graph_set_reference_tf32(g, true);
+    float av[2] = {1.0f + 0x1p-20f, 3};
+    ampc_tensor ain = t_tensor(AMPC_DTYPE_F32, SHAPE(2), av);
+    out = t_eval1(g, s, &ain, 1);
+    double twice[2] = {2 * (double)av[0], 6};
+    t_expect_close(&out, SHAPE(2), twice, 0, 0);
+    ampc_tensor_free(&out);
+    ampc_graph_destroy(g);
+}
+
 Test(contract, matmul_diagnostics) {
     ampc_graph *g = ampc_graph_create("t");
     ampc_value *a = t_input(g, "a", AMPC_DTYPE_F32, SHAPE(2, 3));

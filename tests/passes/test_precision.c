@@ -417,21 +417,37 @@ Test(precision_gpu, tf32_against_fp32_on_a_large_gemm) {
                  "really off with --precision fp32?", e_fp32, e_tf32);
 }
 
-/* The same model through --precision auto on the GPU: the search meets 1e-2 (nothing needs to
- * move: the statistics are f32 already). */
+/* The same model through --precision auto: the search (on the reference evaluator) meets 1e-2
+ * with nothing moved (the statistics are f32 already), the check of the build on held-out rows of
+ * the batch agrees, and the shipped module on the GPU is within the tolerance too. */
 Test(precision_gpu, layer_norm_of_large_activations_in_auto) {
     t_skip_without_gpu();
     float x[4 * 768];
-    ampc_tensor in = t_tensor(AMPC_DTYPE_F32, SHAPE(4, 768), x);
+    ampc_tensor in = t_tensor(AMPC_DTYPE_F32, SHAPE(4, 768), x), *sample = &in;
     uint64_t seed = 3;
     fill_large(&in, "x", &seed);
-    ampc_auto_options o = {.low = AMPC_PRECISION_FP16, .tolerance = 1e-2, .inputs = &in,
-                           .n_inputs = 1, .gpu = true};
+    ampc_auto_options o = {.low = AMPC_PRECISION_FP16, .tolerance = 1e-2, .samples = &sample,
+                           .n_samples = 1, .n_search = 1, .split_batch = true, .batch = 4,
+                           .pipeline = {.verify = true}, .tf32 = true};
     ampc_auto_result r;
     char *err = NULL;
     cr_assert_eq(ampc_auto_precision(layer_norm_large, NULL, &o, &r, &err), AMPC_OK, "%s", err);
-    cr_assert(r.met, "error %g above 1e-2", r.error);
+    cr_assert(r.met, "check error %g above 1e-2", r.check_error);
     cr_assert_leq(r.error, 1e-2);
     cr_assert_eq(r.rounds, 1);
+    cr_assert_eq(r.check.row0, 2);
+    ampc_graph *g = layer_norm_large(NULL);
+    ampc_pipeline_options po = {.verify = true, .precision = AMPC_PRECISION_FP16};
+    static const int32_t none = 0;
+    ampc_compile_options co = {.archs = &none, .cache_dir = "", .pipeline = &po};
+    ampc_module *m = NULL;
+    cr_assert_eq(ampc_compile(g, &co, &m), AMPC_OK, "%s", ampc_graph_errors(g));
+    ampc_accuracy acc;
+    cr_assert_eq(ampc_check_module(&r.check, m, &acc, &err), AMPC_OK, "%s", err);
+    cr_log_info("auto LayerNorm: reference check %g, GPU %g (p99.9 %g)", r.check_error,
+                acc.max_rel, acc.p999);
+    cr_assert_leq(acc.max_rel, 1e-2, "the GPU's error %g", acc.max_rel);
+    ampc_module_destroy(m);
+    ampc_graph_destroy(g);
     ampc_auto_result_free(&r);
 }
