@@ -23,6 +23,8 @@ static ampc_status failf(char **err, ampc_status st, const char *fmt, ...) {
     return st;
 }
 
+static void set_start(ampc_check_set *c, const ampc_graph *g, ampc_tensor **inputs, int32_t n);
+
 static void free_tensors(ampc_tensor *t, int32_t n) {
     for (int32_t i = 0; t && i < n; i++) ampc_tensor_free(&t[i]);
     free(t);
@@ -30,14 +32,7 @@ static void free_tensors(ampc_tensor *t, int32_t n) {
 
 ampc_status ampc_check_set_init(ampc_check_set *c, ampc_graph *g, ampc_tensor **inputs,
                                 int32_t n_samples, char **err) {
-    memset(c, 0, sizeof *c);
-    c->inputs = inputs;
-    c->n_samples = n_samples;
-    c->n_inputs = g->n_inputs;
-    c->n_outputs = g->n_outputs;
-    c->ref = ampc_xcalloc((size_t)n_samples + 1, sizeof *c->ref);
-    c->names = ampc_xcalloc((size_t)g->n_outputs + 1, sizeof *c->names);
-    for (int32_t i = 0; i < g->n_outputs; i++) c->names[i] = ampc_xstrdup(g->outputs[i]->name);
+    set_start(c, g, inputs, n_samples);
     for (int32_t k = 0; k < n_samples; k++) {
         c->ref[k] = ampc_xcalloc((size_t)g->n_outputs + 1, sizeof **c->ref);
         if (ampc_graph_evaluate(g, inputs[k], g->n_inputs, c->ref[k], g->n_outputs) != AMPC_OK) {
@@ -48,6 +43,52 @@ ampc_status ampc_check_set_init(ampc_check_set *c, ampc_graph *g, ampc_tensor **
         }
     }
     return AMPC_OK;
+}
+
+/* c's fields for g's outputs, the references not yet filled. */
+static void set_start(ampc_check_set *c, const ampc_graph *g, ampc_tensor **inputs, int32_t n) {
+    memset(c, 0, sizeof *c);
+    c->inputs = inputs;
+    c->n_samples = n;
+    c->n_inputs = g->n_inputs;
+    c->n_outputs = g->n_outputs;
+    c->ref = ampc_xcalloc((size_t)n + 1, sizeof *c->ref);
+    c->names = ampc_xcalloc((size_t)g->n_outputs + 1, sizeof *c->names);
+    for (int32_t i = 0; i < g->n_outputs; i++) c->names[i] = ampc_xstrdup(g->outputs[i]->name);
+}
+
+ampc_status ampc_check_set_from_module(ampc_check_set *c, ampc_module *m, const ampc_graph *g,
+                                       ampc_tensor **inputs, int32_t n_samples, char **err) {
+    set_start(c, g, inputs, n_samples);
+    for (int32_t k = 0; k < n_samples; k++) {
+        c->ref[k] = ampc_xcalloc((size_t)g->n_outputs + 1, sizeof **c->ref);
+        for (int32_t i = 0; i < g->n_outputs; i++) {
+            const ampc_value *v = g->outputs[i];
+            c->ref[k][i] = (ampc_tensor){v->dtype, v->shape, ampc_xcalloc(ampc_ir_nbytes(v) + 1, 1)};
+        }
+        ampc_status st = ampc_module_run(m, inputs[k], g->n_inputs, c->ref[k], g->n_outputs, NULL);
+        if (st != AMPC_OK) {
+            failf(err, st, "the GPU run failed: %s", ampc_module_errors(m));
+            ampc_check_set_free(c);
+            return st;
+        }
+    }
+    return AMPC_OK;
+}
+
+double ampc_check_cost(const ampc_graph *g) {
+    double macs = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ampc_node *n = g->nodes[i];
+        if (n->dead || n->n_inputs < 2 || !n->inputs[0] || !n->inputs[1] || !n->n_outputs) continue;
+        double y = (double)ampc_ir_numel(n->outputs[0]);
+        const ampc_value *a = n->inputs[0], *w = n->inputs[1];
+        if (ampc_op_has(n->op, T_CONTRACT) && a->shape.rank > 0)
+            macs += y * (double)a->shape.dims[a->shape.rank - 1];
+        else if (ampc_op_has(n->op, T_CONV) && w->shape.rank > 0 && w->shape.dims[0] > 0)
+            macs += y * (double)ampc_ir_numel(w) / (double)w->shape.dims[0];
+    }
+    return macs;
 }
 
 void ampc_check_set_free(ampc_check_set *c) {

@@ -39,7 +39,14 @@ typedef struct ampc_check_set {
  * says why. */
 ampc_status ampc_check_set_init(ampc_check_set *c, ampc_graph *g, ampc_tensor **inputs,
                                 int32_t n_samples, char **err);
+/* The same with the references from module m run on the GPU (g: the graph m was compiled from,
+ * for the outputs' names): a build measured against another build of the same model. */
+ampc_status ampc_check_set_from_module(ampc_check_set *c, ampc_module *m, const ampc_graph *g,
+                                       ampc_tensor **inputs, int32_t n_samples, char **err);
 void ampc_check_set_free(ampc_check_set *c);
+/* The multiply-adds of one evaluation of g's contractions and convolutions (an estimate of the
+ * reference evaluator's work: it runs about 1e9 of them a second). */
+double ampc_check_cost(const ampc_graph *g);
 
 /* Optimises g (a fresh copy of the model) with po, emulates TF32 when `tf32`, evaluates it on
  * the reference evaluator and measures each output into acc[n_outputs]. */

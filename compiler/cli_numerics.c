@@ -42,6 +42,8 @@ void ampc_cli_say_math(const char *math, const char *note) {
             note && *note ? "; " : "", note ? note : "");
 }
 
+static bool have_gpu(void);
+
 /* ---- calibration samples --------------------------------------------------------------------- */
 
 static void samples_alloc(ampc_cli_samples *s, int32_t n, int32_t n_inputs) {
@@ -302,6 +304,12 @@ bool ampc_cli_auto_search(const ampc_cli_options *o, ampc_cli_numerics *n) {
         return false;
     }
     ampc_auto_options ao = auto_options(o, g, &n->samples);
+    /* the reference run, a round per search sample and the check (two evaluations a sample) */
+    double cost = ampc_check_cost(g) * (double)(ao.n_search * 3 + n->samples.n * 2);
+    if (cost > 1e11)
+        fprintf(stderr, "ampc: precision auto: the search and the check run on the reference "
+                "evaluator, about %.2g multiply-adds at least (minutes: fewer or smaller samples "
+                "go faster)\n", cost);
     ampc_graph_destroy(g);
     n->autop = ampc_xcalloc(1, sizeof *n->autop);
     char *err = NULL;
@@ -333,12 +341,8 @@ bool ampc_cli_auto_search(const ampc_cli_options *o, ampc_cli_numerics *n) {
 
 /* With a GPU: the module itself on the check samples. */
 static bool auto_gpu_check(const ampc_cli_options *o, ampc_module *m, ampc_cli_numerics *n) {
-    int32_t devices = 0;
     char *err = NULL;
-    bool gpu = ampc_rt_device_count(&devices, &err) == AMPC_OK && devices > 0;
-    free(err);
-    err = NULL;
-    if (!gpu) {
+    if (!have_gpu()) {
         fprintf(stderr, "ampc: precision auto: no GPU here: the build is checked on the "
                         "reference evaluator only\n");
         return true;
@@ -371,8 +375,13 @@ static bool auto_gpu_check(const ampc_cli_options *o, ampc_module *m, ampc_cli_n
 
 /* ---- --sparsity prune -------------------------------------------------------------------------- */
 
-/* Each pruned layer, and the pruned model's outputs against the model's on the samples. */
-static bool prune_report(const ampc_cli_options *o, const ampc_graph *g, ampc_cli_numerics *n) {
+/* The reference evaluator's work allowed for measuring the pruning without a GPU: 4 evaluations
+ * (two samples, the model and the pruned model) of at most 2.5e9 multiply-adds each, about ten
+ * seconds in all. */
+#define PRUNE_REFERENCE_MACS 1e10
+
+/* Lists each pruned layer; the number of them. */
+static int32_t say_pruned_layers(const ampc_graph *g) {
     int32_t pruned = 0;
     for (int32_t i = 0; i < g->n_sparse_layers; i++) {
         const ampc_sparse_layer *l = &g->sparse_layers[i];
@@ -384,26 +393,90 @@ static bool prune_report(const ampc_cli_options *o, const ampc_graph *g, ampc_cl
         free(q);
         pruned++;
     }
-    if (!pruned) return true;
-    ampc_graph *model = ampc_cli_load_model(o);
-    bool ok = model && (n->samples.n || read_samples(o, model, &n->samples));
-    ampc_check_set c = {0};
+    return pruned;
+}
+
+static bool have_gpu(void) {
+    int32_t devices = 0;
     char *err = NULL;
-    ok = ok && ampc_check_set_init(&c, model, n->samples.samples, n->samples.n, &err) == AMPC_OK;
+    bool gpu = ampc_rt_device_count(&devices, &err) == AMPC_OK && devices > 0;
+    free(err);
+    return gpu;
+}
+
+/* The pruned model against the model on the reference evaluator: the pruning alone (the
+ * model's own precision, exact GELU, no TF32). */
+static ampc_status prune_on_reference(const ampc_cli_options *o, ampc_check_set *c,
+                                      ampc_cli_samples *s, ampc_accuracy **acc, char **err) {
+    ampc_graph *model = ampc_cli_load_model(o);
+    ampc_status st = model ? AMPC_OK : AMPC_E_INVALID_ARG;
+    if (st == AMPC_OK) st = ampc_check_set_init(c, model, s->samples, s->n, err);
     ampc_graph_destroy(model);
-    ampc_graph *pg = ok ? ampc_cli_load_model(o) : NULL;
-    /* the pruning alone: the build's options in the model's own precision, exact GELU, no TF32 */
+    ampc_graph *pg = st == AMPC_OK ? ampc_cli_load_model(o) : NULL;
     ampc_pipeline_options po = ampc_cli_pipeline(o, NULL, 0);
     po.precision = AMPC_PRECISION_KEEP;
     po.fast_gelu = false;
-    po.trace = NULL, po.dump_after = NULL, po.record = NULL, po.n_records = NULL;
-    ampc_accuracy *acc = ampc_xcalloc((size_t)c.n_outputs + 1, sizeof *acc);
-    ok = pg && ampc_check_reference(&c, pg, &po, false, acc, &err) == AMPC_OK;
+    po.trace = NULL, po.dump_after = NULL;
+    *acc = ampc_xcalloc((size_t)c->n_outputs + 1, sizeof **acc);
+    if (st == AMPC_OK) st = pg ? ampc_check_reference(c, pg, &po, false, *acc, err) : AMPC_E_INVALID_ARG;
+    ampc_graph_destroy(pg);
+    return st;
+}
+
+/* The build m against the same build unpruned, both on the GPU. */
+static ampc_status prune_on_gpu(const ampc_cli_options *o, const ampc_cli_numerics *n,
+                                ampc_module *m, ampc_check_set *c, ampc_accuracy **acc, char **err) {
+    ampc_graph *g = ampc_cli_load_model(o);
+    if (!g) return AMPC_E_INVALID_ARG;
+    ampc_pipeline_options po = ampc_cli_pipeline(o, n->autop ? n->autop->kept : NULL,
+                                                 n->autop ? n->autop->n_kept : 0);
+    po.sparsity = AMPC_SPARSITY_OFF;
+    po.trace = NULL, po.dump_after = NULL;
+    ampc_compile_options co = {.pipeline = &po, .no_tf32 = !ampc_cli_tf32(o)};
+    ampc_module *dense = NULL;
+    ampc_status st = ampc_compile(g, &co, &dense);
+    if (st != AMPC_OK) ampc_cli_err(err, "compiling the unpruned build: %s", ampc_graph_errors(g));
+    if (st == AMPC_OK)
+        st = ampc_check_set_from_module(c, dense, g, n->samples.samples, n->samples.n, err);
+    *acc = ampc_xcalloc((size_t)g->n_outputs + 1, sizeof **acc);
+    if (st == AMPC_OK) st = ampc_check_module(c, m, *acc, err);
+    ampc_module_destroy(dense);
+    ampc_graph_destroy(g);
+    return st;
+}
+
+/* Each pruned layer, and the pruned model's outputs against the unpruned one's on the samples:
+ * on the GPU when there is one (the build against the same build unpruned), else on the
+ * reference evaluator when the model is small enough to evaluate 4 times in seconds. */
+static bool prune_report(const ampc_cli_options *o, const ampc_graph *g, ampc_module *m,
+                         ampc_cli_numerics *n) {
+    if (!say_pruned_layers(g)) return true;
+    ampc_graph *model = ampc_cli_load_model(o);
+    bool ok = model && (n->samples.n || read_samples(o, model, &n->samples));
+    double cost = model ? ampc_check_cost(model) * 2 * n->samples.n : 0;
+    ampc_graph_destroy(model);
+    if (!ok) return false;
+    bool gpu = m && have_gpu();
+    if (!gpu && cost > PRUNE_REFERENCE_MACS) {
+        fprintf(stderr, "ampc: --sparsity prune: the pruned model's error is not measured: on the "
+                "reference evaluator it would take %.3g multiply-adds (minutes; the limit is "
+                "%.3g); compile with -o on a machine with a GPU to measure it there\n", cost,
+                PRUNE_REFERENCE_MACS);
+        return true;
+    }
+    ampc_check_set c = {0};
+    ampc_accuracy *acc = NULL;
+    char *err = NULL;
+    ok = (gpu ? prune_on_gpu(o, n, m, &c, &acc, &err)
+              : prune_on_reference(o, &c, &n->samples, &acc, &err)) == AMPC_OK;
+    const char *where = gpu ? "the GPU: the build against the same build unpruned"
+                            : "the reference evaluator";
     if (ok) {
         double worst = ampc_accuracy_worst(acc, c.n_outputs);
         fprintf(stderr, "ampc: --sparsity prune: the pruned model against the model, on %d %s"
-                "sample%s (reference evaluator): outputs' error %.3g\n", c.n_samples,
-                n->samples.random ? "random " : "calibration ", c.n_samples == 1 ? "" : "s", worst);
+                "sample%s (%s): outputs' error %.3g\n", c.n_samples,
+                n->samples.random ? "random " : "calibration ", c.n_samples == 1 ? "" : "s",
+                where, worst);
         say_accuracy("pruned", &c, acc, INFINITY);
         ampc_strbuf note = {0};
         ampc_sb_printf(&note, "%s%spruning's measured outputs' error %.3g on %d %s sample%s",
@@ -411,13 +484,13 @@ static bool prune_report(const ampc_cli_options *o, const ampc_graph *g, ampc_cl
                        n->samples.random ? "random" : "calibration", c.n_samples == 1 ? "" : "s");
         free(n->note);
         n->note = ampc_sb_take(&note);
-    } else if (err) {
-        fprintf(stderr, "ampc: %s: --sparsity prune: measuring the pruned model: %s\n", o->model, err);
+    } else {
+        fprintf(stderr, "ampc: %s: --sparsity prune: measuring the pruned model on %s: %s\n",
+                o->model, where, err ? err : "failed");
     }
     free(acc);
     free(err);
     ampc_check_set_free(&c);
-    ampc_graph_destroy(pg);
     return ok;
 }
 
@@ -425,7 +498,7 @@ bool ampc_cli_numerics_after(const ampc_cli_options *o, const ampc_graph *g, amp
                              ampc_cli_numerics *n) {
     bool ok = true;
     if (n->autop && m) ok = auto_gpu_check(o, m, n);
-    if (ok && o->sparsity && !strcmp(o->sparsity, "prune")) ok = prune_report(o, g, n);
+    if (ok && o->sparsity && !strcmp(o->sparsity, "prune")) ok = prune_report(o, g, m, n);
     return ok;
 }
 

@@ -78,7 +78,7 @@ Test(math, each_choice_that_changes_numbers_is_on_the_math_line, .timeout = 240)
                  0, "%s", out);
     cr_assert(strstr(out, "ampc: --sparsity prune: MatMul 'mm' (weight [8,8]): "), "%s", out);
     cr_assert(strstr(out, "ampc: --sparsity prune: the pruned model against the model, on 2 "
-                          "random samples (reference evaluator): outputs' error "), "%s", out);
+                          "random samples (the reference evaluator): outputs' error "), "%s", out);
     cr_assert(strstr(out, "ampc: math: 2:4 pruning of 1 layer (--sparsity prune): "), "%s", out);
     cr_assert(strstr(out, "; pruning's measured outputs' error "), "%s", out);
     free(out);
