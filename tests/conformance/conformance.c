@@ -18,8 +18,8 @@
  * (tests/conformance/gpu-tf32.tsv; see runner.h's CONF_GPU_DEFAULT). --random, --random-out and
  * --random-results do the same for the random-input comparison of the GPU with the reference
  * (tests/conformance/gpu-random.tsv; see runner.h's CONF_RANDOM). scripts/conformance.sh
- * regenerates the files with the right arguments. --shard K/N runs every N-th case only (from the K-th), so
- * N processes can share a machine; their --gpu-out files concatenate into one.
+ * regenerates the files with the right arguments. --shard K/N runs every N-th case only (from
+ * the K-th), so N processes can share a machine; their --*-out files concatenate into one.
  */
 #include "runner.h"
 
@@ -66,7 +66,8 @@ static void put_counts(FILE *f, const int c[3], int n, bool have) {
 }
 
 /* One summary row: the reference's counts and pass rate, then every GPU column's. */
-static void put_summary_row(FILE *f, const char *suite, int n, const int (*c)[3], const md_info *mi) {
+static void put_summary_row(FILE *f, const char *suite, int n, const int (*c)[3],
+                            const md_info *mi) {
     fprintf(f, "| %s | %d | %d | %d | %d | %.1f %% |", suite, n, c[COL_REF][0], c[COL_REF][1],
             c[COL_REF][2], n ? 100.0 * c[COL_REF][0] / n : 0.0);
     put_counts(f, c[COL_GPU], 3, mi->have[COL_GPU]);
@@ -88,6 +89,7 @@ static const char *case_reason(const suite_result *s, int j, char *buf, size_t c
     return (int)rr->status == CONF_FAIL ? rr->reason : "";
 }
 
+/* docs/conformance.md: what each column means, the summary per suite, then every case. */
 static void write_markdown(FILE *f, const suite_result *s, int ns, const md_info *mi) {
     double tf32_rtol, tf32_atol;
     conf_data_tolerance(CONF_GPU_DEFAULT, AMPC_DTYPE_F32, &tf32_rtol, &tf32_atol);
@@ -146,8 +148,9 @@ static void write_markdown(FILE *f, const suite_result *s, int ns, const md_info
         for (int j = 0; j < s[i].n; j++) {
             char buf[512];
             fprintf(f, "| %s | %s | %s | %s | %s | %s |\n", s[i].names[j],
-                    conf_status_name(s[i].col[COL_REF][j].status), status_or_dash(&s[i].col[COL_GPU][j]),
-                    status_or_dash(&s[i].col[COL_TF32][j]), status_or_dash(&s[i].col[COL_RANDOM][j]),
+                    conf_status_name(s[i].col[COL_REF][j].status),
+                    status_or_dash(&s[i].col[COL_GPU][j]), status_or_dash(&s[i].col[COL_TF32][j]),
+                    status_or_dash(&s[i].col[COL_RANDOM][j]),
                     case_reason(&s[i], j, buf, sizeof buf));
         }
         fprintf(f, "\n");
@@ -184,7 +187,8 @@ static bool write_file(const char *path, const suite_result *s, int ns, int what
     return ok;
 }
 
-/* Reads results written by --gpu-out / --tf32-out / --random-out into column `col` of the matching cases. */
+/* Reads results written by --gpu-out / --tf32-out / --random-out into column `col` of the
+ * matching cases. */
 static bool read_results(const char *path, suite_result *s, int ns, int col) {
     conf_row *rows;
     int n = conf_read_table(path, &rows);
