@@ -4,15 +4,17 @@ For each model (torchvision ResNet-50, transformers BertModel base, the seed MLP
 random weights; fp16 via model.half()), at each batch size:
   1. export it to ONNX (opset 17) and compile it with `ampc MODEL.onnx -o MODEL.so --precision
      fp16` (timed; the model is already f16, and fp16 mode brings the parts torch's exporter
-     writes in f32 back to f16, as PyTorch runs them);
-  2. load the library into this process (ctypes) and run it on torch's stream with device
+     writes in f32 back to f16, as PyTorch runs them): the build a user gets by default, and for
+     a model that lists more builds (BERT: `--fast-gelu`) one library per build, each its own row;
+  2. load each library into this process (ctypes) and run it on torch's stream with device
      pointers, and check its outputs against PyTorch eager (fp16 tolerance);
   3. time, with CUDA events around each call, after warm-up: PyTorch eager replayed from a CUDA
-     graph, torch.compile (inductor) replayed from a CUDA graph, and the ampc library enqueued on
-     torch's stream (<name>_enqueue on torch's device tensors, bound in place, without waiting,
-     as a graph replay does); the median of the per-call times, in two rounds (ampc, eager,
-     compiled, then the reverse order), each contender's figure the mean of its two medians
-     (results.json keeps both: *_rounds_ms).
+     graph, torch.compile (inductor) replayed from a CUDA graph, and each ampc library enqueued
+     on torch's stream (<name>_enqueue on torch's device tensors, bound in place, without
+     waiting, as a graph replay does); the median of the per-call times, in two rounds (ampc's
+     builds, eager, compiled, then the reverse order), each contender's figure the mean of its
+     two medians (results.json keeps both: *_rounds_ms). The builds of one model and batch share
+     that one measurement of PyTorch's, so their rows compare with the same peers.
 Writes OUT_DIR/results.json and OUT_DIR/benchmarks.md (the table for docs/benchmarks.md) and,
 when matplotlib is there, OUT_DIR/benchmarks.png.
 
@@ -25,9 +27,10 @@ when matplotlib is there, OUT_DIR/benchmarks.png.
    AMPC_BENCH_STAGES=1 also times ampc, and records the context's state, after each step of
    PyTorch's setup, and with AMPC_BENCH_PROBES=1 or 2 after single steps of the kind (diagnostic);
    AMPC_BENCH_STREAM=side runs everything on one non-default stream instead of torch's legacy
-   default stream; AMPC_BENCH_KEEP_LIBS=1 keeps each library alive after its row instead of
-   destroying it)
+   default stream; AMPC_BENCH_KEEP_LIBS=1 keeps each library alive after the rows of its model
+   and batch instead of destroying it)
 """
+import collections
 import contextlib
 import ctypes
 import json
@@ -46,6 +49,15 @@ PROFILE = os.environ.get("AMPC_BENCH_PROFILE", "0") == "1"
 PEERS = os.environ.get("AMPC_BENCH_PEERS", "1") != "0"
 EXTRA = os.environ.get("AMPC_BENCH_EXTRA", "").split()
 WARMUP = 30
+
+
+class Build(collections.namedtuple("Build", "label key flags")):
+    """One ampc build of a model: what its row's label adds to the model's, what its library's
+    name adds to the model's key, and the ampc options it adds to `--precision PRECISION` and
+    AMPC_BENCH_EXTRA. The first build of every model is the one a user gets by default."""
+
+
+DEFAULT_BUILD = [Build("", "", [])]
 
 
 def models():
@@ -68,11 +80,16 @@ def models():
         ids = torch.randint(0, 30522, (b, 128), dtype=torch.int64, device="cuda")
         return (ids, torch.ones(b, 128, dtype=torch.int64, device="cuda"))
 
+    # BERT's erf GELU stays exact by default; --fast-gelu runs it as the tanh form in cuBLASLt's
+    # epilogue after the f16 FFN GEMM.
+    bert_builds = DEFAULT_BUILD + [Build(" (`--fast-gelu`: tanh GELU)", "_fastgelu", ["--fast-gelu"])]
     return [
-        ("MLP 784-128-10", "mlp", mlp, [64], lambda b: (torch.randn(b, 784, device="cuda").half(),), ["x"]),
+        ("MLP 784-128-10", "mlp", mlp, [64], lambda b: (torch.randn(b, 784, device="cuda").half(),),
+         ["x"], DEFAULT_BUILD),
         ("ResNet-50", "resnet50", r50, [1, 32],
-         lambda b: (torch.randn(b, 3, 224, 224, device="cuda").half(),), ["x"]),
-        ("BERT-base seq128", "bert", bert, [1, 32], bert_inputs, ["input_ids", "attention_mask"]),
+         lambda b: (torch.randn(b, 3, 224, 224, device="cuda").half(),), ["x"], DEFAULT_BUILD),
+        ("BERT-base seq128", "bert", bert, [1, 32], bert_inputs, ["input_ids", "attention_mask"],
+         bert_builds),
     ]
 
 
@@ -222,54 +239,76 @@ def device_state():
     return state
 
 
-def bench_one(label, key, model, batch, make_inputs, input_names, work, out):
-    row = {"model": label, "batch": batch}
+def compile_build(build, label, key, batch, onnx_path, work, out):
+    """`ampc MODEL.onnx -o LIB.so --precision PRECISION` with the build's options and EXTRA
+    (timed, and profiled with AMPC_BENCH_PROFILE=1); returns (the row so far, the library's path
+    and name, ampc's result)."""
+    name = "%s%s_b%d" % (key, build.key, batch)
+    so_path = os.path.join(work, name + ".so")
+    row = {"model": label + build.label, "batch": batch, "ampc_flags": build.flags}
+    t0 = time.time()
+    r = subprocess.run([AMPC, onnx_path, "-o", so_path, "--precision", PRECISION] + build.flags + EXTRA,
+                       capture_output=True, text=True)
+    row["ampc_compile_s"] = round(time.time() - t0, 2)
+    if PROFILE and r.returncode == 0:
+        profile_library(so_path, name, out)
+    return row, so_path, name, r
+
+
+def load_and_check(row, so_path, name, r, args, ref):
+    """Loads the library, runs it once on the inputs and records its error against PyTorch eager's
+    output `ref`; returns the library, or None (with row["ampc_error"]) when it failed."""
+    if r.returncode != 0:
+        row["ampc_error"] = (r.stderr or r.stdout)[-1500:]
+        return None
+    try:
+        lib = AmpcLibrary(so_path, name)
+        out = lib.output_like(0)  # the exported graph may end in f32 (torch computes some of it so)
+        assert tuple(out.shape) == tuple(ref.shape), (out.shape, ref.shape)
+        lib.bind(list(args), [out])
+        lib.run()
+        torch.cuda.synchronize()
+        err = (out.float() - ref).abs()
+        scale = ref.abs().max().item()
+        row["max_abs_err"] = err.max().item()
+        row["ref_scale"] = scale
+        row["outputs_match"] = bool(err.max().item() <= 2e-2 * scale + 1e-3)
+        return lib
+    except Exception as e:  # a failed library is a result, reported
+        row["ampc_error"] = str(e)[-1500:]
+        return None
+
+
+def bench_one(label, key, model, batch, make_inputs, input_names, builds, work, out):
+    """One row per build of the model at this batch; every build's library is timed in the same
+    rounds as one measurement of PyTorch's (eager and torch.compile, each from a CUDA graph)."""
     torch.manual_seed(0)
     args = make_inputs(batch)
     with torch.no_grad():
         ref = model(*args).float()
     onnx_path = os.path.join(work, "%s_b%d.onnx" % (key, batch))
-    so_path = os.path.join(work, "%s_b%d.so" % (key, batch))
-    name = "%s_b%d" % (key, batch)
     with torch.no_grad():
         torch.onnx.export(model, args, onnx_path, input_names=input_names, opset_version=17,
                           dynamo=False)
-    t0 = time.time()
-    r = subprocess.run([AMPC, onnx_path, "-o", so_path, "--precision", PRECISION] + EXTRA,
-                       capture_output=True, text=True)
-    row["ampc_compile_s"] = round(time.time() - t0, 2)
-    stream = torch.cuda.current_stream()
-    if PROFILE and r.returncode == 0:
-        profile_library(so_path, name, out)
+    compiled_builds = [compile_build(b, label, key, batch, onnx_path, work, out) for b in builds]
+    rows = [row for row, _, _, _ in compiled_builds]
     if not PEERS:
-        return row
-    lib = None
-    if r.returncode != 0:
-        row["ampc_error"] = (r.stderr or r.stdout)[-1500:]
-    else:
-        try:
-            lib = AmpcLibrary(so_path, name)
-            out = lib.output_like(0)  # the exported graph may end in f32 (torch computes some of it so)
-            assert tuple(out.shape) == tuple(ref.shape), (out.shape, ref.shape)
-            lib.bind(list(args), [out])
-            lib.run()
-            torch.cuda.synchronize()
-            err = (out.float() - ref).abs()
-            scale = ref.abs().max().item()
-            row["max_abs_err"] = err.max().item()
-            row["ref_scale"] = scale
-            row["outputs_match"] = bool(err.max().item() <= 2e-2 * scale + 1e-3)
-        except Exception as e:  # a failed library is a result, reported
-            row["ampc_error"] = str(e)[-1500:]
-            lib = None
-    if lib is not None:  # diagnostic: before any PyTorch graph or torch.compile in this process
-        row["ampc_before_peers_ms"] = time_calls(lib.enqueue, stream)
-    stages = os.environ.get("AMPC_BENCH_STAGES") == "1" and lib is not None
+        return rows
+    stream = torch.cuda.current_stream()
+    HOST_US.clear()
+    libs = [load_and_check(row, so_path, name, r, args, ref)
+            for row, so_path, name, r in compiled_builds]
+    for row, lib in zip(rows, libs):
+        if lib is not None:  # diagnostic: before any PyTorch graph or torch.compile in this process
+            row["ampc_before_peers_ms"] = time_calls(lib.enqueue, stream)
+    # The diagnostics of PyTorch's setup time the first library that loaded, into its row.
+    stage_lib, stage_row = next(((l, r) for l, r in zip(libs, rows) if l is not None), (None, None))
+    stages = os.environ.get("AMPC_BENCH_STAGES") == "1" and stage_lib is not None
 
     def stage(name):  # diagnostic: ampc's time and the context's state after each peer's setup
         if stages:
-            row["ampc_after_%s_ms" % name] = time_calls(lib.enqueue, stream)
-            row["device_state_after_%s" % name] = device_state()
+            stage_row["ampc_after_%s_ms" % name] = time_calls(stage_lib.enqueue, stream)
+            stage_row["device_state_after_%s" % name] = device_state()
 
     stage("nothing")
     if stages and os.environ.get("AMPC_BENCH_PROBES") == "2":  # what sets it and what clears it
@@ -334,38 +373,53 @@ def bench_one(label, key, model, batch, make_inputs, input_names, work, out):
         stage("compile_graph")
     # Two rounds, the second in the reverse order, and each contender's figure the mean of its two
     # medians: whatever drifts while the process runs (clocks, the state the others leave) weighs
-    # on all three alike.
-    contenders = [("eager_graph", eager_replay), ("compile_graph", compile_replay)]
-    if lib is not None:
-        contenders.insert(0, ("ampc", lib.enqueue))
-    rounds = {key: [] for key, _ in contenders}
+    # on all contenders alike. Each contender: (key of its figures, the call, its host-time key).
+    contenders = [("ampc" + b.key, l.enqueue, "ampc%s_host_us" % b.key)
+                  for b, l in zip(builds, libs) if l is not None]
+    contenders += [("eager_graph", eager_replay, "eager_host_us"),
+                   ("compile_graph", compile_replay, "compile_host_us")]
+    rounds = {ckey: [] for ckey, _, _ in contenders}
     with torch.no_grad():
         for order in (contenders, contenders[::-1]):
-            for key, fn in order:
-                rounds[key].append(time_calls(fn, stream, key.split("_")[0] + "_host_us"))
-    for key, ms in rounds.items():
-        row[key + "_ms"] = sum(ms) / len(ms)
-        row[key + "_rounds_ms"] = ms
+            for ckey, fn, host_key in order:
+                rounds[ckey].append(time_calls(fn, stream, host_key))
+    figures = {}
+    for ckey, ms in rounds.items():
+        figures[ckey + "_ms"] = sum(ms) / len(ms)
+        figures[ckey + "_rounds_ms"] = ms
     with torch.no_grad():  # diagnostic: per call over back-to-back calls (no idle GPU between)
-        for key, fn in contenders:
-            row[key + "_back_to_back_ms"] = time_back_to_back(fn, stream)
-    if lib is not None and os.environ.get("AMPC_BENCH_REBIND") == "1":
-        # diagnostic: the library on a new output buffer (so its graph is instantiated again,
-        # after PyTorch's), then PyTorch's replays again
-        lib.bind(list(args), [lib.output_like(0)])
-        lib.run()
-        torch.cuda.synchronize()
-        with torch.no_grad():
-            row["ampc_rebound_ms"] = time_calls(lib.enqueue, stream)
-            row["compile_after_rebind_ms"] = time_calls(compile_replay, stream)
-            row["eager_after_rebind_ms"] = time_calls(eager_replay, stream)
-    if lib is not None and os.environ.get("AMPC_BENCH_KEEP_LIBS") != "1":
-        lib.close()  # as PyTorch's graphs of this row are freed when it returns
-    row.update(HOST_US)
-    best = min(row["eager_graph_ms"], row["compile_graph_ms"])
-    if "ampc_ms" in row:
-        row["ratio_vs_best_pytorch"] = row["ampc_ms"] / best
-    return row
+        for ckey, fn, _ in contenders:
+            figures[ckey + "_back_to_back_ms"] = time_back_to_back(fn, stream)
+    for row, build, lib in zip(rows, builds, libs):
+        # PyTorch's figures in every row; the build's own under ampc's names
+        for field in ("_ms", "_rounds_ms", "_back_to_back_ms"):
+            for peer in ("eager_graph", "compile_graph"):
+                row[peer + field] = figures[peer + field]
+            if lib is not None:
+                row["ampc" + field] = figures["ampc" + build.key + field]
+        for host_key in ("eager_host_us", "compile_host_us"):
+            row[host_key] = HOST_US[host_key]
+        if lib is not None:
+            row["ampc_host_us"] = HOST_US["ampc%s_host_us" % build.key]
+    for row, lib in zip(rows, libs):
+        if lib is not None and os.environ.get("AMPC_BENCH_REBIND") == "1":
+            # diagnostic: the library on a new output buffer (so its graph is instantiated again,
+            # after PyTorch's), then PyTorch's replays again
+            lib.bind(list(args), [lib.output_like(0)])
+            lib.run()
+            torch.cuda.synchronize()
+            with torch.no_grad():
+                row["ampc_rebound_ms"] = time_calls(lib.enqueue, stream)
+                row["compile_after_rebind_ms"] = time_calls(compile_replay, stream)
+                row["eager_after_rebind_ms"] = time_calls(eager_replay, stream)
+    for lib in libs:
+        if lib is not None and os.environ.get("AMPC_BENCH_KEEP_LIBS") != "1":
+            lib.close()  # as PyTorch's graphs of this model and batch are freed when it returns
+    for row in rows:
+        best = min(row["eager_graph_ms"], row["compile_graph_ms"])
+        if "ampc_ms" in row:
+            row["ratio_vs_best_pytorch"] = row["ampc_ms"] / best
+    return rows
 
 
 def write_markdown(rows, path, gpu):
@@ -383,8 +437,14 @@ def write_markdown(rows, path, gpu):
                     % (r["model"], r["batch"], r["eager_graph_ms"], r["compile_graph_ms"], amp,
                        ratio, match, r["ampc_compile_s"]))
         f.write("\nMedian of %d calls each timed with CUDA events after %d warm-up calls, in two "
-                "rounds (ampc, eager, compiled, then the reverse order), the mean of the two "
-                "medians; fp16, %s, torch %s.\n" % (ITERS, WARMUP, gpu, torch.__version__))
+                "rounds (ampc's builds, eager, compiled, then the reverse order), the mean of the "
+                "two medians; the rows of one model and batch share one measurement of "
+                "PyTorch's. Every library is `ampc MODEL.onnx -o MODEL.so --precision %s%s`, %s; "
+                "a row that names an option (`--fast-gelu`) adds it. %s, torch %s.\n"
+                % (ITERS, WARMUP, PRECISION, "".join(" " + e for e in EXTRA),
+                   "with AMPC_BENCH_EXTRA's options" if EXTRA
+                   else "the build a user gets by default (the erf GELU exact)",
+                   gpu, torch.__version__))
 
 
 def write_chart(rows, path):
@@ -394,7 +454,8 @@ def write_chart(rows, path):
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    labels = ["%s b%d" % (r["model"].split()[0], r["batch"]) for r in rows]
+    labels = ["%s b%d%s" % (r["model"].split()[0], r["batch"], "".join(" " + f for f in r["ampc_flags"]))
+              for r in rows]
     series = [("PyTorch eager + graph", "eager_graph_ms"), ("torch.compile + graph", "compile_graph_ms"),
               ("ampc", "ampc_ms")]
     fig, ax = plt.subplots(figsize=(9, 4))
@@ -425,14 +486,14 @@ def main():
     # AMPC_BENCH_STREAM=side one stream of its own made current for all of them.
     side = torch.cuda.Stream() if os.environ.get("AMPC_BENCH_STREAM") == "side" else None
     with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
-        for label, key, model, batches, make_inputs, names in models():
+        for label, key, model, batches, make_inputs, names, builds in models():
             if only and key not in only:
                 continue
             model = model.half().cuda().eval()
             for b in batches:
-                row = bench_one(label, key, model, b, make_inputs, names, work, out)
-                print(json.dumps(row), flush=True)
-                rows.append(row)
+                for row in bench_one(label, key, model, b, make_inputs, names, builds, work, out):
+                    print(json.dumps(row), flush=True)
+                    rows.append(row)
     gpu = torch.cuda.get_device_name(0)
     if not PEERS:
         return

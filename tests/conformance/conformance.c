@@ -5,17 +5,21 @@
  * (tests/conformance/expected.tsv).
  *
  *   ampc-conformance [--data ROOT] [--suite NAME]... [--markdown FILE] [--expect FILE]
- *                    [--gpu] [--gpu-out FILE] [--gpu-results FILE] [--random]
- *                    [--random-out FILE] [--random-results FILE] [--shard K/N] [-v]
+ *                    [--gpu] [--gpu-out FILE] [--gpu-results FILE] [--tf32] [--tf32-out FILE]
+ *                    [--tf32-results FILE] [--random] [--random-out FILE]
+ *                    [--random-results FILE] [--shard K/N] [-v]
  *
  * ROOT defaults to $AMPC_ONNX_TESTDATA, else /usr/share/libonnx-testdata/data (Debian's
  * libonnx-testdata). --gpu runs every case on the GPU as well and --gpu-out writes those results
  * (tests/conformance/gpu.tsv); --gpu-results reads such a file so that a run on a machine
- * without a GPU keeps the GPU column of the last GPU run. --random, --random-out and
+ * without a GPU keeps the GPU column of the last GPU run. --gpu compiles with TF32 off and
+ * compares at the suite's tolerances; --tf32, --tf32-out and --tf32-results do the same for the
+ * build a user gets by default, TF32 on, compared at rtol 1e-2, atol 1e-4 for f32 outputs
+ * (tests/conformance/gpu-tf32.tsv; see runner.h's CONF_GPU_DEFAULT). --random, --random-out and
  * --random-results do the same for the random-input comparison of the GPU with the reference
- * (tests/conformance/gpu-random.tsv; see runner.h's CONF_RANDOM). scripts/conformance.sh regenerates
- * the files with the right arguments. --shard K/N runs every N-th case only (from the K-th), so
- * N processes can share a machine; their --gpu-out files concatenate into one.
+ * (tests/conformance/gpu-random.tsv; see runner.h's CONF_RANDOM). scripts/conformance.sh
+ * regenerates the files with the right arguments. --shard K/N runs every N-th case only (from
+ * the K-th), so N processes can share a machine; their --*-out files concatenate into one.
  */
 #include "runner.h"
 
@@ -26,11 +30,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The result columns: the reference evaluator (always run), the GPU on the test's data, and the
- * GPU against the reference on random inputs. The GPU columns are run now or read back from a
- * file a GPU run wrote; a case's status is -1 while unknown. */
-enum { COL_REF, COL_GPU, COL_RANDOM, N_COLS };
-static const char *const col_file_label[N_COLS] = {"expected", "gpu", "gpu-random"};
+/* The result columns: the reference evaluator (always run), the GPU on the test's data (TF32
+ * off, and the default build, TF32 on), and the GPU against the reference on random inputs. The
+ * GPU columns are run now or read back from a file a GPU run wrote; a case's status is -1 while
+ * unknown, and a column neither run nor read is "not run". */
+enum { COL_REF, COL_GPU, COL_TF32, COL_RANDOM, N_COLS };
+static const char *const col_file_label[N_COLS] = {"expected", "gpu", "gpu-tf32", "gpu-random"};
+static const conf_mode col_mode[N_COLS] = {CONF_REFERENCE, CONF_GPU, CONF_GPU_DEFAULT, CONF_RANDOM};
 
 typedef struct suite_result {
     const char *suite;
@@ -43,8 +49,50 @@ static const char *status_or_dash(const conf_result *r) {
     return (int)r->status < 0 ? "-" : conf_status_name(r->status);
 }
 
-static void write_markdown(FILE *f, const suite_result *s, int ns, const char *root,
-                           const char *gpu_source) {
+/* What the markdown says beside the counts: the data root, and per column whether it has
+ * results and where they come from. */
+typedef struct md_info {
+    const char *root;
+    bool have[N_COLS];
+    char source[N_COLS][512];
+} md_info;
+
+/* One column's counts of a summary row, the first n of pass, fail, unsupported ("not run" in
+ * each cell when the column has no results). */
+static void put_counts(FILE *f, const int c[3], int n, bool have) {
+    for (int k = 0; k < n; k++)
+        if (have) fprintf(f, " %d |", c[k]);
+        else fprintf(f, " not run |");
+}
+
+/* One summary row: the reference's counts and pass rate, then every GPU column's. */
+static void put_summary_row(FILE *f, const char *suite, int n, const int (*c)[3],
+                            const md_info *mi) {
+    fprintf(f, "| %s | %d | %d | %d | %d | %.1f %% |", suite, n, c[COL_REF][0], c[COL_REF][1],
+            c[COL_REF][2], n ? 100.0 * c[COL_REF][0] / n : 0.0);
+    put_counts(f, c[COL_GPU], 3, mi->have[COL_GPU]);
+    put_counts(f, c[COL_TF32], 2, mi->have[COL_TF32]);
+    put_counts(f, c[COL_RANDOM], 2, mi->have[COL_RANDOM]);
+    fprintf(f, "\n");
+}
+
+/* The reason shown for a case: the first column that did not pass, the reference's first. */
+static const char *case_reason(const suite_result *s, int j, char *buf, size_t cap) {
+    const conf_result *r = &s->col[COL_REF][j], *gr = &s->col[COL_GPU][j],
+                      *tr = &s->col[COL_TF32][j], *rr = &s->col[COL_RANDOM][j];
+    if (r->status != CONF_PASS) return r->reason;
+    if ((int)gr->status > 0) return gr->reason;
+    if ((int)tr->status > 0) {
+        snprintf(buf, cap, "default (TF32): %s", tr->reason);
+        return buf;
+    }
+    return (int)rr->status == CONF_FAIL ? rr->reason : "";
+}
+
+/* docs/conformance.md: what each column means, the summary per suite, then every case. */
+static void write_markdown(FILE *f, const suite_result *s, int ns, const md_info *mi) {
+    double tf32_rtol, tf32_atol;
+    conf_data_tolerance(CONF_GPU_DEFAULT, AMPC_DTYPE_F32, &tf32_rtol, &tf32_atol);
     fprintf(f, "# ONNX conformance\n\n"
                "The ONNX backend test suites run through ampc's importer and pass pipeline, then "
                "on the reference evaluator (CPU) and on the GPU (ampc_compile: generated CUDA "
@@ -52,48 +100,58 @@ static void write_markdown(FILE *f, const suite_result *s, int ns, const char *r
                "Every test is counted; none is excluded. `node`, `pytorch-converted`, "
                "`pytorch-operator` and `simple` are Debian's `libonnx-testdata` (ONNX 1.12, "
                "opsets up to 17); `node-onnx1.23` is the node tests of the `onnx` 1.23 package "
-               "(opsets up to 28), written out by `tests/conformance/gen_node_tests.py`.\n\n"
-               "The *random* columns run each case again with every floating-point input replaced "
-               "by random values drawn from the range of the test's own data, on the GPU and on "
-               "the reference evaluator, and compare the two (f32: rtol 1e-4, atol 1e-5, or 1e-3 and "
-               "1e-4 for graphs with DFT or STFT, whose long sums the GPU accumulates in f32 and "
-               "the reference in f64; f16: 4e-3, 1e-3; bf16: 2e-2, 1e-2; f64: 1e-9, 1e-12; "
-               "integers exactly); a failure names the worst element.\n\n"
-               "Regenerate with `scripts/conformance.sh` (runs `ampc-conformance --markdown "
+               "(opsets up to 28), written out by `tests/conformance/gen_node_tests.py`.\n\n",
+            CONF_RTOL, CONF_ATOL);
+    fprintf(f, "Two GPU configurations run every case on the test's data. The *GPU* columns "
+               "compile it with FP32 math (TF32 off, as `--precision fp32` does), so that only "
+               "rounding and the order of sums separate it from the model as written, and hold "
+               "it to the suite's own tolerances. The *default (TF32)* columns compile it as a "
+               "build is by default, with TF32 tensor-core math for f32 matmuls and convolutions "
+               "(10 of f32's 23 mantissa bits in their inputs; the compile's `math:` line reports "
+               "it), and compare with the test data at rtol %g, atol %g for f32 outputs and at "
+               "the suite's tolerances for every other dtype (f16, bf16 and f64 products do not "
+               "use TF32; integers exactly). A case that fails only there shows that column's "
+               "reason, marked *default (TF32)*.\n\n",
+            tf32_rtol, tf32_atol);
+    fprintf(f, "The *random* columns run each case again with every floating-point input replaced "
+               "by random values drawn from the range of the test's own data, on the GPU (TF32 "
+               "off) and on the reference evaluator, and compare the two (f32: rtol 1e-4, atol "
+               "1e-5, or 1e-3 and 1e-4 for graphs with DFT or STFT, whose long sums the GPU "
+               "accumulates in f32 and the reference in f64; f16: 4e-3, 1e-3; bf16: 2e-2, 1e-2; "
+               "f64: 1e-9, 1e-12; integers exactly); a failure names the worst element.\n\n");
+    fprintf(f, "Regenerate with `scripts/conformance.sh` (runs `ampc-conformance --markdown "
                "docs/conformance.md --expect tests/conformance/expected.tsv --gpu-results "
-               "tests/conformance/gpu.tsv --random-results tests/conformance/gpu-random.tsv` on "
-               "%s). The GPU columns come from %s. ampc %s.\n\n",
-            CONF_RTOL, CONF_ATOL, strstr(root, "libonnx-testdata") ? "the Debian data" : root,
-            gpu_source, AMPC_VERSION_STRING);
+               "tests/conformance/gpu.tsv --tf32-results tests/conformance/gpu-tf32.tsv "
+               "--random-results tests/conformance/gpu-random.tsv` on %s). The GPU columns come "
+               "from: GPU, %s; default (TF32), %s; random, %s. scripts/gpu-check.sh writes the "
+               "three files on the GPU machine (each one's first line names the GPU), compiling "
+               "each case to compute_80 PTX. ampc %s.\n\n",
+            strstr(mi->root, "libonnx-testdata") ? "the Debian data" : mi->root,
+            mi->source[COL_GPU], mi->source[COL_TF32], mi->source[COL_RANDOM], AMPC_VERSION_STRING);
     fprintf(f, "| suite | tests | reference pass | fail | unsupported | pass rate | GPU pass | "
-               "GPU fail | GPU unsupported | random pass | random fail |\n"
-               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+               "GPU fail | GPU unsupported | default (TF32) pass | default (TF32) fail | "
+               "random pass | random fail |\n"
+               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     int tot[N_COLS][3] = {{0}}, n = 0;
     for (int i = 0; i < ns; i++) {
-        const int(*c)[3] = s[i].counts;
-        fprintf(f, "| %s | %d | %d | %d | %d | %.1f %% | %d | %d | %d | %d | %d |\n", s[i].suite,
-                s[i].n, c[COL_REF][0], c[COL_REF][1], c[COL_REF][2],
-                s[i].n ? 100.0 * c[COL_REF][0] / s[i].n : 0.0, c[COL_GPU][0], c[COL_GPU][1],
-                c[COL_GPU][2], c[COL_RANDOM][0], c[COL_RANDOM][1]);
+        put_summary_row(f, s[i].suite, s[i].n, s[i].counts, mi);
         for (int k = 0; k < N_COLS; k++)
-            for (int j = 0; j < 3; j++) tot[k][j] += c[k][j];
+            for (int j = 0; j < 3; j++) tot[k][j] += s[i].counts[k][j];
         n += s[i].n;
     }
-    fprintf(f, "| **all** | %d | %d | %d | %d | %.1f %% | %d | %d | %d | %d | %d |\n\n", n,
-            tot[COL_REF][0], tot[COL_REF][1], tot[COL_REF][2], n ? 100.0 * tot[COL_REF][0] / n : 0.0,
-            tot[COL_GPU][0], tot[COL_GPU][1], tot[COL_GPU][2], tot[COL_RANDOM][0],
-            tot[COL_RANDOM][1]);
+    put_summary_row(f, "**all**", n, (const int(*)[3])tot, mi);
+    fprintf(f, "\n");
     for (int i = 0; i < ns; i++) {
-        fprintf(f, "## %s\n\n| test | reference | GPU | random | reason |\n|---|---|---|---|---|\n",
+        fprintf(f, "## %s\n\n| test | reference | GPU | default (TF32) | random | reason |\n"
+                   "|---|---|---|---|---|---|\n",
                 s[i].suite);
         for (int j = 0; j < s[i].n; j++) {
-            const conf_result *r = &s[i].col[COL_REF][j], *gr = &s[i].col[COL_GPU][j],
-                              *rr = &s[i].col[COL_RANDOM][j];
-            const char *why = r->status != CONF_PASS ? r->reason
-                              : ((int)gr->status > 0) ? gr->reason
-                              : ((int)rr->status == CONF_FAIL) ? rr->reason : "";
-            fprintf(f, "| %s | %s | %s | %s | %s |\n", s[i].names[j], conf_status_name(r->status),
-                    status_or_dash(gr), status_or_dash(rr), why);
+            char buf[512];
+            fprintf(f, "| %s | %s | %s | %s | %s | %s |\n", s[i].names[j],
+                    conf_status_name(s[i].col[COL_REF][j].status),
+                    status_or_dash(&s[i].col[COL_GPU][j]), status_or_dash(&s[i].col[COL_TF32][j]),
+                    status_or_dash(&s[i].col[COL_RANDOM][j]),
+                    case_reason(&s[i], j, buf, sizeof buf));
         }
         fprintf(f, "\n");
     }
@@ -103,8 +161,8 @@ static void write_markdown(FILE *f, const suite_result *s, int ns, const char *r
  * are the expectations test_conformance.c checks). */
 enum { OUT_MARKDOWN = -1 };
 
-static bool write_file(const char *path, const suite_result *s, int ns, const char *root,
-                       int what, const char *header) {
+static bool write_file(const char *path, const suite_result *s, int ns, int what,
+                       const md_info *mi) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
@@ -113,7 +171,7 @@ static bool write_file(const char *path, const suite_result *s, int ns, const ch
         return false;
     }
     if (what == OUT_MARKDOWN) {
-        write_markdown(f, s, ns, root, header);
+        write_markdown(f, s, ns, mi);
     } else {
         fprintf(f, "# suite\ttest\t%s\treason (generated by ampc-conformance)\n", col_file_label[what]);
         for (int i = 0; i < ns; i++)
@@ -129,7 +187,8 @@ static bool write_file(const char *path, const suite_result *s, int ns, const ch
     return ok;
 }
 
-/* Reads results written by --gpu-out / --random-out into column `col` of the matching cases. */
+/* Reads results written by --gpu-out / --tf32-out / --random-out into column `col` of the
+ * matching cases. */
 static bool read_results(const char *path, suite_result *s, int ns, int col) {
     conf_row *rows;
     int n = conf_read_table(path, &rows);
@@ -160,6 +219,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--gpu")) run[COL_GPU] = true;
         else if (!strcmp(argv[i], "--gpu-out") && i + 1 < argc) out_path[COL_GPU] = argv[++i];
         else if (!strcmp(argv[i], "--gpu-results") && i + 1 < argc) in_path[COL_GPU] = argv[++i];
+        else if (!strcmp(argv[i], "--tf32")) run[COL_TF32] = true;
+        else if (!strcmp(argv[i], "--tf32-out") && i + 1 < argc) out_path[COL_TF32] = argv[++i];
+        else if (!strcmp(argv[i], "--tf32-results") && i + 1 < argc) in_path[COL_TF32] = argv[++i];
         else if (!strcmp(argv[i], "--random")) run[COL_RANDOM] = true;
         else if (!strcmp(argv[i], "--random-out") && i + 1 < argc) out_path[COL_RANDOM] = argv[++i];
         else if (!strcmp(argv[i], "--random-results") && i + 1 < argc) in_path[COL_RANDOM] = argv[++i];
@@ -171,12 +233,12 @@ int main(int argc, char **argv) {
         else {
             fprintf(stderr, "usage: ampc-conformance [--data ROOT] [--suite NAME]... "
                             "[--markdown FILE] [--expect FILE] [--gpu] [--gpu-out FILE] "
-                            "[--gpu-results FILE] [--random] [--random-out FILE] "
+                            "[--gpu-results FILE] [--tf32] [--tf32-out FILE] "
+                            "[--tf32-results FILE] [--random] [--random-out FILE] "
                             "[--random-results FILE] [--shard K/N] [-v]\n");
             return 2;
         }
     }
-    static const conf_mode col_mode[N_COLS] = {CONF_REFERENCE, CONF_GPU, CONF_RANDOM};
     suite_result s[8] = {0};
     int ns = 0, total = 0;
     for (int i = 0; i < conf_n_suites; i++) {
@@ -218,7 +280,8 @@ int main(int argc, char **argv) {
                         "AMPC_ONNX_TESTDATA)\n", root);
         return 1;
     }
-    bool have[N_COLS];
+    md_info mi = {.root = root};
+    bool *have = mi.have;
     for (int c = 0; c < N_COLS; c++)
         have[c] = run[c] || (in_path[c] && read_results(in_path[c], s, ns, c));
     for (int i = 0; i < ns; i++) {
@@ -232,22 +295,26 @@ int main(int argc, char **argv) {
         if (have[COL_GPU])
             printf("; GPU %4d pass, %4d fail, %4d unsupported", k[COL_GPU][0], k[COL_GPU][1],
                    k[COL_GPU][2]);
+        if (have[COL_TF32])
+            printf("; default (TF32) %4d pass, %4d fail", k[COL_TF32][0], k[COL_TF32][1]);
         if (have[COL_RANDOM])
             printf("; random %4d pass, %4d fail", k[COL_RANDOM][0], k[COL_RANDOM][1]);
         printf("\n");
     }
-    const char *gpu_source =
-        run[COL_GPU] ? "this run (--gpu)"
-        : have[COL_GPU]
-            ? "tests/conformance/gpu.tsv and gpu-random.tsv, written by the last run of "
-              "scripts/gpu-check.sh on the GPU machine (gpu.tsv's first line names the GPU); the GPU "
-              "runs compile each case to compute_80 PTX with FP32 math (TF32 off: the tests expect "
-              "float32 accuracy)"
-            : "no GPU run (the columns are empty)";
+    static const char *const run_flag[N_COLS] = {"", "--gpu", "--tf32", "--random"};
+    for (int c = COL_GPU; c < N_COLS; c++) {
+        /* the file as the repository names it, not the absolute path the script passes */
+        const char *file = in_path[c] && strstr(in_path[c], "tests/conformance/")
+                               ? strstr(in_path[c], "tests/conformance/") : in_path[c];
+        if (run[c]) snprintf(mi.source[c], sizeof mi.source[c], "this run (%s)", run_flag[c]);
+        else if (have[c]) snprintf(mi.source[c], sizeof mi.source[c], "%s", file);
+        else snprintf(mi.source[c], sizeof mi.source[c], "not run (no %s)",
+                      file ? file : "results file given");
+    }
     bool ok = true;
-    if (md) ok &= write_file(md, s, ns, root, OUT_MARKDOWN, gpu_source);
+    if (md) ok &= write_file(md, s, ns, OUT_MARKDOWN, &mi);
     for (int c = 0; c < N_COLS; c++)
-        if (out_path[c] && run[c]) ok &= write_file(out_path[c], s, ns, root, c, NULL);
+        if (out_path[c] && run[c]) ok &= write_file(out_path[c], s, ns, c, NULL);
     for (int i = 0; i < ns; i++) {
         conf_free_names(s[i].names, s[i].n);
         for (int c = 0; c < N_COLS; c++) free(s[i].col[c]);

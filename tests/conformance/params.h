@@ -7,6 +7,8 @@
 
 #include "runner.h"
 
+/* criterion.h first: included after parameterized.h it leaves Test() undefined. */
+#include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
 /* The rows of tests/conformance/<table> copied into cr_malloc'ed memory (*n rows; none when the

@@ -31,6 +31,11 @@ typedef struct conf_result {
 #define CONF_RTOL 1e-3
 #define CONF_ATOL 1e-7
 
+/* The tolerance of f32 outputs in the default build (CONF_GPU_DEFAULT): TF32 keeps 10 of f32's
+ * 23 mantissa bits in the inputs of matmuls and convolutions. */
+#define CONF_TF32_RTOL 1e-2
+#define CONF_TF32_ATOL 1e-4
+
 /* The data root: $AMPC_ONNX_TESTDATA, else Debian's /usr/share/libonnx-testdata/data. */
 const char *conf_data_root(void);
 /* Where gen_node_tests.py wrote the newer suite: $AMPC_ONNX_GENERATED, else .onnx-tests in
@@ -46,13 +51,28 @@ void conf_free_names(char **names, int n);
 
 /* Where outputs are computed: the reference evaluator (CPU), or the GPU (ampc_compile, then
  * ampc_module_run; a case whose ops have no GPU lowering is "unsupported" with the reason).
+ * CONF_GPU compiles with FP32 math (TF32 off: no choice that changes numbers against the model
+ * as written) and compares with the test data at the suite's tolerances; CONF_GPU_DEFAULT
+ * compiles as a build is by default (TF32 math for f32 matmuls and convolutions) and compares at
+ * conf_data_tolerance's (rtol 1e-2, atol 1e-4 for f32 outputs).
  * CONF_COMPILE stops after ampc_compile with NVRTC's PTX for compute_80 and cubin for sm_80
  * (no GPU needed): "pass" then means every kernel of the case compiled. CONF_RANDOM replaces
  * every floating-point input with random values drawn uniformly from the range of the test's own
  * data (which keeps Log's inputs positive, Acosh's >= 1...; integer inputs, often indices, stay),
  * runs the reference evaluator and the GPU on them, and compares the two within the tolerance of
  * the output dtype (conf_random_tolerance), reporting the worst element. */
-typedef enum conf_mode { CONF_REFERENCE, CONF_GPU, CONF_COMPILE, CONF_RANDOM } conf_mode;
+typedef enum conf_mode {
+    CONF_REFERENCE,
+    CONF_GPU,
+    CONF_COMPILE,
+    CONF_RANDOM,
+    CONF_GPU_DEFAULT
+} conf_mode;
+
+/* Output against the test data: |got - expected| <= atol + rtol * |expected|. The suite's
+ * tolerances (CONF_RTOL, CONF_ATOL), except for f32 outputs under CONF_GPU_DEFAULT: the looser
+ * of those and CONF_TF32_RTOL, CONF_TF32_ATOL. */
+void conf_data_tolerance(conf_mode mode, int dtype, double *rtol, double *atol);
 
 /* GPU against reference on random inputs: |gpu - ref| <= atol + rtol * |ref|, by the output's
  * dtype, widened for f32 when the graph holds an op that sums many terms (DFT, STFT). */
@@ -61,8 +81,8 @@ void conf_random_tolerance(const ampc_graph *g, int dtype, double *rtol, double 
 /* Runs the case in directory `dir`. */
 void conf_run_case(const char *dir, conf_mode mode, conf_result *r);
 
-/* One row of a results table (expected.tsv, gpu.tsv, gpu-random.tsv): suite, test, status and
- * reason, tab-separated; lines starting with '#' are comments. */
+/* One row of a results table (expected.tsv, gpu.tsv, gpu-tf32.tsv, gpu-random.tsv): suite,
+ * test, status and reason, tab-separated; lines starting with '#' are comments. */
 typedef struct conf_row {
     char suite[32], name[160], reason[400];
     conf_status status;

@@ -31,3 +31,25 @@ ParameterizedTest(conf_row *c, conformance, onnx_backend, .timeout = 120) {
     else
         cr_skip_test("%s/%s: %s: %s", c->suite, c->name, conf_status_name(r.status), r.reason);
 }
+
+/* The GPU columns' tolerances against the test data: the TF32-off build at the suite's own for
+ * every dtype; the default build (TF32 on) at rtol 1e-2, atol 1e-4 for f32 outputs, never tighter
+ * than the suite's, and at the suite's for every other dtype (their products do not use TF32). */
+Test(conformance, data_tolerance_by_configuration) {
+    static const ampc_dtype all[] = {AMPC_DTYPE_F32, AMPC_DTYPE_F16, AMPC_DTYPE_BF16,
+                                     AMPC_DTYPE_F64, AMPC_DTYPE_I64, AMPC_DTYPE_I32,
+                                     AMPC_DTYPE_I8,  AMPC_DTYPE_U8,  AMPC_DTYPE_BOOL};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+        double rtol, atol;
+        conf_data_tolerance(CONF_GPU, all[i], &rtol, &atol);
+        cr_assert(rtol == CONF_RTOL && atol == CONF_ATOL, "TF32 off, %s: rtol %g, atol %g",
+                  ampc_dtype_name(all[i]), rtol, atol);
+        conf_data_tolerance(CONF_GPU_DEFAULT, all[i], &rtol, &atol);
+        if (all[i] == AMPC_DTYPE_F32)
+            cr_assert(rtol == 1e-2 && atol == 1e-4 && rtol >= CONF_RTOL && atol >= CONF_ATOL,
+                      "default build, f32: rtol %g, atol %g", rtol, atol);
+        else
+            cr_assert(rtol == CONF_RTOL && atol == CONF_ATOL, "default build, %s: rtol %g, atol %g",
+                      ampc_dtype_name(all[i]), rtol, atol);
+    }
+}
