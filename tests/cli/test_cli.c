@@ -21,24 +21,6 @@
 
 
 
-/* The whole file at path, NUL-terminated (malloc'ed). */
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "cannot open %s", path);
-    char *buf = calloc(1, 1 << 20);
-    size_t n = fread(buf, 1, (1 << 20) - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    return buf;
-}
-
-static void write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f);
-    fputs(text, f);
-    fclose(f);
-}
-
 static const char model_text[] =
     "graph \"affine\" {\n"
     "  input %x : f32[2,3]\n"
@@ -68,7 +50,7 @@ Test(cli, version_and_help) {
 Test(cli, inspect_ir_text) {
     char *d = t_tmpdir("cli"), path[512], *out;
     snprintf(path, sizeof path, "%s/m.ir", d);
-    write_text(path, model_text);
+    t_write_text(path, model_text);
     cr_assert_eq(ampc(&out, "inspect %s", path), 0, "%s", out);
     cr_assert(strstr(out, "graph 'affine': 4 nodes"), "%s", out);
     cr_assert(strstr(out, "MatMul"), "%s", out);
@@ -80,7 +62,7 @@ Test(cli, inspect_ir_text) {
 Test(cli, emit_ir_runs_the_pipeline_and_honours_disable) {
     char *d = t_tmpdir("cli"), path[512], *out;
     snprintf(path, sizeof path, "%s/m.ir", d);
-    write_text(path, model_text);
+    t_write_text(path, model_text);
     cr_assert_eq(ampc(&out, "%s --emit ir", path), 0, "%s", out);
     cr_assert(strstr(out, "const %w_scaled : f32[3,2] = [6, 12, 18, 24, 30, 36]"),
               "fold turned k into the constant 6, fold-scale moved it into the weights:\n%s", out);
@@ -111,7 +93,7 @@ static const char mlp_text[] =
 Test(cli, gpus_and_partition_split_a_matmul_pair) {
     char *d = t_tmpdir("cli"), path[512], *out;
     snprintf(path, sizeof path, "%s/mlp.ir", d);
-    write_text(path, mlp_text);
+    t_write_text(path, mlp_text);
     cr_assert_eq(ampc(&out, "%s --gpus 2 --partition tensor --emit ir", path), 0, "%s", out);
     cr_assert(strstr(out, "const %w1_rank1 : f32[3,2] = [3, 4, 7, 8, 11, 12]"), "%s", out);
     cr_assert(strstr(out, "const %w2_rank1 : f32[2,2] = [1, 1, -1, 2]"), "%s", out);
@@ -164,7 +146,7 @@ Test(cli, gpus_and_partition_split_a_matmul_pair) {
 Test(cli, partition_pipeline_cuts_the_graph_into_stages) {
     char *d = t_tmpdir("cli"), path[512], *out;
     snprintf(path, sizeof path, "%s/mlp.ir", d);
-    write_text(path, mlp_text);
+    t_write_text(path, mlp_text);
     cr_assert_eq(ampc(&out, "%s --gpus 2 --partition pipeline --emit ir", path), 0, "%s", out);
     cr_assert(strstr(out, "graph \"mlp\" micro_batches 2 stages 2 {"), "%s", out);
     cr_assert(strstr(out, "input %x : f32[1,3]"), "%s", out);
@@ -177,7 +159,7 @@ Test(cli, partition_pipeline_cuts_the_graph_into_stages) {
     cr_assert_eq(ampc(&out, "%s --gpus 2 --partition pipeline -o %s --report %s", path, so,
                       report), 0, "%s", out);
     free(out);
-    char *json = read_text(report);
+    char *json = t_read_text(report);
     cr_assert(strstr(json, "\"pipeline\": {\"stages\": 2, \"micro_batches\": 2"), "%s", json);
     cr_assert(strstr(json, "\"stage\": 1"), "%s", json);
     cr_assert(strstr(json, "\"crossing\": 1"), "%s", json);
@@ -207,7 +189,7 @@ Test(cli, partition_pipeline_cuts_the_graph_into_stages) {
 Test(cli, partition_data_splits_the_batch) {
     char *d = t_tmpdir("cli"), path[512], *out;
     snprintf(path, sizeof path, "%s/mlp.ir", d);
-    write_text(path, mlp_text);
+    t_write_text(path, mlp_text);
     cr_assert_eq(ampc(&out, "%s --gpus 2 --partition data --emit ir", path), 0, "%s", out);
     cr_assert(strstr(out, "graph \"mlp\" batch_split 2 {"), "%s", out);
     cr_assert(strstr(out, "input %x : f32[1,3]"), "%s", out);
@@ -255,7 +237,7 @@ static const char block_text[] =
 Test(cli, partition_puts_bias_and_residual_on_rank_0) {
     char *d = t_tmpdir("cli"), path[512], *out;
     snprintf(path, sizeof path, "%s/block.ir", d);
-    write_text(path, block_text);
+    t_write_text(path, block_text);
     cr_assert_eq(ampc(&out, "%s --gpus 2 --partition tensor --emit ir", path), 0, "%s", out);
     cr_assert(strstr(out, "= ampc.FusedMatMul(%act_rank0, %w2_rank0, %b2, %x) {rank = 0} "
                           "@\"second_rank0\""), "%s", out);
@@ -271,7 +253,7 @@ Test(cli, partition_puts_bias_and_residual_on_rank_0) {
 Test(cli, precision_fp16_moves_the_graph_and_keeps_what_it_is_told) {
     char *d = t_tmpdir("cli"), path[512], *out;
     snprintf(path, sizeof path, "%s/m.ir", d);
-    write_text(path, model_text);
+    t_write_text(path, model_text);
     cr_assert_eq(ampc(&out, "%s --emit ir --precision fp16", path), 0, "%s", out);
     cr_assert(strstr(out, "%y : f16[2,2] = MatMul(%x_to_f16, %w_f16_scaled)"), "%s", out);
     cr_assert(strstr(out, "%z : f32[2,2] = Cast(%y) {to = 1}"), "the output stays f32:\n%s", out);
@@ -313,7 +295,7 @@ Test(cli, fp16_gelu_tanh_form_is_shown) {
     snprintf(path, sizeof path, "%s/ffn.ir", d);
     snprintf(report, sizeof report, "%s/r.json", d);
     snprintf(cuda, sizeof cuda, "%s/ffn.cu", d);
-    write_text(path, gelu_text);
+    t_write_text(path, gelu_text);
     cr_assert_eq(ampc(&out, "inspect %s --precision fp16 --fast-gelu", path), 0, "%s", out);
     cr_assert(strstr(out, "GELU: 1 matmul ends in GELU's tanh form, in cuBLASLt's epilogue (an erf "
                           "GELU: within 5e-4 of it, asked for by --fast-gelu)"), "%s", out);
@@ -342,7 +324,7 @@ Test(cli, fp16_gelu_tanh_form_is_shown) {
     free(out);
     cr_assert_eq(ampc(&out, "%s --emit cuda -o %s --precision fp16 --fast-gelu --report %s", path,
                       cuda, report), 0, "%s", out);
-    char *json = read_text(report);
+    char *json = t_read_text(report);
     cr_assert(strstr(json, "\"epilogue\": \"BIAS_GELU_TANH\""), "%s", json);
     free(json);
     free(out);
@@ -367,7 +349,7 @@ Test(cli, sparsity_prune_marks_and_reports_the_layers) {
     snprintf(path, sizeof path, "%s/m.ir", d);
     snprintf(report, sizeof report, "%s/r.json", d);
     snprintf(cuda, sizeof cuda, "%s/m.cu", d);
-    write_text(path, sparse_text);
+    t_write_text(path, sparse_text);
     cr_assert_eq(ampc(&out, "%s --emit ir --sparsity prune", path), 0, "%s", out);
     /* Rows 0..3 of column 0 are 1, 3, 5, 7 -> 5, 7 stay; rows 4..7 -1..-7 -> -5, -7 stay. */
     cr_assert(strstr(out, "const %we_24 : f32[8,2] = [0, 0, 0, 0, 5, 6, 7, 8, 0, 0, 0, 0, -5, -6, -7, -8]"),
@@ -437,7 +419,7 @@ static const char cancel_text[] =
 Test(cli, precision_auto_moves_nodes_back_until_the_tolerance_holds) {
     char *d = t_tmpdir("cli"), path[512], *out;
     snprintf(path, sizeof path, "%s/m.ir", d);
-    write_text(path, cancel_text);
+    t_write_text(path, cancel_text);
     cr_assert_eq(ampc(&out, "%s --emit ir --precision auto --tolerance 1e-3", path), 0, "%s", out);
     cr_assert(strstr(out, "round 1: outputs' error "), "%s", out);
     cr_assert(strstr(out, "to f32: node '"), "%s", out);
@@ -448,7 +430,7 @@ Test(cli, precision_auto_moves_nodes_back_until_the_tolerance_holds) {
     cr_assert(strstr(out, "%s : f32[4,2] = Sub("), "%s", out);
     free(out);
     /* A model that fp16 serves as it is: nothing moves, the MatMul runs in f16. */
-    write_text(path, model_text);
+    t_write_text(path, model_text);
     cr_assert_eq(ampc(&out, "%s --emit ir --precision auto", path), 0, "%s", out);
     cr_assert(strstr(out, "precision auto: 0 nodes moved back to f32"), "%s", out);
     cr_assert(strstr(out, "= MatMul(%x_to_f16, %w_f16_scaled)"), "%s", out);
@@ -465,7 +447,7 @@ Test(cli, precision_auto_moves_nodes_back_until_the_tolerance_holds) {
 Test(cli, parse_errors_name_file_line_and_column) {
     char *d = t_tmpdir("cli"), path[512], *out;
     snprintf(path, sizeof path, "%s/bad.ir", d);
-    write_text(path, "graph \"g\" {\n  input %x : f32[2]\n  %y : f32[2] = Relu(%nope)\n}\n");
+    t_write_text(path, "graph \"g\" {\n  input %x : f32[2]\n  %y : f32[2] = Relu(%nope)\n}\n");
     cr_assert_eq(ampc(&out, "%s --emit ir", path), 1);
     cr_assert(strstr(out, "bad.ir:3:"), "%s", out);
     free(out);
@@ -504,7 +486,7 @@ static int count(const char *s, const char *needle) {
 Test(cli, onnx_import_errors_are_printed_once) {
     char *d = t_tmpdir("cli"), path[512], *out;
     snprintf(path, sizeof path, "%s/broken-model.onnx", d);
-    write_text(path, "this is not a protobuf message \xff\xff\xff");
+    t_write_text(path, "this is not a protobuf message \xff\xff\xff");
     cr_assert_eq(ampc(&out, "%s -o %s/x.so", path, d), 1);
     cr_assert_eq(count(out, "broken-model.onnx"), 1, "%s", out);
     cr_assert_eq(count(out, "ampc: "), 1, "%s", out);
@@ -515,7 +497,7 @@ Test(cli, onnx_import_errors_are_printed_once) {
     free(out);
     /* The same for tensor files given with --input. */
     snprintf(path, sizeof path, "%s/m.ir", d);
-    write_text(path, model_text);
+    t_write_text(path, model_text);
     cr_assert_eq(ampc(&out, "run %s --reference --input x=%s/missing-x.npy", path, d), 1);
     cr_assert_eq(count(out, "missing-x.npy"), 1, "%s", out);
     cr_assert(strstr(out, "cannot open"), "%s", out);
@@ -529,7 +511,7 @@ Test(cli, onnx_import_errors_are_printed_once) {
 Test(cli, tensors_larger_than_host_memory_are_refused_before_allocating) {
     char *d = t_tmpdir("cli"), path[512], *out;
     snprintf(path, sizeof path, "%s/big-input.ir", d);
-    write_text(path, "graph \"g\" {\n  input %x : f32[1000000000,1000000000]\n"
+    t_write_text(path, "graph \"g\" {\n  input %x : f32[1000000000,1000000000]\n"
                      "  %y : f32[1000000000,1000000000] = Relu(%x) @\"r\"\n  output %y\n}\n");
     cr_assert_eq(ampc(&out, "run %s --reference", path), 1);
     cr_assert(strstr(out, "input 'x' f32[1000000000,1000000000] takes 4000000000000000000 bytes") &&
@@ -538,7 +520,7 @@ Test(cli, tensors_larger_than_host_memory_are_refused_before_allocating) {
     cr_assert_eq(ampc(&out, "%s --emit ir -o %s/big.ir", path, d), 0, "%s", out);
     free(out);
     snprintf(path, sizeof path, "%s/big-value.ir", d);
-    write_text(path, "graph \"g\" {\n  input %x : f32[1]\n"
+    t_write_text(path, "graph \"g\" {\n  input %x : f32[1]\n"
                      "  const %s : i64[2] = [1000000000, 1000000000]\n"
                      "  %y : f32[1000000000,1000000000] = Expand(%x, %s) @\"grow\"\n"
                      "  %z : f32[] = ReduceSum(%y) {keepdims=0} @\"sum\"\n  output %z\n}\n");
@@ -554,7 +536,7 @@ Test(cli, run_reference_reads_and_writes_npy) {
     char *d = t_tmpdir("cli"), model[512], x[512], y[600], *out, *err = NULL;
     snprintf(model, sizeof model, "%s/m.ir", d);
     snprintf(x, sizeof x, "%s/x.npy", d);
-    write_text(model, model_text);
+    t_write_text(model, model_text);
     float xv[6] = {1, 0, 0, 0, 1, 0};
     ampc_tensor xt = {AMPC_DTYPE_F32, {2, {2, 3}}, xv};
     cr_assert_eq(ampc_tensor_write_npy(x, &xt, &err), AMPC_OK, "%s", err ? err : "");
@@ -622,7 +604,7 @@ Test(cli, compile_to_library_and_run_it, .timeout = 120) {
     snprintf(path, sizeof path, "%s/m.ir", d);
     snprintf(lib, sizeof lib, "%s/my-model.so", d);
     snprintf(hdr, sizeof hdr, "%s/my-model.h", d);
-    write_text(path, model_text);
+    t_write_text(path, model_text);
     char report[600];
     snprintf(report, sizeof report, "%s/report.json", d);
     cr_assert_eq(ampc(&out, "%s -o %s --report %s", path, lib, report), 0, "%s", out);
@@ -684,7 +666,7 @@ Test(cli, sparse_gemm_steps_in_the_library, .timeout = 120) {
     snprintf(path, sizeof path, "%s/m.ir", d);
     snprintf(lib, sizeof lib, "%s/sp.so", d);
     snprintf(report, sizeof report, "%s/report.json", d);
-    write_text(path, "graph \"sp\" {\n"
+    t_write_text(path, "graph \"sp\" {\n"
                      "  input %x : f32[16,8]\n"
                      "  const %w : f32[8,8] = [-5, 2, -2, 5, 1, -3, 4, 0, -4, 3, -1, -5, 2, -2, 5, 1, -3, 4, 0, -4, 3, -1, -5, 2, -2, 5, 1, -3, 4, 0, -4, 3, -1, -5, 2, -2, 5, 1, -3, 4, 0, -4, 3, -1, -5, 2, -2, 5, 1, -3, 4, 0, -4, 3, -1, -5, 2, -2, 5, 1, -3, 4, 0, -4]\n"
                      "  %y : f32[16,8] = MatMul(%x, %w) @\"fc\"\n"
@@ -723,7 +705,7 @@ Test(cli, sparse_gemm_steps_in_the_library, .timeout = 120) {
 
 /* Whether the file at path still holds exactly text. */
 static bool holds(const char *path, const char *text) {
-    char *got = read_text(path);
+    char *got = t_read_text(path);
     bool same = !strcmp(got, text);
     free(got);
     return same;
@@ -737,8 +719,8 @@ Test(cli, outputs_never_replace_inputs, .timeout = 120) {
     snprintf(ir, sizeof ir, "%s/m.ir", d);
     snprintf(hdr, sizeof hdr, "%s/m.h", d);
     snprintf(lnk, sizeof lnk, "%s/link.ir", d);
-    write_text(ir, model_text);
-    write_text(hdr, model_text); /* IR text named m.h: `-o m.so` would write its header there */
+    t_write_text(ir, model_text);
+    t_write_text(hdr, model_text); /* IR text named m.h: `-o m.so` would write its header there */
     cr_assert_eq(link(ir, lnk), 0);
     cr_assert_eq(ampc(&out, "%s -o %s", ir, ir), 2, "%s", out);
     cr_assert(strstr(out, "-o ") && strstr(out, "m.ir is the model being compiled") &&
@@ -783,7 +765,7 @@ Test(cli, outputs_that_cannot_be_written_are_refused_first, .timeout = 120) {
     char *d = t_tmpdir("cli"), ir[512], fifo[512], *out;
     snprintf(ir, sizeof ir, "%s/m.ir", d);
     snprintf(fifo, sizeof fifo, "%s/pipe.ir", d);
-    write_text(ir, model_text);
+    t_write_text(ir, model_text);
     cr_assert_eq(mkfifo(fifo, 0600), 0);
     cr_assert_eq(ampc(&out, "%s --emit ir -o %s", ir, fifo), 2, "%s", out);
     cr_assert(strstr(out, "pipe.ir is a FIFO, not a regular file"), "%s", out);
@@ -823,7 +805,7 @@ Test(cli, outputs_that_cannot_be_written_are_refused_first, .timeout = 120) {
 Test(cli, save_outputs_file_names_are_safe_and_unique) {
     char *d = t_tmpdir("cli"), ir[512], p[700], *out;
     snprintf(ir, sizeof ir, "%s/m.ir", d);
-    write_text(ir, "graph \"g\" {\n  input %x : f32[2]\n"
+    t_write_text(ir, "graph \"g\" {\n  input %x : f32[2]\n"
                    "  %\"a/b\" : f32[2] = Relu(%x) @\"r1\"\n"
                    "  %a_b : f32[2] = Neg(%x) @\"r2\"\n"
                    "  %\"../up\" : f32[2] = Abs(%x) @\"r3\"\n"
@@ -863,7 +845,7 @@ Test(cli, calibrate_reads_only_inside_its_folder, .timeout = 120) {
     snprintf(ir, sizeof ir, "%s/m.ir", d);
     snprintf(cal, sizeof cal, "%s/cal", d);
     cr_assert_eq(mkdir(cal, 0700), 0);
-    write_text(ir, "graph \"g\" {\n  input %\"../secret\" : f32[2]\n"
+    t_write_text(ir, "graph \"g\" {\n  input %\"../secret\" : f32[2]\n"
                    "  %y : f32[2] = Relu(%\"../secret\") @\"r\"\n  output %y\n}\n");
     float v[3] = {1, 2, 3};
     ampc_tensor wrong = {AMPC_DTYPE_F32, {1, {3}}, v};
@@ -890,7 +872,7 @@ Test(cli, model_format_is_told_by_content, .timeout = 120) {
     snprintf(lib, sizeof lib, "%s/lib.so", d);
     snprintf(cmd, sizeof cmd, "cp '%s/tests/fuzz/corpus/onnx/mlp.onnx' '%s'", AMPC_SOURCE_DIR, bin);
     cr_assert_eq(system(cmd), 0);
-    write_text(onnx, "// an IR file with an ONNX name\n\n" "graph \"affine\" {\n  input %x : f32[2]\n"
+    t_write_text(onnx, "// an IR file with an ONNX name\n\n" "graph \"affine\" {\n  input %x : f32[2]\n"
                      "  %y : f32[2] = Relu(%x) @\"r\"\n  output %y\n}\n");
     cr_assert_eq(ampc(&out, "inspect %s", bin), 0, "%s", out);
     cr_assert(strstr(out, "ir_version:") && strstr(out, "opsets:"), "the ONNX view:\n%s", out);
@@ -915,7 +897,7 @@ Test(cli, truncated_library_is_refused, .timeout = 120) {
     snprintf(ir, sizeof ir, "%s/m.ir", d);
     snprintf(lib, sizeof lib, "%s/m.so", d);
     snprintf(cut, sizeof cut, "%s/cut.so", d);
-    write_text(ir, model_text);
+    t_write_text(ir, model_text);
     cr_assert_eq(ampc(&out, "%s -o %s", ir, lib), 0, "%s", out);
     free(out);
     struct stat st;
@@ -947,12 +929,12 @@ Test(cli, emit_without_kernels_says_so, .timeout = 120) {
     char *d = t_tmpdir("cli"), ir[512], cu[512], *out;
     snprintf(ir, sizeof ir, "%s/mm.ir", d);
     snprintf(cu, sizeof cu, "%s/mm.cu", d);
-    write_text(ir, "graph \"g\" {\n  input %x : f32[2,3]\n  const %w : f32[3,2] = [1, 2, 3, 4, 5, 6]\n"
+    t_write_text(ir, "graph \"g\" {\n  input %x : f32[2,3]\n  const %w : f32[3,2] = [1, 2, 3, 4, 5, 6]\n"
                    "  %y : f32[2,2] = MatMul(%x, %w) @\"mm\"\n  output %y\n}\n");
     cr_assert_eq(ampc(&out, "%s --emit cuda -o %s", ir, cu), 0, "%s", out);
     cr_assert(strstr(out, "no generated kernels: every step runs in cuBLASLt/cuDNN"), "%s", out);
     free(out);
-    char *text = read_text(cu);
+    char *text = t_read_text(cu);
     cr_assert(!strncmp(text, "// no generated kernels", 23), "%s", text);
     free(text);
     t_rmdir_all(d);
@@ -972,11 +954,11 @@ Test(cli, a_long_chain_defines_few_kernels, .timeout = 240) {
     for (int i = 0; i < N; i++)
         ampc_sb_printf(&sb, "  %%v%d : f32[4] = %s(%%v%d) @\"n%d\"\n", i + 1, ops[i % 3], i, i);
     ampc_sb_printf(&sb, "  output %%v%d\n}\n", N);
-    write_text(ir, sb.data);
+    t_write_text(ir, sb.data);
     ampc_sb_free(&sb);
     cr_assert_eq(ampc(&out, "%s --emit cuda -o %s", ir, cu), 0, "%s", out);
     free(out);
-    char *text = read_text(cu);
+    char *text = t_read_text(cu);
     int defined = 0, launches = 0;
     for (const char *p = text; (p = strstr(p, "__global__")); p++) defined++;
     for (const char *p = text; (p = strstr(p, "; also launched by ")); p++)
@@ -1014,7 +996,7 @@ Test(cli, max_loop_iterations_bounds_a_loop_of_the_reference_evaluator) {
     snprintf(model, sizeof model, "%s/w.ir", d);
     snprintf(go, sizeof go, "%s/go.npy", d);
     snprintf(lim, sizeof lim, "%s/limit.npy", d);
-    write_text(model, while_text);
+    t_write_text(model, while_text);
     uint8_t yes = 1;
     int64_t big = (int64_t)1 << 40;
     ampc_tensor gt = {AMPC_DTYPE_BOOL, {0, {0}}, &yes}, lt = {AMPC_DTYPE_I64, {0, {0}}, &big};

@@ -16,23 +16,6 @@
 
 #define ampc(out, ...) t_ampc((out), 120, __VA_ARGS__)
 
-static void write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f);
-    fputs(text, f);
-    fclose(f);
-}
-
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "cannot open %s", path);
-    char *buf = calloc(1, 1 << 20);
-    size_t n = fread(buf, 1, (1 << 20) - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    return buf;
-}
-
 /* A product, a scale after it and a GELU: each choice shows on the math: line. */
 static const char scaled_text[] =
     "graph \"scaled\" {\n"
@@ -49,7 +32,7 @@ static const char scaled_text[] =
 static char *model_file(const char *d, const char *name, const char *text) {
     static char path[600];
     snprintf(path, sizeof path, "%s/%s", d, name);
-    write_text(path, text);
+    t_write_text(path, text);
     return path;
 }
 
@@ -95,7 +78,7 @@ Test(math, report_and_library_record_the_math_line, .timeout = 240) {
     cr_assert(strstr(out, "ampc: math: TF32 for 1 f32 matmul/convolution (--precision fp32: off); "
                           "1 scalar product folded into constant weights\n"), "%s", out);
     free(out);
-    char *json = read_text(report);
+    char *json = t_read_text(report);
     cr_assert(strstr(json, "\"math\": \"TF32 for 1 f32 matmul/convolution (--precision fp32: off); "
                            "1 scalar product folded into constant weights\""), "%s", json);
     free(json);
@@ -141,7 +124,7 @@ Test(auto_precision, refuses_a_build_whose_checked_error_misses_the_tolerance, .
     cr_assert(strstr(out, "ampc: math: ") && strstr(out, "NOT MET: accepted with --accept-error"),
               "%s", out);
     free(out);
-    char *json = read_text(report);
+    char *json = t_read_text(report);
     cr_assert(strstr(json, "\"met\": false, \"accepted\": true"), "%s", json);
     free(json);
     cr_assert_eq(ampc(&out, "inspect %s", lib), 0, "%s", out);

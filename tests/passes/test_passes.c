@@ -23,19 +23,6 @@
 
 #define GOLDEN_GLOB AMPC_SOURCE_DIR "/tests/passes/golden/*.ir"
 
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *s = malloc((size_t)n + 1);
-    cr_assert_eq(fread(s, 1, (size_t)n, f), (size_t)n);
-    s[n] = 0;
-    fclose(f);
-    return s;
-}
-
 static ampc_graph *parse_text(const char *text) {
     ampc_graph *g = NULL;
     char *err = NULL;
@@ -82,7 +69,7 @@ ParameterizedTestParameters(golden, ir) {
 
 ParameterizedTest(golden_file *f, golden, ir) {
     const char *name = strrchr(f->path, '/') ? strrchr(f->path, '/') + 1 : f->path;
-    char *spec = read_text(f->path);
+    char *spec = t_read_text(f->path);
     const char *run = strstr(spec, "// RUN:");
     cr_assert_not_null(run, "%s: no '// RUN: <pass> ...' line", name);
     ampc_graph *g = NULL;

@@ -102,6 +102,10 @@ void t_fill_uniform_f32(ampc_tensor *t, const char *name, uint64_t *seed);
  * returns the exit status and, in *out (malloc'ed), stdout and stderr together, byte for byte. */
 int t_ampc(char **out, int timeout_s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* The whole file at path, NUL-terminated (malloc'ed); writes text to path (replacing it). */
+char *t_read_text(const char *path);
+void t_write_text(const char *path, const char *text);
+
 /* A fresh folder /tmp/ampc-TAG-XXXXXX (malloc'ed name); t_rmdir_all removes it with everything
  * in it and frees the name. */
 char *t_tmpdir(const char *tag);
