@@ -15,6 +15,9 @@
  * (runtime/prov_cudnn.c fuses them into the convolution call where cuDNN can) or at the end of
  * the direct kernel, before the one rounding to y.
  *
+ * Depthwise convolutions (one filter per channel) in f16/bf16, channels last, run a generated
+ * kernel of their own (kernels/depthwise.cuh) instead of cuDNN, which is slow on them.
+ *
  * Generated direct kernels, one thread per output element (correct, slower), for everything
  * else: asymmetric pads (the memory plan has no temporaries to pad the input into), f64, more
  * than 3 spatial dims or tensors past cuDNN's 2^31-element limit, ConvTranspose shapes cuDNN
@@ -159,6 +162,65 @@ static ampc_status conv_step(ampc_cg *cg, const ampc_node *n, const conv_desc *d
     if (d->b) p.bias = ampc_cg_ref(cg, d->b);
     p.y = ampc_cg_ref(cg, d->y);
     return ampc_cg_step_conv(cg, n, &p);
+}
+
+/* ---- depthwise, channels last ---------------------------------------------------------------- */
+
+/* The channels a depthwise block takes: the largest of 64, 32, 16, 8 dividing C. */
+static int64_t depthwise_block_channels(int64_t c) {
+    for (int64_t cb = 64; cb >= 8; cb /= 2)
+        if (c % cb == 0) return cb;
+    return 0;
+}
+
+/* Whether ampc::dw_nhwc (kernels/depthwise.cuh) takes this convolution: a forward 2-D f16/bf16
+ * channels-last convolution with one filter per channel (group = C = M), C a multiple of 8,
+ * x, z and y 16-byte aligned, the block's filters within 48 KB of shared memory. */
+static bool depthwise_ok(ampc_cg *cg, const conv_desc *d) {
+    const ampc_dtype t = d->x->dtype;
+    if (d->transpose || d->integer || !d->channels_last || d->geo.k != 2) return false;
+    if ((t != AMPC_DTYPE_F16 && t != AMPC_DTYPE_BF16) || d->y->dtype != t || d->w->dtype != t)
+        return false;
+    if (d->group != d->c || d->m != d->c || d->c % 8 || (d->b && d->b->dtype != t)) return false;
+    if ((d->z && d->z->dtype != t) || d->batch * d->out[0] * d->out[1] > INT_MAX) return false;
+    for (int32_t i = 0; i < 2; i++)
+        if (d->in[i] > INT_MAX / 4 || d->out[i] > INT_MAX / 4 || d->geo.kernel[i] > 32) return false;
+    if (depthwise_block_channels(d->c) * d->geo.kernel[0] * d->geo.kernel[1] * 4 > 48 * 1024)
+        return false;
+    const ampc_value *vs[3] = {d->x, d->y, d->z};
+    for (int32_t i = 0; i < 3; i++)
+        if (vs[i] && ampc_cg_ref(cg, vs[i]).offset % 16) return false;
+    return true;
+}
+
+/* A depthwise convolution as ampc::dw_nhwc: every window point a thread reads is 8 channels in
+ * one 16-byte load; cuDNN measured 0.2 to 0.8 TFLOP/s on these (ConvNeXt's 7x7 on [32, 56, 56,
+ * 96] 1.11 ms), far below what the memory allows (docs/benchmarks.md, "Depthwise"). */
+static ampc_status depthwise(ampc_cg *cg, const ampc_node *n, const conv_desc *d) {
+    const ampc_conv_geom *g = &d->geo;
+    const char *t = ampc_cg_ctype(d->x->dtype);
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, "conv_depthwise");
+    const char *px = ampc_cg_param(k, d->x, false), *pw = ampc_cg_param(k, d->w, false);
+    const char *pb = d->b ? ampc_cg_param(k, d->b, false) : NULL;
+    const char *pz = d->z ? ampc_cg_param(k, d->z, false) : NULL;
+    const char *py = ampc_cg_param(k, d->y, true);
+    const int64_t cb = depthwise_block_channels(d->c), pixels = d->batch * d->out[0] * d->out[1];
+    ampc_cg_line(k, "const ampc::dw_desc d = {%lldLL, %lld, %lld, %lld, %lld, %lld, %lld, %lld, "
+                    "%lld, %lld, %lld, %lld};", (long long)pixels, (long long)d->in[0],
+                 (long long)d->in[1], (long long)d->c, (long long)d->out[0], (long long)d->out[1],
+                 (long long)g->stride[0], (long long)g->stride[1], (long long)g->pad_begin[0],
+                 (long long)g->pad_begin[1], (long long)g->dil[0], (long long)g->dil[1]);
+    char none[64];
+    snprintf(none, sizeof none, "(const %s *)0", t);
+    ampc_cg_line(k, "ampc::dw_nhwc<%s, %lld, %lld, %lld, %s>(%s, %s, %s, %s, %s, d);", t,
+                 (long long)g->kernel[0], (long long)g->kernel[1], (long long)cb,
+                 d->relu ? "true" : "false", px, pw, pb ? pb : none, pz ? pz : none, py);
+    const int64_t per_block = 256 / (cb / 8);
+    const uint32_t grid[3] = {(uint32_t)((pixels + per_block - 1) / per_block),
+                              (uint32_t)(d->c / cb), 1};
+    const uint32_t block[3] = {256, 1, 1};
+    return ampc_cg_kernel_end_launch(k, grid, block,
+                                     (uint32_t)(cb * g->kernel[0] * g->kernel[1] * 4));
 }
 
 /* ---- generated direct kernels ---------------------------------------------------------------- */
@@ -351,6 +413,7 @@ ampc_status ampc_cg_lower_conv(ampc_cg *cg, const ampc_node *n) {
     conv_desc d;
     ampc_status st = describe(cg, n, &d);
     if (st != AMPC_OK) return st;
+    if (depthwise_ok(cg, &d)) return depthwise(cg, n, &d);
     if (cudnn_ok(&d)) return conv_step(cg, n, &d);
     if (d.channels_last) /* the layout pass makes channels-last convolutions for cuDNN only */
         return AMPC_FAIL(ampc_cg_graph(cg), n, AMPC_E_UNSUPPORTED,

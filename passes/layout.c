@@ -3,7 +3,7 @@
  *
  * cuDNN's tensor-core convolutions work on NHWC data; given NCHW they transpose in and out on
  * every call. This pass turns each 2-D Conv or ampc.FusedConv in f16 or bf16 (weights constant,
- * pads cuDNN can take) into an ampc.FusedConv with channels_last = 1: x and the residual z are
+ * pads cuDNN can take, or any pads for a depthwise one, which ampc's own kernel runs) into an ampc.FusedConv with channels_last = 1: x and the residual z are
  * [N, H, W, C], the weights are permuted to [M, R, S, C/group] here, at compile time, and the
  * output is [N, H, W, M]. The model's NCHW value is then a Transpose of that output, made once.
  *
@@ -33,15 +33,26 @@ typedef struct layout_ctx {
     ampc_value **w_last; /* by value id: a weight permuted to [M, R, S, C/group] */
 } layout_ctx;
 
-static bool symmetric_pads(ampc_graph *g, const ampc_node *n) {
+/* Whether n is a depthwise convolution ampc's own kernel runs (codegen/lower_conv.c's
+ * depthwise_ok): one filter per channel (group = C = M), C a multiple of 8. */
+static bool depthwise(ampc_graph *g, const ampc_node *n) {
+    const int64_t c = n->inputs[0]->shape.dims[1];
+    return ampc_ir_attr_int(g, n, "group", 1) == c && n->inputs[1]->shape.dims[0] == c && c % 8 == 0;
+}
+
+/* Pads the runtime can take: symmetric ones (cuDNN's legacy calls take one pad a dim), or any
+ * non-negative ones for a depthwise convolution, which ampc's kernel runs. */
+static bool pads_ok(ampc_graph *g, const ampc_node *n) {
     ampc_conv_geom geo;
     int32_t diags = g->diag.n;
     if (ampc_infer_conv_geom(g, n, &geo) != AMPC_OK) {
         ampc_diag_truncate(&g->diag, diags);
         return false;
     }
+    const bool any = depthwise(g, n);
     for (int32_t i = 0; i < geo.k; i++)
-        if (geo.pad_begin[i] != geo.pad_end[i] || geo.pad_begin[i] < 0) return false;
+        if ((!any && geo.pad_begin[i] != geo.pad_end[i]) || geo.pad_begin[i] < 0 || geo.pad_end[i] < 0)
+            return false;
     return true;
 }
 
@@ -51,7 +62,7 @@ static bool eligible(ampc_graph *g, const ampc_node *n) {
     const ampc_value *x = n->inputs[0], *w = n->inputs[1];
     if (x->dtype != AMPC_DTYPE_F16 && x->dtype != AMPC_DTYPE_BF16) return false;
     if (x->shape.rank != 4 || !w->data || w->shape.rank != 4) return false;
-    return symmetric_pads(g, n);
+    return pads_ok(g, n);
 }
 
 static ampc_attr perm_attr(const int64_t *perm) {
