@@ -106,6 +106,11 @@ ampc_graph *ampc_cg_graph(ampc_cg *cg);
 const ampc_cg_options *ampc_cg_opts(ampc_cg *cg);
 /* Where a value lives (space, offset, bytes), from the memory plan. */
 ampc_rt_ref ampc_cg_ref(ampc_cg *cg, const ampc_value *v);
+/* Device bytes a step may use for its own partial results between its kernels (a split
+ * reduction's partial sums): one region past every planned value, the same for every step that
+ * asks (steps run one after another), so its content lasts from a step's first kernel to its
+ * last only. The plan's arena grows by the largest size asked. */
+ampc_rt_ref ampc_cg_scratch(ampc_cg *cg, int64_t bytes);
 /* Whether two values share bytes (a view, or an op done in place). */
 bool ampc_cg_same_bytes(ampc_cg *cg, const ampc_value *a, const ampc_value *b);
 

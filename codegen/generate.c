@@ -73,6 +73,13 @@ ampc_rt_ref ampc_cg_ref(ampc_cg *cg, const ampc_value *v) {
                          v->mem_offset, (int64_t)ampc_ir_nbytes(v)};
 }
 
+static int64_t scratch_at(const ampc_graph *g) { return (g->arena_bytes + 255) & ~(int64_t)255; }
+
+ampc_rt_ref ampc_cg_scratch(ampc_cg *cg, int64_t bytes) {
+    if (bytes > cg->scratch_bytes) cg->scratch_bytes = bytes;
+    return (ampc_rt_ref){AMPC_RT_ARENA, scratch_at(cg->g), bytes};
+}
+
 bool ampc_cg_same_bytes(ampc_cg *cg, const ampc_value *a, const ampc_value *b) {
     (void)cg;
     return a->mem_space == b->mem_space && a->mem_offset == b->mem_offset;
@@ -386,6 +393,7 @@ ampc_status ampc_cg_generate(ampc_graph *g, const ampc_cg_options *o, ampc_cg_ou
         cg.cur_rank = node_rank(n);
         st = lower_node(&cg, n, &known_at);
     }
+    if (cg.scratch_bytes) plan->arena_bytes = scratch_at(g) + cg.scratch_bytes;
     if (st == AMPC_OK) st = ampc_cg_prefetch_weights(&cg);
     if (st == AMPC_OK) st = ampc_cg_share_kernels(&cg);
     if (st == AMPC_OK) st = build_units(&cg);

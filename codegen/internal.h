@@ -33,6 +33,7 @@ struct ampc_cg {
     cg_kernel_rec *kernels;
     int32_t n_kernels, cap_kernels;
     ampc_status status;      /* first failure of an emitter call */
+    int64_t scratch_bytes;   /* the largest ampc_cg_scratch asked: past the planned arena */
 };
 
 struct ampc_cg_kernel {

@@ -22,6 +22,7 @@
 #include "ir/ref/ref.h"
 
 #include <stdio.h>
+#include <string.h>
 
 /* ---- rows: the launch shapes every kernel here shares ---------------------------------------- */
 
@@ -210,6 +211,71 @@ static const char *int_highest(ampc_dtype t) {
     }
 }
 
+/* ---- split reductions: few long rows ----------------------------------------------------------
+ * A row of many elements takes one block; a few such rows (a whole tensor reduced to a scalar:
+ * T5's overflow check sums every element of its activations) leave most of the GPU idle. Each row
+ * is then split into `parts` chunks, one block each, whose partial results go to the step's
+ * scratch (ampc_cg_scratch); a second kernel combines each row's partials in order and applies
+ * the final step. The combine is the reduction's own, so the result is the unsplit one's up to
+ * the order of the float sums. */
+
+/* What one reduction accumulates: the accumulation and load types, identity, combine functor,
+ * element map (of v) and final step (of acc). */
+typedef struct reduction_kinds {
+    const char *at, *ct, *id, *comb, *map, *fin;
+} reduction_kinds;
+
+/* The chunks a row of `group` elements is split into among `rows_n` rows: enough blocks to fill
+ * the GPU (about 512: four on each of 132 SMs), chunks of at least 8192 elements; 1: no split. */
+static int32_t split_parts(int64_t rows_n, int64_t group) {
+    if (rows_n >= 256 || group < 65536) return 1;
+    int64_t want = (512 + rows_n - 1) / rows_n, most = group / 8192;
+    int64_t p = want < most ? want : most;
+    return (int32_t)(p > 1024 ? 1024 : p < 1 ? 1 : p);
+}
+
+static ampc_status lower_split(ampc_cg *cg, const ampc_node *n, const reduction_kinds *rk,
+                               const dims *kept, const dims *red, int64_t group, int32_t parts) {
+    const ampc_value *x = n->inputs[0], *y = n->outputs[0];
+    const int64_t rows_n = ampc_ir_numel(y), chunk = (group + parts - 1) / parts;
+    const size_t asz = strcmp(rk->at, "float") ? 8 : 4;
+    ampc_rt_ref part = ampc_cg_scratch(cg, rows_n * parts * (int64_t)asz);
+    /* 1. block (row, chunk): the chunk's elements, 512 threads, into part[row * parts + chunk] */
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, "reduce_part");
+    const char *px = ampc_cg_param(k, x, false), *pp = ampc_cg_param_ref(k, part, rk->at, true);
+    ampc_cg_line(k, "const long long row = blockIdx.x / %d, c0 = (long long)(blockIdx.x %% %d) * "
+                    "%lldLL;", parts, parts, (long long)chunk);
+    const char *base = emit_offset(k, kept, "row");
+    ampc_cg_line(k, "const long long c1 = c0 + %lldLL < %lldLL ? c0 + %lldLL : %lldLL;",
+                 (long long)chunk, (long long)group, (long long)chunk, (long long)group);
+    ampc_cg_line(k, "%s acc = %s;", rk->at, rk->id);
+    ampc_cg_open(k, "for (long long r = c0 + threadIdx.x; r < c1; r += 512)");
+    const char *off = emit_offset(k, red, "r");
+    ampc_cg_line(k, "const %s v = ampc::cvt<%s>(%s[%s + %s]);", rk->ct, rk->ct, px, base, off);
+    ampc_cg_line(k, "acc = %s(acc, (%s)(%s));", rk->comb, rk->at, rk->map);
+    ampc_cg_close(k);
+    ampc_cg_line(k, "acc = ampc::row_allreduce<512>(acc, %s, %s);", rk->comb, rk->id);
+    ampc_cg_line(k, "if (threadIdx.x == 0) %s[blockIdx.x] = acc;", pp);
+    const uint32_t grid[3] = {(uint32_t)(rows_n * parts), 1, 1}, block[3] = {512, 1, 1};
+    ampc_status st = ampc_cg_kernel_end_launch(k, grid, block, 0);
+    if (st != AMPC_OK) return st;
+    /* 2. a warp a row: its partials in order, then the final step */
+    k = ampc_cg_kernel_begin(cg, n, "reduce_combine");
+    pp = ampc_cg_param_ref(k, part, rk->at, false);
+    const char *py = ampc_cg_param(k, y, true);
+    ampc_cg_line(k, "const long long row = (long long)blockIdx.x * 8 + threadIdx.y;");
+    ampc_cg_line(k, "if (row >= %lldLL) return;", (long long)rows_n);
+    ampc_cg_line(k, "%s acc = %s;", rk->at, rk->id);
+    ampc_cg_open(k, "for (int c = threadIdx.x; c < %d; c += 32)", parts);
+    ampc_cg_line(k, "acc = %s(acc, %s[row * %d + c]);", rk->comb, pp, parts);
+    ampc_cg_close(k);
+    ampc_cg_line(k, "acc = ampc::row_allreduce<32>(acc, %s, %s);", rk->comb, rk->id);
+    ampc_cg_line(k, "if (threadIdx.x == 0) %s[row] = ampc::cvt<%s>(%s);", py,
+                 ampc_cg_ctype(y->dtype), rk->fin);
+    const uint32_t grid2[3] = {(uint32_t)((rows_n + 7) / 8), 1, 1}, block2[3] = {32, 8, 1};
+    return ampc_cg_kernel_end_launch(k, grid2, block2, 0);
+}
+
 static ampc_status lower_reduction(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *x = n->inputs[0], *y = n->outputs[0];
     const ampc_opcode op = n->op;
@@ -279,6 +345,11 @@ static ampc_status lower_reduction(ampc_cg *cg, const ampc_node *n) {
     const bool contiguous = red.n == 1 && red.stride[0] == 1;
     rows r = make_rows(out_count, group, contiguous);
     if (red.n == 0) r = (rows){out_count, 1, 1};
+    const int32_t parts = lse || r.w == 1 ? 1 : split_parts(out_count, group);
+    if (parts > 1) {
+        reduction_kinds kinds = {at, ct, id, comb, map, fin};
+        return lower_split(cg, n, &kinds, &kept, &red, group, parts);
+    }
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(op)->name);
     const char *px = ampc_cg_param(k, x, false), *py = ampc_cg_param(k, y, true);
     rows_open(k, &r);

@@ -80,6 +80,8 @@ static const rpat reduce_patterns[] = {
     {2, {300, 3}, 1, {0}, 1, 0, true, false},       /* long strided rows, few outputs: a block each */
     {3, {4, 0, 3}, 1, {1}, 1, 0, false, true},      /* an empty group: the identity */
     {2, {4, 6}, 0, {0}, 1, 1, false, false},        /* noop_with_empty_axes: element by element */
+    {2, {16, 8192}, 0, {0}, 0, 0, true, false},     /* one row of 131072: split over 16 blocks */
+    {3, {2, 64, 2048}, 2, {1, 2}, 1, 0, true, false}, /* two rows of 131072, split likewise */
 };
 
 /* Reductions of dtype t: all ten ops (only Max / Min for i8, u8, bool) over every pattern.
@@ -315,15 +317,16 @@ static int32_t compiles(build_fn build, ampc_dtype t, bool small) {
 static const ampc_dtype float_types[4] = {AMPC_DTYPE_F32, AMPC_DTYPE_F16, AMPC_DTYPE_BF16, AMPC_DTYPE_F64};
 
 Test(lower_reduce, reductions_compile_for_float_dtypes) {
-    /* f32: 8 patterns x 10 ops, minus ReduceProd on the 2 long ones: a kernel each (the empty
-     * group and noop_with_empty_axes too: their outputs are not empty). The other dtypes: the
-     * 4 compact patterns, one without ReduceProd. */
-    cr_assert_eq(compiles(build_reduce, AMPC_DTYPE_F32, false), 78);
+    /* f32: 10 patterns x 10 ops, minus ReduceProd on the 4 long ones: a kernel each (the empty
+     * group and noop_with_empty_axes too: their outputs are not empty), two for the 8 split ones
+     * (all but ReduceLogSumExp) of each of the last two patterns. The other dtypes: the 4
+     * compact patterns, one without ReduceProd. */
+    cr_assert_eq(compiles(build_reduce, AMPC_DTYPE_F32, false), 112);
     for (int32_t i = 1; i < 4; i++) cr_assert_eq(compiles(build_reduce, float_types[i], true), 39);
 }
 
 Test(lower_reduce, reductions_compile_for_integer_dtypes) {
-    cr_assert_eq(compiles(build_reduce, AMPC_DTYPE_I64, false), 78);
+    cr_assert_eq(compiles(build_reduce, AMPC_DTYPE_I64, false), 112);
     static const ampc_dtype all[3] = {AMPC_DTYPE_I32, AMPC_DTYPE_U32, AMPC_DTYPE_U64};
     for (int32_t i = 0; i < 3; i++) cr_assert_eq(compiles(build_reduce, all[i], true), 39);
     /* Max and Min only (opset 20 adds 8-bit integers and bool to them). */
@@ -543,6 +546,33 @@ Test(lower_reduce, reduction_golden) {
     expect_src(src, "const long long v = ampc::cvt<long long>(p0[e2]);\n");
     expect_src(src, "acc = ampc::red_add()(acc, (unsigned long long)((unsigned long long)v));\n");
     expect_src(src, "p1[row] = ampc::cvt<int>((long long)acc / 6LL);\n");
+    ampc_cg_output_free(o);
+    ampc_graph_destroy(g);
+}
+
+/* A few long rows are split: ReduceSum of all 131072 elements of [16, 8192] runs as 16 blocks of
+ * 512, each summing a chunk of 8192 into the step's scratch past the planned arena, then one warp
+ * combining the 16 partials in order. */
+Test(lower_reduce, split_reduction_golden) {
+    ampc_graph *g = ampc_graph_create("rs");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(16, 8192));
+    ampc_output(g, reduce_node(g, "ReduceSum", x, NULL, 0, 0, 0), "total");
+    ampc_cg_output *o = generate(g);
+    cr_assert_eq(o->plan.n_steps, 2);
+    const char *src = o->sources[0];
+    expect_launch(&o->plan.steps[0], 16, 512, 1);
+    expect_launch(&o->plan.steps[1], 1, 32, 8);
+    expect_src(src, "k0_reduce_part(const float *p0, float *p1)");
+    expect_src(src, "const long long row = blockIdx.x / 16, c0 = (long long)(blockIdx.x % 16) * 8192LL;\n");
+    expect_src(src, "for (long long r = c0 + threadIdx.x; r < c1; r += 512) {\n");
+    expect_src(src, "if (threadIdx.x == 0) p1[blockIdx.x] = acc;\n");
+    expect_src(src, "k1_reduce_combine(const float *p0, float *p1)");
+    expect_src(src, "for (int c = threadIdx.x; c < 16; c += 32) {\n");
+    expect_src(src, "if (threadIdx.x == 0) p1[row] = ampc::cvt<float>(acc);\n");
+    /* the partials live past every planned value, in 16 floats the plan's arena adds */
+    const ampc_rt_arg *part = &o->plan.steps[0].kernel.args[1];
+    cr_assert_geq(part->ref.offset, g->arena_bytes);
+    cr_assert_eq(o->plan.arena_bytes, part->ref.offset + 16 * 4);
     ampc_cg_output_free(o);
     ampc_graph_destroy(g);
 }
