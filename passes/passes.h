@@ -70,8 +70,8 @@ ampc_status ampc_pass_fold(ampc_graph *g, bool *changed);
 /* Common-subexpression elimination: merges identical nodes and identical small constants
  * (cse.c). */
 ampc_status ampc_pass_cse(ampc_graph *g, bool *changed);
-/* Nodes that only restate their input: an Expand to its input's own shape is removed (its
- * readers read the input), a Gather of a whole axis in order becomes a Reshape, a Cast or
+/* Nodes that only restate their input: an Expand to its input's own shape and a Concat whose
+ * inputs but one are empty are removed (their readers read the input), a Gather of a whole axis in order becomes a Reshape, a Cast or
  * Not read only by a shape view moves past it (simplify.c). */
 ampc_status ampc_pass_simplify(ampc_graph *g, bool *changed);
 /* Dead-code elimination: removes nodes the graph outputs do not depend on, then compacts

@@ -23,7 +23,8 @@ static const ampc_pass_info pass_table[] = {
     {"fold", ampc_pass_fold, "evaluate nodes whose inputs are all constant into constants"},
     {"cse", ampc_pass_cse, "merge identical nodes and identical small constants"},
     {"simplify", ampc_pass_simplify,
-     "drop Expands to their input's own shape; a Gather of a whole axis in order is a Reshape"},
+     "drop Expands to their input's own shape and Concats of one non-empty input; a Gather of "
+     "a whole axis in order is a Reshape"},
     /* precision, sparsity, fuse, layout: decisions that read a clean, folded graph */
     {"precision", ampc_pass_precision,
      "with --precision fp16|bf16, move f32 tensors to the low type as the op table's policy says"},

@@ -1,13 +1,14 @@
 /*
  * simplify.c — nodes that only restate their input become what they are:
  *   - an Expand to its input's own shape is its input: its readers read the input instead;
+ *   - a Concat whose inputs but one are empty is that one input: its readers read it instead;
  *   - a Gather whose constant indices list the gathered axis in order (0, 1, ..., n - 1) gives
  *     its input's elements in their order, so it is a Reshape of the input (a view: no step);
  *   - a Cast or Not read only by a Reshape, Flatten, Squeeze or Unsqueeze goes after it:
  *     Reshape(Cast(x)) is Cast(Reshape(x)), the Reshape a view of x, and the Cast then reads as
  *     the values around it are shaped, so it can join the chain of elementwise ops that reads
  *     the view (fuse-elementwise computes it there, broadcast).
- * Exporters write all three around attention masks: transformers' padding mask is a Cast to
+ * Exporters write the last three around attention masks: transformers' padding mask is a Cast to
  * bool, gathered over an arange and expanded to the shape it already has, so each was a kernel
  * or a copy of its own, and the mask could not join the chain of elementwise ops that reads it
  * (fuse-elementwise). A graph output is left as it is (the interface keeps its names).
@@ -80,6 +81,18 @@ static ampc_status unary_past_view(ampc_graph *g, ampc_node *r, ampc_uses *uses,
     return st;
 }
 
+/* The one input of Concat n that has elements, when every other is empty (an exporter's cache of
+ * past keys and values, empty when the model runs without one); NULL otherwise. */
+static ampc_value *only_nonempty(const ampc_node *n) {
+    ampc_value *x = NULL;
+    for (int32_t i = 0; i < n->n_inputs; i++) {
+        if (!n->inputs[i] || ampc_ir_numel(n->inputs[i]) == 0) continue;
+        if (x) return NULL;
+        x = n->inputs[i];
+    }
+    return x;
+}
+
 ampc_status ampc_pass_simplify(ampc_graph *g, bool *changed) {
     *changed = false;
     ampc_status st = AMPC_OK;
@@ -99,15 +112,17 @@ ampc_status ampc_pass_simplify(ampc_graph *g, bool *changed) {
         ampc_pass_uses_free(&uses);
     }
     if (st != AMPC_OK) return st == AMPC_E_OOM ? AMPC_FAIL(g, NULL, st, "out of host memory") : st;
-    /* Expands to their input's own shape, after the rewrites above added their constants: the
-     * map covers every value */
+    /* Expands to their input's own shape and Concats of one non-empty input, after the rewrites
+     * above added their constants: the map covers every value */
     ampc_value **map = calloc((size_t)g->n_values + 1, sizeof *map);
     if (!map) return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
     bool any = false;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         ampc_node *n = g->nodes[i];
-        if (n->dead || n->op != AMPC_OP_EXPAND || !n->inputs[0]) continue;
-        ampc_value *x = map[n->inputs[0]->id] ? map[n->inputs[0]->id] : n->inputs[0];
+        ampc_value *x0 = n->dead ? NULL : n->op == AMPC_OP_EXPAND ? n->inputs[0]
+                       : n->op == AMPC_OP_CONCAT ? only_nonempty(n) : NULL;
+        if (!x0) continue;
+        ampc_value *x = map[x0->id] ? map[x0->id] : x0;
         ampc_value *y = n->outputs[0];
         if ((y->flags & AMPC_VALUE_OUTPUT) || x->dtype != y->dtype || !ampc_shape_eq(&x->shape, &y->shape))
             continue;

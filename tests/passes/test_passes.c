@@ -40,6 +40,38 @@ static bool run_pass(ampc_graph *g, ampc_status (*pass)(ampc_graph *, bool *)) {
     return changed;
 }
 
+/* A Concat whose other inputs are empty (a cache of past keys, empty without one) is its one
+ * non-empty input: simplify removes it and its reader reads that input; the results are the
+ * same. A Concat of two non-empty inputs stays. */
+Test(passes, simplify_drops_a_concat_of_one_nonempty_input) {
+    static const char text[] =
+        "graph \"g\" {\n"
+        "  input %k : f32[1,2,3,4]\n"
+        "  input %j : f32[1,2,3,4]\n"
+        "  const %past : f32[1,2,0,4] = []\n"
+        "  %c : f32[1,2,3,4] = Concat(%past, %k) {axis = 2} @\"cache\"\n"
+        "  %r : f32[1,2,3,4] = Relu(%c) @\"r\"\n"
+        "  %d : f32[1,2,6,4] = Concat(%k, %j) {axis = 2} @\"both\"\n"
+        "  output %r\n"
+        "  output %d\n"
+        "}\n";
+    ampc_graph *g = parse_text(text), *ref = parse_text(text);
+    bool changed = run_pass(g, ampc_pass_simplify);
+    cr_assert(changed);
+    cr_assert_eq(t_count_op(g, AMPC_OP_CONCAT), 1, "the Concat of two inputs stays");
+    char *ir = ampc_graph_to_text(g, true);
+    cr_assert(strstr(ir, "%r : f32[1,2,3,4] = Relu(%k)"), "%s", ir);
+    free(ir);
+    float kv[24], jv[24];
+    for (int i = 0; i < 24; i++) kv[i] = (float)(i % 7) - 3, jv[i] = (float)i / 8;
+    ampc_tensor in[2] = {t_tensor(AMPC_DTYPE_F32, SHAPE(1, 2, 3, 4), kv),
+                         t_tensor(AMPC_DTYPE_F32, SHAPE(1, 2, 3, 4), jv)};
+    t_expect_same_outputs(ref, g, in, 2, 0, 0);
+    cr_assert_not(run_pass(g, ampc_pass_simplify), "a second run changes nothing");
+    ampc_graph_destroy(g);
+    ampc_graph_destroy(ref);
+}
+
 /* Contents of a temporary file written by the pipeline. */
 static char *file_text(FILE *f) {
     long n = ftell(f);
@@ -523,8 +555,8 @@ Test(pipeline, the_registry_lists_and_finds_passes) {
                         "   2. fold         evaluate nodes whose inputs are all constant into "
                         "constants\n"
                         "   3. cse          merge identical nodes and identical small constants\n"
-                        "   4. simplify     drop Expands to their input's own shape; a Gather of a "
-                        "whole axis in order is a Reshape\n"
+                        "   4. simplify     drop Expands to their input's own shape and Concats of "
+                        "one non-empty input; a Gather of a whole axis in order is a Reshape\n"
                         "   5. precision    with --precision fp16|bf16, move f32 tensors to the "
                         "low type as the op table's policy says\n"
                         "   6. sparsity     with --sparsity verify|prune, mark (prune: make) 2:4 "
