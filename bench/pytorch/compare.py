@@ -300,7 +300,7 @@ def attempt(errors, name, fn):
 
 def failed_rows(entry, order, batch, fields):
     """The rows of a model and batch that could not be measured: one per build, with `fields`
-    (export_error: why)."""
+    (setup_error: what failed before ampc ran, and why)."""
     return [dict(fields, model=entry.label + b.label, key=entry.key, batch=batch,
                  ampc_flags=b.flags, order=[order, batch, k]) for k, b in enumerate(entry.builds)]
 
@@ -313,18 +313,23 @@ def bench_one(entry, order, model, batch, base, work, out):
     label, key, builds = entry.label, entry.key, entry.builds
     torch.manual_seed(0)
     args = entry.make_inputs(batch, "cuda")
-    peak, ref = eager_peak_bytes(model, args, base)
+    errors = {}
+    got = attempt(errors, "setup_error", lambda: eager_peak_bytes(model, args, base))
+    if got is None:
+        return failed_rows(entry, order, batch,
+                           {"setup_error": "PyTorch eager: " + errors["setup_error"]})
+    peak, ref = got
     ref = ref.float()
     weights = sum(t.numel() * t.element_size()
                   for t in list(model.parameters()) + list(model.buffers()))
     common = {"order": [order, batch], "torch_peak_mb": round(peak / (1 << 20), 1),
               "torch_weights_mb": round(weights / (1 << 20), 1)}
     onnx_path = os.path.join(work, "%s_b%d.onnx" % (key, batch))
-    errors = {}
-    attempt(errors, "export_error",
+    attempt(errors, "setup_error",
             lambda: zoo.export_onnx(model, args, onnx_path, entry.input_names))
     if errors:  # nothing to compile
-        return failed_rows(entry, order, batch, dict(common, **errors))
+        return failed_rows(entry, order, batch,
+                           dict(common, setup_error="ONNX export: " + errors["setup_error"]))
     compiled_builds = [compile_build(b, label, key, batch, onnx_path, work, out) for b in builds]
     rows = [row for row, _, _, _ in compiled_builds]
     for k, row in enumerate(rows):
@@ -607,9 +612,9 @@ def main():
             order = [m.key for m in zoo.ZOO].index(entry.key)
             torch.manual_seed(0)
             errors = {}
-            model = attempt(errors, "export_error", lambda: entry.build().half().eval())
+            model = attempt(errors, "setup_error", lambda: entry.build().half().eval())
             if model is None:
-                errors["export_error"] = "building the model: " + errors["export_error"]
+                errors["setup_error"] = "building the model: " + errors["setup_error"]
                 rows += [r for b in batches for r in failed_rows(entry, order, b, errors)]
                 continue
             torch.cuda.synchronize()
@@ -619,6 +624,7 @@ def main():
                 if budget and time.time() - start > budget:
                     not_run.append("%s:%d" % (entry.key, b))
                     continue
+                release()
                 for row in bench_one(entry, order, model, b, base, work, out):
                     print(json.dumps(row), flush=True)
                     rows.append(row)

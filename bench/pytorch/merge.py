@@ -19,10 +19,10 @@ SAME = ("gpu", "torch", "ampc_version", "iters", "warmup", "precision", "extra")
 
 
 def failure(row):
-    """Why a row fails, or None: ampc's error, a degenerate reference, PyTorch's failure, or
-    outputs that do not match."""
-    if row.get("export_error"):
-        return "export failed: " + row["export_error"].strip().splitlines()[-1][:160]
+    """Why a row fails, or None: the model could not be built, run by PyTorch or exported, a
+    degenerate reference, ampc's error, no PyTorch figure, or outputs that do not match."""
+    if row.get("setup_error"):
+        return row["setup_error"].strip().splitlines()[0][:200]
     if row.get("degenerate_reference"):
         return row["degenerate_reference"]
     if row.get("ampc_error"):
@@ -124,6 +124,10 @@ def merge(paths):
     for path in paths:
         with open(path) as f:
             run = json.load(f)
+        if "sources" in run:  # merge.py's own output (a folder of parts may hold an earlier one)
+            print("merge: %s is a merge of %d files, not a run: left out"
+                  % (path, len(run["sources"])), file=sys.stderr)
+            continue
         if header is None:
             header = {k: run.get(k) for k in SAME}
         for k in SAME:
@@ -151,11 +155,14 @@ def main(argv):
         raise SystemExit(__doc__)
     paths = [p for a in argv for p in find_results(a)]
     header, rows, missing = merge(paths)
+    if header is None:
+        raise SystemExit("merge: no run among %s" % ", ".join(paths))
     os.makedirs(out, exist_ok=True)
     s = write_markdown(rows, os.path.join(out, "benchmarks.md"), header)
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(dict(header, sources=paths, summary=s, not_measured=missing, rows=rows), f,
                   indent=1)
+
     with open(os.path.join(out, "benchmarks.md")) as f:
         sys.stdout.write(f.read())
     if missing:
