@@ -144,7 +144,22 @@ def merge(paths):
             seen.add((r.get("key"), r["batch"]))
     ordered = sorted(rows.values(), key=lambda r: r.get("order", [1 << 30]))
     missing = [(m["key"], b) for m in zoo for b in m["batches"] if (m["key"], b) not in seen]
+    if header is not None:
+        header["zoo"] = zoo
     return header, ordered, missing
+
+
+def selection(missing, header):
+    """The AMPC_BENCH_MODELS value that measures the `missing` (key, batch) pairs: a model's key
+    alone when all its batches are missing, else key:batch."""
+    batches = {m["key"]: m["batches"] for m in header.get("zoo", [])}
+    keys = []
+    for key, b in missing:
+        gone = [bb for k, bb in missing if k == key]
+        item = key if gone == batches.get(key) else "%s:%d" % (key, b)
+        if item not in keys:
+            keys.append(item)
+    return ",".join(keys)
 
 
 def main(argv):
@@ -167,8 +182,7 @@ def main(argv):
         sys.stdout.write(f.read())
     if missing:
         print("\nNot measured in these files: %s (AMPC_BENCH_MODELS=%s)"
-              % (", ".join("%s b%d" % m for m in missing),
-                 ",".join("%s:%d" % m for m in missing)))
+              % (", ".join("%s b%d" % m for m in missing), selection(missing, header)))
     return 1 if s["failed"] or missing else 0
 
 
