@@ -100,7 +100,9 @@ def distilbert():
 
 
 def gpt2():
-    """GPT-2 124M (GPT2Config's defaults): causal self-attention, no padding mask."""
+    """GPT-2 124M (GPT2Config's defaults): causal self-attention, no padding mask. The K/V cache
+    stays on (the default): without it and without a mask, transformers looks for packed
+    sequences in the positions (aten::diff, which the ONNX exporter lacks, and a host sync)."""
     from transformers import GPT2Config, GPT2Model
     return LastHidden(GPT2Model(GPT2Config()), mask=False)
 
@@ -116,7 +118,8 @@ LLAMA_VOCAB = 32000
 
 def llama():
     """A Llama-style decoder of ~120M parameters: RMSNorm, SiLU-gated MLP, rotary embeddings,
-    causal attention with grouped K/V heads (16 query heads, 4 K/V heads, head size 64)."""
+    causal attention with grouped K/V heads (16 query heads, 4 K/V heads, head size 64); the K/V
+    cache on, as GPT-2's."""
     from transformers import LlamaConfig, LlamaModel
     cfg = LlamaConfig(vocab_size=LLAMA_VOCAB, hidden_size=1024, intermediate_size=2816,
                       num_hidden_layers=8, num_attention_heads=16, num_key_value_heads=4,
