@@ -1,7 +1,7 @@
 /*
  * host_c.c — the C side of a generated library: the plan as static C data, the entry point
- * ampc_rt_load finds, and the model.h functions (<name>_create / _run / _destroy), plus model.h
- * itself. artifact.c compiles what this writes; `ampc --emit c` prints it.
+ * ampc_rt_load finds, and the model.h functions (<name>_create / _run / _device_bytes / _destroy),
+ * plus model.h itself. artifact.c compiles what this writes; `ampc --emit c` prints it.
  *
  * The PTX, cubins and weights are not in the C: they are assembler symbols (ampc_blob_*) that
  * artifact.c defines with .incbin, hidden so that two libraries load side by side.
@@ -459,6 +459,8 @@ char *ampc_artifact_host_c(const ampc_module *m, const char *name, const ampc_ar
         "EXPORT int %1$s_enqueue(%1$s_model *model, const void *const *inputs, void *const *outputs,\n"
         "                        void *stream, char **err) {\n"
         "    return submit(model, inputs, outputs, stream, 1, err);\n}\n\n"
+        "EXPORT int64_t %1$s_device_bytes(const %1$s_model *model) {\n"
+        "    return ampc_rt_model_device_bytes((const ampc_rt_model *)model);\n}\n\n"
         "EXPORT void %1$s_destroy(%1$s_model *model) { ampc_rt_model_destroy((ampc_rt_model *)model); }\n",
         name, p->n_inputs, p->n_outputs, p->n_inputs ? p->n_inputs : 1,
         p->n_outputs ? p->n_outputs : 1);
@@ -568,6 +570,10 @@ char *ampc_artifact_header(const ampc_module *m, const char *name, const char *s
         "synchronises. NULL is the model's own stream; cudaStreamLegacy orders with the\n * legacy default stream. */\n"
         "int %1$s_enqueue(%1$s_model *model, const void *const *inputs, void *const *outputs, "
         "void *stream,\n              char **err);\n\n"
+        "/* Device memory the model holds, in bytes, on all its GPUs together: weights, arena and "
+        "the\n * workspaces of the libraries its steps run on (cuBLASLt, cuDNN), as allocated at "
+        "creation;\n * at least %1$s_ARENA_BYTES + %1$s_WEIGHTS_BYTES. 0 for NULL. */\n"
+        "int64_t %1$s_device_bytes(const %1$s_model *model);\n\n"
         "/* Frees the model (NULL is fine). */\n"
         "void %1$s_destroy(%1$s_model *model);\n\n"
         "#ifdef __cplusplus\n}\n#endif\n#endif\n",

@@ -18,7 +18,9 @@
 #                (scripts/conformance.sh). A case that passes in the committed gpu.tsv or
 #                gpu-tf32.tsv and fails now is a regression.
 #   artifact     ResNet-50 and BERT-base through `ampc -o` and a C program (bench/artifact-check.sh)
-#   bench        ampc against PyTorch (bench/pytorch/compare.py; docs/benchmarks.md)
+#   bench        ampc against PyTorch on the model zoo (bench/pytorch/compare.py; docs/benchmarks.md);
+#                AMPC_BENCH_MODELS=key,key:batch,... runs a subset (one command is too short for
+#                the whole zoo), bench/pytorch/merge.py joins the subsets' results
 #
 # Results go to $OUT (the device tool's output folder; ./gpu-out elsewhere): summary.txt,
 # gpu-record.tsv, tests.log and the part's files. gpu-record.tsv is tests/gpu-record.tsv with the
@@ -176,10 +178,20 @@ part_artifact() {
   bash bench/artifact-check.sh >> "$summary" 2>&1 || status=1
 }
 
+# The zoo, or the models AMPC_BENCH_MODELS names (compare.py; e.g. "gpt2,swin_t:32"), into
+# $out/bench (everything) or $out/bench-<selection> ("bench-gpt2+swin_t-b32"), so that the
+# results of several commands join with bench/pytorch/merge.py. No model and batch starts after
+# AMPC_BENCH_BUDGET_S seconds (default 420: the last one finishes within the command's limit);
+# those left are named in the summary, to run in the next command.
 part_bench() {
-  AMPC="$root/.devbin/bin/ampc" "${AMPC_TORCH_PYTHON:-/opt/torch/.venv/bin/python}" bench/pytorch/compare.py \
-    "$out/bench" > "$out/bench.log" 2>&1 || { echo "bench/pytorch/compare.py failed (see bench.log)" >> "$summary"; status=1; }
-  [ -f "$out/bench/benchmarks.md" ] && cat "$out/bench/benchmarks.md" >> "$summary"
+  local name=bench
+  [ -z "${AMPC_BENCH_MODELS:-}" ] || name="bench-$(printf '%s' "$AMPC_BENCH_MODELS" | sed 's/,/+/g; s/:/-b/g; s/[^A-Za-z0-9_+.-]/_/g')"
+  AMPC="$root/.devbin/bin/ampc" AMPC_BENCH_COMMIT="$AMPC_BUILD_COMMIT" \
+    AMPC_BENCH_BUDGET_S="${AMPC_BENCH_BUDGET_S:-420}" \
+    "${AMPC_TORCH_PYTHON:-/opt/torch/.venv/bin/python}" bench/pytorch/compare.py "$out/$name" \
+    > "$out/$name.log" 2>&1 || { echo "bench/pytorch/compare.py: a row failed, was not run or the run failed (see $name.log)" >> "$summary"; status=1; }
+  [ -f "$out/$name/benchmarks.md" ] && cat "$out/$name/benchmarks.md" >> "$summary"
+  grep -A30 '^zoo: ' "$out/$name.log" >> "$summary"
 }
 
 for part in $parts; do

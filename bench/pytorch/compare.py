@@ -1,25 +1,37 @@
-"""compare.py OUT_DIR — ampc against PyTorch on this GPU, in one process (issue: speed).
+"""compare.py OUT_DIR — ampc against PyTorch on this GPU, in one process (docs/benchmarks.md).
 
-For each model (torchvision ResNet-50, transformers BertModel base, the seed MLP 784-128-10;
-random weights; fp16 via model.half()), at each batch size:
+For each model of the zoo (zoo.py: the MLP, ResNet-50, BERT-base, ViT-B/16, GPT-2, DistilBERT,
+MobileNetV3, EfficientNet-B0, ConvNeXt-Tiny, Swin-T, T5-small's encoder, RegNetY-800MF,
+DenseNet-121 and a Llama-style decoder; random weights; fp16 via model.half()), at each of its
+batch sizes:
   1. export it to ONNX (opset 17) and compile it with `ampc MODEL.onnx -o MODEL.so --precision
      fp16` (timed; the model is already f16, and fp16 mode brings the parts torch's exporter
      writes in f32 back to f16, as PyTorch runs them): the build a user gets by default, and for
      a model that lists more builds (BERT: `--fast-gelu`) one library per build, each its own row;
-  2. load each library into this process (ctypes) and run it on torch's stream with device
-     pointers, and check its outputs against PyTorch eager (fp16 tolerance);
-  3. time, with CUDA events around each call, after warm-up: PyTorch eager replayed from a CUDA
-     graph, torch.compile (inductor) replayed from a CUDA graph, and each ampc library enqueued
-     on torch's stream (<name>_enqueue on torch's device tensors, bound in place, without
-     waiting, as a graph replay does); the median of the per-call times, in two rounds (ampc's
-     builds, eager, compiled, then the reverse order), each contender's figure the mean of its
-     two medians (results.json keeps both: *_rounds_ms). The builds of one model and batch share
-     that one measurement of PyTorch's, so their rows compare with the same peers.
-Writes OUT_DIR/results.json and OUT_DIR/benchmarks.md (the table for docs/benchmarks.md) and,
-when matplotlib is there, OUT_DIR/benchmarks.png.
+  2. measure PyTorch's device memory for one eager call (torch.cuda.max_memory_allocated after a
+     reset, less what was allocated before the model was loaded) and, once each library is
+     created, ampc's (<name>_device_bytes: weights, arena, library workspaces);
+  3. load each library into this process (ctypes) and run it on torch's stream with device
+     pointers, and check its outputs against PyTorch eager (fp16 tolerance; a reference that is
+     not finite, all zeros or one value everywhere fails the row, as it could not show an error);
+  4. time, with CUDA events around each call, after warm-up: PyTorch eager replayed from a CUDA
+     graph, torch.compile (inductor, default mode, compiled afresh for each batch) replayed from
+     a CUDA graph, and each ampc library enqueued on torch's stream (<name>_enqueue on torch's
+     device tensors, bound in place, without waiting, as a graph replay does); the median of the
+     per-call times, in two rounds (ampc's builds, eager, compiled, then the reverse order), each
+     contender's figure the mean of its two medians (results.json keeps both: *_rounds_ms). The
+     builds of one model and batch share that one measurement of PyTorch's, so their rows compare
+     with the same peers.
+Writes OUT_DIR/results.json (after every model and batch, so a run cut short keeps what it
+measured) and OUT_DIR/benchmarks.md (the table for docs/benchmarks.md) and, when matplotlib is
+there, OUT_DIR/benchmarks.png. Prints a summary line; exits 1 when a row fails (ampc's error, a
+mismatch, a degenerate reference) or was not run, 2 for a bad selection. merge.py joins the
+results of several runs into one table.
 
   AMPC=.devbin/bin/ampc python bench/pytorch/compare.py $OUT
-  (AMPC_BENCH_MODELS=mlp,resnet50,bert picks models; AMPC_BENCH_ITERS the timed calls;
+  (AMPC_BENCH_MODELS=mlp,resnet50,swin_t:32 picks models, each optionally at one batch (zoo.py's
+   keys); AMPC_BENCH_BUDGET_S=N starts no model and batch after N seconds, listing those left as
+   not run; AMPC_BENCH_ITERS the timed calls;
    AMPC_BENCH_PRECISION the --precision given to ampc, default fp16; AMPC_BENCH_EXTRA more ampc
    options, space-separated, e.g. "--disable-pass layout"; AMPC_BENCH_PROFILE=1 also writes
    `ampc run MODEL.so --profile --iterations 200` of each library to OUT_DIR/profile-NAME.txt;
@@ -29,10 +41,15 @@ when matplotlib is there, OUT_DIR/benchmarks.png.
    AMPC_BENCH_STREAM=side runs everything on one non-default stream instead of torch's legacy
    default stream; AMPC_BENCH_KEEP_LIBS=1 keeps each library alive after the rows of its model
    and batch instead of destroying it)
+
+  python bench/pytorch/compare.py --export-only DIR
+  writes DIR/<key>_b<batch>.onnx of the selected models exactly as a run exports them, without a
+  GPU (on the CPU, through cpu_half.py when there is no GPU), and DIR/export.json (inputs, the
+  reference output's scale at the first batch, whether it is degenerate, seconds).
 """
-import collections
 import contextlib
 import ctypes
+import gc
 import json
 import os
 import statistics
@@ -42,6 +59,10 @@ import time
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import merge  # noqa: E402
+import zoo  # noqa: E402
+
 AMPC = os.environ.get("AMPC", ".devbin/bin/ampc")
 ITERS = int(os.environ.get("AMPC_BENCH_ITERS", "200"))
 PRECISION = os.environ.get("AMPC_BENCH_PRECISION", "fp16")
@@ -49,48 +70,6 @@ PROFILE = os.environ.get("AMPC_BENCH_PROFILE", "0") == "1"
 PEERS = os.environ.get("AMPC_BENCH_PEERS", "1") != "0"
 EXTRA = os.environ.get("AMPC_BENCH_EXTRA", "").split()
 WARMUP = 30
-
-
-class Build(collections.namedtuple("Build", "label key flags")):
-    """One ampc build of a model: what its row's label adds to the model's, what its library's
-    name adds to the model's key, and the ampc options it adds to `--precision PRECISION` and
-    AMPC_BENCH_EXTRA. The first build of every model is the one a user gets by default."""
-
-
-DEFAULT_BUILD = [Build("", "", [])]
-
-
-def models():
-    import torchvision
-    from transformers import BertConfig, BertModel
-
-    class Bert(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.bert = BertModel(BertConfig(), add_pooling_layer=False)
-
-        def forward(self, input_ids, attention_mask):
-            return self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-
-    mlp = torch.nn.Sequential(torch.nn.Linear(784, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
-    r50 = torchvision.models.resnet50(weights=None)
-    bert = Bert()
-
-    def bert_inputs(b):
-        ids = torch.randint(0, 30522, (b, 128), dtype=torch.int64, device="cuda")
-        return (ids, torch.ones(b, 128, dtype=torch.int64, device="cuda"))
-
-    # BERT's erf GELU stays exact by default; --fast-gelu runs it as the tanh form in cuBLASLt's
-    # epilogue after the f16 FFN GEMM.
-    bert_builds = DEFAULT_BUILD + [Build(" (`--fast-gelu`: tanh GELU)", "_fastgelu", ["--fast-gelu"])]
-    return [
-        ("MLP 784-128-10", "mlp", mlp, [64], lambda b: (torch.randn(b, 784, device="cuda").half(),),
-         ["x"], DEFAULT_BUILD),
-        ("ResNet-50", "resnet50", r50, [1, 32],
-         lambda b: (torch.randn(b, 3, 224, 224, device="cuda").half(),), ["x"], DEFAULT_BUILD),
-        ("BERT-base seq128", "bert", bert, [1, 32], bert_inputs, ["input_ids", "attention_mask"],
-         bert_builds),
-    ]
 
 
 HOST_US = {}  # per timed function: the median host time of one call, microseconds
@@ -174,6 +153,15 @@ class AmpcLibrary:
         self.run_fn.argtypes = self.enqueue_fn.argtypes = argtypes
         self.destroy_fn = getattr(self.lib, name + "_destroy")
         self.destroy_fn.argtypes = [ctypes.c_void_p]
+        self.device_bytes_fn = getattr(self.lib, name + "_device_bytes", None)  # None: before it
+        if self.device_bytes_fn is not None:
+            self.device_bytes_fn.argtypes = [ctypes.c_void_p]
+            self.device_bytes_fn.restype = ctypes.c_int64
+
+    def device_bytes(self):
+        """The device memory the model holds (<name>_device_bytes), or None for a library
+        built before ampc exported it."""
+        return self.device_bytes_fn(self.model) if self.device_bytes_fn is not None else None
 
     def close(self):
         """Frees the model (<name>_destroy): its graphs, buffers and loaded kernels."""
@@ -245,7 +233,7 @@ def compile_build(build, label, key, batch, onnx_path, work, out):
     and name, ampc's result)."""
     name = "%s%s_b%d" % (key, build.key, batch)
     so_path = os.path.join(work, name + ".so")
-    row = {"model": label + build.label, "batch": batch, "ampc_flags": build.flags}
+    row = {"model": label + build.label, "key": key, "batch": batch, "ampc_flags": build.flags}
     t0 = time.time()
     r = subprocess.run([AMPC, onnx_path, "-o", so_path, "--precision", PRECISION] + build.flags + EXTRA,
                        capture_output=True, text=True)
@@ -256,13 +244,17 @@ def compile_build(build, label, key, batch, onnx_path, work, out):
 
 
 def load_and_check(row, so_path, name, r, args, ref):
-    """Loads the library, runs it once on the inputs and records its error against PyTorch eager's
-    output `ref`; returns the library, or None (with row["ampc_error"]) when it failed."""
+    """Loads the library, records its device memory, runs it once on the inputs and records its
+    error against PyTorch eager's output `ref`; returns the library, or None (with
+    row["ampc_error"]) when it failed. A degenerate `ref` fails the row (outputs_match false)."""
     if r.returncode != 0:
         row["ampc_error"] = (r.stderr or r.stdout)[-1500:]
         return None
     try:
         lib = AmpcLibrary(so_path, name)
+        device_bytes = lib.device_bytes()
+        if device_bytes is not None:
+            row["ampc_device_mb"] = round(device_bytes / (1 << 20), 1)
         out = lib.output_like(0)  # the exported graph may end in f32 (torch computes some of it so)
         assert tuple(out.shape) == tuple(ref.shape), (out.shape, ref.shape)
         lib.bind(list(args), [out])
@@ -273,25 +265,75 @@ def load_and_check(row, so_path, name, r, args, ref):
         row["max_abs_err"] = err.max().item()
         row["ref_scale"] = scale
         row["outputs_match"] = bool(err.max().item() <= 2e-2 * scale + 1e-3)
+        why = zoo.degenerate(ref)
+        if why:
+            row["degenerate_reference"] = why
+            row["outputs_match"] = False
         return lib
     except Exception as e:  # a failed library is a result, reported
         row["ampc_error"] = str(e)[-1500:]
         return None
 
 
-def bench_one(label, key, model, batch, make_inputs, input_names, builds, work, out):
-    """One row per build of the model at this batch; every build's library is timed in the same
-    rounds as one measurement of PyTorch's (eager and torch.compile, each from a CUDA graph)."""
+def eager_peak_bytes(model, args, base):
+    """PyTorch's device memory for one eager call: torch.cuda.max_memory_allocated over the call
+    after a reset, less `base` (what was allocated before the model was loaded). A first call
+    before it lets cuDNN's algorithm search (benchmark mode) take its own memory outside the
+    measured call. Returns (the peak in bytes, the call's output)."""
+    with torch.no_grad():
+        model(*args)
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        out = model(*args)
+        torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - base, out
+
+
+def attempt(errors, name, fn):
+    """fn(), or None with errors[name] saying why it failed (a peer that fails is a result)."""
+    try:
+        return fn()
+    except Exception as e:
+        errors[name] = ("%s: %s" % (type(e).__name__, e))[-1500:]
+        return None
+
+
+def failed_rows(entry, order, batch, fields):
+    """The rows of a model and batch that could not be measured: one per build, with `fields`
+    (setup_error: what failed before ampc ran, and why)."""
+    return [dict(fields, model=entry.label + b.label, key=entry.key, batch=batch,
+                 ampc_flags=b.flags, order=[order, batch, k]) for k, b in enumerate(entry.builds)]
+
+
+def bench_one(entry, order, model, batch, base, work, out):
+    """One row per build of the zoo entry's model at this batch; every build's library is timed in
+    the same rounds as one measurement of PyTorch's (eager and torch.compile, each from a CUDA
+    graph). `order` places the rows in the zoo's order; `base` is what was allocated on the
+    device before the model was loaded."""
+    label, key, builds = entry.label, entry.key, entry.builds
     torch.manual_seed(0)
-    args = make_inputs(batch)
-    with torch.no_grad():
-        ref = model(*args).float()
+    args = entry.make_inputs(batch, "cuda")
+    errors = {}
+    got = attempt(errors, "setup_error", lambda: eager_peak_bytes(model, args, base))
+    if got is None:
+        return failed_rows(entry, order, batch,
+                           {"setup_error": "PyTorch eager: " + errors["setup_error"]})
+    peak, ref = got
+    ref = ref.float()
+    weights = sum(t.numel() * t.element_size()
+                  for t in list(model.parameters()) + list(model.buffers()))
+    common = {"order": [order, batch], "torch_peak_mb": round(peak / (1 << 20), 1),
+              "torch_weights_mb": round(weights / (1 << 20), 1)}
     onnx_path = os.path.join(work, "%s_b%d.onnx" % (key, batch))
-    with torch.no_grad():
-        torch.onnx.export(model, args, onnx_path, input_names=input_names, opset_version=17,
-                          dynamo=False)
+    attempt(errors, "setup_error",
+            lambda: zoo.export_onnx(model, args, onnx_path, entry.input_names))
+    if errors:  # nothing to compile
+        return failed_rows(entry, order, batch,
+                           dict(common, setup_error="ONNX export: " + errors["setup_error"]))
     compiled_builds = [compile_build(b, label, key, batch, onnx_path, work, out) for b in builds]
     rows = [row for row, _, _, _ in compiled_builds]
+    for k, row in enumerate(rows):
+        row.update(common, order=[order, batch, k])
     if not PEERS:
         return rows
     stream = torch.cuda.current_stream()
@@ -364,20 +406,27 @@ def bench_one(label, key, model, batch, make_inputs, input_names, builds, work, 
         torch.cuda.current_stream().wait_stream(gs)
         stage("side_stream_work")
     with torch.no_grad():
-        eager_replay, _ = graphed(model, args)
+        eager_replay = attempt(errors, "eager_graph_error", lambda: graphed(model, args)[0])
         stage("eager_graph")
+        # Compiled afresh for this batch: after the model's other batch, torch.compile would
+        # otherwise recompile with dynamic shapes.
+        torch._dynamo.reset()
         compiled = torch.compile(model)
-        compiled(*args)
-        stage("torch_compile")
-        compile_replay, _ = graphed(compiled, args)
-        stage("compile_graph")
+        if attempt(errors, "compile_graph_error", lambda: compiled(*args)) is not None:
+            stage("torch_compile")
+            compile_replay = attempt(errors, "compile_graph_error",
+                                     lambda: graphed(compiled, args)[0])
+            stage("compile_graph")
+        else:
+            compile_replay = None
     # Two rounds, the second in the reverse order, and each contender's figure the mean of its two
     # medians: whatever drifts while the process runs (clocks, the state the others leave) weighs
     # on all contenders alike. Each contender: (key of its figures, the call, its host-time key).
     contenders = [("ampc" + b.key, l.enqueue, "ampc%s_host_us" % b.key)
                   for b, l in zip(builds, libs) if l is not None]
-    contenders += [("eager_graph", eager_replay, "eager_host_us"),
-                   ("compile_graph", compile_replay, "compile_host_us")]
+    contenders += [(peer, fn, host_key) for peer, fn, host_key in
+                   (("eager_graph", eager_replay, "eager_host_us"),
+                    ("compile_graph", compile_replay, "compile_host_us")) if fn is not None]
     rounds = {ckey: [] for ckey, _, _ in contenders}
     with torch.no_grad():
         for order in (contenders, contenders[::-1]):
@@ -392,17 +441,21 @@ def bench_one(label, key, model, batch, make_inputs, input_names, builds, work, 
             figures[ckey + "_back_to_back_ms"] = time_back_to_back(fn, stream)
     for row, build, lib in zip(rows, builds, libs):
         # PyTorch's figures in every row; the build's own under ampc's names
+        row.update(errors)
         for field in ("_ms", "_rounds_ms", "_back_to_back_ms"):
             for peer in ("eager_graph", "compile_graph"):
-                row[peer + field] = figures[peer + field]
+                if peer + field in figures:
+                    row[peer + field] = figures[peer + field]
             if lib is not None:
                 row["ampc" + field] = figures["ampc" + build.key + field]
         for host_key in ("eager_host_us", "compile_host_us"):
-            row[host_key] = HOST_US[host_key]
+            if host_key in HOST_US:
+                row[host_key] = HOST_US[host_key]
         if lib is not None:
             row["ampc_host_us"] = HOST_US["ampc%s_host_us" % build.key]
     for row, lib in zip(rows, libs):
-        if lib is not None and os.environ.get("AMPC_BENCH_REBIND") == "1":
+        if lib is not None and os.environ.get("AMPC_BENCH_REBIND") == "1" and compile_replay \
+                and eager_replay:
             # diagnostic: the library on a new output buffer (so its graph is instantiated again,
             # after PyTorch's), then PyTorch's replays again
             lib.bind(list(args), [lib.output_like(0)])
@@ -416,35 +469,10 @@ def bench_one(label, key, model, batch, make_inputs, input_names, builds, work, 
         if lib is not None and os.environ.get("AMPC_BENCH_KEEP_LIBS") != "1":
             lib.close()  # as PyTorch's graphs of this model and batch are freed when it returns
     for row in rows:
-        best = min(row["eager_graph_ms"], row["compile_graph_ms"])
-        if "ampc_ms" in row:
-            row["ratio_vs_best_pytorch"] = row["ampc_ms"] / best
+        peers = [row[k] for k in ("eager_graph_ms", "compile_graph_ms") if k in row]
+        if "ampc_ms" in row and peers:
+            row["ratio_vs_best_pytorch"] = row["ampc_ms"] / min(peers)
     return rows
-
-
-def write_markdown(rows, path, gpu):
-    with open(path, "w") as f:
-        f.write("| model | batch | PyTorch eager + CUDA graph | torch.compile + CUDA graph | ampc | "
-                "ampc / best PyTorch | outputs vs PyTorch (max abs err / max abs) | ampc -o time |\n"
-                "|---|---:|---:|---:|---:|---:|---|---:|\n")
-        for r in rows:
-            amp = "%.3f ms" % r["ampc_ms"] if "ampc_ms" in r else "failed"
-            ratio = "%.2fx" % r["ratio_vs_best_pytorch"] if "ratio_vs_best_pytorch" in r else "-"
-            match = ("%s (%.2g / %.3g)" % ("match" if r["outputs_match"] else "MISMATCH",
-                                           r["max_abs_err"], r["ref_scale"])
-                     if "outputs_match" in r else r.get("ampc_error", "-").splitlines()[-1][:120])
-            f.write("| %s | %d | %.3f ms | %.3f ms | %s | %s | %s | %.1f s |\n"
-                    % (r["model"], r["batch"], r["eager_graph_ms"], r["compile_graph_ms"], amp,
-                       ratio, match, r["ampc_compile_s"]))
-        f.write("\nMedian of %d calls each timed with CUDA events after %d warm-up calls, in two "
-                "rounds (ampc's builds, eager, compiled, then the reverse order), the mean of the "
-                "two medians; the rows of one model and batch share one measurement of "
-                "PyTorch's. Every library is `ampc MODEL.onnx -o MODEL.so --precision %s%s`, %s; "
-                "a row that names an option (`--fast-gelu`) adds it. %s, torch %s.\n"
-                % (ITERS, WARMUP, PRECISION, "".join(" " + e for e in EXTRA),
-                   "with AMPC_BENCH_EXTRA's options" if EXTRA
-                   else "the build a user gets by default (the erf GELU exact)",
-                   gpu, torch.__version__))
 
 
 def write_chart(rows, path):
@@ -454,16 +482,18 @@ def write_chart(rows, path):
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    labels = ["%s b%d%s" % (r["model"].split()[0], r["batch"], "".join(" " + f for f in r["ampc_flags"]))
-              for r in rows]
-    series = [("PyTorch eager + graph", "eager_graph_ms"), ("torch.compile + graph", "compile_graph_ms"),
-              ("ampc", "ampc_ms")]
-    fig, ax = plt.subplots(figsize=(9, 4))
+    labels = ["%s b%d%s" % (r["model"].split()[0], r["batch"],
+                            "".join(" " + f for f in r["ampc_flags"])) for r in rows]
+    series = [("PyTorch eager + graph", "eager_graph_ms"),
+              ("torch.compile + graph", "compile_graph_ms"), ("ampc", "ampc_ms")]
+    fig, ax = plt.subplots(figsize=(max(9, 0.55 * len(rows)), 4.5))
     w = 0.27
     for k, (name, key) in enumerate(series):
-        ax.bar([i + (k - 1) * w for i in range(len(rows))], [r.get(key, 0) for r in rows], w, label=name)
+        ax.bar([i + (k - 1) * w for i in range(len(rows))], [r.get(key, 0) for r in rows], w,
+               label=name)
     ax.set_xticks(range(len(rows)))
-    ax.set_xticklabels(labels)
+    many = len(rows) > 8
+    ax.set_xticklabels(labels, rotation=60 if many else 0, ha="right" if many else "center")
     ax.set_ylabel("median latency (ms)")
     ax.set_yscale("log")
     ax.legend()
@@ -472,36 +502,149 @@ def write_chart(rows, path):
     return True
 
 
+def ampc_version():
+    """`ampc --version`'s first line and AMPC_BENCH_COMMIT (the commit the binary was built from,
+    when the caller knows it): results.json's header, as runs of one build share a table."""
+    try:
+        r = subprocess.run([AMPC, "--version"], capture_output=True, text=True)
+        version = (r.stdout or r.stderr).strip().splitlines()[0]
+    except (OSError, IndexError):
+        version = "ampc (version unknown)"
+    commit = os.environ.get("AMPC_BENCH_COMMIT")
+    return "%s at %s" % (version, commit) if commit else version
+
+
+def header(gpu):
+    """results.json's fields besides the rows: the machine, the method and the zoo."""
+    return {"gpu": gpu, "torch": torch.__version__, "ampc_version": ampc_version(), "iters": ITERS,
+            "warmup": WARMUP, "precision": PRECISION, "extra": EXTRA,
+            "selection": os.environ.get("AMPC_BENCH_MODELS", ""),
+            "zoo": [{"key": m.key, "label": m.label, "batches": m.batches} for m in zoo.ZOO]}
+
+
+def release():
+    """Frees what the last model left (its device memory once the caller dropped it,
+    torch.compile's state) before the next model is loaded."""
+    torch._dynamo.reset()
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def export_only(out_dir, selected):
+    """`--export-only DIR`: each selected model and batch written to DIR/<key>_b<batch>.onnx as a
+    run exports it, on the GPU when there is one, else on the CPU (f16 products computed in f32
+    by cpu_half.py: the same graph and weights); DIR/export.json says what was written, the
+    reference's scale at the model's first batch and whether it is degenerate."""
+    os.makedirs(out_dir, exist_ok=True)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    if dev == "cpu":
+        import cpu_half
+        cpu_half.enable()
+    done, status = [], 0
+    for entry, batches in selected:
+        torch.manual_seed(0)
+        model = entry.build().half().to(dev).eval()
+        for i, b in enumerate(batches):
+            torch.manual_seed(0)
+            args = entry.make_inputs(b, dev)
+            item = {"key": entry.key, "model": entry.label, "batch": b, "device": dev,
+                    "inputs": [[n, str(a.dtype), list(a.shape)]
+                               for n, a in zip(entry.input_names, args)]}
+            if i == 0:
+                with torch.no_grad():
+                    ref = model(*args).float()
+                item["ref_scale"] = ref.abs().max().item()
+                item["degenerate_reference"] = zoo.degenerate(ref)
+                status |= bool(item["degenerate_reference"])
+            path = os.path.join(out_dir, "%s_b%d.onnx" % (entry.key, b))
+            t0 = time.time()
+            try:
+                zoo.export_onnx(model, args, path, entry.input_names)
+                item["onnx"] = path
+            except Exception as e:
+                item["export_error"] = ("%s: %s" % (type(e).__name__, e))[-1500:]
+                status = 1
+            item["export_s"] = round(time.time() - t0, 1)
+            print(json.dumps(item), flush=True)
+            done.append(item)
+            with open(os.path.join(out_dir, "export.json"), "w") as f:
+                json.dump(done, f, indent=1)
+    return status
+
+
 def main():
-    out = sys.argv[1]
+    args = sys.argv[1:]
+    try:
+        selected = zoo.select(os.environ.get("AMPC_BENCH_MODELS", ""))
+    except ValueError as e:
+        print(e, file=sys.stderr)
+        return 2
+    if len(args) == 2 and args[0] == "--export-only":
+        return export_only(args[1], selected)
+    if len(args) != 1 or args[0].startswith("-"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    out = args[0]
     work = "/tmp/ampc-bench"
     os.makedirs(out, exist_ok=True)
     os.makedirs(work, exist_ok=True)
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
     torch.backends.cudnn.benchmark = True
-    rows = []
-    only = [k for k in os.environ.get("AMPC_BENCH_MODELS", "").split(",") if k]
+    gpu = torch.cuda.get_device_name(0)
+    meta = header(gpu)
+    budget = float(os.environ.get("AMPC_BENCH_BUDGET_S", "0") or 0)
+    start = time.time()
+    rows, not_run = [], []
+
+    def save():  # after every model and batch: a run cut short keeps what it measured
+        with open(os.path.join(out, "results.json"), "w") as f:
+            json.dump(dict(meta, not_run=not_run, rows=rows), f, indent=1)
+
     # Every library runs on the current stream: PyTorch's legacy default stream, or with
     # AMPC_BENCH_STREAM=side one stream of its own made current for all of them.
     side = torch.cuda.Stream() if os.environ.get("AMPC_BENCH_STREAM") == "side" else None
     with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
-        for label, key, model, batches, make_inputs, names, builds in models():
-            if only and key not in only:
+        for entry, batches in selected:
+            if budget and time.time() - start > budget:
+                not_run += ["%s:%d" % (entry.key, b) for b in batches]
                 continue
-            model = model.half().cuda().eval()
+            order = [m.key for m in zoo.ZOO].index(entry.key)
+            torch.manual_seed(0)
+            errors = {}
+            model = attempt(errors, "setup_error", lambda: entry.build().half().eval())
+            if model is None:
+                errors["setup_error"] = "building the model: " + errors["setup_error"]
+                rows += [r for b in batches for r in failed_rows(entry, order, b, errors)]
+                continue
+            torch.cuda.synchronize()
+            base = torch.cuda.memory_allocated()
+            model = model.cuda()
             for b in batches:
-                for row in bench_one(label, key, model, b, make_inputs, names, builds, work, out):
+                if budget and time.time() - start > budget:
+                    not_run.append("%s:%d" % (entry.key, b))
+                    continue
+                release()
+                for row in bench_one(entry, order, model, b, base, work, out):
                     print(json.dumps(row), flush=True)
                     rows.append(row)
-    gpu = torch.cuda.get_device_name(0)
+                if PEERS:
+                    save()
+            model = None
+            release()
     if not PEERS:
-        return
-    with open(os.path.join(out, "results.json"), "w") as f:
-        json.dump({"gpu": gpu, "torch": torch.__version__, "rows": rows}, f, indent=1)
-    write_markdown(rows, os.path.join(out, "benchmarks.md"), gpu)
+        return 0
+    save()
+    s = merge.write_markdown(rows, os.path.join(out, "benchmarks.md"), meta)
     write_chart(rows, os.path.join(out, "benchmarks.png"))
+    print("zoo: %d rows of the default build, geometric mean %s, %d at or below 1.0x; %d failed%s%s"
+          % (s["rows"], "%.2fx" % s["geomean_ratio"] if s["geomean_ratio"] else "-",
+             s["at_or_below_1"], len(s["failed"]),
+             "".join("\n  FAILED " + f for f in s["failed"]),
+             "\n  not run (AMPC_BENCH_BUDGET_S): AMPC_BENCH_MODELS=" + ",".join(not_run)
+             if not_run else ""))
+    return 1 if s["failed"] or not_run else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

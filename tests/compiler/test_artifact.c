@@ -114,6 +114,45 @@ Test(artifact, library_header_and_exports, .timeout = 120) {
     remove_dir(dir);
 }
 
+/* <name>_device_bytes: declared in the header, 0 for NULL; on a GPU a created model reports at
+ * least its arena and weights (the plan's), the libraries' workspaces on top. */
+Test(artifact, device_bytes_reports_the_model_memory, .timeout = 120) {
+    char dir[4096], so[4200], h[4200];
+    test_dir(dir, sizeof dir, "devbytes");
+    snprintf(so, sizeof so, "%s/mem_mlp.so", dir);
+    snprintf(h, sizeof h, "%s/mem_mlp.h", dir);
+    ampc_module *m = compile_mlp();
+    write_lib(m, so, NULL);
+    ampc_module_destroy(m);
+    FILE *f = fopen(h, "r");
+    char text[16384] = {0};
+    cr_assert(f && fread(text, 1, sizeof text - 1, f) > 0);
+    fclose(f);
+    cr_assert(strstr(text, "int64_t mem_mlp_device_bytes(const mem_mlp_model *model);"), "%s", text);
+    ampc_rt_artifact *a = NULL;
+    char *err = NULL;
+    cr_assert_eq(ampc_rt_load(so, &a, &err), AMPC_OK, "%s", err ? err : "");
+    int64_t planned = ampc_rt_artifact_plan(a)->arena_bytes + ampc_rt_artifact_plan(a)->weights_bytes;
+    ampc_rt_unload(a);
+    cr_assert_gt(planned, 0);
+    void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    cr_assert_not_null(lib, "%s", dlerror());
+    remove_dir(dir); /* the mapping stays; nothing is left behind when the GPU part skips */
+    int64_t (*device_bytes)(const void *) = (int64_t (*)(const void *))dlsym(lib, "mem_mlp_device_bytes");
+    int (*create)(int, void **, char **) = (int (*)(int, void **, char **))dlsym(lib, "mem_mlp_create");
+    void (*destroy)(void *) = (void (*)(void *))dlsym(lib, "mem_mlp_destroy");
+    cr_assert(device_bytes && create && destroy);
+    cr_assert_eq(device_bytes(NULL), 0);
+    t_skip_without_gpu();
+    void *model = NULL;
+    cr_assert_eq(create(0, &model, &err), 0, "%s", err ? err : "");
+    int64_t got = device_bytes(model);
+    cr_assert_geq(got, planned, "device_bytes %lld, arena + weights %lld", (long long)got,
+                  (long long)planned);
+    destroy(model);
+    dlclose(lib);
+}
+
 Test(artifact, loads_side_by_side_and_matches_the_module, .timeout = 120) {
     char dir[4096], a[4200], b[4200];
     test_dir(dir, sizeof dir, "pair");
