@@ -179,13 +179,13 @@ part_artifact() {
 }
 
 # The zoo, or the models AMPC_BENCH_MODELS names (compare.py; e.g. "gpt2,swin_t:32"), into
-# $out/bench (everything) or $out/bench-<selection> ("bench-gpt2+swin_t-b32"), so that the
+# $out/bench (everything) or $out/bench-<selection> ("bench-gpt2.swin_t-b32"), so that the
 # results of several commands join with bench/pytorch/merge.py. No model and batch starts after
 # AMPC_BENCH_BUDGET_S seconds (default 420: the last one finishes within the command's limit);
 # those left are named in the summary, to run in the next command.
 part_bench() {
   local name=bench
-  [ -z "${AMPC_BENCH_MODELS:-}" ] || name="bench-$(printf '%s' "$AMPC_BENCH_MODELS" | sed 's/,/+/g; s/:/-b/g; s/[^A-Za-z0-9_+.-]/_/g')"
+  [ -z "${AMPC_BENCH_MODELS:-}" ] || name="bench-$(printf '%s' "$AMPC_BENCH_MODELS" | sed 's/,/./g; s/:/-b/g; s/[^A-Za-z0-9_.-]/_/g')"
   AMPC="$root/.devbin/bin/ampc" AMPC_BENCH_COMMIT="$AMPC_BUILD_COMMIT" \
     AMPC_BENCH_BUDGET_S="${AMPC_BENCH_BUDGET_S:-420}" \
     "${AMPC_TORCH_PYTHON:-/opt/torch/.venv/bin/python}" bench/pytorch/compare.py "$out/$name" \
