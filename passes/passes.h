@@ -129,6 +129,9 @@ ampc_status ampc_pass_partition(ampc_graph *g, bool *changed);
  * ampc.FusedConv (NHWC data, weights permuted at compile time), with Transposes only where the
  * layout changes (layout.c). */
 ampc_status ampc_pass_layout(ampc_graph *g, bool *changed);
+/* A Transpose of a Transpose becomes one Transpose of the first's input, or nothing when the
+ * two cancel (fold_transpose.c). */
+ampc_status ampc_pass_fold_transpose(ampc_graph *g, bool *changed);
 /* Memory planning: weights offsets for constants, arena offsets for everything else by
  * liveness, views and in-place elementwise sharing bytes (plan_memory.c). */
 ampc_status ampc_pass_plan_memory(ampc_graph *g, bool *changed);

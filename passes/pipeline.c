@@ -49,6 +49,8 @@ static const ampc_pass_info pass_table[] = {
      "fold a scalar product after a matmul with constant weights into the weights"},
     {"layout", ampc_pass_layout,
      "run 2-D f16/bf16 convolutions channels-last (transposes where it changes; --layout nchw: off)"},
+    {"fold-transpose", ampc_pass_fold_transpose,
+     "make a Transpose of a Transpose one Transpose, or none when they cancel"},
     /* the pipeline cut weighs the nodes that will run (after fusion and layout), before the
      * memory plan, which then sees the order the GPUs run them in */
     {"partition-pipeline", ampc_pass_partition_pipeline,

@@ -40,6 +40,35 @@ static bool run_pass(ampc_graph *g, ampc_status (*pass)(ampc_graph *, bool *)) {
     return changed;
 }
 
+/* Transpose(Transpose(x)): cancelling permutations vanish (the reader reads x), others become
+ * one Transpose of x with the composed permutation; the results are the same. */
+Test(passes, fold_transpose_composes_and_cancels) {
+    static const char text[] =
+        "graph \"g\" {\n"
+        "  input %x : f32[2,3,4,5]\n"
+        "  %a : f32[2,4,5,3] = Transpose(%x) {perm = [0, 2, 3, 1]} @\"to_nhwc\"\n"
+        "  %b : f32[2,3,4,5] = Transpose(%a) {perm = [0, 3, 1, 2]} @\"to_nchw\"\n"
+        "  %r : f32[2,3,4,5] = Relu(%b) @\"r\"\n"
+        "  %c : f32[4,2,5,3] = Transpose(%a) {perm = [1, 0, 2, 3]} @\"swap\"\n"
+        "  output %r\n"
+        "  output %c\n"
+        "}\n";
+    ampc_graph *g = parse_text(text), *ref = parse_text(text);
+    cr_assert(run_pass(g, ampc_pass_fold_transpose));
+    char *ir = ampc_graph_to_text(g, true);
+    cr_assert(strstr(ir, "%r : f32[2,3,4,5] = Relu(%x)"), "%s", ir);
+    cr_assert(strstr(ir, "%c : f32[4,2,5,3] = Transpose(%x) {perm = [2, 0, 3, 1]} @\"swap\""), "%s",
+              ir);
+    free(ir);
+    float xv[120];
+    for (int i = 0; i < 120; i++) xv[i] = (float)(i % 11) - 5;
+    ampc_tensor in = t_tensor(AMPC_DTYPE_F32, SHAPE(2, 3, 4, 5), xv);
+    t_expect_same_outputs(ref, g, &in, 1, 0, 0);
+    cr_assert_not(run_pass(g, ampc_pass_fold_transpose), "a second run changes nothing");
+    ampc_graph_destroy(g);
+    ampc_graph_destroy(ref);
+}
+
 /* A Concat whose other inputs are empty (a cache of past keys, empty without one) is its one
  * non-empty input: simplify removes it and its reader reads that input; the results are the
  * same. A Concat of two non-empty inputs stays. */
@@ -432,12 +461,13 @@ Test(pipeline, runs_every_pass_and_traces_each) {
     cr_assert(strstr(t, "pass fuse-softmax changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass fold-scale   changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass layout       changed no "), "trace:\n%s", t);
+    cr_assert(strstr(t, "pass fold-transpose changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass partition    changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass partition-data changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass partition-pipeline changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass fuse-elementwise changed "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass simplify     changed no "), "trace:\n%s", t);
-    cr_assert_eq(lines, 19, "trace:\n%s", t);
+    cr_assert_eq(lines, 20, "trace:\n%s", t);
     free(t);
     char *text = ampc_graph_to_text(g, true);
     cr_assert_str_eq(text, "graph \"p\" {\n"
@@ -499,7 +529,7 @@ Test(pipeline, unknown_pass_names_are_errors_listing_the_valid_ones) {
     ampc_pipeline_options o = {.disable = off, .n_disable = 2};
     cr_assert_eq(ampc_graph_optimize(g, &o), AMPC_E_INVALID_ARG);
     cr_assert_str_eq(ampc_graph_errors(g), "unknown pass 'nope' in the list of passes to disable; "
-                                           "the passes are: partition-data, fold, cse, simplify, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, partition-pipeline, dce, fuse-elementwise, plan-memory");
+                                           "the passes are: partition-data, fold, cse, simplify, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, fold-transpose, partition-pipeline, dce, fuse-elementwise, plan-memory");
     cr_assert_eq(ampc_graph_node_count(g), 5); /* nothing ran */
     ampc_graph_destroy(g);
 
@@ -507,10 +537,10 @@ Test(pipeline, unknown_pass_names_are_errors_listing_the_valid_ones) {
     ampc_pipeline_options o2 = {.dump_after = "fuse"};
     cr_assert_eq(ampc_graph_optimize(g, &o2), AMPC_E_INVALID_ARG);
     cr_assert_str_eq(ampc_graph_errors(g), "unknown pass 'fuse' to dump the IR after; the passes "
-                                           "are: partition-data, fold, cse, simplify, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, partition-pipeline, dce, fuse-elementwise, plan-memory");
+                                           "are: partition-data, fold, cse, simplify, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, fold-transpose, partition-pipeline, dce, fuse-elementwise, plan-memory");
     ampc_graph_clear_errors(g);
     cr_assert_eq(ampc_pipeline_run_pass(g, "cse2", &o2), AMPC_E_INVALID_ARG);
-    t_expect_diag(g, "unknown pass 'cse2' to run; the passes are: partition-data, fold, cse, simplify, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, partition-pipeline, dce, fuse-elementwise, plan-memory");
+    t_expect_diag(g, "unknown pass 'cse2' to run; the passes are: partition-data, fold, cse, simplify, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, fold-transpose, partition-pipeline, dce, fuse-elementwise, plan-memory");
     ampc_graph_destroy(g);
 }
 
@@ -536,12 +566,13 @@ Test(pipeline, verifies_the_input_graph_and_refuses_graphs_with_errors) {
 Test(pipeline, the_registry_lists_and_finds_passes) {
     int32_t n;
     const ampc_pass_info *list = ampc_pass_list(&n);
-    cr_assert_eq(n, 19);
-    const char *names[19] = {"partition-data", "fold", "cse", "simplify", "precision", "sparsity", "fuse-gelu", "fuse-softmax",
+    cr_assert_eq(n, 20);
+    const char *names[20] = {"partition-data", "fold", "cse", "simplify", "precision", "sparsity", "fuse-gelu", "fuse-softmax",
                              "partition", "fuse-conv", "fuse-attention", "fuse-qkv", "fuse-matmul",
-                             "fold-scale", "layout", "partition-pipeline", "dce", "fuse-elementwise",
+                             "fold-scale", "layout", "fold-transpose", "partition-pipeline", "dce",
+                             "fuse-elementwise",
                              "plan-memory"};
-    for (int i = 0; i < 19; i++) cr_assert_str_eq(list[i].name, names[i]);
+    for (int i = 0; i < 20; i++) cr_assert_str_eq(list[i].name, names[i]);
     cr_assert_eq(ampc_pass_find("cse")->run, ampc_pass_cse);
     cr_assert_null(ampc_pass_find("CSE"));
     cr_assert_null(ampc_pass_find(NULL));
@@ -579,12 +610,14 @@ Test(pipeline, the_registry_lists_and_finds_passes) {
                         "into the weights\n"
                         "  15. layout       run 2-D f16/bf16 convolutions channels-last "
                         "(transposes where it changes; --layout nchw: off)\n"
-                        "  16. partition-pipeline with --gpus N --partition pipeline, cut the graph into N stages "
+                        "  16. fold-transpose make a Transpose of a Transpose one Transpose, or none "
+                        "when they cancel\n"
+                        "  17. partition-pipeline with --gpus N --partition pipeline, cut the graph into N stages "
                         "balanced by cost, one per GPU, with peer copies at the cuts\n"
-                        "  17. dce          remove nodes that no graph output depends on\n"
-                        "  18. fuse-elementwise compute chains of elementwise ops of one shape in one "
+                        "  18. dce          remove nodes that no graph output depends on\n"
+                        "  19. fuse-elementwise compute chains of elementwise ops of one shape in one "
                         "kernel (values between them never stored)\n"
-                        "  19. plan-memory  place constants in the weights blob and every other "
+                        "  20. plan-memory  place constants in the weights blob and every other "
                          "value in the arena (liveness)\n");
     free(t);
 }
