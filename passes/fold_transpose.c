@@ -15,18 +15,6 @@
 
 #include <stdlib.h>
 
-/* The permutation of Transpose t (its input's rank r; the default reverses the dims). */
-static bool perm_of(const ampc_node *t, int32_t r, int64_t *perm) {
-    const ampc_attr *a = ampc_ir_attr_find(t, "perm");
-    if (!a) {
-        for (int32_t i = 0; i < r; i++) perm[i] = r - 1 - i;
-        return true;
-    }
-    if (a->kind != AMPC_ATTR_INTS || a->n != r) return false;
-    for (int32_t i = 0; i < r; i++) perm[i] = a->ints[i];
-    return true;
-}
-
 ampc_status ampc_pass_fold_transpose(ampc_graph *g, bool *changed) {
     *changed = false;
     ampc_value **map = calloc((size_t)g->n_values + 1, sizeof *map);
@@ -46,7 +34,7 @@ ampc_status ampc_pass_fold_transpose(ampc_graph *g, bool *changed) {
         ampc_value *x = map[t1->inputs[0]->id] ? map[t1->inputs[0]->id] : t1->inputs[0];
         const int32_t r = x->shape.rank;
         int64_t p1[AMPC_MAX_RANK], p2[AMPC_MAX_RANK], c[AMPC_MAX_RANK];
-        if (r < 1 || !perm_of(t1, r, p1) || !perm_of(t2, r, p2)) continue;
+        if (r < 1 || !ampc_pass_perm_of(t1, r, p1) || !ampc_pass_perm_of(t2, r, p2)) continue;
         bool identity = true;
         for (int32_t k = 0; k < r; k++) c[k] = p1[p2[k]], identity &= c[k] == k;
         if (identity && (y->flags & AMPC_VALUE_OUTPUT)) continue; /* the output keeps its node */

@@ -54,18 +54,6 @@ static double scalar_of(const ampc_value *v) {
     return ampc_ref_load_f64(v->data, v->dtype, 0);
 }
 
-/* The permutation of Transpose node t of rank r (default: reversed dims); false when odd. */
-static bool perm_of(const ampc_node *t, int32_t r, int64_t perm[4]) {
-    const ampc_attr *a = ampc_ir_attr_find(t, "perm");
-    if (!a) {
-        for (int32_t i = 0; i < r; i++) perm[i] = r - 1 - i;
-        return true;
-    }
-    if (a->kind != AMPC_ATTR_INTS || a->n != r) return false;
-    for (int32_t i = 0; i < r; i++) perm[i] = a->ints[i];
-    return true;
-}
-
 /* Traces x (rank 4) back through Transposes and, when factor is not NULL, scalar Muls (stage 1):
  * o->src is the tensor in memory, o->st the step of each of x's dims in it; *factor collects the
  * scalars. The scores are linear in Q and in K, so their scalars join the scale; V's do not. */
@@ -75,7 +63,7 @@ static void trace_operand(ampc_value *x, operand *o, double *factor) {
     for (;;) {
         ampc_node *p = cur->producer;
         int64_t perm[4];
-        if (p && !p->dead && p->op == AMPC_OP_TRANSPOSE && perm_of(p, 4, perm)) {
+        if (p && !p->dead && p->op == AMPC_OP_TRANSPOSE && ampc_pass_perm_of(p, 4, perm)) {
             for (int32_t i = 0; i < 4; i++) map[i] = perm[map[i]];
             cur = p->inputs[0];
         } else if (factor && p && !p->dead && p->op == AMPC_OP_MUL && p->n_inputs == 2 &&
@@ -177,7 +165,7 @@ static bool match_at(const ampc_uses *u, ampc_node *sm, match *m) {
     m->k.st[2] = m->k.st[3], m->k.st[3] = kd;
     ampc_node *tr = ampc_pass_only_user(u, mm2->outputs[0]);
     int64_t perm[4];
-    if (tr && tr->op == AMPC_OP_TRANSPOSE && perm_of(tr, 4, perm) && perm[0] == 0 &&
+    if (tr && tr->op == AMPC_OP_TRANSPOSE && ampc_pass_perm_of(tr, 4, perm) && perm[0] == 0 &&
         perm[1] == 2 && perm[2] == 1 && perm[3] == 3) {
         ampc_node *rs = ampc_pass_only_user(u, tr->outputs[0]);
         const ampc_shape want = {.rank = 3,

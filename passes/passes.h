@@ -52,6 +52,9 @@ ampc_status ampc_pass_uses(const ampc_graph *g, ampc_uses *u); /* AMPC_E_OOM, no
 void ampc_pass_uses_free(ampc_uses *u);
 /* The live node reading v when v is used exactly once; else NULL. */
 ampc_node *ampc_pass_only_user(const ampc_uses *u, const ampc_value *v);
+/* The permutation of Transpose t whose input has rank r (no `perm`: the dims reversed); false
+ * when its `perm` has another length. */
+bool ampc_pass_perm_of(const ampc_node *t, int32_t r, int64_t *perm);
 /* After a fusion rewrote node n's inputs: n is now the user of each of them. */
 void ampc_pass_uses_moved(ampc_uses *u, ampc_node *n);
 /* Turns node n, the last node of a matched pattern, into `op` with these inputs and attributes

@@ -1,7 +1,7 @@
 /*
  * uses.c — what the fusion passes share: how many times each value is used and, for a value
  * used once, the node using it; and the in-place rewrite of a pattern's last node into the fused
- * op.
+ * op; the permutation of a Transpose.
  */
 #include "passes.h"
 
@@ -67,4 +67,15 @@ ampc_status ampc_pass_rewrite(ampc_graph *g, ampc_node *n, ampc_opcode op, const
     if (ampc_op_get(op)->prec == PREC_LOW && n->prec_why == PREC_WHY_FOLLOW) n->prec_why = PREC_WHY_LOW;
     ampc_pass_uses_moved(u, n);
     return ampc_ir_node_infer(g, n);
+}
+
+bool ampc_pass_perm_of(const ampc_node *t, int32_t r, int64_t *perm) {
+    const ampc_attr *a = ampc_ir_attr_find(t, "perm");
+    if (!a) {
+        for (int32_t i = 0; i < r; i++) perm[i] = r - 1 - i;
+        return true;
+    }
+    if (a->kind != AMPC_ATTR_INTS || a->n != r) return false;
+    for (int32_t i = 0; i < r; i++) perm[i] = a->ints[i];
+    return true;
 }
