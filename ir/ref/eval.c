@@ -144,13 +144,12 @@ static float tf32_of(float f) {
     return f;
 }
 
-/* With g->ref_tf32: TF32 copies of the f32 operands (inputs 0 and 1: A and B, X and W) of a
- * contraction or convolution, put in place of in[] in `use` (their data in *owned, freed by the
- * caller); otherwise `use` is in. */
+/* TF32 copies of the f32 operands (inputs 0 and 1: A and B, X and W) of contraction or
+ * convolution n, put in place of in[] in `use` (their data in *owned, freed by the caller); the
+ * other inputs as they are. */
 static ampc_status tf32_operands(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                                  const ampc_tensor **use, ampc_tensor owned[2]) {
     for (int32_t j = 0; j < n->n_inputs; j++) use[j] = in[j];
-    if (!g->ref_tf32 || !ampc_op_has(n->op, T_CONTRACT | T_CONV)) return AMPC_OK;
     for (int32_t j = 0; j < 2 && j < n->n_inputs; j++) {
         if (!in[j] || in[j]->dtype != AMPC_DTYPE_F32) continue;
         int64_t k = ampc_shape_numel(&in[j]->shape);
@@ -180,13 +179,18 @@ static ampc_status run_node(ampc_graph *g, const ampc_node *n, const ampc_tensor
         }
         outp[i] = &out[i];
     }
-    const ampc_tensor **use = ampc_xcalloc((size_t)n->n_inputs + 1, sizeof *use);
-    ampc_tensor owned[2] = {{0}, {0}};
-    ampc_status st = tf32_operands(g, n, in, use, owned);
-    if (st == AMPC_OK) st = ampc_op_get(n->op)->ref(g, n, use, outp);
-    free(owned[0].data);
-    free(owned[1].data);
-    free(use);
+    ampc_status st;
+    if (g->ref_tf32 && ampc_op_has(n->op, T_CONTRACT | T_CONV)) { /* copies only where emulated */
+        const ampc_tensor **use = ampc_xcalloc((size_t)n->n_inputs + 1, sizeof *use);
+        ampc_tensor owned[2] = {{0}, {0}};
+        st = tf32_operands(g, n, in, use, owned);
+        if (st == AMPC_OK) st = ampc_op_get(n->op)->ref(g, n, use, outp);
+        free(owned[0].data);
+        free(owned[1].data);
+        free(use);
+    } else {
+        st = ampc_op_get(n->op)->ref(g, n, in, outp);
+    }
     free(outp);
     if (st != AMPC_OK && !in_arena)
         for (int32_t i = 0; i < n->n_outputs; i++) free(out[i].data);

@@ -124,11 +124,9 @@ Test(artifact, device_bytes_reports_the_model_memory, .timeout = 120) {
     ampc_module *m = compile_mlp();
     write_lib(m, so, NULL);
     ampc_module_destroy(m);
-    FILE *f = fopen(h, "r");
-    char text[16384] = {0};
-    cr_assert(f && fread(text, 1, sizeof text - 1, f) > 0);
-    fclose(f);
+    char *text = t_read_text(h);
     cr_assert(strstr(text, "int64_t mem_mlp_device_bytes(const mem_mlp_model *model);"), "%s", text);
+    free(text);
     ampc_rt_artifact *a = NULL;
     char *err = NULL;
     cr_assert_eq(ampc_rt_load(so, &a, &err), AMPC_OK, "%s", err ? err : "");
