@@ -77,9 +77,12 @@ static ampc_status window_pool(ampc_cg *cg, const ampc_node *n) {
     ampc_status st = ampc_infer_conv_geom(g, n, &geo);
     if (st != AMPC_OK) return st;
     const int32_t kk = geo.k, r = x->shape.rank;
-    const int64_t *in = &x->shape.dims[2], *out = &y->shape.dims[2];
+    const bool cl = ampc_conv_channels_last(n); /* [N, H, W, C], one output (the layout pass's) */
+    const int64_t *in = &x->shape.dims[cl ? 1 : 2], *out = &y->shape.dims[cl ? 1 : 2];
+    const int64_t ch = cl ? x->shape.dims[3] : 1;
     int64_t xs[AMPC_MAX_RANK], cs[AMPC_MAX_RANK];
     int64_t q = strides_of(in, kk, xs);
+    for (int32_t d = 0; d < kk; d++) xs[d] *= ch;
     int64_t cacc = 1; /* column-major strides, for storage_order 1 */
     for (int32_t d = 0; d < kk; d++) cs[d] = cacc, cacc *= in[d];
     bool is_max = n->op == AMPC_OP_MAX_POOL, is_avg = n->op == AMPC_OP_AVERAGE_POOL;
@@ -93,8 +96,16 @@ static ampc_status window_pool(ampc_cg *cg, const ampc_node *n) {
     const char *px = ampc_cg_param(k, x, false), *py = ampc_cg_param(k, y, true);
     const char *pi = yi ? ampc_cg_param(k, yi, true) : NULL;
     ampc_cg_grid_loop(k, count);
-    split_index(k, y->shape.dims, r, kk);
-    ampc_cg_line(k, "const long long xb_ = r_ * %lldLL;", (long long)q);
+    if (cl) { /* i = ((n * Ho + o0) * Wo + o1) * C + c */
+        ampc_cg_line(k, "const long long c_ = i %% %lldLL, m_ = i / %lldLL;", (long long)ch, (long long)ch);
+        ampc_cg_line(k, "const long long o1_ = m_ %% %lldLL, o0_ = (m_ / %lldLL) %% %lldLL;",
+                     (long long)out[1], (long long)out[1], (long long)out[0]);
+        ampc_cg_line(k, "const long long xb_ = m_ / %lldLL * %lldLL + c_;", (long long)(out[0] * out[1]),
+                     (long long)(q * ch));
+    } else {
+        split_index(k, y->shape.dims, r, kk);
+        ampc_cg_line(k, "const long long xb_ = r_ * %lldLL;", (long long)q);
+    }
     if (is_max) {
         const char *lo = x->dtype == AMPC_DTYPE_I8   ? "-128LL"
                          : x->dtype == AMPC_DTYPE_U8 ? "0ULL"

@@ -9,7 +9,9 @@
  * over the kept dims, and each reduced element adds its offset over the reduced dims (strides
  * baked in). Each output is a "row" of R elements, handled by one thread (short rows, or many
  * outputs along a strided axis), one warp (contiguous rows up to 1024) or one block (long rows):
- * see row_width. Accumulation, identities, empty groups and the final step (mean, root, log)
+ * see make_rows; rows along a strided axis whose neighbours are neighbouring elements (a
+ * channels-last tensor pooled over H and W) take 32 a block, several threads down each
+ * (lower_columns). Accumulation, identities, empty groups and the final step (mean, root, log)
  * mirror ir/ref/reduce.c; the combine and warp/block helpers are in kernels/reduce.cuh.
  *
  * ArgMax / ArgMin use the same rows around their axis with a (value, index) total order that
@@ -276,6 +278,79 @@ static ampc_status lower_split(ampc_cg *cg, const ampc_node *n, const reduction_
     return ampc_cg_kernel_end_launch(k, grid2, block2, 0);
 }
 
+/* Rows along a strided axis whose neighbouring rows are neighbouring elements (the innermost
+ * kept dim is x's last: a channels-last [N, H, W, C] pooled over H and W), fewer than a thread
+ * a row needs to fill the GPU: a block takes 32 rows, one a lane, with c->ys threads down each
+ * row, and the rows' elements are cut into c->parts chunks, a chunk a block along y. */
+typedef struct columns {
+    int32_t ys, parts;
+    int64_t chunk;
+} columns;
+
+/* The columns for this shape, or ys 0 when it is not one (lower_reduction's other launches). */
+static columns column_shape(const dims *kept, const dims *red, int64_t rows_n, int64_t group) {
+    columns c = {0, 1, group};
+    if (kept->n == 0 || red->n == 0 || kept->stride[kept->n - 1] != 1 || group < 64 || rows_n >= 65536)
+        return c;
+    const int64_t blocks = (rows_n + 31) / 32, want = 65536; /* threads: a quarter of an H100 */
+    c.ys = 4;
+    while (c.ys < 32 && blocks * 32 * c.ys < want && c.ys * 8 <= group) c.ys *= 2;
+    int64_t parts = (want + blocks * 32 * c.ys - 1) / (blocks * 32 * c.ys), most = group / 256;
+    parts = parts < most ? parts : most;
+    c.parts = (int32_t)(parts > 64 ? 64 : parts < 1 ? 1 : parts);
+    c.chunk = (group + c.parts - 1) / c.parts;
+    return c;
+}
+
+static ampc_status lower_columns(ampc_cg *cg, const ampc_node *n, const reduction_kinds *rk,
+                                 const dims *kept, const dims *red, int64_t group, columns c) {
+    const ampc_value *x = n->inputs[0], *y = n->outputs[0];
+    const int64_t rows_n = ampc_ir_numel(y);
+    const size_t asz = strcmp(rk->at, "float") ? 8 : 4;
+    ampc_rt_ref part = c.parts > 1 ? ampc_cg_scratch(cg, rows_n * c.parts * (int64_t)asz) : (ampc_rt_ref){0};
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, c.parts > 1 ? "reduce_part" : ampc_op_get(n->op)->name);
+    const char *px = ampc_cg_param(k, x, false);
+    const char *py = c.parts > 1 ? ampc_cg_param_ref(k, part, rk->at, true) : ampc_cg_param(k, y, true);
+    ampc_cg_line(k, "__shared__ %s part[%d][33];", rk->at, c.ys);
+    ampc_cg_line(k, "const long long row = (long long)blockIdx.x * 32 + threadIdx.x;");
+    ampc_cg_line(k, "const long long c0 = (long long)blockIdx.y * %lldLL;", (long long)c.chunk);
+    ampc_cg_line(k, "const long long c1 = c0 + %lldLL < %lldLL ? c0 + %lldLL : %lldLL;", (long long)c.chunk,
+                 (long long)group, (long long)c.chunk, (long long)group);
+    ampc_cg_line(k, "%s acc = %s;", rk->at, rk->id);
+    ampc_cg_open(k, "if (row < %lldLL)", (long long)rows_n);
+    const char *base = emit_offset(k, kept, "row");
+    ampc_cg_line(k, "#pragma unroll 4");
+    ampc_cg_open(k, "for (long long r = c0 + threadIdx.y; r < c1; r += %d)", c.ys);
+    const char *off = emit_offset(k, red, "r");
+    ampc_cg_line(k, "const %s v = ampc::cvt<%s>(%s[%s + %s]);", rk->ct, rk->ct, px, base, off);
+    ampc_cg_line(k, "acc = %s(acc, (%s)(%s));", rk->comb, rk->at, rk->map);
+    ampc_cg_close(k);
+    ampc_cg_close(k);
+    ampc_cg_line(k, "part[threadIdx.y][threadIdx.x] = acc;");
+    ampc_cg_line(k, "__syncthreads();");
+    ampc_cg_open(k, "if (threadIdx.y == 0 && row < %lldLL)", (long long)rows_n);
+    ampc_cg_line(k, "for (int j = 1; j < %d; j++) acc = %s(acc, part[j][threadIdx.x]);", c.ys, rk->comb);
+    if (c.parts > 1) ampc_cg_line(k, "%s[blockIdx.y * %lldLL + row] = acc;", py, (long long)rows_n);
+    else ampc_cg_line(k, "%s[row] = ampc::cvt<%s>(%s);", py, ampc_cg_ctype(y->dtype), rk->fin);
+    ampc_cg_close(k);
+    const uint32_t grid[3] = {(uint32_t)((rows_n + 31) / 32), (uint32_t)c.parts, 1},
+                   block[3] = {32, (uint32_t)c.ys, 1};
+    ampc_status st = ampc_cg_kernel_end_launch(k, grid, block, 0);
+    if (st != AMPC_OK || c.parts == 1) return st;
+    /* the chunks of each row in order, then the final step */
+    k = ampc_cg_kernel_begin(cg, n, "reduce_combine");
+    const char *pp = ampc_cg_param_ref(k, part, rk->at, false);
+    py = ampc_cg_param(k, y, true);
+    ampc_cg_grid_loop(k, rows_n);
+    ampc_cg_line(k, "const long long row = i;");
+    ampc_cg_line(k, "%s acc = %s;", rk->at, rk->id);
+    ampc_cg_line(k, "for (int c = 0; c < %d; c++) acc = %s(acc, %s[c * %lldLL + row]);", c.parts, rk->comb,
+                 pp, (long long)rows_n);
+    ampc_cg_line(k, "%s[row] = ampc::cvt<%s>(%s);", py, ampc_cg_ctype(y->dtype), rk->fin);
+    ampc_cg_close(k);
+    return ampc_cg_kernel_end(k, rows_n, 256);
+}
+
 static ampc_status lower_reduction(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *x = n->inputs[0], *y = n->outputs[0];
     const ampc_opcode op = n->op;
@@ -346,10 +421,10 @@ static ampc_status lower_reduction(ampc_cg *cg, const ampc_node *n) {
     rows r = make_rows(out_count, group, contiguous);
     if (red.n == 0) r = (rows){out_count, 1, 1};
     const int32_t parts = lse || r.w == 1 ? 1 : split_parts(out_count, group);
-    if (parts > 1) {
-        reduction_kinds kinds = {at, ct, id, comb, map, fin};
-        return lower_split(cg, n, &kinds, &kept, &red, group, parts);
-    }
+    const columns cols = lse || contiguous ? (columns){0, 1, group} : column_shape(&kept, &red, out_count, group);
+    reduction_kinds kinds = {at, ct, id, comb, map, fin};
+    if (cols.ys) return lower_columns(cg, n, &kinds, &kept, &red, group, cols);
+    if (parts > 1) return lower_split(cg, n, &kinds, &kept, &red, group, parts);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(op)->name);
     const char *px = ampc_cg_param(k, x, false), *py = ampc_cg_param(k, y, true);
     rows_open(k, &r);

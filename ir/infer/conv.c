@@ -272,7 +272,9 @@ ampc_status ampc_infer_conv(ampc_graph *g, ampc_node *n) {
 /* ampc.FusedConv: Conv's rules, then the residual z (input 3) has Y's dtype and shape, and the
  * activation is absent or "Relu". */
 bool ampc_conv_channels_last(const ampc_node *n) {
-    const ampc_attr *a = n->op == AMPC_OP_FUSED_CONV ? ampc_ir_attr_find(n, "channels_last") : NULL;
+    const bool takes = n->op == AMPC_OP_FUSED_CONV || n->op == AMPC_OP_MAX_POOL ||
+                       n->op == AMPC_OP_AVERAGE_POOL;
+    const ampc_attr *a = takes ? ampc_ir_attr_find(n, "channels_last") : NULL;
     return a && a->kind == AMPC_ATTR_INT && a->i == 1;
 }
 
@@ -460,12 +462,41 @@ ampc_status ampc_infer_conv_transpose(ampc_graph *g, ampc_node *n) {
     return AMPC_OK;
 }
 
+ampc_status ampc_infer_pool(ampc_graph *g, ampc_node *n);
+
+/* A channels-last MaxPool or AveragePool (made by the layout pass): X [N, H, W, C] -> Y
+ * [N, out..., C], by the NCHW rules on a shadow of the node; no Indices output. */
+static ampc_status infer_pool_channels_last(ampc_graph *g, ampc_node *n) {
+    const ampc_value *x = n->inputs[0];
+    if (x->shape.rank != 4 || n->n_outputs != 1)
+        return AMPC_FAIL(g, n, AMPC_E_SHAPE, "a channels-last pool takes a 4-D input and gives one "
+                         "output; input 0 '%s' has rank %d, %d outputs", x->name, x->shape.rank,
+                         n->n_outputs);
+    ampc_value xs = *x, ys = *n->outputs[0], *ins[1] = {&xs}, *outs[1] = {&ys};
+    xs.shape = ampc_shape_to_channels_first(&x->shape);
+    ampc_attr attrs[16];
+    int32_t na = 0;
+    if (n->n_attrs > 16)
+        return AMPC_FAIL(g, n, AMPC_E_ATTR, "a channels-last pool has %d attributes; at most 16 "
+                         "are accepted", n->n_attrs);
+    for (int32_t i = 0; i < n->n_attrs; i++)
+        if (strcmp(n->attrs[i].name, "channels_last")) attrs[na++] = n->attrs[i];
+    ampc_node shadow = *n;
+    shadow.inputs = ins, shadow.outputs = outs, shadow.attrs = attrs, shadow.n_attrs = na;
+    ampc_status st = ampc_infer_pool(g, &shadow);
+    if (st != AMPC_OK) return st;
+    ampc_shape y = ampc_shape_to_channels_last(&ys.shape);
+    ampc_infer_set(n, 0, ys.dtype, &y);
+    return AMPC_OK;
+}
+
 /* MaxPool, AveragePool and LpPool: Y [N, C, out...]; MaxPool's optional Indices has Y's shape,
  * i64. LpPool's p (default 2) must be positive. */
 ampc_status ampc_infer_pool(ampc_graph *g, ampc_node *n) {
     bool is_max = n->op == AMPC_OP_MAX_POOL, is_lp = n->op == AMPC_OP_LP_POOL;
     const ampc_value *x = n->inputs[0];
     ampc_status st;
+    if (ampc_conv_channels_last(n)) return infer_pool_channels_last(g, n);
     if (is_max && (x->dtype == AMPC_DTYPE_I8 || x->dtype == AMPC_DTYPE_U8)) {
         /* MaxPool also takes 8-bit integers (opset 12). */
     } else if (!ampc_infer_check_dtype(g, n, 0, DT_FLOAT)) {
@@ -596,9 +627,11 @@ ampc_status ampc_infer_conv_geom(ampc_graph *g, const ampc_node *n, ampc_conv_ge
     if (st != AMPC_OK) return st;
     bool same = win.mode == PAD_SAME_UPPER || win.mode == PAD_SAME_LOWER;
     bool from_out = n->op == AMPC_OP_CONV_TRANSPOSE && (same || ampc_ir_attr_find(n, "output_shape"));
+    /* a channels-last pool's spatial dims follow N ([N, H, W, C]) */
+    const int32_t sp = ampc_op_has(n->op, T_POOL) && ampc_conv_channels_last(n) ? 1 : 2;
     out->k = k;
     for (int32_t i = 0; i < k; i++) {
-        int64_t in = x->shape.dims[2 + i], o = y->shape.dims[2 + i], t;
+        int64_t in = x->shape.dims[sp + i], o = y->shape.dims[sp + i], t;
         out->kernel[i] = win.kernel[i];
         out->stride[i] = win.stride[i];
         out->dil[i] = win.dil[i];

@@ -308,8 +308,8 @@ static double lowest(ampc_dtype t) {
  * optional Indices output holds its position in the input flattened N, C, then the spatial dims
  * row-major (storage_order 0) or column-major (storage_order 1). A window lying wholly in the
  * padding gives the dtype's lowest value and index -1. */
-ampc_status ampc_ref_max_pool(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
-                              ampc_tensor *const *out) {
+static ampc_status max_pool(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                            ampc_tensor *const *out) {
     const ampc_tensor *x = in[0];
     ampc_tensor *y = out[0], *yi = n->n_outputs > 1 ? out[1] : NULL;
     geom gm;
@@ -355,8 +355,8 @@ ampc_status ampc_ref_max_pool(ampc_graph *g, const ampc_node *n, const ampc_tens
 /* AveragePool: the mean of each window. The divisor counts the window's points inside the input
  * (count_include_pad 0) or inside the padded input (1); points past the end padding, which
  * ceil_mode can produce, never count. */
-ampc_status ampc_ref_avg_pool(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
-                              ampc_tensor *const *out) {
+static ampc_status avg_pool(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                            ampc_tensor *const *out) {
     const ampc_tensor *x = in[0];
     ampc_tensor *y = out[0];
     geom gm;
@@ -392,6 +392,41 @@ ampc_status ampc_ref_avg_pool(ampc_graph *g, const ampc_node *n, const ampc_tens
     free(gm.kc);
     free(xd);
     return AMPC_OK;
+}
+
+typedef ampc_status (*pool_fn)(ampc_graph *, const ampc_node *, const ampc_tensor *const *,
+                               ampc_tensor *const *);
+
+/* A pool with channels_last = 1 (the layout pass's, one output): x moved to NCHW, the NCHW pool,
+ * the output moved back; else the NCHW pool itself. */
+static ampc_status pool(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                        ampc_tensor *const *out, pool_fn nchw) {
+    if (!ampc_conv_channels_last(n)) return nchw(g, n, in, out);
+    ampc_tensor x, back, y = {out[0]->dtype, ampc_shape_to_channels_first(&out[0]->shape), NULL};
+    move_channels(in[0], &x, false);
+    y.data = calloc((size_t)ampc_shape_numel(&y.shape) + 1, ampc_dtype_size(y.dtype));
+    const ampc_tensor *xs[1] = {&x};
+    ampc_tensor *ys[1] = {&y};
+    ampc_status st = x.data && y.data ? nchw(g, n, xs, ys) : AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory");
+    if (st == AMPC_OK) {
+        move_channels(&y, &back, true);
+        if (back.data) memcpy(out[0]->data, back.data, (size_t)ampc_shape_numel(&y.shape) * ampc_dtype_size(y.dtype));
+        else st = AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory");
+        free(back.data);
+    }
+    free(x.data);
+    free(y.data);
+    return st;
+}
+
+ampc_status ampc_ref_max_pool(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                              ampc_tensor *const *out) {
+    return pool(g, n, in, out, max_pool);
+}
+
+ampc_status ampc_ref_avg_pool(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                              ampc_tensor *const *out) {
+    return pool(g, n, in, out, avg_pool);
 }
 
 /* LpPool: (sum over the window's points inside the input of |x|^p)^(1/p). Padding adds zeros,

@@ -77,7 +77,10 @@ static const rpat reduce_patterns[] = {
     {3, {4, 6, 40}, 2, {0, 2}, 0, 0, false, true},  /* two separate axes: baked offsets both ways */
     {3, {4, 6, 40}, 1, {-1}, 0, 0, false, false},   /* negative axis, keepdims=0 */
     {2, {3, 2000}, 0, {0}, 1, 0, true, true},       /* every axis: one block of 512 over 6000 */
-    {2, {300, 3}, 1, {0}, 1, 0, true, false},       /* long strided rows, few outputs: a block each */
+    {2, {300, 3}, 1, {0}, 1, 0, true, false},       /* 3 neighbouring columns: 32 threads down each */
+    {3, {300, 3, 2}, 2, {0, 2}, 1, 0, true, false}, /* long strided rows, apart: a block each */
+    {3, {8, 40, 48}, 2, {0, 1}, 1, 0, true, false}, /* channels-last pooling: 32 columns a block */
+    {3, {1, 4096, 40}, 1, {1}, 1, 0, true, false},  /* few long columns: 16 chunks, then combined */
     {3, {4, 0, 3}, 1, {1}, 1, 0, false, true},      /* an empty group: the identity */
     {2, {4, 6}, 0, {0}, 1, 1, false, false},        /* noop_with_empty_axes: element by element */
     {2, {16, 8192}, 0, {0}, 0, 0, true, false},     /* one row of 131072: split over 16 blocks */
@@ -317,16 +320,16 @@ static int32_t compiles(build_fn build, ampc_dtype t, bool small) {
 static const ampc_dtype float_types[4] = {AMPC_DTYPE_F32, AMPC_DTYPE_F16, AMPC_DTYPE_BF16, AMPC_DTYPE_F64};
 
 Test(lower_reduce, reductions_compile_for_float_dtypes) {
-    /* f32: 10 patterns x 10 ops, minus ReduceProd on the 4 long ones: a kernel each (the empty
-     * group and noop_with_empty_axes too: their outputs are not empty), two for the 8 split ones
-     * (all but ReduceLogSumExp) of each of the last two patterns. The other dtypes: the 4
-     * compact patterns, one without ReduceProd. */
-    cr_assert_eq(compiles(build_reduce, AMPC_DTYPE_F32, false), 112);
+    /* f32: 13 patterns x 10 ops, minus ReduceProd on the 7 long ones: a kernel each (the empty
+     * group and noop_with_empty_axes too: their outputs are not empty), two for the 8 split or
+     * chunked ones (all but ReduceLogSumExp) of three patterns. The other dtypes: the 4 compact
+     * patterns, one without ReduceProd. */
+    cr_assert_eq(compiles(build_reduce, AMPC_DTYPE_F32, false), 147);
     for (int32_t i = 1; i < 4; i++) cr_assert_eq(compiles(build_reduce, float_types[i], true), 39);
 }
 
 Test(lower_reduce, reductions_compile_for_integer_dtypes) {
-    cr_assert_eq(compiles(build_reduce, AMPC_DTYPE_I64, false), 112);
+    cr_assert_eq(compiles(build_reduce, AMPC_DTYPE_I64, false), 147);
     static const ampc_dtype all[3] = {AMPC_DTYPE_I32, AMPC_DTYPE_U32, AMPC_DTYPE_U64};
     for (int32_t i = 0; i < 3; i++) cr_assert_eq(compiles(build_reduce, all[i], true), 39);
     /* Max and Min only (opset 20 adds 8-bit integers and bool to them). */
@@ -573,6 +576,28 @@ Test(lower_reduce, split_reduction_golden) {
     const ampc_rt_arg *part = &o->plan.steps[0].kernel.args[1];
     cr_assert_geq(part->ref.offset, g->arena_bytes);
     cr_assert_eq(o->plan.arena_bytes, part->ref.offset + 16 * 4);
+    ampc_cg_output_free(o);
+    ampc_graph_destroy(g);
+}
+
+/* A channels-last [2, 16, 16, 64] averaged over H and W: 128 outputs, neighbours in memory,
+ * 32 a block (a lane each) with 32 threads down each column's 256 elements, their partial sums
+ * combined in order through shared memory. */
+Test(lower_reduce, column_reduction_golden) {
+    ampc_graph *g = ampc_graph_create("rc");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F16, SHAPE(2, 16, 16, 64));
+    const int64_t hw[2] = {1, 2};
+    ampc_output(g, reduce_node(g, "ReduceMean", x, hw, 2, 1, 0), "pooled");
+    ampc_cg_output *o = generate(g);
+    cr_assert_eq(o->plan.n_steps, 1);
+    const char *src = o->sources[0];
+    expect_launch(&o->plan.steps[0], 4, 32, 32);
+    expect_src(src, "__shared__ float part[32][33];\n");
+    expect_src(src, "const long long row = (long long)blockIdx.x * 32 + threadIdx.x;\n");
+    expect_src(src, "for (long long r = c0 + threadIdx.y; r < c1; r += 32) {\n");
+    expect_src(src, "const long long o2 = r * 64LL;\n");
+    expect_src(src, "for (int j = 1; j < 32; j++) acc = ampc::red_add()(acc, part[j][threadIdx.x]);\n");
+    expect_src(src, "p1[row] = ampc::cvt<__half>(acc / (float)256);\n");
     ampc_cg_output_free(o);
     ampc_graph_destroy(g);
 }
