@@ -10,8 +10,18 @@
  * A transpose is only paid where the layout really changes: a convolution reading another's
  * output (or adding it as residual) reads the channels-last value directly, and the NCHW
  * Transpose is left unused (dce removes it); a value from elsewhere is transposed to
- * channels-last once, however many convolutions read it. A ResNet pays four transposes: the
- * input, around the max pooling (twice) and before the global pooling.
+ * channels-last once, however many convolutions read it.
+ *
+ * What runs between convolutions runs channels-last too, in the same sweep, whenever it reads a
+ * channels-last value and needs no transpose for its other inputs (propagate): elementwise ops
+ * (SiLU, Hardswish, a squeeze-and-excitation gate's Mul; constants permuted, per-channel
+ * vectors reshaped), Concat along channels (axis 3), BatchNormalization (on the [N*H*W, C] rows
+ * of the same memory), MaxPool without Indices and AveragePool (channels_last = 1),
+ * GlobalAveragePool (a ReduceMean over H and W, whose [N, 1, 1, C] is the pooled [N, C, 1, 1] in
+ * the same order: a Reshape, no kernel), and a model's own Transpose(0, 3, 1, 2) (its input is
+ * the channels-last form). The arithmetic is the same, element for element, so the results are
+ * equal bit for bit on the reference evaluator. A ResNet, an EfficientNet or a DenseNet then
+ * pays one transpose, of its input.
  *
  * The pass runs by default (--layout nchw turns it off). What makes channels-last pay is the
  * runtime's use of cuDNN's graph API (runtime/prov_cudnn.c): its runtime-fusion engines run an
