@@ -84,8 +84,9 @@ ampc_status ampc_cg_lower_attention(ampc_cg *cg, const ampc_node *n);
 /* Quantize / Dequantize / DynamicQuantizeLinear, Det, MelWeightMatrix, TfIdfVectorizer
  * (lower_quant.c), dispatched from the elementwise, reduce and index lowerings. */
 ampc_status ampc_cg_lower_quant(ampc_cg *cg, const ampc_node *n);
-/* A LayerNormalization or RMSNormalization whose output only a Cast reads (fused, marked by
- * fuse-elementwise): one kernel writes the Cast's output (lower_norm.c). */
+/* A LayerNormalization or RMSNormalization whose output only a Cast reads, or a
+ * BatchNormalization whose output only a Relu reads (fused, marked by fuse-elementwise): one
+ * kernel writes the Cast's or Relu's output (lower_norm.c). */
 ampc_status ampc_cg_lower_norm_cast(ampc_cg *cg, const ampc_node *norm, const ampc_node *cast);
 /* A chain of fused elementwise ops (passes/fuse_elementwise.c) computed inside another kernel:
  * ampc_cg_chain_check fails (with the node) when a node of the chain ending at `last` has no

@@ -448,8 +448,9 @@ ampc_status ampc_cg_lower_elementwise(ampc_cg *cg, const ampc_node *n) {
     if (n->op == AMPC_OP_QUANTIZE_LINEAR || n->op == AMPC_OP_DEQUANTIZE_LINEAR || n->op == AMPC_OP_MEL_WEIGHT_MATRIX)
         return ampc_cg_lower_quant(cg, n);
     const ampc_node *p = n->inputs[0] ? n->inputs[0]->producer : NULL;
-    if (n->op == AMPC_OP_CAST && p && (n->inputs[0]->flags & AMPC_VALUE_FUSED) &&
-        (p->op == AMPC_OP_LAYER_NORM || p->op == AMPC_OP_RMS_NORM))
+    if (p && (n->inputs[0]->flags & AMPC_VALUE_FUSED) &&
+        ((n->op == AMPC_OP_CAST && (p->op == AMPC_OP_LAYER_NORM || p->op == AMPC_OP_RMS_NORM)) ||
+         (n->op == AMPC_OP_RELU && p->op == AMPC_OP_BATCH_NORM)))
         return ampc_cg_lower_norm_cast(cg, p, n);
     for (int32_t i = 0; i < n->n_inputs; i++)
         if (n->inputs[i] && (n->inputs[i]->flags & AMPC_VALUE_FUSED)) return lower_chain(cg, n);

@@ -513,15 +513,18 @@ static ampc_status lower_mvn(ampc_cg *cg, const ampc_node *n) {
 /* ---- BatchNormalization and LRN: a thread per element --------------------------------------- */
 
 /* BatchNormalization in inference form: an elementwise kernel whose per-channel operands
- * (scale, B, mean, var, each [C]) are read at the element's channel. */
-static ampc_status lower_batch_norm(ampc_cg *cg, const ampc_node *n) {
-    const ampc_value *x = n->inputs[0], *y = n->outputs[0];
+ * (scale, B, mean, var, each [C]) are read at the element's channel. With `relu` (the Relu that
+ * reads it, fused: passes/fuse_elementwise.c) it writes the Relu's output, of the value rounded
+ * to the norm's type first. */
+static ampc_status lower_batch_norm(ampc_cg *cg, const ampc_node *n, const ampc_node *relu) {
+    const ampc_value *x = n->inputs[0], *y = relu ? relu->outputs[0] : n->outputs[0];
     const int64_t count = ampc_ir_numel(x);
     if (count == 0) return AMPC_OK;
     const int32_t rank = x->shape.rank;
     const int64_t c = rank >= 2 ? x->shape.dims[1] : 1, spatial = dims_prod(&x->shape, 2, rank);
     const char *at = acc_type((const ampc_value *const *)n->inputs, 5);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
+    if (relu) ampc_cg_kernel_covers(k, relu);
     const char *p[5];
     for (int32_t i = 0; i < 5; i++) p[i] = ampc_cg_param(k, n->inputs[i], false);
     const char *py = ampc_cg_param(k, y, true);
@@ -533,8 +536,15 @@ static ampc_status lower_batch_norm(ampc_cg *cg, const ampc_node *n) {
     ampc_cg_line(k, "const %s sd = ampc::m_sqrt(ampc::cvt<%s>(%s[ch]) + (%s)%s);", at, at, p[4], at,
                  ampc_cg_f64(fattr(n, "epsilon", 1e-5f)).s);
     ampc_cg_line(k, "const %s v = (ampc::cvt<%s>(%s[i]) - ampc::cvt<%s>(%s[ch])) / sd;", at, at, p[0], at, p[3]);
-    ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(v * ampc::cvt<%s>(%s[ch]) + ampc::cvt<%s>(%s[ch]));", py,
-                 ampc_cg_ctype(y->dtype), at, p[1], at, p[2]);
+    const char *yt = ampc_cg_ctype(y->dtype);
+    if (!relu) {
+        ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(v * ampc::cvt<%s>(%s[ch]) + ampc::cvt<%s>(%s[ch]));", py, yt, at,
+                     p[1], at, p[2]);
+    } else { /* Relu's expression (lower_elementwise.c) on the stored value: NaN stays NaN */
+        ampc_cg_line(k, "const %s a = ampc::cvt<%s>(ampc::cvt<%s>(v * ampc::cvt<%s>(%s[ch]) + ampc::cvt<%s>(%s[ch])));",
+                     at, at, yt, at, p[1], at, p[2]);
+        ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(a > (%s)0 ? a : (a == a ? (%s)0 : a));", py, yt, at, at);
+    }
     ampc_cg_close(k);
     return ampc_cg_kernel_end(k, count, 256);
 }
@@ -660,7 +670,7 @@ ampc_status ampc_cg_lower_norm(ampc_cg *cg, const ampc_node *n) {
     case AMPC_OP_LAYER_NORM: case AMPC_OP_RMS_NORM: return lower_layer_norm(cg, n, NULL);
     case AMPC_OP_INSTANCE_NORM: case AMPC_OP_GROUP_NORM: return lower_channel_norm(cg, n);
     case AMPC_OP_MEAN_VARIANCE_NORM: return lower_mvn(cg, n);
-    case AMPC_OP_BATCH_NORM: return lower_batch_norm(cg, n);
+    case AMPC_OP_BATCH_NORM: return lower_batch_norm(cg, n, NULL);
     case AMPC_OP_LRN: return lower_lrn(cg, n);
     case AMPC_OP_NLL_LOSS: case AMPC_OP_SCE_LOSS: return lower_loss(cg, n);
     default:
@@ -671,5 +681,6 @@ ampc_status ampc_cg_lower_norm(ampc_cg *cg, const ampc_node *n) {
 }
 
 ampc_status ampc_cg_lower_norm_cast(ampc_cg *cg, const ampc_node *norm, const ampc_node *cast) {
+    if (norm->op == AMPC_OP_BATCH_NORM) return lower_batch_norm(cg, norm, cast);
     return lower_layer_norm(cg, norm, cast);
 }

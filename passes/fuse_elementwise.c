@@ -107,10 +107,20 @@ static bool low_float(ampc_dtype t) {
 }
 
 /* A Cast between float types of a LayerNormalization's or RMSNormalization's only output: the
- * norm's kernel writes the Cast's output (codegen/lower_norm.c). Such a Cast ends its chain. */
+ * norm's kernel writes the Cast's output (codegen/lower_norm.c). Likewise a Relu of a
+ * BatchNormalization's (a pre-activation block: DenseNet's BN, ReLU, convolution). Such a Cast
+ * or Relu ends its chain. */
 static bool norm_then_cast(const ampc_node *p, const ampc_node *u) {
-    return is_norm(p) && !p->dead && p->n_outputs == 1 && u->op == AMPC_OP_CAST &&
-           low_float(p->outputs[0]->dtype) && low_float(u->outputs[0]->dtype);
+    if (p->dead || p->n_outputs != 1) return false;
+    if (p->op == AMPC_OP_BATCH_NORM) return u->op == AMPC_OP_RELU;
+    return is_norm(p) && u->op == AMPC_OP_CAST && low_float(p->outputs[0]->dtype) &&
+           low_float(u->outputs[0]->dtype);
+}
+
+/* Whether n is such a Cast or Relu, its input computed by the norm in its kernel. */
+static bool writes_norm(const ampc_node *n) {
+    const ampc_node *p = n->inputs[0] ? n->inputs[0]->producer : NULL;
+    return p && (n->inputs[0]->flags & AMPC_VALUE_FUSED) && norm_then_cast(p, n);
 }
 
 static int64_t rank_of(ampc_graph *g, const ampc_node *n) { return ampc_ir_attr_int(g, n, "rank", -1); }
@@ -164,9 +174,7 @@ ampc_status ampc_pass_fuse_elementwise(ampc_graph *g, bool *changed) {
             if (!p || !(fusable(p) || heads(p) || norm_then_cast(p, u)) ||
                 ampc_pass_only_user(&uses, v) != u)
                 continue;
-            if (p->op == AMPC_OP_CAST && (p->inputs[0]->flags & AMPC_VALUE_FUSED) &&
-                is_norm(p->inputs[0]->producer))
-                continue; /* it writes a norm's output: the end of its chain */
+            if (writes_norm(p)) continue; /* it writes a norm's output: the end of its chain */
             if ((v->flags & (AMPC_VALUE_OUTPUT | AMPC_VALUE_FUSED)) || v->data) continue;
             if (rank_of(g, p) != rank_of(g, u)) continue;
             if (!ampc_shape_eq(&v->shape, &y->shape) && !recomputable(p, v, y)) continue;

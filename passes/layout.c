@@ -340,8 +340,25 @@ static ampc_status propagate_pool(layout_ctx *c, ampc_node *n, bool *done) {
     return run_last(c, n, ins, attrs, n->n_attrs + 1);
 }
 
+/* The one node that reads v, when v is no graph output and one node (once) reads it. */
+static ampc_node *only_reader(const ampc_graph *g, const ampc_value *v) {
+    if (v->flags & AMPC_VALUE_OUTPUT) return NULL;
+    ampc_node *found = NULL;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        ampc_node *u = g->nodes[i];
+        for (int32_t k = 0; !u->dead && k < u->n_inputs; k++) {
+            if (u->inputs[k] != v) continue;
+            if (found) return NULL;
+            found = u;
+        }
+    }
+    return found;
+}
+
 /* BatchNormalization (inference) of a channels-last x: the same op on x viewed as [N*H*W, C],
- * whose channels are its dim 1, viewed back as [N, H, W, C]. */
+ * whose channels are its dim 1, viewed back as [N, H, W, C]. A Relu that alone reads it runs on
+ * the rows too (before the view back), so that fuse-elementwise can give it to the norm's
+ * kernel (DenseNet's BN, ReLU, convolution). */
 static ampc_status propagate_batch_norm(layout_ctx *c, ampc_node *n, bool *done) {
     ampc_value *x = n->inputs[0], *y = n->outputs[0];
     if (x->shape.rank != 4 || n->n_outputs != 1 || !has_last(c, x)) return AMPC_OK;
@@ -359,6 +376,18 @@ static ampc_status propagate_batch_norm(layout_ctx *c, ampc_node *n, bool *done)
     out->producer = n;
     ampc_status st = ampc_ir_node_infer(c->g, n);
     if (st != AMPC_OK) return st;
+    ampc_node *relu = only_reader(c->g, y);
+    if (relu && relu->op == AMPC_OP_RELU) { /* it stays on the rows, where its kernel joins the norm's */
+        ampc_value *r_out = ampc_ir_value_new(c->g, name, relu->outputs[0]->dtype, &flat);
+        if (!r_out) return AMPC_E_OOM;
+        relu->inputs[0] = out;
+        y->producer = NULL; /* the norm's NCHW output: nothing reads or makes it now */
+        y = relu->outputs[0];
+        relu->outputs[0] = r_out;
+        r_out->producer = relu;
+        if ((st = ampc_ir_node_infer(c->g, relu)) != AMPC_OK) return st;
+        out = r_out, n = relu;
+    }
     snprintf(name, sizeof name, "%.140s_nhwc", y->name);
     ampc_shape ys = ampc_shape_to_channels_last(&y->shape);
     ampc_value *y_last = reshaped(c->g, out, &ys, name);

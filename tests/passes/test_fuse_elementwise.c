@@ -5,8 +5,8 @@
  *     step; the four values inside it get no memory; the pipeline's verification (reference
  *     evaluator before and after each pass) holds;
  *   - a Gather heads a chain (BERT's embedding lookup and its two Adds: one kernel);
- *   - a Cast after a LayerNormalization is written by the norm's kernel, equal bit for bit on a
- *     GPU to the two kernels it replaces;
+ *   - a Cast after a LayerNormalization, and a Relu after a BatchNormalization, is written by
+ *     the norm's kernel, equal bit for bit on a GPU to the two kernels it replaces;
  *   - the padding mask as transformers exports it (a Gather in order, an Expand to the shape
  *     it has: the simplify pass) is two kernels;
  *   - what stops a chain: a value read twice, a graph output, a change of shape, a node that is
@@ -447,6 +447,40 @@ Test(fuse_elementwise_gpu, a_norm_writing_its_cast) {
         free(x.data);
         ampc_graph_destroy(g);
     }
+}
+
+/* y = Relu(BatchNormalization(x [2, c, 5, 5] f32)): a pre-activation block's norm and ReLU. */
+static ampc_graph *bn_relu(int64_t c) {
+    ampc_graph *g = ampc_graph_create("bnrelu");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(2, c, 5, 5));
+    double p[4][16];
+    for (int64_t i = 0; i < c; i++)
+        p[0][i] = 0.5 + 0.1 * (double)(i % 4), p[1][i] = 0.25 * (double)(i % 3) - 0.2,
+        p[2][i] = 0.1 * (double)(i % 5) - 0.2, p[3][i] = 0.3 + 0.2 * (double)(i % 2);
+    ampc_value *in[5] = {x, t_const_f32(g, SHAPE(c), p[0]), t_const_f32(g, SHAPE(c), p[1]),
+                         t_const_f32(g, SHAPE(c), p[2]), t_const_f32(g, SHAPE(c), p[3])};
+    ampc_value *y = ampc_op(g, "BatchNormalization", in, 5, NULL, 0);
+    cr_assert_eq(ampc_output(g, ampc_relu(g, y), "y"), AMPC_OK, "%s", ampc_graph_errors(g));
+    return g;
+}
+
+Test(fuse_elementwise, a_relu_after_a_batch_norm_is_written_by_the_norm) {
+    one_kernel_of(bn_relu(16), "BatchNormalization", "Relu");
+}
+
+/* The fused BatchNormalization and Relu give what their two kernels give, bit for bit, and the
+ * reference evaluator's values. */
+Test(fuse_elementwise_gpu, a_batch_norm_writing_its_relu) {
+    t_skip_without_gpu();
+    ampc_graph *g = bn_relu(16);
+    ampc_tensor x = {AMPC_DTYPE_F32, SHAPE(2, 16, 5, 5), calloc(2 * 16 * 25, 4)};
+    fill(&x, 5);
+    static const double tol[1] = {1e-6};
+    same_on_gpu(g, &x, 1, 1, tol);
+    static const int32_t steps[2] = {1, 2};
+    fused_equals_apart(bn_relu, 16, &x, 1, SHAPE(2, 16, 5, 5), steps);
+    free(x.data);
+    ampc_graph_destroy(g);
 }
 
 /* BERT's embeddings and their LayerNorm: Gather(table [11, len], ids [B, 512]) + position

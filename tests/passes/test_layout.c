@@ -146,7 +146,7 @@ Test(layout, ops_between_convolutions_run_channels_last) {
                           without = {.verify = true, .disable = off, .n_disable = 1};
     cr_assert_eq(ampc_graph_optimize(a, &with), AMPC_OK, "%s", ampc_graph_errors(a));
     cr_assert_eq(ampc_graph_optimize(b, &without), AMPC_OK, "%s", ampc_graph_errors(b));
-    const char *ir = ampc_graph_to_text(a, false);
+    char *ir = ampc_graph_to_text(a, false);
     cr_assert_eq(t_count_op(a, AMPC_OP_TRANSPOSE), 2, "x in and y out only:\n%s", ir);
     int32_t pools = 0;
     for (int32_t i = 0; i < a->n_nodes; i++) {
@@ -158,6 +158,7 @@ Test(layout, ops_between_convolutions_run_channels_last) {
     cr_assert_eq(pools, 2, "%s", ir);
     cr_assert_eq(t_count_op(a, AMPC_OP_REDUCE_MEAN), 1, "%s", ir);
     cr_assert_eq(t_count_op(a, AMPC_OP_GLOBAL_AVERAGE_POOL), 0, "%s", ir);
+    free(ir);
     int16_t x[2 * 8 * 8 * 8];
     ampc_tensor in = t_tensor(AMPC_DTYPE_F16, SHAPE(2, 8, 8, 8), x), ya, yb;
     uint64_t seed = 9;
