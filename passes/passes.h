@@ -46,10 +46,13 @@ ampc_status ampc_pipeline_run_pass(ampc_graph *g, const char *name, const ampc_p
 typedef struct ampc_uses {
     int32_t *count;
     ampc_node **user;
+    int32_t n; /* the values it covers: ids below n */
 } ampc_uses;
 
 ampc_status ampc_pass_uses(const ampc_graph *g, ampc_uses *u); /* AMPC_E_OOM, nothing recorded */
 void ampc_pass_uses_free(ampc_uses *u);
+/* Covers the values made since (no reader yet); AMPC_E_OOM leaves it as it was. */
+ampc_status ampc_pass_uses_grow(const ampc_graph *g, ampc_uses *u);
 /* The live node reading v when v is used exactly once; else NULL. */
 ampc_node *ampc_pass_only_user(const ampc_uses *u, const ampc_value *v);
 /* The permutation of Transpose t whose input has rank r (no `perm`: the dims reversed); false
@@ -132,6 +135,9 @@ ampc_status ampc_pass_partition(ampc_graph *g, bool *changed);
  * ampc.FusedConv (NHWC data, weights permuted at compile time), with Transposes only where the
  * layout changes (layout.c). */
 ampc_status ampc_pass_layout(ampc_graph *g, bool *changed);
+/* The RMS norm written out (x / Sqrt(ReduceMean(x^2) + eps), or x * Reciprocal(...)) becomes one
+ * RMSNormalization (fuse_norm.c). */
+ampc_status ampc_pass_fuse_norm(ampc_graph *g, bool *changed);
 /* A Transpose of a Transpose becomes one Transpose of the first's input, or nothing when the
  * two cancel (fold_transpose.c). */
 ampc_status ampc_pass_fold_transpose(ampc_graph *g, bool *changed);

@@ -25,6 +25,8 @@ static const ampc_pass_info pass_table[] = {
     {"simplify", ampc_pass_simplify,
      "drop Expands to their input's own shape and Concats of one non-empty input; a Gather of "
      "a whole axis in order is a Reshape"},
+    {"fuse-norm", ampc_pass_fuse_norm,
+     "turn the RMS norm written out (x / Sqrt(ReduceMean(x^2) + eps)) into one RMSNormalization"},
     /* precision, sparsity, fuse, layout: decisions that read a clean, folded graph */
     {"precision", ampc_pass_precision,
      "with --precision fp16|bf16, move f32 tensors to the low type as the op table's policy says"},
@@ -48,7 +50,8 @@ static const ampc_pass_info pass_table[] = {
     {"fold-scale", ampc_pass_fold_scale,
      "fold a scalar product after a matmul with constant weights into the weights"},
     {"layout", ampc_pass_layout,
-     "run 2-D f16/bf16 convolutions channels-last (transposes where it changes; --layout nchw: off)"},
+     "run 2-D f16/bf16 convolutions, and what runs between them, channels-last (transposes where "
+     "it changes; --layout nchw: off)"},
     {"fold-transpose", ampc_pass_fold_transpose,
      "make a Transpose of a Transpose one Transpose, or none when they cancel"},
     /* the pipeline cut weighs the nodes that will run (after fusion and layout), before the

@@ -15,6 +15,7 @@ ampc_status ampc_pass_uses(const ampc_graph *g, ampc_uses *u) {
         ampc_pass_uses_free(u);
         return AMPC_E_OOM;
     }
+    u->n = g->n_values;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         ampc_node *n = g->nodes[i];
         if (n->dead) continue;
@@ -22,6 +23,18 @@ ampc_status ampc_pass_uses(const ampc_graph *g, ampc_uses *u) {
             if (n->inputs[k]) u->count[n->inputs[k]->id]++, u->user[n->inputs[k]->id] = n;
     }
     for (int32_t i = 0; i < g->n_outputs; i++) u->count[g->outputs[i]->id] += 2;
+    return AMPC_OK;
+}
+
+ampc_status ampc_pass_uses_grow(const ampc_graph *g, ampc_uses *u) {
+    if (g->n_values <= u->n) return AMPC_OK;
+    int32_t *count = realloc(u->count, ((size_t)g->n_values + 1) * sizeof *count);
+    if (count) u->count = count;
+    ampc_node **user = count ? realloc(u->user, ((size_t)g->n_values + 1) * sizeof *user) : NULL;
+    if (!user) return AMPC_E_OOM;
+    u->user = user;
+    for (int32_t i = u->n; i <= g->n_values; i++) u->count[i] = 0, u->user[i] = NULL;
+    u->n = g->n_values;
     return AMPC_OK;
 }
 

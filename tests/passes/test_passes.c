@@ -467,7 +467,8 @@ Test(pipeline, runs_every_pass_and_traces_each) {
     cr_assert(strstr(t, "pass partition-pipeline changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass fuse-elementwise changed "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass simplify     changed no "), "trace:\n%s", t);
-    cr_assert_eq(lines, 20, "trace:\n%s", t);
+    cr_assert(strstr(t, "pass fuse-norm    changed no "), "trace:\n%s", t);
+    cr_assert_eq(lines, 21, "trace:\n%s", t);
     free(t);
     char *text = ampc_graph_to_text(g, true);
     cr_assert_str_eq(text, "graph \"p\" {\n"
@@ -529,7 +530,7 @@ Test(pipeline, unknown_pass_names_are_errors_listing_the_valid_ones) {
     ampc_pipeline_options o = {.disable = off, .n_disable = 2};
     cr_assert_eq(ampc_graph_optimize(g, &o), AMPC_E_INVALID_ARG);
     cr_assert_str_eq(ampc_graph_errors(g), "unknown pass 'nope' in the list of passes to disable; "
-                                           "the passes are: partition-data, fold, cse, simplify, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, fold-transpose, partition-pipeline, dce, fuse-elementwise, plan-memory");
+                                           "the passes are: partition-data, fold, cse, simplify, fuse-norm, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, fold-transpose, partition-pipeline, dce, fuse-elementwise, plan-memory");
     cr_assert_eq(ampc_graph_node_count(g), 5); /* nothing ran */
     ampc_graph_destroy(g);
 
@@ -537,10 +538,10 @@ Test(pipeline, unknown_pass_names_are_errors_listing_the_valid_ones) {
     ampc_pipeline_options o2 = {.dump_after = "fuse"};
     cr_assert_eq(ampc_graph_optimize(g, &o2), AMPC_E_INVALID_ARG);
     cr_assert_str_eq(ampc_graph_errors(g), "unknown pass 'fuse' to dump the IR after; the passes "
-                                           "are: partition-data, fold, cse, simplify, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, fold-transpose, partition-pipeline, dce, fuse-elementwise, plan-memory");
+                                           "are: partition-data, fold, cse, simplify, fuse-norm, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, fold-transpose, partition-pipeline, dce, fuse-elementwise, plan-memory");
     ampc_graph_clear_errors(g);
     cr_assert_eq(ampc_pipeline_run_pass(g, "cse2", &o2), AMPC_E_INVALID_ARG);
-    t_expect_diag(g, "unknown pass 'cse2' to run; the passes are: partition-data, fold, cse, simplify, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, fold-transpose, partition-pipeline, dce, fuse-elementwise, plan-memory");
+    t_expect_diag(g, "unknown pass 'cse2' to run; the passes are: partition-data, fold, cse, simplify, fuse-norm, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, fold-transpose, partition-pipeline, dce, fuse-elementwise, plan-memory");
     ampc_graph_destroy(g);
 }
 
@@ -566,13 +567,13 @@ Test(pipeline, verifies_the_input_graph_and_refuses_graphs_with_errors) {
 Test(pipeline, the_registry_lists_and_finds_passes) {
     int32_t n;
     const ampc_pass_info *list = ampc_pass_list(&n);
-    cr_assert_eq(n, 20);
-    const char *names[20] = {"partition-data", "fold", "cse", "simplify", "precision", "sparsity", "fuse-gelu", "fuse-softmax",
+    cr_assert_eq(n, 21);
+    const char *names[21] = {"partition-data", "fold", "cse", "simplify", "fuse-norm", "precision", "sparsity", "fuse-gelu", "fuse-softmax",
                              "partition", "fuse-conv", "fuse-attention", "fuse-qkv", "fuse-matmul",
                              "fold-scale", "layout", "fold-transpose", "partition-pipeline", "dce",
                              "fuse-elementwise",
                              "plan-memory"};
-    for (int i = 0; i < 20; i++) cr_assert_str_eq(list[i].name, names[i]);
+    for (int i = 0; i < 21; i++) cr_assert_str_eq(list[i].name, names[i]);
     cr_assert_eq(ampc_pass_find("cse")->run, ampc_pass_cse);
     cr_assert_null(ampc_pass_find("CSE"));
     cr_assert_null(ampc_pass_find(NULL));
@@ -588,36 +589,38 @@ Test(pipeline, the_registry_lists_and_finds_passes) {
                         "   3. cse          merge identical nodes and identical small constants\n"
                         "   4. simplify     drop Expands to their input's own shape and Concats of "
                         "one non-empty input; a Gather of a whole axis in order is a Reshape\n"
-                        "   5. precision    with --precision fp16|bf16, move f32 tensors to the "
+                        "   5. fuse-norm    turn the RMS norm written out (x / Sqrt(ReduceMean(x^2) + eps)) into one "
+                        "RMSNormalization\n"
+                        "   6. precision    with --precision fp16|bf16, move f32 tensors to the "
                         "low type as the op table's policy says\n"
-                        "   6. sparsity     with --sparsity verify|prune, mark (prune: make) 2:4 "
+                        "   7. sparsity     with --sparsity verify|prune, mark (prune: make) 2:4 "
                         "sparse constant weights of matmuls/convs\n"
-                        "   7. fuse-gelu    turn GELU written out with Erf (x * 0.5 * (1 + erf(x / "
+                        "   8. fuse-gelu    turn GELU written out with Erf (x * 0.5 * (1 + erf(x / "
                         "sqrt 2))) into one Gelu\n"
-                        "   8. fuse-softmax turn Softmax guarded by Where(IsNaN(s), 0, s) into one "
+                        "   9. fuse-softmax turn Softmax guarded by Where(IsNaN(s), 0, s) into one "
                         "ampc.SafeSoftmax\n"
-                        "   9. partition    with --gpus N --partition tensor, split matmul pairs "
+                        "  10. partition    with --gpus N --partition tensor, split matmul pairs "
                         "and attention (by heads) across the GPUs, one all-reduce each\n"
-                        "  10. fuse-conv    fold a residual Add and a ReLU after a Conv into one "
+                        "  11. fuse-conv    fold a residual Add and a ReLU after a Conv into one "
                         "ampc.FusedConv\n"
-                        "  11. fuse-attention turn MatMul(Q, K^T), scale, mask, softmax and "
+                        "  12. fuse-attention turn MatMul(Q, K^T), scale, mask, softmax and "
                         "MatMul(., V) into one ampc.FusedAttention\n"
-                        "  12. fuse-qkv     join the Q, K and V projections of an "
+                        "  13. fuse-qkv     join the Q, K and V projections of an "
                         "ampc.FusedAttention into one MatMul it reads\n"
-                        "  13. fuse-matmul  fold a bias Add, a residual Add and a ReLU after a "
+                        "  14. fuse-matmul  fold a bias Add, a residual Add and a ReLU after a "
                         "MatMul into one ampc.FusedMatMul\n"
-                        "  14. fold-scale   fold a scalar product after a matmul with constant weights "
+                        "  15. fold-scale   fold a scalar product after a matmul with constant weights "
                         "into the weights\n"
-                        "  15. layout       run 2-D f16/bf16 convolutions channels-last "
-                        "(transposes where it changes; --layout nchw: off)\n"
-                        "  16. fold-transpose make a Transpose of a Transpose one Transpose, or none "
+                        "  16. layout       run 2-D f16/bf16 convolutions, "
+                        "and what runs between them, channels-last (transposes where it changes; --layout nchw: off)\n"
+                        "  17. fold-transpose make a Transpose of a Transpose one Transpose, or none "
                         "when they cancel\n"
-                        "  17. partition-pipeline with --gpus N --partition pipeline, cut the graph into N stages "
+                        "  18. partition-pipeline with --gpus N --partition pipeline, cut the graph into N stages "
                         "balanced by cost, one per GPU, with peer copies at the cuts\n"
-                        "  18. dce          remove nodes that no graph output depends on\n"
-                        "  19. fuse-elementwise compute chains of elementwise ops of one shape in one "
+                        "  19. dce          remove nodes that no graph output depends on\n"
+                        "  20. fuse-elementwise compute chains of elementwise ops of one shape in one "
                         "kernel (values between them never stored)\n"
-                        "  20. plan-memory  place constants in the weights blob and every other "
+                        "  21. plan-memory  place constants in the weights blob and every other "
                          "value in the arena (liveness)\n");
     free(t);
 }
