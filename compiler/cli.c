@@ -189,6 +189,59 @@ static model_kind kind_of_model(const char *path) {
     return text || by_name == KIND_LIBRARY ? by_name : KIND_ONNX;
 }
 
+/* The values to bind at import, from --bind NAME=FILE and (`run` compiling a model) --input
+ * NAME=FILE, read into b (names pointing into the options); *n receives the count. False with a
+ * message on a bad option or file (b's tensors so far are the caller's to free). */
+static bool read_bindings(const ampc_cli_options *o, ampc_input_binding *b, int32_t *n) {
+    *n = 0;
+    const int total = o->n_binds + (o->bind_run_inputs ? o->n_inputs : 0);
+    for (int k = 0; k < total && k < 2 * AMPC_CLI_MAX_LIST; k++) {
+        const bool bind = k < o->n_binds;
+        const char *opt = bind ? o->binds[k] : o->inputs[k - o->n_binds];
+        const char *eq = strchr(opt, '=');
+        if (!eq || eq == opt) {
+            fprintf(stderr, "ampc: %s '%s' is not NAME=FILE\n", bind ? "--bind" : "--input", opt);
+            return false;
+        }
+        char *err = NULL;
+        b[*n] = (ampc_input_binding){.name = strndup(opt, (size_t)(eq - opt))};
+        if (!b[*n].name || ampc_tensor_read_file(eq + 1, &b[*n].value, NULL, &err) != AMPC_OK) {
+            if (err) fprintf(stderr, "ampc: %s\n", err); /* the reader's message names the file */
+            else fprintf(stderr, "ampc: %s: cannot read tensor\n", eq + 1);
+            free(err);
+            free((char *)b[*n].name);
+            return false;
+        }
+        (*n)++;
+    }
+    return true;
+}
+
+/* After an import with bindings: an input the graph still has was not bound, since nothing
+ * reads it at compile time. A --bind of it is refused; a `run` --input of it is read at run time
+ * as any other. The bound ones are said on stderr. False (with a message) on a refused --bind. */
+static bool check_bindings(const ampc_cli_options *o, const ampc_graph *g, const ampc_input_binding *b,
+                           int32_t n) {
+    bool ok = true;
+    for (int32_t k = 0; k < n; k++) {
+        bool still_input = false;
+        for (int32_t i = 0; i < g->n_inputs && !still_input; i++)
+            still_input = !strcmp(g->inputs[i]->name, b[k].name);
+        char *q = ampc_cli_quote(b[k].name);
+        if (!still_input) {
+            fprintf(stderr, "ampc: input '%s' bound at compile time to the given value (it sets a "
+                            "shape, axes, sizes or pads)\n", q ? q : "?");
+        } else if (k < o->n_binds) {
+            fprintf(stderr, "ampc: --bind %s: the model reads input '%s' at run time only (no shape, "
+                            "axes, sizes or pads depend on it); give it when the library runs\n",
+                    o->binds[k], q ? q : "?");
+            ok = false;
+        }
+        free(q);
+    }
+    return ok;
+}
+
 /* Loads MODEL: ONNX or IR text, told apart by content (kind_of_model). Prints the error and
  * returns NULL on failure. */
 ampc_graph *ampc_cli_load_model(const ampc_cli_options *o) {
@@ -216,18 +269,36 @@ ampc_graph *ampc_cli_load_model(const ampc_cli_options *o) {
         io.n_shapes = o->n_shapes;
         io.max_batch = o->max_batch;
         io.max_loop_iterations = o->max_loop_iterations;
-        ampc_status st = ampc_onnx_import_file(o->model, &io, &g, &err);
+        ampc_input_binding binds[2 * AMPC_CLI_MAX_LIST];
+        int32_t n_binds = 0;
+        bool read = read_bindings(o, binds, &n_binds);
+        io.constants = binds;
+        io.n_constants = n_binds;
+        io.constants_if_needed = true; /* only what must be known at compile time */
+        ampc_status st = read ? ampc_onnx_import_file(o->model, &io, &g, &err) : AMPC_E_IO;
         for (int i = 0; i < o->n_shapes; i++) free((char *)shapes[i].name);
-        if (st != AMPC_OK) { /* the importer's message names the file */
+        if (st != AMPC_OK && read) { /* the importer's message names the file */
             if (err) fprintf(stderr, "ampc: %s\n", err);
             else fprintf(stderr, "ampc: %s: %s\n", o->model, ampc_status_str(st));
             free(err);
-            return NULL;
+        }
+        if (st == AMPC_OK && !check_bindings(o, g, binds, n_binds)) {
+            ampc_graph_destroy(g);
+            g = NULL;
+        }
+        for (int32_t k = 0; k < n_binds; k++) {
+            free((char *)binds[k].name);
+            ampc_tensor_free(&binds[k].value);
         }
         return g;
     }
     if (o->n_shapes || o->max_batch)
         fprintf(stderr, "ampc: warning: --shape and --max-batch apply to ONNX models only\n");
+    if (o->n_binds) {
+        fprintf(stderr, "ampc: --bind applies to ONNX models: %s is ampc IR text, whose constants "
+                        "are written in it\n", o->model);
+        return NULL;
+    }
     size_t len;
     char *text = read_file(o->model, &len);
     if (!text) return NULL;
@@ -1033,7 +1104,7 @@ bool ampc_cli_host_tensor(const char *kind, const char *name, ampc_dtype dt, con
 /* Reads --input NAME=FILE for each input; the others get random data (floats uniform in
  * [-1, 1), integers 0, bools false: integer inputs are most often indices or lengths), each
  * said on stderr. False with a message on a bad option or file. */
-static bool read_inputs(const ampc_cli_options *o, const io_list *l, ampc_tensor *in) {
+static bool read_inputs(const ampc_cli_options *o, const io_list *l, ampc_tensor *in, bool bound) {
     for (int k = 0; k < o->n_inputs; k++) {
         const char *eq = strchr(o->inputs[k], '=');
         if (!eq) {
@@ -1045,6 +1116,7 @@ static bool read_inputs(const ampc_cli_options *o, const io_list *l, ampc_tensor
             if (strlen(l->names[i]) == (size_t)(eq - o->inputs[k]) &&
                 !strncmp(l->names[i], o->inputs[k], (size_t)(eq - o->inputs[k])))
                 idx = i;
+        if (idx < 0 && bound) continue; /* bound at import: the importer knew the name */
         if (idx < 0) {
             fprintf(stderr, "ampc: --input '%.*s': the model has no input of that name\n",
                     (int)(eq - o->inputs[k]), o->inputs[k]);
@@ -1333,7 +1405,9 @@ int ampc_cli_run(const ampc_cli_options *o) {
         }
         plan = ampc_rt_artifact_plan(lib);
     } else {
-        if (!(g = ampc_cli_load_model(o))) return 1;
+        ampc_cli_options lo = *o;
+        lo.bind_run_inputs = true;
+        if (!(g = ampc_cli_load_model(&lo))) return 1;
         if (o->reference ? !optimize(g, o, true, false) : !(mod = compile_gpu(g, o, NULL))) {
             ampc_graph_destroy(g);
             return 1;
@@ -1358,7 +1432,8 @@ int ampc_cli_run(const ampc_cli_options *o) {
     }
     ampc_tensor *in = ampc_xcalloc((size_t)li.n + 1, sizeof *in);
     ampc_tensor *out = ampc_xcalloc((size_t)lo.n + 1, sizeof *out);
-    bool ok = read_inputs(o, &li, in);
+    /* a model compiled here from ONNX had the --input values it needed bound at import */
+    bool ok = read_inputs(o, &li, in, g && kind_of_model(o->model) == KIND_ONNX);
     for (int32_t i = 0; ok && plan && i < lo.n; i++) /* the reference evaluator allocates its own */
         ok = ampc_cli_host_tensor("output", lo.names[i], lo.dtypes[i], &lo.shapes[i], &out[i]);
     if (ok && !plan) {

@@ -40,6 +40,11 @@ typedef struct ampc_cli_options {
     const char *shapes[AMPC_CLI_MAX_LIST];
     const char *disable[AMPC_CLI_MAX_LIST];
     const char *inputs[AMPC_CLI_MAX_LIST];
+    const char *binds[AMPC_CLI_MAX_LIST]; /* --bind NAME=FILE: a compile-time input's value */
+    int n_binds;
+    /* `run` compiling a model: its --input values bind the inputs that must be known at
+     * compile time (set by ampc_cli_run, not an option) */
+    bool bind_run_inputs;
     const char *keep_fp32[AMPC_CLI_MAX_LIST]; /* --keep-fp32 OP|NODE */
     int n_shapes, n_disable, n_inputs, n_keep_fp32;
     int64_t max_batch;

@@ -2,6 +2,7 @@
  * main.c — the `ampc` command line.
  *
  *   ampc MODEL -o MODEL.so [--name NAME] [--arch sm_80,...] [--shape NAME=DxDxD] [--max-batch N]
+ *              [--bind NAME=FILE]
  *              [--sparsity off|verify|prune] [--sparsity-layers GLOB]
  *              [--disable-pass PASS] [--dump-after PASS] [--print-pipeline] [-v]
  *   ampc MODEL --emit ir|cuda|ptx|c [-o FILE]
@@ -98,7 +99,12 @@ static const char usage[] =
     "  --disable-pass PASS   skip a pass of the pipeline (repeatable)\n"
     "  --dump-after PASS     print the IR after PASS to stderr\n"
     "  --print-pipeline      list the passes in order and exit\n"
-    "  --input NAME=FILE     an input for `run` (.npy or ONNX TensorProto .pb)\n"
+    "  --input NAME=FILE     an input for `run` (.npy or ONNX TensorProto .pb); compiling the\n"
+    "                        model, `run` binds the inputs that set a shape, axes, sizes or\n"
+    "                        pads (Reshape's shape, Split's sizes...) to the given values\n"
+    "  --bind NAME=FILE      compiling (-o, --emit, inspect): the value of such an input, made\n"
+    "                        a constant of the build (the header no longer lists it); an input\n"
+    "                        read only at run time is refused (repeatable)\n"
     "  --rank R --ranks N    `run` of a multi-GPU library, one process per GPU: this process is\n"
     "                        rank R of N and loads only its rank (read from mpirun's or Slurm's\n"
     "                        environment when not given; device = the local rank)\n"
@@ -185,6 +191,10 @@ static int parse_args(int argc, char **argv, ampc_cli_options *o) {
             o->disable[o->n_disable++] = v;
         } else if (is_opt(a, "--dump-after")) {
             if (!(o->dump_after = opt_value(argc, argv, &i, "--dump-after"))) return 2;
+        } else if (is_opt(a, "--bind")) {
+            if (!(v = opt_value(argc, argv, &i, "--bind"))) return 2;
+            if (o->n_binds == AMPC_CLI_MAX_LIST) return fail("too many --bind options", "", ""), 2;
+            o->binds[o->n_binds++] = v;
         } else if (is_opt(a, "--input")) {
             if (!(v = opt_value(argc, argv, &i, "--input"))) return 2;
             if (o->n_inputs == AMPC_CLI_MAX_LIST) return fail("too many --input options", "", ""), 2;

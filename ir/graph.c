@@ -286,8 +286,11 @@ ampc_status ampc_ir_node_infer(ampc_graph *g, ampc_node *n) {
         if (i < 32 && (info->const_inputs & (1u << i)) && !v->data)
             return AMPC_FAIL(g, n, AMPC_E_UNSUPPORTED,
                              "input %d '%s' must be known at compile time (it sets a shape, axes or "
-                             "pads), but it is computed at run time; ampc compiles static graphs",
-                             i, v->name);
+                             "pads), but it is computed at run time; ampc compiles static graphs%s",
+                             i, v->name,
+                             (v->flags & AMPC_VALUE_INPUT) ? ": give the graph input's value when "
+                             "compiling (the command line's --bind NAME=FILE, or `ampc run`'s "
+                             "--input)" : "");
     }
     ampc_status st = info->infer(g, n);
     if (st != AMPC_OK) return st;
