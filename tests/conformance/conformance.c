@@ -7,7 +7,8 @@
  *   ampc-conformance [--data ROOT] [--suite NAME]... [--markdown FILE] [--expect FILE]
  *                    [--gpu] [--gpu-out FILE] [--gpu-results FILE] [--tf32] [--tf32-out FILE]
  *                    [--tf32-results FILE] [--random] [--random-out FILE]
- *                    [--random-results FILE] [--shard K/N] [-v]
+ *                    [--random-results FILE] [--cli] [--cli-out FILE] [--cli-results FILE]
+ *                    [--shard K/N] [-v]
  *
  * ROOT defaults to $AMPC_ONNX_TESTDATA, else /usr/share/libonnx-testdata/data (Debian's
  * libonnx-testdata). --gpu runs every case on the GPU as well and --gpu-out writes those results
@@ -17,7 +18,9 @@
  * build a user gets by default, TF32 on, compared at rtol 1e-2, atol 1e-4 for f32 outputs
  * (tests/conformance/gpu-tf32.tsv; see runner.h's CONF_GPU_DEFAULT). --random, --random-out and
  * --random-results do the same for the random-input comparison of the GPU with the reference
- * (tests/conformance/gpu-random.tsv; see runner.h's CONF_RANDOM). scripts/conformance.sh
+ * (tests/conformance/gpu-random.tsv; see runner.h's CONF_RANDOM). --cli, --cli-out and
+ * --cli-results: every case through the command line, `ampc run --reference` (runner.h's
+ * CONF_CLI; tests/conformance/cli.tsv). scripts/conformance.sh
  * regenerates the files with the right arguments. --shard K/N runs every N-th case only (from
  * the K-th), so N processes can share a machine; their --*-out files concatenate into one.
  */
@@ -34,9 +37,10 @@
  * off, and the default build, TF32 on), and the GPU against the reference on random inputs. The
  * GPU columns are run now or read back from a file a GPU run wrote; a case's status is -1 while
  * unknown, and a column neither run nor read is "not run". */
-enum { COL_REF, COL_GPU, COL_TF32, COL_RANDOM, N_COLS };
-static const char *const col_file_label[N_COLS] = {"expected", "gpu", "gpu-tf32", "gpu-random"};
-static const conf_mode col_mode[N_COLS] = {CONF_REFERENCE, CONF_GPU, CONF_GPU_DEFAULT, CONF_RANDOM};
+enum { COL_REF, COL_GPU, COL_TF32, COL_RANDOM, COL_CLI, N_COLS };
+static const char *const col_file_label[N_COLS] = {"expected", "gpu", "gpu-tf32", "gpu-random", "cli"};
+static const conf_mode col_mode[N_COLS] = {CONF_REFERENCE, CONF_GPU, CONF_GPU_DEFAULT, CONF_RANDOM,
+                                           CONF_CLI};
 
 typedef struct suite_result {
     const char *suite;
@@ -73,6 +77,7 @@ static void put_summary_row(FILE *f, const char *suite, int n, const int (*c)[3]
     put_counts(f, c[COL_GPU], 3, mi->have[COL_GPU]);
     put_counts(f, c[COL_TF32], 2, mi->have[COL_TF32]);
     put_counts(f, c[COL_RANDOM], 2, mi->have[COL_RANDOM]);
+    put_counts(f, c[COL_CLI], 3, mi->have[COL_CLI]);
     fprintf(f, "\n");
 }
 
@@ -86,7 +91,13 @@ static const char *case_reason(const suite_result *s, int j, char *buf, size_t c
         snprintf(buf, cap, "default (TF32): %s", tr->reason);
         return buf;
     }
-    return (int)rr->status == CONF_FAIL ? rr->reason : "";
+    if ((int)rr->status == CONF_FAIL) return rr->reason;
+    const conf_result *cr = &s->col[COL_CLI][j];
+    if ((int)cr->status > 0) {
+        snprintf(buf, cap, "command line: %s", cr->reason);
+        return buf;
+    }
+    return "";
 }
 
 /* docs/conformance.md: what each column means, the summary per suite, then every case. */
@@ -119,6 +130,14 @@ static void write_markdown(FILE *f, const suite_result *s, int ns, const md_info
                "1e-5, or 1e-3 and 1e-4 for graphs with DFT or STFT, whose long sums the GPU "
                "accumulates in f32 and the reference in f64; f16: 4e-3, 1e-3; bf16: 2e-2, 1e-2; "
                "f64: 1e-9, 1e-12; integers exactly); a failure names the worst element.\n\n");
+    fprintf(f, "The *command line* columns drive `ampc` as a user would: `ampc run model.onnx "
+               "--reference --input NAME=input_K.pb ... --save-outputs DIR` for each data set, "
+               "the outputs read back from DIR and compared at the suite's tolerances. `run` binds "
+               "the inputs that must be known at compile time (an Unsqueeze's axes, a Reshape's "
+               "shape) to the values given, as the in-process runner binds them; a case it cannot "
+               "take says why in its message (*unsupported* when the message says the model is "
+               "outside what ampc takes). Source: %s.\n\n",
+            mi->source[COL_CLI]);
     fprintf(f, "Regenerate with `scripts/conformance.sh` (runs `ampc-conformance --markdown "
                "docs/conformance.md --expect tests/conformance/expected.tsv --gpu-results "
                "tests/conformance/gpu.tsv --tf32-results tests/conformance/gpu-tf32.tsv "
@@ -130,8 +149,9 @@ static void write_markdown(FILE *f, const suite_result *s, int ns, const md_info
             mi->source[COL_GPU], mi->source[COL_TF32], mi->source[COL_RANDOM], AMPC_VERSION_STRING);
     fprintf(f, "| suite | tests | reference pass | fail | unsupported | pass rate | GPU pass | "
                "GPU fail | GPU unsupported | default (TF32) pass | default (TF32) fail | "
-               "random pass | random fail |\n"
-               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+               "random pass | random fail | command line pass | command line fail | command line "
+               "unsupported |\n"
+               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     int tot[N_COLS][3] = {{0}}, n = 0;
     for (int i = 0; i < ns; i++) {
         put_summary_row(f, s[i].suite, s[i].n, s[i].counts, mi);
@@ -142,15 +162,15 @@ static void write_markdown(FILE *f, const suite_result *s, int ns, const md_info
     put_summary_row(f, "**all**", n, (const int(*)[3])tot, mi);
     fprintf(f, "\n");
     for (int i = 0; i < ns; i++) {
-        fprintf(f, "## %s\n\n| test | reference | GPU | default (TF32) | random | reason |\n"
-                   "|---|---|---|---|---|---|\n",
+        fprintf(f, "## %s\n\n| test | reference | GPU | default (TF32) | random | command line | "
+                   "reason |\n|---|---|---|---|---|---|---|\n",
                 s[i].suite);
         for (int j = 0; j < s[i].n; j++) {
             char buf[512];
-            fprintf(f, "| %s | %s | %s | %s | %s | %s |\n", s[i].names[j],
+            fprintf(f, "| %s | %s | %s | %s | %s | %s | %s |\n", s[i].names[j],
                     conf_status_name(s[i].col[COL_REF][j].status),
                     status_or_dash(&s[i].col[COL_GPU][j]), status_or_dash(&s[i].col[COL_TF32][j]),
-                    status_or_dash(&s[i].col[COL_RANDOM][j]),
+                    status_or_dash(&s[i].col[COL_RANDOM][j]), status_or_dash(&s[i].col[COL_CLI][j]),
                     case_reason(&s[i], j, buf, sizeof buf));
         }
         fprintf(f, "\n");
@@ -225,6 +245,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--random")) run[COL_RANDOM] = true;
         else if (!strcmp(argv[i], "--random-out") && i + 1 < argc) out_path[COL_RANDOM] = argv[++i];
         else if (!strcmp(argv[i], "--random-results") && i + 1 < argc) in_path[COL_RANDOM] = argv[++i];
+        else if (!strcmp(argv[i], "--cli")) run[COL_CLI] = true;
+        else if (!strcmp(argv[i], "--cli-out") && i + 1 < argc) out_path[COL_CLI] = argv[++i];
+        else if (!strcmp(argv[i], "--cli-results") && i + 1 < argc) in_path[COL_CLI] = argv[++i];
         else if (!strcmp(argv[i], "--shard") && i + 1 < argc &&
                  sscanf(argv[++i], "%d/%d", &shard, &shards) == 2 && shards > 0 && shard >= 0 &&
                  shard < shards)
@@ -235,7 +258,8 @@ int main(int argc, char **argv) {
                             "[--markdown FILE] [--expect FILE] [--gpu] [--gpu-out FILE] "
                             "[--gpu-results FILE] [--tf32] [--tf32-out FILE] "
                             "[--tf32-results FILE] [--random] [--random-out FILE] "
-                            "[--random-results FILE] [--shard K/N] [-v]\n");
+                            "[--random-results FILE] [--cli] [--cli-out FILE] [--cli-results FILE] "
+                            "[--shard K/N] [-v]\n");
             return 2;
         }
     }
@@ -299,9 +323,12 @@ int main(int argc, char **argv) {
             printf("; default (TF32) %4d pass, %4d fail", k[COL_TF32][0], k[COL_TF32][1]);
         if (have[COL_RANDOM])
             printf("; random %4d pass, %4d fail", k[COL_RANDOM][0], k[COL_RANDOM][1]);
+        if (have[COL_CLI])
+            printf("; command line %4d pass, %4d fail, %4d unsupported", k[COL_CLI][0], k[COL_CLI][1],
+                   k[COL_CLI][2]);
         printf("\n");
     }
-    static const char *const run_flag[N_COLS] = {"", "--gpu", "--tf32", "--random"};
+    static const char *const run_flag[N_COLS] = {"", "--gpu", "--tf32", "--random", "--cli"};
     for (int c = COL_GPU; c < N_COLS; c++) {
         /* the file as the repository names it, not the absolute path the script passes */
         const char *file = in_path[c] && strstr(in_path[c], "tests/conformance/")

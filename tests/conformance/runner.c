@@ -14,12 +14,18 @@
 #include "ir/ir.h"
 #include "ir/ref/ref.h"
 
+#include AMPC_ONNX_PB_H
+
 #include <dirent.h>
+#include <fcntl.h>
+#include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 const char *const conf_suites[] = {"node", "pytorch-converted", "pytorch-operator", "simple",
                                    CONF_NEWER_SUITE};
@@ -345,7 +351,204 @@ static void run_random(ampc_graph *g, const ampc_tensor *in, int32_t ni, int32_t
     for (int32_t i = 0; i < ni; i++) ampc_tensor_free(&rin[i]);
 }
 
+/* ---- through the command line (CONF_CLI) ---------------------------------------------------- */
+
+/* The ampc binary: $AMPC_BIN, else `ampc` beside this program. */
+static const char *ampc_binary(void) {
+    static char path[4096];
+    const char *env = getenv("AMPC_BIN");
+    if (env && *env) return env;
+    if (!path[0]) {
+        char self[4096];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        self[n > 0 ? n : 0] = 0;
+        snprintf(path, sizeof path, "%s/ampc", n > 0 ? dirname(self) : ".");
+    }
+    return path;
+}
+
+/* Runs argv with stdout and stderr into `log`; returns the exit status (-1: did not run). */
+static int run_logged(char *const *argv, const char *log) {
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) dup2(fd, 1), dup2(fd, 2), close(fd);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int status;
+    if (waitpid(pid, &status, 0) < 0) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+/* The last line of the log that starts with "ampc: " (or its first line), with the line after
+ * it when it ends in ':' (the details of "evaluation failed:"), into buf. */
+static void last_message(const char *log, char *buf, size_t cap) {
+    buf[0] = 0;
+    FILE *f = fopen(log, "r");
+    char line[1024];
+    bool more = false;
+    while (f && fgets(line, sizeof line, f)) {
+        size_t used = strlen(buf), n = strlen(line);
+        if (more && used + n < cap) memcpy(buf + used, line, n + 1);
+        more = false;
+        if (!strncmp(line, "ampc: ", 6) || !buf[0]) {
+            n = n < cap ? n : cap - 1;
+            memcpy(buf, line, n);
+            buf[n] = 0;
+            while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) buf[--n] = 0;
+            more = n && buf[n - 1] == ':';
+            if (more && n + 1 < cap) buf[n] = ' ', buf[n + 1] = 0;
+        }
+    }
+    if (f) fclose(f);
+    size_t n = strlen(buf);
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) buf[--n] = 0;
+}
+
+/* Whether a failed command's message says the model is outside what ampc takes. */
+static bool says_unsupported(const char *msg) {
+    return strstr(msg, "not supported") || strstr(msg, "unsupported") || strstr(msg, "no GPU lowering") ||
+           strstr(msg, "has no generated GPU kernel") || strstr(msg, "outside ampc's tensor types");
+}
+
+static void remove_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char p[4096 + 300];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (unlink(p) != 0) remove_dir(p);
+    }
+    if (d) closedir(d);
+    rmdir(dir);
+}
+
+/* The model's names a user reads off it (ampc inspect, netron): its runtime inputs (those
+ * without an initializer) and its outputs, in order, for test data that leaves its tensors
+ * unnamed. False when the file does not parse (the command then says why). */
+static bool model_io_names(const char *model, char ***in, int *n_in, char ***out, int *n_out) {
+    *in = *out = NULL, *n_in = *n_out = 0;
+    FILE *f = fopen(model, "rb");
+    if (!f) return false;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *buf = len > 0 ? malloc((size_t)len) : NULL;
+    bool ok = buf && fread(buf, 1, (size_t)len, f) == (size_t)len;
+    fclose(f);
+    Onnx__ModelProto *m = ok ? onnx__model_proto__unpack(NULL, (size_t)len, buf) : NULL;
+    free(buf);
+    if (!m || !m->graph) {
+        if (m) onnx__model_proto__free_unpacked(m, NULL);
+        return false;
+    }
+    const Onnx__GraphProto *g = m->graph;
+    *in = ampc_xcalloc(g->n_input + 1, sizeof **in);
+    *out = ampc_xcalloc(g->n_output + 1, sizeof **out);
+    for (size_t i = 0; i < g->n_input; i++) {
+        const char *nm = g->input[i] && g->input[i]->name ? g->input[i]->name : "";
+        bool init = false;
+        for (size_t k = 0; k < g->n_initializer && !init; k++)
+            init = g->initializer[k]->name && !strcmp(g->initializer[k]->name, nm);
+        if (!init) (*in)[(*n_in)++] = ampc_xstrdup(nm);
+    }
+    for (size_t i = 0; i < g->n_output; i++)
+        (*out)[(*n_out)++] = ampc_xstrdup(g->output[i] && g->output[i]->name ? g->output[i]->name : "");
+    onnx__model_proto__free_unpacked(m, NULL);
+    return true;
+}
+
+/* Names the data set's unnamed tensors after the model's, by position. */
+static void name_by_position(char **names, int n, char **model_names, int n_model) {
+    for (int i = 0; i < n; i++)
+        if ((!names[i] || !names[i][0]) && i < n_model) {
+            free(names[i]);
+            names[i] = ampc_xstrdup(model_names[i]);
+        }
+}
+
+static void run_dataset_cli(const char *dir, const char *ds_dir, conf_result *r) {
+    dataset ds = {0};
+    if (!read_tensors(ds_dir, "input", ds.in, ds.in_name, &ds.n_in, r) ||
+        !read_tensors(ds_dir, "output", ds.out, ds.out_name, &ds.n_out, r)) {
+        dataset_free(&ds);
+        return;
+    }
+    char model_path[4096 + 16], **mi = NULL, **mo = NULL;
+    int n_mi = 0, n_mo = 0;
+    snprintf(model_path, sizeof model_path, "%s/model.onnx", dir);
+    if (model_io_names(model_path, &mi, &n_mi, &mo, &n_mo)) {
+        name_by_position(ds.in_name, ds.n_in, mi, n_mi);
+        name_by_position(ds.out_name, ds.n_out, mo, n_mo);
+    }
+    conf_free_names(mi, n_mi);
+    conf_free_names(mo, n_mo);
+    char tmp[] = "/tmp/ampc-conf-XXXXXX", model[4096 + 16], log[64], *argv[2 * MAX_TENSORS + 8];
+    char *ins[MAX_TENSORS] = {0};
+    if (!mkdtemp(tmp)) {
+        set_reason(r, CONF_FAIL, "cannot make a folder under ", "/tmp");
+        dataset_free(&ds);
+        return;
+    }
+    snprintf(model, sizeof model, "%s/model.onnx", dir);
+    snprintf(log, sizeof log, "%s/log", tmp);
+    int a = 0;
+    argv[a++] = (char *)ampc_binary(), argv[a++] = "run", argv[a++] = model, argv[a++] = "--reference";
+    for (int i = 0; i < ds.n_in && r->status == CONF_PASS; i++) {
+        if (!ds.in_name[i] || !ds.in_name[i][0]) {
+            set_reason(r, CONF_UNSUPPORTED, "test data: ", "an input without a name (the command "
+                       "line gives inputs by name)");
+            break;
+        }
+        size_t n = strlen(ds.in_name[i]) + strlen(ds_dir) + 32;
+        ins[i] = ampc_xcalloc(n, 1);
+        snprintf(ins[i], n, "%s=%s/input_%d.pb", ds.in_name[i], ds_dir, i);
+        argv[a++] = "--input", argv[a++] = ins[i];
+    }
+    argv[a++] = "--save-outputs", argv[a++] = tmp, argv[a] = NULL;
+    int rc = r->status == CONF_PASS ? run_logged(argv, log) : 0;
+    if (r->status == CONF_PASS && rc != 0) {
+        char msg[600];
+        last_message(log, msg, sizeof msg);
+        set_reason(r, says_unsupported(msg) ? CONF_UNSUPPORTED : CONF_FAIL, "cli: ",
+                   msg[0] ? msg : "ampc run failed without a message");
+    }
+    for (int i = 0; i < ds.n_out && r->status == CONF_PASS; i++) {
+        char path[4096 + 300], *err = NULL;
+        snprintf(path, sizeof path, "%s/%s.npy", tmp, ds.out_name[i] ? ds.out_name[i] : "");
+        ampc_tensor got;
+        if (!ds.out_name[i] || ampc_tensor_read_file(path, &got, NULL, &err) != AMPC_OK) {
+            set_reason(r, CONF_FAIL, "cli: no saved output for ", ds.out_name[i] ? ds.out_name[i] : "(unnamed)");
+            free(err);
+            break;
+        }
+        const ampc_dtype want = ds.out[i].dtype;
+        if (got.dtype == AMPC_DTYPE_F32 && (want == AMPC_DTYPE_BF16 || want == AMPC_DTYPE_U16)) {
+            /* --save-outputs widens bf16 to f32 (numpy has none), exactly: narrow it back */
+            const int64_t n = ampc_shape_numel(&got.shape);
+            uint16_t *b = ampc_xcalloc((size_t)n + 1, sizeof *b);
+            for (int64_t k = 0; k < n; k++)
+                ampc_ref_store_f64(b, AMPC_DTYPE_BF16, k, ampc_ref_load_f64(got.data, AMPC_DTYPE_F32, k));
+            free(got.data);
+            got.data = b, got.dtype = AMPC_DTYPE_BF16;
+        }
+        double rtol, atol;
+        conf_data_tolerance(CONF_CLI, got.dtype, &rtol, &atol);
+        compare(&got, &ds.out[i], ds.out_name[i], rtol, atol, "expected", r);
+        ampc_tensor_free(&got);
+    }
+    for (int i = 0; i < ds.n_in; i++) free(ins[i]);
+    remove_dir(tmp);
+    dataset_free(&ds);
+}
+
 static void run_dataset(const char *dir, const char *ds_dir, conf_mode mode, conf_result *r) {
+    if (mode == CONF_CLI) {
+        run_dataset_cli(dir, ds_dir, r);
+        return;
+    }
     dataset ds = {0};
     char model[4096 + 16];
     snprintf(model, sizeof model, "%s/model.onnx", dir);

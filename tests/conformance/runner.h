@@ -66,8 +66,14 @@ typedef enum conf_mode {
     CONF_GPU,
     CONF_COMPILE,
     CONF_RANDOM,
-    CONF_GPU_DEFAULT
+    CONF_GPU_DEFAULT,
+    CONF_CLI
 } conf_mode;
+/* CONF_CLI drives the command line as a user would: `ampc run model.onnx --reference --input
+ * NAME=input_K.pb ... --save-outputs DIR` (the ampc next to this program, or $AMPC_BIN), whose
+ * own binding gives the inputs that must be known at compile time; then DIR/<output>.npy is
+ * compared with output_K.pb at the suite's tolerances. A failed command is "unsupported" when its
+ * message says the model is outside what ampc takes, else "fail", with its last line. */
 
 /* Output against the test data: |got - expected| <= atol + rtol * |expected|. The suite's
  * tolerances (CONF_RTOL, CONF_ATOL), except for f32 outputs under CONF_GPU_DEFAULT: the looser
