@@ -995,13 +995,44 @@ static int inspect_decisions(const ampc_cli_options *o) {
     return 0;
 }
 
+/* Whether `-o` with these options builds the model for the GPU, said as one line: the pass
+ * pipeline and code generation of that build (ampc_compile_check, without NVRTC), so that what
+ * inspect calls buildable builds, and what does not is named with the reason. */
+static void inspect_gpu(const ampc_cli_options *o) {
+    ampc_graph *g = ampc_cli_load_model(o);
+    if (!g) {
+        printf("GPU build: not possible: the model does not load (the error is above)\n");
+        return;
+    }
+    ampc_pipeline_options po = ampc_cli_pipeline(o, NULL, 0);
+    ampc_compile_options co = {.pipeline = &po, .no_tf32 = !ampc_cli_tf32(o)};
+    int32_t steps = 0;
+    if (ampc_compile_check(g, &co, &steps) == AMPC_OK) {
+        printf("GPU build: ok (%d step%s; `ampc MODEL -o MODEL.so` builds it)\n", steps,
+               steps == 1 ? "" : "s");
+    } else {
+        printf("GPU build: not possible; `-o` refuses it with:\n");
+        const char *e = ampc_graph_errors(g);
+        for (const char *p = e ? e : ""; *p;) {
+            const char *nl = strchr(p, '\n');
+            size_t n = nl ? (size_t)(nl - p) : strlen(p);
+            printf("  %.*s\n", (int)n, p);
+            p += n + (nl != NULL);
+        }
+        printf("  (`ampc run MODEL --reference` runs it on the CPU evaluator)\n");
+    }
+    ampc_graph_destroy(g);
+}
+
 int ampc_cli_inspect(const ampc_cli_options *o) {
     model_kind kind = kind_of_model(o->model);
     if (kind == KIND_LIBRARY) return inspect_library(o);
     bool low = cli_precision(o) != AMPC_PRECISION_KEEP || sparsity_on(o);
     if (kind == KIND_ONNX) {
-        /* The ONNX view first (opsets, coverage): it works even when import would fail. */
-        if (ampc_onnx_inspect(o->model, stdout) != AMPC_OK) return 1;
+        /* The ONNX view first (opsets, coverage): it works even when import would fail. Its
+         * import takes no option: with --bind, the GPU line's import (which binds) decides. */
+        if (ampc_onnx_inspect(o->model, stdout) != AMPC_OK && !o->n_binds) return 1;
+        inspect_gpu(o);
         return low ? inspect_decisions(o) : 0;
     }
     ampc_graph *g = ampc_cli_load_model(o);
@@ -1015,6 +1046,7 @@ int ampc_cli_inspect(const ampc_cli_options *o) {
         printf("verifier: ok\n");
     }
     ampc_graph_destroy(g);
+    if (!rc) inspect_gpu(o);
     return rc || !low ? rc : inspect_decisions(o);
 }
 

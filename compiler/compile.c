@@ -15,22 +15,37 @@
 #include <string.h>
 
 
-ampc_status ampc_compile(ampc_graph *g, const ampc_compile_options *o, ampc_module **out) {
-    if (!g || !out) return AMPC_E_INVALID_ARG;
-    *out = NULL;
-    ampc_compile_options opts = {0};
-    if (o) opts = *o;
+/* The pipeline (with the memory plan) and code generation of ampc_compile: *cg its output. */
+static ampc_status generate(ampc_graph *g, const ampc_compile_options *opts, ampc_cg_output **cg) {
     ampc_pipeline_options po = {.verify = true};
-    ampc_status st = ampc_graph_optimize(g, opts.pipeline ? opts.pipeline : &po);
+    ampc_status st = ampc_graph_optimize(g, opts->pipeline ? opts->pipeline : &po);
     if (st != AMPC_OK) return st;
     /* Code generation needs the memory plan even when the pipeline skipped it (idempotent). */
     bool changed;
     st = ampc_pass_plan_memory(g, &changed);
     if (st != AMPC_OK) return st;
+    ampc_cg_options co = {.math = opts->no_tf32 ? AMPC_RT_MATH_DEFAULT : AMPC_RT_MATH_TF32};
+    return ampc_cg_generate(g, &co, cg);
+}
 
-    ampc_cg_options co = {.math = opts.no_tf32 ? AMPC_RT_MATH_DEFAULT : AMPC_RT_MATH_TF32};
+ampc_status ampc_compile_check(ampc_graph *g, const ampc_compile_options *o, int32_t *steps) {
+    if (!g) return AMPC_E_INVALID_ARG;
+    ampc_compile_options opts = {0};
+    if (o) opts = *o;
     ampc_cg_output *cg = NULL;
-    st = ampc_cg_generate(g, &co, &cg);
+    ampc_status st = generate(g, &opts, &cg);
+    if (st == AMPC_OK && steps) *steps = cg->plan.n_steps;
+    ampc_cg_output_free(cg);
+    return st;
+}
+
+ampc_status ampc_compile(ampc_graph *g, const ampc_compile_options *o, ampc_module **out) {
+    if (!g || !out) return AMPC_E_INVALID_ARG;
+    *out = NULL;
+    ampc_compile_options opts = {0};
+    if (o) opts = *o;
+    ampc_cg_output *cg = NULL;
+    ampc_status st = generate(g, &opts, &cg);
     if (st != AMPC_OK) return st;
 
     ampc_nvrtc_unit *units = ampc_xcalloc((size_t)cg->n_units + 1, sizeof *units);

@@ -548,6 +548,11 @@ typedef struct ampc_compile_options {
  * AMPC_E_UNSUPPORTED for an op without a GPU kernel yet (naming the node), AMPC_E_NVRTC with the
  * compiler's log and the kernel's name, or the pipeline's errors. */
 AMPC_API ampc_status ampc_compile(ampc_graph *g, const ampc_compile_options *o, ampc_module **out);
+/* Whether ampc_compile would build the graph for the GPU, as far as the model decides it: the
+ * same pass pipeline and code generation, without NVRTC (fast; no GPU needed). AMPC_OK with
+ * *steps (may be NULL) the plan's step count; else what ampc_compile returns for it, with the
+ * same diagnostics (an op without a GPU kernel yet, naming the node). `ampc inspect` says it. */
+AMPC_API ampc_status ampc_compile_check(ampc_graph *g, const ampc_compile_options *o, int32_t *steps);
 /* Runs the module: inputs and outputs in the graph's order with exactly their dtypes and shapes;
  * data may be host or device memory; outputs are written into the caller's buffers. Returns
  * after the outputs are complete. On failure ampc_module_errors says why (AMPC_E_NO_DEVICE on a
