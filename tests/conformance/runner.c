@@ -244,7 +244,8 @@ static ampc_status execute(ampc_graph *g, conf_mode mode, const ampc_tensor *in,
                                .no_tf32 = mode != CONF_GPU_DEFAULT};
     if (mode == CONF_COMPILE) co.archs = sm80, co.n_archs = 1;
     ampc_module *m = NULL;
-    ampc_status st = ampc_compile(g, &co, &m);
+    ampc_status st = mode == CONF_CHECK ? ampc_compile_check(g, &co, NULL) : ampc_compile(g, &co, &m);
+    if (mode == CONF_CHECK && st == AMPC_OK) return AMPC_OK;
     if (st != AMPC_OK) {
         set_reason(r, st == AMPC_E_UNSUPPORTED ? CONF_UNSUPPORTED : CONF_FAIL, "gpu compile: ",
                    ampc_graph_errors(g));
@@ -599,7 +600,8 @@ static void run_dataset(const char *dir, const char *ds_dir, conf_mode mode, con
         run_random(g, in, ni, no, r);
         goto done;
     }
-    if (execute(g, mode, in, ni, out, no, r) != AMPC_OK || mode == CONF_COMPILE) goto done;
+    if (execute(g, mode, in, ni, out, no, r) != AMPC_OK || mode == CONF_COMPILE || mode == CONF_CHECK)
+        goto done;
     for (int32_t i = 0; i < no; i++) {
         double rtol, atol;
         conf_data_tolerance(mode, out[i].dtype, &rtol, &atol);

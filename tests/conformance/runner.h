@@ -67,8 +67,11 @@ typedef enum conf_mode {
     CONF_COMPILE,
     CONF_RANDOM,
     CONF_GPU_DEFAULT,
-    CONF_CLI
+    CONF_CLI,
+    CONF_CHECK
 } conf_mode;
+/* CONF_CHECK stops where `ampc inspect` does: ampc_compile_check (the pipeline and code
+ * generation of CONF_COMPILE's build, without NVRTC); "pass" means inspect says `-o` builds it. */
 /* CONF_CLI drives the command line as a user would: `ampc run model.onnx --reference --input
  * NAME=input_K.pb ... --save-outputs DIR` (the ampc next to this program, or $AMPC_BIN), whose
  * own binding gives the inputs that must be known at compile time; then DIR/<output>.npy is

@@ -8,7 +8,8 @@
  * unsupported (an op without a GPU kernel) must still be refused as unsupported — or, once its
  * op gains a kernel, compile, which the test reports as a skip asking for a new GPU run. A case
  * that failed before reaching the GPU (the importer or the passes rejected the model) must
- * still fail.
+ * still fail. And `ampc inspect` agrees with `-o` on every case: ampc_compile_check (what
+ * inspect's "GPU build" line runs) passes exactly when the compile does.
  */
 #include "params.h"
 
@@ -34,8 +35,12 @@ ParameterizedTestParameters(nvrtc, every_case_compiles) {
 ParameterizedTest(conf_row *c, nvrtc, every_case_compiles, .timeout = 300) {
     char dir[4096];
     conf_case_dir_or_skip(c, dir, sizeof dir);
-    conf_result r;
+    conf_result r, k;
     conf_run_case(dir, CONF_COMPILE, &r);
+    conf_run_case(dir, CONF_CHECK, &k);
+    cr_assert_eq(k.status == CONF_PASS, r.status == CONF_PASS, "%s/%s: inspect's GPU line says %s "
+                 "(%s), -o's compile %s (%s)", c->suite, c->name, conf_status_name(k.status),
+                 k.reason, conf_status_name(r.status), r.reason);
     if (reached_gpu(c))
         cr_assert_eq(r.status, CONF_PASS, "%s/%s ran on the GPU but does not compile now: %s: %s",
                      c->suite, c->name, conf_status_name(r.status), r.reason);
