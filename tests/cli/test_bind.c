@@ -18,6 +18,17 @@
 
 #define ampc(out, ...) t_ampc((out), 120, __VA_ARGS__)
 
+/* Writes the model b builds to path and frees the builder. */
+static void save(mb *b, const char *path) {
+    size_t len;
+    uint8_t *buf = mb_pack(b, &len);
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(buf, 1, len, f), len);
+    fclose(f);
+    mb_free(b);
+}
+
 /* y = Relu(Unsqueeze(x [2, 3], axes [1])), axes a graph input (opset 18). */
 static void write_model(const char *path) {
     mb b;
@@ -27,13 +38,7 @@ static void write_model(const char *path) {
     mb_output(&b, "y", OT_FLOAT, NULL);
     mb_node(&b, "Unsqueeze", "unsqueeze", "x,axes", "u");
     mb_node(&b, "Relu", "relu", "u", "y");
-    size_t len;
-    uint8_t *buf = mb_pack(&b, &len);
-    FILE *f = fopen(path, "wb");
-    cr_assert_not_null(f);
-    cr_assert_eq(fwrite(buf, 1, len, f), len);
-    fclose(f);
-    mb_free(&b);
+    save(&b, path);
 }
 
 typedef struct files {
@@ -147,13 +152,7 @@ static void write_rnn(const char *path) {
     mb_initializer(&b, mb_tensor_raw(&b, "R", OT_FLOAT, 3, (int64_t[]){1, 5, 5}, r, sizeof r));
     Onnx__NodeProto *n = mb_node(&b, "RNN", "rnn", "x,W,R", "y");
     mb_attr_i(&b, n, "hidden_size", 5);
-    size_t len;
-    uint8_t *buf = mb_pack(&b, &len);
-    FILE *f = fopen(path, "wb");
-    cr_assert_not_null(f);
-    cr_assert_eq(fwrite(buf, 1, len, f), len);
-    fclose(f);
-    mb_free(&b);
+    save(&b, path);
 }
 
 Test(bind, inspect_says_what_o_does) {
