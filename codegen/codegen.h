@@ -179,6 +179,20 @@ ampc_status ampc_cg_kernel_end_launch(ampc_cg_kernel *k, const uint32_t grid[3],
                                       const uint32_t block[3], uint32_t smem);
 /* Opens the grid-stride loop over [0, n) with index variable `i` (close with ampc_cg_close). */
 void ampc_cg_grid_loop(ampc_cg_kernel *k, int64_t n);
+/* The element loop of a memory-bound kernel: the body between ampc_cg_elem_open and
+ * ampc_cg_elem_close computes element `i` (a lambda); each thread then takes AMPC_CG_UNROLL
+ * elements a trip, a grid apart (each warp access stays contiguous), with the body inlined for
+ * each, so that with __restrict__ parameters (ampc_cg_kernel_restrict) the compiler issues the
+ * loads of all of them before the first is used: enough bytes in flight to reach the memory's
+ * bandwidth. The rest, fewer than AMPC_CG_UNROLL a thread, one at a time. ampc_cg_elem_close
+ * returns the threads to launch. */
+enum { AMPC_CG_UNROLL = 4 };
+void ampc_cg_elem_open(ampc_cg_kernel *k);
+int64_t ampc_cg_elem_close(ampc_cg_kernel *k, int64_t n);
+/* Declares k's pointer parameters __restrict__ (call before the first ampc_cg_param): for a
+ * kernel whose thread reads element i of an output-shaped input only before it writes element i
+ * of the output, which stays correct when plan-memory puts the output in place of the input. */
+void ampc_cg_kernel_restrict(ampc_cg_kernel *k);
 
 /* Emits "long long <off> = ...;" computing, from the flat output index `idx` of a tensor of shape
  * `out`, the element offset into an operand of shape `in` that broadcasts to it (numpy rules).

@@ -66,7 +66,9 @@ const char *ampc_cg_param_ref(ampc_cg_kernel *k, ampc_rt_ref ref, const char *ct
     if (k->n_args == k->cap_args) {
         k->cap_args = k->cap_args ? k->cap_args * 2 : 8;
         k->args = ampc_xrealloc(k->args, (size_t)k->cap_args * sizeof *k->args);
+        k->written = ampc_xrealloc(k->written, (size_t)k->cap_args * sizeof *k->written);
     }
+    k->written[k->n_args] = written;
     ampc_rt_arg *a = &k->args[k->n_args];
     memset(a, 0, sizeof *a);
     a->kind = AMPC_RT_ARG_PTR;
@@ -75,6 +77,11 @@ const char *ampc_cg_param_ref(ampc_cg_kernel *k, ampc_rt_ref ref, const char *ct
     ampc_sb_printf(&name, "p%d", k->n_args);
     if (k->params.len) ampc_sb_puts(&k->params, ", ");
     ampc_sb_printf(&k->params, "%s%s *%s", written ? "" : "const ", ctype, name.data);
+    if (k->restrict_ptrs) {
+        if (k->params_restrict.len) ampc_sb_puts(&k->params_restrict, ", ");
+        ampc_sb_printf(&k->params_restrict, "%s%s *__restrict__ %s", written ? "" : "const ", ctype,
+                       name.data);
+    }
     k->n_args++;
     return keep_name(k, ampc_sb_take(&name));
 }
@@ -122,6 +129,43 @@ void ampc_cg_grid_loop(ampc_cg_kernel *k, int64_t n) {
     ampc_cg_open(k, "for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < %lldLL; "
                     "i += (long long)gridDim.x * blockDim.x)",
                  (long long)n);
+}
+
+void ampc_cg_kernel_restrict(ampc_cg_kernel *k) {
+    AMPC_ASSERT(k->n_args == 0);
+    k->restrict_ptrs = true;
+}
+
+/* Whether a pointer k writes through shares bytes with another of its pointers (the memory plan
+ * put an output in place of an input): then no pointer of k may be __restrict__. */
+static bool written_overlaps(const ampc_cg_kernel *k) {
+    for (int32_t a = 0; a < k->n_args; a++) {
+        if (!k->written[a]) continue;
+        const ampc_rt_ref *x = &k->args[a].ref;
+        for (int32_t b = 0; b < k->n_args; b++) {
+            const ampc_rt_ref *y = &k->args[b].ref;
+            if (b != a && k->args[b].kind == AMPC_RT_ARG_PTR && x->space == y->space &&
+                x->offset < y->offset + y->bytes && y->offset < x->offset + x->bytes)
+                return true;
+        }
+    }
+    return false;
+}
+
+void ampc_cg_elem_open(ampc_cg_kernel *k) {
+    ampc_cg_open(k, "auto elem_ = [&](const long long i)");
+}
+
+int64_t ampc_cg_elem_close(ampc_cg_kernel *k, int64_t n) {
+    ampc_cg_close_with(k, "};");
+    ampc_cg_line(k, "const long long gs_ = (long long)gridDim.x * blockDim.x;");
+    ampc_cg_line(k, "long long i0_ = (long long)blockIdx.x * blockDim.x + threadIdx.x;");
+    ampc_cg_open(k, "for (; i0_ + %d * gs_ < %lldLL; i0_ += %d * gs_)", AMPC_CG_UNROLL - 1, (long long)n,
+                 AMPC_CG_UNROLL);
+    for (int32_t u = 0; u < AMPC_CG_UNROLL; u++) ampc_cg_line(k, "elem_(i0_ + %d * gs_);", u);
+    ampc_cg_close(k);
+    ampc_cg_line(k, "for (; i0_ < %lldLL; i0_ += gs_) elem_(i0_);", (long long)n);
+    return (n + AMPC_CG_UNROLL - 1) / AMPC_CG_UNROLL;
 }
 
 const char *ampc_cg_bcast_offset(ampc_cg_kernel *k, const ampc_shape *out, const ampc_shape *in,
@@ -178,7 +222,9 @@ static ampc_status finish(ampc_cg_kernel *k, const uint32_t grid[3], const uint3
      * programmatic dependent (common.cuh) */
     ampc_sb_printf(&text, "extern \"C\" __global__ void %s__launch_bounds__(%s) ", cluster, bounds);
     const size_t name_at = text.len;
-    ampc_sb_printf(&text, "%s(%s", k->name, k->params.data ? k->params.data : "");
+    const ampc_strbuf *params =
+        k->restrict_ptrs && !written_overlaps(k) ? &k->params_restrict : &k->params;
+    ampc_sb_printf(&text, "%s(%s", k->name, params->data ? params->data : "");
     const size_t params_end = text.len;
     ampc_sb_puts(&text, ") {\n");
     const size_t body_at = text.len;
@@ -210,9 +256,11 @@ static ampc_status finish(ampc_cg_kernel *k, const uint32_t grid[3], const uint3
     for (int32_t i = 0; i < k->n_names; i++) free(k->names[i]);
     free(k->names);
     free(k->args);
+    free(k->written);
     ampc_sb_free(&k->covers);
     ampc_sb_free(&k->covers_comment);
     ampc_sb_free(&k->params);
+    ampc_sb_free(&k->params_restrict);
     ampc_sb_free(&k->body);
     free(k);
     return step < 0 ? AMPC_E_OOM : AMPC_OK;

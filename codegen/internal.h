@@ -43,13 +43,16 @@ struct ampc_cg_kernel {
     ampc_strbuf covers;      /* "Add 'add_3', Relu 'relu_4'" */
     ampc_strbuf covers_comment; /* the same, each name escaped for the kernel's comment */
     ampc_strbuf params;      /* the parameter list */
+    ampc_strbuf params_restrict; /* the same with __restrict__ pointers (ampc_cg_kernel_restrict) */
     ampc_strbuf body;
     int32_t indent;
     int32_t min_blocks;      /* __launch_bounds__'s minimum blocks an SM; 0: none */
     int32_t cluster_z;       /* clusters of 1 x 1 x cluster_z blocks on sm_90+; 0: none */
     bool pdl_in_body;        /* the body calls ampc::pdl_enter itself (emit.c's finish) */
+    bool restrict_ptrs;      /* pointer parameters are __restrict__ (ampc_cg_kernel_restrict) */
     int32_t n_args, cap_args;
     ampc_rt_arg *args;
+    bool *written;           /* per argument: the kernel writes through it */
     int32_t n_locals;
     char **names;            /* names handed out (params, locals), freed at the end */
     int32_t n_names;

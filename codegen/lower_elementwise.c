@@ -436,12 +436,12 @@ static ampc_status lower_chain(ampc_cg *cg, const ampc_node *root) {
     if (st != AMPC_OK) return st;
     const ampc_value *y = root->outputs[0];
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, root, "chain");
+    ampc_cg_kernel_restrict(k);
     char v[16];
-    ampc_cg_grid_loop(k, ampc_ir_numel(y));
+    ampc_cg_elem_open(k);
     ampc_cg_chain_element(cg, k, root, false, v, sizeof v);
     ampc_cg_line(k, "%s[i] = %s;", ampc_cg_param(k, y, true), v);
-    ampc_cg_close(k);
-    return ampc_cg_kernel_end(k, ampc_ir_numel(y), 256);
+    return ampc_cg_kernel_end(k, ampc_cg_elem_close(k, ampc_ir_numel(y)), 256);
 }
 
 ampc_status ampc_cg_lower_elementwise(ampc_cg *cg, const ampc_node *n) {
@@ -471,6 +471,7 @@ ampc_status ampc_cg_lower_elementwise(ampc_cg *cg, const ampc_node *n) {
 
     int64_t count = ampc_ir_numel(y);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
+    ampc_cg_kernel_restrict(k);
     const char *params[64], *outs[4];
     int32_t np = 0;
     for (int32_t i = 0; i < n->n_inputs && i < 60; i++)
@@ -482,7 +483,7 @@ ampc_status ampc_cg_lower_elementwise(ampc_cg *cg, const ampc_node *n) {
         ampc_sb_free(&e);
         return st;
     }
-    ampc_cg_grid_loop(k, count);
+    ampc_cg_elem_open(k);
     if (variadic) {
         /* Fold left to right in the compute type; Mean divides once at the end. */
         load(k, n, 0, "acc0", params);
@@ -508,7 +509,6 @@ ampc_status ampc_cg_lower_elementwise(ampc_cg *cg, const ampc_node *n) {
     }
     store_result(k, outs[0], -1, y->dtype);
     if (n->op == AMPC_OP_DROPOUT && n->n_outputs > 1) ampc_cg_line(k, "%s[i] = true;", outs[1]);
-    ampc_cg_close(k);
     ampc_sb_free(&e);
-    return ampc_cg_kernel_end(k, count, 256);
+    return ampc_cg_kernel_end(k, ampc_cg_elem_close(k, count), 256);
 }

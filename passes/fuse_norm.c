@@ -24,13 +24,6 @@
 
 #include <stdlib.h>
 
-/* The one node that reads v (and only once), when v is no graph output. */
-static ampc_node *single(const ampc_uses *u, const ampc_value *v) {
-    if (!v || (v->flags & AMPC_VALUE_OUTPUT) || u->count[v->id] != 1) return NULL;
-    ampc_node *n = ampc_pass_only_user(u, v);
-    return n && !n->dead ? n : NULL;
-}
-
 static bool is_const_scalar(const ampc_value *v, double *out) {
     if (!v || !v->data || !ampc_dtype_is_float(v->dtype) || ampc_ir_numel(v) != 1) return false;
     *out = ampc_ref_load_f64(v->data, v->dtype, 0);
@@ -99,30 +92,32 @@ static bool match_rms(ampc_graph *g, const ampc_uses *u, ampc_node *y, rms_match
     for (int32_t side = 0; side < 2; side++) {
         ampc_value *x = y->inputs[side], *d = y->inputs[1 - side];
         ampc_node *root = d ? d->producer : NULL; /* Sqrt for a Div, Reciprocal for a Mul */
-        if (!x || !root || root->dead || single(u, d) != y) continue;
+        if (!x || !root || root->dead || ampc_pass_only_user(u, d) != y) continue;
         if (!(x->dtype == AMPC_DTYPE_F32 || x->dtype == AMPC_DTYPE_F16 || x->dtype == AMPC_DTYPE_BF16))
             continue;
         m->n_dead = 0;
         ampc_node *sqrt_n = root;
         if (y->op == AMPC_OP_MUL) {
             ampc_value *s = inverted(root);
-            if (!s || !(sqrt_n = s->producer) || single(u, s) != root) continue;
+            if (!s || !(sqrt_n = s->producer) || ampc_pass_only_user(u, s) != root) continue;
             m->dead[m->n_dead++] = root;
         } else if (y->op != AMPC_OP_DIV || side != 0) {
             continue;
         }
         if (!sqrt_n || sqrt_n->dead || sqrt_n->op != AMPC_OP_SQRT) continue;
         ampc_node *add = sqrt_n->inputs[0]->producer;
-        if (!add || add->dead || add->op != AMPC_OP_ADD || single(u, sqrt_n->inputs[0]) != sqrt_n) continue;
+        if (!add || add->dead || add->op != AMPC_OP_ADD ||
+            ampc_pass_only_user(u, sqrt_n->inputs[0]) != sqrt_n)
+            continue;
         ampc_node *mean = NULL;
         for (int32_t k = 0; k < 2 && !mean; k++) {
             ampc_value *s = add->inputs[k];
             if (s && s->producer && s->producer->op == AMPC_OP_REDUCE_MEAN && !s->producer->dead &&
-                is_const_scalar(other(add, s), &m->eps) && single(u, s) == add)
+                is_const_scalar(other(add, s), &m->eps) && ampc_pass_only_user(u, s) == add)
                 mean = s->producer;
         }
         ampc_node *sq = mean ? mean->inputs[0]->producer : NULL;
-        if (!sq || sq->dead || single(u, mean->inputs[0]) != mean || squared(sq) != x) continue;
+        if (!sq || sq->dead || ampc_pass_only_user(u, mean->inputs[0]) != mean || squared(sq) != x) continue;
         if (!(m->eps >= 0.0 && m->eps < 1.0) || (m->axis = trailing_axes(g, mean, x)) < 0) continue;
         m->x = x;
         m->dead[m->n_dead++] = sqrt_n;
