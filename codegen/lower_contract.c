@@ -707,11 +707,7 @@ static ampc_status lower_einsum(ampc_cg *cg, const ampc_node *n) {
 /* ---- entry ----------------------------------------------------------------------------------- */
 
 ampc_status ampc_cg_lower_contract(ampc_cg *cg, const ampc_node *n) {
-    /* The RNN-family kernels fault on the H200 (cudaErrorMisalignedAddress, seen 2026-11-30):
-     * they stay behind AMPC_EXPERIMENTAL_RNN=1 until fixed, and the ops run on the reference
-     * evaluator only. */
-    if ((n->op == AMPC_OP_RNN || n->op == AMPC_OP_GRU || n->op == AMPC_OP_LSTM) &&
-        getenv("AMPC_EXPERIMENTAL_RNN") && !strcmp(getenv("AMPC_EXPERIMENTAL_RNN"), "1"))
+    if (n->op == AMPC_OP_RNN || n->op == AMPC_OP_GRU || n->op == AMPC_OP_LSTM)
         return ampc_cg_lower_rnn(cg, n);
     if (ampc_ir_numel(n->outputs[0]) == 0) return AMPC_OK; /* nothing to compute */
     switch (n->op) {

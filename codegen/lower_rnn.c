@@ -232,7 +232,10 @@ ampc_status ampc_cg_lower_rnn(ampc_cg *cg, const ampc_node *n) {
 
     const char *ct = ampc_cg_compute_type(X->dtype);
     const size_t es = X->dtype == AMPC_DTYPE_F64 ? 8 : 4;
-    const int64_t words = gru ? 6 * H : lstm ? 3 * H : 2 * H;
+    /* Each state vector starts 16-byte aligned (stride Hp): NVRTC vectorises the loops over
+     * the state into 16-byte shared loads, which fault at an unaligned start (hn of an odd H). */
+    const int64_t per16 = 16 / (int64_t)es, Hp = (H + per16 - 1) / per16 * per16;
+    const int64_t words = (gru ? 6 : lstm ? 3 : 2) * Hp;
     if ((uint64_t)words * es > RNN_SMEM_MAX)
         return AMPC_FAIL(g, n, AMPC_E_UNSUPPORTED,
                          "%s with hidden_size %lld needs %lld bytes of shared memory for its "
@@ -284,13 +287,13 @@ ampc_status ampc_cg_lower_rnn(ampc_cg *cg, const ampc_node *n) {
                     "wbo = (long long)dir * %lldLL;",
                  (long long)(GH * I), (long long)(GH * H), (long long)(2 * GH));
     ampc_cg_line(k, "(void)wbo;");
-    ampc_cg_line(k, "%s *h = sh, *hn = sh + %lldLL;", ct, (long long)H);
-    if (lstm) ampc_cg_line(k, "%s *const c = sh + %lldLL;", ct, (long long)(2 * H));
+    ampc_cg_line(k, "%s *h = sh, *hn = sh + %lldLL;", ct, (long long)Hp);
+    if (lstm) ampc_cg_line(k, "%s *const c = sh + %lldLL;", ct, (long long)(2 * Hp));
     if (gru)
         ampc_cg_line(k, "%s *const tmp = sh + %lldLL, *const zs = sh + %lldLL, *const rs = sh + "
                         "%lldLL, *const hx = sh + %lldLL;",
-                     ct, (long long)(2 * H), (long long)(3 * H), (long long)(4 * H),
-                     (long long)(5 * H));
+                     ct, (long long)(2 * Hp), (long long)(3 * Hp), (long long)(4 * Hp),
+                     (long long)(5 * Hp));
     /* Ht and Ct are values of the tensor dtype: round them after every step */
     if (X->dtype == AMPC_DTYPE_F16 || X->dtype == AMPC_DTYPE_BF16)
         ampc_cg_line(k, "auto rnd = [](%s v) -> %s { return ampc::to_f32(ampc::cvt<%s>(v)); };", ct,

@@ -6,7 +6,7 @@
  * input read only at run time, a name the model does not have, a file of another type, and IR
  * text; without a value the error says how to give one. And `ampc inspect` says whether `-o`
  * builds the model (its GPU line: the same pipeline and code generation), with -o's own reason
- * when it does not (an RNN, which has no GPU lowering yet).
+ * when it does not (a DeformConv, which has no GPU lowering yet).
  */
 #include "support.h"
 
@@ -140,36 +140,34 @@ Test(bind, bind_refuses_what_it_cannot_bind) {
     t_rmdir_all(f.dir);
 }
 
-/* y = RNN(x [3, 2, 4]) with constant weights: no GPU lowering yet. */
-static void write_rnn(const char *path) {
+/* A DeformConv (no GPU lowering): what inspect calls not buildable. */
+static void write_deform_conv(const char *path) {
     mb b;
-    mb_init(&b, 8, 14);
-    mb_input(&b, "x", OT_FLOAT, "3,2,4");
+    mb_init(&b, 8, 19);
+    mb_input(&b, "x", OT_FLOAT, "1,1,3,3");
+    mb_input(&b, "off", OT_FLOAT, "1,8,2,2");
     mb_output(&b, "y", OT_FLOAT, NULL);
-    float w[20], r[25];
-    for (int i = 0; i < 25; i++) r[i] = 0.1f, w[i % 20] = 0.1f;
-    mb_initializer(&b, mb_tensor_raw(&b, "W", OT_FLOAT, 3, (int64_t[]){1, 5, 4}, w, sizeof w));
-    mb_initializer(&b, mb_tensor_raw(&b, "R", OT_FLOAT, 3, (int64_t[]){1, 5, 5}, r, sizeof r));
-    Onnx__NodeProto *n = mb_node(&b, "RNN", "rnn", "x,W,R", "y");
-    mb_attr_i(&b, n, "hidden_size", 5);
+    float w[4] = {0.1f, 0.1f, 0.1f, 0.1f};
+    mb_initializer(&b, mb_tensor_raw(&b, "W", OT_FLOAT, 4, (int64_t[]){1, 1, 2, 2}, w, sizeof w));
+    mb_node(&b, "DeformConv", "dc", "x,W,off", "y");
     save(&b, path);
 }
 
 Test(bind, inspect_says_what_o_does) {
     files f = make_files();
-    char *out, rnn[600], lib[600];
+    char *out, dc[600], lib[600];
     cr_assert_eq(ampc(&out, "inspect %s --bind axes=%s", f.model, f.axes), 0, "%s", out);
     cr_assert(strstr(out, "GPU build: ok (1 step; `ampc MODEL -o MODEL.so` builds it)"), "%s", out);
     free(out);
-    snprintf(rnn, sizeof rnn, "%s/rnn.onnx", f.dir);
-    snprintf(lib, sizeof lib, "%s/rnn.so", f.dir);
-    write_rnn(rnn);
-    cr_assert_eq(ampc(&out, "inspect %s", rnn), 0, "%s", out);
+    snprintf(dc, sizeof dc, "%s/dc.onnx", f.dir);
+    snprintf(lib, sizeof lib, "%s/dc.so", f.dir);
+    write_deform_conv(dc);
+    cr_assert_eq(ampc(&out, "inspect %s", dc), 0, "%s", out);
     cr_assert(strstr(out, "GPU build: not possible; `-o` refuses it with:"), "%s", out);
-    const char *reason = "RNN has no GPU lowering yet";
+    const char *reason = "DeformConv has no GPU lowering yet";
     cr_assert(strstr(out, reason), "%s", out);
     free(out);
-    cr_assert_eq(ampc(&out, "%s -o %s", rnn, lib), 1);
+    cr_assert_eq(ampc(&out, "%s -o %s", dc, lib), 1);
     cr_assert(strstr(out, reason), "-o gives the reason inspect gave: %s", out);
     free(out);
     t_rmdir_all(f.dir);

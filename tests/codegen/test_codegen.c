@@ -414,7 +414,7 @@ Test(codegen, nan_and_infinite_constants_compile) {
         double pv = v;
         nonfinite_out(g, "Pad", (ampc_value *[]){x, ampc_const_i64s(g, pads, 4),
                                                  t_const_f32(g, SHAPE(), &pv)}, 3, NULL, 0);
-        /* RNN activation alpha and beta (its lowering is behind AMPC_EXPERIMENTAL_RNN) */
+        /* RNN activation alpha and beta */
         ampc_value *xs = t_input(g, "xs", AMPC_DTYPE_F32, SHAPE(2, 1, 3));
         ampc_value *w = t_input(g, "w", AMPC_DTYPE_F32, SHAPE(1, 4, 3));
         ampc_value *r = t_input(g, "r", AMPC_DTYPE_F32, SHAPE(1, 4, 4));
@@ -453,9 +453,7 @@ Test(codegen, nan_and_infinite_constants_compile) {
 
         ampc_module *m = NULL;
         ampc_compile_options o = no_cache();
-        setenv("AMPC_EXPERIMENTAL_RNN", "1", 1);
         ampc_status st = ampc_compile(g, &o, &m);
-        unsetenv("AMPC_EXPERIMENTAL_RNN");
         cr_assert_eq(st, AMPC_OK, "value %g: %s", (double)v, ampc_graph_errors(g));
         bool bits = false;
         for (int32_t u = 0; u < ampc_module_unit_count(m); u++) {
