@@ -13,8 +13,7 @@
  *      banner, the includes and its kernels.
  */
 #include "internal.h"
-
-#include "compiler/nvrtc.h"
+#include "kernels.h"
 
 #include <stdlib.h>
 #include <string.h>
