@@ -9,6 +9,7 @@
 #include "compiler/math.h"
 #include "compiler/module.h"
 #include "compiler/nvrtc.h"
+#include "compiler/tool.h"
 #include "passes/passes.h"
 
 #include <stdlib.h>
@@ -125,6 +126,7 @@ const char *ampc_module_ptx(const ampc_module *m, int32_t i) {
 
 int32_t ampc_module_step_count(const ampc_module *m) { return m ? m->cg->plan.n_steps : 0; }
 int64_t ampc_module_arena_bytes(const ampc_module *m) { return m ? m->cg->plan.arena_bytes : 0; }
+const ampc_rt_plan *ampc_module_plan(const ampc_module *m) { return &m->cg->plan; }
 
 void ampc_module_destroy(ampc_module *m) {
     if (!m) return;

@@ -7,7 +7,7 @@
 #include "support.h"
 
 #include "ampc_runtime.h"
-#include "compiler/cli_paths.h"
+#include "cli/paths.h"
 
 #include <stdio.h>
 #include <stdlib.h>

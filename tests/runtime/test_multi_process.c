@@ -18,8 +18,8 @@
 #include "support.h"
 
 #include "ampc_runtime.h"
-#include "compiler/cli.h"
-#include "compiler/module.h"
+#include "cli/cli.h"
+#include "compiler/tool.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -95,7 +95,7 @@ static void expect_refused(ampc_status st, char **pmsg, const char *text) {
 
 Test(multi_process, create_rank_checks_its_arguments_before_the_gpu, .timeout = 120) {
     ampc_module *two = compile(2), *one = compile(1);
-    const ampc_rt_plan *p = &two->cg->plan, *p1 = &one->cg->plan;
+    const ampc_rt_plan *p = ampc_module_plan(two), *p1 = ampc_module_plan(one);
     ampc_rt_nccl_id id = some_id(), zero = {{0}};
     char *msg = NULL;
     ampc_rt_model *m = NULL;
@@ -230,12 +230,12 @@ Test(multi_process, a_batch_split_is_refused_before_waiting_for_the_id, .timeout
     ampc_module *mod = NULL;
     cr_assert_eq(ampc_compile(g, &co, &mod), AMPC_OK, "%s", ampc_graph_errors(g));
     ampc_graph_destroy(g);
-    cr_assert(mod->cg->plan.split_batch);
+    cr_assert(ampc_module_plan(mod)->split_batch);
     char *dir = temp_dir(), path[256], *err = NULL;
     snprintf(path, sizeof path, "%s/id", dir); /* never written: rank 1 must not wait for it */
     ampc_cli_rank r = {.on = true, .rank = 1, .ranks = 2, .device = 1, .source = "--rank/--ranks"};
     ampc_rt_model *m = NULL;
-    cr_assert_eq(ampc_cli_model_create(&mod->cg->plan, &r, path, &m, &err), AMPC_E_UNSUPPORTED,
+    cr_assert_eq(ampc_cli_model_create(ampc_module_plan(mod), &r, path, &m, &err), AMPC_E_UNSUPPORTED,
                  "%s", err ? err : "");
     cr_assert_null(m);
     cr_assert(err && strstr(err, "rank 1 of 2 (--rank/--ranks): model 'mlp' splits the batch "
@@ -301,7 +301,7 @@ static void rank_process(int r, int fd, rank_result *res) {
         if (!ok) err = strdup("rank 0 sent no NCCL id");
     }
     close(fd);
-    ok = ok && ampc_rt_model_create_rank(&two->cg->plan, r, r, 2, &id, &m, &err) == AMPC_OK;
+    ok = ok && ampc_rt_model_create_rank(ampc_module_plan(two), r, r, 2, &id, &m, &err) == AMPC_OK;
     for (int pass = 0; ok && pass < 2; pass++) {
         fill_x(x, pass * 0.5f);
         ampc_tensor in = t_tensor(AMPC_DTYPE_F32, SHAPE(B, K), x);
@@ -379,7 +379,7 @@ Test(multi_process, a_missing_peer_fails_creation_within_the_timeout, .timeout =
     char *err = NULL;
     cr_assert_eq(ampc_rt_nccl_id_create(&id, &err), AMPC_OK, "%s", err);
     ampc_rt_model *m = NULL;
-    cr_assert_eq(ampc_rt_model_create_rank(&two->cg->plan, 0, 0, 2, &id, &m, &err), AMPC_E_CUDA,
+    cr_assert_eq(ampc_rt_model_create_rank(ampc_module_plan(two), 0, 0, 2, &id, &m, &err), AMPC_E_CUDA,
                  "%s", err ? err : "created without its peer");
     cr_assert_null(m);
     cr_assert(strstr(err, "rank 0 of 2: the NCCL communicator did not come up within 3 s"), "%s",

@@ -4,24 +4,15 @@
  * Everything here prints; the library it calls does not.
  */
 #define _POSIX_C_SOURCE 200809L /* strndup, getpid */
-#include "compiler/cli.h"
+#include "cli/cli.h"
 
-#include "compiler/artifact.h"
-#include "compiler/auto_precision.h"
-#include "compiler/cli_calls.h"
-#include "compiler/cli_paths.h"
-#include "compiler/math.h"
-
-#include "ir/ir.h"
-#include "ir/ref/ref.h"
-#include "compiler/module.h"
-#include "compiler/nvrtc.h"
-#include "ampc_runtime.h"
-
-#include <math.h>
+#include "cli/calls.h"
+#include "cli/paths.h"
+#include "compiler/tool.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -603,7 +594,7 @@ static bool write_report(const char *path, const ampc_cli_options *o, const ampc
         fprintf(stderr, "ampc: cannot write '%s': %s\n", tmp, strerror(errno));
         return false;
     }
-    const ampc_rt_plan *p = &m->cg->plan;
+    const ampc_rt_plan *p = ampc_module_plan(m);
     fprintf(f, "{\n  \"ampc\": \"%s\",\n  \"model\": ", AMPC_VERSION_STRING);
     json_str(f, o->model);
     fprintf(f, ",\n  \"output\": ");
@@ -716,8 +707,9 @@ static int emit_gpu(ampc_graph *g, const ampc_cli_options *o) {
     } else {
         ampc_strbuf sb = {0};
         bool ptx = !strcmp(o->emit, "ptx");
-        int32_t kernels = 0, steps = m->cg->plan.n_steps;
-        for (int32_t i = 0; i < steps; i++) kernels += m->cg->plan.steps[i].kind == AMPC_RT_STEP_KERNEL;
+        const ampc_rt_plan *p = ampc_module_plan(m);
+        int32_t kernels = 0, steps = p->n_steps;
+        for (int32_t i = 0; i < steps; i++) kernels += p->steps[i].kind == AMPC_RT_STEP_KERNEL;
         if (kernels == 0) { /* said on stderr, and in the file so that it is not empty */
             fprintf(stderr, "ampc: %s: no generated kernels: every step runs in cuBLASLt/cuDNN "
                             "or is a copy (%d step%s); --emit %s has nothing to show\n",
@@ -1450,7 +1442,7 @@ int ampc_cli_run(const ampc_cli_options *o) {
             ampc_graph_destroy(g);
             return 1;
         }
-        if (mod) plan = &mod->cg->plan;
+        if (mod) plan = ampc_module_plan(mod);
     }
     if (plan) {
         io_from_plan(&li, plan->inputs, plan->n_inputs);

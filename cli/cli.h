@@ -65,16 +65,16 @@ int ampc_cli_run(const ampc_cli_options *o);
 int ampc_cli_doctor(const ampc_cli_options *o);
 
 /* Makes stdout and stderr print every control byte and every byte that is not UTF-8 as \xHH
- * (cli_terminal.c), so that a model's names cannot send a terminal escape sequence; main() calls
+ * (terminal.c), so that a model's names cannot send a terminal escape sequence; main() calls
  * it first. ampc_cli_raw_stderr is stderr without the filter, for ampc's own '\r' progress line. */
 void ampc_cli_terminal_install(void);
 FILE *ampc_cli_raw_stderr(void);
 
 /* Replaces *err (when err is not NULL; *err NULL or malloc'ed) with the formatted message and
- * returns false: the failure path of the command line's helpers (cli_ranks.c, cli_paths.c). */
+ * returns false: the failure path of the command line's helpers (ranks.c, paths.c). */
 bool ampc_cli_err(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* ---- `run`, one process per GPU (cli_ranks.c; in the core library, so tests reach it) ------- */
+/* ---- `run`, one process per GPU (ranks.c; in the tool's library, so tests reach it) --------- */
 
 /* Where this process stands: one process per GPU when `on`. */
 typedef struct ampc_cli_rank {
@@ -102,7 +102,7 @@ bool ampc_cli_nccl_id_read(const char *path, const char *tag, double timeout_s,
 ampc_status ampc_cli_model_create(const ampc_rt_plan *plan, const ampc_cli_rank *r,
                                   const char *id_file, ampc_rt_model **m, char **err);
 
-/* ---- numerics: what changes the model's numbers (cli_numerics.c, with cli.c) ---------------- */
+/* ---- numerics: what changes the model's numbers (numerics.c, with cli.c) --------------------- */
 
 /* Calibration samples: samples[k][i] is input i of sample k. */
 typedef struct ampc_cli_samples {

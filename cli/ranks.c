@@ -1,5 +1,5 @@
 /*
- * cli_ranks.c — `ampc run` of a multi-GPU library with one process per GPU: which rank this
+ * ranks.c — `ampc run` of a multi-GPU library with one process per GPU: which rank this
  * process is (--rank/--ranks, else the launcher's environment), and the NCCL id handed from rank
  * 0 to the others through a file, so that ampc itself never links MPI.
  *
@@ -13,8 +13,8 @@
  * Lives in the core library, not the executable, so that tests call it directly.
  */
 #define _GNU_SOURCE /* vasprintf */
-#include "compiler/cli.h"
-#include "runtime/plan.h"
+#include "cli/cli.h"
+#include "compiler/tool.h"
 
 #include <errno.h>
 #include <stdarg.h>

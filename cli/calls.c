@@ -1,5 +1,5 @@
 /*
- * cli_calls.c — `ampc run --iterations`'s second figure: the latency of a whole call as an
+ * calls.c — `ampc run --iterations`'s second figure: the latency of a whole call as an
  * application sees it, next to the steps alone (cli.c's benchmark).
  *
  * The inputs are copied once into device buffers, outputs get device buffers, and each timed
@@ -10,7 +10,7 @@
  * host is the bottleneck of back-to-back calls.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "compiler/cli_calls.h"
+#include "cli/calls.h"
 
 #include <cuda_runtime_api.h>
 #include <stdio.h>

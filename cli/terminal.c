@@ -1,5 +1,5 @@
 /*
- * cli_terminal.c — what the `ampc` executable prints passes through one filter: stdout and stderr
+ * terminal.c — what the `ampc` executable prints passes through one filter: stdout and stderr
  * become streams that write to file descriptors 1 and 2 with every control byte and every byte
  * that is not UTF-8 escaped as \xHH (ampc_sb_put_terminal_text). A model's names and strings
  * reach the terminal in messages, tables and run output; through the filter an escape sequence
@@ -7,9 +7,9 @@
  * clipboard) prints as text instead of acting. '\n' and '\t' pass, and so does UTF-8.
  */
 #define _GNU_SOURCE /* fopencookie */
-#include "compiler/cli.h"
+#include "cli/cli.h"
 
-#include "ir/base.h"
+#include "compiler/tool.h"
 
 #include <errno.h>
 #include <stdio.h>

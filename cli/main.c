@@ -15,7 +15,7 @@
  * `run` and `inspect` also take a library (an ELF file). This file only parses options and prints; all work is done by the library (include/ampc.h), which never prints.
  */
 #include "ampc.h"
-#include "compiler/cli.h"
+#include "cli/cli.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * cli_numerics.c — what the command line says and checks about a build's numbers: the `math:`
+ * numerics.c — what the command line says and checks about a build's numbers: the `math:`
  * line, the calibration samples, --precision auto's search and check, and --sparsity prune's
  * measured error.
  *
@@ -7,7 +7,7 @@
  *   DIR/<k>/<input>.npy (or .pb)   k = 0, 1, 2, ...: one folder per sample;
  *   DIR/<input>.npy (or .pb)       the input's own shape: one sample; or [K, <input's shape>]:
  *                                  K samples along the leading axis (every input the same K).
- * <input> is the input's name made a safe file name (compiler/cli_paths.h); an input without a
+ * <input> is the input's name made a safe file name (cli/paths.h); an input without a
  * file gets random data, said on stderr. At most MAX_SAMPLES samples are read. Without
  * --calibrate, two random samples (floats uniform in [-1, 1), integers 0), with a warning.
  *
@@ -17,13 +17,9 @@
  * warning.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "compiler/auto_precision.h"
-#include "compiler/check.h"
-#include "compiler/cli.h"
-#include "compiler/cli_paths.h"
-
-#include "ir/ir.h"
-#include "ir/ref/ref.h"
+#include "cli/cli.h"
+#include "cli/paths.h"
+#include "compiler/tool.h"
 
 #include <ctype.h>
 #include <dirent.h>

@@ -1,5 +1,5 @@
 /*
- * cli_calls.h — timing whole calls of a loaded model for `ampc run --iterations` (cli_calls.c).
+ * calls.h — timing whole calls of a loaded model for `ampc run --iterations` (calls.c).
  */
 #ifndef AMPC_CLI_CALLS_H
 #define AMPC_CLI_CALLS_H

@@ -11,11 +11,9 @@
  * each case prints the cause and the fix. Exit status 0 when no problem was found, 1 otherwise.
  */
 #define _GNU_SOURCE /* dlopen */
-#include "compiler/cli.h"
+#include "cli/cli.h"
 
-#include "ampc_runtime.h"
-#include "compiler/artifact.h"
-#include "compiler/nvrtc.h"
+#include "compiler/tool.h"
 
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>

@@ -1,12 +1,12 @@
 /*
- * cli_paths.h — the files a run of the `ampc` command may write, and the file names it makes from
- * names in a model (cli_paths.c; in the core library, so tests reach it). Nothing here prints:
+ * paths.h — the files a run of the `ampc` command may write, and the file names it makes from
+ * names in a model (paths.c; in the tool's library, so tests reach it). Nothing here prints:
  * each check returns false with a malloc'ed message in *err that names the files and the rule.
  */
 #ifndef AMPC_CLI_PATHS_H
 #define AMPC_CLI_PATHS_H
 
-#include "compiler/cli.h"
+#include "cli/cli.h"
 
 /* Checks every output the command line names before any work: none empty, each in a folder that
  * exists and is writable, none an existing file that is not a regular one (a device, FIFO,

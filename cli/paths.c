@@ -1,5 +1,5 @@
 /*
- * cli_paths.c — what a run of the `ampc` command may write. Every output of a run (the library,
+ * paths.c — what a run of the `ampc` command may write. Every output of a run (the library,
  * its header and weights file, --emit's and --report's files, --save-outputs' files, the NCCL id
  * file) is checked before any work, and again just before it is put in place: not empty; in a
  * folder that exists and is writable; not an existing file that is not a regular one (writing
@@ -12,10 +12,9 @@
  * nothing), so that tests call it directly.
  */
 #define _GNU_SOURCE /* vasprintf, realpath */
-#include "compiler/cli_paths.h"
+#include "cli/paths.h"
 
-#include "compiler/artifact.h"
-#include "ir/base.h"
+#include "compiler/tool.h"
 
 #include <dirent.h>
 #include <errno.h>
