@@ -461,7 +461,6 @@ static void json_str(FILE *f, const char *s) {
     ampc_sb_free(&sb);
 }
 
-static const char *step_kind_name(const ampc_rt_step *s);
 static const char *step_precision(const ampc_rt_step *s);
 
 /* --report FILE.json: what each pass did, the memory plan, the images and every step with its
@@ -620,7 +619,8 @@ static bool write_report(const char *path, const ampc_cli_options *o, const ampc
     for (int32_t i = 0; i < p->n_steps; i++) {
         const ampc_rt_step *s = &p->steps[i];
         fprintf(f, "%s\n    {\"index\": %d, \"provider\": \"%s\", \"precision\": \"%s\", "
-                   "\"nodes\": ", i ? "," : "", i, step_kind_name(s), step_precision(s));
+                   "\"nodes\": ",
+                i ? "," : "", i, ampc_rt_step_kind_name(s->kind), step_precision(s));
         json_str(f, s->label);
         if (s->kind == AMPC_RT_STEP_KERNEL) {
             fprintf(f, ", \"kernel\": ");
@@ -806,18 +806,6 @@ static void print_graph_summary(ampc_graph *g) {
         if (hist[op]) printf("  %-24s %d\n", ampc_op_get((ampc_opcode)op)->onnx, hist[op]);
 }
 
-static const char *step_kind_name(const ampc_rt_step *s) {
-    switch (s->kind) {
-    case AMPC_RT_STEP_KERNEL: return "kernel";
-    case AMPC_RT_STEP_GEMM: return "cuBLASLt";
-    case AMPC_RT_STEP_CONV: return "cuDNN";
-    case AMPC_RT_STEP_COPY: return "copy";
-    case AMPC_RT_STEP_ALLREDUCE: return "NCCL";
-    case AMPC_RT_STEP_PEER_COPY: return "peer copy";
-    default: return "memset";
-    }
-}
-
 /* The precision a step computes in: f32 library steps say TF32 or FP32. */
 static const char *step_precision(const ampc_rt_step *s) {
     uint8_t math = s->kind == AMPC_RT_STEP_GEMM ? s->gemm.math
@@ -909,7 +897,7 @@ static int inspect_library(const ampc_cli_options *o) {
         bool gelu = gemm && (s->gemm.epilogue == AMPC_RT_EPI_GELU ||
                              s->gemm.epilogue == AMPC_RT_EPI_BIAS_GELU);
         bool tanh = gemm && ampc_rt_epilogue_tanh(s->gemm.epilogue);
-        printf("  %4d  %-8s %-5s %s%s\n", i, step_kind_name(s), step_precision(s),
+        printf("  %4d  %-8s %-5s %s%s\n", i, ampc_rt_step_kind_name(s->kind), step_precision(s),
                s->label ? s->label : "",
                gelu        ? "  [GELU epilogue: ampc's kernel]"
                : tanh      ? "  [GELU epilogue, tanh form: cuBLASLt]"

@@ -116,25 +116,15 @@ static bool remap(const rank_layout *l, ampc_rt_ref *ref) {
     return true;
 }
 
-/* The refs of a library step (kernel arguments, own_kernel's too, are handled apart); returns
- * their count. */
+/* The refs of a library step (kernel arguments, own_kernel's too, are handled apart), at most
+ * STEP_REFS (runtime/steps.def's rows of its kind); returns their count. */
+enum { STEP_REFS = 8 };
 static int step_refs(ampc_rt_step *s, ampc_rt_ref **r) {
-    switch ((ampc_rt_step_kind)s->kind) {
-    case AMPC_RT_STEP_GEMM:
-        r[0] = &s->gemm.a, r[1] = &s->gemm.b, r[2] = &s->gemm.c, r[3] = &s->gemm.d;
-        r[4] = &s->gemm.bias;
-        return 5;
-    case AMPC_RT_STEP_CONV:
-        r[0] = &s->conv.x, r[1] = &s->conv.w, r[2] = &s->conv.bias, r[3] = &s->conv.z;
-        r[4] = &s->conv.y;
-        return 5;
-    case AMPC_RT_STEP_COPY: r[0] = &s->copy.src, r[1] = &s->copy.dst; return 2;
-    case AMPC_RT_STEP_MEMSET: r[0] = &s->memset.dst; return 1;
-    case AMPC_RT_STEP_ALLREDUCE: r[0] = &s->allreduce.src, r[1] = &s->allreduce.dst; return 2;
-    case AMPC_RT_STEP_PEER_COPY: r[0] = &s->peer.src, r[1] = &s->peer.dst; return 2;
-    case AMPC_RT_STEP_KERNEL: return 0;
-    }
-    return 0;
+    int n = 0;
+#define AMPC_STEP_REF(KIND, member, field, where) \
+    if (s->kind == AMPC_RT_STEP_##KIND && n < STEP_REFS) r[n++] = &s->member.field;
+#include "runtime/steps.def"
+    return n;
 }
 
 /* 2. Rank r's steps, with their weights refs moved; NULL after a diagnostic. */
@@ -147,7 +137,7 @@ static ampc_rt_step *rank_steps(ampc_cg *cg, const rank_layout *l, int32_t r, in
         if (cg->step_rank[i] >= 0 && cg->step_rank[i] != r) continue;
         ampc_rt_step *s = &steps[k++];
         *s = cg->steps[i];
-        ampc_rt_ref *refs[5];
+        ampc_rt_ref *refs[STEP_REFS];
         int nr = step_refs(s, refs);
         bool ok = true;
         for (int j = 0; j < nr; j++) ok &= remap(l, refs[j]);

@@ -142,45 +142,69 @@ static void put_kernel_args(ampc_strbuf *sb, const char *tag, const char *args, 
     ampc_sb_puts(sb, "};\n");
 }
 
+/* ---- one step, by its kind's serialiser (runtime/steps.def) ------------------------------- */
+
+/* ".<member> = {.<field> = <ref>, ..." for the refs steps.def lists for s's kind (unclosed). */
+static void put_member_refs(ampc_strbuf *sb, const ampc_rt_step *s) {
+    static const char *const members[] = {
+#define AMPC_STEP(KIND, member, type, provider, work, serialise, name) [AMPC_RT_STEP_##KIND] = #member,
+#include "runtime/steps.def"
+    };
+    ampc_sb_printf(sb, ".%s = {", members[s->kind]);
+    const char *sep = "";
+#define AMPC_STEP_REF(KIND, member, field, where)                                                  \
+    if (s->kind == AMPC_RT_STEP_##KIND) {                                                          \
+        ampc_sb_printf(sb, "%s." #field " = ", sep);                                               \
+        put_ref(sb, &s->member.field);                                                             \
+        sep = ", ";                                                                                \
+    }
+#include "runtime/steps.def"
+}
+
+static void put_step_kernel(ampc_strbuf *sb, const char *tag, int32_t i, const ampc_rt_step *s) {
+    ampc_sb_puts(sb, ".kernel = ");
+    put_kernel(sb, tag, "args", i, &s->kernel);
+}
+
+static void put_step_gemm(ampc_strbuf *sb, const char *tag, int32_t i, const ampc_rt_step *s) {
+    put_gemm(sb, tag, i, &s->gemm);
+}
+
+static void put_step_conv(ampc_strbuf *sb, const char *tag, int32_t i, const ampc_rt_step *s) {
+    (void)tag, (void)i;
+    put_conv(sb, &s->conv);
+}
+
+static void put_step_refs(ampc_strbuf *sb, const char *tag, int32_t i, const ampc_rt_step *s) {
+    (void)tag, (void)i;
+    put_member_refs(sb, s);
+    ampc_sb_putc(sb, '}');
+}
+
+static void put_step_allreduce(ampc_strbuf *sb, const char *tag, int32_t i, const ampc_rt_step *s) {
+    (void)tag, (void)i;
+    put_member_refs(sb, s);
+    ampc_sb_printf(sb, ", .dtype = %d, .count = %lld}", s->allreduce.dtype,
+                   (long long)s->allreduce.count);
+}
+
+static void put_step_peer(ampc_strbuf *sb, const char *tag, int32_t i, const ampc_rt_step *s) {
+    (void)tag, (void)i;
+    put_member_refs(sb, s);
+    ampc_sb_printf(sb, ", .from = %d}", s->peer.from);
+}
+
 static void put_step(ampc_strbuf *sb, const char *tag, int32_t i, const ampc_rt_step *s) {
+    static void (*const put[])(ampc_strbuf *, const char *, int32_t, const ampc_rt_step *) = {
+#define AMPC_STEP(KIND, member, type, provider, work, serialise, name) \
+    [AMPC_RT_STEP_##KIND] = put_step_##serialise,
+#include "runtime/steps.def"
+    };
+    AMPC_ASSERT(s->kind < AMPC_RT_STEP_KINDS); /* code generation makes no other */
     ampc_sb_printf(sb, "    /* %d */ {.kind = %u, .label = ", i, s->kind);
     put_str(sb, s->label);
     ampc_sb_puts(sb, ",\n        ");
-    switch (s->kind) {
-    case AMPC_RT_STEP_KERNEL:
-        ampc_sb_puts(sb, ".kernel = ");
-        put_kernel(sb, tag, "args", i, &s->kernel);
-        break;
-    case AMPC_RT_STEP_GEMM: put_gemm(sb, tag, i, &s->gemm); break;
-    case AMPC_RT_STEP_CONV: put_conv(sb, &s->conv); break;
-    case AMPC_RT_STEP_COPY:
-        ampc_sb_puts(sb, ".copy = {.src = ");
-        put_ref(sb, &s->copy.src);
-        ampc_sb_puts(sb, ", .dst = ");
-        put_ref(sb, &s->copy.dst);
-        ampc_sb_putc(sb, '}');
-        break;
-    case AMPC_RT_STEP_ALLREDUCE:
-        ampc_sb_puts(sb, ".allreduce = {.src = ");
-        put_ref(sb, &s->allreduce.src);
-        ampc_sb_puts(sb, ", .dst = ");
-        put_ref(sb, &s->allreduce.dst);
-        ampc_sb_printf(sb, ", .dtype = %d, .count = %lld}", s->allreduce.dtype,
-                       (long long)s->allreduce.count);
-        break;
-    case AMPC_RT_STEP_PEER_COPY:
-        ampc_sb_puts(sb, ".peer = {.src = ");
-        put_ref(sb, &s->peer.src);
-        ampc_sb_puts(sb, ", .dst = ");
-        put_ref(sb, &s->peer.dst);
-        ampc_sb_printf(sb, ", .from = %d}", s->peer.from);
-        break;
-    default:
-        ampc_sb_puts(sb, ".memset = {.dst = ");
-        put_ref(sb, &s->memset.dst);
-        ampc_sb_putc(sb, '}');
-        break;
-    }
+    put[s->kind](sb, tag, i, s);
     ampc_sb_puts(sb, "},\n");
 }
 

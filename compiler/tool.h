@@ -1,6 +1,7 @@
 /*
  * tool.h — the compiler's internals that the `ampc` command line (cli/) uses beyond the public
- * headers, and the one internal header cli/ includes (scripts/check-layers.sh holds it to that).
+ * headers, and the one internal header cli/ includes (scripts/check-structure.sh holds it to
+ * that).
  *
  * The public API (include/ampc.h, include/ampc_runtime.h) is what a program embedding ampc
  * needs; the tool also shows and checks what a program has no use for: a graph's values and

@@ -146,16 +146,12 @@ int64_t rt_span_bytes(int64_t batch, int64_t stride, int64_t rows, int64_t ld, i
 }
 
 const rt_provider *rt_provider_for(uint8_t kind) {
-    switch (kind) {
-    case AMPC_RT_STEP_KERNEL: return &rt_provider_kernel;
-    case AMPC_RT_STEP_GEMM: return &rt_provider_cublaslt;
-    case AMPC_RT_STEP_CONV: return &rt_provider_cudnn;
-    case AMPC_RT_STEP_COPY: return &rt_provider_copy;
-    case AMPC_RT_STEP_MEMSET: return &rt_provider_memset;
-    case AMPC_RT_STEP_ALLREDUCE: return &rt_provider_nccl;
-    case AMPC_RT_STEP_PEER_COPY: return &rt_provider_peer;
-    default: return NULL;
-    }
+    static const rt_provider *const providers[] = {
+#define AMPC_STEP(KIND, member, type, provider, work, serialise, name) \
+    [AMPC_RT_STEP_##KIND] = &rt_provider_##provider,
+#include "runtime/steps.def"
+    };
+    return kind < AMPC_RT_STEP_KINDS ? providers[kind] : NULL;
 }
 
 /* The whole static check: the plan's shell, then each step through its provider's supports()

@@ -849,24 +849,46 @@ static double refs_bytes(const ampc_rt_ref *r, int n) {
 int rt_step_refs(const ampc_rt_step *s, ampc_rt_ref *out, int max) {
     int n = 0;
 #define REF(r) do { if (n < max) out[n] = (r); n++; } while (0)
-    switch ((ampc_rt_step_kind)s->kind) {
-    case AMPC_RT_STEP_KERNEL:
+    if (s->kind == AMPC_RT_STEP_KERNEL)
         for (int32_t i = 0; i < s->kernel.n_args; i++)
             if (s->kernel.args[i].kind == AMPC_RT_ARG_PTR) REF(s->kernel.args[i].ref);
-        break;
-    case AMPC_RT_STEP_GEMM:
-        REF(s->gemm.a); REF(s->gemm.b); REF(s->gemm.c); REF(s->gemm.d); REF(s->gemm.bias);
-        break;
-    case AMPC_RT_STEP_CONV:
-        REF(s->conv.x); REF(s->conv.w); REF(s->conv.bias); REF(s->conv.z); REF(s->conv.y);
-        break;
-    case AMPC_RT_STEP_COPY: REF(s->copy.src); REF(s->copy.dst); break;
-    case AMPC_RT_STEP_MEMSET: REF(s->memset.dst); break;
-    case AMPC_RT_STEP_ALLREDUCE: REF(s->allreduce.src); REF(s->allreduce.dst); break;
-    case AMPC_RT_STEP_PEER_COPY: REF(s->peer.dst); break; /* src: in the sender's arena */
-    }
+    enum { LOCAL = 1, PEER = 0 }; /* a PEER ref is in the sender's arena: not this rank's */
+#define AMPC_STEP_REF(KIND, member, field, where) \
+    if (s->kind == AMPC_RT_STEP_##KIND && where) REF(s->member.field);
+#include "runtime/steps.def"
 #undef REF
     return n;
+}
+
+/* ---- work estimates (runtime/steps.def's work column) --------------------------------------- */
+/* Each sets the step's flops and may correct its bytes, which come in as those of its refs. */
+
+static void rt_work_refs(const ampc_rt_step *s, double *flops, double *bytes) {
+    (void)s, (void)bytes;
+    *flops = 0;
+}
+
+static void rt_work_gemm(const ampc_rt_step *s, double *flops, double *bytes) {
+    (void)bytes;
+    const ampc_rt_gemm *g = &s->gemm;
+    *flops = 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->batch;
+}
+
+static void rt_work_conv(const ampc_rt_step *s, double *flops, double *bytes) {
+    (void)bytes;
+    const ampc_rt_conv *c = &s->conv;
+    /* per output element of the forward convolution (ConvTranspose: of its input) */
+    double k = (double)(c->transpose ? c->c_out : c->c_in) / (double)c->groups, points = 1;
+    for (int i = 0; i < c->spatial; i++) {
+        k *= (double)c->kernel[i];
+        points *= (double)(c->transpose ? c->in[i] : c->out[i]);
+    }
+    *flops = 2.0 * (double)c->n * (double)(c->transpose ? c->c_in : c->c_out) * points * k;
+}
+
+static void rt_work_allreduce(const ampc_rt_step *s, double *flops, double *bytes) {
+    *flops = 0;
+    *bytes = (double)s->allreduce.dst.bytes; /* what one rank's buffer holds */
 }
 
 void rt_step_work(const ampc_rt_step *s, double *flops, double *bytes) {
@@ -876,29 +898,12 @@ void rt_step_work(const ampc_rt_step *s, double *flops, double *bytes) {
     if (n > MAX_REFS) n = MAX_REFS; /* the bytes of the first MAX_REFS: an estimate */
     *flops = 0;
     *bytes = refs_bytes(r, n);
-    switch ((ampc_rt_step_kind)s->kind) {
-    case AMPC_RT_STEP_GEMM: {
-        const ampc_rt_gemm *g = &s->gemm;
-        *flops = 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->batch;
-        break;
-    }
-    case AMPC_RT_STEP_CONV: {
-        const ampc_rt_conv *c = &s->conv;
-        /* per output element of the forward convolution (ConvTranspose: of its input) */
-        double k = (double)(c->transpose ? c->c_out : c->c_in) / (double)c->groups, points = 1;
-        for (int i = 0; i < c->spatial; i++) {
-            k *= (double)c->kernel[i];
-            points *= (double)(c->transpose ? c->in[i] : c->out[i]);
-        }
-        *flops = 2.0 * (double)c->n * (double)(c->transpose ? c->c_in : c->c_out) * points * k;
-        break;
-    }
-    case AMPC_RT_STEP_COPY: *bytes = 2.0 * (double)s->copy.src.bytes; break;
-    case AMPC_RT_STEP_MEMSET: *bytes = (double)s->memset.dst.bytes; break;
-    case AMPC_RT_STEP_ALLREDUCE: *bytes = (double)s->allreduce.dst.bytes; break;
-    case AMPC_RT_STEP_PEER_COPY: *bytes = (double)s->peer.dst.bytes; break;
-    default: break;
-    }
+    static void (*const work[])(const ampc_rt_step *, double *, double *) = {
+#define AMPC_STEP(KIND, member, type, provider, work, serialise, name) \
+    [AMPC_RT_STEP_##KIND] = rt_work_##work,
+#include "runtime/steps.def"
+    };
+    if (s->kind < AMPC_RT_STEP_KINDS) work[s->kind](s, flops, bytes);
 }
 
 bool ampc_rt_model_step_work(const ampc_rt_model *m, int32_t i, double *flops, double *bytes) {

@@ -173,16 +173,6 @@ typedef struct ampc_rt_conv {
     ampc_rt_ref x, w, bias, z, y;
 } ampc_rt_conv;
 
-typedef enum ampc_rt_step_kind {
-    AMPC_RT_STEP_KERNEL = 0,
-    AMPC_RT_STEP_GEMM,
-    AMPC_RT_STEP_CONV,
-    AMPC_RT_STEP_COPY,   /* copy.src -> copy.dst, src.bytes bytes */
-    AMPC_RT_STEP_MEMSET, /* memset.dst to zero */
-    AMPC_RT_STEP_ALLREDUCE, /* allreduce.dst = the sum over every rank of its allreduce.src */
-    AMPC_RT_STEP_PEER_COPY, /* peer.dst (this rank's arena) = peer.src in rank peer.from's arena */
-} ampc_rt_step_kind;
-
 /* A copy between the GPUs of a pipeline: src.bytes bytes at src in the arena of rank `from`
  * (the previous stage) to dst in this rank's arena (cudaMemcpyPeerAsync). */
 typedef struct ampc_rt_peer {
@@ -199,23 +189,40 @@ typedef struct ampc_rt_allreduce {
     int64_t count;
 } ampc_rt_allreduce;
 
+/* A copy within this rank's memory: src.bytes bytes from src to dst (cudaMemcpyAsync). */
+typedef struct ampc_rt_copy {
+    ampc_rt_ref src, dst;
+} ampc_rt_copy;
+
+/* dst set to zero bytes (cudaMemsetAsync). */
+typedef struct ampc_rt_memset {
+    ampc_rt_ref dst;
+} ampc_rt_memset;
+
+/* The kinds of step: the rows of runtime/steps.def, in order. */
+typedef enum ampc_rt_step_kind {
+#define AMPC_STEP(KIND, member, type, provider, work, serialise, name) AMPC_RT_STEP_##KIND,
+#include "runtime/steps.def"
+    AMPC_RT_STEP_KINDS
+} ampc_rt_step_kind;
+
 typedef struct ampc_rt_step {
     uint8_t kind;        /* ampc_rt_step_kind */
     const char *label;   /* the graph nodes covered, for profiles and errors: "Add 'add_3'" */
-    union {
-        ampc_rt_kernel kernel;
-        ampc_rt_gemm gemm;
-        ampc_rt_conv conv;
-        struct {
-            ampc_rt_ref src, dst;
-        } copy;
-        struct {
-            ampc_rt_ref dst;
-        } memset;
-        ampc_rt_allreduce allreduce;
-        ampc_rt_peer peer;
+    union {              /* the field its kind names (runtime/steps.def) */
+#define AMPC_STEP(KIND, member, type, provider, work, serialise, name) type member;
+#include "runtime/steps.def"
     };
 } ampc_rt_step;
+
+/* What runs a step of kind `kind` ("cuBLASLt", "peer copy": runtime/steps.def), "?" past them. */
+static inline const char *ampc_rt_step_kind_name(uint8_t kind) {
+    static const char *const names[] = {
+#define AMPC_STEP(KIND, member, type, provider, work, serialise, name) [AMPC_RT_STEP_##KIND] = name,
+#include "runtime/steps.def"
+    };
+    return kind < AMPC_RT_STEP_KINDS ? names[kind] : "?";
+}
 
 /* A graph input or output: the caller's tensor is copied to / from `ref` around the steps. */
 typedef struct ampc_rt_io {

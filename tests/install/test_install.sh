@@ -11,7 +11,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/ampc-install-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" > "$work/install.log"
 for f in bin/ampc lib/libampc.so lib/libampcrt.so include/ampc.h include/ampc_runtime.h \
-         lib/ampc/libampc_runtime.a lib/ampc/include/runtime/plan.h \
+         lib/ampc/libampc_runtime.a lib/ampc/include/runtime/plan.h lib/ampc/include/runtime/steps.def \
          lib/pkgconfig/ampc.pc lib/cmake/ampc/ampcConfig.cmake lib/cmake/ampc/ampcConfigVersion.cmake; do
   [ -e "$work/prefix/$f" ] || { echo "not installed: $f"; exit 1; }
 done

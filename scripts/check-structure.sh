@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# check-layers.sh — the include rules of the source tree: each layer of the pipeline includes only
-# the layers below it (and itself), and the command line (cli/) reaches the compiler through
-# include/ and the one internal header compiler/tool.h. Prints every include that breaks a rule
-# (file:line, the include, the rule) and exits 1 if there is one. Run by ctest (layers/includes).
+# check-structure.sh — rules of the source tree that a compiler does not check, each printed with
+# file:line and the rule when broken (exit status 1 then; ctest runs it as structure/rules):
+#
+# 1. Layers (docs/layers.md): each layer of the pipeline includes only the layers below it (and
+#    itself), and the command line (cli/) reaches the compiler through include/ and the one
+#    internal header compiler/tool.h:
 #
 #   layer        may include (besides include/, its own folder and system headers)
 #   ir           -
@@ -34,10 +36,18 @@ for layer in $layers; do
     if [ $ok = 0 ]; then
       rule="$layer/ includes only from: ${allowed[$layer]}"
       [ "$layer" = cli ] && rule="cli/ includes only from: cli, compiler/tool.h"
-      echo "check-layers: $file:$line includes \"$inc\"; $rule"
+      echo "check-structure: $file:$line includes \"$inc\"; $rule"
       bad=1
     fi
   done < <(grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]+"' "$layer" --include='*.c' --include='*.h')
 done
-[ $bad = 0 ] && echo "check-layers: every include follows the layers"
+
+# 2. Plan steps: every kind of step is a row of runtime/steps.def, and code over the kinds is
+#    expanded from it; a `case AMPC_RT_STEP_...` written by hand is a switch a new kind would miss.
+while IFS= read -r hit; do
+  echo "check-structure: ${hit%%:*}:$(printf '%s' "${hit#*:}" | cut -d: -f1) switches on a step kind by hand; expand runtime/steps.def instead"
+  bad=1
+done < <(grep -rnE 'case[[:space:]]+AMPC_RT_STEP_' $layers include --include='*.c' --include='*.h')
+
+[ $bad = 0 ] && echo "check-structure: every include follows the layers; no switch over step kinds"
 exit $bad
