@@ -345,6 +345,12 @@ ampc_pipeline_options ampc_cli_pipeline(const ampc_cli_options *o, char *const *
                                    .fast_gelu = o->fast_gelu};
 }
 
+ampc_compile_options ampc_cli_compile_options(const ampc_cli_options *o,
+                                              const ampc_pipeline_options *po) {
+    return (ampc_compile_options){.pipeline = po, .no_tf32 = !ampc_cli_tf32(o),
+                                  .no_l2_prefetch = o->no_l2_prefetch};
+}
+
 /* The pipeline options of the build, after --precision auto's search when asked (n receives
  * it); false with the reason printed. */
 static bool build_pipeline(const ampc_cli_options *o, ampc_cli_numerics *n,
@@ -436,8 +442,8 @@ static ampc_module *compile_gpu(ampc_graph *g, const ampc_cli_options *o, compil
         po.record = rec->passes;
         po.max_records = 64;
         po.n_records = &rec->n_passes;
-        ampc_compile_options co = {.archs = o->arch ? archs : NULL, .n_archs = n_archs,
-                                   .pipeline = &po, .no_tf32 = !ampc_cli_tf32(o)};
+        ampc_compile_options co = ampc_cli_compile_options(o, &po);
+        co.archs = o->arch ? archs : NULL, co.n_archs = n_archs;
         if (o->verbose || isatty(2)) co.progress = show_progress;
         double t0 = wall_ms();
         if (ampc_compile(g, &co, &m) != AMPC_OK)
@@ -985,7 +991,7 @@ static void inspect_gpu(const ampc_cli_options *o) {
         return;
     }
     ampc_pipeline_options po = ampc_cli_pipeline(o, NULL, 0);
-    ampc_compile_options co = {.pipeline = &po, .no_tf32 = !ampc_cli_tf32(o)};
+    ampc_compile_options co = ampc_cli_compile_options(o, &po);
     int32_t steps = 0;
     if (ampc_compile_check(g, &co, &steps) == AMPC_OK) {
         printf("GPU build: ok (%d step%s; `ampc MODEL -o MODEL.so` builds it)\n", steps,

@@ -29,6 +29,7 @@ typedef struct ampc_cli_options {
     bool accept_error;     /* --accept-error: build even when auto's check misses --tolerance */
     bool nchw;             /* --layout nchw */
     bool gemm_kernel;      /* --gemm-kernel */
+    bool no_l2_prefetch;   /* --no-l2-prefetch */
     bool fast_gelu;        /* --fast-gelu (--exact-gelu: accepted, the default) */
     int32_t gpus;          /* --gpus N (0: one GPU) */
     bool tensor_parallel;  /* --partition tensor */
@@ -126,6 +127,10 @@ typedef struct ampc_cli_numerics {
 ampc_graph *ampc_cli_load_model(const ampc_cli_options *o);
 ampc_pipeline_options ampc_cli_pipeline(const ampc_cli_options *o, char *const *kept,
                                         int32_t n_kept);
+/* The compile options the command line asks for, with pipeline options po (every compile of a
+ * command builds its options here). */
+ampc_compile_options ampc_cli_compile_options(const ampc_cli_options *o,
+                                              const ampc_pipeline_options *po);
 bool ampc_cli_host_tensor(const char *kind, const char *name, ampc_dtype dt, const ampc_shape *s,
                           ampc_tensor *t);
 void ampc_cli_fill_random(ampc_tensor *t, uint64_t *seed);

@@ -62,6 +62,8 @@ static const char usage[] =
     "                        cuDNN's fused engines; nchw keeps them NCHW\n"
     "  --gemm-kernel         ampc's own tensor-core GEMM: the erf GELU fused into the GEMM,\n"
     "                        and each f16/bf16 GEMM timed against cuBLASLt at load\n"
+    "  --no-l2-prefetch      the kernel before a GEMM or convolution does not ask L2 for its\n"
+    "                        constant weight as it starts (default: it does)\n"
     "  --fast-gelu           CHANGES THE MODEL'S NUMBERS: an erf GELU after an f16/bf16 matmul\n"
     "                        runs as GELU's tanh form in cuBLASLt's epilogue (within 5e-4 of\n"
     "                        it; faster). Default: every erf GELU exact (--exact-gelu says so)\n"
@@ -243,6 +245,8 @@ static int parse_args(int argc, char **argv, ampc_cli_options *o) {
             o->micro_batches = (int32_t)n;
         } else if (!strcmp(a, "--gemm-kernel")) {
             o->gemm_kernel = true;
+        } else if (!strcmp(a, "--no-l2-prefetch")) {
+            o->no_l2_prefetch = true;
         } else if (!strcmp(a, "--fast-gelu")) {
             o->fast_gelu = true;
         } else if (!strcmp(a, "--exact-gelu")) {

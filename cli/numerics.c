@@ -428,7 +428,7 @@ static ampc_status prune_on_gpu(const ampc_cli_options *o, const ampc_cli_numeri
                                                  n->autop ? n->autop->n_kept : 0);
     po.sparsity = AMPC_SPARSITY_OFF;
     po.trace = NULL, po.dump_after = NULL;
-    ampc_compile_options co = {.pipeline = &po, .no_tf32 = !ampc_cli_tf32(o)};
+    ampc_compile_options co = ampc_cli_compile_options(o, &po);
     ampc_module *dense = NULL;
     ampc_status st = ampc_compile(g, &co, &dense);
     if (st != AMPC_OK) ampc_cli_err(err, "compiling the unpruned build: %s", ampc_graph_errors(g));

@@ -292,7 +292,8 @@ ampc_status ampc_cg_kernel_end(ampc_cg_kernel *k, int64_t threads, int32_t block
  * from memory once and spends most of its time waiting for it. The generated kernel launched
  * before it (a LayerNorm, the attention, a GELU) asks L2 for that weight as it starts, before it
  * waits for its own predecessor (the weight is a constant), so the GEMM finds it in L2. The
- * kernel gets two more parameters, the weight and its size. AMPC_L2_PREFETCH=0 at compile time leaves it out.
+ * kernel gets two more parameters, the weight and its size. The compile option no_l2_prefetch
+ * (`ampc --no-l2-prefetch`) leaves it out.
  * Measured on the H200 (`ampc run`, two runs each way): BERT-base b1 0.4118 / 0.4112 ms against
  * 0.4162 / 0.4132 without, the MLP's call 0.0095 / 0.0090 against 0.0100 / 0.0100 ms. */
 
@@ -339,8 +340,7 @@ static ampc_status add_prefetch(ampc_cg *cg, cg_kernel_rec *rec, ampc_rt_ref w) 
 }
 
 ampc_status ampc_cg_prefetch_weights(ampc_cg *cg) {
-    const char *env = getenv("AMPC_L2_PREFETCH");
-    if ((env != NULL && strcmp(env, "0") == 0) || cg->n_ranks > 1) return AMPC_OK;
+    if (cg->o.no_l2_prefetch || cg->n_ranks > 1) return AMPC_OK;
     for (int32_t i = 0; i < cg->n_kernels; i++) {
         cg_kernel_rec *rec = &cg->kernels[i];
         if (rec->text == NULL || rec->gemm_alt) continue;

@@ -25,7 +25,8 @@ static ampc_status generate(ampc_graph *g, const ampc_compile_options *opts, amp
     bool changed;
     st = ampc_pass_plan_memory(g, &changed);
     if (st != AMPC_OK) return st;
-    ampc_cg_options co = {.math = opts->no_tf32 ? AMPC_RT_MATH_DEFAULT : AMPC_RT_MATH_TF32};
+    ampc_cg_options co = {.math = opts->no_tf32 ? AMPC_RT_MATH_DEFAULT : AMPC_RT_MATH_TF32,
+                          .no_l2_prefetch = opts->no_l2_prefetch};
     return ampc_cg_generate(g, &co, cg);
 }
 

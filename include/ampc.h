@@ -534,6 +534,8 @@ typedef struct ampc_compile_options {
                               n_archs 0: PTX only (the driver compiles it at load) */
     int32_t n_archs;
     bool no_tf32;          /* f32 matmuls and convolutions in full f32 (default: TF32 math) */
+    bool no_l2_prefetch;   /* the kernel before a GEMM or convolution does not ask L2 for its
+                              constant weight as it starts (default: it does; numbers unchanged) */
     const char *cache_dir; /* NVRTC image cache: NULL: $AMPC_CACHE_DIR or ~/.cache/ampc; "": off */
     const ampc_pipeline_options *pipeline; /* NULL: defaults (verifier on) */
     int32_t device;        /* the CUDA device ampc_module_run uses */

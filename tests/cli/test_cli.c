@@ -940,6 +940,29 @@ Test(cli, emit_without_kernels_says_so, .timeout = 120) {
     t_rmdir_all(d);
 }
 
+/* The kernel before a GEMM asks L2 for the GEMM's constant weight unless --no-l2-prefetch. */
+Test(cli, no_l2_prefetch_leaves_the_prefetch_out, .timeout = 120) {
+    char *d = t_tmpdir("cli"), ir[512], cu[512], *out;
+    snprintf(ir, sizeof ir, "%s/pf.ir", d);
+    snprintf(cu, sizeof cu, "%s/pf.cu", d);
+    ampc_strbuf text = {0};
+    ampc_sb_puts(&text, "graph \"pf\" {\n  input %x : f32[8,16]\n  const %w : f32[16,32] = [");
+    for (int i = 0; i < 16 * 32; i++) ampc_sb_printf(&text, "%s%g", i ? ", " : "", (i % 7) * 0.125);
+    ampc_sb_puts(&text, "]\n  %t : f32[8,16] = Tanh(%x)\n  %y : f32[8,32] = MatMul(%t, %w)\n"
+                        "  output %y\n}\n");
+    t_write_text(ir, text.data);
+    ampc_sb_free(&text);
+    for (int off = 0; off < 2; off++) {
+        cr_assert_eq(ampc(&out, "%s --emit cuda -o %s%s", ir, cu, off ? " --no-l2-prefetch" : ""),
+                     0, "%s", out);
+        free(out);
+        char *src = t_read_text(cu);
+        cr_assert_eq(strstr(src, "ampc::prefetch_l2(") != NULL, !off, "%s", src);
+        free(src);
+    }
+    t_rmdir_all(d);
+}
+
 /* A 200,000-node chain of Neg, Relu, Abs in turn compiles to a handful of kernel definitions:
  * fused kernels of the chain repeat one another, and each is defined once and launched by many
  * steps (NVRTC compiled 12,500 kernels for minutes before). */

@@ -11,7 +11,6 @@
  *   - on a machine with a GPU, the same graphs executed and compared with the reference
  *     evaluator (skipped without one).
  */
-#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "support.h"
 
 #include "codegen/codegen.h"
@@ -79,16 +78,19 @@ static void check_library_steps(const ampc_cg_output *o) {
 
 /* Runs the pipeline, the memory plan and code generation (TF32 math, as ampc_compile's default),
  * and checks the library steps against the runtime's rules. */
-static ampc_cg_output *gen(ampc_graph *g) {
+static ampc_cg_output *gen_with(ampc_graph *g, const ampc_cg_options *co) {
     ampc_pipeline_options po = {.verify = true};
     cr_assert_eq(ampc_graph_optimize(g, &po), AMPC_OK, "%s", ampc_graph_errors(g));
     bool changed;
     cr_assert_eq(ampc_pass_plan_memory(g, &changed), AMPC_OK, "%s", ampc_graph_errors(g));
-    ampc_cg_options co = {.math = AMPC_RT_MATH_TF32};
     ampc_cg_output *o = NULL;
-    cr_assert_eq(ampc_cg_generate(g, &co, &o), AMPC_OK, "%s", ampc_graph_errors(g));
+    cr_assert_eq(ampc_cg_generate(g, co, &o), AMPC_OK, "%s", ampc_graph_errors(g));
     check_library_steps(o);
     return o;
+}
+
+static ampc_cg_output *gen(ampc_graph *g) {
+    return gen_with(g, &(ampc_cg_options){.math = AMPC_RT_MATH_TF32});
 }
 
 static int32_t count_steps(const ampc_cg_output *o, uint8_t kind) {
@@ -1224,11 +1226,9 @@ Test(lower_contract, the_kernel_before_a_gemm_prefetches_its_weight) {
     ampc_cg_output_free(o);
     ampc_graph_destroy(g);
 
-    setenv("AMPC_L2_PREFETCH", "0", 1);
     g = tanh_then_matmul(&w, 8);
-    o = gen(g);
-    unsetenv("AMPC_L2_PREFETCH");
-    cr_assert_null(strstr(o->sources[0], "prefetch_l2"), "AMPC_L2_PREFETCH=0 leaves it out");
+    o = gen_with(g, &(ampc_cg_options){.math = AMPC_RT_MATH_TF32, .no_l2_prefetch = true});
+    cr_assert_null(strstr(o->sources[0], "prefetch_l2"), "no_l2_prefetch leaves it out");
     ampc_cg_output_free(o);
     ampc_graph_destroy(g);
 }
