@@ -367,6 +367,27 @@ static char *graph_math(const ampc_graph *g, const ampc_cli_options *o) {
     return ampc_math_text(&f);
 }
 
+/* With --gpus N --partition tensor: each block the partition pass split, each it left whole
+ * and why, and a warning when it split nothing (the build then runs on one GPU). */
+static void say_partition(const ampc_graph *g, const ampc_cli_options *o) {
+    if (!o->tensor_parallel || o->gpus < 2) return;
+    int32_t split = 0;
+    for (int32_t i = 0; i < g->n_partition_blocks; i++) {
+        const ampc_partition_block *b = &g->partition_blocks[i];
+        split += b->split;
+        fprintf(stderr, "ampc: partition: %s block at '%s' %s: %s\n", b->kind, b->node,
+                b->split ? "split" : "left whole", b->why);
+    }
+    if (split)
+        fprintf(stderr, "ampc: partition: %d block%s split over %d GPUs\n", split,
+                split == 1 ? "" : "s", o->gpus);
+    else
+        fprintf(stderr, "ampc: warning: --partition tensor split nothing over %d GPUs (it splits "
+                        "pairs of MatMul or Gemm layers with constant weights joined by "
+                        "elementwise ops, and attention blocks by heads): the build runs on one "
+                        "GPU\n", o->gpus);
+}
+
 /* Runs the pass pipeline without compiling (--emit ir, inspect, run --reference). With `say`,
  * the math: line says what changes numbers (nothing that does is silent); with `measure`, the
  * numerics a compile reports are measured too. */
@@ -383,6 +404,7 @@ static bool optimize(ampc_graph *g, const ampc_cli_options *o, bool say, bool me
         char *text = graph_math(g, o);
         ampc_cli_say_math(text, num.note);
         free(text);
+        say_partition(g, o);
     }
     ampc_cli_numerics_free(&num);
     return ok;
@@ -455,6 +477,7 @@ static ampc_module *compile_gpu(ampc_graph *g, const ampc_cli_options *o, compil
         m = NULL;
     }
     if (m) ampc_cli_say_math(ampc_module_math(m), rec->num.note);
+    if (m) say_partition(g, o);
     if (rec == &none) ampc_cli_numerics_free(&none.num);
     return m;
 }

@@ -5,6 +5,11 @@
  *
  *   y = act(x @ W1 + b1) @ W2        W1 [K, H], b1 [H] (optional), W2 [H, N] constants
  *
+ * where each product is a MatMul or a Gemm (as exporters write a linear layer: transB, alpha,
+ * beta and a bias C; not transA): a Gemm's weight is split as its transB stores it, the first
+ * Gemm's C with its columns (or whole when it broadcasts along them), the second's C taken by
+ * rank 0 alone; alpha and beta scale each rank's share as they scale the whole.
+ *
  * where act is a chain of one-input elementwise ops (Relu, Gelu, Tanh...). With R ranks and H a
  * multiple of R, rank r takes columns [r h, (r+1) h) of W1 and b1 and the same rows of W2
  * (h = H / R): the first matmul is column-parallel, act works on the rank's own columns, and
@@ -53,6 +58,7 @@ enum { MAX_CHAIN = 8 };
 
 typedef struct mlp_pair {
     ampc_node *first, *bias, *chain[MAX_CHAIN], *second;
+    bool trans_first, trans_second; /* a Gemm's transB: its weight stored [cols, K] */
     ampc_part_tail tail; /* the Adds rank 0 takes before the all-reduce (stage 2) */
     int32_t n_chain;
 } mlp_pair;
@@ -65,14 +71,33 @@ ampc_node *ampc_part_only_reader(const ampc_uses *u, const ampc_value *v) {
     return (v->flags & AMPC_VALUE_OUTPUT) ? NULL : ampc_pass_only_user(u, v);
 }
 
-/* The pair that starts at MatMul m, or false. */
-static bool find_pair(const ampc_uses *u, ampc_node *m, mlp_pair *p) {
+/* Whether n is a linear layer with a constant weight: MatMul(x, W [K, cols]), or Gemm(x, B, C?)
+ * without transA, B [K, cols] or (transB) [cols, K], C absent or a constant that `c_split`
+ * allows (the first of a pair: C splits with the columns or broadcasts along them) or any
+ * constant (the second: rank 0 takes it). *k, *cols and *trans receive its shape. */
+static bool linear(ampc_graph *g, const ampc_node *n, bool c_split, int64_t *k, int64_t *cols,
+                   bool *trans) {
+    if (n->op != AMPC_OP_MATMUL && n->op != AMPC_OP_GEMM) return false;
+    const ampc_value *w = n->inputs[1];
+    if (!ampc_part_const_matrix(w)) return false;
+    *trans = n->op == AMPC_OP_GEMM && ampc_ir_attr_int(g, n, "transB", 0) != 0;
+    *k = w->shape.dims[*trans ? 1 : 0], *cols = w->shape.dims[*trans ? 0 : 1];
+    if (n->op == AMPC_OP_MATMUL) return true;
+    if (ampc_ir_attr_int(g, n, "transA", 0) != 0) return false;
+    const ampc_value *c = n->n_inputs > 2 ? n->inputs[2] : NULL;
+    if (!c) return true;
+    if (!c->data) return false;
+    int64_t last = c->shape.rank ? c->shape.dims[c->shape.rank - 1] : 1;
+    return !c_split || last == *cols || last == 1;
+}
+
+/* The pair that starts at MatMul or Gemm m, or false. */
+static bool find_pair(ampc_graph *g, const ampc_uses *u, ampc_node *m, mlp_pair *p) {
     memset(p, 0, sizeof *p);
-    if (m->dead || m->op != AMPC_OP_MATMUL || !ampc_part_const_matrix(m->inputs[1]) ||
-        m->inputs[0]->data ||
+    int64_t k, h, k2, n2;
+    if (m->dead || !linear(g, m, true, &k, &h, &p->trans_first) || m->inputs[0]->data ||
         ampc_ir_attr_find(m, "rank")) /* already split: a second run changes nothing */
         return false;
-    int64_t h = m->inputs[1]->shape.dims[1];
     p->first = m;
     ampc_value *v = m->outputs[0];
     ampc_node *n = ampc_part_only_reader(u, v);
@@ -85,7 +110,7 @@ static bool find_pair(const ampc_uses *u, ampc_node *m, mlp_pair *p) {
             n = ampc_part_only_reader(u, v);
         }
     }
-    while (n && n->op != AMPC_OP_MATMUL) {
+    while (n && n->op != AMPC_OP_MATMUL && n->op != AMPC_OP_GEMM) {
         if (!ampc_op_has(n->op, T_ELEMWISE) || n->n_inputs != 1 || n->n_outputs != 1 ||
             p->n_chain == MAX_CHAIN || !ampc_shape_eq(&n->outputs[0]->shape, &v->shape))
             return false;
@@ -93,8 +118,7 @@ static bool find_pair(const ampc_uses *u, ampc_node *m, mlp_pair *p) {
         v = n->outputs[0];
         n = ampc_part_only_reader(u, v);
     }
-    if (!n || n->inputs[0] != v || !ampc_part_const_matrix(n->inputs[1]) ||
-        n->inputs[1]->shape.dims[0] != h)
+    if (!n || n->inputs[0] != v || !linear(g, n, false, &k2, &n2, &p->trans_second) || k2 != h)
         return false;
     p->second = n;
     return true;
@@ -212,11 +236,16 @@ ampc_value *ampc_part_tail_apply(ampc_graph *g, const ampc_part_tail *t, ampc_va
 
 /* Rank r's part of the pair: its partial product (rank 0's with the tail added). */
 static ampc_value *split_rank(ampc_graph *g, const mlp_pair *p, int32_t r, int64_t h) {
-    const ampc_node *m = p->first;
-    ampc_value *w1 = shard(g, m->inputs[1], false, r * h, h, r);
-    ampc_value *w2 = shard(g, p->second->inputs[1], true, r * h, h, r);
+    const ampc_node *m = p->first, *s = p->second;
+    /* the columns of the first weight and the same rows of the second, as each is stored */
+    ampc_value *w1 = shard(g, m->inputs[1], p->trans_first, r * h, h, r);
+    ampc_value *w2 = shard(g, s->inputs[1], !p->trans_second, r * h, h, r);
     if (!w1 || !w2) return NULL;
-    ampc_value *v = rank_node(g, m, AMPC_OP_MATMUL, m->inputs[0], w1, r, true);
+    ampc_value *in[3] = {m->inputs[0], w1, m->n_inputs > 2 ? m->inputs[2] : NULL};
+    if (in[2] && in[2]->shape.rank && in[2]->shape.dims[in[2]->shape.rank - 1] == h * g->gpus &&
+        !(in[2] = shard(g, in[2], false, r * h, h, r))) /* a C of the columns: the rank's own */
+        return NULL;
+    ampc_value *v = ampc_part_rank_node(g, m, m->op, in, in[2] ? 3 : 2, r, true);
     if (v && p->bias) {
         const ampc_value *b = p->bias->inputs[0]->data ? p->bias->inputs[0] : p->bias->inputs[1];
         ampc_value *bs = shard(g, b, false, r * h, h, r);
@@ -224,7 +253,10 @@ static ampc_value *split_rank(ampc_graph *g, const mlp_pair *p, int32_t r, int64
     }
     for (int32_t i = 0; v && i < p->n_chain; i++)
         v = rank_node(g, p->chain[i], p->chain[i]->op, v, NULL, r, true);
-    v = v ? rank_node(g, p->second, AMPC_OP_MATMUL, v, w2, r, h % 4 == 0) : NULL;
+    if (v) { /* the second's C (a Gemm's addend) is rank 0's, like the tail */
+        ampc_value *in2[3] = {v, w2, r == 0 && s->n_inputs > 2 ? s->inputs[2] : NULL};
+        v = ampc_part_rank_node(g, s, s->op, in2, in2[2] ? 3 : 2, r, h % 4 == 0);
+    }
     return ampc_part_tail_apply(g, &p->tail, v, r);
 }
 
@@ -243,8 +275,8 @@ ampc_status ampc_part_all_reduce(ampc_graph *g, ampc_node *last, const ampc_part
 
 /* 3. Replaces the pair and its tail by the R ranks and an ampc.AllReduce writing the value the
  * last of them wrote. */
-static ampc_status split_pair(ampc_graph *g, const mlp_pair *p, int32_t ranks) {
-    int64_t h = p->first->inputs[1]->shape.dims[1] / ranks;
+static ampc_status split_pair(ampc_graph *g, const mlp_pair *p, int64_t cols, int32_t ranks) {
+    int64_t h = cols / ranks;
     ampc_value **partial = ampc_ir_alloc(g, (size_t)ranks * sizeof *partial);
     if (!partial) return AMPC_E_OOM;
     for (int32_t r = 0; r < ranks; r++)
@@ -305,15 +337,16 @@ ampc_status ampc_pass_partition(ampc_graph *g, bool *changed) {
             continue;
         }
         mlp_pair p;
-        if (!find_pair(&uses, n, &p)) continue;
-        int64_t h = p.first->inputs[1]->shape.dims[1];
+        if (!find_pair(g, &uses, n, &p)) continue;
+        const ampc_value *w1 = p.first->inputs[1];
+        int64_t h = w1->shape.dims[p.trans_first ? 0 : 1];
         if (h % g->gpus) { /* H not a multiple of R */
             ampc_part_note(g, p.second, "mlp", false, "%lld hidden columns are not a multiple of "
                            "%d ranks", (long long)h, g->gpus);
             continue;
         }
         ampc_part_find_tail(&uses, p.second, p.first->id, n_old, &p.tail);
-        st = split_pair(g, &p, g->gpus);
+        st = split_pair(g, &p, h, g->gpus);
         *changed = true;
     }
     ampc_pass_uses_free(&uses);

@@ -99,6 +99,19 @@ Test(cli, gpus_and_partition_split_a_matmul_pair) {
     cr_assert(strstr(out, "const %w2_rank1 : f32[2,2] = [1, 1, -1, 2]"), "%s", out);
     cr_assert(strstr(out, "%y : f32[2,2] = ampc.AllReduce(%second_rank0, %second_rank1)"), "%s",
               out);
+    cr_assert(strstr(out, "ampc: partition: mlp block at 'second' split: rank r: columns"), "%s",
+              out);
+    cr_assert(strstr(out, "ampc: partition: 1 block split over 2 GPUs"), "%s", out);
+    free(out);
+    /* nothing to split (one matmul): a warning, and the build is one GPU's */
+    char one[512];
+    snprintf(one, sizeof one, "%s/one.ir", d);
+    t_write_text(one, "graph \"g\" {\n  input %x : f32[2,3]\n  const %w : f32[3,2] = [1, 2, 3, "
+                      "4, 5, 6]\n  %y : f32[2,2] = MatMul(%x, %w)\n  output %y\n}\n");
+    cr_assert_eq(ampc(&out, "%s --gpus 2 --partition tensor --emit ir", one), 0, "%s", out);
+    cr_assert(strstr(out, "ampc: warning: --partition tensor split nothing over 2 GPUs"), "%s",
+              out);
+    cr_assert_null(strstr(out, "AllReduce"), "%s", out);
     free(out);
     /* -o builds one library with a plan per GPU; inspect shows the ranks and the all-reduce */
     char so[600];

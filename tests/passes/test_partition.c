@@ -6,7 +6,8 @@
  * stay only where a shard is still 2:4; the options are checked; the IR prints and parses back.
  * Transformer MLP blocks (+ b2, + residual after the pair) split over 2 and 4 ranks compute the
  * same, with b2 and the residual in rank 0's FusedMatMul and nothing after the all-reduce; a
- * residual read from the pair's output stays after it; a second run changes nothing.
+ * residual read from the pair's output stays after it; a second run changes nothing. Gemm pairs
+ * (transB, alpha, beta, C) split as their weights are stored.
  */
 #include "support.h"
 
@@ -329,4 +330,72 @@ Test(partition, sparse_marks_follow_the_split) {
                      ampc_graph_to_text(g, false));
         ampc_graph_destroy(g);
     }
+}
+
+/* The same two-layer perceptron as exporters write linear layers: Gemm(x, W1^T, b1, transB = 1,
+ * alpha, beta) -> Relu -> Gemm(t, W2^T, c2, transB = 1, alpha, beta), with a C of the first
+ * that broadcasts along the columns in `c1_cols` (a [3, 1] column) when not a bias. */
+static ampc_graph *gemm_mlp(bool c1_is_bias) {
+    ampc_graph *g = ampc_graph_create("gemm_mlp");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(3, K));
+    double w1[H * K], b1[H], w2[N * H], c2[N], col[3] = {0.25, -0.5, 0.75};
+    for (int i = 0; i < H * K; i++) w1[i] = sin(i * 0.7) * 0.5;
+    for (int i = 0; i < H; i++) b1[i] = 0.1 * i - 0.3;
+    for (int i = 0; i < N * H; i++) w2[i] = cos(i * 0.3) * 0.4;
+    for (int i = 0; i < N; i++) c2[i] = 0.2 * i - 0.1;
+    ampc_value *a[3] = {x, t_const_f32(g, SHAPE(H, K), w1),
+                        c1_is_bias ? t_const_f32(g, SHAPE(H), b1) : t_const_f32(g, SHAPE(3, 1), col)};
+    ampc_attr_arg at1[3] = {AMPC_ATTR_I("transB", 1), AMPC_ATTR_F("alpha", 0.5f),
+                            AMPC_ATTR_F("beta", 2.0f)};
+    ampc_value *t = ampc_op(g, "Gemm", a, 3, at1, 3);
+    t = ampc_op(g, "Relu", &t, 1, NULL, 0);
+    ampc_value *b[3] = {t, t_const_f32(g, SHAPE(N, H), w2), t_const_f32(g, SHAPE(N), c2)};
+    ampc_attr_arg at2[3] = {AMPC_ATTR_I("transB", 1), AMPC_ATTR_F("alpha", 1.5f),
+                            AMPC_ATTR_F("beta", 0.25f)};
+    ampc_output(g, ampc_op(g, "Gemm", b, 3, at2, 3), "y");
+    cr_assert_eq(ampc_graph_status(g), AMPC_OK, "%s", ampc_graph_errors(g));
+    return g;
+}
+
+/* Gemm pairs split like MatMul pairs: each rank's first weight holds its rows of the stored
+ * [H, K] (its columns of W1), the second's its columns of the stored [N, H], the first's bias
+ * its slice (a broadcast column stays whole), the second's C on rank 0 alone; the result is the
+ * whole model's. */
+Test(partition, gemm_pairs_split_as_stored) {
+    for (int c1_bias = 0; c1_bias < 2; c1_bias++)
+        for (int32_t r = 2; r <= 4; r += 2) {
+            ampc_graph *whole = gemm_mlp(c1_bias), *split = gemm_mlp(c1_bias);
+            ampc_pipeline_options o = ranks(r), one = {.verify = true};
+            static const char *const no_fuse[1] = {"fuse-matmul"};
+            o.disable = one.disable = no_fuse, o.n_disable = one.n_disable = 1;
+            cr_assert_eq(ampc_graph_optimize(split, &o), AMPC_OK, "%s", ampc_graph_errors(split));
+            cr_assert_eq(ampc_graph_optimize(whole, &one), AMPC_OK, "%s", ampc_graph_errors(whole));
+            cr_assert_eq(t_count_op(split, AMPC_OP_ALL_REDUCE), 1, "%s",
+                         ampc_graph_to_text(split, false));
+            cr_assert_eq(t_count_op(split, AMPC_OP_GEMM), 2 * r);
+            int64_t h = H / r;
+            for (int64_t k = 0; k < r; k++) {
+                const ampc_node *first = node_of_rank(split, AMPC_OP_GEMM, k, 0);
+                const ampc_node *second = node_of_rank(split, AMPC_OP_GEMM, k, 1);
+                cr_assert(first && second, "rank %lld:\n%s", (long long)k,
+                          ampc_graph_to_text(split, false));
+                cr_assert_eq(first->inputs[1]->shape.dims[0], h);
+                cr_assert_eq(first->inputs[1]->shape.dims[1], K);
+                cr_assert_eq(first->inputs[2]->shape.dims[first->inputs[2]->shape.rank - 1],
+                             c1_bias ? h : 1);
+                cr_assert_eq(second->inputs[1]->shape.dims[0], N);
+                cr_assert_eq(second->inputs[1]->shape.dims[1], h);
+                cr_assert_eq(second->n_inputs > 2 && second->inputs[2], k == 0,
+                             "only rank 0 adds the second C");
+            }
+            same_outputs(split, whole);
+            ampc_graph *fused = gemm_mlp(c1_bias); /* fuse-matmul on: rank FusedMatMuls */
+            o = ranks(r);
+            cr_assert_eq(ampc_graph_optimize(fused, &o), AMPC_OK, "%s", ampc_graph_errors(fused));
+            cr_assert_eq(t_count_op(fused, AMPC_OP_ALL_REDUCE), 1);
+            same_outputs(fused, whole);
+            ampc_graph_destroy(fused);
+            ampc_graph_destroy(whole);
+            ampc_graph_destroy(split);
+        }
 }
