@@ -335,8 +335,15 @@ static int parse_args(int argc, char **argv, ampc_cli_options *o) {
     return 0;
 }
 
+/* The runtime's diagnostics (what AMPC_*_VERBOSE asks for), on stderr. */
+static void log_line(void *user, const char *line) {
+    (void)user;
+    fprintf(stderr, "ampc: %s\n", line);
+}
+
 int main(int argc, char **argv) {
     ampc_cli_terminal_install(); /* a model's names print as text, never as escape sequences */
+    ampc_rt_set_log(log_line, NULL);
     ampc_cli_options o = {.warmup = 10, .rank = -1, .ranks = -1};
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc;

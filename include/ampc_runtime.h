@@ -122,6 +122,19 @@ AMPC_API ampc_status ampc_rt_library_version(ampc_rt_library lib, int64_t *versi
 AMPC_API bool ampc_rt_tuning_cache(char *path, size_t n, int32_t *entries);
 
 /* ---------------------------------------------------------------------------------------------
+ * Diagnostics
+ * ------------------------------------------------------------------------------------------- */
+
+/* The runtime prints nothing itself. What the AMPC_*_VERBOSE variables ask it to tell (the
+ * steps' CUDA graph, cuBLASLt's and cuDNN's choices and timings, 2:4 decisions, tuning-cache
+ * lookups: docs/libraries.md) goes one line at a time (no newline) to the function set here,
+ * for the whole process, with `user`; NULL (the default) drops it. `ampc run` prints the lines
+ * on stderr. Lines come from whichever thread creates or runs a model: fn must be thread-safe
+ * and must not call back into the runtime. */
+typedef void (*ampc_rt_log_fn)(void *user, const char *line);
+AMPC_API void ampc_rt_set_log(ampc_rt_log_fn fn, void *user);
+
+/* ---------------------------------------------------------------------------------------------
  * Models
  * ------------------------------------------------------------------------------------------- */
 

@@ -60,12 +60,12 @@ void rt_graph_describe(cudaGraph_t g) {
         kernels += t == cudaGraphNodeTypeKernel;
         memsets += t == cudaGraphNodeTypeMemset;
         if (level == 2)
-            fprintf(stderr, "ampc: graph node %zu: %s\n", i,
+            rt_log("graph node %zu: %s", i,
                     t == cudaGraphNodeTypeKernel ? kernel_name(nodes[i])
                     : t == cudaGraphNodeTypeMemset ? "(memset)" : "(other)");
     }
     rt_cuda_clear();
-    fprintf(stderr, "ampc: steps' graph: %zu nodes: %zu kernels, %zu memsets, %zu others\n", n,
+    rt_log("steps' graph: %zu nodes: %zu kernels, %zu memsets, %zu others", n,
             kernels, memsets, n - kernels - memsets);
     free(nodes);
 }

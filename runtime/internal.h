@@ -218,6 +218,10 @@ ampc_status rt_plan_scratch(rt_ctx *ctx, size_t need, rt_err *e);
 /* The tuning cache (tune_cache.c): the choice stored under key (the GPU, the library and its
  * version, the problem), copied into val (n bytes); false when there is none, it does not fit
  * or the cache is off (AMPC_TUNE_CACHE=off). */
+/* A diagnostic line (no newline, no "ampc: ") for the function ampc_rt_set_log set; nothing
+ * when none is set (log.c). The runtime prints nothing itself. */
+void rt_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 bool rt_tune_get(const char *key, char *val, size_t n);
 /* Records val under key in memory and in the cache file; a failure to write is silent. */
 void rt_tune_put(const char *key, const char *val);

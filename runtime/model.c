@@ -655,8 +655,8 @@ static ampc_status run_on_device(ampc_rt_model *m, const ampc_tensor *in, ampc_t
     if (step_ms == NULL && m->graph_status == AMPC_RT_GRAPH_PENDING) try_capture(m);
     if (step_ms == NULL && !m->told && getenv("AMPC_GRAPH_VERBOSE") &&
         strcmp(getenv("AMPC_GRAPH_VERBOSE"), "1") == 0) {
-        m->told = true; /* what the first run does, on stderr (AMPC_GRAPH_VERBOSE=1) */
-        fprintf(stderr, "ampc: a model of %d steps: CUDA graph %s%s%s; tensors %s%s%s\n", m->n_steps,
+        m->told = true; /* what the first run does (AMPC_GRAPH_VERBOSE=1), to the log */
+        rt_log("a model of %d steps: CUDA graph %s%s%s; tensors %s%s%s", m->n_steps,
                 m->graph_status == AMPC_RT_GRAPH_ON ? "on" : "off",
                 m->graph_why ? ": " : "", m->graph_why ? m->graph_why : "",
                 !on_device ? "not all on the device: copied" : m->zc_on ? "on the device: bound in place"

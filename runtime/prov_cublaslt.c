@@ -339,8 +339,8 @@ static void say_algo(const ampc_rt_step *s, const cublasLtMatmulHeuristicResult_
     int32_t tile = (int32_t)algo_u32(&r->algo, CUBLASLT_ALGO_CONFIG_TILE_ID);
     uint32_t scheme = algo_u32(&r->algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME);
     const ampc_rt_gemm *g = &s->gemm;
-    fprintf(stderr, "ampc: cuBLASLt %s (%lld x %lld x %lld): candidate %d of %d, split-K %d, "
-            "reduction scheme %u, tile id %d, workspace %zu bytes, %.2f waves\n",
+    rt_log("cuBLASLt %s (%lld x %lld x %lld): candidate %d of %d, split-K %d, "
+           "reduction scheme %u, tile id %d, workspace %zu bytes, %.2f waves",
             s->label ? s->label : "?", (long long)g->m, (long long)g->n, (long long)g->k, pick,
             count, splitk, scheme, tile, r->workspaceSize, (double)r->wavesCount);
 }
@@ -386,13 +386,13 @@ static int gemm_pick(rt_ctx *ctx, const gemm_state *st, const cublasLtMatmulHeur
             res[i].workspaceSize > ctx->scratch_bytes)
             continue;
         float ms = gemm_time(ctx, st, &res[i].algo);
-        if (verbose) fprintf(stderr, "ampc: cuBLASLt candidate %d: %.4f ms\n", i, ms);
+        if (verbose) rt_log("cuBLASLt candidate %d: %.4f ms", i, ms);
         if (i == first) first_ms = ms;
         if (ms >= 0 && (best_ms < 0 || ms < best_ms)) best = i, best_ms = ms;
     }
     /* the heuristic's choice stands unless another is clearly faster (timing noise) */
     if (first_ms >= 0 && best != first && best_ms > 0.97f * first_ms) best = first;
-    if (verbose) fprintf(stderr, "ampc: cuBLASLt keeps candidate %d\n", best);
+    if (verbose) rt_log("cuBLASLt keeps candidate %d", best);
     snprintf(val, sizeof val, "index=%d", best);
     rt_tune_put(key, val);
     return best;
@@ -585,8 +585,8 @@ static bool agrees_with_dense(rt_ctx *ctx, const ampc_rt_gemm *g, gemm_state *st
 static void sparse_say(const ampc_rt_step *s, const gemm_state *st) {
     if (!rt_sparse_verbose()) return;
     const ampc_rt_gemm *g = &s->gemm;
-    fprintf(stderr, "ampc: 2:4 GEMM %s (m %lld, n %lld, k %lld, %s%s): dense %.4f ms, cuSPARSELt "
-            "%.4f ms%s, ampc 2:4 kernel %.4f ms -> %s (%s)\n", s->label ? s->label : "?",
+    rt_log("2:4 GEMM %s (m %lld, n %lld, k %lld, %s%s): dense %.4f ms, cuSPARSELt "
+           "%.4f ms%s, ampc 2:4 kernel %.4f ms -> %s (%s)", s->label ? s->label : "?",
             (long long)g->m, (long long)g->n, (long long)g->k, rt_dtype_name(g->dtype_ab),
             g->epilogue != AMPC_RT_EPI_NONE ? ", epilogue" : "", st->ms[RT_SPARSE_DENSE],
             st->ms[RT_SPARSE_CUSPARSELT], st->sp_searched ? " (searched kernel)" : "",
@@ -828,7 +828,7 @@ static ampc_status dense_choose(rt_ctx *ctx, const ampc_rt_step *s, gemm_state *
         st->kst = NULL;
     }
     if (verbose)
-        fprintf(stderr, "ampc: GEMM %s (m %lld, n %lld, k %lld): %s -> %s\n",
+        rt_log("GEMM %s (m %lld, n %lld, k %lld): %s -> %s",
                 s->label ? s->label : "?", (long long)s->gemm.m, (long long)s->gemm.n,
                 (long long)s->gemm.k, st->note, way_name(st, st->way));
     return AMPC_OK;

@@ -623,9 +623,9 @@ struct dnn_graph {
 static void gtrace(const char *fmt, long long a, long long b) {
     const char *v = getenv("AMPC_CUDNN_VERBOSE");
     if (v == NULL || strcmp(v, "2") != 0) return;
-    fprintf(stderr, "ampc: cuDNN graph API: ");
-    fprintf(stderr, fmt, a, b);
-    fputc('\n', stderr);
+    char what[256];
+    snprintf(what, sizeof what, fmt, a, b);
+    rt_log("cuDNN graph API: %s", what);
 }
 
 #define GSET(d, name, type, n, ptr)                                                                \
@@ -1003,8 +1003,8 @@ static ampc_status graph_choose(rt_ctx *ctx, conv_state *st, size_t *workspace, 
     bool take = g->plan != NULL && (must || legacy < 0 || best < legacy);
     const char *verbose = getenv("AMPC_CUDNN_VERBOSE");
     if (verbose != NULL && strcmp(verbose, "0") != 0)
-        fprintf(stderr, "ampc: cuDNN %s conv n%lld c%lld->%lld k%lld s%lld%s%s%s%s: legacy %.4f ms, "
-                "graph %.4f ms (%d plans ran%s), %s\n", rt_dtype_name(c->dtype), (long long)c->n,
+        rt_log("cuDNN %s conv n%lld c%lld->%lld k%lld s%lld%s%s%s%s: legacy %.4f ms, "
+               "graph %.4f ms (%d plans ran%s), %s", rt_dtype_name(c->dtype), (long long)c->n,
                 (long long)c->c_in, (long long)c->c_out, (long long)c->kernel[0],
                 (long long)c->stride[0], c->channels_last ? " nhwc" : "",
                 c->has_bias ? " +bias" : "", c->has_residual ? " +z" : "", c->relu ? " relu" : "",

@@ -94,7 +94,7 @@ static void read_file(const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) {
         if (verbose() && errno != ENOENT)
-            fprintf(stderr, "ampc: tuning cache %s not read: %s\n", path, strerror(errno));
+            rt_log("tuning cache %s not read: %s", path, strerror(errno));
         return;
     }
     char line[TUNE_KEY_MAX + TUNE_VAL_MAX + 4];
@@ -148,7 +148,7 @@ static void write_file(const char *path) {
         ok = fprintf(f, "%s\t%s\n", entries[i].key, entries[i].val) > 0;
     if (f && fclose(f) != 0) ok = false;
     if (ok && rename(tmp, path) == 0) return;
-    if (verbose()) fprintf(stderr, "ampc: tuning cache %s not written: %s\n", path, strerror(errno));
+    if (verbose()) rt_log("tuning cache %s not written: %s", path, strerror(errno));
     (void)remove(tmp);
 }
 
@@ -159,7 +159,7 @@ bool rt_tune_get(const char *key, char *val, size_t n) {
     bool hit = t && strlen(t->val) < n;
     if (hit) memcpy(val, t->val, strlen(t->val) + 1);
     pthread_mutex_unlock(&tune_mutex);
-    if (verbose()) fprintf(stderr, "ampc: tuning cache %s: %s\n", hit ? "hit" : "miss", key);
+    if (verbose()) rt_log("tuning cache %s: %s", hit ? "hit" : "miss", key);
     return hit;
 }
 

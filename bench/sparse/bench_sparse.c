@@ -182,7 +182,14 @@ static int bench_shape(int64_t M, int64_t N, int64_t K, ampc_dtype t, int32_t it
     return rc;
 }
 
+/* The runtime's diagnostics (AMPC_SPARSE_VERBOSE's decisions), on stderr. */
+static void log_line(void *user, const char *line) {
+    (void)user;
+    fprintf(stderr, "ampc: %s\n", line);
+}
+
 int main(int argc, char **argv) {
+    ampc_rt_set_log(log_line, NULL);
     const char *shapes = "4096x4096x4096,8192x8192x8192";
     ampc_dtype t = AMPC_DTYPE_F16;
     int32_t iters = 200;
