@@ -201,10 +201,12 @@ bool ampc_cli_nccl_id_read(const char *path, const char *tag, double timeout_s,
     }
 }
 
-/* AMPC_NCCL_TIMEOUT_S, else 300 s: the runtime's wait for a run, and here for the id. */
+/* The runtime's nccl_timeout_s option (AMPC_NCCL_TIMEOUT_S, else 300 s): its wait for a run,
+ * and here for the id. */
 static double id_timeout_s(void) {
-    const char *t = getenv("AMPC_NCCL_TIMEOUT_S");
-    return t && atof(t) > 0 ? atof(t) : 300;
+    ampc_rt_options o;
+    ampc_rt_options_init(&o);
+    return o.nccl_timeout_s;
 }
 
 ampc_status ampc_cli_model_create(const ampc_rt_plan *plan, const ampc_cli_rank *r,

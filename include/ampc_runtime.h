@@ -135,6 +135,65 @@ typedef void (*ampc_rt_log_fn)(void *user, const char *line);
 AMPC_API void ampc_rt_set_log(ampc_rt_log_fn fn, void *user);
 
 /* ---------------------------------------------------------------------------------------------
+ * Options
+ * ------------------------------------------------------------------------------------------- */
+
+/* How a model is created and run. None changes what a model computes beyond the choice among
+ * implementations that agree (each library step is proved against the others at creation).
+ * ampc_rt_options_init fills the defaults and then the environment's overrides, the variable
+ * named beside each field (read when it is called: docs/options.md lists them all); a program
+ * sets fields after it and passes the struct to ampc_rt_model_create_opts (or a generated
+ * library's <name>_create_opts). Models made without options take ampc_rt_options_init's. */
+typedef struct ampc_rt_options {
+    /* launching */
+    bool cuda_graphs;        /* AMPC_CUDA_GRAPHS=0: false, each run launches the steps one by
+                                one (default true: the first run captures a CUDA graph) */
+    bool io_graph;           /* AMPC_IO_GRAPH=0: false, a run's copies in and out go on the
+                                stream around the steps' graph instead of in one graph with it */
+    bool zero_copy;          /* AMPC_ZERO_COPY=0: false, device tensors are copied in and out
+                                instead of being bound in place */
+    bool pdl;                /* AMPC_PDL=0: false, no programmatic dependent launch */
+    int32_t multi_gpu_graphs; /* AMPC_MULTI_GPU_GRAPHS: 1 a CUDA graph per GPU of a model with
+                                all-reduces, 0 none even without, -1 (default) one only without */
+    double nccl_timeout_s;   /* AMPC_NCCL_TIMEOUT_S: how long a multi-GPU run or a rank's setup
+                                may wait for the others (default 300) */
+    /* matmuls */
+    int64_t gemm_workspace;  /* AMPC_GEMM_WORKSPACE: the most workspace bytes a cuBLASLt matmul
+                                may use (-1, default: the runtime's own cap, 32 MiB) */
+    int64_t gemm_reduction;  /* AMPC_GEMM_REDUCTION: cuBLASLt's split-K reduction schemes (a
+                                mask; 0 no split-K; -1, default: all) */
+    bool gemm_tune;          /* AMPC_GEMM_TUNE=1: time cuBLASLt's candidates (default: its
+                                heuristic's first) */
+    int32_t gemm_kernel;     /* AMPC_GEMM_KERNEL: 1 ampc's own GEMM kernel wherever there is
+                                one, 0 cuBLASLt, -1 (default) the faster of the two at creation */
+    /* convolutions */
+    int32_t cudnn_graph;     /* AMPC_CUDNN_GRAPH: 1 cuDNN's graph API (fails where it cannot),
+                                0 the legacy calls, -1 (default) the faster, remembered in the
+                                tuning cache, -2 (any other value) the faster, timed anew */
+    int32_t cudnn_tries;     /* AMPC_CUDNN_TRIES: graph-API configurations timed a heuristic
+                                mode (0, default: 8) */
+    bool cudnn_heur_b;       /* AMPC_CUDNN_HEUR containing B: heuristic mode B's list too */
+    /* 2:4 sparse matmuls */
+    int32_t sparse;          /* AMPC_SPARSE: 0 off (dense), 1 sparse wherever it runs, 2
+                                cuSPARSELt only, 3 ampc's 2:4 kernel only, -1 (default) the
+                                fastest of dense and the two */
+    bool sparse_check;       /* AMPC_SPARSE_CHECK=0: false, no comparison with the dense GEMM */
+    bool sparse_search;      /* AMPC_SPARSE_SEARCH=0: false, cuSPARSELt's default algorithm */
+    /* timing at creation */
+    bool tune_cold;          /* AMPC_TUNE_COLD=0: false, candidates are timed with warm caches
+                                (default: L2 flushed between calls) */
+    /* what the log is told (ampc_rt_set_log) */
+    int32_t graph_verbose;   /* AMPC_GRAPH_VERBOSE: 1 the graph's summary, 2 and its nodes */
+    int32_t cudnn_verbose;   /* AMPC_CUDNN_VERBOSE: 1 each convolution's choice, 2 and the
+                                graph API's planning */
+    bool gemm_verbose;       /* AMPC_GEMM_VERBOSE (set and not 0): each matmul's choice */
+    bool sparse_verbose;     /* AMPC_SPARSE_VERBOSE (set and not 0): each 2:4 decision */
+    bool tune_verbose;       /* AMPC_TUNE_VERBOSE (set and not 0): tuning-cache lookups */
+} ampc_rt_options;
+
+AMPC_API void ampc_rt_options_init(ampc_rt_options *o);
+
+/* ---------------------------------------------------------------------------------------------
  * Models
  * ------------------------------------------------------------------------------------------- */
 
@@ -182,6 +241,10 @@ typedef struct ampc_rt_model ampc_rt_model;
  *                       driver rejects, with its log), or a library is missing or too old */
 AMPC_API ampc_status ampc_rt_model_create(const ampc_rt_plan *plan, int32_t device,
                                           ampc_rt_model **out, char **err);
+/* The same with options (NULL: ampc_rt_options_init's); the model keeps its own copy. */
+AMPC_API ampc_status ampc_rt_model_create_opts(const ampc_rt_plan *plan, int32_t device,
+                                               const ampc_rt_options *options,
+                                               ampc_rt_model **out, char **err);
 
 /* One process per GPU. A multi-GPU plan can also run as N processes (one per GPU, on one or
  * several machines), each loading ONE rank of it: rank 0 makes the group's NCCL id with
@@ -228,6 +291,12 @@ AMPC_API ampc_status ampc_rt_model_create_rank(const ampc_rt_plan *plan, int32_t
                                                int32_t rank, int32_t n_ranks,
                                                const ampc_rt_nccl_id *id, ampc_rt_model **out,
                                                char **err);
+/* The same with options (NULL: ampc_rt_options_init's). */
+AMPC_API ampc_status ampc_rt_model_create_rank_opts(const ampc_rt_plan *plan, int32_t device,
+                                                    int32_t rank, int32_t n_ranks,
+                                                    const ampc_rt_nccl_id *id,
+                                                    const ampc_rt_options *options,
+                                                    ampc_rt_model **out, char **err);
 
 /* The number of GPUs (ranks) a plan is partitioned over: 1 for a single-GPU plan, 0 for NULL.
  * Needs no GPU. */

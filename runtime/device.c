@@ -149,9 +149,8 @@ ampc_status rt_plan_scratch_free(rt_ctx *ctx, rt_err *e) {
     return AMPC_OK;
 }
 
-const char *rt_tune_mode(void) {
-    const char *v = getenv("AMPC_TUNE_COLD");
-    return v != NULL && strcmp(v, "0") == 0 ? "hot" : "cold";
+const char *rt_tune_mode(const rt_ctx *ctx) {
+    return ctx->opts && !ctx->opts->tune_cold ? "hot" : "cold";
 }
 
 /* The flush buffer of cold timings: three times the L2 cache; false when it cannot be made. */
@@ -199,7 +198,7 @@ static float time_cold(rt_ctx *ctx, rt_timed_call call, void *arg, cudaStream_t 
 }
 
 float rt_time_calls(rt_ctx *ctx, rt_timed_call call, void *arg, cudaStream_t s, int rounds) {
-    if (strcmp(rt_tune_mode(), "cold") == 0 && flush_ready(ctx)) return time_cold(ctx, call, arg, s, rounds);
+    if (strcmp(rt_tune_mode(ctx), "cold") == 0 && flush_ready(ctx)) return time_cold(ctx, call, arg, s, rounds);
     cudaEvent_t a = NULL, b = NULL;
     float ms = -1.0f;
     bool ok = cudaEventCreate(&a) == cudaSuccess && cudaEventCreate(&b) == cudaSuccess &&

@@ -1,10 +1,11 @@
 /*
- * graph.c — AMPC_GRAPH_VERBOSE: what a captured steps' graph holds, on stderr when the graph is
- * made. =1 counts its nodes (kernels, memsets, others); =2 also lists each node in order with
- * the kernel's name, as the driver knows it (cuFuncGetName, reached through
- * cudaGetDriverEntryPointByVersion: the runtime links cudart only). A library step may put more
- * than one node into the graph (cuBLASLt's split-K GEMMs end with a reduction kernel of their
- * own), and this is where that shows. Nothing here changes the graph or fails a run.
+ * graph.c — the graph_verbose option (AMPC_GRAPH_VERBOSE): what a captured steps' graph holds,
+ * told to the log when the graph is made. 1 counts its nodes (kernels, memsets, others); 2 also
+ * lists each node in order with the kernel's name, as the driver knows it (cuFuncGetName,
+ * reached through cudaGetDriverEntryPointByVersion: the runtime links cudart only). A library
+ * step may put more than one node into the graph (cuBLASLt's split-K GEMMs end with a reduction
+ * kernel of their own), and this is where that shows. Nothing here changes the graph or fails a
+ * run.
  */
 #include "runtime/internal.h"
 
@@ -43,9 +44,7 @@ static const char *kernel_name(cudaGraphNode_t n) {
     return "?";
 }
 
-void rt_graph_describe(cudaGraph_t g) {
-    const char *v = getenv("AMPC_GRAPH_VERBOSE");
-    const int level = v == NULL ? 0 : !strcmp(v, "1") ? 1 : !strcmp(v, "2") ? 2 : 0;
+void rt_graph_describe(cudaGraph_t g, int level) {
     size_t n = 0, kernels = 0, memsets = 0;
     cudaGraphNode_t *nodes = NULL;
     if (level == 0 || cudaGraphGetNodes(g, NULL, &n) != cudaSuccess || n == 0 ||

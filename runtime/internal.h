@@ -205,10 +205,12 @@ typedef struct rt_ctx {
     size_t flush_bytes;       /* made and freed with the scratch (rt_time_calls) */
     const rt_io_bind *io_bind; /* while steps are re-pointed at a caller's buffers, else NULL */
     int32_t n_io_bind;
+    const ampc_rt_options *opts; /* the model's options (its own copy) */
 } rt_ctx;
 
-/* AMPC_GRAPH_VERBOSE=1 / 2: a count of captured graph g's nodes / and each node (graph.c). */
-void rt_graph_describe(cudaGraph_t g);
+/* Level 1 (the graph_verbose option) / 2: a count of captured graph g's nodes / and each node,
+ * to the log (graph.c); 0: nothing. */
+void rt_graph_describe(cudaGraph_t g, int level);
 
 /* The planning scratch (ctx->scratch), at least `need` bytes: made on first need with a quarter
  * of the free device memory up to 256 MiB (or `need`, when more), made again larger when a
@@ -218,6 +220,13 @@ ampc_status rt_plan_scratch(rt_ctx *ctx, size_t need, rt_err *e);
 /* The tuning cache (tune_cache.c): the choice stored under key (the GPU, the library and its
  * version, the problem), copied into val (n bytes); false when there is none, it does not fit
  * or the cache is off (AMPC_TUNE_CACHE=off). */
+/* The process's settings that no model owns (options.c, the one reader of the environment): a
+ * library's file from its variable (AMPC_CUBLASLT_PATH...; NULL when unset or empty), the
+ * tuning cache's file (false: off, or no place for it), and AMPC_TUNE_VERBOSE. */
+const char *rt_env_library_path(const char *var);
+bool rt_env_tune_cache_path(char *buf, size_t n);
+bool rt_env_tune_verbose(void);
+
 /* A diagnostic line (no newline, no "ampc: ") for the function ampc_rt_set_log set; nothing
  * when none is set (log.c). The runtime prints nothing itself. */
 void rt_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -232,12 +241,13 @@ void rt_tune_forget(void);
  * a call or an event fails (the CUDA error is cleared). After one warm-up call, `rounds` calls
  * on stream s, each timed alone with CUDA events after writing three times the GPU's L2 cache
  * (ctx->flush): the median call, with the operands out of L2 as a model's weights mostly are
- * when it runs. With AMPC_TUNE_COLD=0 (rt_tune_mode "hot"), `rounds` calls back to back
+ * when it runs. With the tune_cold option off (rt_tune_mode "hot"), `rounds` calls back to back
  * between two events instead, on whatever the caches hold (the mean call). */
 typedef bool (*rt_timed_call)(void *arg, cudaStream_t s);
 float rt_time_calls(rt_ctx *ctx, rt_timed_call call, void *arg, cudaStream_t s, int rounds);
-/* "cold" or "hot": how rt_time_calls times (AMPC_TUNE_COLD); tuning cache keys name it. */
-const char *rt_tune_mode(void);
+/* "cold" or "hot": how rt_time_calls times for ctx's model (its tune_cold option); tuning
+ * cache keys name it. */
+const char *rt_tune_mode(const rt_ctx *ctx);
 /* Frees the planning scratch and the flush buffer (once every step is planned). */
 ampc_status rt_plan_scratch_free(rt_ctx *ctx, rt_err *e);
 
@@ -288,11 +298,12 @@ typedef struct rt_provider {
 
 /* ---- 2:4 sparse GEMMs (prov_cusparselt.c) --------------------------------------------------
  * A GEMM step marked sparse24 is planned by the cuBLASLt provider as usual and then, unless
- * AMPC_SPARSE=0, on cuSPARSELt and on ampc's own 2:4 kernel (the step's own_kernel) too; the
+ * the sparse option is 0 (AMPC_SPARSE=0), on cuSPARSELt and on ampc's own 2:4 kernel (the step's own_kernel) too; the
  * provider times them and keeps the fastest (prov_cublaslt.c, sparse_choose). */
 
-/* AMPC_SPARSE: unset, "" or "auto": the fastest; "0": dense; "1": the faster sparse candidate
- * wherever one plans; "cusparselt" / "kernel": that one only, wherever it plans. */
+/* The sparse option (AMPC_SPARSE): -1 (unset, "auto"): the fastest; 0: dense; 1: the faster
+ * sparse candidate wherever one plans; 2 / 3 (cusparselt / kernel): that one only, wherever it
+ * plans. */
 typedef enum rt_sparse_mode {
     RT_SPARSE_AUTO = 0,
     RT_SPARSE_OFF,
@@ -309,9 +320,7 @@ typedef enum rt_sparse_way {
 } rt_sparse_way;
 /* "cuBLASLt", "cuSPARSELt", "ampc-2:4" (as --profile and the sparse report name them). */
 const char *rt_sparse_way_name(int way);
-rt_sparse_mode rt_sparse_mode_get(void);
-/* AMPC_SPARSE_VERBOSE set and not "0": one line per 2:4 step on stderr at creation. */
-bool rt_sparse_verbose(void);
+rt_sparse_mode rt_sparse_mode_get(const ampc_rt_options *o);
 /* The cost model: sparse when forced, never when off, else when it ran (sparse_ms >= 0) and is
  * faster than dense (or dense could not be timed: dense_ms < 0). */
 bool rt_sparse_pick(rt_sparse_mode mode, double dense_ms, double sparse_ms);
@@ -322,7 +331,7 @@ const char *rt_sparse_gemm_why_not(const ampc_rt_gemm *g);
 /* One GEMM planned on cuSPARSELt: descriptors, plan, the compressed weight (device memory). */
 typedef struct rt_sparse_gemm rt_sparse_gemm;
 /* Opens cuSPARSELt, checks the weight is 2:4 in its sense, plans the product (with cuSPARSELt's
- * own algorithm search on the model's buffers unless AMPC_SPARSE_SEARCH=0) and compresses the
+ * own algorithm search on the model's buffers unless the sparse_search option is off) and compresses the
  * weight. *out is NULL on failure, which the caller turns into a dense step with e's message as
  * the note; *workspace the bytes of shared workspace the calls need. */
 ampc_status rt_sparse_gemm_plan(rt_ctx *ctx, const ampc_rt_gemm *g, rt_sparse_gemm **out,

@@ -104,8 +104,8 @@ static const char *eligible(ampc_rt_model *m) {
 }
 
 void rt_io_bind_setup(ampc_rt_model *m) {
-    const char *env = getenv("AMPC_ZERO_COPY");
-    const char *why = env && strcmp(env, "0") == 0 ? "turned off by AMPC_ZERO_COPY=0" : eligible(m);
+    const char *why = !m->opts.zero_copy ? "turned off by the zero_copy option (AMPC_ZERO_COPY=0)"
+                                         : eligible(m);
     m->zc_on = why == NULL;
     m->zc_why = why;
 }
@@ -179,7 +179,7 @@ static ampc_status capture(ampc_rt_model *m, void **ptr, cudaGraphExec_t *exec, 
                 rt_fail_cuda(e, rc, "cudaStreamEndCapture(m->stream, &g)", __func__, __FILE__,
                              __LINE__);
             else if (st == AMPC_OK) {
-                rt_graph_describe(g);
+                rt_graph_describe(g, m->opts.graph_verbose);
                 if ((rc = cudaGraphInstantiateWithFlags(exec, g, 0)) != cudaSuccess)
                     rt_fail_cuda(e, rc, "cudaGraphInstantiateWithFlags(exec, g, 0)", __func__,
                                  __FILE__, __LINE__);

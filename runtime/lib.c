@@ -61,8 +61,8 @@ static ampc_status open_now(rt_lib *lib) {
     char tried[2048] = "", need[24];
     rt_lib_version_str(lib->min_version, need, sizeof need);
     void *h = NULL;
-    const char *file = lib->path_env ? getenv(lib->path_env) : NULL;
-    if (file != NULL && file[0] != '\0') {
+    const char *file = rt_env_library_path(lib->path_env);
+    if (file != NULL) {
         h = dlopen(file, RTLD_NOW | RTLD_LOCAL);
         if (h == NULL)
             snprintf(tried, sizeof tried, "%s=%.1000s (%.800s)", lib->path_env, file, dlerror());

@@ -283,20 +283,32 @@ ampc_status rt_model_build(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e) {
         RT_CUDA(e, cudaStreamSynchronize(m->stream));
     }
 
-    const char *env = getenv("AMPC_CUDA_GRAPHS");
-    if (env != NULL && strcmp(env, "0") == 0) {
+    if (!m->opts.cuda_graphs) {
         m->graph_status = AMPC_RT_GRAPH_OFF;
-        m->graph_why = strdup("turned off by AMPC_CUDA_GRAPHS=0");
+        m->graph_why = strdup("turned off by the cuda_graphs option (AMPC_CUDA_GRAPHS=0)");
     }
-    env = getenv("AMPC_IO_GRAPH"); /* 0: copies on the stream around the steps' graph */
-    if (env != NULL && strcmp(env, "0") == 0) m->io_state = IO_GRAPH_OFF;
+    if (!m->opts.io_graph) m->io_state = IO_GRAPH_OFF; /* copies on the stream around the graph */
     rt_io_bind_setup(m);
     return AMPC_OK;
 }
 
 
+void rt_model_set_options(ampc_rt_model *m, const ampc_rt_options *o) {
+    if (o) m->opts = *o;
+    else ampc_rt_options_init(&m->opts);
+    m->ctx.opts = &m->opts;
+}
+
 ampc_status ampc_rt_model_create(const ampc_rt_plan *plan, int32_t device, ampc_rt_model **out,
                                  char **err) {
+    ampc_rt_options o;
+    ampc_rt_options_init(&o);
+    return ampc_rt_model_create_opts(plan, device, &o, out, err);
+}
+
+ampc_status ampc_rt_model_create_opts(const ampc_rt_plan *plan, int32_t device,
+                                      const ampc_rt_options *opts, ampc_rt_model **out,
+                                      char **err) {
     rt_err e = {0};
     if (out != NULL) *out = NULL;
     if (plan == NULL || out == NULL) {
@@ -312,7 +324,7 @@ ampc_status ampc_rt_model_create(const ampc_rt_plan *plan, int32_t device, ampc_
                     "the model from the model's plan (the one listing every rank's)", plan->rank,
                     plan->n_ranks);
         else
-            rt_ranks_create(plan, device, out, &e);
+            rt_ranks_create(plan, device, opts, out, &e);
         return rt_err_give(&e, err);
     }
     rt_device dev;
@@ -325,6 +337,7 @@ ampc_status ampc_rt_model_create(const ampc_rt_plan *plan, int32_t device, ampc_
     }
     m->ctx.dev = dev;
     m->device_set = true;
+    rt_model_set_options(m, opts);
     int prev = -1;
     if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
     ampc_status s = rt_model_build(m, plan, &e);
@@ -487,7 +500,7 @@ static void try_capture(ampc_rt_model *m) {
             rt_fail_cuda(&ce, rc, "cudaStreamEndCapture(m->stream, &g)", __func__, __FILE__,
                          __LINE__);
         else if (s == AMPC_OK && g != NULL) {
-            rt_graph_describe(g);
+            rt_graph_describe(g, m->opts.graph_verbose);
             rc = cudaGraphInstantiateWithFlags(&m->exec, g, 0);
             if (rc != cudaSuccess)
                 rt_fail_cuda(&ce, rc, "cudaGraphInstantiateWithFlags(&m->exec, g, 0)", __func__,
@@ -653,8 +666,7 @@ static ampc_status run_on_device(ampc_rt_model *m, const ampc_tensor *in, ampc_t
     RT_CUDA(e, cudaSetDevice(m->ctx.dev.index));
     cudaStream_t s = stream ? stream : m->stream;
     if (step_ms == NULL && m->graph_status == AMPC_RT_GRAPH_PENDING) try_capture(m);
-    if (step_ms == NULL && !m->told && getenv("AMPC_GRAPH_VERBOSE") &&
-        strcmp(getenv("AMPC_GRAPH_VERBOSE"), "1") == 0) {
+    if (step_ms == NULL && !m->told && m->opts.graph_verbose >= 1) {
         m->told = true; /* what the first run does (AMPC_GRAPH_VERBOSE=1), to the log */
         rt_log("a model of %d steps: CUDA graph %s%s%s; tensors %s%s%s", m->n_steps,
                 m->graph_status == AMPC_RT_GRAPH_ON ? "on" : "off",

@@ -11,6 +11,7 @@ typedef enum io_graph_state { IO_GRAPH_NONE = 0, IO_GRAPH_ON, IO_GRAPH_OFF } io_
 
 struct ampc_rt_model {
     rt_ctx ctx;
+    ampc_rt_options opts;     /* its options (ctx.opts points here: rt_model_set_options) */
     bool device_set;          /* ctx.dev is valid: destroy switches to it */
     cudaStream_t stream;      /* the model's own stream (non-blocking) */
     /* the model's copy of the plan's steps and io; strings and arrays are in `owned` */
@@ -81,6 +82,8 @@ struct ampc_rt_model {
 
 /* model.c: loads plan p into m on the device m->ctx.dev names (opened by the caller). */
 ampc_status rt_model_build(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e);
+/* Gives m its own copy of o (before rt_model_build reads it). */
+void rt_model_set_options(ampc_rt_model *m, const ampc_rt_options *o);
 /* model.c: enqueues every step on s (events ev[i] before step i and ev[n_steps] after, when
  * ev is not NULL). */
 ampc_status rt_model_launch_steps(ampc_rt_model *m, cudaStream_t s, cudaEvent_t *ev, rt_err *e);
@@ -98,13 +101,14 @@ bool rt_io_bind_run(ampc_rt_model *m, const ampc_tensor *in, ampc_tensor *out, c
 void rt_io_bind_free(ampc_rt_model *m);
 
 /* ranks.c: a multi-GPU model (p->n_ranks > 1), rank r on device `device + r`. */
-ampc_status rt_ranks_create(const ampc_rt_plan *p, int32_t device, ampc_rt_model **out,
-                            rt_err *e);
+ampc_status rt_ranks_create(const ampc_rt_plan *p, int32_t device, const ampc_rt_options *o,
+                            ampc_rt_model **out, rt_err *e);
 void rt_ranks_destroy(ampc_rt_model *m);
 /* ranks.c: rank `rank` of multi-GPU plan p on `device`, its communicator joining the group that
  * `nccl_id` (an ncclUniqueId) names; the other ranks are created by other processes. */
 ampc_status rt_ranks_create_rank(const ampc_rt_plan *p, int32_t device, int32_t rank,
-                                 const void *nccl_id, ampc_rt_model **out, rt_err *e);
+                                 const void *nccl_id, const ampc_rt_options *o,
+                                 ampc_rt_model **out, rt_err *e);
 /* One run over every rank, ordered on `stream` (NULL: rank 0's stream); waits when sync. */
 ampc_status rt_ranks_run(ampc_rt_model *m, const ampc_tensor *in, ampc_tensor *out,
                          cudaStream_t stream, bool sync, rt_err *e);

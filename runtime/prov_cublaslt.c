@@ -58,24 +58,19 @@ enum { GEMM_WORKSPACE_MAX = 32 << 20, GEMM_ROUNDS = 3, GEMM_CANDIDATES = 8 };
 
 /* The workspace a matmul may ask for: GEMM_WORKSPACE_MAX, or less with AMPC_GEMM_WORKSPACE=BYTES
  * (0 keeps cuBLASLt to algorithms that need none, split-K reductions in a workspace among them). */
-static uint64_t gemm_ws_max(void) {
-    const char *v = getenv("AMPC_GEMM_WORKSPACE");
-    char *end = NULL;
-    unsigned long long n = v ? strtoull(v, &end, 10) : GEMM_WORKSPACE_MAX;
-    if (v && (end == v || *end != '\0')) n = GEMM_WORKSPACE_MAX;
-    return n < GEMM_WORKSPACE_MAX ? (uint64_t)n : GEMM_WORKSPACE_MAX;
+static uint64_t gemm_ws_max(const rt_ctx *ctx) {
+    int64_t n = ctx->opts->gemm_workspace;
+    return n >= 0 && n < GEMM_WORKSPACE_MAX ? (uint64_t)n : GEMM_WORKSPACE_MAX;
 }
 /* The split-K reduction schemes cuBLASLt may use (CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK):
  * all, or AMPC_GEMM_REDUCTION=MASK (1 in place, 2 and 4 a reduction kernel after the product; 0
  * no split-K). On the H200 the heuristic splits BERT b1's FFN-out GEMM (128 x 768 x 3072) in two,
  * reduced in place, which costs the graph one more node (the counters' reset); with 0 it picks
  * a one-block-column kernel and BERT b1 goes from 0.398 to 0.624 ms. */
-static uint32_t gemm_reduction_mask(void) {
-    const char *v = getenv("AMPC_GEMM_REDUCTION");
-    char *end = NULL;
-    unsigned long m = v ? strtoul(v, &end, 0) : CUBLASLT_REDUCTION_SCHEME_MASK;
-    if (v && (end == v || *end != '\0' || m > CUBLASLT_REDUCTION_SCHEME_MASK)) m = CUBLASLT_REDUCTION_SCHEME_MASK;
-    return (uint32_t)m;
+static uint32_t gemm_reduction_mask(const rt_ctx *ctx) {
+    int64_t m = ctx->opts->gemm_reduction;
+    return m >= 0 && m <= CUBLASLT_REDUCTION_SCHEME_MASK ? (uint32_t)m
+                                                          : CUBLASLT_REDUCTION_SCHEME_MASK;
 }
 
 /* Timing a 2:4 step both ways at creation: rounds of calls (rt_time_calls), the median round. */
@@ -317,11 +312,6 @@ static float gemm_time(rt_ctx *ctx, const gemm_state *st, const cublasLtMatmulAl
     return rt_time_calls(ctx, gemm_timed_call, &t, ctx->plan_stream, GEMM_ROUNDS);
 }
 
-/* Whether AMPC_GEMM_VERBOSE asks for the choices on stderr (set, and not "0"). */
-static bool gemm_verbose(void) {
-    const char *v = getenv("AMPC_GEMM_VERBOSE");
-    return v && strcmp(v, "0") != 0;
-}
 
 /* An algorithm's configuration attribute (a 32-bit one), 0 when cuBLASLt does not say. */
 static uint32_t algo_u32(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t attr) {
@@ -356,7 +346,7 @@ static void gemm_key(const rt_ctx *ctx, const ampc_rt_gemm *g, const uint32_t al
              (long long)g->stride_a, (long long)g->stride_b, (long long)g->stride_c,
              (long long)g->stride_d, rt_dtype_name(g->dtype_ab), rt_dtype_name(g->dtype_cd),
              rt_dtype_name(g->dtype_bias), g->math, g->epilogue, al[0], al[1], al[2], al[3],
-             ws_max, gemm_reduction_mask(), rt_tune_mode());
+             ws_max, gemm_reduction_mask(ctx), rt_tune_mode(ctx));
 }
 
 /* The candidate to keep among the heuristic's results res[0..count) that succeeded and fit
@@ -369,8 +359,7 @@ static int gemm_pick(rt_ctx *ctx, const gemm_state *st, const cublasLtMatmulHeur
     for (int i = 0; i < count; i++)
         if (res[i].state == CUBLAS_STATUS_SUCCESS && res[i].workspaceSize <= ws_max)
             first = first < 0 ? i : first, fits++;
-    const char *tune = getenv("AMPC_GEMM_TUNE");
-    if (fits < 2 || tune == NULL || strcmp(tune, "1") != 0) return first;
+    if (fits < 2 || !ctx->opts->gemm_tune) return first;
     char val[32];
     int cached = -1;
     if (rt_tune_get(key, val, sizeof val) && sscanf(val, "index=%d", &cached) == 1 && cached >= 0 &&
@@ -378,7 +367,7 @@ static int gemm_pick(rt_ctx *ctx, const gemm_state *st, const cublasLtMatmulHeur
         res[cached].workspaceSize <= ws_max)
         return cached;
     if (rt_plan_scratch(ctx, 0, e) != AMPC_OK) return -1;
-    const bool verbose = gemm_verbose();
+    const bool verbose = ctx->opts->gemm_verbose;
     int best = first;
     float best_ms = -1.0f, first_ms = -1.0f;
     for (int i = first; i < count; i++) {
@@ -533,8 +522,7 @@ static ampc_status check_calls(rt_ctx *ctx, const ampc_rt_gemm *g, gemm_state *s
  * it. */
 static bool agrees_with_dense(rt_ctx *ctx, const ampc_rt_gemm *g, gemm_state *st, int way,
                               char *why, size_t size) {
-    const char *env = getenv("AMPC_SPARSE_CHECK");
-    if (env != NULL && strcmp(env, "0") == 0) return true;
+    if (!ctx->opts->sparse_check) return true;
     size_t es = rt_dtype_size(g->dtype_cd);
     size_t dbytes = (size_t)((g->m - 1) * g->ldd + g->n) * es;
     void *save = NULL, *ws = ctx->workspace;
@@ -581,9 +569,9 @@ static bool agrees_with_dense(rt_ctx *ctx, const ampc_rt_gemm *g, gemm_state *st
     return agree;
 }
 
-/* Prints the decision of a 2:4 step (AMPC_SPARSE_VERBOSE=1). */
-static void sparse_say(const ampc_rt_step *s, const gemm_state *st) {
-    if (!rt_sparse_verbose()) return;
+/* Tells the log the decision of a 2:4 step (the sparse_verbose option). */
+static void sparse_say(const rt_ctx *ctx, const ampc_rt_step *s, const gemm_state *st) {
+    if (!ctx->opts->sparse_verbose) return;
     const ampc_rt_gemm *g = &s->gemm;
     rt_log("2:4 GEMM %s (m %lld, n %lld, k %lld, %s%s): dense %.4f ms, cuSPARSELt "
            "%.4f ms%s, ampc 2:4 kernel %.4f ms -> %s (%s)", s->label ? s->label : "?",
@@ -649,13 +637,13 @@ static int sparse_order(const gemm_state *st, int order[2]) {
  * running sparse becomes the note of a dense step, never a failure of the model. */
 static ampc_status sparse_choose(rt_ctx *ctx, const ampc_rt_step *s, gemm_state *st,
                                  size_t *workspace, rt_err *e) {
-    rt_sparse_mode mode = rt_sparse_mode_get();
+    rt_sparse_mode mode = rt_sparse_mode_get(ctx->opts);
     st->marked = true;
     st->way = RT_SPARSE_DENSE;
     for (int w = 0; w < RT_SPARSE_WAYS; w++) st->ms[w] = -1;
     if (mode == RT_SPARSE_OFF) {
-        snprintf(st->note, sizeof st->note, "AMPC_SPARSE=0 keeps every step dense");
-        sparse_say(s, st);
+        snprintf(st->note, sizeof st->note, "the sparse option 0 (AMPC_SPARSE=0) keeps every step dense");
+        sparse_say(ctx, s, st);
         return AMPC_OK;
     }
     bool planned[RT_SPARSE_WAYS] = {false};
@@ -664,7 +652,7 @@ static ampc_status sparse_choose(rt_ctx *ctx, const ampc_rt_step *s, gemm_state 
     plan_candidates(ctx, s, st, mode, planned, why, &sparse_ws, e);
     if (!planned[RT_SPARSE_CUSPARSELT] && !planned[RT_SPARSE_KERNEL]) {
         snprintf(st->note, sizeof st->note, "%s; %s", why[RT_SPARSE_CUSPARSELT], why[RT_SPARSE_KERNEL]);
-        sparse_say(s, st);
+        sparse_say(ctx, s, st);
         return AMPC_OK;
     }
     size_t need = sparse_ws > *workspace ? sparse_ws : *workspace;
@@ -690,7 +678,7 @@ static ampc_status sparse_choose(rt_ctx *ctx, const ampc_rt_step *s, gemm_state 
     }
     double best = n ? st->ms[order[0]] : -1, dense = st->ms[RT_SPARSE_DENSE];
     if (st->way != RT_SPARSE_DENSE && mode != RT_SPARSE_AUTO)
-        snprintf(st->note, sizeof st->note, "AMPC_SPARSE=%s asks for %s", getenv("AMPC_SPARSE"),
+        snprintf(st->note, sizeof st->note, "the sparse option (AMPC_SPARSE) asks for %s",
                  rt_sparse_way_name(st->way));
     else if (st->way != RT_SPARSE_DENSE)
         snprintf(st->note, sizeof st->note, "%s is the fastest (%.2fx dense)",
@@ -712,7 +700,7 @@ static ampc_status sparse_choose(rt_ctx *ctx, const ampc_rt_step *s, gemm_state 
         rt_provider_kernel.release(ctx, st->kst);
         st->kst = NULL;
     }
-    sparse_say(s, st);
+    sparse_say(ctx, s, st);
     return AMPC_OK;
 }
 
@@ -766,7 +754,7 @@ static void own_key(const rt_ctx *ctx, const ampc_rt_step *s, const gemm_state *
     const ampc_rt_kernel *k = &s->gemm.own_kernel;
     char lt_key[512];
     uint32_t al[4] = {0, 0, 0, 0};
-    gemm_key(ctx, &s->gemm, al, gemm_ws_max(), lt_key, sizeof lt_key);
+    gemm_key(ctx, &s->gemm, al, gemm_ws_max(ctx), lt_key, sizeof lt_key);
     snprintf(key, n, "ampc-gemm grid %u %u block %u smem %u algo %016llx|%s", k->grid[0],
              k->grid[1], k->block[0], k->smem,
              (unsigned long long)st->algo.data[0] ^ (unsigned long long)st->algo.data[1], lt_key);
@@ -777,15 +765,15 @@ static void own_key(const rt_ctx *ctx, const ampc_rt_step *s, const gemm_state *
  * cuBLASLt, with the reason as its note. */
 static ampc_status dense_choose(rt_ctx *ctx, const ampc_rt_step *s, gemm_state *st,
                                 size_t *workspace, rt_err *e) {
-    const char *env = getenv("AMPC_GEMM_KERNEL");
-    const bool force = env != NULL && strcmp(env, "1") == 0;
-    const bool verbose = gemm_verbose();
+    const bool force = ctx->opts->gemm_kernel == 1;
+    const bool verbose = ctx->opts->gemm_verbose;
     st->own = true;
     st->way = RT_SPARSE_DENSE;
     for (int w = 0; w < RT_SPARSE_WAYS; w++) st->ms[w] = -1;
     char why[400] = "";
-    if (env != NULL && strcmp(env, "0") == 0) {
-        snprintf(st->note, sizeof st->note, "AMPC_GEMM_KERNEL=0 keeps cuBLASLt");
+    if (ctx->opts->gemm_kernel == 0) {
+        snprintf(st->note, sizeof st->note, "the gemm_kernel option 0 (AMPC_GEMM_KERNEL=0) keeps "
+                 "cuBLASLt");
         return AMPC_OK;
     }
     if (!own_plan(ctx, s, st, why, sizeof why)) {
@@ -911,7 +899,7 @@ static ampc_status gemm_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, s
     }
 
     size_t es_ab = rt_dtype_size(g->dtype_ab), es_cd = rt_dtype_size(g->dtype_cd);
-    uint64_t ws_max = gemm_ws_max();
+    uint64_t ws_max = gemm_ws_max(ctx);
     uint32_t al[4] = {
         alignment(st->a, g->batch, g->stride_b, es_ab),
         alignment(st->b, g->batch, g->stride_a, es_ab),
@@ -927,7 +915,7 @@ static ampc_status gemm_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, s
     for (int i = 0; i < 4; i++)
         RT_CUBLAS(e, lt.cublasLtMatmulPreferenceSetAttribute(st->pref, al_attr[i], &al[i],
                                                              sizeof al[i]));
-    const uint32_t red = gemm_reduction_mask();
+    const uint32_t red = gemm_reduction_mask(ctx);
     RT_CUBLAS(e, lt.cublasLtMatmulPreferenceSetAttribute(
                      st->pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red, sizeof red));
 
@@ -957,7 +945,7 @@ static ampc_status gemm_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, s
                        ampc_rt_epilogue_name(g->epilogue), al[1], al[0], al[2], al[3]);
     st->algo = res[pick].algo;
     *workspace = res[pick].workspaceSize;
-    if (gemm_verbose())
+    if (ctx->opts->gemm_verbose)
         say_algo(s, &res[pick], pick, count);
     if (g->sparse24) return sparse_choose(ctx, s, st, workspace, e);
     if (g->own_kernel.name != NULL) return dense_choose(ctx, s, st, workspace, e);

@@ -339,7 +339,7 @@ static void conv_key(const rt_ctx *ctx, const ampc_rt_conv *c, char *key, size_t
     if (w > 0 && (size_t)w < n)
         snprintf(key + w, n - (size_t)w, "%s%s%s%s math%d%s %s", c->channels_last ? " nhwc" : "",
                  c->has_bias ? " bias" : "", c->has_residual ? " z" : "", c->relu ? " relu" : "",
-                 (int)c->math, c->transpose ? " out-pad" : "", rt_tune_mode());
+                 (int)c->math, c->transpose ? " out-pad" : "", rt_tune_mode(ctx));
 }
 
 static bool choice_parse(const char *val, conv_choice *ch) {
@@ -500,7 +500,7 @@ static ampc_status conv_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state, s
     /* The algorithm: the tuning cache's, else searched (and the graph API timed) and recorded */
     char key[TUNE_KEY], val[64];
     conv_key(ctx, c, key, sizeof key);
-    const bool cache = getenv("AMPC_CUDNN_GRAPH") == NULL; /* a forced choice is not a tuned one */
+    const bool cache = ctx->opts->cudnn_graph == -1; /* a forced choice is not a tuned one */
     conv_choice ch = {.mode = '-'};
     const bool hit = cache && rt_tune_get(key, val, sizeof val) && choice_parse(val, &ch) &&
                      choice_runs(h, st, &ch, math);
@@ -619,10 +619,10 @@ struct dnn_graph {
     size_t ws;
 };
 
-/* AMPC_CUDNN_VERBOSE=2: every stage of the graph API's planning on stderr. */
-static void gtrace(const char *fmt, long long a, long long b) {
-    const char *v = getenv("AMPC_CUDNN_VERBOSE");
-    if (v == NULL || strcmp(v, "2") != 0) return;
+/* The cudnn_verbose option 2 (AMPC_CUDNN_VERBOSE=2): every stage of the graph API's planning,
+ * to the log. */
+static void gtrace(const rt_ctx *ctx, const char *fmt, long long a, long long b) {
+    if (ctx->opts->cudnn_verbose != 2) return;
     char what[256];
     snprintf(what, sizeof what, fmt, a, b);
     rt_log("cuDNN graph API: %s", what);
@@ -842,7 +842,8 @@ static float time_runs(timed_fn f, conv_state *st, rt_ctx *ctx) {
 
 /* The engine configurations cuDNN's heuristics offer for og in `mode` (at most GRAPH_MAX_CFGS)
  * into cfgs; returns how many were filled (the caller destroys cfgs[0..*made)). */
-static int64_t mode_configs(dnn_graph *g, cudnnBackendDescriptor_t og, cudnnBackendHeurMode_t mode,
+static int64_t mode_configs(const rt_ctx *ctx, dnn_graph *g, cudnnBackendDescriptor_t og,
+                            cudnnBackendHeurMode_t mode,
                             cudnnBackendDescriptor_t cfgs[GRAPH_MAX_CFGS], int64_t *made) {
     cudnnBackendDescriptor_t heur = gdesc(g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
     int64_t count = 0, got = 0;
@@ -854,7 +855,7 @@ static int64_t mode_configs(dnn_graph *g, cudnnBackendDescriptor_t og, cudnnBack
                                      CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, NULL) !=
             CUDNN_STATUS_SUCCESS)
         return 0;
-    gtrace("heuristics mode %lld: %lld configurations", (long long)mode, (long long)count);
+    gtrace(ctx, "heuristics mode %lld: %lld configurations", (long long)mode, (long long)count);
     if (count > GRAPH_MAX_CFGS) count = GRAPH_MAX_CFGS;
     while (*made < count &&
            dnn.cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[*made]) ==
@@ -864,7 +865,7 @@ static int64_t mode_configs(dnn_graph *g, cudnnBackendDescriptor_t og, cudnnBack
                                      CUDNN_TYPE_BACKEND_DESCRIPTOR, *made, &got, cfgs) !=
         CUDNN_STATUS_SUCCESS)
         got = 0;
-    gtrace("%lld configurations made, %lld filled", (long long)*made, (long long)got);
+    gtrace(ctx, "%lld configurations made, %lld filled", (long long)*made, (long long)got);
     return got < *made ? got : *made;
 }
 
@@ -914,16 +915,16 @@ static void graph_try_mode(dnn_graph *g, conv_state *st, rt_ctx *ctx,
                            cudnnBackendDescriptor_t og, cudnnBackendHeurMode_t mode, float *best,
                            int *tried, int max_tries) {
     cudnnBackendDescriptor_t cfgs[GRAPH_MAX_CFGS] = {0};
-    int64_t made = 0, got = mode_configs(g, og, mode, cfgs, &made), ws = 0;
+    int64_t made = 0, got = mode_configs(ctx, g, og, mode, cfgs, &made), ws = 0;
     for (int64_t i = 0; i < got && *tried < max_tries; i++) {
         cudnnBackendDescriptor_t plan = plan_of(ctx, cfgs[i], &ws);
-        gtrace("configuration %lld: plan finalized %lld", (long long)i, (long long)(plan != NULL));
+        gtrace(ctx, "configuration %lld: plan finalized %lld", (long long)i, (long long)(plan != NULL));
         if (plan == NULL) continue;
         /* time it as g's plan, then put back the best so far */
         cudnnBackendDescriptor_t kept = g->plan;
         g->plan = plan;
         float ms = time_runs(graph_launch, st, ctx);
-        gtrace("configuration %lld: %lld us", (long long)i, (long long)(ms * 1000));
+        gtrace(ctx, "configuration %lld: %lld us", (long long)i, (long long)(ms * 1000));
         if (g->pack) dnn.cudnnBackendDestroyDescriptor(g->pack);
         g->pack = NULL;
         g->plan = kept;
@@ -956,7 +957,7 @@ static bool graph_take(rt_ctx *ctx, conv_state *st, char mode, int index, size_t
                                      : mode == 'B' ? CUDNN_HEUR_MODE_B
                                                    : CUDNN_HEUR_MODE_FALLBACK;
     cudnnBackendDescriptor_t cfgs[GRAPH_MAX_CFGS] = {0};
-    int64_t made = 0, got = og ? mode_configs(g, og, m, cfgs, &made) : 0, ws = 0;
+    int64_t made = 0, got = og ? mode_configs(ctx, g, og, m, cfgs, &made) : 0, ws = 0;
     cudnnBackendDescriptor_t plan = index >= 0 && index < got ? plan_of(ctx, cfgs[index], &ws) : NULL;
     if (plan) graph_keep(g, cfgs, index, plan, ws, m);
     free_configs(cfgs, made);
@@ -975,25 +976,23 @@ static bool graph_take(rt_ctx *ctx, conv_state *st, char mode, int index, size_t
  * use it to prove that path): then the step fails. */
 static ampc_status graph_choose(rt_ctx *ctx, conv_state *st, size_t *workspace, rt_err *e) {
     const ampc_rt_conv *c = st->c;
-    const char *env = getenv("AMPC_CUDNN_GRAPH");
-    bool off = env != NULL && strcmp(env, "0") == 0, must = env != NULL && strcmp(env, "1") == 0;
+    bool off = ctx->opts->cudnn_graph == 0, must = ctx->opts->cudnn_graph == 1;
     if (c->transpose || (c->dtype != AMPC_DTYPE_F16 && c->dtype != AMPC_DTYPE_BF16) || off)
         return AMPC_OK;
     dnn_graph *g = calloc(1, sizeof *g);
     if (g == NULL) return rt_fail(e, AMPC_E_OOM, "out of host memory");
-    gtrace("step of %lld -> %lld channels", (long long)c->c_in, (long long)c->c_out);
+    gtrace(ctx, "step of %lld -> %lld channels", (long long)c->c_in, (long long)c->c_out);
     float legacy = time_runs(legacy_launch, st, ctx), best = -1.0f;
-    gtrace("legacy calls: %lld us (%lld)", (long long)(legacy * 1000), 0);
+    gtrace(ctx, "legacy calls: %lld us (%lld)", (long long)(legacy * 1000), 0);
     int tried = 0;
     cudnnBackendDescriptor_t og = graph_build(g, st, ctx->cudnn);
-    gtrace("operation graph built: %lld (%lld)", (long long)(og != NULL), 0);
+    gtrace(ctx, "operation graph built: %lld (%lld)", (long long)(og != NULL), 0);
     st->graph = g; /* graph_launch runs st's graph: the candidates are timed through it */
     if (og != NULL) {
-        const char *tv = getenv("AMPC_CUDNN_TRIES"), *hv = getenv("AMPC_CUDNN_HEUR");
-        int tries = tv ? atoi(tv) : GRAPH_MAX_TRIES;
+        int tries = ctx->opts->cudnn_tries;
         if (tries < 1 || tries > GRAPH_MAX_CFGS) tries = GRAPH_MAX_TRIES;
         graph_try_mode(g, st, ctx, og, CUDNN_HEUR_MODE_A, &best, &tried, tries);
-        if (hv != NULL && strchr(hv, 'B') != NULL) { /* mode B's list too, as many again */
+        if (ctx->opts->cudnn_heur_b) { /* mode B's list too, as many again */
             int more = tried + tries;
             graph_try_mode(g, st, ctx, og, CUDNN_HEUR_MODE_B, &best, &tried, more);
         }
@@ -1001,8 +1000,7 @@ static ampc_status graph_choose(rt_ctx *ctx, conv_state *st, size_t *workspace, 
             graph_try_mode(g, st, ctx, og, CUDNN_HEUR_MODE_FALLBACK, &best, &tried, tries);
     }
     bool take = g->plan != NULL && (must || legacy < 0 || best < legacy);
-    const char *verbose = getenv("AMPC_CUDNN_VERBOSE");
-    if (verbose != NULL && strcmp(verbose, "0") != 0)
+    if (ctx->opts->cudnn_verbose >= 1)
         rt_log("cuDNN %s conv n%lld c%lld->%lld k%lld s%lld%s%s%s%s: legacy %.4f ms, "
                "graph %.4f ms (%d plans ran%s), %s", rt_dtype_name(c->dtype), (long long)c->n,
                 (long long)c->c_in, (long long)c->c_out, (long long)c->kernel[0],

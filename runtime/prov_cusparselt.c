@@ -141,24 +141,19 @@ static ampc_status fail_splt(rt_err *e, int rc, const char *stmt, const char *fu
 
 /* ---- the cost model and the static rules ----------------------------------------------------- */
 
-rt_sparse_mode rt_sparse_mode_get(void) {
-    const char *v = getenv("AMPC_SPARSE");
-    if (v == NULL) return RT_SPARSE_AUTO;
-    if (strcmp(v, "0") == 0) return RT_SPARSE_OFF;
-    if (strcmp(v, "1") == 0) return RT_SPARSE_FORCE;
-    if (strcmp(v, "cusparselt") == 0) return RT_SPARSE_FORCE_CUSPARSELT;
-    if (strcmp(v, "kernel") == 0) return RT_SPARSE_FORCE_KERNEL;
-    return RT_SPARSE_AUTO;
+rt_sparse_mode rt_sparse_mode_get(const ampc_rt_options *o) {
+    switch (o->sparse) {
+    case 0: return RT_SPARSE_OFF;
+    case 1: return RT_SPARSE_FORCE;
+    case 2: return RT_SPARSE_FORCE_CUSPARSELT;
+    case 3: return RT_SPARSE_FORCE_KERNEL;
+    default: return RT_SPARSE_AUTO;
+    }
 }
 
 const char *rt_sparse_way_name(int way) {
     static const char *const names[RT_SPARSE_WAYS] = {"cuBLASLt", "cuSPARSELt", "ampc-2:4"};
     return way >= 0 && way < RT_SPARSE_WAYS ? names[way] : "?";
-}
-
-bool rt_sparse_verbose(void) {
-    const char *v = getenv("AMPC_SPARSE_VERBOSE");
-    return v != NULL && v[0] != '\0' && strcmp(v, "0") != 0;
 }
 
 bool rt_sparse_pick(rt_sparse_mode mode, double dense_ms, double sparse_ms) {
@@ -329,11 +324,6 @@ static ampc_status search_ws(rt_ctx *ctx, size_t need, void **ws, void **own, rt
     return AMPC_OK;
 }
 
-static bool search_wanted(void) {
-    const char *v = getenv("AMPC_SPARSE_SEARCH");
-    return v == NULL || strcmp(v, "0") != 0;
-}
-
 /* The plan, its workspace, the algorithm search and the compression; sp is described. */
 static ampc_status plan_compress(rt_ctx *ctx, const ampc_rt_gemm *g, rt_sparse_gemm *sp,
                                  size_t *workspace, rt_err *e) {
@@ -360,7 +350,7 @@ static ampc_status plan_compress(rt_ctx *ctx, const ampc_rt_gemm *g, rt_sparse_g
 
     size_t ws = 0;
     RT_SPLT(e, splt.cusparseLtMatmulGetWorkspace(h, &sp->plan, &ws));
-    if (search_wanted()) {
+    if (ctx->opts->sparse_search) {
         /* cuSPARSELt runs its candidate kernels on the model's buffers and keeps the fastest in
          * the plan; the search may pick a split-K needing more workspace, asked again after. */
         void *w = NULL, *own = NULL;

@@ -138,8 +138,7 @@ static ampc_status kernel_plan(rt_ctx *ctx, const ampc_rt_step *s, void **state,
     }
 
     const rt_unit *unit = &ctx->units[k->unit];
-    const char *pdl = getenv("AMPC_PDL");
-    st->pdl = unit->pdl && !(pdl != NULL && strcmp(pdl, "0") == 0);
+    st->pdl = unit->pdl && ctx->opts->pdl;
     cudaError_t rc = cudaLibraryGetKernel(&st->k, unit->lib, k->name);
     if (rc != cudaSuccess) {
         rt_fail_cuda(e, rc, "cudaLibraryGetKernel(&st->k, unit->lib, k->name)", __func__, __FILE__,

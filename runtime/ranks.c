@@ -331,6 +331,7 @@ static ampc_status build_rank(ampc_rt_model *m, const ampc_rt_plan *p, int32_t r
         return rt_fail(e, AMPC_E_OOM, "out of host memory");
     }
     m->rank[r] = k;
+    rt_model_set_options(k, &m->opts);
     k->ctx.nccl = *comm; /* the all-reduce steps' plan needs it */
     *comm = NULL;
     if (rt_device_open(device, &k->ctx.dev, e) != AMPC_OK) return e->status;
@@ -349,19 +350,13 @@ static ampc_status build_rank(ampc_rt_model *m, const ampc_rt_plan *p, int32_t r
 static ampc_status finish_ranks(ampc_rt_model *m, const ampc_rt_plan *p, int32_t device,
                                 rt_err *e);
 
-/* AMPC_NCCL_TIMEOUT_S, else 300 s: how long a run (and a rank's NCCL setup) may wait. */
-static double nccl_timeout_s(void) {
-    const char *t = getenv("AMPC_NCCL_TIMEOUT_S");
-    return t && atof(t) > 0 ? atof(t) : 300;
-}
-
 /* Everything a multi-GPU model's creation does after the plan check: the device count, the
  * communicators, one model per rank, the events. Resources go into m as they are made. */
 static ampc_status build_ranks(ampc_rt_model *m, const ampc_rt_plan *p, int32_t device,
                                rt_err *e) {
     int32_t n = p->n_ranks;
     m->group = n;
-    m->timeout_s = nccl_timeout_s();
+    m->timeout_s = m->opts.nccl_timeout_s;
     if (rt_device_open(device, &m->ctx.dev, e) != AMPC_OK) return e->status;
     m->device_set = true;
     int count = 0;
@@ -423,14 +418,14 @@ static ampc_status finish_ranks(ampc_rt_model *m, const ampc_rt_plan *p, int32_t
     m->rank_exec = calloc((size_t)n, sizeof *m->rank_exec);
     if (m->rank_graph == NULL || m->rank_exec == NULL)
         return rt_fail(e, AMPC_E_OOM, "out of host memory");
-    const char *g = getenv("AMPC_MULTI_GPU_GRAPHS"), *all = getenv("AMPC_CUDA_GRAPHS");
-    if (all != NULL && strcmp(all, "0") == 0) {
+    const int32_t g = m->opts.multi_gpu_graphs;
+    if (!m->opts.cuda_graphs) {
         m->graph_status = AMPC_RT_GRAPH_OFF;
-        m->graph_why = strdup("turned off by AMPC_CUDA_GRAPHS=0");
-    } else if (no_collective && g != NULL && strcmp(g, "0") == 0) {
+        m->graph_why = strdup("turned off by the cuda_graphs option (AMPC_CUDA_GRAPHS=0)");
+    } else if (no_collective && g == 0) {
         m->graph_status = AMPC_RT_GRAPH_OFF;
-        m->graph_why = strdup("turned off by AMPC_MULTI_GPU_GRAPHS=0");
-    } else if (!no_collective && (g == NULL || strcmp(g, "1") != 0)) {
+        m->graph_why = strdup("turned off by the multi_gpu_graphs option (AMPC_MULTI_GPU_GRAPHS=0)");
+    } else if (!no_collective && g != 1) {
         m->graph_status = AMPC_RT_GRAPH_OFF;
         m->graph_why = strdup("a multi-GPU model launches its steps one by one unless "
                               "AMPC_MULTI_GPU_GRAPHS=1 asks for a CUDA graph per GPU");
@@ -438,10 +433,11 @@ static ampc_status finish_ranks(ampc_rt_model *m, const ampc_rt_plan *p, int32_t
     return AMPC_OK;
 }
 
-ampc_status rt_ranks_create(const ampc_rt_plan *p, int32_t device, ampc_rt_model **out,
-                                rt_err *e) {
+ampc_status rt_ranks_create(const ampc_rt_plan *p, int32_t device, const ampc_rt_options *o,
+                            ampc_rt_model **out, rt_err *e) {
     ampc_rt_model *m = calloc(1, sizeof *m);
     if (m == NULL) return rt_fail(e, AMPC_E_OOM, "out of host memory");
+    rt_model_set_options(m, o);
     int prev = -1;
     if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
     ampc_status st = build_ranks(m, p, device, e);
@@ -509,7 +505,7 @@ static ampc_status build_one_rank(ampc_rt_model *m, const ampc_rt_plan *p, int32
                                   int32_t rank, const void *nccl_id, rt_err *e) {
     m->first_rank = rank;
     m->group = p->n_ranks;
-    m->timeout_s = nccl_timeout_s();
+    m->timeout_s = m->opts.nccl_timeout_s;
     if (rt_device_open(device, &m->ctx.dev, e) != AMPC_OK) return e->status;
     m->device_set = true;
     m->rank = calloc(1, sizeof *m->rank);
@@ -527,9 +523,11 @@ static ampc_status build_one_rank(ampc_rt_model *m, const ampc_rt_plan *p, int32
 }
 
 ampc_status rt_ranks_create_rank(const ampc_rt_plan *p, int32_t device, int32_t rank,
-                                 const void *nccl_id, ampc_rt_model **out, rt_err *e) {
+                                 const void *nccl_id, const ampc_rt_options *o,
+                                 ampc_rt_model **out, rt_err *e) {
     ampc_rt_model *m = calloc(1, sizeof *m);
     if (m == NULL) return rt_fail(e, AMPC_E_OOM, "out of host memory");
+    rt_model_set_options(m, o);
     int prev = -1;
     if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
     ampc_status st = build_one_rank(m, p, device, rank, nccl_id, e);
@@ -601,6 +599,15 @@ static ampc_status check_rank_args(const ampc_rt_plan *plan, int32_t rank, int32
 ampc_status ampc_rt_model_create_rank(const ampc_rt_plan *plan, int32_t device, int32_t rank,
                                       int32_t n_ranks, const ampc_rt_nccl_id *id,
                                       ampc_rt_model **out, char **err) {
+    ampc_rt_options o;
+    ampc_rt_options_init(&o);
+    return ampc_rt_model_create_rank_opts(plan, device, rank, n_ranks, id, &o, out, err);
+}
+
+ampc_status ampc_rt_model_create_rank_opts(const ampc_rt_plan *plan, int32_t device,
+                                           int32_t rank, int32_t n_ranks,
+                                           const ampc_rt_nccl_id *id, const ampc_rt_options *o,
+                                           ampc_rt_model **out, char **err) {
     rt_err e = {0};
     if (out != NULL) *out = NULL;
     if (check_rank_args(plan, rank, n_ranks, id, out, &e) != AMPC_OK) {
@@ -608,8 +615,8 @@ ampc_status ampc_rt_model_create_rank(const ampc_rt_plan *plan, int32_t device, 
             rt_err_prefix(&e, "rank %d of %d: ", rank, n_ranks);
         return rt_err_give(&e, err);
     }
-    if (plan->n_ranks <= 1) return ampc_rt_model_create(plan, device, out, err);
-    rt_ranks_create_rank(plan, device, rank, id->bytes, out, &e);
+    if (plan->n_ranks <= 1) return ampc_rt_model_create_opts(plan, device, o, out, err);
+    rt_ranks_create_rank(plan, device, rank, id->bytes, o, out, &e);
     return rt_err_give(&e, err);
 }
 

@@ -39,23 +39,11 @@ static tune_entry *entries;
 static int32_t n_entries, cap_entries;
 static bool loaded;
 
-static bool verbose(void) {
-    const char *v = getenv("AMPC_TUNE_VERBOSE");
-    return v && strcmp(v, "0") != 0;
-}
+/* The process's AMPC_TUNE_VERBOSE (the cache is the process's, not a model's). */
+static bool verbose(void) { return rt_env_tune_verbose(); }
 
 /* The cache file's path into buf, or false when the cache is off. */
-static bool cache_path(char *buf, size_t n) {
-    const char *env = getenv("AMPC_TUNE_CACHE");
-    if (env) {
-        if (env[0] == '\0' || strcmp(env, "off") == 0) return false;
-        return snprintf(buf, n, "%s", env) < (int)n;
-    }
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (xdg && xdg[0] == '/') return snprintf(buf, n, "%s/ampc/tuning.txt", xdg) < (int)n;
-    if (home && home[0] == '/') return snprintf(buf, n, "%s/.cache/ampc/tuning.txt", home) < (int)n;
-    return false;
-}
+static bool cache_path(char *buf, size_t n) { return rt_env_tune_cache_path(buf, n); }
 
 static tune_entry *find(const char *key) {
     for (int32_t i = 0; i < n_entries; i++)

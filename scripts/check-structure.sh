@@ -14,6 +14,10 @@
 #   runtime      -          (a generated library links it alone)
 #   compiler     ir frontends passes codegen runtime
 #   cli          compiler/tool.h only
+#
+# 2. Plan steps: no hand-written switch over step kinds (runtime/steps.def expands them).
+# 3. The environment: getenv only in runtime/options.c, the compiler's tool locator and cli/.
+# 4. Every AMPC_* variable the source names is in docs/options.md.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 declare -A allowed=(
@@ -49,5 +53,21 @@ while IFS= read -r hit; do
   bad=1
 done < <(grep -rnE 'case[[:space:]]+AMPC_RT_STEP_' $layers include --include='*.c' --include='*.h')
 
-[ $bad = 0 ] && echo "check-structure: every include follows the layers; no switch over step kinds"
+# 3. The environment (docs/options.md): getenv only in the runtime's options, the compiler's tool
+#    locator and the command line; generated code and the passes depend on their options alone.
+readers="runtime/options.c compiler/artifact.c compiler/cache.c compiler/nvrtc.c"
+while IFS= read -r hit; do
+  file=${hit%%:*}
+  case "$file" in cli/*) continue ;; esac
+  case " $readers " in *" $file "*) continue ;; esac
+  echo "check-structure: $file:$(printf '%s' "${hit#*:}" | cut -d: -f1) reads the environment; a setting is a field of ampc_rt_options (runtime/options.c) or a compile option (docs/options.md)"
+  bad=1
+done < <(grep -rnE '\bgetenv[[:space:]]*\(' $layers include --include='*.c' --include='*.h')
+
+# 4. Every AMPC_* variable the source names ("AMPC_X" as a whole string) is in docs/options.md.
+for var in $(grep -rhoE '"AMPC_[A-Z0-9_]+"' $layers include --include='*.c' --include='*.h' | tr -d '"' | sort -u); do
+  grep -q "\b$var\b" docs/options.md || { echo "check-structure: $var is read but not in docs/options.md"; bad=1; }
+done
+
+[ $bad = 0 ] && echo "check-structure: every include follows the layers; no switch over step kinds; the environment is read in its places and documented"
 exit $bad

@@ -151,6 +151,49 @@ Test(artifact, device_bytes_reports_the_model_memory, .timeout = 120) {
     dlclose(lib);
 }
 
+/* <name>_options_init and <name>_create_opts: declared in the header; the options the library
+ * fills are the runtime's (the environment read); on a GPU, a model created with CUDA graphs
+ * off by option has them off. */
+Test(artifact, create_opts_takes_the_runtime_options, .timeout = 120) {
+    char dir[4096], so[4200], h[4200];
+    test_dir(dir, sizeof dir, "opts");
+    snprintf(so, sizeof so, "%s/opt_mlp.so", dir);
+    snprintf(h, sizeof h, "%s/opt_mlp.h", dir);
+    ampc_module *m = compile_mlp();
+    write_lib(m, so, NULL);
+    ampc_module_destroy(m);
+    char *text = t_read_text(h);
+    cr_assert(strstr(text, "void opt_mlp_options_init(struct ampc_rt_options *options);"), "%s",
+              text);
+    cr_assert(strstr(text, "int opt_mlp_create_opts(int device, const struct ampc_rt_options "
+                           "*options, opt_mlp_model **model,"), "%s", text);
+    free(text);
+    void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    cr_assert_not_null(lib, "%s", dlerror());
+    remove_dir(dir);
+    void (*init)(ampc_rt_options *) = (void (*)(ampc_rt_options *))dlsym(lib, "opt_mlp_options_init");
+    int (*create)(int, const ampc_rt_options *, void **, char **) =
+        (int (*)(int, const ampc_rt_options *, void **, char **))dlsym(lib, "opt_mlp_create_opts");
+    void (*destroy)(void *) = (void (*)(void *))dlsym(lib, "opt_mlp_destroy");
+    cr_assert(init && create && destroy);
+    setenv("AMPC_GEMM_TUNE", "1", 1);
+    ampc_rt_options o;
+    memset(&o, 0xff, sizeof o);
+    init(&o);
+    unsetenv("AMPC_GEMM_TUNE");
+    cr_assert(o.cuda_graphs && o.zero_copy && o.gemm_tune && o.gemm_kernel == -1,
+              "the library's runtime read the defaults and the environment");
+    t_skip_without_gpu();
+    o.cuda_graphs = false;
+    void *model = NULL;
+    char *err = NULL;
+    cr_assert_eq(create(0, &o, &model, &err), 0, "%s", err ? err : "");
+    const char *why = NULL;
+    cr_assert_eq(ampc_rt_model_graph_status(model, &why), AMPC_RT_GRAPH_OFF);
+    destroy(model);
+    dlclose(lib);
+}
+
 Test(artifact, loads_side_by_side_and_matches_the_module, .timeout = 120) {
     char dir[4096], a[4200], b[4200];
     test_dir(dir, sizeof dir, "pair");

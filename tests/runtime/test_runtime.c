@@ -676,7 +676,10 @@ Test(tune_cache, the_timing_mode_is_cold_unless_asked_hot) {
     for (int i = 0; i < 5; i++) {
         if (set[i]) setenv("AMPC_TUNE_COLD", set[i], 1);
         else unsetenv("AMPC_TUNE_COLD");
-        cr_assert_str_eq(rt_tune_mode(), want[i], "AMPC_TUNE_COLD=%s", set[i] ? set[i] : "(unset)");
+        ampc_rt_options o;
+        ampc_rt_options_init(&o);
+        rt_ctx ctx = {.opts = &o};
+        cr_assert_str_eq(rt_tune_mode(&ctx), want[i], "AMPC_TUNE_COLD=%s", set[i] ? set[i] : "(unset)");
     }
     unsetenv("AMPC_TUNE_COLD");
 }
@@ -1012,7 +1015,7 @@ Test(runtime_gpu, in_place_off_by_environment) {
     free_pipe(&q);
     const char *why = NULL;
     cr_assert_not(ampc_rt_model_io_in_place(m, &why));
-    cr_assert_str_eq(why, "turned off by AMPC_ZERO_COPY=0");
+    cr_assert_str_eq(why, "turned off by the zero_copy option (AMPC_ZERO_COPY=0)");
     static float x[N], u[N], z[NZ];
     fill_x(x);
     float *dx = NULL, *du = NULL, *dz = NULL;
@@ -1030,6 +1033,44 @@ Test(runtime_gpu, in_place_off_by_environment) {
     ampc_rt_model_destroy(m);
 }
 
+/* The same switches given as options, the environment unset: the model follows its options,
+ * and a model made afterwards without options is back to the defaults. */
+Test(runtime_gpu, options_given_at_creation) {
+    t_skip_without_gpu();
+    unsetenv("AMPC_CUDA_GRAPHS");
+    unsetenv("AMPC_ZERO_COPY");
+    pipe_plan q;
+    make_pipe(&q, 0);
+    ampc_rt_options o;
+    ampc_rt_options_init(&o);
+    cr_assert(o.cuda_graphs && o.zero_copy, "the defaults");
+    o.cuda_graphs = false, o.zero_copy = false;
+    ampc_rt_model *m = NULL;
+    char *err = NULL;
+    cr_assert_eq(ampc_rt_model_create_opts(&q.p, 0, &o, &m, &err), AMPC_OK, "%s", err);
+    o.cuda_graphs = true; /* the model keeps its own copy */
+    const char *why = NULL;
+    cr_assert_eq(ampc_rt_model_graph_status(m, &why), AMPC_RT_GRAPH_OFF);
+    cr_assert_str_eq(why, "turned off by the cuda_graphs option (AMPC_CUDA_GRAPHS=0)");
+    cr_assert_not(ampc_rt_model_io_in_place(m, &why));
+    cr_assert_str_eq(why, "turned off by the zero_copy option (AMPC_ZERO_COPY=0)");
+    static float x[N], u[N], z[NZ];
+    fill_x(x);
+    ampc_tensor in = {AMPC_DTYPE_F32, SHAPE(N), x};
+    ampc_tensor out[2] = {{AMPC_DTYPE_F32, SHAPE(N), u}, {AMPC_DTYPE_F32, SHAPE(NZ), z}};
+    for (int r = 0; r < 2; r++) run_ok(m, &in, 1, out, 2, NULL);
+    expect_pipe(x, u, z);
+    cr_assert_eq(ampc_rt_model_graph_status(m, NULL), AMPC_RT_GRAPH_OFF);
+    ampc_rt_model_destroy(m);
+    m = create_ok(&q.p);
+    cr_assert(ampc_rt_model_io_in_place(m, NULL), "a model without options: the defaults");
+    for (int r = 0; r < 2; r++) run_ok(m, &in, 1, out, 2, NULL);
+    cr_assert_eq(ampc_rt_model_graph_status(m, NULL), AMPC_RT_GRAPH_ON);
+    expect_pipe(x, u, z);
+    ampc_rt_model_destroy(m);
+    free_pipe(&q);
+}
+
 Test(runtime_gpu, graphs_off_by_environment_and_profile) {
     t_skip_without_gpu();
     setenv("AMPC_CUDA_GRAPHS", "0", 1);
@@ -1039,7 +1080,7 @@ Test(runtime_gpu, graphs_off_by_environment_and_profile) {
     free_pipe(&q);
     const char *why = NULL;
     cr_assert_eq(ampc_rt_model_graph_status(m, &why), AMPC_RT_GRAPH_OFF);
-    cr_assert_str_eq(why, "turned off by AMPC_CUDA_GRAPHS=0");
+    cr_assert_str_eq(why, "turned off by the cuda_graphs option (AMPC_CUDA_GRAPHS=0)");
     static float x[N], u[N], z[NZ];
     fill_x(x);
     ampc_tensor in = {AMPC_DTYPE_F32, SHAPE(N), x};

@@ -125,25 +125,33 @@ Test(sparse_host, cost_model_keeps_the_faster) {
     cr_assert(!rt_sparse_pick(RT_SPARSE_OFF, 5.0, 0.1));
 }
 
+/* The sparse options from the environment (ampc_rt_options_init), and the mode each gives. */
+static rt_sparse_mode mode_with(const char *v) {
+    if (v) setenv("AMPC_SPARSE", v, 1);
+    else unsetenv("AMPC_SPARSE");
+    ampc_rt_options o;
+    ampc_rt_options_init(&o);
+    return rt_sparse_mode_get(&o);
+}
+
 Test(sparse_host, mode_from_the_environment) {
-    unsetenv("AMPC_SPARSE");
-    cr_assert_eq(rt_sparse_mode_get(), RT_SPARSE_AUTO);
-    setenv("AMPC_SPARSE", "0", 1);
-    cr_assert_eq(rt_sparse_mode_get(), RT_SPARSE_OFF);
-    setenv("AMPC_SPARSE", "1", 1);
-    cr_assert_eq(rt_sparse_mode_get(), RT_SPARSE_FORCE);
-    setenv("AMPC_SPARSE", "auto", 1);
-    cr_assert_eq(rt_sparse_mode_get(), RT_SPARSE_AUTO);
-    setenv("AMPC_SPARSE", "cusparselt", 1);
-    cr_assert_eq(rt_sparse_mode_get(), RT_SPARSE_FORCE_CUSPARSELT);
-    setenv("AMPC_SPARSE", "kernel", 1);
-    cr_assert_eq(rt_sparse_mode_get(), RT_SPARSE_FORCE_KERNEL);
+    cr_assert_eq(mode_with(NULL), RT_SPARSE_AUTO);
+    cr_assert_eq(mode_with("0"), RT_SPARSE_OFF);
+    cr_assert_eq(mode_with("1"), RT_SPARSE_FORCE);
+    cr_assert_eq(mode_with("auto"), RT_SPARSE_AUTO);
+    cr_assert_eq(mode_with("cusparselt"), RT_SPARSE_FORCE_CUSPARSELT);
+    cr_assert_eq(mode_with("kernel"), RT_SPARSE_FORCE_KERNEL);
     cr_assert_str_eq(rt_sparse_way_name(RT_SPARSE_KERNEL), "ampc-2:4");
     cr_assert(rt_sparse_pick(RT_SPARSE_FORCE_KERNEL, 0.1, 5.0), "a forced way runs when it plans");
+    ampc_rt_options o;
     unsetenv("AMPC_SPARSE_VERBOSE");
-    cr_assert(!rt_sparse_verbose());
+    ampc_rt_options_init(&o);
+    cr_assert(!o.sparse_verbose);
     setenv("AMPC_SPARSE_VERBOSE", "1", 1);
-    cr_assert(rt_sparse_verbose());
+    ampc_rt_options_init(&o);
+    cr_assert(o.sparse_verbose);
+    unsetenv("AMPC_SPARSE_VERBOSE");
+    unsetenv("AMPC_SPARSE");
 }
 
 Test(sparse_host, static_rules_name_the_reason) {
