@@ -226,6 +226,7 @@ static ampc_status prove_library_steps(ampc_rt_model *m, rt_err *e) {
  * file comment. Resources go into m as they are made, so a failure at any point leaves m for
  * ampc_rt_model_destroy to free; the caller restores the current device. */
 ampc_status rt_model_build(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e) {
+    if (m->ctx.opts == NULL) rt_model_set_options(m, NULL); /* every provider reads them */
     rt_ctx *c = &m->ctx;
     RT_CUDA(e, cudaSetDevice(c->dev.index));
     if (copy_plan(m, p, e) != AMPC_OK) return e->status;
