@@ -16,6 +16,7 @@
 #include "codegen.h"
 
 #include "ir/ref/ref.h"
+#include "ir/rnn.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -23,107 +24,42 @@
 /* Shared-memory budget: the state must fit (f32 GRU: hidden_size up to 4096). */
 enum { RNN_SMEM_MAX = 96 * 1024, RNN_BLOCK_MAX = 512 };
 
-/* ---- activations (the table of ir/ref/rnn.c) -------------------------------------------------- */
+/* ---- activations (the table of ir/rnn.h) ------------------------------------------------ */
 
-typedef enum act_kind {
-    ACT_RELU,
-    ACT_TANH,
-    ACT_SIGMOID,
-    ACT_AFFINE,
-    ACT_LEAKY_RELU,
-    ACT_THRESHOLDED_RELU,
-    ACT_SCALED_TANH,
-    ACT_HARD_SIGMOID,
-    ACT_ELU,
-    ACT_SOFTSIGN,
-    ACT_SOFTPLUS,
-} act_kind;
-
-static const struct {
-    const char *name;
-    int8_t takes_alpha, takes_beta;
-    float alpha, beta;
-} act_table[] = {
-    [ACT_RELU] = {"Relu", 0, 0, 0, 0},
-    [ACT_TANH] = {"Tanh", 0, 0, 0, 0},
-    [ACT_SIGMOID] = {"Sigmoid", 0, 0, 0, 0},
-    [ACT_AFFINE] = {"Affine", 1, 1, 1.0f, 0.0f},
-    [ACT_LEAKY_RELU] = {"LeakyRelu", 1, 0, 0.01f, 0},
-    [ACT_THRESHOLDED_RELU] = {"ThresholdedRelu", 1, 0, 1.0f, 0},
-    [ACT_SCALED_TANH] = {"ScaledTanh", 1, 1, 1.0f, 1.0f},
-    [ACT_HARD_SIGMOID] = {"HardSigmoid", 1, 1, 0.2f, 0.5f},
-    [ACT_ELU] = {"Elu", 1, 0, 1.0f, 0},
-    [ACT_SOFTSIGN] = {"Softsign", 0, 0, 0, 0},
-    [ACT_SOFTPLUS] = {"Softplus", 0, 0, 0, 0},
-};
-
-typedef struct act {
-    act_kind kind;
-    double alpha, beta;
-} act;
-
-static bool name_eq_nocase(const char *a, const char *b) {
-    for (; *a && *b; a++, b++) {
-        char x = *a >= 'A' && *a <= 'Z' ? (char)(*a - 'A' + 'a') : *a;
-        char y = *b >= 'A' && *b <= 'Z' ? (char)(*b - 'A' + 'a') : *b;
-        if (x != y) return false;
-    }
-    return *a == *b;
-}
-
-/* acts[0 .. dirs*per-1] as ir/ref/rnn.c's resolve_acts fills them. */
-static void resolve_acts(const ampc_node *n, int32_t per, int32_t dirs, act *acts) {
-    static const act_kind dflt[3] = {ACT_SIGMOID, ACT_TANH, ACT_TANH};
-    const ampc_attr *names = ampc_ir_attr_find(n, "activations");
-    const ampc_attr *al = ampc_ir_attr_find(n, "activation_alpha");
-    const ampc_attr *be = ampc_ir_attr_find(n, "activation_beta");
-    int32_t ai = 0, bi = 0;
-    for (int32_t i = 0; i < per * dirs; i++) {
-        act *a = &acts[i];
-        a->kind = per == 1 ? ACT_TANH : dflt[i % per];
-        if (names && names->kind == AMPC_ATTR_STRINGS && i < names->n)
-            for (int32_t k = 0; k < AMPC_ARRAY_LEN(act_table); k++)
-                if (name_eq_nocase(names->strings[i], act_table[k].name)) a->kind = (act_kind)k;
-        a->alpha = act_table[a->kind].alpha;
-        a->beta = act_table[a->kind].beta;
-        if (act_table[a->kind].takes_alpha && al && al->kind == AMPC_ATTR_FLOATS && ai < al->n)
-            a->alpha = al->floats[ai++];
-        if (act_table[a->kind].takes_beta && be && be->kind == AMPC_ATTR_FLOATS && bi < be->n)
-            a->beta = be->floats[bi++];
-    }
-}
+typedef ampc_rnn_act act;
 
 /* The activation as an expression over `x` of compute type ct (ref/rnn.c's act_apply). */
 static void act_expr(ampc_strbuf *e, const act *a, const char *ct) {
     const ampc_cg_literal A = ampc_cg_f64(a->alpha), B = ampc_cg_f64(a->beta);
     const char *al = A.s, *be = B.s;
     switch (a->kind) {
-    case ACT_RELU: ampc_sb_printf(e, "(x > (%s)0 ? x : (%s)0)", ct, ct); return;
-    case ACT_TANH: ampc_sb_puts(e, "ampc::m_tanh(x)"); return;
-    case ACT_SIGMOID: ampc_sb_printf(e, "((%s)1 / ((%s)1 + ampc::m_exp(-x)))", ct, ct); return;
-    case ACT_AFFINE: ampc_sb_printf(e, "((%s)%s * x + (%s)%s)", ct, al, ct, be); return;
-    case ACT_LEAKY_RELU: ampc_sb_printf(e, "(x >= (%s)0 ? x : (%s)%s * x)", ct, ct, al); return;
-    case ACT_THRESHOLDED_RELU:
+    case AMPC_RNN_ACT_RELU: ampc_sb_printf(e, "(x > (%s)0 ? x : (%s)0)", ct, ct); return;
+    case AMPC_RNN_ACT_TANH: ampc_sb_puts(e, "ampc::m_tanh(x)"); return;
+    case AMPC_RNN_ACT_SIGMOID: ampc_sb_printf(e, "((%s)1 / ((%s)1 + ampc::m_exp(-x)))", ct, ct); return;
+    case AMPC_RNN_ACT_AFFINE: ampc_sb_printf(e, "((%s)%s * x + (%s)%s)", ct, al, ct, be); return;
+    case AMPC_RNN_ACT_LEAKY_RELU: ampc_sb_printf(e, "(x >= (%s)0 ? x : (%s)%s * x)", ct, ct, al); return;
+    case AMPC_RNN_ACT_THRESHOLDED_RELU:
         ampc_sb_printf(e, "(x >= (%s)%s ? x : (%s)0)", ct, al, ct);
         return;
-    case ACT_SCALED_TANH:
+    case AMPC_RNN_ACT_SCALED_TANH:
         ampc_sb_printf(e, "((%s)%s * ampc::m_tanh((%s)%s * x))", ct, al, ct, be);
         return;
-    case ACT_HARD_SIGMOID:
+    case AMPC_RNN_ACT_HARD_SIGMOID:
         ampc_sb_printf(e, "fmin(fmax((%s)%s * x + (%s)%s, (%s)0), (%s)1)", ct, al, ct, be,
                        ct, ct);
         return;
-    case ACT_ELU:
+    case AMPC_RNN_ACT_ELU:
         ampc_sb_printf(e, "(x >= (%s)0 ? x : (%s)%s * (ampc::m_exp(x) - (%s)1))", ct, ct, al,
                        ct);
         return;
-    case ACT_SOFTSIGN: ampc_sb_printf(e, "(x / ((%s)1 + ampc::m_abs(x)))", ct); return;
-    case ACT_SOFTPLUS:
+    case AMPC_RNN_ACT_SOFTSIGN: ampc_sb_printf(e, "(x / ((%s)1 + ampc::m_abs(x)))", ct); return;
+    case AMPC_RNN_ACT_SOFTPLUS:
         ampc_sb_printf(e,
                        "(x > (%s)0 ? x + ampc::m_log1p(ampc::m_exp(-x)) : "
                        "ampc::m_log1p(ampc::m_exp(x)))",
                        ct);
         return;
+    case AMPC_RNN_ACT_COUNT: break;
     }
     AMPC_ASSERT(!"unknown activation");
 }
@@ -251,7 +187,7 @@ ampc_status ampc_cg_lower_rnn(ampc_cg *cg, const ampc_node *n) {
         lens[b] = v < 0 ? 0 : v > seq ? seq : v;
     }
     act acts[6];
-    resolve_acts(n, per, dirs, acts);
+    ampc_rnn_acts_resolve(n, per, dirs, acts);
 
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
     rnn_gen q = {.k = k, .ct = ct, .H = H, .I = I, .GH = GH};

@@ -18,10 +18,12 @@
  * hidden_size (optional; must agree with R), clip (> 0), activations (A names per direction:
  * RNN 1, GRU 2, LSTM 3; a unidirectional node may carry the bidirectional count, as the ONNX
  * default list does, and uses the first A), activation_alpha/beta (floats; consumed in order by
- * the activations that take them, see ref/rnn.c), linear_before_reset (GRU) and input_forget
+ * the activations that take them, see ir/rnn.h), linear_before_reset (GRU) and input_forget
  * (LSTM), 0 or 1.
  */
 #include "infer.h"
+
+#include "ir/rnn.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -40,21 +42,6 @@ static rnn_form form_of(ampc_opcode op) {
         return (rnn_form){4, 3, "f for the gates, g for the cell input, h for the output"};
     default: return (rnn_form){1, 1, "f"};
     }
-}
-
-/* The activation names ONNX defines for recurrent ops, matched without regard to case. The list
- * must agree with the table in ref/rnn.c (the tests evaluate every name through both). */
-static const char *const act_names[] = {
-    "Relu",       "Tanh",        "Sigmoid", "Affine",   "LeakyRelu", "ThresholdedRelu",
-    "ScaledTanh", "HardSigmoid", "Elu",     "Softsign", "Softplus"};
-
-static bool name_eq_nocase(const char *a, const char *b) {
-    for (; *a && *b; a++, b++) {
-        char x = *a >= 'A' && *a <= 'Z' ? (char)(*a - 'A' + 'a') : *a;
-        char y = *b >= 'A' && *b <= 'Z' ? (char)(*b - 'A' + 'a') : *b;
-        if (x != y) return false;
-    }
-    return *a == *b;
 }
 
 /* Reads an int attribute; false when it is mistyped (the reader has already reported it). */
@@ -107,15 +94,12 @@ static ampc_status check_activations(ampc_graph *g, const ampc_node *n, rnn_form
                          "direction: %s), got %d",
                          want, want == 1 ? "" : "s", f.acts, f.act_list, a->n);
     for (int32_t i = 0; i < a->n; i++) {
-        bool known = false;
-        for (int32_t k = 0; k < AMPC_ARRAY_LEN(act_names) && !known; k++)
-            known = name_eq_nocase(a->strings[i], act_names[k]);
-        if (!known)
+        ampc_rnn_act_kind kind;
+        if (!ampc_rnn_act_lookup(a->strings[i], &kind))
             return AMPC_FAIL(g, n, AMPC_E_ATTR,
                              "attribute 'activations' entry %d '%s' is not an activation ONNX "
-                             "defines for recurrent ops (Relu, Tanh, Sigmoid, Affine, LeakyRelu, "
-                             "ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign, Softplus)",
-                             i, a->strings[i]);
+                             "defines for recurrent ops (%s)",
+                             i, a->strings[i], ampc_rnn_act_names());
     }
     return AMPC_OK;
 }

@@ -26,112 +26,38 @@
  * hold the last state, and zero for an entry of length 0 (as ONNX Runtime does; the spec leaves
  * that case open).
  *
- * activation_alpha and activation_beta are consumed in order by the activations that take them
- * (Affine, LeakyRelu, ThresholdedRelu, ScaledTanh, HardSigmoid, Elu), in the order the node lists
- * its activations; a missing value takes the default of the ONNX op of that name.
+ * The activations and how a node's alpha and beta reach them: ir/rnn.h (one table, which
+ * inference and code generation read too).
  */
 #include "ref.h"
+
+#include "ir/rnn.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- activations ---------------------------------------------------------------------------- */
+/* ---- activations (the table of ir/rnn.h) ------------------------------------------------ */
 
-typedef enum act_kind {
-    ACT_RELU,
-    ACT_TANH,
-    ACT_SIGMOID,
-    ACT_AFFINE,
-    ACT_LEAKY_RELU,
-    ACT_THRESHOLDED_RELU,
-    ACT_SCALED_TANH,
-    ACT_HARD_SIGMOID,
-    ACT_ELU,
-    ACT_SOFTSIGN,
-    ACT_SOFTPLUS,
-} act_kind;
-
-/* Each activation's name (infer/rnn.c validates against the same list), how many of alpha and
- * beta it consumes, and their defaults (those of the ONNX op of the same name). */
-static const struct {
-    const char *name;
-    int8_t takes_alpha, takes_beta;
-    float alpha, beta;
-} act_table[] = {
-    [ACT_RELU] = {"Relu", 0, 0, 0, 0},
-    [ACT_TANH] = {"Tanh", 0, 0, 0, 0},
-    [ACT_SIGMOID] = {"Sigmoid", 0, 0, 0, 0},
-    [ACT_AFFINE] = {"Affine", 1, 1, 1.0f, 0.0f},
-    [ACT_LEAKY_RELU] = {"LeakyRelu", 1, 0, 0.01f, 0},
-    [ACT_THRESHOLDED_RELU] = {"ThresholdedRelu", 1, 0, 1.0f, 0},
-    [ACT_SCALED_TANH] = {"ScaledTanh", 1, 1, 1.0f, 1.0f},
-    [ACT_HARD_SIGMOID] = {"HardSigmoid", 1, 1, 0.2f, 0.5f},
-    [ACT_ELU] = {"Elu", 1, 0, 1.0f, 0},
-    [ACT_SOFTSIGN] = {"Softsign", 0, 0, 0, 0},
-    [ACT_SOFTPLUS] = {"Softplus", 0, 0, 0, 0},
-};
-
-typedef struct act {
-    act_kind kind;
-    double alpha, beta;
-} act;
+typedef ampc_rnn_act act;
 
 static double act_apply(const act *a, double x) {
     switch (a->kind) {
-    case ACT_RELU: return x > 0 ? x : 0;
-    case ACT_TANH: return tanh(x);
-    case ACT_SIGMOID: return 1 / (1 + exp(-x));
-    case ACT_AFFINE: return a->alpha * x + a->beta;
-    case ACT_LEAKY_RELU: return x >= 0 ? x : a->alpha * x;
-    case ACT_THRESHOLDED_RELU: return x >= a->alpha ? x : 0;
-    case ACT_SCALED_TANH: return a->alpha * tanh(a->beta * x);
-    case ACT_HARD_SIGMOID: return fmin(fmax(a->alpha * x + a->beta, 0), 1);
-    case ACT_ELU: return x >= 0 ? x : a->alpha * (exp(x) - 1);
-    case ACT_SOFTSIGN: return x / (1 + fabs(x));
-    case ACT_SOFTPLUS: return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)); /* log(1 + e^x) */
+    case AMPC_RNN_ACT_RELU: return x > 0 ? x : 0;
+    case AMPC_RNN_ACT_TANH: return tanh(x);
+    case AMPC_RNN_ACT_SIGMOID: return 1 / (1 + exp(-x));
+    case AMPC_RNN_ACT_AFFINE: return a->alpha * x + a->beta;
+    case AMPC_RNN_ACT_LEAKY_RELU: return x >= 0 ? x : a->alpha * x;
+    case AMPC_RNN_ACT_THRESHOLDED_RELU: return x >= a->alpha ? x : 0;
+    case AMPC_RNN_ACT_SCALED_TANH: return a->alpha * tanh(a->beta * x);
+    case AMPC_RNN_ACT_HARD_SIGMOID: return fmin(fmax(a->alpha * x + a->beta, 0), 1);
+    case AMPC_RNN_ACT_ELU: return x >= 0 ? x : a->alpha * (exp(x) - 1);
+    case AMPC_RNN_ACT_SOFTSIGN: return x / (1 + fabs(x));
+    case AMPC_RNN_ACT_SOFTPLUS: return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)); /* log(1 + e^x) */
+    case AMPC_RNN_ACT_COUNT: break;
     }
     AMPC_ASSERT(!"unknown activation");
     return 0;
-}
-
-static bool name_eq_nocase(const char *a, const char *b) {
-    for (; *a && *b; a++, b++) {
-        char x = *a >= 'A' && *a <= 'Z' ? (char)(*a - 'A' + 'a') : *a;
-        char y = *b >= 'A' && *b <= 'Z' ? (char)(*b - 'A' + 'a') : *b;
-        if (x != y) return false;
-    }
-    return *a == *b;
-}
-
-static act_kind act_lookup(const char *name) {
-    for (int32_t k = 0; k < AMPC_ARRAY_LEN(act_table); k++)
-        if (name_eq_nocase(name, act_table[k].name)) return (act_kind)k;
-    AMPC_ASSERT(!"activation name not validated by inference");
-    return ACT_TANH;
-}
-
-/* Fills acts[0 .. dirs*per-1] (per = activations per direction) from the node's activations, or
- * from the op's defaults (RNN: Tanh; GRU: Sigmoid, Tanh; LSTM: Sigmoid, Tanh, Tanh). */
-static void resolve_acts(const ampc_node *n, int32_t per, int32_t dirs, act *acts) {
-    static const act_kind dflt[3] = {ACT_SIGMOID, ACT_TANH, ACT_TANH};
-    const ampc_attr *names = ampc_ir_attr_find(n, "activations");
-    const ampc_attr *al = ampc_ir_attr_find(n, "activation_alpha");
-    const ampc_attr *be = ampc_ir_attr_find(n, "activation_beta");
-    int32_t ai = 0, bi = 0;
-    for (int32_t i = 0; i < per * dirs; i++) {
-        act *a = &acts[i];
-        if (names && names->kind == AMPC_ATTR_STRINGS)
-            a->kind = act_lookup(names->strings[i]);
-        else
-            a->kind = per == 1 ? ACT_TANH : dflt[i % per];
-        a->alpha = act_table[a->kind].alpha;
-        a->beta = act_table[a->kind].beta;
-        if (act_table[a->kind].takes_alpha && al && al->kind == AMPC_ATTR_FLOATS && ai < al->n)
-            a->alpha = al->floats[ai++];
-        if (act_table[a->kind].takes_beta && be && be->kind == AMPC_ATTR_FLOATS && bi < be->n)
-            a->beta = be->floats[bi++];
-    }
 }
 
 /* ---- the kernel ----------------------------------------------------------------------------- */
@@ -302,7 +228,7 @@ ampc_status ampc_ref_rnn(ampc_graph *g, const ampc_node *n, const ampc_tensor *c
 
     const int64_t H = c.hidden, I = c.in_size, GH = c.gates * H;
     act acts[6];
-    resolve_acts(n, c.per_dir, c.dirs, acts);
+    ampc_rnn_acts_resolve(n, c.per_dir, c.dirs, acts);
     /* one block for every buffer: w, r, wb, rb, p, pre, h, c, tmp, x */
     const size_t doubles = (size_t)(GH * I + GH * H + 3 * GH + 3 * H + 3 * H + I);
     double *mem = malloc((doubles ? doubles : 1) * sizeof *mem);

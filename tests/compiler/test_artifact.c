@@ -68,6 +68,20 @@ static void write_lib(ampc_module *m, const char *path, const ampc_library_optio
     cr_assert_null(err);
 }
 
+/* The MLP written as <dir>/<name>.so in a fresh folder for test `tag`; returns its header's text
+ * (so receives the library's path). */
+static char *mlp_library(const char *tag, const char *name, char *dir, size_t cap, char *so,
+                         size_t so_cap) {
+    char h[4300];
+    test_dir(dir, cap, tag);
+    snprintf(so, so_cap, "%s/%s.so", dir, name);
+    snprintf(h, sizeof h, "%s/%s.h", dir, name);
+    ampc_module *m = compile_mlp();
+    write_lib(m, so, NULL);
+    ampc_module_destroy(m);
+    return t_read_text(h);
+}
+
 Test(artifact, library_header_and_exports, .timeout = 120) {
     char dir[4096], so[4200], h[4200];
     test_dir(dir, sizeof dir, "exports");
@@ -117,14 +131,8 @@ Test(artifact, library_header_and_exports, .timeout = 120) {
 /* <name>_device_bytes: declared in the header, 0 for NULL; on a GPU a created model reports at
  * least its arena and weights (the plan's), the libraries' workspaces on top. */
 Test(artifact, device_bytes_reports_the_model_memory, .timeout = 120) {
-    char dir[4096], so[4200], h[4200];
-    test_dir(dir, sizeof dir, "devbytes");
-    snprintf(so, sizeof so, "%s/mem_mlp.so", dir);
-    snprintf(h, sizeof h, "%s/mem_mlp.h", dir);
-    ampc_module *m = compile_mlp();
-    write_lib(m, so, NULL);
-    ampc_module_destroy(m);
-    char *text = t_read_text(h);
+    char dir[4096], so[4200];
+    char *text = mlp_library("devbytes", "mem_mlp", dir, sizeof dir, so, sizeof so);
     cr_assert(strstr(text, "int64_t mem_mlp_device_bytes(const mem_mlp_model *model);"), "%s", text);
     free(text);
     ampc_rt_artifact *a = NULL;
@@ -155,14 +163,8 @@ Test(artifact, device_bytes_reports_the_model_memory, .timeout = 120) {
  * fills are the runtime's (the environment read); on a GPU, a model created with CUDA graphs
  * off by option has them off. */
 Test(artifact, create_opts_takes_the_runtime_options, .timeout = 120) {
-    char dir[4096], so[4200], h[4200];
-    test_dir(dir, sizeof dir, "opts");
-    snprintf(so, sizeof so, "%s/opt_mlp.so", dir);
-    snprintf(h, sizeof h, "%s/opt_mlp.h", dir);
-    ampc_module *m = compile_mlp();
-    write_lib(m, so, NULL);
-    ampc_module_destroy(m);
-    char *text = t_read_text(h);
+    char dir[4096], so[4200];
+    char *text = mlp_library("opts", "opt_mlp", dir, sizeof dir, so, sizeof so);
     cr_assert(strstr(text, "void opt_mlp_options_init(struct ampc_rt_options *options);"), "%s",
               text);
     cr_assert(strstr(text, "int opt_mlp_create_opts(int device, const struct ampc_rt_options "
