@@ -35,6 +35,7 @@
 #include "codegen.h"
 #include "ir/infer/infer.h"
 #include "ir/ref/ref.h"
+#include "ir/resize.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -224,160 +225,9 @@ static ampc_status global_pool(ampc_cg *cg, const ampc_node *n) {
 
 /* ---- Resize and Upsample --------------------------------------------------------------------- */
 
-/* The configuration and the tap computation below are ir/ref/resize.c's, step for step. */
-enum { M_NEAREST, M_LINEAR, M_CUBIC };
-enum { C_HALF_PIXEL, C_HALF_PIXEL_SYM, C_PYTORCH, C_ALIGN, C_ASYM, C_CROP, C_TF_NN };
-enum { N_ROUND_FLOOR, N_ROUND_CEIL, N_FLOOR, N_CEIL };
-enum { MAX_TAPS = 64 };
-
-typedef struct rs_cfg {
-    int mode, coord, nearest;
-    double cubic_a, extrapolation;
-    bool exclude_outside, antialias;
-    bool f32_scales; /* the scales came from an f32 input: in * scale is an f32 product */
-} rs_cfg;
-
-static int index_of(const char *s, const char *const *opts, int count) {
-    for (int i = 0; i < count; i++)
-        if (!strcmp(s, opts[i])) return i;
-    return 0;
-}
-
-/* Coefficients for `ratio` in (0, 1] at the tap offsets 1 - n/2 .. n/2 from floor; returns n. */
-static int rs_coeffs(const rs_cfg *c, double ratio, double scale, double *w) {
-    if (c->mode == M_NEAREST) {
-        bool right;
-        if (ratio == 1)
-            right = true;
-        else if (c->nearest == N_ROUND_FLOOR)
-            right = ratio > 0.5;
-        else if (c->nearest == N_ROUND_CEIL)
-            right = ratio >= 0.5;
-        else
-            right = c->nearest == N_CEIL;
-        w[0] = !right, w[1] = right;
-        return 2;
-    }
-    if (!c->antialias || scale >= 1) {
-        if (c->mode == M_LINEAR) {
-            w[0] = 1 - ratio, w[1] = ratio;
-            return 2;
-        }
-        double A = c->cubic_a, r = ratio, q = 1 - ratio;
-        w[0] = ((A * (r + 1) - 5 * A) * (r + 1) + 8 * A) * (r + 1) - 4 * A;
-        w[1] = ((A + 2) * r - (A + 3)) * r * r + 1;
-        w[2] = ((A + 2) * q - (A + 3)) * q * q + 1;
-        w[3] = ((A * (q + 1) - 5 * A) * (q + 1) + 8 * A) * (q + 1) - 4 * A;
-        return 4;
-    }
-    double sum = 0;
-    int start, cnt;
-    if (c->mode == M_LINEAR) {
-        start = (int)floor(-1 / scale) + 1;
-        cnt = 2 - 2 * start;
-    } else {
-        start = (int)floor(-2 / scale) + 1;
-        cnt = 2 - 2 * start;
-    }
-    if (cnt > MAX_TAPS) cnt = MAX_TAPS;
-    for (int i = 0; i < cnt; i++) {
-        double x = fabs(scale * (start + i - ratio)), v;
-        if (c->mode == M_LINEAR) {
-            v = 1 - x;
-            v = v < 0 ? 0 : v > 1 ? 1 : v;
-        } else {
-            double A = c->cubic_a, x2 = x * x, x3 = x2 * x;
-            v = x <= 1  ? (A + 2) * x3 - (A + 3) * x2 + 1
-                : x < 2 ? A * x3 - 5 * A * x2 + 8 * A * x - 4 * A
-                        : 0;
-        }
-        w[i] = v;
-        sum += v;
-    }
-    for (int i = 0; i < cnt; i++) w[i] /= sum;
-    return cnt;
-}
-
-/* One axis: per output coordinate, `cnt` taps (clamped input index, weight) and whether the
- * coordinate extrapolates. */
-typedef struct rs_axis {
-    int32_t per;
-    int32_t *cnt;  /* [out] */
-    int64_t *idx;  /* [out * per] */
-    double *w;     /* [out * per] */
-    bool *extrap;  /* [out] */
-    bool identity; /* each output coordinate reads its own input index with weight 1 */
-    bool any_extrap;
-} rs_axis;
-
-static void rs_axis_free(rs_axis *t) { free(t->cnt), free(t->idx), free(t->w), free(t->extrap); }
-
-static void rs_axis_build(const rs_cfg *c, int64_t in, int64_t out, double scale, double roi_s,
-                          double roi_e, rs_axis *t) {
-    double w[MAX_TAPS];
-    int32_t per = c->mode == M_NEAREST ? 2 : c->mode == M_LINEAR ? 2 : 4;
-    if (c->antialias && c->mode != M_NEAREST && scale < 1) per = rs_coeffs(c, 0.5, scale, w);
-    size_t no = (size_t)(out ? out : 1);
-    t->per = per;
-    t->cnt = ampc_xcalloc(no, sizeof *t->cnt);
-    t->idx = ampc_xcalloc(no * (size_t)per, sizeof *t->idx);
-    t->w = ampc_xcalloc(no * (size_t)per, sizeof *t->w);
-    t->extrap = ampc_xcalloc(no, sizeof *t->extrap);
-    double ow = c->f32_scales ? (double)(float)(scale * (double)in) : scale * (double)in;
-    double roi_len = roi_e - roi_s;
-    t->identity = in == out;
-    t->any_extrap = false;
-    for (int64_t x = 0; x < out; x++) {
-        double xo;
-        switch (c->coord) {
-        case C_ALIGN: xo = ow == 1 ? 0 : (double)x * (double)(in - 1) / (ow - 1); break;
-        case C_ASYM: xo = (double)x / scale; break;
-        case C_TF_NN: xo = ((double)x + 0.5) / scale; break;
-        case C_CROP:
-            xo = ow == 1 ? roi_len * (double)(in - 1) / 2
-                         : (double)x * roi_len * (double)(in - 1) / (ow - 1);
-            xo += roi_s * (double)(in - 1);
-            break;
-        case C_PYTORCH: xo = ow == 1 ? -0.5 : ((double)x + 0.5) / scale - 0.5; break;
-        case C_HALF_PIXEL_SYM: {
-            double adj = (double)out / ow, center = (double)in / 2;
-            xo = center * (1 - adj) + ((double)x + 0.5) / scale - 0.5;
-            break;
-        }
-        default: xo = ((double)x + 0.5) / scale - 0.5; break;
-        }
-        /* A NaN position (a NaN or infinite roi) extrapolates like one outside the input. */
-        t->extrap[x] = c->coord == C_CROP && !(xo >= 0 && xo <= (double)(in - 1));
-        t->any_extrap |= t->extrap[x];
-        if (isnan(xo)) xo = 0;
-        double f = floor(xo), ratio = xo - f;
-        if (ratio == 0) f -= 1, ratio = 1;
-        int k = rs_coeffs(c, ratio, scale, w);
-        AMPC_ASSERT(k == per);
-        int64_t pad = k / 2;
-        double first_d = f - k / 2 + 1, lo = (double)-pad, hi = (double)(in + pad - k);
-        first_d = first_d < lo ? lo : first_d > hi ? hi : first_d;
-        int64_t first = (int64_t)first_d;
-        if (c->exclude_outside) {
-            double sum = 0;
-            for (int i = 0; i < k; i++) {
-                if (first + i < 0 || first + i >= in) w[i] = 0;
-                sum += w[i];
-            }
-            for (int i = 0; i < k; i++) w[i] /= sum;
-        }
-        int32_t m = 0;
-        for (int i = 0; i < k; i++) {
-            if (w[i] == 0) continue;
-            int64_t p = first + i;
-            t->idx[x * per + m] = p < 0 ? 0 : p >= in ? in - 1 : p;
-            t->w[x * per + m] = w[i];
-            m++;
-        }
-        t->cnt[x] = m;
-        t->identity &= m == 1 && t->idx[x * per] == x && t->w[x * per] == 1 && !t->extrap[x];
-    }
-}
+/* The configuration and the taps are ir/resize.h's, as the reference evaluator's. */
+typedef ampc_resize_cfg rs_cfg;
+typedef ampc_resize_axis rs_axis;
 
 /* Emits `static const <type> <name>[count] = {...};`, 16 entries a line. `fmt` formats one
  * entry of vals (int64_t, int32_t, double or bool, by `kind`). */
@@ -419,17 +269,22 @@ static ampc_status resize_kernel(ampc_cg *cg, const ampc_node *n, const rs_cfg *
     const ampc_value *x = n->inputs[0], *y = n->outputs[0];
     const int32_t r = x->shape.rank;
     for (int32_t d = 0; d < r; d++)
-        if (c->antialias && c->mode != M_NEAREST && scale[d] < 1.0 / 16) {
+        if (!ampc_resize_scale_ok(c, scale[d])) {
             char why[160];
             snprintf(why, sizeof why, "for antialiased downsampling by %g along axis %d (more than %d "
-                     "taps)", scale[d], d, MAX_TAPS);
+                     "taps)", scale[d], d, AMPC_RESIZE_MAX_TAPS);
             return unsupported(cg, n, why);
         }
     rs_axis ax[AMPC_MAX_RANK];
     bool rt[AMPC_MAX_RANK]; /* taps computed at run time */
     memset(ax, 0, sizeof ax);
     for (int32_t d = 0; d < r; d++) {
-        rs_axis_build(c, x->shape.dims[d], y->shape.dims[d], scale[d], roi_s[d], roi_e[d], &ax[d]);
+        if (!ampc_resize_axis_build(c, x->shape.dims[d], y->shape.dims[d], scale[d], roi_s[d],
+                                    roi_e[d], &ax[d])) {
+            for (int32_t e = 0; e < d; e++) ampc_resize_axis_free(&ax[e]);
+            return AMPC_FAIL(ampc_cg_graph(cg), n, AMPC_E_OOM,
+                             "out of host memory building the resize taps");
+        }
         rt[d] = roi_rt && roi_pos[d] >= 0;
         if (rt[d]) ax[d].identity = ax[d].any_extrap = false;
     }
@@ -468,7 +323,8 @@ static ampc_status resize_kernel(ampc_cg *cg, const ampc_node *n, const rs_cfg *
     for (int32_t d = 0; d < r; d++)
         if (!ax[d].identity && ax[d].any_extrap)
             ampc_sb_printf(&sb, "%ste%d_[o%d_]", sb.len ? " || " : "", d, d);
-    /* Run-time taps: the input coordinate from the roi (as rs_axis_build), then the taps. */
+    /* Run-time taps: the input coordinate from the roi (as ampc_resize_axis_build), then the
+     * taps. */
     for (int32_t d = 0; d < r; d++) {
         if (!rt[d]) continue;
         int64_t in = x->shape.dims[d];
@@ -546,7 +402,7 @@ static ampc_status resize_kernel(ampc_cg *cg, const ampc_node *n, const rs_cfg *
     if (exact) ampc_cg_line(k, "%s[i] = ampc::cv::store_f64<%s>(acc_);", py, yt);
     else ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(acc_);", py, yt);
     ampc_cg_close(k);
-    for (int32_t d = 0; d < r; d++) rs_axis_free(&ax[d]);
+    for (int32_t d = 0; d < r; d++) ampc_resize_axis_free(&ax[d]);
     return ampc_cg_kernel_end(k, count, 256);
 }
 
@@ -556,31 +412,14 @@ static const ampc_value *given(const ampc_node *n, int32_t i) {
 }
 
 static ampc_status lower_resize(ampc_cg *cg, const ampc_node *n) {
-    static const char *const modes[] = {"nearest", "linear", "cubic"};
-    static const char *const coords[] = {
-        "half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",  "align_corners",
-        "asymmetric", "tf_crop_and_resize",   "tf_half_pixel_for_nn"};
-    static const char *const nearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
-                                          "ceil"};
     ampc_graph *g = ampc_cg_graph(cg);
     const ampc_value *x = n->inputs[0];
     const ampc_value *roi = given(n, 1), *sc = given(n, 2), *sz = given(n, 3);
-    rs_cfg c = {
-        .mode = index_of(ampc_ir_attr_string(g, n, "mode", "nearest"), modes, 3),
-        .coord = index_of(ampc_ir_attr_string(g, n, "coordinate_transformation_mode", "half_pixel"),
-                          coords, 7),
-        .nearest =
-            index_of(ampc_ir_attr_string(g, n, "nearest_mode", "round_prefer_floor"), nearest, 4),
-        .cubic_a = ampc_ir_attr_float(g, n, "cubic_coeff_a", -0.75f),
-        .extrapolation = ampc_ir_attr_float(g, n, "extrapolation_value", 0.0f),
-        .exclude_outside = ampc_ir_attr_int(g, n, "exclude_outside", 0) != 0,
-        .antialias = ampc_ir_attr_int(g, n, "antialias", 0) != 0,
-        .f32_scales = sc != NULL,
-    };
+    const rs_cfg c = ampc_resize_cfg_of(g, n, sc != NULL);
     /* The roi matters only to tf_crop_and_resize; one known only at run time is read by the
      * kernel. */
     const ampc_value *roi_rt = NULL;
-    if (c.coord != C_CROP) roi = NULL;
+    if (c.coord != AMPC_RESIZE_CROP) roi = NULL;
     else if (roi && !roi->data) roi_rt = roi, roi = NULL;
     if ((sc && !sc->data) || (!sc && (!sz || !sz->data)))
         return unsupported(cg, n, "without constant scales or sizes");
@@ -620,11 +459,7 @@ static ampc_status lower_resize(ampc_cg *cg, const ampc_node *n) {
 static ampc_status lower_upsample(ampc_cg *cg, const ampc_node *n) {
     ampc_graph *g = ampc_cg_graph(cg);
     const ampc_value *x = n->inputs[0];
-    const char *m = ampc_ir_attr_string(g, n, "mode", "nearest");
-    rs_cfg c = {.mode = strcmp(m, "nearest") ? M_LINEAR : M_NEAREST,
-                .coord = C_ASYM,
-                .nearest = N_FLOOR,
-                .f32_scales = true};
+    const rs_cfg c = ampc_resize_cfg_of(g, n, true);
     const ampc_value *sv = n->n_inputs > 1 ? n->inputs[1] : NULL;
     int32_t r = x->shape.rank, cnt = 0;
     const float *fs = sv ? NULL : ampc_ir_attr_floats(g, n, "scales", &cnt);

@@ -4,200 +4,41 @@
  * reference implementation (onnx/reference/ops) step for step, including its conventions at the
  * edges:
  *
- *   Resize: every output coordinate x of an axis maps to x_ori in the input by the coordinate
- *   transformation mode. An interpolation of n taps (2 for nearest and linear, 4 for cubic, more
- *   with antialias when downsampling) takes the n input positions nearest to x_ori (ties to the
- *   lower one; when x_ori is an integer it counts as the right end of its left interval,
- *   ratio 1), reads positions outside the input from the nearest edge and weights them by the
- *   mode's coefficients of ratio = x_ori - floor. With exclude_outside, taps outside the input
- *   get weight 0 and the rest are renormalised. tf_crop_and_resize gives extrapolation_value
- *   where x_ori falls outside the input along any axis. Axes interpolate independently, so an
- *   output element is the sum over the product of the per-axis taps: the tap tables are built
- *   once per axis, and the cost is (output elements) x (taps per output element).
+ *   Resize: each axis's tap table (ir/resize.h, which code generation bakes into its kernels
+ *   too: input positions and weights of every output coordinate, and tf_crop_and_resize's
+ *   extrapolation) is built once; axes interpolate independently, so an output element is the
+ *   sum over the product of the per-axis taps (extrapolation_value where any axis
+ *   extrapolates), and the cost is (output elements) x (taps per output element).
  *
  * Arithmetic is double throughout; the results round once to the output dtype (integer outputs
  * truncate, as numpy's astype does).
  */
 #include "ref.h"
 
+#include "ir/resize.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- Resize and Upsample -------------------------------------------------------------------- */
-
-enum { M_NEAREST, M_LINEAR, M_CUBIC };
-enum { C_HALF_PIXEL, C_HALF_PIXEL_SYM, C_PYTORCH, C_ALIGN, C_ASYM, C_CROP, C_TF_NN };
-enum { N_ROUND_FLOOR, N_ROUND_CEIL, N_FLOOR, N_CEIL };
-
-typedef struct resize_cfg {
-    int mode, coord, nearest;
-    double cubic_a, extrapolation;
-    bool exclude_outside, antialias;
-    bool f32_scales; /* the scales came from an f32 input: in * scale is an f32 product */
-} resize_cfg;
-
-static int index_of(const char *s, const char *const *opts, int count) {
-    for (int i = 0; i < count; i++)
-        if (!strcmp(s, opts[i])) return i;
-    return 0;
-}
-
-/* The interpolation weights of one output coordinate along one axis: n taps at input positions
- * first, first + 1, ... (before edge clamping), some of which may have weight 0. */
-enum { MAX_TAPS = 64 };
-
-/* Coefficients for `ratio` in (0, 1] at the tap offsets 1 - n/2 .. n/2 from floor; returns n. */
-static int coeffs(const resize_cfg *c, double ratio, double scale, double *w) {
-    if (c->mode == M_NEAREST) {
-        bool right;
-        if (ratio == 1)
-            right = true;
-        else if (c->nearest == N_ROUND_FLOOR)
-            right = ratio > 0.5;
-        else if (c->nearest == N_ROUND_CEIL)
-            right = ratio >= 0.5;
-        else
-            right = c->nearest == N_CEIL;
-        w[0] = !right, w[1] = right;
-        return 2;
-    }
-    if (!c->antialias || scale >= 1) {
-        if (c->mode == M_LINEAR) {
-            w[0] = 1 - ratio, w[1] = ratio;
-            return 2;
-        }
-        double A = c->cubic_a, r = ratio, q = 1 - ratio;
-        w[0] = ((A * (r + 1) - 5 * A) * (r + 1) + 8 * A) * (r + 1) - 4 * A;
-        w[1] = ((A + 2) * r - (A + 3)) * r * r + 1;
-        w[2] = ((A + 2) * q - (A + 3)) * q * q + 1;
-        w[3] = ((A * (q + 1) - 5 * A) * (q + 1) + 8 * A) * (q + 1) - 4 * A;
-        return 4;
-    }
-    /* Antialias (downsampling): the kernel is stretched by 1 / scale and normalised. */
-    double sum = 0;
-    int start, cnt;
-    if (c->mode == M_LINEAR) {
-        start = (int)floor(-1 / scale) + 1;
-        cnt = 2 - 2 * start;
-    } else {
-        start = (int)floor(-2 / scale) + 1;
-        cnt = 2 - 2 * start;
-    }
-    if (cnt > MAX_TAPS) cnt = MAX_TAPS; /* scale >= 1/31 or so: guarded by the caller */
-    for (int i = 0; i < cnt; i++) {
-        double x = fabs(scale * (start + i - ratio)), v;
-        if (c->mode == M_LINEAR) {
-            v = 1 - x;
-            v = v < 0 ? 0 : v > 1 ? 1 : v;
-        } else {
-            double A = c->cubic_a, x2 = x * x, x3 = x2 * x;
-            v = x <= 1  ? (A + 2) * x3 - (A + 3) * x2 + 1
-                : x < 2 ? A * x3 - 5 * A * x2 + 8 * A * x - 4 * A
-                        : 0;
-        }
-        w[i] = v;
-        sum += v;
-    }
-    for (int i = 0; i < cnt; i++) w[i] /= sum;
-    return cnt;
-}
-
-/* One axis of the resize: per output coordinate, `cnt` taps (clamped input index, weight) and
- * whether the coordinate extrapolates. */
-typedef struct axis_taps {
-    int32_t per;  /* taps stored per output coordinate */
-    int32_t *cnt; /* [out] taps with non-zero weight */
-    int64_t *idx; /* [out * per] */
-    double *w;    /* [out * per] */
-    bool *extrap; /* [out] */
-} axis_taps;
-
-static ampc_status axis_build(ampc_graph *g, const ampc_node *n, const resize_cfg *c, int64_t in,
-                              int64_t out, double scale, double roi_s, double roi_e, axis_taps *t) {
-    double w[MAX_TAPS];
-    int32_t per = c->mode == M_NEAREST ? 2 : c->mode == M_LINEAR ? 2 : 4;
-    if (c->antialias && c->mode != M_NEAREST && scale < 1) per = coeffs(c, 0.5, scale, w);
-    t->per = per;
-    t->cnt = malloc((size_t)(out ? out : 1) * sizeof *t->cnt);
-    t->idx = malloc((size_t)(out ? out : 1) * (size_t)per * sizeof *t->idx);
-    t->w = malloc((size_t)(out ? out : 1) * (size_t)per * sizeof *t->w);
-    t->extrap = malloc((size_t)(out ? out : 1) * sizeof *t->extrap);
-    if (!t->cnt || !t->idx || !t->w || !t->extrap)
-        return AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory building the resize taps");
-    /* The reference's output_width: scale * in, an f32 product when the scales are f32. */
-    double ow = c->f32_scales ? (double)(float)(scale * (double)in) : scale * (double)in;
-    double roi_len = roi_e - roi_s;
-    for (int64_t x = 0; x < out; x++) {
-        double xo;
-        switch (c->coord) {
-        case C_ALIGN: xo = ow == 1 ? 0 : (double)x * (double)(in - 1) / (ow - 1); break;
-        case C_ASYM: xo = (double)x / scale; break;
-        case C_TF_NN: xo = ((double)x + 0.5) / scale; break;
-        case C_CROP:
-            xo = ow == 1 ? roi_len * (double)(in - 1) / 2
-                         : (double)x * roi_len * (double)(in - 1) / (ow - 1);
-            xo += roi_s * (double)(in - 1);
-            break;
-        case C_PYTORCH: xo = ow == 1 ? -0.5 : ((double)x + 0.5) / scale - 0.5; break;
-        case C_HALF_PIXEL_SYM: {
-            double adj = (double)out / ow, center = (double)in / 2;
-            xo = center * (1 - adj) + ((double)x + 0.5) / scale - 0.5;
-            break;
-        }
-        default: xo = ((double)x + 0.5) / scale - 0.5; break;
-        }
-        /* A NaN position (a NaN or infinite roi) extrapolates like one outside the input. */
-        t->extrap[x] = c->coord == C_CROP && !(xo >= 0 && xo <= (double)(in - 1));
-        if (isnan(xo)) xo = 0;
-        double f = floor(xo), ratio = xo - f;
-        if (ratio == 0) f -= 1, ratio = 1; /* an integer x_ori: the right end of [f, f+1] */
-        int k = coeffs(c, ratio, scale, w);
-        AMPC_ASSERT(k == per);
-        /* The k nearest positions of the edge-padded input (pad k/2 each side). */
-        int64_t pad = k / 2;
-        double first_d = f - k / 2 + 1, lo = (double)-pad, hi = (double)(in + pad - k);
-        first_d = first_d < lo ? lo : first_d > hi ? hi : first_d;
-        int64_t first = (int64_t)first_d;
-        if (c->exclude_outside) {
-            double sum = 0;
-            for (int i = 0; i < k; i++) {
-                if (first + i < 0 || first + i >= in) w[i] = 0;
-                sum += w[i];
-            }
-            for (int i = 0; i < k; i++) w[i] /= sum;
-        }
-        int32_t m = 0;
-        for (int i = 0; i < k; i++) {
-            if (w[i] == 0) continue;
-            int64_t p = first + i;
-            t->idx[x * per + m] = p < 0 ? 0 : p >= in ? in - 1 : p;
-            t->w[x * per + m] = w[i];
-            m++;
-        }
-        t->cnt[x] = m;
-    }
-    return AMPC_OK;
-}
-
-static void axis_free(axis_taps *t) { free(t->cnt), free(t->idx), free(t->w), free(t->extrap); }
+/* ---- Resize and Upsample (the taps: ir/resize.h) ------------------------------------------ */
 
 /* The separable resize of x into y with per-axis scales and roi (starts, ends). */
-static ampc_status resize_core(ampc_graph *g, const ampc_node *n, const resize_cfg *c,
+static ampc_status resize_core(ampc_graph *g, const ampc_node *n, const ampc_resize_cfg *c,
                                const ampc_tensor *x, ampc_tensor *y, const double *scale,
                                const double *roi_s, const double *roi_e) {
     int32_t r = x->shape.rank;
-    axis_taps taps[AMPC_MAX_RANK];
+    ampc_resize_axis taps[AMPC_MAX_RANK];
     memset(taps, 0, sizeof taps);
     ampc_status st = AMPC_OK;
     for (int32_t d = 0; d < r && !st; d++) {
-        if (c->antialias && c->mode != M_NEAREST && scale[d] < 1.0 / 16)
+        if (!ampc_resize_scale_ok(c, scale[d]))
             st = AMPC_FAIL(g, n, AMPC_E_UNSUPPORTED,
                            "antialiased downsampling by %g along axis %d needs more than %d taps",
-                           scale[d], d, MAX_TAPS);
-        else
-            st = axis_build(g, n, c, x->shape.dims[d], y->shape.dims[d], scale[d], roi_s[d],
-                            roi_e[d], &taps[d]);
+                           scale[d], d, AMPC_RESIZE_MAX_TAPS);
+        else if (!ampc_resize_axis_build(c, x->shape.dims[d], y->shape.dims[d], scale[d],
+                                         roi_s[d], roi_e[d], &taps[d]))
+            st = AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory building the resize taps");
     }
     int64_t count = ampc_shape_numel(&y->shape), xs[AMPC_MAX_RANK], oc[AMPC_MAX_RANK] = {0};
     ampc_ref_strides(&x->shape, xs);
@@ -234,35 +75,18 @@ static ampc_status resize_core(ampc_graph *g, const ampc_node *n, const resize_c
             oc[d] = 0;
         }
     }
-    for (int32_t d = 0; d < r; d++) axis_free(&taps[d]);
+    for (int32_t d = 0; d < r; d++) ampc_resize_axis_free(&taps[d]);
     return st;
 }
 
 ampc_status ampc_ref_resize(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                             ampc_tensor *const *out) {
-    static const char *const modes[] = {"nearest", "linear", "cubic"};
-    static const char *const coords[] = {
-        "half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",  "align_corners",
-        "asymmetric", "tf_crop_and_resize",   "tf_half_pixel_for_nn"};
-    static const char *const nearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
-                                          "ceil"};
     const ampc_tensor *x = in[0];
     const ampc_tensor *roi = n->n_inputs > 1 ? in[1] : NULL, *sc = n->n_inputs > 2 ? in[2] : NULL;
     const ampc_tensor *sz = n->n_inputs > 3 ? in[3] : NULL;
     if (roi && !ampc_shape_numel(&roi->shape)) roi = NULL;
     if (sc && !ampc_shape_numel(&sc->shape)) sc = NULL;
-    resize_cfg c = {
-        .mode = index_of(ampc_ir_attr_string(g, n, "mode", "nearest"), modes, 3),
-        .coord = index_of(ampc_ir_attr_string(g, n, "coordinate_transformation_mode", "half_pixel"),
-                          coords, 7),
-        .nearest =
-            index_of(ampc_ir_attr_string(g, n, "nearest_mode", "round_prefer_floor"), nearest, 4),
-        .cubic_a = ampc_ir_attr_float(g, n, "cubic_coeff_a", -0.75f),
-        .extrapolation = ampc_ir_attr_float(g, n, "extrapolation_value", 0.0f),
-        .exclude_outside = ampc_ir_attr_int(g, n, "exclude_outside", 0) != 0,
-        .antialias = ampc_ir_attr_int(g, n, "antialias", 0) != 0,
-        .f32_scales = sc != NULL,
-    };
+    const ampc_resize_cfg c = ampc_resize_cfg_of(g, n, sc != NULL);
     int32_t r = x->shape.rank, na = r, ax[AMPC_MAX_RANK];
     const int64_t *axes = ampc_ir_attr_ints(g, n, "axes", &na);
     if (!axes) na = r;
@@ -297,11 +121,7 @@ ampc_status ampc_ref_resize(ampc_graph *g, const ampc_node *n, const ampc_tensor
 ampc_status ampc_ref_upsample(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                               ampc_tensor *const *out) {
     const ampc_tensor *x = in[0];
-    const char *m = ampc_ir_attr_string(g, n, "mode", "nearest");
-    resize_cfg c = {.mode = strcmp(m, "nearest") ? M_LINEAR : M_NEAREST,
-                    .coord = C_ASYM,
-                    .nearest = N_FLOOR,
-                    .f32_scales = true};
+    const ampc_resize_cfg c = ampc_resize_cfg_of(g, n, true);
     int32_t r = x->shape.rank, cnt;
     double scale[AMPC_MAX_RANK], rs[AMPC_MAX_RANK], re[AMPC_MAX_RANK];
     const float *fs = ampc_ir_attr_floats(g, n, "scales", &cnt);
@@ -348,9 +168,9 @@ ampc_status ampc_ref_grid_sample(ampc_graph *g, const ampc_node *n, const ampc_t
     const char *ms = ampc_ir_attr_string(g, n, "mode", "linear");
     const char *ps = ampc_ir_attr_string(g, n, "padding_mode", "zeros");
     bool align = ampc_ir_attr_int(g, n, "align_corners", 0) != 0;
-    int mode = !strcmp(ms, "nearest")                           ? M_NEAREST
-               : !strcmp(ms, "cubic") || !strcmp(ms, "bicubic") ? M_CUBIC
-                                                                : M_LINEAR;
+    int mode = !strcmp(ms, "nearest")                           ? AMPC_RESIZE_NEAREST
+               : !strcmp(ms, "cubic") || !strcmp(ms, "bicubic") ? AMPC_RESIZE_CUBIC
+                                                                : AMPC_RESIZE_LINEAR;
     int pad = !strcmp(ps, "border") ? P_BORDER : !strcmp(ps, "reflection") ? P_REFLECTION : P_ZEROS;
     int32_t k = x->shape.rank - 2;
     int64_t N = x->shape.dims[0], C = x->shape.dims[1], dims[AMPC_MAX_RANK];
@@ -375,7 +195,7 @@ ampc_status ampc_ref_grid_sample(ampc_graph *g, const ampc_node *n, const ampc_t
                 v = align ? (v + 1) / 2 * (double)(dims[d] - 1)
                           : ((v + 1) * (double)dims[d] - 1) / 2;
                 v = (double)(float)v;
-                if (mode == M_NEAREST)
+                if (mode == AMPC_RESIZE_NEAREST)
                     v = k == 3 ? (v >= 0 ? floor(v + 0.5) : ceil(v - 0.5)) : nearbyint(v);
                 if (v < lo[d] || v > hi[d]) {
                     if (pad == P_BORDER)
@@ -396,15 +216,15 @@ ampc_status ampc_ref_grid_sample(ampc_graph *g, const ampc_node *n, const ampc_t
             /* Per-dim taps: first position, count, weights. */
             int64_t first[AMPC_MAX_RANK];
             double w[AMPC_MAX_RANK][4];
-            int32_t cnt = mode == M_NEAREST ? 1 : mode == M_LINEAR ? 2 : 4;
+            int32_t cnt = mode == AMPC_RESIZE_NEAREST ? 1 : mode == AMPC_RESIZE_LINEAR ? 2 : 4;
             for (int32_t d = 0; d < k; d++) {
-                if (mode == M_NEAREST) {
+                if (mode == AMPC_RESIZE_NEAREST) {
                     first[d] = (int64_t)pos[d]; /* astype(int32): toward zero */
                     w[d][0] = 1;
                     continue;
                 }
                 double f = floor(pos[d]), t = pos[d] - f;
-                if (mode == M_LINEAR) {
+                if (mode == AMPC_RESIZE_LINEAR) {
                     first[d] = (int64_t)f;
                     w[d][0] = 1 - t, w[d][1] = t;
                 } else {

@@ -1,0 +1,187 @@
+/*
+ * resize.c — Resize's and Upsample's interpolation taps (resize.h): the configuration decoded
+ * from a node, the coefficients of one output coordinate, and an axis's table of them.
+ */
+#include "ir/resize.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int index_of(const char *s, const char *const *opts, int count) {
+    for (int i = 0; i < count; i++)
+        if (!strcmp(s, opts[i])) return i;
+    return 0;
+}
+
+ampc_resize_cfg ampc_resize_cfg_of(ampc_graph *g, const ampc_node *n, bool f32_scales) {
+    if (n->op == AMPC_OP_UPSAMPLE) {
+        const char *m = ampc_ir_attr_string(g, n, "mode", "nearest");
+        return (ampc_resize_cfg){
+            .mode = strcmp(m, "nearest") ? AMPC_RESIZE_LINEAR : AMPC_RESIZE_NEAREST,
+            .coord = AMPC_RESIZE_ASYM,
+            .nearest = AMPC_RESIZE_FLOOR,
+            .f32_scales = true};
+    }
+    static const char *const modes[] = {"nearest", "linear", "cubic"};
+    static const char *const coords[] = {
+        "half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",  "align_corners",
+        "asymmetric", "tf_crop_and_resize",   "tf_half_pixel_for_nn"};
+    static const char *const nearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
+                                          "ceil"};
+    return (ampc_resize_cfg){
+        .mode = index_of(ampc_ir_attr_string(g, n, "mode", "nearest"), modes, 3),
+        .coord = index_of(ampc_ir_attr_string(g, n, "coordinate_transformation_mode", "half_pixel"),
+                          coords, 7),
+        .nearest =
+            index_of(ampc_ir_attr_string(g, n, "nearest_mode", "round_prefer_floor"), nearest, 4),
+        .cubic_a = ampc_ir_attr_float(g, n, "cubic_coeff_a", -0.75f),
+        .extrapolation = ampc_ir_attr_float(g, n, "extrapolation_value", 0.0f),
+        .exclude_outside = ampc_ir_attr_int(g, n, "exclude_outside", 0) != 0,
+        .antialias = ampc_ir_attr_int(g, n, "antialias", 0) != 0,
+        .f32_scales = f32_scales,
+    };
+}
+
+/* Coefficients for `ratio` in (0, 1] at the tap offsets 1 - n/2 .. n/2 from floor; returns n. */
+static int coeffs(const ampc_resize_cfg *c, double ratio, double scale, double *w) {
+    if (c->mode == AMPC_RESIZE_NEAREST) {
+        bool right;
+        if (ratio == 1)
+            right = true;
+        else if (c->nearest == AMPC_RESIZE_ROUND_FLOOR)
+            right = ratio > 0.5;
+        else if (c->nearest == AMPC_RESIZE_ROUND_CEIL)
+            right = ratio >= 0.5;
+        else
+            right = c->nearest == AMPC_RESIZE_CEIL;
+        w[0] = !right, w[1] = right;
+        return 2;
+    }
+    if (!c->antialias || scale >= 1) {
+        if (c->mode == AMPC_RESIZE_LINEAR) {
+            w[0] = 1 - ratio, w[1] = ratio;
+            return 2;
+        }
+        double A = c->cubic_a, r = ratio, q = 1 - ratio;
+        w[0] = ((A * (r + 1) - 5 * A) * (r + 1) + 8 * A) * (r + 1) - 4 * A;
+        w[1] = ((A + 2) * r - (A + 3)) * r * r + 1;
+        w[2] = ((A + 2) * q - (A + 3)) * q * q + 1;
+        w[3] = ((A * (q + 1) - 5 * A) * (q + 1) + 8 * A) * (q + 1) - 4 * A;
+        return 4;
+    }
+    /* Antialias (downsampling): the kernel is stretched by 1 / scale and normalised. */
+    double sum = 0;
+    int start, cnt;
+    if (c->mode == AMPC_RESIZE_LINEAR) {
+        start = (int)floor(-1 / scale) + 1;
+        cnt = 2 - 2 * start;
+    } else {
+        start = (int)floor(-2 / scale) + 1;
+        cnt = 2 - 2 * start;
+    }
+    if (cnt > AMPC_RESIZE_MAX_TAPS) cnt = AMPC_RESIZE_MAX_TAPS; /* ampc_resize_scale_ok guards */
+    for (int i = 0; i < cnt; i++) {
+        double x = fabs(scale * (start + i - ratio)), v;
+        if (c->mode == AMPC_RESIZE_LINEAR) {
+            v = 1 - x;
+            v = v < 0 ? 0 : v > 1 ? 1 : v;
+        } else {
+            double A = c->cubic_a, x2 = x * x, x3 = x2 * x;
+            v = x <= 1  ? (A + 2) * x3 - (A + 3) * x2 + 1
+                : x < 2 ? A * x3 - 5 * A * x2 + 8 * A * x - 4 * A
+                        : 0;
+        }
+        w[i] = v;
+        sum += v;
+    }
+    for (int i = 0; i < cnt; i++) w[i] /= sum;
+    return cnt;
+}
+
+bool ampc_resize_scale_ok(const ampc_resize_cfg *c, double scale) {
+    return !(c->antialias && c->mode != AMPC_RESIZE_NEAREST && scale < 1.0 / 16);
+}
+
+/* The input coordinate x_ori of output coordinate x (the coordinate transformation mode). */
+static double input_coord(const ampc_resize_cfg *c, int64_t x, int64_t in, int64_t out,
+                          double scale, double ow, double roi_s, double roi_e) {
+    switch (c->coord) {
+    case AMPC_RESIZE_ALIGN: return ow == 1 ? 0 : (double)x * (double)(in - 1) / (ow - 1);
+    case AMPC_RESIZE_ASYM: return (double)x / scale;
+    case AMPC_RESIZE_TF_NN: return ((double)x + 0.5) / scale;
+    case AMPC_RESIZE_CROP: {
+        double roi_len = roi_e - roi_s;
+        double xo = ow == 1 ? roi_len * (double)(in - 1) / 2
+                            : (double)x * roi_len * (double)(in - 1) / (ow - 1);
+        return xo + roi_s * (double)(in - 1);
+    }
+    case AMPC_RESIZE_PYTORCH: return ow == 1 ? -0.5 : ((double)x + 0.5) / scale - 0.5;
+    case AMPC_RESIZE_HALF_PIXEL_SYM: {
+        double adj = (double)out / ow, center = (double)in / 2;
+        return center * (1 - adj) + ((double)x + 0.5) / scale - 0.5;
+    }
+    default: return ((double)x + 0.5) / scale - 0.5;
+    }
+}
+
+bool ampc_resize_axis_build(const ampc_resize_cfg *c, int64_t in, int64_t out, double scale,
+                            double roi_s, double roi_e, ampc_resize_axis *t) {
+    double w[AMPC_RESIZE_MAX_TAPS];
+    int32_t per = c->mode == AMPC_RESIZE_CUBIC ? 4 : 2;
+    if (c->antialias && c->mode != AMPC_RESIZE_NEAREST && scale < 1) per = coeffs(c, 0.5, scale, w);
+    size_t no = (size_t)(out ? out : 1);
+    memset(t, 0, sizeof *t);
+    t->per = per;
+    t->cnt = calloc(no, sizeof *t->cnt);
+    t->idx = calloc(no * (size_t)per, sizeof *t->idx);
+    t->w = calloc(no * (size_t)per, sizeof *t->w);
+    t->extrap = calloc(no, sizeof *t->extrap);
+    if (!t->cnt || !t->idx || !t->w || !t->extrap) {
+        ampc_resize_axis_free(t);
+        return false;
+    }
+    /* The reference's output_width: scale * in, an f32 product when the scales are f32. */
+    double ow = c->f32_scales ? (double)(float)(scale * (double)in) : scale * (double)in;
+    t->identity = in == out;
+    for (int64_t x = 0; x < out; x++) {
+        double xo = input_coord(c, x, in, out, scale, ow, roi_s, roi_e);
+        /* A NaN position (a NaN or infinite roi) extrapolates like one outside the input. */
+        t->extrap[x] = c->coord == AMPC_RESIZE_CROP && !(xo >= 0 && xo <= (double)(in - 1));
+        t->any_extrap |= t->extrap[x];
+        if (isnan(xo)) xo = 0;
+        double f = floor(xo), ratio = xo - f;
+        if (ratio == 0) f -= 1, ratio = 1; /* an integer x_ori: the right end of [f, f+1] */
+        int k = coeffs(c, ratio, scale, w);
+        AMPC_ASSERT(k == per);
+        /* The k nearest positions of the edge-padded input (pad k/2 each side). */
+        int64_t pad = k / 2;
+        double first_d = f - k / 2 + 1, lo = (double)-pad, hi = (double)(in + pad - k);
+        first_d = first_d < lo ? lo : first_d > hi ? hi : first_d;
+        int64_t first = (int64_t)first_d;
+        if (c->exclude_outside) {
+            double sum = 0;
+            for (int i = 0; i < k; i++) {
+                if (first + i < 0 || first + i >= in) w[i] = 0;
+                sum += w[i];
+            }
+            for (int i = 0; i < k; i++) w[i] /= sum;
+        }
+        int32_t m = 0;
+        for (int i = 0; i < k; i++) {
+            if (w[i] == 0) continue;
+            int64_t p = first + i;
+            t->idx[x * per + m] = p < 0 ? 0 : p >= in ? in - 1 : p;
+            t->w[x * per + m] = w[i];
+            m++;
+        }
+        t->cnt[x] = m;
+        t->identity &= m == 1 && t->idx[x * per] == x && t->w[x * per] == 1 && !t->extrap[x];
+    }
+    return true;
+}
+
+void ampc_resize_axis_free(ampc_resize_axis *t) {
+    free(t->cnt), free(t->idx), free(t->w), free(t->extrap);
+    t->cnt = NULL, t->idx = NULL, t->w = NULL, t->extrap = NULL;
+}

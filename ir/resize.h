@@ -1,0 +1,67 @@
+/*
+ * resize.h — Resize's and Upsample's interpolation taps, one implementation for the reference
+ * evaluator (ref/resize.c) and code generation (codegen/lower_pool.c, which bakes the tables
+ * into its kernels): the attributes decoded once into a configuration, and per axis the input
+ * positions and weights of every output coordinate.
+ *
+ * Every output coordinate x of an axis maps to x_ori in the input by the coordinate
+ * transformation mode. An interpolation of n taps (2 for nearest and linear, 4 for cubic, more
+ * with antialias when downsampling) takes the n input positions nearest to x_ori (ties to the
+ * lower one; when x_ori is an integer it counts as the right end of its left interval, ratio
+ * 1), reads positions outside the input from the nearest edge and weights them by the mode's
+ * coefficients of ratio = x_ori - floor. With exclude_outside, taps outside the input get
+ * weight 0 and the rest are renormalised. tf_crop_and_resize extrapolates where x_ori falls
+ * outside the input. This is the ONNX reference implementation's arithmetic, in double.
+ */
+#ifndef AMPC_IR_RESIZE_H
+#define AMPC_IR_RESIZE_H
+
+#include "ir/ir.h"
+
+enum { AMPC_RESIZE_NEAREST, AMPC_RESIZE_LINEAR, AMPC_RESIZE_CUBIC };
+enum {
+    AMPC_RESIZE_HALF_PIXEL,
+    AMPC_RESIZE_HALF_PIXEL_SYM,
+    AMPC_RESIZE_PYTORCH,
+    AMPC_RESIZE_ALIGN,
+    AMPC_RESIZE_ASYM,
+    AMPC_RESIZE_CROP,
+    AMPC_RESIZE_TF_NN
+};
+enum { AMPC_RESIZE_ROUND_FLOOR, AMPC_RESIZE_ROUND_CEIL, AMPC_RESIZE_FLOOR, AMPC_RESIZE_CEIL };
+/* The most taps one output coordinate may take (antialiased downsampling by 1/16 needs 64). */
+enum { AMPC_RESIZE_MAX_TAPS = 64 };
+
+typedef struct ampc_resize_cfg {
+    int mode, coord, nearest;
+    double cubic_a, extrapolation;
+    bool exclude_outside, antialias;
+    bool f32_scales; /* the scales came from an f32 input: in * scale is an f32 product */
+} ampc_resize_cfg;
+
+/* The configuration of node n: Resize's attributes (f32_scales: its scales input is given), or
+ * Upsample's (asymmetric coordinates, nearest rounding down: the opset 7-9 semantics). */
+ampc_resize_cfg ampc_resize_cfg_of(ampc_graph *g, const ampc_node *n, bool f32_scales);
+
+/* One axis: per output coordinate, cnt taps (clamped input index, weight) and whether it
+ * extrapolates. */
+typedef struct ampc_resize_axis {
+    int32_t per;   /* taps stored per output coordinate */
+    int32_t *cnt;  /* [out] taps with non-zero weight */
+    int64_t *idx;  /* [out * per] */
+    double *w;     /* [out * per] */
+    bool *extrap;  /* [out] */
+    bool identity; /* each output coordinate reads its own input index with weight 1 */
+    bool any_extrap;
+} ampc_resize_axis;
+
+/* Whether an axis scaled by `scale` fits AMPC_RESIZE_MAX_TAPS (antialiased downsampling below
+ * 1/16 does not). */
+bool ampc_resize_scale_ok(const ampc_resize_cfg *c, double scale);
+/* The taps of an axis of `in` positions resized to `out` by `scale` (roi [roi_s, roi_e] for
+ * tf_crop_and_resize); false when memory ran out (nothing to free then). */
+bool ampc_resize_axis_build(const ampc_resize_cfg *c, int64_t in, int64_t out, double scale,
+                            double roi_s, double roi_e, ampc_resize_axis *t);
+void ampc_resize_axis_free(ampc_resize_axis *t);
+
+#endif
