@@ -22,6 +22,7 @@
  */
 #include "codegen.h"
 
+#include "ir/pad.h"
 #include "ir/ref/ref.h"
 
 #include <string.h>
@@ -460,35 +461,21 @@ static ampc_status lower_concat_split(ampc_cg *cg, const ampc_node *n) {
 
 /* ---- Pad, CenterCropPad --------------------------------------------------------------------- */
 
-enum { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP };
-
-/* Pad. Per axis: negative pads first crop the input to [lo, lo + len); output index o maps to
- * j = o - max(pad_begin, 0), and a j outside [0, len) takes the constant (the optional input 2,
- * else 0), the nearest edge, the mirror image without the edge repeated (reflect, period
- * 2 * (len - 1)) or the torus (wrap). Index code is emitted only for axes that need it. */
+/* Pad (the modes and geometry of ir/pad.h; the constant is the optional input 2, else 0): the
+ * kernel maps each output index as ampc_pad_source does, with index code emitted only for the
+ * axes that need it. */
 static ampc_status lower_pad(ampc_cg *cg, const ampc_node *n) {
     ampc_graph *g = ampc_cg_graph(cg);
     const ampc_value *x = n->inputs[0], *y = n->outputs[0];
     const ampc_value *cv = n->n_inputs > 2 ? n->inputs[2] : NULL;
     int32_t r = x->shape.rank;
     int64_t pads[2 * AMPC_MAX_RANK], axes[AMPC_MAX_RANK];
-    int64_t lo[AMPC_MAX_RANK] = {0}, len[AMPC_MAX_RANK], shift[AMPC_MAX_RANK] = {0};
-    int32_t np = operand_ints(n->inputs[1], pads, 2 * AMPC_MAX_RANK), na = np / 2;
+    int64_t lo[AMPC_MAX_RANK], len[AMPC_MAX_RANK], shift[AMPC_MAX_RANK];
+    int32_t np = operand_ints(n->inputs[1], pads, 2 * AMPC_MAX_RANK);
     bool has_axes = n->n_inputs > 3 && n->inputs[3];
     if (has_axes) operand_ints(n->inputs[3], axes, AMPC_MAX_RANK);
-    const char *m = ampc_ir_attr_string(g, n, "mode", "constant");
-    int mode = !strcmp(m, "reflect") ? PAD_REFLECT
-               : !strcmp(m, "edge")  ? PAD_EDGE
-               : !strcmp(m, "wrap")  ? PAD_WRAP
-                                     : PAD_CONSTANT;
-    for (int32_t i = 0; i < r; i++) len[i] = x->shape.dims[i];
-    for (int32_t i = 0; i < na; i++) {
-        int32_t a = has_axes ? norm_axis(axes[i], r) : i;
-        int64_t pb = pads[i], pe = pads[na + i];
-        lo[a] = pb < 0 ? -pb : 0;
-        len[a] = x->shape.dims[a] - lo[a] - (pe < 0 ? -pe : 0);
-        shift[a] = pb > 0 ? pb : 0;
-    }
+    const ampc_pad_mode mode = ampc_pad_mode_of(g, n);
+    ampc_pad_geometry(r, x->shape.dims, pads, np, has_axes ? axes : NULL, lo, len, shift);
     int64_t count = ampc_ir_numel(y), xs[AMPC_MAX_RANK];
     if (!count) return AMPC_OK;
     dense_strides(&x->shape, xs);
@@ -506,13 +493,13 @@ static ampc_status lower_pad(ampc_cg *cg, const ampc_node *n) {
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, "pad");
     const char *px = ampc_cg_param(k, x, false);
     const char *pc =
-        cv && ampc_ir_numel(cv) && mode == PAD_CONSTANT ? ampc_cg_param(k, cv, false) : NULL;
+        cv && ampc_ir_numel(cv) && mode == AMPC_PAD_CONSTANT ? ampc_cg_param(k, cv, false) : NULL;
     const char *py = ampc_cg_param(k, y, true);
     const char *ct = ampc_cg_ctype(y->dtype);
     ampc_cg_grid_loop(k, count);
     const char *c[AMPC_MAX_RANK];
     ampc_cg_coords(k, y->shape.dims, r, "i", c);
-    if (mode == PAD_CONSTANT) ampc_cg_line(k, "bool in = true;");
+    if (mode == AMPC_PAD_CONSTANT) ampc_cg_line(k, "bool in = true;");
     ampc_cg_line(k, "long long s = 0;");
     for (int32_t d = 0; d < r; d++) {
         if (!outside[d]) {
@@ -525,14 +512,14 @@ static ampc_status lower_pad(ampc_cg *cg, const ampc_node *n) {
         ampc_cg_line(k, "long long %s = %s - %lldLL;", j, c[d], (long long)shift[d]);
         int64_t l = len[d];
         switch (mode) {
-        case PAD_CONSTANT:
+        case AMPC_PAD_CONSTANT:
             ampc_cg_line(k, "if (%s < 0 || %s >= %lldLL) in = false;", j, j, (long long)l);
             break;
-        case PAD_EDGE:
+        case AMPC_PAD_EDGE:
             ampc_cg_line(k, "%s = %s < 0 ? 0 : %s >= %lldLL ? %lldLL : %s;", j, j, j, (long long)l,
                          (long long)(l - 1), j);
             break;
-        case PAD_WRAP:
+        case AMPC_PAD_WRAP:
             ampc_cg_line(k, "%s = (%s %% %lldLL + %lldLL) %% %lldLL;", j, j, (long long)l,
                          (long long)l, (long long)l);
             break;
@@ -549,8 +536,8 @@ static ampc_status lower_pad(ampc_cg *cg, const ampc_node *n) {
         }
         ampc_cg_line(k, "s += (%s + %lldLL) * %lldLL;", j, (long long)lo[d], (long long)xs[d]);
     }
-    if (mode == PAD_CONSTANT && pc) ampc_cg_line(k, "%s[i] = in ? %s[s] : %s[0];", py, px, pc);
-    else if (mode == PAD_CONSTANT)
+    if (mode == AMPC_PAD_CONSTANT && pc) ampc_cg_line(k, "%s[i] = in ? %s[s] : %s[0];", py, px, pc);
+    else if (mode == AMPC_PAD_CONSTANT)
         ampc_cg_line(k, "%s[i] = in ? %s[s] : ampc::zero<%s>();", py, px, ct);
     else ampc_cg_line(k, "%s[i] = %s[s];", py, px);
     ampc_cg_close(k);

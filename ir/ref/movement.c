@@ -9,6 +9,8 @@
  */
 #include "ref.h"
 
+#include "ir/pad.h"
+
 #include <string.h>
 
 /* Bytes of a tensor. */
@@ -279,49 +281,19 @@ ampc_status ampc_ref_range(ampc_graph *g, const ampc_node *n, const ampc_tensor 
     return AMPC_OK;
 }
 
-/* Pad. Per axis: negative pads first crop the input to [lo, lo + len); then output index o
- * maps to j = o - max(pad_begin, 0) in the cropped range, and a j outside [0, len) is filled by
- * the mode: the constant, the nearest edge, the mirror image without repeating the edge
- * (reflect, period 2 * (len - 1)) or the torus (wrap, period len). */
-enum { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP };
-
-static int64_t pad_source(int64_t j, int64_t len, int mode) {
-    if (j >= 0 && j < len) return j;
-    switch (mode) {
-    case PAD_EDGE: return j < 0 ? 0 : len - 1;
-    case PAD_WRAP: return ((j % len) + len) % len;
-    case PAD_REFLECT: {
-        if (len == 1) return 0;
-        int64_t period = 2 * (len - 1), m = ((j % period) + period) % period;
-        return m < len ? m : period - m;
-    }
-    default: return -1; /* constant */
-    }
-}
-
+/* Pad: the modes and geometry of ir/pad.h. */
 ampc_status ampc_ref_pad(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                          ampc_tensor *const *out) {
     const ampc_tensor *x = in[0], *cv = n->n_inputs > 2 ? in[2] : NULL;
     ampc_tensor *y = out[0];
     int32_t r = x->shape.rank;
     int64_t pads[2 * AMPC_MAX_RANK], axes[AMPC_MAX_RANK];
-    int64_t lo[AMPC_MAX_RANK] = {0}, len[AMPC_MAX_RANK], shift[AMPC_MAX_RANK] = {0};
-    int32_t np = operand_ints(in[1], pads, 2 * AMPC_MAX_RANK), na = np / 2;
+    int64_t lo[AMPC_MAX_RANK], len[AMPC_MAX_RANK], shift[AMPC_MAX_RANK];
+    int32_t np = operand_ints(in[1], pads, 2 * AMPC_MAX_RANK);
     bool has_axes = n->n_inputs > 3 && in[3];
     if (has_axes) operand_ints(in[3], axes, AMPC_MAX_RANK);
-    const char *m = ampc_ir_attr_string(g, n, "mode", "constant");
-    int mode = !strcmp(m, "reflect") ? PAD_REFLECT
-               : !strcmp(m, "edge")  ? PAD_EDGE
-               : !strcmp(m, "wrap")  ? PAD_WRAP
-                                     : PAD_CONSTANT;
-    for (int32_t i = 0; i < r; i++) len[i] = x->shape.dims[i];
-    for (int32_t i = 0; i < na; i++) {
-        int32_t a = has_axes ? norm_axis(axes[i], r) : i;
-        int64_t pb = pads[i], pe = pads[na + i];
-        lo[a] = pb < 0 ? -pb : 0;
-        len[a] = x->shape.dims[a] - lo[a] - (pe < 0 ? -pe : 0);
-        shift[a] = pb > 0 ? pb : 0;
-    }
+    const ampc_pad_mode mode = ampc_pad_mode_of(g, n);
+    ampc_pad_geometry(r, x->shape.dims, pads, np, has_axes ? axes : NULL, lo, len, shift);
     size_t esz = ampc_dtype_size(x->dtype);
     unsigned char fill[16] = {0}; /* the constant's bytes (zeros when absent or empty) */
     if (cv && ampc_shape_numel(&cv->shape)) memcpy(fill, cv->data, esz);
@@ -331,7 +303,7 @@ ampc_status ampc_ref_pad(ampc_graph *g, const ampc_node *n, const ampc_tensor *c
     for (int64_t e = 0; e < count; e++, dst += esz) {
         int64_t off = 0;
         for (int32_t d = 0; d < r && off >= 0; d++) {
-            int64_t j = pad_source(idx[d] - shift[d], len[d], mode);
+            int64_t j = ampc_pad_source(idx[d] - shift[d], len[d], mode);
             off = j < 0 ? -1 : off + (lo[d] + j) * xs[d];
         }
         memcpy(dst, off < 0 ? fill : (const unsigned char *)x->data + (size_t)off * esz, esz);
