@@ -21,6 +21,7 @@
  */
 #include "codegen.h"
 
+#include "ir/reduce.h"
 #include "ir/ref/ref.h"
 
 #include <stdio.h>
@@ -155,33 +156,6 @@ static const char *open_elems(ampc_cg_kernel *k, const dims *red, int64_t group,
 
 static void close_scopes(ampc_cg_kernel *k, int32_t n) {
     while (n-- > 0) ampc_cg_close(k);
-}
-
-/* The reduced dims of a Reduce* node (as ir/ref/reduce.c decodes them; inference has checked
- * them): input 1 (constant) or the older `axes` attribute; none with noop_with_empty_axes. */
-static void reduced_dims(const ampc_node *n, int32_t rank, bool on[AMPC_MAX_RANK]) {
-    int64_t axes[64];
-    int32_t n_axes = 0;
-    const ampc_value *t = n->n_inputs > 1 ? n->inputs[1] : NULL;
-    const ampc_attr *a = ampc_ir_attr_find(n, "axes");
-    if (t) {
-        AMPC_ASSERT(t->data);
-        n_axes = (int32_t)ampc_ir_numel(t);
-        AMPC_ASSERT(n_axes <= AMPC_ARRAY_LEN(axes));
-        for (int32_t i = 0; i < n_axes; i++) axes[i] = ampc_ref_load_i64(t->data, t->dtype, i);
-    } else if (a && a->kind == AMPC_ATTR_INTS) {
-        n_axes = a->n;
-        AMPC_ASSERT(n_axes <= AMPC_ARRAY_LEN(axes));
-        for (int32_t i = 0; i < n_axes; i++) axes[i] = a->ints[i];
-    }
-    const ampc_attr *noop = ampc_ir_attr_find(n, "noop_with_empty_axes");
-    const bool none = n_axes == 0 && noop && noop->kind == AMPC_ATTR_INT && noop->i;
-    for (int32_t d = 0; d < rank; d++) on[d] = n_axes == 0 && !none;
-    for (int32_t i = 0; i < n_axes; i++) {
-        int64_t d = axes[i] < 0 ? axes[i] + rank : axes[i];
-        AMPC_ASSERT(d >= 0 && d < rank);
-        on[d] = true;
-    }
 }
 
 /* ---- Reduce* -------------------------------------------------------------------------------- */
@@ -357,7 +331,10 @@ static ampc_status lower_reduction(ampc_cg *cg, const ampc_node *n) {
     const int64_t out_count = ampc_ir_numel(y);
     if (out_count == 0) return AMPC_OK;
     bool on[AMPC_MAX_RANK];
-    reduced_dims(n, x->shape.rank, on);
+    const ampc_value *t = n->n_inputs > 1 ? n->inputs[1] : NULL;
+    AMPC_ASSERT(!t || t->data); /* a compile-time input */
+    ampc_reduce_dims(n, t ? t->data : NULL, t ? t->dtype : AMPC_DTYPE_I64, t ? ampc_ir_numel(t) : 0,
+                     x->shape.rank, on);
     int64_t group = 1;
     for (int32_t d = 0; d < x->shape.rank; d++)
         if (on[d]) group *= x->shape.dims[d];

@@ -19,6 +19,8 @@
  */
 #include "ref.h"
 
+#include "ir/reduce.h"
+
 #include <math.h>
 #include <stdlib.h>
 
@@ -46,33 +48,6 @@ static int64_t int_max(ampc_dtype t) {
     case AMPC_DTYPE_U8: return UINT8_MAX;
     case AMPC_DTYPE_BOOL: return 1;
     default: AMPC_ASSERT(!"not an integer dtype"); return 0;
-    }
-}
-
-/* Marks the reduced dims (none for no axes with noop_with_empty_axes). Inference has validated
- * the axes, so this only decodes them. */
-static void reduced_dims(const ampc_node *n, const ampc_tensor *const *in, int32_t rank,
-                         bool reduced[AMPC_MAX_RANK]) {
-    int64_t axes[64];
-    int32_t n_axes = 0;
-    const ampc_tensor *t = n->n_inputs > 1 ? in[1] : NULL;
-    const ampc_attr *a = ampc_ir_attr_find(n, "axes");
-    if (t) {
-        n_axes = (int32_t)ampc_shape_numel(&t->shape);
-        AMPC_ASSERT(n_axes <= AMPC_ARRAY_LEN(axes));
-        for (int32_t i = 0; i < n_axes; i++) axes[i] = ampc_ref_load_i64(t->data, t->dtype, i);
-    } else if (a && a->kind == AMPC_ATTR_INTS) {
-        n_axes = a->n;
-        AMPC_ASSERT(n_axes <= AMPC_ARRAY_LEN(axes));
-        for (int32_t i = 0; i < n_axes; i++) axes[i] = a->ints[i];
-    }
-    const ampc_attr *noop = ampc_ir_attr_find(n, "noop_with_empty_axes");
-    const bool none = n_axes == 0 && noop && noop->kind == AMPC_ATTR_INT && noop->i;
-    for (int32_t d = 0; d < rank; d++) reduced[d] = n_axes == 0 && !none;
-    for (int32_t i = 0; i < n_axes; i++) {
-        int64_t d = axes[i] < 0 ? axes[i] + rank : axes[i];
-        AMPC_ASSERT(d >= 0 && d < rank);
-        reduced[d] = true;
     }
 }
 
@@ -129,7 +104,9 @@ ampc_status ampc_ref_reduce(ampc_graph *g, const ampc_node *n, const ampc_tensor
     const int32_t rank = x->shape.rank;
     const int64_t count = ampc_shape_numel(&x->shape), out_count = ampc_shape_numel(&y->shape);
     bool reduced[AMPC_MAX_RANK];
-    reduced_dims(n, in, rank, reduced);
+    const ampc_tensor *t = n->n_inputs > 1 ? in[1] : NULL;
+    ampc_reduce_dims(n, t ? t->data : NULL, t ? t->dtype : AMPC_DTYPE_I64,
+                     t ? ampc_shape_numel(&t->shape) : 0, rank, reduced);
 
     /* Output stride of each input dim (0 along reduced dims), and the reduced-set size. */
     int64_t ostride[AMPC_MAX_RANK], st = 1, group = 1;
