@@ -652,7 +652,7 @@ ampc_status ampc_onnx_emit(ampc_onnx_ctx *c, ampc_onnx_node *nd) {
     if (row_is(nd, "LayerNormalization") && (st = layer_norm_param_dtype(c, nd)) != AMPC_OK)
         return st;
     if ((row_is(nd, "Softmax") || row_is(nd, "LogSoftmax") || row_is(nd, "Hardmax")) &&
-        opset < 13 && nd->n_in >= 1 && nd->in[0])
+        opset < 13 && nd->n_in >= 1 && nd->in[0] && nd->n_out == 1) /* else: the arity error */
         return coerced_softmax(c, nd);
 
     return ampc_onnx_build(c, nd, nd->op, nd->name, nd->in, nd->n_in, nd->attrs, nd->n_attrs,

@@ -3,7 +3,8 @@
  * normalisation ops, on models crafted here with protobuf-c (onnx_builder.h): GroupNormalization
  * before opset 21 (per-group scale and bias, constant or computed), RoiAlign-10 (the
  * output_half_pixel coordinates), InstanceNormalization-1 (consumed_inputs), DFT-17 (axis as an
- * attribute, default 1), LpPool-1 (a float p), and BatchNormalization in training mode. Expected
+ * attribute, default 1), LpPool-1 (a float p), BatchNormalization in training mode, and
+ * Softmax-12's 2-D coercion. Expected
  * values are worked out by hand in the comments.
  */
 #include "onnx_builder.h"
@@ -249,6 +250,23 @@ Test(opset_rewrites, batch_norm_training_mode_is_refused_clearly) {
     import_fails(&b, AMPC_E_UNSUPPORTED,
                  "node 0 'bn' (BatchNormalization): training mode (5 outputs: running and saved "
                  "statistics) is not supported: ampc compiles inference graphs");
+    mb_free(&b);
+}
+
+/* ---- Softmax before opset 13 ---------------------------------------------------------------- */
+
+/* The 2-D coercion of Softmax-12 (Flatten, Softmax, Reshape) builds one output: a node with two
+ * is refused for its arity, as at any opset (it once imported with its second output unmade,
+ * a graph the verifier rejected; found by fuzz_onnx). */
+Test(opset_rewrites, softmax_12_with_two_outputs_is_refused) {
+    mb b;
+    mb_init(&b, 7, 12);
+    mb_input(&b, "x", OT_FLOAT, "1,1,5,5");
+    mb_node(&b, "Softmax", "sm", "x", "y,z");
+    mb_output(&b, "y", OT_FLOAT, NULL);
+    mb_output(&b, "z", OT_INT64, NULL);
+    import_fails(&b, AMPC_E_INVALID_ARG,
+                 "node 0 'sm' (Softmax): Softmax has 1 to 1 outputs, got 2");
     mb_free(&b);
 }
 
