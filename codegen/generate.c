@@ -18,6 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* An op without a GPU lowering yet (the op table's REFERENCE rows). */
+static ampc_status lower_reference(ampc_cg *cg, const ampc_node *n) {
+    return AMPC_FAIL(cg->g, n, AMPC_E_UNSUPPORTED,
+                     "%s has no GPU lowering yet; it runs on the reference evaluator only",
+                     ampc_op_get(n->op)->onnx);
+}
+
 /* The lowering function of each kind (lower_<kind>.c). */
 static const ampc_cg_lower_fn lowerers[] = {
     [LOWER_NONE] = NULL, /* handled by the driver: views and known values */
@@ -31,8 +38,9 @@ static const ampc_cg_lower_fn lowerers[] = {
     [LOWER_INDEX] = ampc_cg_lower_index,
     [LOWER_CONTROL] = ampc_cg_lower_control,
     [LOWER_COLLECTIVE] = ampc_cg_lower_collective,
+    [LOWER_REFERENCE] = lower_reference,
 };
-_Static_assert(AMPC_ARRAY_LEN(lowerers) == LOWER_COLLECTIVE + 1, "a lower kind has no entry");
+_Static_assert(AMPC_ARRAY_LEN(lowerers) == LOWER_REFERENCE + 1, "a lower kind has no entry");
 
 ampc_graph *ampc_cg_graph(ampc_cg *cg) { return cg->g; }
 const ampc_cg_options *ampc_cg_opts(ampc_cg *cg) { return &cg->o; }

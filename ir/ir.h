@@ -59,6 +59,7 @@ typedef enum ampc_lower_kind {
     LOWER_INDEX,       /* data-dependent indexing (Gather, Scatter, TopK...) */
     LOWER_CONTROL,     /* control flow (If, Loop, Scan): bodies lowered on their own, host-driven */
     LOWER_COLLECTIVE,  /* a collective between GPUs (ampc.AllReduce): an NCCL step */
+    LOWER_REFERENCE,   /* no GPU lowering yet: the reference evaluator only (docs/adding-an-op.md) */
 } ampc_lower_kind;
 
 /* What the precision pass does with an op under --precision fp16/bf16 (ops.def's prec column). */

@@ -18,6 +18,9 @@
 # 2. Plan steps: no hand-written switch over step kinds (runtime/steps.def expands them).
 # 3. The environment: getenv only in runtime/options.c, the compiler's tool locator and cli/.
 # 4. Every AMPC_* variable the source names is in docs/options.md.
+# 5. Every op-table row has a GPU lowering or is on the reference-only list: a row of lowering
+#    kind REFERENCE (or CONTROL, control flow) is named nowhere in codegen/; every other row
+#    (but NONE, resolved at compile time) is named by its family's lowering in codegen/.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 declare -A allowed=(
@@ -69,5 +72,18 @@ for var in $(grep -rhoE '"AMPC_[A-Z0-9_]+"' $layers include --include='*.c' --in
   grep -q "\b$var\b" docs/options.md || { echo "check-structure: $var is read but not in docs/options.md"; bad=1; }
 done
 
-[ $bad = 0 ] && echo "check-structure: every include follows the layers; no switch over step kinds; the environment is read in its places and documented"
+# 5. The op table against code generation (docs/adding-an-op.md).
+while read -r id kind; do
+  named=0
+  grep -rqE "AMPC_OP_${id}\b" codegen --include='*.c' && named=1
+  case "$kind" in
+    NONE) ;;
+    REFERENCE|CONTROL)
+      [ $named = 1 ] && { echo "check-structure: ir/ops.def: $id is on the reference-only list ($kind) but codegen/ lowers it: give its row its family's lowering kind"; bad=1; } ;;
+    *)
+      [ $named = 0 ] && { echo "check-structure: ir/ops.def: $id has lowering kind $kind but codegen/ never names AMPC_OP_$id: lower it, or make its kind REFERENCE and add it to docs/adding-an-op.md"; bad=1; } ;;
+  esac
+done < <(sed -nE 's/^OP\(([A-Z0-9_]+),.*,[[:space:]]*([A-Z_]+)\)[[:space:]]*$/\1 \2/p' ir/ops.def)
+
+[ $bad = 0 ] && echo "check-structure: every include follows the layers; no switch over step kinds; the environment is read in its places and documented; every op has a GPU lowering or is on the reference-only list"
 exit $bad

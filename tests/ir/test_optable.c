@@ -5,6 +5,8 @@
  */
 #include "support.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 Test(optable, every_row_is_complete) {
@@ -41,9 +43,53 @@ Test(optable, onnx_names_are_unique_and_found) {
 Test(optable, traits_agree_with_lowering) {
     for (int i = 0; i < AMPC_OP_COUNT; i++) {
         const ampc_op_info *op = ampc_op_get((ampc_opcode)i);
-        if (op->traits & T_CONTRACT) cr_assert_eq(op->lower, LOWER_CONTRACT, "%s", op->onnx);
+        if (op->traits & T_CONTRACT)
+            cr_assert(op->lower == LOWER_CONTRACT || op->lower == LOWER_REFERENCE, "%s", op->onnx);
         if (op->traits & T_CONV) cr_assert_eq(op->lower, LOWER_CONV, "%s", op->onnx);
         if (op->traits & T_REDUCE) cr_assert_eq(op->lower, LOWER_REDUCE, "%s", op->onnx);
         if (op->traits & T_COMMUT) cr_assert(op->traits & T_ELEMWISE, "%s", op->onnx);
     }
+}
+
+/* The ops named in backquotes in the items of `list` (from its first "- " line to the next
+ * heading), each checked to be reference-only; returns their count. */
+static int listed_reference_ops(const char *list) {
+    const char *end = strstr(list + 2, "\n## "), *p = strstr(list, "\n- ");
+    cr_assert_not_null(p, "the list has items");
+    int listed = 0;
+    for (p = strchr(p, '`'); p && (!end || p < end); p = strchr(p, '`')) {
+        const char *q = strchr(p + 1, '`');
+        cr_assert_not_null(q);
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(q - p - 1), p + 1);
+        ampc_opcode op;
+        cr_assert(ampc_op_from_onnx(name, &op), "the list names '%s', not an op", name);
+        ampc_lower_kind k = ampc_op_get(op)->lower;
+        cr_assert(k == LOWER_REFERENCE || k == LOWER_CONTROL,
+                  "the list names %s, which has a GPU lowering", name);
+        listed++;
+        p = q + 1;
+    }
+    return listed;
+}
+
+/* The reference-only list of docs/adding-an-op.md is the op table's REFERENCE (and CONTROL)
+ * rows, no more and no fewer. */
+Test(optable, the_reference_only_list_is_the_documented_one) {
+    char *doc = t_read_text(AMPC_SOURCE_DIR "/docs/adding-an-op.md");
+    const char *list = strstr(doc, "## Ops without a GPU lowering");
+    cr_assert_not_null(list, "docs/adding-an-op.md lists the reference-only ops");
+    int n = 0;
+    for (int i = 0; i < AMPC_OP_COUNT; i++) {
+        const ampc_op_info *op = ampc_op_get((ampc_opcode)i);
+        if (op->lower != LOWER_REFERENCE && op->lower != LOWER_CONTROL) continue;
+        char item[80];
+        snprintf(item, sizeof item, "`%s`", op->onnx);
+        cr_assert(strstr(list, item), "%s is reference-only but not in docs/adding-an-op.md's list",
+                  op->onnx);
+        n++;
+    }
+    cr_assert_gt(n, 0);
+    cr_assert_eq(listed_reference_ops(list), n, "the list and the table differ in size");
+    free(doc);
 }
