@@ -16,6 +16,7 @@
  */
 #include "codegen.h"
 #include "ir/infer/infer.h"
+#include "ir/tfidf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -267,36 +268,7 @@ static ampc_status lower_mel(ampc_cg *cg, const ampc_node *n) {
 
 /* ---- TfIdfVectorizer ------------------------------------------------------------------------ */
 
-/* The pool's trie, built as ir/ref/index.c builds it (same nodes, last n-gram's id wins). */
-typedef struct tf_node {
-    int64_t token, parent, id;
-} tf_node;
-
-typedef struct tf_trie {
-    tf_node *nodes;
-    int64_t n;
-    int64_t *slots; /* node index + 1; 0 = empty */
-    uint64_t mask;
-} tf_trie;
-
-static uint64_t tf_hash(int64_t parent, int64_t token) {
-    uint64_t h = (uint64_t)parent * 0x9E3779B97F4A7C15ull ^ (uint64_t)token;
-    h ^= h >> 31;
-    h *= 0xBF58476D1CE4E5B9ull;
-    return h ^ (h >> 29);
-}
-
-static int64_t tf_child(tf_trie *t, int64_t parent, int64_t token) {
-    for (uint64_t s = tf_hash(parent, token) & t->mask;; s = (s + 1) & t->mask) {
-        int64_t k = t->slots[s] - 1;
-        if (k < 0) {
-            t->nodes[t->n] = (tf_node){token, parent, 0};
-            t->slots[s] = ++t->n;
-            return t->n - 1;
-        }
-        if (t->nodes[k].parent == parent && t->nodes[k].token == token) return k;
-    }
-}
+typedef ampc_tfidf_node tf_node;
 
 /* Orders non-root nodes by (parent, token): each node's children become one sorted run. */
 static const tf_node *sort_base;
@@ -330,37 +302,19 @@ static void emit_table(ampc_cg_kernel *k, const char *type, const char *name, co
 static ampc_status lower_tfidf(ampc_cg *cg, const ampc_node *n) {
     ampc_graph *g = ampc_cg_graph(cg);
     const ampc_value *x = n->inputs[0], *y = n->outputs[0];
-    int32_t n_counts, n_idx, n_pool = 0, n_w = 0;
-    const int64_t *counts = ampc_ir_attr_ints(g, n, "ngram_counts", &n_counts);
-    const int64_t *idx = ampc_ir_attr_ints(g, n, "ngram_indexes", &n_idx);
-    const int64_t *pool = ampc_ir_attr_ints(g, n, "pool_int64s", &n_pool);
-    const float *wts = ampc_ir_attr_floats(g, n, "weights", &n_w);
-    const char *mode = ampc_ir_attr_string(g, n, "mode", "TF");
-    int64_t lo = ampc_ir_attr_int(g, n, "min_gram_length", 1);
-    int64_t hi = ampc_ir_attr_int(g, n, "max_gram_length", 1);
-    int64_t skips = ampc_ir_attr_int(g, n, "max_skip_count", 0) + 1;
+    const ampc_tfidf p = ampc_tfidf_of(g, n);
+    const int64_t *idx = p.indexes, lo = p.min_len, hi = p.max_len, skips = p.skips;
+    const float *wts = p.weights;
+    const char *mode = p.mode;
     int64_t rows = x->shape.rank == 2 ? x->shape.dims[0] : 1;
     int64_t cols = x->shape.rank ? x->shape.dims[x->shape.rank - 1] : 1;
     int64_t out_size = y->shape.dims[y->shape.rank - 1];
     if (ampc_ir_numel(y) == 0) return AMPC_OK;
-    if (!pool) n_pool = 0;
 
-    /* The trie, as the reference builds it. */
-    uint64_t cap = 4;
-    while (cap < 2 * ((uint64_t)n_pool + 1)) cap *= 2;
-    tf_trie t = {ampc_xcalloc((size_t)n_pool + 1, sizeof(tf_node)), 1,
-                 ampc_xcalloc(cap, sizeof(int64_t)), cap - 1};
-    t.nodes[0] = (tf_node){0, -1, 0};
-    int64_t id = 1;
-    for (int32_t i = 0; i < n_counts; i++) {
-        int64_t size = i + 1, start = counts[i], end = i + 1 < n_counts ? counts[i + 1] : n_pool;
-        for (int64_t p = start; p + size <= end; p += size, id++) {
-            if (size < lo || size > hi) continue;
-            int64_t node = 0;
-            for (int64_t e = 0; e < size; e++) node = tf_child(&t, node, pool[p + e]);
-            t.nodes[node].id = id;
-        }
-    }
+    /* The trie, as the reference walks it (ir/tfidf.h). */
+    ampc_tfidf_trie t;
+    if (!ampc_tfidf_trie_build(&p, &t))
+        return AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory building the n-gram table");
     /* Child runs: ord = non-root nodes sorted by (parent, token); first[] = CSR offsets; a
      * node's output coordinate is the ngram_indexes entry of its id, or -1. */
     int64_t nn = t.n, nc = nn - 1;
@@ -422,7 +376,8 @@ static ampc_status lower_tfidf(ampc_cg *cg, const ampc_node *n) {
         ampc_cg_close(k);
     }
     ampc_cg_close(k);
-    free(t.nodes), free(t.slots), free(ord), free(tok), free(first), free(oc);
+    ampc_tfidf_trie_free(&t);
+    free(ord), free(tok), free(first), free(oc);
     return ampc_cg_kernel_end(k, rows, 64);
 }
 

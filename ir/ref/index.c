@@ -13,6 +13,8 @@
  */
 #include "ref.h"
 
+#include "ir/tfidf.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -768,42 +770,6 @@ ampc_status ampc_ref_nms(ampc_graph *g, const ampc_node *n, const ampc_tensor *c
 
 /* ---- TfIdfVectorizer ------------------------------------------------------------------------ */
 
-/* The pool's n-grams as a trie: node 0 is the root; a child is found by (parent, token) through
- * an open-addressing table. A node that ends an n-gram carries its 1-based pool order in `id`. */
-typedef struct tf_node {
-    int64_t token;
-    int64_t parent;
-    int64_t id; /* 0: no n-gram ends here */
-} tf_node;
-
-typedef struct tf_trie {
-    tf_node *nodes;
-    int64_t n;
-    int64_t *slots; /* node index + 1; 0 = empty */
-    uint64_t mask;
-} tf_trie;
-
-static uint64_t tf_hash(int64_t parent, int64_t token) {
-    uint64_t h = (uint64_t)parent * 0x9E3779B97F4A7C15ull ^ (uint64_t)token;
-    h ^= h >> 31;
-    h *= 0xBF58476D1CE4E5B9ull;
-    return h ^ (h >> 29);
-}
-
-/* The child of `parent` for `token`, created when `add` is set; -1 when absent. */
-static int64_t tf_child(tf_trie *t, int64_t parent, int64_t token, bool add) {
-    for (uint64_t s = tf_hash(parent, token) & t->mask;; s = (s + 1) & t->mask) {
-        int64_t k = t->slots[s] - 1;
-        if (k < 0) {
-            if (!add) return -1;
-            t->nodes[t->n] = (tf_node){token, parent, 0};
-            t->slots[s] = ++t->n;
-            return t->n - 1;
-        }
-        if (t->nodes[k].parent == parent && t->nodes[k].token == token) return k;
-    }
-}
-
 /* TfIdfVectorizer: counts, per row, every pool n-gram of size min_gram_length..max_gram_length
  * that occurs with its tokens skip apart (skip = 1 .. max_skip_count + 1; unigrams count once),
  * at the n-gram's output coordinate; then TF keeps the counts, IDF gives weight (or 1) where the
@@ -812,38 +778,17 @@ ampc_status ampc_ref_tfidf(ampc_graph *g, const ampc_node *n, const ampc_tensor 
                            ampc_tensor *const *out) {
     const ampc_tensor *x = in[0];
     ampc_tensor *y = out[0];
-    int32_t n_counts, n_idx, n_pool, n_w;
-    const int64_t *counts = ampc_ir_attr_ints(g, n, "ngram_counts", &n_counts);
-    const int64_t *idx = ampc_ir_attr_ints(g, n, "ngram_indexes", &n_idx);
-    const int64_t *pool = ampc_ir_attr_ints(g, n, "pool_int64s", &n_pool);
-    const float *w = ampc_ir_attr_floats(g, n, "weights", &n_w);
-    const char *mode = ampc_ir_attr_string(g, n, "mode", "TF");
-    int64_t lo = ampc_ir_attr_int(g, n, "min_gram_length", 1);
-    int64_t hi = ampc_ir_attr_int(g, n, "max_gram_length", 1);
-    int64_t skips = ampc_ir_attr_int(g, n, "max_skip_count", 0) + 1;
+    const ampc_tfidf p = ampc_tfidf_of(g, n);
+    const int64_t *idx = p.indexes, lo = p.min_len, hi = p.max_len, skips = p.skips;
+    const float *w = p.weights;
     int64_t rows = x->shape.rank == 2 ? x->shape.dims[0] : 1;
     int64_t cols = x->shape.rank ? x->shape.dims[x->shape.rank - 1] : 1;
     int64_t out_size = y->shape.dims[y->shape.rank - 1];
-    uint64_t cap = 4;
-    while (cap < 2 * ((uint64_t)n_pool + 1)) cap *= 2;
-    tf_trie t = {malloc(((size_t)n_pool + 1) * sizeof(tf_node)), 1, calloc(cap, sizeof(int64_t)),
-                 cap - 1};
+    ampc_tfidf_trie t;
     int64_t *freq = calloc((size_t)AMPC_MAX(rows * out_size, 1), sizeof *freq);
-    if (!t.nodes || !t.slots || !freq) {
-        free(t.nodes), free(t.slots), free(freq);
+    if (!freq || !ampc_tfidf_trie_build(&p, &t)) {
+        free(freq);
         return AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory building the n-gram table");
-    }
-    t.nodes[0] = (tf_node){0, -1, 0};
-    /* Insert the n-grams of the wanted sizes; ids count every n-gram of the pool. */
-    int64_t id = 1;
-    for (int32_t i = 0; i < n_counts; i++) {
-        int64_t size = i + 1, start = counts[i], end = i + 1 < n_counts ? counts[i + 1] : n_pool;
-        for (int64_t p = start; p + size <= end; p += size, id++) {
-            if (size < lo || size > hi) continue;
-            int64_t node = 0;
-            for (int64_t e = 0; e < size; e++) node = tf_child(&t, node, pool[p + e], true);
-            t.nodes[node].id = id;
-        }
     }
     for (int64_t r = 0; r < rows; r++) {
         int64_t first = lo;
@@ -852,8 +797,8 @@ ampc_status ampc_ref_tfidf(ampc_graph *g, const ampc_node *n, const ampc_tensor 
                 if (s0 + skip * (first - 1) >= cols) break; /* no n-gram fits from here on */
                 int64_t node = 0, size = 1;
                 for (int64_t e = s0; size <= hi && e < cols; e += skip, size++) {
-                    node = tf_child(&t, node, ampc_ref_load_i64(x->data, x->dtype, r * cols + e),
-                                    false);
+                    node = ampc_tfidf_child(&t, node,
+                                            ampc_ref_load_i64(x->data, x->dtype, r * cols + e));
                     if (node < 0) break;
                     if (size >= first && t.nodes[node].id)
                         freq[r * out_size + idx[t.nodes[node].id - 1]]++;
@@ -865,7 +810,7 @@ ampc_status ampc_ref_tfidf(ampc_graph *g, const ampc_node *n, const ampc_tensor 
             }
         }
     }
-    bool tf = !strcmp(mode, "TF"), idf = !strcmp(mode, "IDF");
+    bool tf = !strcmp(p.mode, "TF"), idf = !strcmp(p.mode, "IDF");
     for (int64_t r = 0; r < rows; r++)
         for (int64_t i = 0; i < out_size; i++) {
             int64_t f = freq[r * out_size + i];
@@ -874,6 +819,7 @@ ampc_status ampc_ref_tfidf(ampc_graph *g, const ampc_node *n, const ampc_tensor 
                              : (w ? (double)w[i] : 1.0) * (double)f;
             ampc_ref_store_f64(y->data, y->dtype, r * out_size + i, v);
         }
-    free(t.nodes), free(t.slots), free(freq);
+    ampc_tfidf_trie_free(&t);
+    free(freq);
     return AMPC_OK;
 }
