@@ -4,6 +4,7 @@
  */
 #include "ir/rnn.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const struct {
@@ -42,14 +43,14 @@ bool ampc_rnn_act_lookup(const char *name, ampc_rnn_act_kind *kind) {
     return false;
 }
 
-const char *ampc_rnn_act_names(void) {
-    static char list[160];
-    if (!list[0])
-        for (int32_t k = 0; k < AMPC_RNN_ACT_COUNT; k++) {
-            if (k) strcat(list, ", ");
-            strcat(list, table[k].name);
-        }
-    return list;
+const char *ampc_rnn_act_names(char *buf, size_t n) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int32_t k = 0; k < AMPC_RNN_ACT_COUNT && at < n; k++) {
+        int w = snprintf(buf + at, n - at, "%s%s", k ? ", " : "", table[k].name);
+        at += w > 0 ? (size_t)w : 0;
+    }
+    return buf;
 }
 
 void ampc_rnn_acts_resolve(const ampc_node *n, int32_t per, int32_t dirs, ampc_rnn_act *acts) {

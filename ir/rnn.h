@@ -37,8 +37,9 @@ typedef struct ampc_rnn_act {
 
 /* The kind named `name` (any case); false when ONNX defines no such activation. */
 bool ampc_rnn_act_lookup(const char *name, ampc_rnn_act_kind *kind);
-/* "Relu, Tanh, ..., Softplus": every name, for messages (static storage). */
-const char *ampc_rnn_act_names(void);
+/* "Relu, Tanh, ..., Softplus": every name, for messages, written into buf (n bytes, cut short
+ * when too small); returns buf. */
+const char *ampc_rnn_act_names(char *buf, size_t n);
 /* Fills acts[0 .. dirs * per - 1] (per: activations per direction) from node n's validated
  * activations attribute, or from the op's defaults (RNN: Tanh; GRU: Sigmoid, Tanh; LSTM:
  * Sigmoid, Tanh, Tanh), with alpha and beta consumed as the file comment says. */

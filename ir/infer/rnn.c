@@ -95,11 +95,12 @@ static ampc_status check_activations(ampc_graph *g, const ampc_node *n, rnn_form
                          want, want == 1 ? "" : "s", f.acts, f.act_list, a->n);
     for (int32_t i = 0; i < a->n; i++) {
         ampc_rnn_act_kind kind;
+        char names[200];
         if (!ampc_rnn_act_lookup(a->strings[i], &kind))
             return AMPC_FAIL(g, n, AMPC_E_ATTR,
                              "attribute 'activations' entry %d '%s' is not an activation ONNX "
                              "defines for recurrent ops (%s)",
-                             i, a->strings[i], ampc_rnn_act_names());
+                             i, a->strings[i], ampc_rnn_act_names(names, sizeof names));
     }
     return AMPC_OK;
 }
