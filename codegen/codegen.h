@@ -185,9 +185,11 @@ void ampc_cg_grid_loop(ampc_cg_kernel *k, int64_t n);
  * elements a trip, a grid apart (each warp access stays contiguous), with the body inlined for
  * each, so that with __restrict__ parameters (ampc_cg_kernel_restrict) the compiler issues the
  * loads of all of them before the first is used: enough bytes in flight to reach the memory's
- * bandwidth. The rest, fewer than AMPC_CG_UNROLL a thread, one at a time. ampc_cg_elem_close
+ * bandwidth. The rest, fewer than AMPC_CG_UNROLL a thread, one at a time. Below
+ * AMPC_CG_UNROLL_MIN elements a thread takes one element a trip: a quarter of the threads would
+ * leave a GPU's SMs short of warps (an H100 holds 270,336 threads at once). ampc_cg_elem_close
  * returns the threads to launch. */
-enum { AMPC_CG_UNROLL = 4 };
+enum { AMPC_CG_UNROLL = 4, AMPC_CG_UNROLL_MIN = 1 << 20 };
 void ampc_cg_elem_open(ampc_cg_kernel *k);
 int64_t ampc_cg_elem_close(ampc_cg_kernel *k, int64_t n);
 /* Declares k's pointer parameters __restrict__ (call before the first ampc_cg_param): for a
@@ -204,6 +206,12 @@ const char *ampc_cg_bcast_offset(ampc_cg_kernel *k, const ampc_shape *out, const
  * dims[0..rank-1] as locals, names[d] receiving each one's name ("0LL" for a unit dim). */
 void ampc_cg_coords(ampc_cg_kernel *k, const int64_t *dims, int32_t rank, const char *idx,
                     const char **names);
+/* Copies into y, row-major over dims[0..rank-1] (as many elements as y has), the elements of x
+ * at src0 + sum(c[d] * src[d]) (element strides; 0 repeats): a copy step when that is one
+ * contiguous run, else a generated kernel (lower_move.c, which lowers its own ops the same way). */
+ampc_status ampc_cg_view_copy(ampc_cg *cg, const ampc_node *n, const char *what,
+                              const ampc_value *x, const ampc_value *y, const int64_t *dims,
+                              int32_t rank, const int64_t *src, int64_t src0);
 
 /* ---- library steps -------------------------------------------------------------------------- */
 

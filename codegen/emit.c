@@ -160,6 +160,10 @@ int64_t ampc_cg_elem_close(ampc_cg_kernel *k, int64_t n) {
     ampc_cg_close_with(k, "};");
     ampc_cg_line(k, "const long long gs_ = (long long)gridDim.x * blockDim.x;");
     ampc_cg_line(k, "long long i0_ = (long long)blockIdx.x * blockDim.x + threadIdx.x;");
+    if (n < AMPC_CG_UNROLL_MIN) {
+        ampc_cg_line(k, "for (; i0_ < %lldLL; i0_ += gs_) elem_(i0_);", (long long)n);
+        return n;
+    }
     ampc_cg_open(k, "for (; i0_ + %d * gs_ < %lldLL; i0_ += %d * gs_)", AMPC_CG_UNROLL - 1, (long long)n,
                  AMPC_CG_UNROLL);
     for (int32_t u = 0; u < AMPC_CG_UNROLL; u++) ampc_cg_line(k, "elem_(i0_ + %d * gs_);", u);

@@ -3,11 +3,12 @@
  * GatherElements, GatherND, ScatterElements, Scatter, ScatterND, TensorScatter, OneHot, TopK,
  * Compress, ReverseSequence and AffineGrid.
  *
- * Gathers run one thread per output element. Scatters first copy the data into the output (a
- * copy step), then apply the updates in the reference's order, so duplicates and reductions
- * give exactly its result: ScatterElements runs one thread per line along the axis (updates on
- * different lines never meet) looping over the line; ScatterND one thread per element of the
- * updated slice, looping over the index tuples in order. TopK sorts each line in shared memory
+ * Gathers run one thread per output element; a Gather whose constant indices step evenly
+ * along the axis (one index: a head of a packed QKV) is that slice, a view copy. Scatters first
+ * copy the data into the output (a copy step), then apply the updates in the reference's order,
+ * so duplicates and reductions give exactly its result: ScatterElements runs one thread per line
+ * along the axis (updates on different lines never meet) looping over the line; ScatterND one
+ * thread per element of the updated slice, looping over the index tuples in order. TopK sorts each line in shared memory
  * (one block per line, bitonic sort, streamed in halves for lines longer than the tile; see
  * kernels/move.cuh). Compress, whose condition is a constant, maps output to input positions
  * through a balanced tree of comparisons over the runs of true entries, baked in.
@@ -69,6 +70,24 @@ static const char *load_index(ampc_cg_kernel *k, const char *p, const char *at, 
 
 /* ---- Gather, GatherElements, GatherND ------------------------------------------------------- */
 
+/* Whether indices ix are a constant arithmetic progression (one entry, or equal steps) once
+ * negative entries are counted from the end of a dim of `dim` entries (check_const_indices has
+ * checked them): its first entry and step. */
+static bool const_progression(const ampc_value *ix, int64_t dim, int64_t *first, int64_t *step) {
+    if (!ix->data || (ix->flags & AMPC_VALUE_INPUT)) return false;
+    int64_t cnt = ampc_ir_numel(ix), prev = 0;
+    *step = 0;
+    for (int64_t j = 0; j < cnt; j++) {
+        int64_t v = ampc_ref_load_i64(ix->data, ix->dtype, j);
+        if (v < 0) v += dim;
+        if (j == 0) *first = v;
+        else if (j == 1) *step = v - prev;
+        else if (v - prev != *step) return false;
+        prev = v;
+    }
+    return cnt > 0;
+}
+
 /* Gather: output (o, j, w) is data (o, indices[j], w) over the dims before the axis, the index
  * entries and the dims after it. */
 static ampc_status lower_gather(ampc_cg *cg, const ampc_node *n) {
@@ -80,6 +99,15 @@ static ampc_status lower_gather(ampc_cg *cg, const ampc_node *n) {
     const char *whats[1] = {what};
     ampc_status st = check_const_indices(cg, n, 1, &dim, whats, 1);
     if (st != AMPC_OK || !count) return st;
+    int64_t first, step;
+    if (const_progression(ix, dim, &first, &step)) { /* a slice of the axis: a view copy */
+        int64_t dims[AMPC_MAX_RANK], src[AMPC_MAX_RANK], xs[AMPC_MAX_RANK];
+        ampc_ref_strides(&x->shape, xs);
+        for (int32_t d = 0; d < r; d++) dims[d] = x->shape.dims[d], src[d] = xs[d];
+        dims[ax] = ampc_ir_numel(ix);
+        src[ax] = step * xs[ax];
+        return ampc_cg_view_copy(cg, n, "gather", x, y, dims, r, src, first * xs[ax]);
+    }
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, "gather");
     const char *px = ampc_cg_param(k, x, false), *pi = ampc_cg_param(k, ix, false);
     const char *py = ampc_cg_param(k, y, true);

@@ -12,10 +12,12 @@
  *     shape...);
  *   - a tiled shared-memory transpose when the destination's contiguous dim is not the source's
  *     and both are long (32x32 tiles: reads and writes both coalesced);
- *   - otherwise a kernel with one thread per element, its coordinates decomposed with the dims
- *     baked in (ampc_cg_coords).
+ *   - otherwise a kernel with one thread per unit, its coordinates decomposed with the dims
+ *     baked in (ampc_cg_coords). When the last dim is contiguous in both tensors, a unit is
+ *     the widest run of up to 16 bytes that every stride and offset divides (mv_unit), else one
+ *     element.
  * Concat and Split whose parts interleave are one kernel over the whole tensor that finds each
- * element's part through a balanced tree of comparisons with the part boundaries.
+ * unit's part through a balanced tree of comparisons with the part boundaries.
  * Elements move as they are, never converted, so every dtype takes the same path. Pad,
  * CenterCropPad, Trilu, Range and ConstantOfShape have their own one-thread-per-element kernels.
  * Every rule mirrors the reference kernels (ir/ref/movement.c; Trilu in ir/ref/index.c).
@@ -88,14 +90,26 @@ static void offset_expr(ampc_strbuf *sb, int64_t base, const char *const *c, con
     if (!any) ampc_sb_puts(sb, "0LL");
 }
 
-/* The unsigned type of an element's width, for kernels that only move bits. */
-static const char *bits_type(ampc_dtype t) {
-    switch (ampc_dtype_size(t)) {
+/* The unsigned type of a width in bytes (1 to 16), for kernels that only move bits. */
+static const char *bits_of(int64_t bytes) {
+    switch (bytes) {
     case 1: return "unsigned char";
     case 2: return "unsigned short";
     case 4: return "unsigned int";
-    default: return "unsigned long long";
+    case 8: return "unsigned long long";
+    default: AMPC_ASSERT(bytes == 16); return "uint4";
     }
+}
+
+static const char *bits_type(ampc_dtype t) { return bits_of((int64_t)ampc_dtype_size(t)); }
+
+/* The widest unit of at most 16 bytes, and at least esz, that divides every byte count whose
+ * bits are or-ed into `bytes` (a power of two divides a sum of such counts iff it divides their
+ * or; negative counts too, in two's complement). */
+static int64_t unit_of(uint64_t bytes, int64_t esz) {
+    int64_t u = 16;
+    while (u > esz && (bytes & (uint64_t)(u - 1))) u /= 2;
+    return u;
 }
 
 /* The kernel-name stem of a node's op ("depth_to_space"). */
@@ -167,6 +181,19 @@ static int32_t mv_tile_dim(const mv_view *v, int64_t count) {
     return -1;
 }
 
+/* The bytes each thread of v's copy moves: when v's last dim is contiguous in both tensors, the
+ * widest unit up to 16 bytes that its length, every other stride, both base offsets and both
+ * buffers' offsets are whole numbers of (a head split, a channel Concat, a window shift move 16
+ * bytes a thread instead of one 2-byte element); else one element. */
+static int64_t mv_unit(const mv_view *v, int64_t esz, const ampc_value *x, const ampc_value *y) {
+    int32_t l = v->rank - 1;
+    if (l < 0 || v->src[l] != 1 || v->dst[l] != 1) return esz;
+    uint64_t bytes = (uint64_t)(v->dims[l] * esz) | (uint64_t)(v->src0 * esz) |
+                     (uint64_t)(v->dst0 * esz) | (uint64_t)x->mem_offset | (uint64_t)y->mem_offset;
+    for (int32_t d = 0; d < l; d++) bytes |= (uint64_t)(v->src[d] * esz) | (uint64_t)(v->dst[d] * esz);
+    return unit_of(bytes, esz);
+}
+
 /* The tiled transpose: each block moves 32x32 tiles of the (a, b) plane, reading rows along a
  * (the source's contiguous dim) and writing rows along b (the destination's), through a padded
  * shared tile; the other dims index the tiles as a batch. Moves bits, not typed elements. */
@@ -229,9 +256,21 @@ static ampc_status emit_view(ampc_cg *cg, const ampc_node *n, const char *what, 
                                  sub_ref(cg, y, v.dst0, count));
     int32_t a = mv_tile_dim(&v, count);
     if (a >= 0) return emit_tiled(cg, n, what, x, y, &v, a, count);
+    int64_t esz = (int64_t)ampc_dtype_size(x->dtype), unit = mv_unit(&v, esz, x, y);
+    if (unit > esz) { /* count, offsets and strides in units of `unit` bytes */
+        int64_t per = unit / esz;
+        int32_t l = v.rank - 1;
+        v.dims[l] /= per;
+        for (int32_t d = 0; d < l; d++) v.src[d] /= per, v.dst[d] /= per;
+        v.src0 /= per;
+        v.dst0 /= per;
+        count /= per;
+    }
 
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, what);
-    const char *px = ampc_cg_param(k, x, false), *py = ampc_cg_param(k, y, true);
+    const char *type = unit > esz ? bits_of(unit) : ampc_cg_ctype(x->dtype);
+    const char *px = ampc_cg_param_ref(k, ampc_cg_ref(cg, x), type, false);
+    const char *py = ampc_cg_param_ref(k, ampc_cg_ref(cg, y), type, true);
     ampc_cg_grid_loop(k, count);
     bool sd = mv_dense(v.dims, v.src, v.rank), dd = mv_dense(v.dims, v.dst, v.rank);
     const char *c[MV_MAX];
@@ -246,6 +285,20 @@ static ampc_status emit_view(ampc_cg *cg, const ampc_node *n, const char *what, 
     ampc_sb_free(&dof);
     ampc_cg_close(k);
     return ampc_cg_kernel_end(k, count, 256);
+}
+
+ampc_status ampc_cg_view_copy(ampc_cg *cg, const ampc_node *n, const char *what,
+                              const ampc_value *x, const ampc_value *y, const int64_t *dims,
+                              int32_t rank, const int64_t *src, int64_t src0) {
+    mv_view v = {.src0 = src0};
+    int64_t dst = 1;
+    for (int32_t d = rank - 1; d >= 0; d--) dst *= dims[d];
+    AMPC_ASSERT(dst == ampc_ir_numel(y));
+    for (int32_t d = 0; d < rank; d++) {
+        dst /= dims[d];
+        mv_dim(&v, dims[d], src[d], dst);
+    }
+    return emit_view(cg, n, what, x, y, v);
 }
 
 /* A view over every element of y (row-major), the source strides still to fill. */
@@ -437,20 +490,29 @@ static ampc_status lower_concat_split(ampc_cg *cg, const ampc_node *n) {
         }
         return AMPC_OK;
     }
+    /* Moved in the widest unit that every part, the slab and every buffer's offset divide. */
+    int64_t esz = (int64_t)ampc_dtype_size(whole->dtype);
+    uint64_t bytes = (uint64_t)(slab * esz) | (uint64_t)whole->mem_offset;
+    for (int32_t i = 0; i < nv; i++)
+        bytes |= (uint64_t)(vals[i]->shape.dims[ax] * inner * esz) | (uint64_t)vals[i]->mem_offset;
+    int64_t unit = unit_of(bytes, esz), per = unit / esz;
+    const char *bits = unit > esz ? bits_of(unit) : ampc_cg_ctype(whole->dtype);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, concat ? "concat" : "split");
     mv_parts p = {0};
-    const char *pw = concat ? NULL : ampc_cg_param(k, whole, false);
+    const char *pw = concat ? NULL : ampc_cg_param_ref(k, ampc_cg_ref(cg, whole), bits, false);
     int64_t at = 0;
     for (int32_t i = 0; i < nv; i++) {
-        int64_t part = vals[i]->shape.dims[ax] * inner;
+        int64_t part = vals[i]->shape.dims[ax] * inner / per;
         if (part) {
-            p.name[p.n] = ampc_cg_param(k, vals[i], !concat);
+            p.name[p.n] = ampc_cg_param_ref(k, ampc_cg_ref(cg, vals[i]), bits, !concat);
             p.part[p.n] = part;
             p.start[p.n++] = at;
         }
         at += part;
     }
-    if (concat) pw = ampc_cg_param(k, whole, true);
+    if (concat) pw = ampc_cg_param_ref(k, ampc_cg_ref(cg, whole), bits, true);
+    slab /= per;
+    count /= per;
     ampc_cg_grid_loop(k, count);
     ampc_cg_line(k, "const long long o = i / %lldLL, s = i %% %lldLL;", (long long)slab,
                  (long long)slab);

@@ -8,12 +8,13 @@
  * with Q [B, H, Sq, D], K^T [B, H, D, Sk], V [B, H, Sk, Dv] (rank 4, no batch broadcast). One
  * kernel replaces about eight, and the [B, H, Sq, Sk] scores never reach memory.
  *
- *   1. Operands: Q, K^T and V are traced back through Transposes (their permutations composed)
- *      and, for Q and K^T, Muls by scalar constants (their product joins the scale) to a tensor
- *      in memory; the fused op reads it through element strides (q_strides, k_strides,
- *      v_strides), so the heads split by Reshape + Transpose from a projection's [B, S, H*D]
- *      need no copy. The skipped nodes stay for their other readers; those left unread are
- *      removed here.
+ *   1. Operands: Q, K^T and V are traced back through the nodes that only re-index them
+ *      (Transposes, Reshapes, Squeezes, the Gather or Split taking one of a joined projection's
+ *      Q, K and V: ampc_pass_view_step) and, for Q and K^T, Muls by scalar constants (their
+ *      product joins the scale) to a tensor in memory; the fused op reads it from an element
+ *      offset (offsets) through element strides (q_strides, k_strides, v_strides), so the heads
+ *      split from a projection's [B, S, H*D] or [S, B, 3, H*D] need no copy. The skipped nodes
+ *      stay for their other readers; those left unread are removed here (dce).
  *   2. The chain: every value from the first MatMul to the softmax is read once and is no graph
  *      output; the scale is a scalar float constant; the mask broadcasts to the scores without
  *      growing them; the softmax is over the last axis.
@@ -33,9 +34,11 @@
 #include <math.h>
 #include <string.h>
 
-/* How one operand is read: `src` through `st`, the element steps of the operand's four dims. */
+/* How one operand is read: `src` from element `off` through `st`, the element steps of the
+ * operand's four dims. */
 typedef struct operand {
     ampc_value *src;
+    int64_t off;
     int64_t st[4];
 } operand;
 
@@ -54,36 +57,34 @@ static double scalar_of(const ampc_value *v) {
     return ampc_ref_load_f64(v->data, v->dtype, 0);
 }
 
-/* Traces x (rank 4) back through Transposes and, when factor is not NULL, scalar Muls (stage 1):
- * o->src is the tensor in memory, o->st the step of each of x's dims in it; *factor collects the
- * scalars. The scores are linear in Q and in K, so their scalars join the scale; V's do not. */
+/* Traces x (rank 4) back through the nodes that only re-index it (ampc_pass_view_step:
+ * Transposes, Reshapes, the Gather or Split taking one head of a joined projection) and, when
+ * factor is not NULL, scalar Muls (stage 1): o->src is the tensor in memory, o->off and o->st
+ * where x's elements are in it; *factor collects the scalars. The scores are linear in Q and in
+ * K, so their scalars join the scale; V's do not. */
 static void trace_operand(ampc_value *x, operand *o, double *factor) {
-    int64_t map[4] = {0, 1, 2, 3}; /* x's dim i is dim map[i] of the current value */
-    ampc_value *cur = x;
+    ampc_pass_view v;
+    ampc_pass_view_init(&v, x);
     for (;;) {
-        ampc_node *p = cur->producer;
-        int64_t perm[4];
-        if (p && !p->dead && p->op == AMPC_OP_TRANSPOSE && ampc_pass_perm_of(p, 4, perm)) {
-            for (int32_t i = 0; i < 4; i++) map[i] = perm[map[i]];
-            cur = p->inputs[0];
-        } else if (factor && p && !p->dead && p->op == AMPC_OP_MUL && p->n_inputs == 2 &&
-                   ampc_shape_eq(&p->inputs[0]->shape, &cur->shape) &&
-                   !isnan(scalar_of(p->inputs[1]))) {
+        if (ampc_pass_view_step(&v, 4, x->shape.dims)) continue;
+        ampc_node *p = v.src->producer; /* a scalar Mul keeps every element where it was */
+        if (factor && p && !p->dead && p->op == AMPC_OP_MUL && p->n_inputs == 2 &&
+            ampc_shape_eq(&p->inputs[0]->shape, &v.src->shape) &&
+            !isnan(scalar_of(p->inputs[1]))) {
             *factor *= scalar_of(p->inputs[1]);
-            cur = p->inputs[0];
+            v.src = p->inputs[0];
         } else if (factor && p && !p->dead && p->op == AMPC_OP_MUL && p->n_inputs == 2 &&
-                   ampc_shape_eq(&p->inputs[1]->shape, &cur->shape) &&
+                   ampc_shape_eq(&p->inputs[1]->shape, &v.src->shape) &&
                    !isnan(scalar_of(p->inputs[0]))) {
             *factor *= scalar_of(p->inputs[0]);
-            cur = p->inputs[1];
+            v.src = p->inputs[1];
         } else {
             break;
         }
     }
-    int64_t st[4], step = 1;
-    for (int32_t d = 3; d >= 0; d--) st[d] = step, step *= cur->shape.dims[d];
-    for (int32_t i = 0; i < 4; i++) o->st[i] = st[map[i]];
-    o->src = cur;
+    o->src = v.src;
+    o->off = v.off;
+    memcpy(o->st, v.st, sizeof o->st);
 }
 
 /* The softmax is over the last axis of its rank-4 input. */
@@ -184,7 +185,8 @@ static ampc_attr ints_attr(ampc_graph *g, const char *name, const int64_t *v, in
 }
 
 static ampc_status rewrite(ampc_graph *g, match *m, ampc_uses *u) {
-    ampc_attr as[7] = {
+    const int64_t offsets[3] = {m->q.off, m->k.off, m->v.off};
+    ampc_attr as[8] = {
         ints_attr(g, "dims", m->dims, 6),
         ints_attr(g, "q_strides", m->q.st, 4),
         ints_attr(g, "k_strides", m->k.st, 4),
@@ -192,35 +194,17 @@ static ampc_status rewrite(ampc_graph *g, match *m, ampc_uses *u) {
         {.name = "scale", .kind = AMPC_ATTR_FLOAT, .f = (float)m->factor},
         {.name = "safe", .kind = AMPC_ATTR_INT, .i = m->sm->op == AMPC_OP_SAFE_SOFTMAX},
         {.name = "merge_heads", .kind = AMPC_ATTR_INT, .i = m->tr != NULL},
+        ints_attr(g, "offsets", offsets, 3),
     };
+    const int32_t n_as = offsets[0] || offsets[1] || offsets[2] ? 8 : 7;
     for (int32_t i = 0; i < 4; i++)
-        if (!as[i].ints) return AMPC_E_OOM;
+        if (!as[i].ints || !as[7].ints) return AMPC_E_OOM;
     ampc_value *in[4] = {m->q.src, m->k.src, m->v.src, m->mask};
     ampc_node *chain[6] = {m->mm1, m->scale, m->add, m->sm, m->mm2, m->tr};
     for (int32_t i = 0; i < 6; i++)
         if (chain[i] && chain[i] != m->last) ampc_ir_node_remove(g, chain[i]);
     return ampc_pass_rewrite(g, m->last, AMPC_OP_FUSED_ATTENTION, m->last->name, in,
-                             m->mask ? 4 : 3, as, 7, u);
-}
-
-/* Transposes and Muls nobody reads any more (the operands' skipped nodes) go: dead code the
- * scale folding must not see, since the fused op already applies their scalars. */
-static ampc_status sweep(ampc_graph *g) {
-    for (bool again = true; again;) {
-        ampc_uses u;
-        if (ampc_pass_uses(g, &u) != AMPC_OK) return AMPC_E_OOM;
-        again = false;
-        for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
-            ampc_node *n = g->nodes[i];
-            if (n->dead || (n->op != AMPC_OP_TRANSPOSE && n->op != AMPC_OP_MUL) ||
-                u.count[n->outputs[0]->id] != 0)
-                continue;
-            ampc_ir_node_remove(g, n);
-            again = true;
-        }
-        ampc_pass_uses_free(&u);
-    }
-    return AMPC_OK;
+                             m->mask ? 4 : 3, as, n_as, u);
 }
 
 ampc_status ampc_pass_fuse_attention(ampc_graph *g, bool *changed) {
@@ -238,8 +222,10 @@ ampc_status ampc_pass_fuse_attention(ampc_graph *g, bool *changed) {
         *changed = true;
     }
     ampc_pass_uses_free(&uses);
-    if (*changed && st == AMPC_OK) st = sweep(g);
     if (st == AMPC_E_OOM) return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
-    if (*changed) ampc_ir_graph_compact(g);
+    /* The operands' skipped nodes nobody reads any more go now: the scale folding must not see
+     * the Muls the fused op already applies, nor fuse-qkv count the Reshapes as readers. */
+    bool swept;
+    if (*changed && st == AMPC_OK) st = ampc_pass_dce(g, &swept);
     return st;
 }

@@ -82,7 +82,8 @@ static ampc_value *bias_side(const ampc_node *add, int64_t n, ampc_value **other
 static bool find_proj(const ampc_uses *u, const ampc_node *fa, int32_t i, proj *p) {
     memset(p, 0, sizeof *p);
     ampc_value *v = fa->inputs[i], *out = v;
-    if (u->count[v->id] != reads(fa, v)) return false;
+    const ampc_attr *off = ampc_ir_attr_find(fa, "offsets"); /* reads part of a tensor already */
+    if (u->count[v->id] != reads(fa, v) || (off && off->ints[i])) return false;
     ampc_node *d = v->producer;
     if (d && !d->dead && d->op == AMPC_OP_RESHAPE && splits_last_dim(d->inputs[0], v)) {
         p->reshape = d;

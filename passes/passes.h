@@ -58,6 +58,21 @@ ampc_node *ampc_pass_only_user(const ampc_uses *u, const ampc_value *v);
 /* The permutation of Transpose t whose input has rank r (no `perm`: the dims reversed); false
  * when its `perm` has another length. */
 bool ampc_pass_perm_of(const ampc_node *t, int32_t r, int64_t *perm);
+/* A value seen as a strided view of a tensor in memory: element c of the value (rank r, its dims
+ * outermost first) is element off + sum(c[d] * st[d]) of src, row-major. */
+typedef struct ampc_pass_view {
+    ampc_value *src;
+    int64_t off;
+    int64_t st[AMPC_MAX_RANK];
+} ampc_pass_view;
+/* The view of x as itself: src x, offset 0, its row-major strides. */
+void ampc_pass_view_init(ampc_pass_view *v, ampc_value *x);
+/* Steps v one node back when src's producer only re-indexes its input 0: Reshape, Flatten,
+ * Squeeze, Unsqueeze, Identity, Transpose, Split, or a Gather of one constant index. v then reads
+ * that input (same elements, same order over dims[0..r-1], the viewed value's dims); false, v
+ * unchanged, for any other producer or when the view's steps would not stay inside the dims
+ * they step along (a merged dim read with a stride that crosses it). */
+bool ampc_pass_view_step(ampc_pass_view *v, int32_t r, const int64_t *dims);
 /* After a fusion rewrote node n's inputs: n is now the user of each of them. */
 void ampc_pass_uses_moved(ampc_uses *u, ampc_node *n);
 /* Turns node n, the last node of a matched pattern, into `op` with these inputs and attributes

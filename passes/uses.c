@@ -1,9 +1,12 @@
 /*
  * uses.c — what the fusion passes share: how many times each value is used and, for a value
  * used once, the node using it; and the in-place rewrite of a pattern's last node into the fused
- * op; the permutation of a Transpose.
+ * op; the permutation of a Transpose; a value seen through the re-indexing ops before it as a
+ * strided view of a tensor in memory.
  */
 #include "passes.h"
+
+#include "ir/ref/ref.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -90,5 +93,103 @@ bool ampc_pass_perm_of(const ampc_node *t, int32_t r, int64_t *perm) {
     }
     if (a->kind != AMPC_ATTR_INTS || a->n != r) return false;
     for (int32_t i = 0; i < r; i++) perm[i] = a->ints[i];
+    return true;
+}
+
+/* ---- strided views ---------------------------------------------------------------------------- */
+
+void ampc_pass_view_init(ampc_pass_view *v, ampc_value *x) {
+    v->src = x;
+    v->off = 0;
+    ampc_ref_strides(&x->shape, v->st);
+}
+
+/* Re-expresses the view's offsets into cur (row-major over cur's dims) as offsets into the tensor
+ * below it, in which cur's dim j steps by t[j] and cur's element 0 sits at base. Each dim of the
+ * view (extent dims[i] > 1) must step by a whole number m of one of cur's dims, and the offset's
+ * digit in that dim plus the reach of every view dim stepping along it must stay inside it: then
+ * the digits of every element's offset are its coordinates in cur, which map exactly. */
+static bool redigit(ampc_pass_view *v, int32_t r, const int64_t *dims, const ampc_shape *cur,
+                    const int64_t *t, int64_t base) {
+    const int32_t cr = cur->rank;
+    int64_t dense[AMPC_MAX_RANK], digit[AMPC_MAX_RANK], reach[AMPC_MAX_RANK], st[AMPC_MAX_RANK];
+    if (!ampc_shape_numel(cur)) return false;
+    ampc_ref_strides(cur, dense);
+    int64_t rest = v->off;
+    for (int32_t j = 0; j < cr; j++) {
+        digit[j] = reach[j] = rest / dense[j];
+        rest %= dense[j];
+    }
+    for (int32_t i = 0; i < r; i++) {
+        st[i] = 0;
+        if (dims[i] == 1) continue;
+        const int64_t s = v->st[i];
+        int32_t j = 0;
+        while (j < cr && (cur->dims[j] == 1 || dense[j] > s)) j++;
+        if (s <= 0 || j == cr || s % dense[j]) return false;
+        reach[j] += s / dense[j] * (dims[i] - 1);
+        st[i] = s / dense[j] * t[j];
+    }
+    int64_t off = base;
+    for (int32_t j = 0; j < cr; j++) {
+        if (reach[j] >= cur->dims[j]) return false;
+        off += digit[j] * t[j];
+    }
+    v->off = off;
+    memcpy(v->st, st, (size_t)r * sizeof *st);
+    return true;
+}
+
+/* The constant single index of Gather p, counted from the end when negative; false when p's
+ * indices are not one constant entry inside the axis of `dim` entries. */
+static bool one_index(const ampc_node *p, int64_t dim, int64_t *k) {
+    const ampc_value *ix = p->inputs[1];
+    if (!ix->data || (ix->flags & AMPC_VALUE_INPUT) || ampc_ir_numel(ix) != 1) return false;
+    *k = ampc_ref_load_i64(ix->data, ix->dtype, 0);
+    if (*k < 0) *k += dim;
+    return *k >= 0 && *k < dim;
+}
+
+bool ampc_pass_view_step(ampc_pass_view *v, int32_t r, const int64_t *dims) {
+    const ampc_value *cur = v->src;
+    ampc_node *p = cur->producer;
+    if (!p || p->dead || p->n_inputs < 1 || !p->inputs[0] || p->inputs[0]->dtype != cur->dtype)
+        return false;
+    ampc_value *in = p->inputs[0];
+    const int32_t ir = in->shape.rank, cr = cur->shape.rank;
+    int64_t din[AMPC_MAX_RANK], t[AMPC_MAX_RANK], base = 0;
+    ampc_ref_strides(&in->shape, din);
+    if (ampc_op_has(p->op, T_VIEW)) { /* the same elements in the same order */
+        if (ampc_ir_numel(in) != ampc_ir_numel(cur)) return false;
+        v->src = in;
+        return true;
+    }
+    if (p->op == AMPC_OP_TRANSPOSE) { /* cur's dim j is in's dim perm[j] */
+        int64_t perm[AMPC_MAX_RANK];
+        if (cr != ir || !ampc_pass_perm_of(p, ir, perm)) return false;
+        for (int32_t j = 0; j < cr; j++) t[j] = din[perm[j]];
+    } else if (p->op == AMPC_OP_GATHER) { /* in's axis a, at index k, becomes cur's index dims */
+        const ampc_attr *ax = ampc_ir_attr_find(p, "axis");
+        int64_t a = ax && ax->kind == AMPC_ATTR_INT ? ax->i : 0, k;
+        if (a < 0) a += ir;
+        const int32_t q = p->inputs[1]->shape.rank; /* all 1s: one entry */
+        if (a < 0 || a >= ir || cr != ir - 1 + q || !one_index(p, in->shape.dims[a], &k))
+            return false;
+        for (int32_t j = 0; j < cr; j++) t[j] = j < a ? din[j] : j < a + q ? 0 : din[j - q + 1];
+        base = k * din[a];
+    } else if (p->op == AMPC_OP_SPLIT) { /* output o starts where the outputs before it end */
+        const ampc_attr *ax = ampc_ir_attr_find(p, "axis");
+        int64_t a = ax && ax->kind == AMPC_ATTR_INT ? ax->i : 0, start = 0;
+        if (a < 0) a += ir;
+        if (a < 0 || a >= ir || cr != ir) return false;
+        int32_t o = 0;
+        while (o < p->n_outputs && p->outputs[o] != cur) start += p->outputs[o++]->shape.dims[a];
+        for (int32_t j = 0; j < cr; j++) t[j] = din[j];
+        base = start * din[a];
+    } else {
+        return false;
+    }
+    if (!redigit(v, r, dims, &cur->shape, t, base)) return false;
+    v->src = in;
     return true;
 }

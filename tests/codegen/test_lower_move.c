@@ -117,6 +117,14 @@ static void build_views(ampc_graph *g, ampc_dtype t) {
     out(g, op1(g, "DepthToSpace", d,
                (ampc_attr_arg[]){AMPC_ATTR_I("blocksize", 2), AMPC_ATTR_S("mode", "CRD")}, 2));
     out(g, op1(g, "SpaceToDepth", s, (ampc_attr_arg[]){AMPC_ATTR_I("blocksize", 2)}, 1));
+
+    /* Last dims contiguous on both sides: moved in units of up to 16 bytes. */
+    ampc_value *w = input(g, "x", 10, t, SHAPE(3, 5, 8)), *w2 = input(g, "x", 11, t, SHAPE(3, 2, 8));
+    out(g, ampc_transpose(g, w, perms[1], 3)); /* a head split: [5, 3, 8] */
+    out(g, ampc_concat(g, (ampc_value *[]){w, w2, w}, 3, 1)); /* rows interleaved */
+    const int64_t st4[1] = {4}, en4[1] = {8}, ax4[1] = {2};
+    out(g, ampc_op(g, "Slice", (ampc_value *[]){w, i64s(g, st4, 1), i64s(g, en4, 1), i64s(g, ax4, 1)},
+                   4, NULL, 0)); /* half of each row */
 }
 
 /* Pad in every mode (positive and negative pads, axes, a constant input), a pure crop,
@@ -167,6 +175,17 @@ static void build_gathers(ampc_graph *g, ampc_dtype t) {
     out(g, ampc_op(g, "GatherND", (ampc_value *[]){xn, n0}, 2, NULL, 0));
     out(g, ampc_op(g, "GatherND", (ampc_value *[]){xn, n1}, 2,
                    (ampc_attr_arg[]){AMPC_ATTR_I("batch_dims", 1)}, 1));
+    /* Constant indices that step evenly are a view copy: one index (a copy), every other entry
+     * counted from the end, a reversal; others a gather kernel. */
+    ampc_value *xg = input(g, "x", 5, t, SHAPE(3, 4, 8));
+    const int64_t every_other[2] = {-4, -2}, reversed[3] = {2, 1, 0}, uneven[3] = {3, 0, 3};
+    out(g, ampc_op(g, "Gather", (ampc_value *[]){xg, ampc_scalar_i64(g, 1)}, 2, NULL, 0));
+    out(g, ampc_op(g, "Gather", (ampc_value *[]){xg, t_const_i64(g, SHAPE(2), every_other)}, 2,
+                   (ampc_attr_arg[]){AMPC_ATTR_I("axis", 1)}, 1));
+    out(g, ampc_op(g, "Gather", (ampc_value *[]){xg, t_const_i64(g, SHAPE(3), reversed)}, 2, NULL,
+                   0));
+    out(g, ampc_op(g, "Gather", (ampc_value *[]){xg, t_const_i64(g, SHAPE(3), uneven)}, 2,
+                   (ampc_attr_arg[]){AMPC_ATTR_I("axis", 1)}, 1));
     const int64_t cidx[4] = {3, -2, 0, -4}; /* constant indices, checked while compiling */
     out(g, ampc_op(g, "GatherND", (ampc_value *[]){xn, t_const_i64(g, SHAPE(2, 2), cidx)}, 2, NULL,
                    0));
@@ -344,9 +363,9 @@ static const ampc_dtype float_types[4] = {AMPC_DTYPE_F32, AMPC_DTYPE_F16, AMPC_D
                                           AMPC_DTYPE_F64};
 
 Test(lower_move, views_compile) {
-    /* 8 transposes (one a copy); 4 concats: 3 kernels and 2 copies; 2 splits: a kernel and 3
-     * copies; 3 slices (one a copy); Expand, Tile, 3 depth/space. */
-    expect_compiles(build_views, width_types, 6, &pipe_default, 25, 18);
+    /* 9 transposes (one a copy); 5 concats: 4 kernels and 2 copies; 2 splits: a kernel and 3
+     * copies; 4 slices (one a copy); Expand, Tile, 3 depth/space. */
+    expect_compiles(build_views, width_types, 6, &pipe_default, 28, 21);
 }
 
 Test(lower_move, fills_compile) {
@@ -366,8 +385,9 @@ Test(lower_move, generators_compile) {
 }
 
 Test(lower_index, gathers_compile) {
-    /* 3 Gathers, 2 GatherElements, 3 GatherNDs, 2 OneHots, 2 Compress, 2 ReverseSequences. */
-    expect_compiles(build_gathers, width_types, 6, &pipe_default, 14, 14);
+    /* 7 Gathers (one a copy), 2 GatherElements, 3 GatherNDs, 2 OneHots, 2 Compress, 2
+     * ReverseSequences. */
+    expect_compiles(build_gathers, width_types, 6, &pipe_default, 18, 17);
 }
 
 Test(lower_index, scatters_compile_for_every_dtype) {
@@ -491,6 +511,62 @@ Test(lower_index, gather_golden) {
     /* An index out of range reads as 0 instead of leaving the tensor. */
     expect_src(src, "p2[i] = v3 >= 0 && v3 < 5LL ? p0[(o2 * 5LL + v3) * 4LL + w0] : "
                     "ampc::zero<__nv_bfloat16>();\n");
+    ampc_cg_output_free(o);
+    ampc_graph_destroy(g);
+}
+
+/* A copy whose last dim is contiguous on both sides moves the widest unit (up to 16 bytes) that
+ * the row, the strides and the offsets divide; otherwise one element a thread. */
+Test(lower_move, contiguous_rows_move_in_units_of_up_to_16_bytes) {
+    ampc_graph *g = ampc_graph_create("units");
+    ampc_value *heads = t_input(g, "h", AMPC_DTYPE_F16, SHAPE(6, 4, 64));
+    ampc_value *odd = t_input(g, "o", AMPC_DTYPE_F16, SHAPE(6, 4, 3));
+    ampc_value *a = t_input(g, "a", AMPC_DTYPE_F16, SHAPE(2, 8)),
+               *b = t_input(g, "b", AMPC_DTYPE_F16, SHAPE(2, 4));
+    const int64_t p102[3] = {1, 0, 2};
+    out(g, ampc_transpose(g, heads, p102, 3));
+    out(g, ampc_transpose(g, odd, p102, 3));
+    out(g, ampc_concat(g, (ampc_value *[]){a, b}, 2, 1));
+    ampc_cg_output *o = generate(g, &pipe_default);
+    cr_assert_eq(o->plan.n_steps, 3);
+    const char *src = o->sources[0];
+    /* [6, 4, 64] -> [4, 6, 64] f16: rows of eight 16-byte units, 4 * 6 * 8 threads. */
+    expect_src(src, "k0_transpose(const uint4 *p0, uint4 *p1) {\n");
+    expect_src(src, "i < 192LL;");
+    expect_src(src, "p1[i] = p0[c3 * 8LL + c2 * 32LL + c0];\n");
+    /* Rows of three f16 (6 bytes): one element a thread. */
+    expect_src(src, "k1_transpose(const __half *p0, __half *p1) {\n");
+    expect_src(src, "i < 72LL;");
+    /* Parts of 16 and 8 bytes in slabs of 24: 8-byte units. */
+    expect_src(src, "k2_concat(const unsigned long long *p0, const unsigned long long *p1, "
+                    "unsigned long long *p2) {\n");
+    expect_src(src, "const long long o = i / 3LL, s = i % 3LL;\n");
+    ampc_cg_output_free(o);
+    ampc_graph_destroy(g);
+}
+
+Test(lower_index, constant_even_indices_are_a_view_copy) {
+    ampc_graph *g = ampc_graph_create("gv");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(3, 4, 8));
+    const int64_t every_other[2] = {1, 3}, uneven[3] = {3, 0, 3};
+    ampc_value *one = ampc_op(g, "Gather", (ampc_value *[]){x, ampc_scalar_i64(g, -1)}, 2, NULL, 0);
+    ampc_value *two = ampc_op(g, "Gather", (ampc_value *[]){x, t_const_i64(g, SHAPE(2), every_other)},
+                              2, (ampc_attr_arg[]){AMPC_ATTR_I("axis", 1)}, 1);
+    ampc_value *three = ampc_op(g, "Gather", (ampc_value *[]){x, t_const_i64(g, SHAPE(3), uneven)},
+                                2, (ampc_attr_arg[]){AMPC_ATTR_I("axis", 1)}, 1);
+    out(g, one), out(g, two), out(g, three);
+    ampc_cg_output *o = generate(g, &pipe_default);
+    cr_assert_eq(o->plan.n_steps, 3);
+    expect_copy(o, 0, x, 2 * 32 * 4, one, 0, 32 * 4); /* index -1 of 3: the last [4, 8] */
+    /* Rows 1 and 3 of each [4, 8]: 32-byte rows of two 16-byte units, every other row from the
+     * second (unit 2), the three [4, 8] and the two rows one dim of six rows 4 units apart. */
+    step(o, 1, AMPC_RT_STEP_KERNEL);
+    const char *src = o->sources[0];
+    expect_src(src, "k0_gather(const uint4 *p0, uint4 *p1) {\n");
+    expect_src(src, "i < 12LL;");
+    expect_src(src, "p1[i] = p0[2LL + c2 * 4LL + c0];\n");
+    step(o, 2, AMPC_RT_STEP_KERNEL);
+    expect_src(src, "k1_gather(const float *p0, const long long *p1, float *p2) {\n");
     ampc_cg_output_free(o);
     ampc_graph_destroy(g);
 }
