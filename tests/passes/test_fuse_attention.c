@@ -24,7 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum form { BERT, SDPA, PLAIN };
+/* MHA: torch's nn.MultiheadAttention (batch_first) as exported: x [B, S, E] turned sequence-
+ * first, one packed projection [S, B, 3E], Q, K and V taken by Gather from its [3, S, B, E]
+ * rearrangement, each split into heads through [S, B*H, D]; SDPA's scales. */
+enum form { BERT, SDPA, PLAIN, MHA };
 enum variant {
     FUSES,
     NO_MERGE,     /* no Transpose + Reshape after the second MatMul: fuses, Y stays [B,H,S,D] */
@@ -73,6 +76,37 @@ static ampc_value *project(ampc_graph *g, const acase *c, ampc_value *x, int sal
     return y;
 }
 
+/* The MHA form's Q, K and V [B, H, S, D] from x [B, S, E]: see enum form. */
+static void packed_heads(ampc_graph *g, const acase *c, ampc_value *x, ampc_value *qkv[3]) {
+    const int64_t E = c->H * c->D, wd[2] = {E, 3 * E}, E3 = 3 * E;
+    const ampc_dtype t = ampc_value_dtype(x);
+    unsigned char *w = malloc((size_t)(E * 3 * E) * ampc_dtype_size(t));
+    for (int64_t i = 0; i < E * 3 * E; i++)
+        ampc_ref_store_f64(w, t, i, sin((double)(i * 7 + 1)) / sqrt((double)E));
+    static const int64_t seq_first[3] = {1, 0, 2}, to_front[5] = {3, 1, 2, 0, 4};
+    ampc_value *y = ampc_matmul(g, ampc_transpose(g, x, seq_first, 3),
+                                ampc_constant(g, NULL, t, 2, wd, w));
+    if (c->bias) {
+        for (int64_t i = 0; i < 3 * E; i++) ampc_ref_store_f64(w, t, i, cos((double)(i * 3 + 1)));
+        y = ampc_add(g, y, ampc_constant(g, NULL, t, 1, &E3, w));
+    }
+    free(w);
+    const int64_t sb3e[4] = {c->S, c->B, 3, E}, zero[1] = {0}, three[1] = {3};
+    const int64_t rows[3] = {c->S, c->B * c->H, c->D}, bhsd[4] = {c->B, c->H, c->S, c->D};
+    ampc_value *u = ampc_op(g, "Unsqueeze",
+                            (ampc_value *[]){ampc_reshape(g, y, sb3e, 4), t_const_i64(g, SHAPE(1), zero)},
+                            2, NULL, 0);
+    ampc_value *sq = ampc_op(g, "Squeeze",
+                             (ampc_value *[]){ampc_transpose(g, u, to_front, 5),
+                                              t_const_i64(g, SHAPE(1), three)},
+                             2, NULL, 0);
+    for (int64_t i = 0; i < 3; i++) {
+        ampc_value *one = ampc_op(g, "Gather", (ampc_value *[]){sq, ampc_scalar_i64(g, i)}, 2, NULL, 0);
+        ampc_value *r = ampc_transpose(g, ampc_reshape(g, one, rows, 3), seq_first, 3);
+        qkv[i] = ampc_reshape(g, r, bhsd, 4);
+    }
+}
+
 static ampc_value *heads(ampc_graph *g, ampc_value *x, const acase *c, const int64_t perm[4]) {
     const int64_t split[4] = {c->B, c->S, c->H, c->D};
     return ampc_transpose(g, ampc_reshape(g, x, split, 4), perm, 4);
@@ -87,7 +121,11 @@ static ampc_graph *build(const acase *c) {
     const int64_t in3[3] = {c->B, c->S, c->H * c->D}, in4[4] = {c->B, c->H, c->S, c->D};
     const bool plain = c->form == PLAIN;
     ampc_value *xq, *xk, *xv;
-    if (c->proj) {
+    ampc_value *packed[3] = {NULL, NULL, NULL};
+    if (c->form == MHA) {
+        packed_heads(g, c, ampc_input(g, "x", t, 3, in3), packed);
+        xq = xk = xv = NULL;
+    } else if (c->proj) {
         ampc_value *x = ampc_input(g, "x", t, 3, in3);
         ampc_value *x2 = c->cross ? ampc_input(g, "x2", t, 3, in3) : x;
         xq = project(g, c, x, 1), xk = project(g, c, x2, 2), xv = project(g, c, x2, 3);
@@ -98,7 +136,12 @@ static ampc_graph *build(const acase *c) {
         xv = ampc_input(g, "xv", t, plain ? 4 : 3, plain ? in4 : in3);
     }
     ampc_value *q = xq, *kt, *v = xv;
-    if (plain) {
+    if (c->form == MHA) {
+        ampc_value *r = scalar(g, c, sqrt(1 / sqrt((double)c->D)));
+        q = ampc_mul(g, packed[0], r);
+        kt = ampc_mul(g, ampc_transpose(g, packed[1], swap, 4), r);
+        v = packed[2];
+    } else if (plain) {
         kt = ampc_transpose(g, xk, swap, 4);
     } else if (c->form == BERT) {
         q = heads(g, xq, c, bhsd);
@@ -172,6 +215,7 @@ static ampc_pipeline_options pipeline(ampc_precision p, bool fuse) {
 /* The projection matmuls a fused case keeps: fuse-qkv joins those sharing an input and read by
  * the attention only. */
 static int32_t projections_left(const acase *c) {
+    if (c->form == MHA) return 1;
     if (!c->proj) return 0;
     return c->cross ? 2 : c->k_read ? 2 : 1;
 }
@@ -191,7 +235,10 @@ static void check(const acase *c, ampc_precision prec, int32_t fused, double tol
                      projections_left(c) + (c->variant == MASK_LEFT), "only the projections "
                      "and the mask's product stay:\n%s",
                      ampc_graph_to_text(a, false));
-        cr_assert_eq(t_count_op(a, AMPC_OP_TRANSPOSE), 0, "the transposes fold into strides:\n%s",
+        /* MHA keeps the Transpose making x sequence-first, which its projection reads */
+        cr_assert_eq(t_count_op(a, AMPC_OP_TRANSPOSE), c->form == MHA,
+                     "the transposes fold into strides:\n%s", ampc_graph_to_text(a, false));
+        cr_assert_eq(t_count_op(a, AMPC_OP_GATHER), 0, "the Gathers too:\n%s",
                      ampc_graph_to_text(a, false));
     }
     const int32_t n_in = ampc_graph_input_count(a);
@@ -261,6 +308,27 @@ Test(fuse_attention, projected_model_under_precision_fp16) {
                 d = {4, 3, 10, 8, SDPA, true, FUSES, 0, true};
     check(&c, AMPC_PRECISION_FP16, 1, 1e-2);
     check(&d, AMPC_PRECISION_FP16, 1, 1e-2);
+}
+
+/* Q, K and V read from the packed projection, each at its third of a row: no copy of the
+ * heads, no Gather. */
+Test(fuse_attention, multihead_attention_export_reads_the_packed_projection) {
+    const acase c = SMALL(MHA, true, FUSES), d = {4, 3, 10, 8, MHA, false, FUSES, 0, true, true};
+    check(&c, AMPC_PRECISION_KEEP, 1, 1e-5);
+    check(&d, AMPC_PRECISION_KEEP, 1, 1e-5);
+    ampc_graph *g = build(&c);
+    ampc_pipeline_options o = pipeline(AMPC_PRECISION_KEEP, true);
+    cr_assert_eq(ampc_graph_optimize(g, &o), AMPC_OK, "%s", ampc_graph_errors(g));
+    const ampc_node *n = NULL;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->op == AMPC_OP_FUSED_ATTENTION) n = g->nodes[i];
+    cr_assert_not_null(n);
+    /* [S, B, 3E]: b steps 3E, h D, s B * 3E, d 1; Q at 0, K at E, V at 2E */
+    const int64_t E = c.H * c.D, want[4] = {3 * E, c.D, c.B * 3 * E, 1}, off[3] = {0, E, 2 * E};
+    cr_assert_arr_eq(ampc_ir_attr_find(n, "q_strides")->ints, want, sizeof want);
+    cr_assert_arr_eq(ampc_ir_attr_find(n, "v_strides")->ints, want, sizeof want);
+    cr_assert_arr_eq(ampc_ir_attr_find(n, "offsets")->ints, off, sizeof off);
+    ampc_graph_destroy(g);
 }
 
 Test(fuse_attention, near_misses_stay) {
@@ -564,6 +632,13 @@ Test(fuse_attention_gpu, joined_projections_with_bias_under_fp16, .timeout = 300
 Test(fuse_attention_gpu, cross_attention_joined_k_v_fp16, .timeout = 300) {
     const acase c = {2, 4, 77, 64, BERT, true, FUSES, 0, true, true, true};
     on_gpu(&c, AMPC_PRECISION_FP16);
+}
+
+/* nn.MultiheadAttention at ViT's sequence length: the tensor-core kernel reads Q, K and V out
+ * of the packed projection's rows. */
+Test(fuse_attention_gpu, fp16_s197_multihead_attention_packed, .timeout = 300) {
+    const acase c = {4, 12, 197, 64, MHA, false, FUSES, F16, true, true};
+    on_gpu(&c, AMPC_PRECISION_KEEP);
 }
 
 Test(fuse_attention_gpu, f32_generic_s77_masked, .timeout = 300) {
