@@ -13,7 +13,8 @@
  *   - ampc::attn_rows otherwise (f32, f64, other head sizes or layouts): one warp a query row.
  *
  * Q, K and V start at their inputs' element offsets (the columns of a joined projection,
- * passes/fuse_qkv.c): each pointer argument carries its own. Y's steps follow merge_heads: [B, H, Sq, Dv] or [B, Sq, H*Dv]. The mask's steps are those of
+ * passes/fuse_qkv.c): each pointer argument carries its own. With kv_group g, query head h
+ * reads K and V head h / g (grouped-query attention reads each K/V head where it is). Y's steps follow merge_heads: [B, H, Sq, Dv] or [B, Sq, H*Dv]. The mask's steps are those of
  * its right-aligned broadcast to [B, H, Sq, Sk] (0 where it has a unit dim).
  */
 #include "codegen.h"
@@ -23,6 +24,7 @@
 /* The node's sizes, steps and offsets (attributes checked by inference). */
 typedef struct fa_shape {
     int64_t B, H, Sq, Sk, D, Dv;
+    int64_t group; /* kv_group: query heads a K/V head serves */
     int64_t qs[4], ks[4], vs[4], ms[4], ys[4];
     int64_t off[3]; /* of Q, K and V in their inputs, elements */
 } fa_shape;
@@ -38,8 +40,9 @@ static fa_shape shape_of(const ampc_node *n) {
     ints4(n, "q_strides", s.qs);
     ints4(n, "k_strides", s.ks);
     ints4(n, "v_strides", s.vs);
-    const ampc_attr *off = ampc_ir_attr_find(n, "offsets");
+    const ampc_attr *off = ampc_ir_attr_find(n, "offsets"), *grp = ampc_ir_attr_find(n, "kv_group");
     for (int32_t i = 0; i < 3; i++) s.off[i] = off ? off->ints[i] : 0;
+    s.group = grp && grp->kind == AMPC_ATTR_INT ? grp->i : 1;
     const ampc_attr *merge = ampc_ir_attr_find(n, "merge_heads");
     if (merge && merge->kind == AMPC_ATTR_INT && merge->i) {
         const int64_t ys[4] = {s.Sq * s.H * s.Dv, s.Dv, s.H * s.Dv, 1};
@@ -116,8 +119,8 @@ static void emit_steps(ampc_cg_kernel *k, const char *name, const int64_t st[4])
 /* The constant ampc::attn_desc `a` of the node. */
 static void emit_desc(ampc_cg_kernel *k, const fa_shape *s, double scale) {
     ampc_cg_line(k, "const ampc::attn_desc a = {");
-    ampc_cg_line(k, "    %lldLL, %lldLL, %lldLL, %lldLL,", (long long)s->B, (long long)s->H,
-                 (long long)s->Sq, (long long)s->Sk);
+    ampc_cg_line(k, "    %lldLL, %lldLL, %lldLL, %lldLL, %lldLL,", (long long)s->B, (long long)s->H,
+                 (long long)s->Sq, (long long)s->Sk, (long long)s->group);
     emit_steps(k, "q", s->qs);
     emit_steps(k, "k", s->ks);
     emit_steps(k, "v", s->vs);

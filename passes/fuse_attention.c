@@ -14,7 +14,9 @@
  *      product joins the scale) to a tensor in memory; the fused op reads it from an element
  *      offset (offsets) through element strides (q_strides, k_strides, v_strides), so the heads
  *      split from a projection's [B, S, H*D] or [S, B, 3, H*D] need no copy. The skipped nodes
- *      stay for their other readers; those left unread are removed here (dce).
+ *      stay for their other readers; those left unread are removed here (dce). Grouped-query
+ *      attention's K and V, each head repeated for a group of query heads by an Expand, are
+ *      read unrepeated: kv_group g, query head h reading K/V head h / g.
  *   2. The chain: every value from the first MatMul to the softmax is read once and is no graph
  *      output; the scale is a scalar float constant; the mask broadcasts to the scores without
  *      growing them; the softmax is over the last axis.
@@ -49,6 +51,7 @@ typedef struct match {
     operand q, k, v;
     double factor;
     int64_t dims[6]; /* B, H, Sq, Sk, D, Dv */
+    int64_t group;   /* query heads a K/V head serves (kv_group) */
 } match;
 
 /* The value of a scalar float constant, or NAN. */
@@ -61,12 +64,22 @@ static double scalar_of(const ampc_value *v) {
  * Transposes, Reshapes, the Gather or Split taking one head of a joined projection) and, when
  * factor is not NULL, scalar Muls (stage 1): o->src is the tensor in memory, o->off and o->st
  * where x's elements are in it; *factor collects the scalars. The scores are linear in Q and in
- * K, so their scalars join the scale; V's do not. */
-static void trace_operand(ampc_value *x, operand *o, double *factor) {
+ * K, so their scalars join the scale; V's do not.
+ * With group g > 1, x's head dim h is traced as two, (h / g, h % g): the trace succeeds (true)
+ * only when the second reads the same element for every h % g, a K or V head repeated for g
+ * query heads (grouped-query attention's Expand); o->st then steps over (b, h / g, ., .). */
+static bool trace_operand(ampc_value *x, int64_t group, operand *o, double *factor) {
+    const int64_t *xd = x->shape.dims;
+    const int64_t dims[5] = {xd[0], xd[1] / group, group, xd[2], xd[3]};
     ampc_pass_view v;
     ampc_pass_view_init(&v, x);
+    const int32_t r = group > 1 ? 5 : 4;
+    if (group > 1) { /* x's own strides over the five dims */
+        const int64_t st[5] = {v.st[0], v.st[1] * group, v.st[1], v.st[2], v.st[3]};
+        memcpy(v.st, st, sizeof st);
+    }
     for (;;) {
-        if (ampc_pass_view_step(&v, 4, x->shape.dims)) continue;
+        if (ampc_pass_view_step(&v, r, group > 1 ? dims : xd)) continue;
         ampc_node *p = v.src->producer; /* a scalar Mul keeps every element where it was */
         if (factor && p && !p->dead && p->op == AMPC_OP_MUL && p->n_inputs == 2 &&
             ampc_shape_eq(&p->inputs[0]->shape, &v.src->shape) &&
@@ -82,9 +95,30 @@ static void trace_operand(ampc_value *x, operand *o, double *factor) {
             break;
         }
     }
+    if (group > 1 && v.st[2] != 0) return false;
     o->src = v.src;
     o->off = v.off;
-    memcpy(o->st, v.st, sizeof o->st);
+    const int64_t st[4] = {v.st[0], v.st[1], v.st[r - 2], v.st[r - 1]};
+    memcpy(o->st, st, sizeof st);
+    return true;
+}
+
+/* Grouped-query attention: K^T and V, after tracing, still read an Expand that repeats each K/V
+ * head for a group of query heads. The smallest group g dividing H for which both trace to the
+ * unrepeated heads (trace_operand with g) replaces their traces; factor_q is the scale after
+ * Q's trace. The group, or 1. */
+static int64_t trace_group(match *m, ampc_value *kt, ampc_value *v, double factor_q) {
+    const ampc_node *pk = m->k.src->producer, *pv = m->v.src->producer;
+    if (!(pk && pk->op == AMPC_OP_EXPAND) && !(pv && pv->op == AMPC_OP_EXPAND)) return 1;
+    for (int64_t g = 2; g <= m->dims[1]; g++) {
+        operand k, vv;
+        double f = factor_q;
+        if (m->dims[1] % g || !trace_operand(kt, g, &k, &f) || !trace_operand(v, g, &vv, NULL))
+            continue;
+        m->k = k, m->v = vv, m->factor = f;
+        return g;
+    }
+    return 1;
 }
 
 /* The softmax is over the last axis of its rank-4 input. */
@@ -158,9 +192,11 @@ static bool match_at(const ampc_uses *u, ampc_node *sm, match *m) {
     if (!mm2 || mm2->op != AMPC_OP_MATMUL || mm2->inputs[0] != sm->outputs[0]) return false;
     m->mm2 = m->last = mm2;
     if (!shapes_fit(m)) return false;
-    trace_operand(m->mm1->inputs[0], &m->q, &m->factor);
-    trace_operand(m->mm1->inputs[1], &m->k, &m->factor);
-    trace_operand(mm2->inputs[1], &m->v, NULL);
+    trace_operand(m->mm1->inputs[0], 1, &m->q, &m->factor);
+    const double factor_q = m->factor;
+    trace_operand(m->mm1->inputs[1], 1, &m->k, &m->factor);
+    trace_operand(mm2->inputs[1], 1, &m->v, NULL);
+    m->group = trace_group(m, m->mm1->inputs[1], mm2->inputs[1], factor_q);
     /* K^T's dims are (b, h, d, j): the op wants (b, h, j, d) */
     const int64_t kd = m->k.st[2];
     m->k.st[2] = m->k.st[3], m->k.st[3] = kd;
@@ -186,7 +222,7 @@ static ampc_attr ints_attr(ampc_graph *g, const char *name, const int64_t *v, in
 
 static ampc_status rewrite(ampc_graph *g, match *m, ampc_uses *u) {
     const int64_t offsets[3] = {m->q.off, m->k.off, m->v.off};
-    ampc_attr as[8] = {
+    ampc_attr as[9] = {
         ints_attr(g, "dims", m->dims, 6),
         ints_attr(g, "q_strides", m->q.st, 4),
         ints_attr(g, "k_strides", m->k.st, 4),
@@ -195,10 +231,14 @@ static ampc_status rewrite(ampc_graph *g, match *m, ampc_uses *u) {
         {.name = "safe", .kind = AMPC_ATTR_INT, .i = m->sm->op == AMPC_OP_SAFE_SOFTMAX},
         {.name = "merge_heads", .kind = AMPC_ATTR_INT, .i = m->tr != NULL},
         ints_attr(g, "offsets", offsets, 3),
+        {.name = "kv_group", .kind = AMPC_ATTR_INT, .i = m->group},
     };
-    const int32_t n_as = offsets[0] || offsets[1] || offsets[2] ? 8 : 7;
     for (int32_t i = 0; i < 4; i++)
         if (!as[i].ints || !as[7].ints) return AMPC_E_OOM;
+    /* offsets and kv_group only where they are not the defaults */
+    int32_t n_as = 7;
+    if (offsets[0] || offsets[1] || offsets[2]) as[n_as++] = as[7];
+    if (m->group > 1) as[n_as++] = as[8];
     ampc_value *in[4] = {m->q.src, m->k.src, m->v.src, m->mask};
     ampc_node *chain[6] = {m->mm1, m->scale, m->add, m->sm, m->mm2, m->tr};
     for (int32_t i = 0; i < 6; i++)

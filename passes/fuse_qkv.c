@@ -116,11 +116,14 @@ static bool same_group(const proj *a, const proj *b) {
            !a->bias == !b->bias && a->rank == b->rank;
 }
 
-/* The operands' extents, in the (b, h, s, d) order of their strides. */
+/* The operands' extents, in the (b, h, s, d) order of their strides (K and V have H / kv_group
+ * heads). */
 static void extents(const ampc_node *fa, int64_t ext[3][4]) {
     const int64_t *dm = ampc_ir_attr_find(fa, "dims")->ints; /* B, H, Sq, Sk, D, Dv */
-    const int64_t e[3][4] = {{dm[0], dm[1], dm[2], dm[4]}, {dm[0], dm[1], dm[3], dm[4]},
-                             {dm[0], dm[1], dm[3], dm[5]}};
+    const ampc_attr *grp = ampc_ir_attr_find(fa, "kv_group");
+    const int64_t kvh = dm[1] / (grp && grp->kind == AMPC_ATTR_INT ? grp->i : 1);
+    const int64_t e[3][4] = {{dm[0], dm[1], dm[2], dm[4]}, {dm[0], kvh, dm[3], dm[4]},
+                             {dm[0], kvh, dm[3], dm[5]}};
     memcpy(ext, e, sizeof e);
 }
 

@@ -68,10 +68,11 @@ typedef struct ampc_pass_view {
 /* The view of x as itself: src x, offset 0, its row-major strides. */
 void ampc_pass_view_init(ampc_pass_view *v, ampc_value *x);
 /* Steps v one node back when src's producer only re-indexes its input 0: Reshape, Flatten,
- * Squeeze, Unsqueeze, Identity, Transpose, Split, or a Gather of one constant index. v then reads
- * that input (same elements, same order over dims[0..r-1], the viewed value's dims); false, v
- * unchanged, for any other producer or when the view's steps would not stay inside the dims
- * they step along (a merged dim read with a stride that crosses it). */
+ * Squeeze, Unsqueeze, Identity, Transpose, Split, Expand (its broadcast dims step 0), or a Gather
+ * of one constant index. v then reads that input (same elements, same order over dims[0..r-1],
+ * the viewed value's dims); false, v unchanged, for any other producer or when the view's steps
+ * would not stay inside the dims they step along (a merged dim read with a stride that crosses
+ * it). */
 bool ampc_pass_view_step(ampc_pass_view *v, int32_t r, const int64_t *dims);
 /* After a fusion rewrote node n's inputs: n is now the user of each of them. */
 void ampc_pass_uses_moved(ampc_uses *u, ampc_node *n);

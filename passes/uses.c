@@ -122,8 +122,8 @@ static bool redigit(ampc_pass_view *v, int32_t r, const int64_t *dims, const amp
     }
     for (int32_t i = 0; i < r; i++) {
         st[i] = 0;
-        if (dims[i] == 1) continue;
         const int64_t s = v->st[i];
+        if (dims[i] == 1 || s == 0) continue; /* one element, or the same one over and over */
         int32_t j = 0;
         while (j < cr && (cur->dims[j] == 1 || dense[j] > s)) j++;
         if (s <= 0 || j == cr || s % dense[j]) return false;
@@ -177,6 +177,12 @@ bool ampc_pass_view_step(ampc_pass_view *v, int32_t r, const int64_t *dims) {
             return false;
         for (int32_t j = 0; j < cr; j++) t[j] = j < a ? din[j] : j < a + q ? 0 : din[j - q + 1];
         base = k * din[a];
+    } else if (p->op == AMPC_OP_EXPAND) { /* numpy broadcast: the dims in grows step 0 */
+        if (cr < ir) return false;
+        for (int32_t j = 0; j < cr; j++) {
+            const int32_t k = j - (cr - ir);
+            t[j] = k >= 0 && in->shape.dims[k] == cur->shape.dims[j] ? din[k] : 0;
+        }
     } else if (p->op == AMPC_OP_SPLIT) { /* output o starts where the outputs before it end */
         const ampc_attr *ax = ampc_ir_attr_find(p, "axis");
         int64_t a = ax && ax->kind == AMPC_ATTR_INT ? ax->i : 0, start = 0;

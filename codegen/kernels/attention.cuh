@@ -30,6 +30,7 @@ namespace ampc {
  * (b, h, i, j; 0 where it broadcasts), y (b, h, i, d). */
 struct attn_desc {
     i64 B, H, Sq, Sk;
+    i64 group; /* query heads a K/V head serves: head h reads K and V head h / group */
     i64 qs[4], ks[4], vs[4], ms[4], ys[4];
     float scale;
 };
@@ -79,7 +80,8 @@ __device__ __forceinline__ void attn_rows(const T *q, const T *k, const T *v, co
          row += (i64)gridDim.x * warps) {
         const i64 i = row % a.Sq, h = row / a.Sq % a.H, b = row / (a.Sq * a.H);
         const T *qr = q + b * a.qs[0] + h * a.qs[1] + i * a.qs[2];
-        const T *kb = k + b * a.ks[0] + h * a.ks[1], *vb = v + b * a.vs[0] + h * a.vs[1];
+        const T *kb = k + b * a.ks[0] + h / a.group * a.ks[1];
+        const T *vb = v + b * a.vs[0] + h / a.group * a.vs[1];
         const T *mr = mask ? mask + b * a.ms[0] + h * a.ms[1] + i * a.ms[2] : (const T *)0;
         T *yr = y + b * a.ys[0] + h * a.ys[1] + i * a.ys[2];
         A mx = -(A)INFINITY;
@@ -386,7 +388,8 @@ __device__ __forceinline__ void attn_mma_run(const T *q, const T *k, const T *v,
     const i64 r0 = i0 + row, r1 = r0 + 8;
     const int m0 = a.ms[2] == 0 ? 0 : row, m1 = a.ms[2] == 0 ? 0 : row + 8; /* in the mask tile */
     const int part = SPLIT ? warp * NK : 0; /* this warp's first key in a tile */
-    const T *kb = k + b * a.ks[0] + h * a.ks[1], *vb = v + b * a.vs[0] + h * a.vs[1];
+    const T *kb = k + b * a.ks[0] + h / a.group * a.ks[1];
+    const T *vb = v + b * a.vs[0] + h / a.group * a.vs[1];
     const T *mb = mask ? mask + b * a.ms[0] + h * a.ms[1] : (const T *)0;
     const int stage = attn_stage<D, DV, BN, BM>(mb != 0), kv = BN * (D + ATTN_PAD);
     const int mo = kv + BN * (DV + ATTN_PAD); /* the mask tile, in a stage */

@@ -312,18 +312,18 @@ static bool strided_fits(ampc_graph *g, const ampc_node *n, int32_t i, const cha
     return false;
 }
 
-/* ampc.FusedAttention: one float dtype for Q, K, V and the mask; dims all > 0; each input holds
- * what its offset and strides read; the mask broadcasts to [B, H, Sq, Sk]. Y is [B, H, Sq, Dv], or
+/* ampc.FusedAttention: one float dtype for Q, K, V and the mask; dims all > 0; kv_group divides
+ * H (K and V have H / kv_group heads); each input holds what its offset and strides read; the mask broadcasts to [B, H, Sq, Sk]. Y is [B, H, Sq, Dv], or
  * [B, Sq, H*Dv] with merge_heads. */
 ampc_status ampc_infer_fused_attention(ampc_graph *g, ampc_node *n) {
     const ampc_value *mask = opt_input(n, 3);
     for (int32_t i = 1; i < n->n_inputs; i++)
         if (!ampc_infer_same_dtype(g, n, 0, i)) return AMPC_E_DTYPE;
     if (!ampc_infer_check_dtype(g, n, 0, DT_FLOAT)) return AMPC_E_DTYPE;
-    int64_t dm[6], qs[4], ks[4], vs[4], merge, off[3] = {0, 0, 0};
+    int64_t dm[6], qs[4], ks[4], vs[4], merge, group, off[3] = {0, 0, 0};
     if (!read_ints(g, n, "dims", 6, dm) || !read_ints(g, n, "q_strides", 4, qs) ||
         !read_ints(g, n, "k_strides", 4, ks) || !read_ints(g, n, "v_strides", 4, vs) ||
-        !read_int(g, n, "merge_heads", 0, &merge) ||
+        !read_int(g, n, "merge_heads", 0, &merge) || !read_int(g, n, "kv_group", 1, &group) ||
         (ampc_ir_attr_find(n, "offsets") && !read_ints(g, n, "offsets", 3, off)))
         return AMPC_E_ATTR;
     for (int32_t i = 0; i < 6; i++)
@@ -331,9 +331,14 @@ ampc_status ampc_infer_fused_attention(ampc_graph *g, ampc_node *n) {
             return AMPC_FAIL(g, n, AMPC_E_ATTR,
                              "attribute 'dims' [B, H, Sq, Sk, D, Dv] must be positive, got 0 at %d",
                              i);
+    if (group < 1 || dm[1] % group)
+        return AMPC_FAIL(g, n, AMPC_E_ATTR,
+                         "attribute 'kv_group' (query heads a K/V head serves) must divide the "
+                         "%lld heads, got %lld", (long long)dm[1], (long long)group);
+    const int64_t kvh = dm[1] / group; /* K and V heads */
     if (!strided_fits(g, n, 0, "q_strides", off[0], qs, (int64_t[]){dm[0], dm[1], dm[2], dm[4]}) ||
-        !strided_fits(g, n, 1, "k_strides", off[1], ks, (int64_t[]){dm[0], dm[1], dm[3], dm[4]}) ||
-        !strided_fits(g, n, 2, "v_strides", off[2], vs, (int64_t[]){dm[0], dm[1], dm[3], dm[5]}))
+        !strided_fits(g, n, 1, "k_strides", off[1], ks, (int64_t[]){dm[0], kvh, dm[3], dm[4]}) ||
+        !strided_fits(g, n, 2, "v_strides", off[2], vs, (int64_t[]){dm[0], kvh, dm[3], dm[5]}))
         return AMPC_E_SHAPE;
     const ampc_shape scores = {.rank = 4, .dims = {dm[0], dm[1], dm[2], dm[3]}};
     bool ok = !mask || mask->shape.rank <= 4;

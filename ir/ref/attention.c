@@ -275,6 +275,7 @@ static void strides_of(const ampc_node *n, const char *name, int64_t st[4]) {
 typedef struct fa {
     const ampc_tensor *q, *k, *v, *mask;
     int64_t B, H, Sq, Sk, D, Dv, qs[4], ks[4], vs[4], ms[4], off[3]; /* off: of Q, K, V */
+    int64_t group; /* query heads a K/V head serves */
     double scale;
     bool safe;
 } fa;
@@ -283,13 +284,14 @@ static void fa_row(const fa *a, int64_t b, int64_t h, int64_t i, double *s, doub
     const ampc_dtype t = a->q->dtype;
     double mx = -INFINITY;
     bool nan = false;
+    const int64_t qr = a->off[0] + b * a->qs[0] + h * a->qs[1] + i * a->qs[2];
+    const int64_t kb = a->off[1] + b * a->ks[0] + h / a->group * a->ks[1]; /* its K/V head */
+    const int64_t vb = a->off[2] + b * a->vs[0] + h / a->group * a->vs[1];
     for (int64_t j = 0; j < a->Sk; j++) {
         double dot = 0;
         for (int64_t d = 0; d < a->D; d++)
-            dot += ampc_ref_load_f64(a->q->data, t, a->off[0] + b * a->qs[0] + h * a->qs[1] +
-                                                        i * a->qs[2] + d * a->qs[3]) *
-                   ampc_ref_load_f64(a->k->data, t, a->off[1] + b * a->ks[0] + h * a->ks[1] +
-                                                        j * a->ks[2] + d * a->ks[3]);
+            dot += ampc_ref_load_f64(a->q->data, t, qr + d * a->qs[3]) *
+                   ampc_ref_load_f64(a->k->data, t, kb + j * a->ks[2] + d * a->ks[3]);
         double bias = a->mask ? ampc_ref_load_f64(a->mask->data, t, b * a->ms[0] + h * a->ms[1] +
                                                                         i * a->ms[2] + j * a->ms[3])
                               : 0;
@@ -307,8 +309,7 @@ static void fa_row(const fa *a, int64_t b, int64_t h, int64_t i, double *s, doub
     for (int64_t j = 0; j < a->Sk; j++) {
         const double p = round_to(t, s[j] / sum);
         for (int64_t d = 0; d < a->Dv; d++)
-            acc[d] += p * ampc_ref_load_f64(a->v->data, t, a->off[2] + b * a->vs[0] + h * a->vs[1] +
-                                                               j * a->vs[2] + d * a->vs[3]);
+            acc[d] += p * ampc_ref_load_f64(a->v->data, t, vb + j * a->vs[2] + d * a->vs[3]);
     }
 }
 
@@ -327,6 +328,7 @@ ampc_status ampc_ref_fused_attention(ampc_graph *g, const ampc_node *n,
     strides_of(n, "v_strides", a.vs);
     const ampc_attr *off = ampc_ir_attr_find(n, "offsets");
     for (int32_t i = 0; i < 3; i++) a.off[i] = off ? off->ints[i] : 0;
+    a.group = attr_i(n, "kv_group", 1);
     if (a.mask) { /* right-aligned broadcast to [B, H, Sq, Sk]: unit dims step 0 */
         const ampc_shape *ms = &a.mask->shape;
         int64_t st[AMPC_MAX_RANK];

@@ -48,6 +48,8 @@ typedef struct acase {
     bool bias;     /* with proj: each projection adds a constant bias */
     bool cross;    /* with proj: K and V projected from a second input x2 (cross-attention) */
     bool k_read;   /* with proj: K's projection is also a graph output */
+    int64_t group; /* > 1: K and V have H / group heads, each repeated for `group` query heads
+                    * (grouped-query attention: Unsqueeze, Expand, Reshape); inputs only */
 } acase;
 
 static ampc_dtype dtype_of(const acase *c) { return c->t ? c->t : AMPC_DTYPE_F32; }
@@ -112,6 +114,20 @@ static ampc_value *heads(ampc_graph *g, ampc_value *x, const acase *c, const int
     return ampc_transpose(g, ampc_reshape(g, x, split, 4), perm, 4);
 }
 
+/* K or V [B, S, (H / group) * D] split into its heads [B, H / group, S, D], each then repeated
+ * for `group` query heads as transformers' repeat_kv exports it: [B, H, S, D]. */
+static ampc_value *kv_heads(ampc_graph *g, ampc_value *x, const acase *c) {
+    static const int64_t bhsd[4] = {0, 2, 1, 3}, two[1] = {2};
+    const int64_t kvh = c->H / c->group, split[4] = {c->B, c->S, kvh, c->D};
+    const int64_t wide[5] = {c->B, kvh, c->group, c->S, c->D}, all[4] = {c->B, c->H, c->S, c->D};
+    ampc_value *h = ampc_transpose(g, ampc_reshape(g, x, split, 4), bhsd, 4);
+    ampc_value *u = ampc_op(g, "Unsqueeze", (ampc_value *[]){h, t_const_i64(g, SHAPE(1), two)}, 2,
+                            NULL, 0);
+    ampc_value *e = ampc_op(g, "Expand", (ampc_value *[]){u, t_const_i64(g, SHAPE(5), wide)}, 2,
+                            NULL, 0);
+    return ampc_reshape(g, e, all, 4);
+}
+
 /* The attention of case c over inputs xq, xk, xv [B, S, H*D] (PLAIN: [B, H, S, D]) and the
  * mask [B, 1, 1, S]. */
 static ampc_graph *build(const acase *c) {
@@ -131,9 +147,10 @@ static ampc_graph *build(const acase *c) {
         xq = project(g, c, x, 1), xk = project(g, c, x2, 2), xv = project(g, c, x2, 3);
         if (c->k_read) ampc_output(g, xk, "k");
     } else {
+        const int64_t kv3[3] = {c->B, c->S, c->H / (c->group ? c->group : 1) * c->D};
         xq = ampc_input(g, "xq", t, plain ? 4 : 3, plain ? in4 : in3);
-        xk = ampc_input(g, "xk", t, plain ? 4 : 3, plain ? in4 : in3);
-        xv = ampc_input(g, "xv", t, plain ? 4 : 3, plain ? in4 : in3);
+        xk = ampc_input(g, "xk", t, plain ? 4 : 3, plain ? in4 : kv3);
+        xv = ampc_input(g, "xv", t, plain ? 4 : 3, plain ? in4 : kv3);
     }
     ampc_value *q = xq, *kt, *v = xv;
     if (c->form == MHA) {
@@ -143,6 +160,14 @@ static ampc_graph *build(const acase *c) {
         v = packed[2];
     } else if (plain) {
         kt = ampc_transpose(g, xk, swap, 4);
+    } else if (c->group > 1) { /* grouped K and V, BERT's or SDPA's scale */
+        q = heads(g, xq, c, bhsd);
+        kt = ampc_transpose(g, kv_heads(g, xk, c), swap, 4);
+        v = kv_heads(g, xv, c);
+        if (c->form == SDPA) {
+            ampc_value *r = scalar(g, c, sqrt(1 / sqrt((double)c->D)));
+            q = ampc_mul(g, q, r), kt = ampc_mul(g, kt, r);
+        }
     } else if (c->form == BERT) {
         q = heads(g, xq, c, bhsd);
         kt = ampc_transpose(g, heads(g, xk, c, bhsd), swap, 4);
@@ -238,8 +263,8 @@ static void check(const acase *c, ampc_precision prec, int32_t fused, double tol
         /* MHA keeps the Transpose making x sequence-first, which its projection reads */
         cr_assert_eq(t_count_op(a, AMPC_OP_TRANSPOSE), c->form == MHA,
                      "the transposes fold into strides:\n%s", ampc_graph_to_text(a, false));
-        cr_assert_eq(t_count_op(a, AMPC_OP_GATHER), 0, "the Gathers too:\n%s",
-                     ampc_graph_to_text(a, false));
+        cr_assert_eq(t_count_op(a, AMPC_OP_GATHER) + t_count_op(a, AMPC_OP_EXPAND), 0,
+                     "the Gathers and Expands too:\n%s", ampc_graph_to_text(a, false));
     }
     const int32_t n_in = ampc_graph_input_count(a);
     ampc_tensor in[5];
@@ -328,6 +353,27 @@ Test(fuse_attention, multihead_attention_export_reads_the_packed_projection) {
     cr_assert_arr_eq(ampc_ir_attr_find(n, "q_strides")->ints, want, sizeof want);
     cr_assert_arr_eq(ampc_ir_attr_find(n, "v_strides")->ints, want, sizeof want);
     cr_assert_arr_eq(ampc_ir_attr_find(n, "offsets")->ints, off, sizeof off);
+    ampc_graph_destroy(g);
+}
+
+/* Grouped-query attention: K and V of H / group heads are read where they are, not repeated. */
+Test(fuse_attention, grouped_query_attention_reads_each_kv_head_once) {
+    const acase c = {2, 6, 10, 8, BERT, true, FUSES, .group = 3},
+                d = {2, 4, 10, 8, SDPA, true, FUSES, .group = 2};
+    check(&c, AMPC_PRECISION_KEEP, 1, 1e-5);
+    check(&d, AMPC_PRECISION_KEEP, 1, 1e-5);
+    ampc_graph *g = build(&c);
+    ampc_pipeline_options o = pipeline(AMPC_PRECISION_KEEP, true);
+    cr_assert_eq(ampc_graph_optimize(g, &o), AMPC_OK, "%s", ampc_graph_errors(g));
+    const ampc_node *n = NULL;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->op == AMPC_OP_FUSED_ATTENTION) n = g->nodes[i];
+    cr_assert_not_null(n);
+    cr_assert_eq(ampc_ir_attr_find(n, "kv_group")->i, 3);
+    /* K [B, S, 2 * D]: b steps S * 2D, the K/V head D, s 2D, d 1 */
+    const int64_t want[4] = {c.S * 2 * c.D, c.D, 2 * c.D, 1};
+    cr_assert_arr_eq(ampc_ir_attr_find(n, "k_strides")->ints, want, sizeof want);
+    cr_assert_arr_eq(ampc_ir_attr_find(n, "v_strides")->ints, want, sizeof want);
     ampc_graph_destroy(g);
 }
 
@@ -632,6 +678,17 @@ Test(fuse_attention_gpu, joined_projections_with_bias_under_fp16, .timeout = 300
 Test(fuse_attention_gpu, cross_attention_joined_k_v_fp16, .timeout = 300) {
     const acase c = {2, 4, 77, 64, BERT, true, FUSES, 0, true, true, true};
     on_gpu(&c, AMPC_PRECISION_FP16);
+}
+
+/* Grouped-query attention as a Llama-style decoder exports it (16 query heads, 4 K/V heads). */
+Test(fuse_attention_gpu, fp16_s256_grouped_query, .timeout = 300) {
+    const acase c = {2, 16, 256, 64, SDPA, true, FUSES, F16, .group = 4};
+    on_gpu(&c, AMPC_PRECISION_KEEP);
+}
+
+Test(fuse_attention_gpu, f32_generic_grouped_query, .timeout = 300) {
+    const acase c = {2, 6, 40, 32, BERT, true, FUSES, .group = 3};
+    on_gpu(&c, AMPC_PRECISION_KEEP);
 }
 
 /* nn.MultiheadAttention at ViT's sequence length: the tensor-core kernel reads Q, K and V out
