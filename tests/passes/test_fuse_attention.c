@@ -430,6 +430,20 @@ Test(fuse_attention, inference_reports_bad_strides_and_masks) {
     t_expect_diag(g, "input 3 'm' (mask) must broadcast to the scores [1,2,4,4] ([B, H, Sq, Sk]), "
                      "got [3,4]");
     ampc_graph_destroy(g);
+    /* kv_group must divide the heads; with 2 of them, K and V have one head (extent 1) */
+    ampc_attr_arg ag[6] = {a[0], a[1], a[2], a[3], a[4], AMPC_ATTR_I("kv_group", 3)};
+    g = ampc_graph_create("bad_group");
+    in[0] = in[1] = in[2] = ampc_input(g, "x", AMPC_DTYPE_F32, 3, d3);
+    ampc_op(g, "ampc.FusedAttention", in, 3, ag, 6);
+    t_expect_diag(g, "attribute 'kv_group' (query heads a K/V head serves) must divide the 2 heads, "
+                     "got 3");
+    ampc_graph_destroy(g);
+    const int64_t k_far[4] = {32, 100, 8, 1}; /* fits only as one K/V head */
+    ag[2] = AMPC_ATTR_IS("k_strides", k_far, 4), ag[5] = AMPC_ATTR_I("kv_group", 2);
+    g = ampc_graph_create("one_kv_head");
+    in[0] = in[1] = in[2] = ampc_input(g, "x", AMPC_DTYPE_F32, 3, d3);
+    cr_assert_not_null(ampc_op(g, "ampc.FusedAttention", in, 3, ag, 6), "%s", ampc_graph_errors(g));
+    ampc_graph_destroy(g);
 }
 
 /* ---- fuse-qkv: the projections joined ---------------------------------------------------- */
