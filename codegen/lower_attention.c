@@ -14,10 +14,13 @@
  *
  * Q, K and V start at their inputs' element offsets (the columns of a joined projection,
  * passes/fuse_qkv.c): each pointer argument carries its own. With kv_group g, query head h
- * reads K and V head h / g (grouped-query attention reads each K/V head where it is). Y's steps follow merge_heads: [B, H, Sq, Dv] or [B, Sq, H*Dv]. The mask's steps are those of
- * its right-aligned broadcast to [B, H, Sq, Sk] (0 where it has a unit dim).
+ * reads K and V head h / g (grouped-query attention reads each K/V head where it is). Y's steps
+ * follow merge_heads, or y_perm and y_shape (ir/attention.h). The mask's steps are those of its
+ * right-aligned broadcast to [B, H, Sq, Sk] (0 where it has a unit dim).
  */
 #include "codegen.h"
+
+#include "ir/attention.h"
 
 #include <string.h>
 
@@ -43,14 +46,8 @@ static fa_shape shape_of(const ampc_node *n) {
     const ampc_attr *off = ampc_ir_attr_find(n, "offsets"), *grp = ampc_ir_attr_find(n, "kv_group");
     for (int32_t i = 0; i < 3; i++) s.off[i] = off ? off->ints[i] : 0;
     s.group = grp && grp->kind == AMPC_ATTR_INT ? grp->i : 1;
-    const ampc_attr *merge = ampc_ir_attr_find(n, "merge_heads");
-    if (merge && merge->kind == AMPC_ATTR_INT && merge->i) {
-        const int64_t ys[4] = {s.Sq * s.H * s.Dv, s.Dv, s.H * s.Dv, 1};
-        memcpy(s.ys, ys, sizeof ys);
-    } else {
-        const int64_t ys[4] = {s.H * s.Sq * s.Dv, s.Sq * s.Dv, s.Dv, 1};
-        memcpy(s.ys, ys, sizeof ys);
-    }
+    ampc_shape y;
+    (void)ampc_attention_y_layout(n, dm, s.ys, &y); /* checked by inference */
     if (n->n_inputs > 3 && n->inputs[3]) {
         const ampc_shape *m = &n->inputs[3]->shape;
         int64_t step = 1;

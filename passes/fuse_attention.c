@@ -3,7 +3,7 @@
  *
  *   scores = MatMul(Q, K^T)  [* c or / c]  [+ mask]
  *   P      = Softmax(scores, last axis)  or  ampc.SafeSoftmax
- *   Y      = MatMul(P, V)  [-> Transpose(0, 2, 1, 3) -> Reshape to [B, Sq, H*Dv]]
+ *   Y      = MatMul(P, V)  [-> Transpose [-> Reshape]]
  *
  * with Q [B, H, Sq, D], K^T [B, H, D, Sk], V [B, H, Sk, Dv] (rank 4, no batch broadcast). One
  * kernel replaces about eight, and the [B, H, Sq, Sk] scores never reach memory.
@@ -20,9 +20,11 @@
  *   2. The chain: every value from the first MatMul to the softmax is read once and is no graph
  *      output; the scale is a scalar float constant; the mask broadcasts to the scores without
  *      growing them; the softmax is over the last axis.
- *   3. The output: when Y is read only by Transpose(0, 2, 1, 3) and that only by a Reshape to
- *      [B, Sq, H*Dv], those two fold in too (merge_heads = 1), and the fused node takes the
- *      Reshape's place and output; otherwise the second MatMul's.
+ *   3. The output: when Y is read only by a Transpose, that folds in, and so does a Reshape (or
+ *      another op that only renames the shape) reading it alone: the fused node writes Y
+ *      transposed (y_perm; BERT's Transpose(0, 2, 1, 3) + Reshape to [B, Sq, H*Dv] is
+ *      merge_heads = 1) with the last one's shape (y_shape) and takes its place and output;
+ *      otherwise the second MatMul's.
  *
  * Numerics (ir/ref/attention.c): the scores are rounded once to the tensors' type, as the
  * unfused graph holds them, so a large negative mask overflows to -inf in f16 as it did there;
@@ -47,6 +49,8 @@ typedef struct operand {
 /* A matched pattern: the nodes it removes, the last one (rewritten), the fused op's inputs. */
 typedef struct match {
     ampc_node *mm1, *scale, *add, *sm, *mm2, *tr, *last;
+    int64_t y_perm[4]; /* with tr: its permutation */
+    bool merge_heads;  /* tr and last are BERT's merge of the heads: [B, Sq, H*Dv] */
     ampc_value *mask;
     operand q, k, v;
     double factor;
@@ -201,14 +205,16 @@ static bool match_at(const ampc_uses *u, ampc_node *sm, match *m) {
     const int64_t kd = m->k.st[2];
     m->k.st[2] = m->k.st[3], m->k.st[3] = kd;
     ampc_node *tr = ampc_pass_only_user(u, mm2->outputs[0]);
-    int64_t perm[4];
-    if (tr && tr->op == AMPC_OP_TRANSPOSE && ampc_pass_perm_of(tr, 4, perm) && perm[0] == 0 &&
-        perm[1] == 2 && perm[2] == 1 && perm[3] == 3) {
+    if (tr && tr->op == AMPC_OP_TRANSPOSE && ampc_pass_perm_of(tr, 4, m->y_perm)) {
+        m->tr = m->last = tr;
         ampc_node *rs = ampc_pass_only_user(u, tr->outputs[0]);
-        const ampc_shape want = {.rank = 3,
-                                 .dims = {m->dims[0], m->dims[2], m->dims[1] * m->dims[5]}};
-        if (rs && rs->op == AMPC_OP_RESHAPE && ampc_shape_eq(&rs->outputs[0]->shape, &want))
-            m->tr = tr, m->last = rs;
+        if (rs && ampc_op_has(rs->op, T_VIEW) && rs->outputs[0]->dtype == tr->outputs[0]->dtype)
+            m->last = rs;
+        const ampc_shape merged = {.rank = 3,
+                                   .dims = {m->dims[0], m->dims[2], m->dims[1] * m->dims[5]}};
+        const int64_t *p = m->y_perm;
+        m->merge_heads = p[0] == 0 && p[1] == 2 && p[2] == 1 && p[3] == 3 && m->last == rs &&
+                         ampc_shape_eq(&rs->outputs[0]->shape, &merged);
     }
     return true;
 }
@@ -222,23 +228,30 @@ static ampc_attr ints_attr(ampc_graph *g, const char *name, const int64_t *v, in
 
 static ampc_status rewrite(ampc_graph *g, match *m, ampc_uses *u) {
     const int64_t offsets[3] = {m->q.off, m->k.off, m->v.off};
-    ampc_attr as[9] = {
+    const ampc_shape *ys = &m->last->outputs[0]->shape;
+    ampc_attr as[11] = {
         ints_attr(g, "dims", m->dims, 6),
         ints_attr(g, "q_strides", m->q.st, 4),
         ints_attr(g, "k_strides", m->k.st, 4),
         ints_attr(g, "v_strides", m->v.st, 4),
         {.name = "scale", .kind = AMPC_ATTR_FLOAT, .f = (float)m->factor},
         {.name = "safe", .kind = AMPC_ATTR_INT, .i = m->sm->op == AMPC_OP_SAFE_SOFTMAX},
-        {.name = "merge_heads", .kind = AMPC_ATTR_INT, .i = m->tr != NULL},
+        {.name = "merge_heads", .kind = AMPC_ATTR_INT, .i = m->merge_heads},
         ints_attr(g, "offsets", offsets, 3),
         {.name = "kv_group", .kind = AMPC_ATTR_INT, .i = m->group},
+        ints_attr(g, "y_perm", m->y_perm, 4),
+        ints_attr(g, "y_shape", ys->dims, ys->rank),
     };
-    for (int32_t i = 0; i < 4; i++)
-        if (!as[i].ints || !as[7].ints) return AMPC_E_OOM;
-    /* offsets and kv_group only where they are not the defaults */
+    for (int32_t i = 0; i < 11; i++)
+        if (as[i].kind == AMPC_ATTR_INTS && !as[i].ints) return AMPC_E_OOM;
+    /* the attributes past merge_heads only where they are not the defaults */
     int32_t n_as = 7;
     if (offsets[0] || offsets[1] || offsets[2]) as[n_as++] = as[7];
     if (m->group > 1) as[n_as++] = as[8];
+    if (m->tr && !m->merge_heads) {
+        as[n_as++] = as[9];
+        if (m->last != m->tr) as[n_as++] = as[10];
+    }
     ampc_value *in[4] = {m->q.src, m->k.src, m->v.src, m->mask};
     ampc_node *chain[6] = {m->mm1, m->scale, m->add, m->sm, m->mm2, m->tr};
     for (int32_t i = 0; i < 6; i++)

@@ -26,6 +26,8 @@
  */
 #include "infer.h"
 
+#include "ir/attention.h"
+
 /* Reads an int attribute; false when it is mistyped (the reader has already reported it). */
 static bool read_int(ampc_graph *g, const ampc_node *n, const char *name, int64_t dflt,
                      int64_t *out) {
@@ -313,14 +315,15 @@ static bool strided_fits(ampc_graph *g, const ampc_node *n, int32_t i, const cha
 }
 
 /* ampc.FusedAttention: one float dtype for Q, K, V and the mask; dims all > 0; kv_group divides
- * H (K and V have H / kv_group heads); each input holds what its offset and strides read; the mask broadcasts to [B, H, Sq, Sk]. Y is [B, H, Sq, Dv], or
- * [B, Sq, H*Dv] with merge_heads. */
+ * H (K and V have H / kv_group heads); each input holds what its offset and strides read; the
+ * mask broadcasts to [B, H, Sq, Sk]. Y is [B, H, Sq, Dv], stored as merge_heads or y_perm and
+ * y_shape say (ir/attention.h). */
 ampc_status ampc_infer_fused_attention(ampc_graph *g, ampc_node *n) {
     const ampc_value *mask = opt_input(n, 3);
     for (int32_t i = 1; i < n->n_inputs; i++)
         if (!ampc_infer_same_dtype(g, n, 0, i)) return AMPC_E_DTYPE;
     if (!ampc_infer_check_dtype(g, n, 0, DT_FLOAT)) return AMPC_E_DTYPE;
-    int64_t dm[6], qs[4], ks[4], vs[4], merge, group, off[3] = {0, 0, 0};
+    int64_t dm[6], qs[4], ks[4], vs[4], ys[4], merge, group, off[3] = {0, 0, 0};
     if (!read_ints(g, n, "dims", 6, dm) || !read_ints(g, n, "q_strides", 4, qs) ||
         !read_ints(g, n, "k_strides", 4, ks) || !read_ints(g, n, "v_strides", 4, vs) ||
         !read_int(g, n, "merge_heads", 0, &merge) || !read_int(g, n, "kv_group", 1, &group) ||
@@ -353,8 +356,9 @@ ampc_status ampc_infer_fused_attention(ampc_graph *g, ampc_node *n) {
                          ampc_shape_str(&scores, ts, sizeof ts),
                          ampc_shape_str(&mask->shape, ms, sizeof ms));
     }
-    ampc_shape y = {.rank = 4, .dims = {dm[0], dm[1], dm[2], dm[5]}};
-    if (merge) y = (ampc_shape){.rank = 3, .dims = {dm[0], dm[2], dm[1] * dm[5]}};
+    ampc_shape y;
+    const char *bad = ampc_attention_y_layout(n, dm, ys, &y);
+    if (bad) return AMPC_FAIL(g, n, AMPC_E_ATTR, "output layout: %s", bad);
     ampc_infer_set(n, 0, n->inputs[0]->dtype, &y);
     return AMPC_OK;
 }

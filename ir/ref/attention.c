@@ -30,6 +30,8 @@
  */
 #include "ref.h"
 
+#include "ir/attention.h"
+
 #include <math.h>
 #include <stdlib.h>
 
@@ -343,15 +345,16 @@ ampc_status ampc_ref_fused_attention(ampc_graph *g, const ampc_node *n,
         return AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory for a row of %lld scores",
                          (long long)a.Sk);
     double *acc = s + a.Sk;
-    const bool merge = attr_i(n, "merge_heads", 0) != 0;
+    int64_t ys[4];
+    ampc_shape y;
+    (void)ampc_attention_y_layout(n, dims->ints, ys, &y); /* checked by inference */
     for (int64_t b = 0; b < a.B; b++)
         for (int64_t h = 0; h < a.H; h++)
             for (int64_t i = 0; i < a.Sq; i++) {
                 fa_row(&a, b, h, i, s, acc);
-                const int64_t base = merge ? (b * a.Sq + i) * a.H * a.Dv + h * a.Dv
-                                           : ((b * a.H + h) * a.Sq + i) * a.Dv;
+                const int64_t base = b * ys[0] + h * ys[1] + i * ys[2];
                 for (int64_t d = 0; d < a.Dv; d++)
-                    ampc_ref_store_f64(out[0]->data, out[0]->dtype, base + d, acc[d]);
+                    ampc_ref_store_f64(out[0]->data, out[0]->dtype, base + d * ys[3], acc[d]);
             }
     free(s);
     return AMPC_OK;

@@ -199,7 +199,11 @@ static ampc_graph *build(const acase *c) {
         p = ampc_op(g, "Where", w, 3, NULL, 0);
     }
     ampc_value *y = ampc_matmul(g, p, v);
-    if (c->variant != NO_MERGE) {
+    if (c->form == MHA && c->variant != NO_MERGE) { /* sequence-first: [S, B, H, D] as [S*B, E] */
+        static const int64_t sbhd[4] = {2, 0, 1, 3};
+        const int64_t rows[2] = {c->S * c->B, c->H * c->D};
+        y = ampc_reshape(g, ampc_transpose(g, y, sbhd, 4), rows, 2);
+    } else if (c->variant != NO_MERGE) {
         const int64_t merged[3] = {c->B, c->S, c->H * c->D};
         y = ampc_reshape(g, ampc_transpose(g, y, bhsd, 4), merged, 3);
     }
@@ -353,6 +357,11 @@ Test(fuse_attention, multihead_attention_export_reads_the_packed_projection) {
     cr_assert_arr_eq(ampc_ir_attr_find(n, "q_strides")->ints, want, sizeof want);
     cr_assert_arr_eq(ampc_ir_attr_find(n, "v_strides")->ints, want, sizeof want);
     cr_assert_arr_eq(ampc_ir_attr_find(n, "offsets")->ints, off, sizeof off);
+    /* Y written sequence-first, [S, B, H, D], read as [S*B, E] */
+    const int64_t y_perm[4] = {2, 0, 1, 3}, y_shape[2] = {c.S * c.B, E};
+    cr_assert_eq(ampc_ir_attr_find(n, "merge_heads")->i, 0);
+    cr_assert_arr_eq(ampc_ir_attr_find(n, "y_perm")->ints, y_perm, sizeof y_perm);
+    cr_assert_arr_eq(ampc_ir_attr_find(n, "y_shape")->ints, y_shape, sizeof y_shape);
     ampc_graph_destroy(g);
 }
 
@@ -444,6 +453,23 @@ Test(fuse_attention, inference_reports_bad_strides_and_masks) {
     in[0] = in[1] = in[2] = ampc_input(g, "x", AMPC_DTYPE_F32, 3, d3);
     cr_assert_not_null(ampc_op(g, "ampc.FusedAttention", in, 3, ag, 6), "%s", ampc_graph_errors(g));
     ampc_graph_destroy(g);
+    /* the output layout: y_perm a permutation, y_shape holding Y, neither with merge_heads */
+    static const int64_t twice[4] = {0, 0, 1, 2}, perm[4] = {2, 0, 1, 3}, small[2] = {4, 7};
+    const ampc_attr_arg lay[3][2] = {
+        {AMPC_ATTR_I("merge_heads", 0), AMPC_ATTR_IS("y_perm", twice, 4)},
+        {AMPC_ATTR_IS("y_perm", perm, 4), AMPC_ATTR_IS("y_shape", small, 2)},
+        {AMPC_ATTR_I("merge_heads", 1), AMPC_ATTR_IS("y_perm", perm, 4)}};
+    static const char *const why[3] = {"output layout: y_perm must be a permutation of 0, 1, 2, 3",
+                                       "output layout: y_shape must hold B * H * Sq * Dv elements",
+                                       "output layout: merge_heads = 1 excludes y_perm and y_shape"};
+    for (int32_t i = 0; i < 3; i++) {
+        ampc_attr_arg al[6] = {a[0], a[1], a[2], a[3], lay[i][0], lay[i][1]};
+        g = ampc_graph_create("bad_layout");
+        in[0] = in[1] = in[2] = ampc_input(g, "x", AMPC_DTYPE_F32, 3, d3);
+        ampc_op(g, "ampc.FusedAttention", in, 3, al, 6);
+        t_expect_diag(g, why[i]);
+        ampc_graph_destroy(g);
+    }
 }
 
 /* ---- fuse-qkv: the projections joined ---------------------------------------------------- */
