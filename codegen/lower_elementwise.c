@@ -10,6 +10,8 @@
  */
 #include "codegen.h"
 
+#include "ir/ref/ref.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -122,6 +124,13 @@ static bool unary_float_expr(const ampc_node *n, const char *ct, ampc_strbuf *e)
     }
 }
 
+/* Whether node n's input 1 (Pow's exponent) is one constant element equal to v. */
+static bool exponent_is(const ampc_node *n, double v) {
+    const ampc_value *b = n->inputs[1];
+    return b->data && !(b->flags & AMPC_VALUE_INPUT) && ampc_ir_numel(b) == 1 &&
+           ampc_ref_load_f64(b->data, b->dtype, 0) == v;
+}
+
 /* Expression of a binary op over a, b (same compute type ct unless Pow). */
 static bool binary_expr(const ampc_node *n, const char *ct, bool fl, ampc_strbuf *e) {
     const char *wrap = fl ? NULL : "";
@@ -132,8 +141,15 @@ static bool binary_expr(const ampc_node *n, const char *ct, bool fl, ampc_strbuf
     case AMPC_OP_DIV: ampc_sb_puts(e, wrap ? "ampc::idiv(a, b)" : "(a / b)"); return true;
     case AMPC_OP_POW:
         /* Integer bases go through double, truncated and saturated into the 64-bit compute
-         * type (then wrapped to the output type as integer results are), as the reference does. */
-        if (fl) ampc_sb_puts(e, "ampc::m_pow(a, (decltype(a))b)");
+         * type (then wrapped to the output type as integer results are), as the reference does.
+         * A constant exponent of 2 is a * a, of 3 in float (double)a * a * a: the square is
+         * exact and so is the cube in double, so both round once, as the reference's pow in
+         * double does, where powf may be a few units off (and a general powf, ~40 instructions
+         * an element, is what limits GELU's tanh form written out: x + 0.044715 x^3). */
+        if (fl && exponent_is(n, 2)) ampc_sb_puts(e, "(a * a)");
+        else if (fl && exponent_is(n, 3) && !strcmp(ct, "float"))
+            ampc_sb_puts(e, "(float)((double)a * a * a)");
+        else if (fl) ampc_sb_puts(e, "ampc::m_pow(a, (decltype(a))b)");
         else ampc_sb_printf(e, "ampc::sat_int<%s>(ampc::m_pow((double)a, (double)b))", ct);
         return true;
     case AMPC_OP_EQUAL: ampc_sb_puts(e, "(a == b)"); return true;

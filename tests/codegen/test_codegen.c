@@ -517,3 +517,56 @@ Test(codegen_gpu, cast_of_out_of_range_floats_matches_reference) {
     t_gpu_check c = {.fill = fill_out_of_range, .what = "cast"};
     t_gpu_vs_reference(casts_to_integers(), &c);
 }
+
+/* Pow by constant exponents 2 and 3 (GELU's tanh form written out: x + 0.044715 x^3), 2.5 and a
+ * run-time exponent, in f32 and f16. */
+static ampc_graph *powers(void) {
+    ampc_graph *g = ampc_graph_create("powers");
+    static const ampc_dtype types[2] = {AMPC_DTYPE_F32, AMPC_DTYPE_F16};
+    static const double exps[3] = {2, 3, 2.5};
+    for (int32_t t = 0; t < 2; t++) {
+        char name[16];
+        snprintf(name, sizeof name, "x%d", t);
+        ampc_value *x = t_input(g, name, types[t], SHAPE(3000));
+        for (int32_t k = 0; k < 3; k++) {
+            ampc_value *e = t_const_f32(g, SHAPE(), &exps[k]);
+            if (types[t] != AMPC_DTYPE_F32) e = ampc_cast(g, e, types[t]);
+            ampc_output(g, ampc_pow(g, x, e), NULL);
+        }
+        snprintf(name, sizeof name, "e%d", t);
+        ampc_output(g, ampc_pow(g, x, t_input(g, name, types[t], SHAPE(3000))), NULL);
+    }
+    return g;
+}
+
+/* A square is a * a, a cube in f32 (double)a * a * a: each rounds once, as the reference does;
+ * other exponents call pow. */
+Test(codegen, constant_squares_and_cubes_multiply) {
+    ampc_graph *g = powers();
+    ampc_module *m = NULL;
+    ampc_compile_options o = no_cache();
+    cr_assert_eq(ampc_compile(g, &o, &m), AMPC_OK, "%s", ampc_graph_errors(g));
+    const char *cu = ampc_module_cuda(m, 0);
+    cr_assert(strstr(cu, "const auto r = (a * a);"), "%s", cu);
+    cr_assert(strstr(cu, "const auto r = (float)((double)a * a * a);"), "%s", cu);
+    cr_assert(strstr(cu, "const auto r = ampc::m_pow(a, (decltype(a))b);"), "%s", cu);
+    ampc_module_destroy(m);
+    ampc_graph_destroy(g);
+}
+
+/* Bases in [-3, 3) (negative ones give NaN under 2.5, on both sides), exponents in [0, 4). */
+static void fill_powers(ampc_tensor *t, const char *name, uint64_t *seed) {
+    const int64_t n = ampc_shape_numel(&t->shape);
+    for (int64_t i = 0; i < n; i++) {
+        *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
+        const double u = (double)(*seed >> 11) / 9007199254740992.0;
+        ampc_ref_store_f64(t->data, t->dtype, i, name[0] == 'x' ? 6 * u - 3 : 4 * u);
+    }
+}
+
+/* 1e-6 relative: pow in f32 is a few units off the reference's pow in double; the square and
+ * the cube are not (a wrong operand or a lost rounding would be far outside it). */
+Test(codegen_gpu, constant_powers_match_reference) {
+    t_gpu_check c = {.fill = fill_powers, .rtol = 1e-6, .atol = 0, .what = "pow"};
+    t_gpu_vs_reference(powers(), &c);
+}
