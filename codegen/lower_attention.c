@@ -16,7 +16,8 @@
  * passes/fuse_qkv.c): each pointer argument carries its own. With kv_group g, query head h
  * reads K and V head h / g (grouped-query attention reads each K/V head where it is). Y's steps
  * follow merge_heads, or y_perm and y_shape (ir/attention.h). The mask's steps are those of its
- * right-aligned broadcast to [B, H, Sq, Sk] (0 where it has a unit dim).
+ * right-aligned broadcast to [B, H, Sq, Sk] (0 where it has a unit dim); with mask_period W its
+ * first dim has W entries and batch b reads entry b % W (windowed attention's shift mask).
  */
 #include "codegen.h"
 
@@ -28,6 +29,7 @@
 typedef struct fa_shape {
     int64_t B, H, Sq, Sk, D, Dv;
     int64_t group; /* kv_group: query heads a K/V head serves */
+    int64_t mp;    /* mask_period, else B: batch b reads the mask's entry b % mp */
     int64_t qs[4], ks[4], vs[4], ms[4], ys[4];
     int64_t off[3]; /* of Q, K and V in their inputs, elements */
 } fa_shape;
@@ -46,6 +48,8 @@ static fa_shape shape_of(const ampc_node *n) {
     const ampc_attr *off = ampc_ir_attr_find(n, "offsets"), *grp = ampc_ir_attr_find(n, "kv_group");
     for (int32_t i = 0; i < 3; i++) s.off[i] = off ? off->ints[i] : 0;
     s.group = grp && grp->kind == AMPC_ATTR_INT ? grp->i : 1;
+    const ampc_attr *per = ampc_ir_attr_find(n, "mask_period");
+    s.mp = per && per->kind == AMPC_ATTR_INT ? per->i : s.B;
     ampc_shape y;
     (void)ampc_attention_y_layout(n, dm, s.ys, &y); /* checked by inference */
     if (n->n_inputs > 3 && n->inputs[3]) {
@@ -116,8 +120,9 @@ static void emit_steps(ampc_cg_kernel *k, const char *name, const int64_t st[4])
 /* The constant ampc::attn_desc `a` of the node. */
 static void emit_desc(ampc_cg_kernel *k, const fa_shape *s, double scale) {
     ampc_cg_line(k, "const ampc::attn_desc a = {");
-    ampc_cg_line(k, "    %lldLL, %lldLL, %lldLL, %lldLL, %lldLL,", (long long)s->B, (long long)s->H,
-                 (long long)s->Sq, (long long)s->Sk, (long long)s->group);
+    ampc_cg_line(k, "    %lldLL, %lldLL, %lldLL, %lldLL, %lldLL, %lldLL,", (long long)s->B,
+                 (long long)s->H, (long long)s->Sq, (long long)s->Sk, (long long)s->group,
+                 (long long)s->mp);
     emit_steps(k, "q", s->qs);
     emit_steps(k, "k", s->ks);
     emit_steps(k, "v", s->vs);

@@ -36,6 +36,8 @@
 #include "ir/ref/ref.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* How one operand is read: `src` from element `off` through `st`, the element steps of the
@@ -50,6 +52,9 @@ typedef struct operand {
 typedef struct match {
     ampc_node *mm1, *scale, *add, *sm, *mm2, *tr, *last;
     int64_t y_perm[4]; /* with tr: its permutation */
+    ampc_node *win_split, *win_add, *win_merge; /* the scores' window view (match_window) */
+    ampc_value *win_mask;
+    int64_t window; /* W, or 0 */
     bool merge_heads;  /* tr and last are BERT's merge of the heads: [B, Sq, H*Dv] */
     ampc_value *mask;
     operand q, k, v;
@@ -153,16 +158,55 @@ static bool match_product(const ampc_uses *u, ampc_value *x, ampc_node *reader, 
     return true;
 }
 
-/* Walks from the softmax's input back to the first MatMul (stage 2); with an Add, either of its
- * operands may be the scores, the other one is the mask. */
+/* Windowed attention's shift mask (Swin): the scores [B, H, Sq, Sk], seen as
+ * [B / W, W, H, Sq, Sk] by a Reshape, get a constant added that is the same for every group of W
+ * batch entries (its B / W dim 1), and are seen as [B, H, Sq, Sk] again for the softmax. On a
+ * match the three nodes and the constant go into m and *x becomes the scores before the view. */
+static bool match_window(const ampc_uses *u, match *m, ampc_value **x) {
+    ampc_node *merge = (*x)->producer;
+    if (!merge || merge->op != AMPC_OP_RESHAPE || ampc_pass_only_user(u, *x) != m->sm) return false;
+    ampc_value *w5 = merge->inputs[0];
+    ampc_node *add = w5->producer;
+    if (!add || add->op != AMPC_OP_ADD || w5->shape.rank != 5 ||
+        ampc_pass_only_user(u, w5) != merge)
+        return false;
+    const int64_t *d5 = w5->shape.dims;
+    for (int32_t side = 0; side < 2; side++) {
+        ampc_value *v = add->inputs[side], *c = add->inputs[1 - side];
+        ampc_node *split = v->producer;
+        if (!c->data || (c->flags & AMPC_VALUE_INPUT) || c->dtype != v->dtype ||
+            (c->shape.rank == 5 && c->shape.dims[0] != 1) || !split ||
+            split->op != AMPC_OP_RESHAPE || ampc_pass_only_user(u, v) != add ||
+            !ampc_shape_eq(&v->shape, &w5->shape))
+            continue;
+        ampc_value *sc = split->inputs[0];
+        const int64_t *d4 = sc->shape.dims;
+        if (!ampc_shape_eq(&sc->shape, &(*x)->shape) || sc->shape.rank != 4 ||
+            d5[0] * d5[1] != d4[0] || d5[2] != d4[1] || d5[3] != d4[2] || d5[4] != d4[3])
+            continue;
+        m->win_split = split, m->win_add = add, m->win_merge = merge;
+        m->win_mask = c, m->window = d5[1];
+        *x = sc;
+        return true;
+    }
+    return false;
+}
+
+/* Walks from the softmax's input back to the first MatMul (stage 2), through a window view
+ * (match_window); with an Add, either of its operands may be the scores, the other one is the
+ * mask, which under a window view must be a constant the same for every batch entry. */
 static bool match_scores(const ampc_uses *u, match *m) {
     ampc_value *x = m->sm->inputs[0];
+    ampc_node *reader = match_window(u, m, &x) ? m->win_split : m->sm;
     ampc_node *add = x->producer;
-    if (!add || add->op != AMPC_OP_ADD || ampc_pass_only_user(u, x) != m->sm)
-        return match_product(u, x, m->sm, m);
+    if (!add || add->op != AMPC_OP_ADD || ampc_pass_only_user(u, x) != reader)
+        return match_product(u, x, reader, m);
     for (int32_t side = 0; side < 2; side++) {
         ampc_value *s = add->inputs[side], *mask = add->inputs[1 - side];
         if (!ampc_shape_eq(&s->shape, &x->shape) || mask->shape.rank > 4) continue;
+        if (m->window && (!mask->data || (mask->flags & AMPC_VALUE_INPUT) ||
+                          (mask->shape.rank == 4 && mask->shape.dims[0] != 1)))
+            continue;
         m->scale = NULL, m->factor = 1;
         if (match_product(u, s, add, m)) {
             m->add = add, m->mask = mask;
@@ -219,6 +263,41 @@ static bool match_at(const ampc_uses *u, ampc_node *sm, match *m) {
     return true;
 }
 
+/* The element of constant v (rank <= r, right-aligned to r dims) at coordinates c, broadcast. */
+static double bcast_load(const ampc_value *v, int32_t r, const int64_t *c) {
+    int64_t st[AMPC_MAX_RANK], off = 0;
+    ampc_ref_strides(&v->shape, st);
+    for (int32_t k = 0; k < v->shape.rank; k++)
+        if (v->shape.dims[k] != 1) off += c[r - v->shape.rank + k] * st[k];
+    return ampc_ref_load_f64(v->data, v->dtype, off);
+}
+
+/* The one mask of a windowed match: [W, H, Sq, Sk], the scores' first mask (when there is one,
+ * the same for every batch entry) plus the window's, summed in double and rounded once; or NULL
+ * (out of memory). */
+static ampc_value *window_mask(ampc_graph *g, const match *m) {
+    const int64_t W = m->window, H = m->dims[1], Sq = m->dims[2], Sk = m->dims[3];
+    const ampc_dtype t = m->win_mask->dtype;
+    const ampc_shape shape = {.rank = 4, .dims = {W, H, Sq, Sk}};
+    unsigned char *data = malloc((size_t)(W * H * Sq * Sk) * ampc_dtype_size(t) + 1);
+    if (!data) return NULL;
+    int64_t at = 0;
+    for (int64_t w = 0; w < W; w++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < Sq; i++)
+                for (int64_t j = 0; j < Sk; j++) {
+                    const int64_t c4[4] = {0, h, i, j}, c5[5] = {0, w, h, i, j};
+                    double v = bcast_load(m->win_mask, 5, c5);
+                    if (m->mask) v += bcast_load(m->mask, 4, c4);
+                    ampc_ref_store_f64(data, t, at++, v);
+                }
+    char name[160];
+    snprintf(name, sizeof name, "%.140s_window_mask", m->sm->name);
+    ampc_value *c = ampc_ir_const_new(g, name, t, &shape, data);
+    free(data);
+    return c;
+}
+
 /* An ints attribute in the graph's arena. */
 static ampc_attr ints_attr(ampc_graph *g, const char *name, const int64_t *v, int32_t n) {
     int64_t *copy = ampc_ir_alloc(g, (size_t)n * sizeof *copy);
@@ -229,7 +308,7 @@ static ampc_attr ints_attr(ampc_graph *g, const char *name, const int64_t *v, in
 static ampc_status rewrite(ampc_graph *g, match *m, ampc_uses *u) {
     const int64_t offsets[3] = {m->q.off, m->k.off, m->v.off};
     const ampc_shape *ys = &m->last->outputs[0]->shape;
-    ampc_attr as[11] = {
+    ampc_attr as[12] = {
         ints_attr(g, "dims", m->dims, 6),
         ints_attr(g, "q_strides", m->q.st, 4),
         ints_attr(g, "k_strides", m->k.st, 4),
@@ -241,8 +320,9 @@ static ampc_status rewrite(ampc_graph *g, match *m, ampc_uses *u) {
         {.name = "kv_group", .kind = AMPC_ATTR_INT, .i = m->group},
         ints_attr(g, "y_perm", m->y_perm, 4),
         ints_attr(g, "y_shape", ys->dims, ys->rank),
+        {.name = "mask_period", .kind = AMPC_ATTR_INT, .i = m->window},
     };
-    for (int32_t i = 0; i < 11; i++)
+    for (int32_t i = 0; i < 12; i++)
         if (as[i].kind == AMPC_ATTR_INTS && !as[i].ints) return AMPC_E_OOM;
     /* the attributes past merge_heads only where they are not the defaults */
     int32_t n_as = 7;
@@ -252,12 +332,18 @@ static ampc_status rewrite(ampc_graph *g, match *m, ampc_uses *u) {
         as[n_as++] = as[9];
         if (m->last != m->tr) as[n_as++] = as[10];
     }
-    ampc_value *in[4] = {m->q.src, m->k.src, m->v.src, m->mask};
-    ampc_node *chain[6] = {m->mm1, m->scale, m->add, m->sm, m->mm2, m->tr};
-    for (int32_t i = 0; i < 6; i++)
+    ampc_value *mask = m->mask;
+    if (m->window) {
+        if (!(mask = window_mask(g, m)) || ampc_pass_uses_grow(g, u) != AMPC_OK) return AMPC_E_OOM;
+        as[n_as++] = as[11];
+    }
+    ampc_value *in[4] = {m->q.src, m->k.src, m->v.src, mask};
+    ampc_node *chain[9] = {m->mm1, m->scale,     m->add,     m->win_split, m->win_add,
+                           m->win_merge, m->sm, m->mm2, m->tr};
+    for (int32_t i = 0; i < 9; i++)
         if (chain[i] && chain[i] != m->last) ampc_ir_node_remove(g, chain[i]);
     return ampc_pass_rewrite(g, m->last, AMPC_OP_FUSED_ATTENTION, m->last->name, in,
-                             m->mask ? 4 : 3, as, n_as, u);
+                             mask ? 4 : 3, as, n_as, u);
 }
 
 ampc_status ampc_pass_fuse_attention(ampc_graph *g, bool *changed) {

@@ -31,6 +31,7 @@ namespace ampc {
 struct attn_desc {
     i64 B, H, Sq, Sk;
     i64 group; /* query heads a K/V head serves: head h reads K and V head h / group */
+    i64 mp;    /* the mask's batch entries: batch b reads entry b % mp (B: one each) */
     i64 qs[4], ks[4], vs[4], ms[4], ys[4];
     float scale;
 };
@@ -82,7 +83,7 @@ __device__ __forceinline__ void attn_rows(const T *q, const T *k, const T *v, co
         const T *qr = q + b * a.qs[0] + h * a.qs[1] + i * a.qs[2];
         const T *kb = k + b * a.ks[0] + h / a.group * a.ks[1];
         const T *vb = v + b * a.vs[0] + h / a.group * a.vs[1];
-        const T *mr = mask ? mask + b * a.ms[0] + h * a.ms[1] + i * a.ms[2] : (const T *)0;
+        const T *mr = mask ? mask + b % a.mp * a.ms[0] + h * a.ms[1] + i * a.ms[2] : (const T *)0;
         T *yr = y + b * a.ys[0] + h * a.ys[1] + i * a.ys[2];
         A mx = -(A)INFINITY;
         int bad = 0; /* a NaN score */
@@ -390,7 +391,7 @@ __device__ __forceinline__ void attn_mma_run(const T *q, const T *k, const T *v,
     const int part = SPLIT ? warp * NK : 0; /* this warp's first key in a tile */
     const T *kb = k + b * a.ks[0] + h / a.group * a.ks[1];
     const T *vb = v + b * a.vs[0] + h / a.group * a.vs[1];
-    const T *mb = mask ? mask + b * a.ms[0] + h * a.ms[1] : (const T *)0;
+    const T *mb = mask ? mask + b % a.mp * a.ms[0] + h * a.ms[1] : (const T *)0;
     const int stage = attn_stage<D, DV, BN, BM>(mb != 0), kv = BN * (D + ATTN_PAD);
     const int mo = kv + BN * (DV + ATTN_PAD); /* the mask tile, in a stage */
     const int tiles = (int)((a.Sk + BN - 1) / BN);

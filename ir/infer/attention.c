@@ -316,8 +316,9 @@ static bool strided_fits(ampc_graph *g, const ampc_node *n, int32_t i, const cha
 
 /* ampc.FusedAttention: one float dtype for Q, K, V and the mask; dims all > 0; kv_group divides
  * H (K and V have H / kv_group heads); each input holds what its offset and strides read; the
- * mask broadcasts to [B, H, Sq, Sk]. Y is [B, H, Sq, Dv], stored as merge_heads or y_perm and
- * y_shape say (ir/attention.h). */
+ * mask broadcasts to [B, H, Sq, Sk] (with mask_period W: its first dim has W entries, batch b
+ * reading entry b % W). Y is [B, H, Sq, Dv], stored as merge_heads or y_perm and y_shape say
+ * (ir/attention.h). */
 ampc_status ampc_infer_fused_attention(ampc_graph *g, ampc_node *n) {
     const ampc_value *mask = opt_input(n, 3);
     for (int32_t i = 1; i < n->n_inputs; i++)
@@ -344,8 +345,17 @@ ampc_status ampc_infer_fused_attention(ampc_graph *g, ampc_node *n) {
         !strided_fits(g, n, 2, "v_strides", off[2], vs, (int64_t[]){dm[0], kvh, dm[3], dm[5]}))
         return AMPC_E_SHAPE;
     const ampc_shape scores = {.rank = 4, .dims = {dm[0], dm[1], dm[2], dm[3]}};
+    int64_t period;
+    if (!read_int(g, n, "mask_period", 0, &period)) return AMPC_E_ATTR;
+    if (ampc_ir_attr_find(n, "mask_period") &&
+        (!mask || mask->shape.rank != 4 || period < 1 || mask->shape.dims[0] != period ||
+         dm[0] % period))
+        return AMPC_FAIL(g, n, AMPC_E_ATTR,
+                         "attribute 'mask_period' %lld needs a mask of rank 4 whose first dim has "
+                         "that many entries, dividing B = %lld", (long long)period,
+                         (long long)dm[0]);
     bool ok = !mask || mask->shape.rank <= 4;
-    for (int32_t i = 0; ok && mask && i < mask->shape.rank; i++) {
+    for (int32_t i = period ? 1 : 0; ok && mask && i < mask->shape.rank; i++) {
         const int64_t m = mask->shape.dims[i], t = scores.dims[4 - mask->shape.rank + i];
         ok = m == 1 || m == t;
     }

@@ -278,6 +278,7 @@ typedef struct fa {
     const ampc_tensor *q, *k, *v, *mask;
     int64_t B, H, Sq, Sk, D, Dv, qs[4], ks[4], vs[4], ms[4], off[3]; /* off: of Q, K, V */
     int64_t group; /* query heads a K/V head serves */
+    int64_t mp;    /* batch b reads the mask's entry b % mp */
     double scale;
     bool safe;
 } fa;
@@ -289,14 +290,13 @@ static void fa_row(const fa *a, int64_t b, int64_t h, int64_t i, double *s, doub
     const int64_t qr = a->off[0] + b * a->qs[0] + h * a->qs[1] + i * a->qs[2];
     const int64_t kb = a->off[1] + b * a->ks[0] + h / a->group * a->ks[1]; /* its K/V head */
     const int64_t vb = a->off[2] + b * a->vs[0] + h / a->group * a->vs[1];
+    const int64_t mr = b % a->mp * a->ms[0] + h * a->ms[1] + i * a->ms[2]; /* the mask's row */
     for (int64_t j = 0; j < a->Sk; j++) {
         double dot = 0;
         for (int64_t d = 0; d < a->D; d++)
             dot += ampc_ref_load_f64(a->q->data, t, qr + d * a->qs[3]) *
                    ampc_ref_load_f64(a->k->data, t, kb + j * a->ks[2] + d * a->ks[3]);
-        double bias = a->mask ? ampc_ref_load_f64(a->mask->data, t, b * a->ms[0] + h * a->ms[1] +
-                                                                        i * a->ms[2] + j * a->ms[3])
-                              : 0;
+        double bias = a->mask ? ampc_ref_load_f64(a->mask->data, t, mr + j * a->ms[3]) : 0;
         s[j] = round_to(t, a->scale * dot + bias);
         nan |= isnan(s[j]);
         if (s[j] > mx) mx = s[j];
@@ -331,6 +331,7 @@ ampc_status ampc_ref_fused_attention(ampc_graph *g, const ampc_node *n,
     const ampc_attr *off = ampc_ir_attr_find(n, "offsets");
     for (int32_t i = 0; i < 3; i++) a.off[i] = off ? off->ints[i] : 0;
     a.group = attr_i(n, "kv_group", 1);
+    a.mp = attr_i(n, "mask_period", a.B);
     if (a.mask) { /* right-aligned broadcast to [B, H, Sq, Sk]: unit dims step 0 */
         const ampc_shape *ms = &a.mask->shape;
         int64_t st[AMPC_MAX_RANK];

@@ -36,6 +36,8 @@ enum variant {
     TENSOR_SCALE, /* the scores multiplied by a tensor, not a scalar: stays */
     MASK_LEFT,    /* Add(mask * 1, scores): the mask on the left, itself a product: fuses */
     V_SCALED,     /* V multiplied by 2: fuses, the Mul stays (it scales Y, not the scores) */
+    WINDOWED,     /* Swin: a constant bias [1, H, S, S], then, seen as [B / 2, 2, H, S, S], a
+                   * constant shift mask per window [1, 2, 1, S, S]: fuses, one mask */
 };
 
 typedef struct acase {
@@ -185,6 +187,18 @@ static ampc_graph *build(const acase *c) {
     if (c->variant == TENSOR_SCALE) {
         const int64_t sd[4] = {c->B, c->H, c->S, c->S};
         s = ampc_mul(g, s, ampc_input(g, "w", t, 4, sd));
+    }
+    if (c->variant == WINDOWED) {
+        const int64_t w5[5] = {c->B / 2, 2, c->H, c->S, c->S}, s4[4] = {c->B, c->H, c->S, c->S};
+        const int64_t bd[5] = {0, 1, c->H, c->S, c->S}, md[6] = {0, 1, 2, 1, c->S, c->S};
+        double *bias = malloc((size_t)(2 * c->H * c->S * c->S) * sizeof *bias);
+        for (int64_t i = 0; i < c->H * c->S * c->S; i++) bias[i] = sin((double)i) / 4;
+        s = ampc_add(g, s, ampc_cast(g, t_const_f32(g, t_shape(bd, 4), bias), t));
+        for (int64_t i = 0; i < 2 * c->S * c->S; i++) /* window 1 masks its last key */
+            bias[i] = i >= c->S * c->S && i % c->S == c->S - 1 ? -100 : 0;
+        ampc_value *m = ampc_cast(g, t_const_f32(g, t_shape(md, 5), bias), t);
+        s = ampc_reshape(g, ampc_add(g, ampc_reshape(g, s, w5, 5), m), s4, 4);
+        free(bias);
     }
     if (c->mask) {
         const int64_t md[4] = {c->B, 1, 1, c->S};
@@ -386,6 +400,27 @@ Test(fuse_attention, grouped_query_attention_reads_each_kv_head_once) {
     ampc_graph_destroy(g);
 }
 
+/* Swin's shifted windows: the bias and the per-window shift mask become one [W, H, S, S] mask
+ * that batch entry b reads at b % W (mask_period). */
+Test(fuse_attention, windowed_masks_become_one_periodic_mask) {
+    const acase c = SMALL(SDPA, false, WINDOWED), d = {4, 3, 10, 8, BERT, false, WINDOWED, AMPC_DTYPE_F16};
+    check(&c, AMPC_PRECISION_KEEP, 1, 1e-5);
+    check(&d, AMPC_PRECISION_KEEP, 1, 1e-2);
+    ampc_graph *g = build(&c);
+    ampc_pipeline_options o = pipeline(AMPC_PRECISION_KEEP, true);
+    cr_assert_eq(ampc_graph_optimize(g, &o), AMPC_OK, "%s", ampc_graph_errors(g));
+    const ampc_node *n = NULL;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->op == AMPC_OP_FUSED_ATTENTION) n = g->nodes[i];
+    cr_assert_not_null(n);
+    cr_assert_eq(ampc_ir_attr_find(n, "mask_period")->i, 2);
+    const ampc_shape want = {4, {2, c.H, c.S, c.S}};
+    cr_assert(ampc_shape_eq(&n->inputs[3]->shape, &want));
+    cr_assert_eq(t_count_op(g, AMPC_OP_RESHAPE) + t_count_op(g, AMPC_OP_ADD), 0, "%s",
+                 ampc_graph_to_text(g, false));
+    ampc_graph_destroy(g);
+}
+
 Test(fuse_attention, near_misses_stay) {
     const acase axis = SMALL(BERT, true, AXIS_2), read = SMALL(BERT, true, SCORES_READ),
                 scale = SMALL(BERT, false, TENSOR_SCALE);
@@ -459,6 +494,16 @@ Test(fuse_attention, inference_reports_bad_strides_and_masks) {
         {AMPC_ATTR_I("merge_heads", 0), AMPC_ATTR_IS("y_perm", twice, 4)},
         {AMPC_ATTR_IS("y_perm", perm, 4), AMPC_ATTR_IS("y_shape", small, 2)},
         {AMPC_ATTR_I("merge_heads", 1), AMPC_ATTR_IS("y_perm", perm, 4)}};
+    /* mask_period: the mask's first dim has that many entries, dividing B */
+    ampc_attr_arg ap[6] = {a[0], a[1], a[2], a[3], a[4], AMPC_ATTR_I("mask_period", 3)};
+    g = ampc_graph_create("bad_period");
+    in[0] = in[1] = in[2] = ampc_input(g, "x", AMPC_DTYPE_F32, 3, d3);
+    const int64_t m4[4] = {3, 2, 4, 4};
+    in[3] = ampc_input(g, "m", AMPC_DTYPE_F32, 4, m4);
+    ampc_op(g, "ampc.FusedAttention", in, 4, ap, 6);
+    t_expect_diag(g, "attribute 'mask_period' 3 needs a mask of rank 4 whose first dim has that "
+                     "many entries, dividing B = 1");
+    ampc_graph_destroy(g);
     static const char *const why[3] = {"output layout: y_perm must be a permutation of 0, 1, 2, 3",
                                        "output layout: y_shape must hold B * H * Sq * Dv elements",
                                        "output layout: merge_heads = 1 excludes y_perm and y_shape"};
@@ -735,6 +780,13 @@ Test(fuse_attention_gpu, f32_generic_grouped_query, .timeout = 300) {
  * of the packed projection's rows. */
 Test(fuse_attention_gpu, fp16_s197_multihead_attention_packed, .timeout = 300) {
     const acase c = {4, 12, 197, 64, MHA, false, FUSES, F16, true, true};
+    on_gpu(&c, AMPC_PRECISION_KEEP);
+}
+
+/* Swin-T's first stage at batch 2: 128 windows of 49 tokens, 3 heads of 32, the shift mask
+ * repeating every 2 windows here. */
+Test(fuse_attention_gpu, fp16_s49_windowed_masks, .timeout = 300) {
+    const acase c = {128, 3, 49, 32, SDPA, false, WINDOWED, F16};
     on_gpu(&c, AMPC_PRECISION_KEEP);
 }
 
