@@ -2,6 +2,9 @@
  * simplify.c — nodes that only restate their input become what they are:
  *   - an Expand to its input's own shape is its input: its readers read the input instead;
  *   - a Concat whose inputs but one are empty is that one input: its readers read it instead;
+ *   - a Pad whose constant pads are all 0, and a Slice whose constant steps are all 1 keeping
+ *     every element (its output the input's shape), are their input (Swin pads its feature maps
+ *     to a multiple of the window, 0 where they already are one);
  *   - a Gather whose constant indices list the gathered axis in order (0, 1, ..., n - 1) gives
  *     its input's elements in their order, so it is a Reshape of the input (a view: no step);
  *   - a Cast or Not read only by a Reshape, Flatten, Squeeze or Unsqueeze goes after it:
@@ -93,6 +96,33 @@ static ampc_value *only_nonempty(const ampc_node *n) {
     return x;
 }
 
+/* Whether input i of n is absent or a constant all of whose entries are v. */
+static bool all_entries(const ampc_node *n, int32_t i, int64_t v) {
+    const ampc_value *c = i < n->n_inputs ? n->inputs[i] : NULL;
+    if (!c) return true;
+    if (!c->data || (c->flags & AMPC_VALUE_INPUT) ||
+        (c->dtype != AMPC_DTYPE_I64 && c->dtype != AMPC_DTYPE_I32))
+        return false;
+    for (int64_t k = 0; k < ampc_ir_numel(c); k++)
+        if ((c->dtype == AMPC_DTYPE_I64 ? ((const int64_t *)c->data)[k]
+                                        : ((const int32_t *)c->data)[k]) != v)
+            return false;
+    return true;
+}
+
+/* The input whose elements node n gives in their order and shape, when n only restates it (the
+ * caller checks the shapes match); NULL otherwise. */
+static ampc_value *restated(const ampc_node *n) {
+    if (n->dead) return NULL;
+    switch (n->op) {
+    case AMPC_OP_EXPAND: return n->inputs[0];
+    case AMPC_OP_CONCAT: return only_nonempty(n);
+    case AMPC_OP_PAD: return n->n_inputs >= 2 && n->inputs[1] && all_entries(n, 1, 0) ? n->inputs[0] : NULL;
+    case AMPC_OP_SLICE: return all_entries(n, 4, 1) ? n->inputs[0] : NULL;
+    default: return NULL;
+    }
+}
+
 ampc_status ampc_pass_simplify(ampc_graph *g, bool *changed) {
     *changed = false;
     ampc_status st = AMPC_OK;
@@ -112,15 +142,15 @@ ampc_status ampc_pass_simplify(ampc_graph *g, bool *changed) {
         ampc_pass_uses_free(&uses);
     }
     if (st != AMPC_OK) return st == AMPC_E_OOM ? AMPC_FAIL(g, NULL, st, "out of host memory") : st;
-    /* Expands to their input's own shape and Concats of one non-empty input, after the rewrites
-     * above added their constants: the map covers every value */
+    /* Expands to their input's own shape, Concats of one non-empty input, Pads by nothing and
+     * Slices of everything, after the rewrites above added their constants: the map covers
+     * every value */
     ampc_value **map = calloc((size_t)g->n_values + 1, sizeof *map);
     if (!map) return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
     bool any = false;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         ampc_node *n = g->nodes[i];
-        ampc_value *x0 = n->dead ? NULL : n->op == AMPC_OP_EXPAND ? n->inputs[0]
-                       : n->op == AMPC_OP_CONCAT ? only_nonempty(n) : NULL;
+        ampc_value *x0 = restated(n);
         if (!x0) continue;
         ampc_value *x = map[x0->id] ? map[x0->id] : x0;
         ampc_value *y = n->outputs[0];

@@ -69,6 +69,49 @@ Test(passes, fold_transpose_composes_and_cancels) {
     ampc_graph_destroy(ref);
 }
 
+/* A Pad by nothing and a Slice of everything with steps 1 are their input; a Pad that shifts
+ * (pads 1 and -1) and a Slice that reverses keep the shape but stay. */
+Test(passes, simplify_drops_pads_by_nothing_and_slices_of_everything) {
+    static const char text[] =
+        "graph \"g\" {\n"
+        "  input %x : f32[2,3,4]\n"
+        "  const %zero : i64[6] = [0, 0, 0, 0, 0, 0]\n"
+        "  const %shift : i64[6] = [0, 1, 0, 0, -1, 0]\n"
+        "  const %st : i64[1] = [0]\n"
+        "  const %en : i64[1] = [9]\n"
+        "  const %rst : i64[1] = [-1]\n"
+        "  const %ren : i64[1] = [-10]\n"
+        "  const %ax : i64[1] = [1]\n"
+        "  const %one : i64[1] = [1]\n"
+        "  const %back : i64[1] = [-1]\n"
+        "  %p : f32[2,3,4] = Pad(%x, %zero) {mode = \"constant\"} @\"p\"\n"
+        "  %a : f32[2,3,4] = Relu(%p) @\"a\"\n"
+        "  %q : f32[2,3,4] = Pad(%x, %shift) {mode = \"constant\"} @\"q\"\n"
+        "  %s : f32[2,3,4] = Slice(%x, %st, %en, %ax, %one) @\"s\"\n"
+        "  %b : f32[2,3,4] = Relu(%s) @\"b\"\n"
+        "  %r : f32[2,3,4] = Slice(%x, %rst, %ren, %ax, %back) @\"r\"\n"
+        "  output %a\n"
+        "  output %q\n"
+        "  output %b\n"
+        "  output %r\n"
+        "}\n";
+    ampc_graph *g = parse_text(text), *ref = parse_text(text);
+    cr_assert(run_pass(g, ampc_pass_simplify));
+    cr_assert_eq(t_count_op(g, AMPC_OP_PAD), 1, "the shifting Pad stays");
+    cr_assert_eq(t_count_op(g, AMPC_OP_SLICE), 1, "the reversing Slice stays");
+    char *ir = ampc_graph_to_text(g, true);
+    cr_assert(strstr(ir, "%a : f32[2,3,4] = Relu(%x)"), "%s", ir);
+    cr_assert(strstr(ir, "%b : f32[2,3,4] = Relu(%x)"), "%s", ir);
+    free(ir);
+    float xv[24];
+    for (int i = 0; i < 24; i++) xv[i] = (float)(i % 5) - 2;
+    ampc_tensor in = t_tensor(AMPC_DTYPE_F32, SHAPE(2, 3, 4), xv);
+    t_expect_same_outputs(ref, g, &in, 1, 0, 0);
+    cr_assert_not(run_pass(g, ampc_pass_simplify), "a second run changes nothing");
+    ampc_graph_destroy(g);
+    ampc_graph_destroy(ref);
+}
+
 /* ampc_pass_view_step: a value seen back through Transpose, Reshape, Split and a one-index
  * Gather, each step checked against the elements the reference evaluator puts there; the walk
  * stops where one of the view's dims would run across a merged dim of a transposed tensor. */
@@ -634,8 +677,9 @@ Test(pipeline, the_registry_lists_and_finds_passes) {
                         "   2. fold         evaluate nodes whose inputs are all constant into "
                         "constants\n"
                         "   3. cse          merge identical nodes and identical small constants\n"
-                        "   4. simplify     drop Expands to their input's own shape and Concats of "
-                        "one non-empty input; a Gather of a whole axis in order is a Reshape\n"
+                        "   4. simplify     drop Expands to their input's own shape, Concats of one "
+                        "non-empty input, Pads by nothing and Slices of everything; a Gather of a "
+                        "whole axis in order is a Reshape\n"
                         "   5. fuse-norm    turn the RMS norm written out (x / Sqrt(ReduceMean(x^2) + eps)) into one "
                         "RMSNormalization\n"
                         "   6. precision    with --precision fp16|bf16, move f32 tensors to the "
