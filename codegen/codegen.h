@@ -206,12 +206,15 @@ const char *ampc_cg_bcast_offset(ampc_cg_kernel *k, const ampc_shape *out, const
  * dims[0..rank-1] as locals, names[d] receiving each one's name ("0LL" for a unit dim). */
 void ampc_cg_coords(ampc_cg_kernel *k, const int64_t *dims, int32_t rank, const char *idx,
                     const char **names);
-/* Copies into y, row-major over dims[0..rank-1] (as many elements as y has), the elements of x
- * at src0 + sum(c[d] * src[d]) (element strides; 0 repeats): a copy step when that is one
- * contiguous run, else a generated kernel (lower_move.c, which lowers its own ops the same way). */
+/* Copies, over coordinates c in dims[0..rank-1], element src0 + sum(c[d] * src[d]) of x into
+ * element dst0 + sum(c[d] * dst[d]) of y (element strides; a source stride of 0 repeats; dst
+ * NULL: y row-major over dims, which then hold as many elements as y): a copy step when that is
+ * one contiguous run, else a generated kernel (lower_move.c, which lowers its own ops the same
+ * way). */
 ampc_status ampc_cg_view_copy(ampc_cg *cg, const ampc_node *n, const char *what,
                               const ampc_value *x, const ampc_value *y, const int64_t *dims,
-                              int32_t rank, const int64_t *src, int64_t src0);
+                              int32_t rank, const int64_t *src, int64_t src0, const int64_t *dst,
+                              int64_t dst0);
 
 /* ---- library steps -------------------------------------------------------------------------- */
 

@@ -70,22 +70,62 @@ static const char *load_index(ampc_cg_kernel *k, const char *p, const char *at, 
 
 /* ---- Gather, GatherElements, GatherND ------------------------------------------------------- */
 
-/* Whether indices ix are a constant arithmetic progression (one entry, or equal steps) once
- * negative entries are counted from the end of a dim of `dim` entries (check_const_indices has
- * checked them): its first entry and step. */
-static bool const_progression(const ampc_value *ix, int64_t dim, int64_t *first, int64_t *step) {
-    if (!ix->data || (ix->flags & AMPC_VALUE_INPUT)) return false;
-    int64_t cnt = ampc_ir_numel(ix), prev = 0;
-    *step = 0;
+/* Beyond this many runs, a Gather with constant indices reads them from memory. */
+enum { RUNS_MAX = 8 };
+
+/* A run of constant indices: `len` entries from `first` by `step`, from entry `at` on. */
+typedef struct run {
+    int64_t at, first, step, len;
+} run;
+
+/* The constant indices ix (negative entries counted from the end of a dim of `dim` entries;
+ * check_const_indices has checked them) as maximal arithmetic progressions, greedily: how
+ * many (INT32_MAX when ix is not a constant), the first RUNS_MAX of them into out (may be NULL). */
+static int32_t runs_of(const ampc_value *ix, int64_t dim, run *out) {
+    if (!ix->data || (ix->flags & AMPC_VALUE_INPUT)) return INT32_MAX;
+    const int64_t cnt = ampc_ir_numel(ix);
+    int32_t n = 0;
+    run cur = {0, 0, 0, 0};
     for (int64_t j = 0; j < cnt; j++) {
         int64_t v = ampc_ref_load_i64(ix->data, ix->dtype, j);
         if (v < 0) v += dim;
-        if (j == 0) *first = v;
-        else if (j == 1) *step = v - prev;
-        else if (v - prev != *step) return false;
-        prev = v;
+        if (cur.len == 1) cur.step = v - cur.first;
+        if (cur.len == 0 || (cur.len > 1 && v != cur.first + cur.len * cur.step) ||
+            (cur.len == 1 && cur.step != v - cur.first)) {
+            if (cur.len && out && n < RUNS_MAX) out[n] = cur;
+            if (cur.len) n++;
+            cur = (run){j, v, 0, 1};
+            continue;
+        }
+        cur.len++;
     }
-    return cnt > 0;
+    if (cur.len && out && n < RUNS_MAX) out[n] = cur;
+    return n + (cur.len > 0);
+}
+
+/* Gather whose constant indices are a few runs (runs_of): each run is a strided slice of the
+ * axis, one view copy into its place in y (a copy step when contiguous: one head of a packed
+ * QKV; two for torch.roll's shift, written as a Concat of two Slices). */
+static ampc_status gather_runs(ampc_cg *cg, const ampc_node *n, int32_t ax) {
+    const ampc_value *x = n->inputs[0], *ix = n->inputs[1], *y = n->outputs[0];
+    const int32_t r = x->shape.rank;
+    run runs[RUNS_MAX];
+    const int32_t nr = runs_of(ix, x->shape.dims[ax], runs);
+    int64_t dims[AMPC_MAX_RANK], src[AMPC_MAX_RANK], dst[AMPC_MAX_RANK], xs[AMPC_MAX_RANK];
+    ampc_ref_strides(&x->shape, xs);
+    int64_t st = 1; /* y as x with the axis holding the index entries */
+    for (int32_t d = r - 1; d >= 0; d--) {
+        dims[d] = d == ax ? ampc_ir_numel(ix) : x->shape.dims[d];
+        dst[d] = st, st *= dims[d];
+    }
+    for (int32_t i = 0; i < nr; i++) {
+        dims[ax] = runs[i].len;
+        for (int32_t d = 0; d < r; d++) src[d] = d == ax ? runs[i].step * xs[ax] : xs[d];
+        ampc_status s = ampc_cg_view_copy(cg, n, "gather", x, y, dims, r, src,
+                                          runs[i].first * xs[ax], dst, runs[i].at * dst[ax]);
+        if (s != AMPC_OK) return s;
+    }
+    return AMPC_OK;
 }
 
 /* Gather: output (o, j, w) is data (o, indices[j], w) over the dims before the axis, the index
@@ -99,15 +139,7 @@ static ampc_status lower_gather(ampc_cg *cg, const ampc_node *n) {
     const char *whats[1] = {what};
     ampc_status st = check_const_indices(cg, n, 1, &dim, whats, 1);
     if (st != AMPC_OK || !count) return st;
-    int64_t first, step;
-    if (const_progression(ix, dim, &first, &step)) { /* a slice of the axis: a view copy */
-        int64_t dims[AMPC_MAX_RANK], src[AMPC_MAX_RANK], xs[AMPC_MAX_RANK];
-        ampc_ref_strides(&x->shape, xs);
-        for (int32_t d = 0; d < r; d++) dims[d] = x->shape.dims[d], src[d] = xs[d];
-        dims[ax] = ampc_ir_numel(ix);
-        src[ax] = step * xs[ax];
-        return ampc_cg_view_copy(cg, n, "gather", x, y, dims, r, src, first * xs[ax]);
-    }
+    if (runs_of(ix, dim, NULL) <= RUNS_MAX) return gather_runs(cg, n, ax);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, "gather");
     const char *px = ampc_cg_param(k, x, false), *pi = ampc_cg_param(k, ix, false);
     const char *py = ampc_cg_param(k, y, true);

@@ -289,14 +289,15 @@ static ampc_status emit_view(ampc_cg *cg, const ampc_node *n, const char *what, 
 
 ampc_status ampc_cg_view_copy(ampc_cg *cg, const ampc_node *n, const char *what,
                               const ampc_value *x, const ampc_value *y, const int64_t *dims,
-                              int32_t rank, const int64_t *src, int64_t src0) {
-    mv_view v = {.src0 = src0};
-    int64_t dst = 1;
-    for (int32_t d = rank - 1; d >= 0; d--) dst *= dims[d];
-    AMPC_ASSERT(dst == ampc_ir_numel(y));
+                              int32_t rank, const int64_t *src, int64_t src0, const int64_t *dst,
+                              int64_t dst0) {
+    mv_view v = {.src0 = src0, .dst0 = dst0};
+    int64_t dense = 1;
+    for (int32_t d = rank - 1; d >= 0; d--) dense *= dims[d];
+    AMPC_ASSERT(dst || dense == ampc_ir_numel(y));
     for (int32_t d = 0; d < rank; d++) {
-        dst /= dims[d];
-        mv_dim(&v, dims[d], src[d], dst);
+        dense /= dims[d];
+        mv_dim(&v, dims[d], src[d], dst ? dst[d] : dense);
     }
     return emit_view(cg, n, what, x, y, v);
 }

@@ -24,7 +24,8 @@ static const ampc_pass_info pass_table[] = {
     {"cse", ampc_pass_cse, "merge identical nodes and identical small constants"},
     {"simplify", ampc_pass_simplify,
      "drop Expands to their input's own shape, Concats of one non-empty input, Pads by nothing "
-     "and Slices of everything; a Gather of a whole axis in order is a Reshape"},
+     "and Slices of everything; a Gather of a whole axis in order is a Reshape, a Concat of Slices "
+     "of one tensor a Gather"},
     {"fuse-norm", ampc_pass_fuse_norm,
      "turn the RMS norm written out (x / Sqrt(ReduceMean(x^2) + eps)) into one RMSNormalization"},
     /* precision, sparsity, fuse, layout: decisions that read a clean, folded graph */

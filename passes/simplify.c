@@ -7,6 +7,9 @@
  *     to a multiple of the window, 0 where they already are one);
  *   - a Gather whose constant indices list the gathered axis in order (0, 1, ..., n - 1) gives
  *     its input's elements in their order, so it is a Reshape of the input (a view: no step);
+ *   - a Concat of Slices of one tensor, each read only by it, that keep every other axis whole
+ *     and step 1 along the Concat's axis, is a Gather of those index ranges (torch.roll's shift
+ *     as exported: one pass over the tensor instead of the slices' copies and the Concat's);
  *   - a Cast or Not read only by a Reshape, Flatten, Squeeze or Unsqueeze goes after it:
  *     Reshape(Cast(x)) is Cast(Reshape(x)), the Reshape a view of x, and the Cast then reads as
  *     the values around it are shaped, so it can join the chain of elementwise ops that reads
@@ -17,6 +20,8 @@
  * (fuse-elementwise). A graph output is left as it is (the interface keeps its names).
  */
 #include "passes.h"
+
+#include "ir/ref/ref.h"
 
 #include <stdlib.h>
 
@@ -49,6 +54,74 @@ static ampc_status gather_in_order(ampc_graph *g, ampc_node *n, bool *changed) {
     ampc_status st = ampc_pass_rewrite(g, n, AMPC_OP_RESHAPE, n->name, in, 2, NULL, 0, &uses);
     ampc_pass_uses_free(&uses);
     return st;
+}
+
+/* Whether input i of n is absent or a constant all of whose entries are v. */
+static bool all_entries(const ampc_node *n, int32_t i, int64_t v) {
+    const ampc_value *c = i < n->n_inputs ? n->inputs[i] : NULL;
+    if (!c) return true;
+    if (!c->data || (c->flags & AMPC_VALUE_INPUT) ||
+        (c->dtype != AMPC_DTYPE_I64 && c->dtype != AMPC_DTYPE_I32))
+        return false;
+    for (int64_t k = 0; k < ampc_ir_numel(c); k++)
+        if ((c->dtype == AMPC_DTYPE_I64 ? ((const int64_t *)c->data)[k]
+                                        : ((const int32_t *)c->data)[k]) != v)
+            return false;
+    return true;
+}
+
+/* Along axis a of a dim of `dim` entries, where Slice s starts (clamped, as for step 1), when its
+ * starts and ends are constant, its steps all 1 and it keeps every other axis of its input
+ * whole (its output shape says how many entries it keeps); -1 otherwise. */
+static int64_t slice_start(const ampc_node *s, int32_t a) {
+    const ampc_value *x = s->inputs[0], *y = s->outputs[0], *st = s->inputs[1];
+    const ampc_value *ax = s->n_inputs > 3 ? s->inputs[3] : NULL;
+    if (!st || !st->data || (st->flags & AMPC_VALUE_INPUT) || !all_entries(s, 4, 1) ||
+        (ax && (!ax->data || (ax->flags & AMPC_VALUE_INPUT))) || y->shape.rank != x->shape.rank)
+        return -1;
+    for (int32_t d = 0; d < x->shape.rank; d++)
+        if (d != a && y->shape.dims[d] != x->shape.dims[d]) return -1;
+    const int64_t dim = x->shape.dims[a], n = ampc_ir_numel(st);
+    for (int64_t k = 0; k < n; k++) {
+        int64_t axis = ax ? ampc_ref_load_i64(ax->data, ax->dtype, k) : k;
+        if (axis < 0) axis += x->shape.rank;
+        if (axis != a) continue;
+        int64_t v = ampc_ref_load_i64(st->data, st->dtype, k);
+        if (v < 0) v += dim;
+        return v < 0 ? 0 : v > dim ? dim : v;
+    }
+    return 0;
+}
+
+/* Concat n of Slices of one tensor (see the file comment) -> Gather(x, their index ranges). */
+static ampc_status slices_as_gather(ampc_graph *g, ampc_node *n, ampc_uses *uses, bool *changed) {
+    int64_t a = ampc_ir_attr_int(g, n, "axis", 0);
+    const ampc_value *y = n->outputs[0];
+    if (a < 0) a += y->shape.rank;
+    ampc_value *x = NULL;
+    for (int32_t i = 0; i < n->n_inputs; i++) {
+        const ampc_node *s = n->inputs[i] ? n->inputs[i]->producer : NULL;
+        if (!s || s->dead || s->op != AMPC_OP_SLICE || ampc_pass_only_user(uses, n->inputs[i]) != n ||
+            (x && s->inputs[0] != x) || slice_start(s, (int32_t)a) < 0)
+            return AMPC_OK;
+        x = s->inputs[0];
+    }
+    if (!x || n->n_inputs < 2 || x->dtype != y->dtype) return AMPC_OK;
+    const int64_t total = y->shape.dims[a];
+    int64_t *idx = malloc((size_t)total * sizeof *idx + 1);
+    if (!idx) return AMPC_E_OOM;
+    for (int32_t i = 0, at = 0; i < n->n_inputs; i++) {
+        const int64_t first = slice_start(n->inputs[i]->producer, (int32_t)a);
+        for (int64_t k = 0; k < n->inputs[i]->shape.dims[a]; k++) idx[at++] = first + k;
+    }
+    const ampc_shape s = {1, {total}};
+    ampc_value *c = ampc_ir_const_new(g, NULL, AMPC_DTYPE_I64, &s, idx);
+    free(idx);
+    if (!c || ampc_pass_uses_grow(g, uses) != AMPC_OK) return AMPC_E_OOM;
+    ampc_value *in[2] = {x, c};
+    const ampc_attr axis = {.name = "axis", .kind = AMPC_ATTR_INT, .i = a};
+    *changed = true;
+    return ampc_pass_rewrite(g, n, AMPC_OP_GATHER, n->name, in, 2, &axis, 1, uses);
 }
 
 /* The views that give their input's elements in their order under another shape. */
@@ -96,20 +169,6 @@ static ampc_value *only_nonempty(const ampc_node *n) {
     return x;
 }
 
-/* Whether input i of n is absent or a constant all of whose entries are v. */
-static bool all_entries(const ampc_node *n, int32_t i, int64_t v) {
-    const ampc_value *c = i < n->n_inputs ? n->inputs[i] : NULL;
-    if (!c) return true;
-    if (!c->data || (c->flags & AMPC_VALUE_INPUT) ||
-        (c->dtype != AMPC_DTYPE_I64 && c->dtype != AMPC_DTYPE_I32))
-        return false;
-    for (int64_t k = 0; k < ampc_ir_numel(c); k++)
-        if ((c->dtype == AMPC_DTYPE_I64 ? ((const int64_t *)c->data)[k]
-                                        : ((const int32_t *)c->data)[k]) != v)
-            return false;
-    return true;
-}
-
 /* The input whose elements node n gives in their order and shape, when n only restates it (the
  * caller checks the shapes match); NULL otherwise. */
 static ampc_value *restated(const ampc_node *n) {
@@ -138,6 +197,8 @@ ampc_status ampc_pass_simplify(ampc_graph *g, bool *changed) {
             ampc_node *n = g->nodes[i];
             if (!n->dead && is_shape_view(n->op) && n->n_inputs >= 1 && n->inputs[0])
                 st = unary_past_view(g, n, &uses, changed);
+            else if (!n->dead && n->op == AMPC_OP_CONCAT)
+                st = slices_as_gather(g, n, &uses, changed);
         }
         ampc_pass_uses_free(&uses);
     }

@@ -175,10 +175,15 @@ static void build_gathers(ampc_graph *g, ampc_dtype t) {
     out(g, ampc_op(g, "GatherND", (ampc_value *[]){xn, n0}, 2, NULL, 0));
     out(g, ampc_op(g, "GatherND", (ampc_value *[]){xn, n1}, 2,
                    (ampc_attr_arg[]){AMPC_ATTR_I("batch_dims", 1)}, 1));
-    /* Constant indices that step evenly are a view copy: one index (a copy), every other entry
-     * counted from the end, a reversal; others a gather kernel. */
+    /* Constant indices in a few runs are view copies: one index (a copy), every other entry
+     * counted from the end, a reversal, a roll by one (two runs); scattered ones (nine runs) a
+     * gather kernel. */
     ampc_value *xg = input(g, "x", 5, t, SHAPE(3, 4, 8));
-    const int64_t every_other[2] = {-4, -2}, reversed[3] = {2, 1, 0}, uneven[3] = {3, 0, 3};
+    const int64_t every_other[2] = {-4, -2}, reversed[3] = {2, 1, 0}, uneven[3] = {3, 0, 1};
+    int64_t scattered[18]; /* 0, 7, 0, 7, ...: nine runs of two */
+    for (int32_t i = 0; i < 18; i++) scattered[i] = i % 2 ? 7 : 0;
+    out(g, ampc_op(g, "Gather", (ampc_value *[]){xg, t_const_i64(g, SHAPE(18), scattered)}, 2,
+                   (ampc_attr_arg[]){AMPC_ATTR_I("axis", 2)}, 1));
     out(g, ampc_op(g, "Gather", (ampc_value *[]){xg, ampc_scalar_i64(g, 1)}, 2, NULL, 0));
     out(g, ampc_op(g, "Gather", (ampc_value *[]){xg, t_const_i64(g, SHAPE(2), every_other)}, 2,
                    (ampc_attr_arg[]){AMPC_ATTR_I("axis", 1)}, 1));
@@ -385,9 +390,9 @@ Test(lower_move, generators_compile) {
 }
 
 Test(lower_index, gathers_compile) {
-    /* 7 Gathers (one a copy), 2 GatherElements, 3 GatherNDs, 2 OneHots, 2 Compress, 2
-     * ReverseSequences. */
-    expect_compiles(build_gathers, width_types, 6, &pipe_default, 18, 17);
+    /* 8 Gathers (one a copy, the roll two view copies), 2 GatherElements, 3 GatherNDs, 2
+     * OneHots, 2 Compress, 2 ReverseSequences. */
+    expect_compiles(build_gathers, width_types, 6, &pipe_default, 20, 19);
 }
 
 Test(lower_index, scatters_compile_for_every_dtype) {
@@ -548,11 +553,13 @@ Test(lower_move, contiguous_rows_move_in_units_of_up_to_16_bytes) {
 Test(lower_index, constant_even_indices_are_a_view_copy) {
     ampc_graph *g = ampc_graph_create("gv");
     ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(3, 4, 8));
-    const int64_t every_other[2] = {1, 3}, uneven[3] = {3, 0, 3};
+    const int64_t every_other[2] = {1, 3};
+    int64_t uneven[18]; /* 3, 0, 3, 0, ...: nine runs of two, read from memory */
+    for (int32_t i = 0; i < 18; i++) uneven[i] = i % 2 ? 0 : 3;
     ampc_value *one = ampc_op(g, "Gather", (ampc_value *[]){x, ampc_scalar_i64(g, -1)}, 2, NULL, 0);
     ampc_value *two = ampc_op(g, "Gather", (ampc_value *[]){x, t_const_i64(g, SHAPE(2), every_other)},
                               2, (ampc_attr_arg[]){AMPC_ATTR_I("axis", 1)}, 1);
-    ampc_value *three = ampc_op(g, "Gather", (ampc_value *[]){x, t_const_i64(g, SHAPE(3), uneven)},
+    ampc_value *three = ampc_op(g, "Gather", (ampc_value *[]){x, t_const_i64(g, SHAPE(18), uneven)},
                                 2, (ampc_attr_arg[]){AMPC_ATTR_I("axis", 1)}, 1);
     out(g, one), out(g, two), out(g, three);
     ampc_cg_output *o = generate(g, &pipe_default);

@@ -112,6 +112,42 @@ Test(passes, simplify_drops_pads_by_nothing_and_slices_of_everything) {
     ampc_graph_destroy(ref);
 }
 
+/* torch.roll as exported, a Concat of two Slices of one tensor along its axis, is a Gather of
+ * the rolled indices; a Concat of Slices of two tensors stays. */
+Test(passes, simplify_makes_a_roll_one_gather) {
+    static const char text[] =
+        "graph \"g\" {\n"
+        "  input %x : f32[2,5,3]\n"
+        "  input %w : f32[2,5,3]\n"
+        "  const %m2 : i64[1] = [-2]\n"
+        "  const %big : i64[1] = [100]\n"
+        "  const %zero : i64[1] = [0]\n"
+        "  const %ax : i64[1] = [1]\n"
+        "  %a : f32[2,2,3] = Slice(%x, %m2, %big, %ax) @\"tail\"\n"
+        "  %b : f32[2,3,3] = Slice(%x, %zero, %m2, %ax) @\"head\"\n"
+        "  %r : f32[2,5,3] = Concat(%a, %b) {axis = 1} @\"roll\"\n"
+        "  %c : f32[2,2,3] = Slice(%w, %m2, %big, %ax) @\"other\"\n"
+        "  %d : f32[2,3,3] = Slice(%x, %zero, %m2, %ax) @\"head2\"\n"
+        "  %e : f32[2,5,3] = Concat(%c, %d) {axis = 1} @\"mixed\"\n"
+        "  output %r\n"
+        "  output %e\n"
+        "}\n";
+    ampc_graph *g = parse_text(text), *ref = parse_text(text);
+    cr_assert(run_pass(g, ampc_pass_simplify));
+    cr_assert_eq(t_count_op(g, AMPC_OP_GATHER), 1);
+    cr_assert_eq(t_count_op(g, AMPC_OP_CONCAT), 1, "the Concat of two tensors' Slices stays");
+    char *ir = ampc_graph_to_text(g, true);
+    cr_assert(strstr(ir, "%r : f32[2,5,3] = Gather(%x, "), "%s", ir);
+    free(ir);
+    float xv[30], wv[30];
+    for (int i = 0; i < 30; i++) xv[i] = (float)i, wv[i] = (float)-i;
+    ampc_tensor in[2] = {t_tensor(AMPC_DTYPE_F32, SHAPE(2, 5, 3), xv),
+                         t_tensor(AMPC_DTYPE_F32, SHAPE(2, 5, 3), wv)};
+    t_expect_same_outputs(ref, g, in, 2, 0, 0);
+    ampc_graph_destroy(g);
+    ampc_graph_destroy(ref);
+}
+
 /* ampc_pass_view_step: a value seen back through Transpose, Reshape, Split and a one-index
  * Gather, each step checked against the elements the reference evaluator puts there; the walk
  * stops where one of the view's dims would run across a merged dim of a transposed tensor. */
@@ -679,7 +715,8 @@ Test(pipeline, the_registry_lists_and_finds_passes) {
                         "   3. cse          merge identical nodes and identical small constants\n"
                         "   4. simplify     drop Expands to their input's own shape, Concats of one "
                         "non-empty input, Pads by nothing and Slices of everything; a Gather of a "
-                        "whole axis in order is a Reshape\n"
+                        "whole axis in order is a Reshape, a Concat of Slices of one tensor a "
+                        "Gather\n"
                         "   5. fuse-norm    turn the RMS norm written out (x / Sqrt(ReduceMean(x^2) + eps)) into one "
                         "RMSNormalization\n"
                         "   6. precision    with --precision fp16|bf16, move f32 tensors to the "
