@@ -299,6 +299,23 @@ static void check(const acase *c, ampc_precision prec, int32_t fused, double tol
     ampc_graph_destroy(b);
 }
 
+/* Case c optimised (with fuse-qkv unless disabled); the caller destroys it. */
+static ampc_graph *optimised(const acase *c, ampc_precision p, bool qkv) {
+    static const char *off[1] = {"fuse-qkv"};
+    ampc_graph *g = build(c);
+    ampc_pipeline_options o = pipeline(p, true);
+    if (!qkv) o.disable = off, o.n_disable = 1;
+    cr_assert_eq(ampc_graph_optimize(g, &o), AMPC_OK, "%s", ampc_graph_errors(g));
+    return g;
+}
+
+static const ampc_node *attention_of(const ampc_graph *g) {
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->op == AMPC_OP_FUSED_ATTENTION) return g->nodes[i];
+    cr_assert_fail("no ampc.FusedAttention");
+    return NULL;
+}
+
 #define SMALL(form, mask, variant) {2 * 2, 3, 10, 8, form, mask, variant}
 
 Test(fuse_attention, bert_export_fuses) {
@@ -359,13 +376,8 @@ Test(fuse_attention, multihead_attention_export_reads_the_packed_projection) {
     const acase c = SMALL(MHA, true, FUSES), d = {4, 3, 10, 8, MHA, false, FUSES, 0, true, true};
     check(&c, AMPC_PRECISION_KEEP, 1, 1e-5);
     check(&d, AMPC_PRECISION_KEEP, 1, 1e-5);
-    ampc_graph *g = build(&c);
-    ampc_pipeline_options o = pipeline(AMPC_PRECISION_KEEP, true);
-    cr_assert_eq(ampc_graph_optimize(g, &o), AMPC_OK, "%s", ampc_graph_errors(g));
-    const ampc_node *n = NULL;
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        if (g->nodes[i]->op == AMPC_OP_FUSED_ATTENTION) n = g->nodes[i];
-    cr_assert_not_null(n);
+    ampc_graph *g = optimised(&c, AMPC_PRECISION_KEEP, true);
+    const ampc_node *n = attention_of(g);
     /* [S, B, 3E]: b steps 3E, h D, s B * 3E, d 1; Q at 0, K at E, V at 2E */
     const int64_t E = c.H * c.D, want[4] = {3 * E, c.D, c.B * 3 * E, 1}, off[3] = {0, E, 2 * E};
     cr_assert_arr_eq(ampc_ir_attr_find(n, "q_strides")->ints, want, sizeof want);
@@ -385,13 +397,8 @@ Test(fuse_attention, grouped_query_attention_reads_each_kv_head_once) {
                 d = {2, 4, 10, 8, SDPA, true, FUSES, .group = 2};
     check(&c, AMPC_PRECISION_KEEP, 1, 1e-5);
     check(&d, AMPC_PRECISION_KEEP, 1, 1e-5);
-    ampc_graph *g = build(&c);
-    ampc_pipeline_options o = pipeline(AMPC_PRECISION_KEEP, true);
-    cr_assert_eq(ampc_graph_optimize(g, &o), AMPC_OK, "%s", ampc_graph_errors(g));
-    const ampc_node *n = NULL;
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        if (g->nodes[i]->op == AMPC_OP_FUSED_ATTENTION) n = g->nodes[i];
-    cr_assert_not_null(n);
+    ampc_graph *g = optimised(&c, AMPC_PRECISION_KEEP, true);
+    const ampc_node *n = attention_of(g);
     cr_assert_eq(ampc_ir_attr_find(n, "kv_group")->i, 3);
     /* K [B, S, 2 * D]: b steps S * 2D, the K/V head D, s 2D, d 1 */
     const int64_t want[4] = {c.S * 2 * c.D, c.D, 2 * c.D, 1};
@@ -406,13 +413,8 @@ Test(fuse_attention, windowed_masks_become_one_periodic_mask) {
     const acase c = SMALL(SDPA, false, WINDOWED), d = {4, 3, 10, 8, BERT, false, WINDOWED, AMPC_DTYPE_F16};
     check(&c, AMPC_PRECISION_KEEP, 1, 1e-5);
     check(&d, AMPC_PRECISION_KEEP, 1, 1e-2);
-    ampc_graph *g = build(&c);
-    ampc_pipeline_options o = pipeline(AMPC_PRECISION_KEEP, true);
-    cr_assert_eq(ampc_graph_optimize(g, &o), AMPC_OK, "%s", ampc_graph_errors(g));
-    const ampc_node *n = NULL;
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        if (g->nodes[i]->op == AMPC_OP_FUSED_ATTENTION) n = g->nodes[i];
-    cr_assert_not_null(n);
+    ampc_graph *g = optimised(&c, AMPC_PRECISION_KEEP, true);
+    const ampc_node *n = attention_of(g);
     cr_assert_eq(ampc_ir_attr_find(n, "mask_period")->i, 2);
     const ampc_shape want = {4, {2, c.H, c.S, c.S}};
     cr_assert(ampc_shape_eq(&n->inputs[3]->shape, &want));
@@ -431,13 +433,8 @@ Test(fuse_attention, near_misses_stay) {
 
 Test(fuse_attention, the_fused_node_records_scale_strides_and_layout) {
     const acase c = SMALL(BERT, true, FUSES);
-    ampc_graph *g = build(&c);
-    ampc_pipeline_options o = pipeline(AMPC_PRECISION_KEEP, true);
-    cr_assert_eq(ampc_graph_optimize(g, &o), AMPC_OK, "%s", ampc_graph_errors(g));
-    const ampc_node *n = NULL;
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        if (g->nodes[i]->op == AMPC_OP_FUSED_ATTENTION) n = g->nodes[i];
-    cr_assert_not_null(n);
+    ampc_graph *g = optimised(&c, AMPC_PRECISION_KEEP, true);
+    const ampc_node *n = attention_of(g);
     const int64_t HD = c.H * c.D, want_q[4] = {c.S * HD, c.D, HD, 1};
     const ampc_attr *qs = ampc_ir_attr_find(n, "q_strides"), *ks = ampc_ir_attr_find(n, "k_strides");
     cr_assert_arr_eq(qs->ints, want_q, sizeof want_q, "Q read from [B, S, H*D] directly");
@@ -518,23 +515,6 @@ Test(fuse_attention, inference_reports_bad_strides_and_masks) {
 }
 
 /* ---- fuse-qkv: the projections joined ---------------------------------------------------- */
-
-/* Case c optimised (with fuse-qkv unless disabled); the caller destroys it. */
-static ampc_graph *optimised(const acase *c, ampc_precision p, bool qkv) {
-    static const char *off[1] = {"fuse-qkv"};
-    ampc_graph *g = build(c);
-    ampc_pipeline_options o = pipeline(p, true);
-    if (!qkv) o.disable = off, o.n_disable = 1;
-    cr_assert_eq(ampc_graph_optimize(g, &o), AMPC_OK, "%s", ampc_graph_errors(g));
-    return g;
-}
-
-static const ampc_node *attention_of(const ampc_graph *g) {
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        if (g->nodes[i]->op == AMPC_OP_FUSED_ATTENTION) return g->nodes[i];
-    cr_assert_fail("no ampc.FusedAttention");
-    return NULL;
-}
 
 /* The attention's offsets are `want`, and operands i and j read one value exactly when
  * same[i] = same[j]. */
