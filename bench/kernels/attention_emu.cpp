@@ -71,7 +71,7 @@ static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool pe
             }
     const long long mb = (long long)mrows * Sk, mi = per_row ? Sk : 0;
     const long long sq = (long long)Sq * E, sk = (long long)Sk * E;
-    const ampc::attn_desc a = {B, H, Sq, Sk, {sq, D, E, 1}, {sk, D, E, 1}, {sk, D, E, 1},
+    const ampc::attn_desc a = {B, H, Sq, Sk, 1, B, {sq, D, E, 1}, {sk, D, E, 1}, {sk, D, E, 1},
                                {mb, 0, mi, 1}, {sq, D, E, 1}, 0.125f};
     const emu_dim3 grid = split ? emu_dim3{(unsigned)((Sq + 15) / 16), (unsigned)H, (unsigned)B}
                           : mma ? emu_dim3{(unsigned)((Sq + 63) / 64), (unsigned)H, (unsigned)B}
