@@ -40,15 +40,18 @@ static void run_grid(emu_dim3 grid, const T *q, const T *k, const T *v, const T 
 
 /* Q, K, V [B, S, H*D] uniform in [-2, 2), the mask [B, 1, 1, Sk] by batch (b % 4: none, the last
  * quarter -inf, all -inf, the last half -10000) or, with per_row, [B, 1, Sq, Sk] (the same by
- * batch, keys past i + b masked for odd b: causal, and a NaN in row 3, +inf in row 5), Y [B, Sq, H*D], scale 1/8. Returns the
- * number of elements outside 1e-2 absolute + 1e-2 relative of the reference (NaN must match NaN). */
+ * batch, keys past i + b masked for odd b: causal, and a NaN in row 3, +inf in row 5), Y [B, Sq,
+ * H*D], scale 1/8. With group g, K and V have H / g heads ([B, Sk, (H / g) * D]), head h reading
+ * head h / g; with period P, the mask has P batch entries, batch b reading entry b % P. Returns
+ * the number of elements outside 1e-2 absolute + 1e-2 relative of the reference (NaN must match
+ * NaN). */
 template <class T, int D, bool SAFE, bool MVEC = false>
 static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool per_row = false,
-                 bool split = false) {
-    const int mrows = per_row ? Sq : 1;
-    const int E = H * D;
-    std::vector<T> q((size_t)B * Sq * E), k((size_t)B * Sk * E), v((size_t)B * Sk * E);
-    std::vector<T> m((size_t)B * mrows * Sk), y((size_t)B * Sq * E, from_float<T>(12345.0f));
+                 bool split = false, int group = 1, int period = 0) {
+    const int mrows = per_row ? Sq : 1, P = period ? period : B;
+    const int E = H * D, Ekv = H / group * D;
+    std::vector<T> q((size_t)B * Sq * E), k((size_t)B * Sk * Ekv), v((size_t)B * Sk * Ekv);
+    std::vector<T> m((size_t)P * mrows * Sk), y((size_t)B * Sq * E, from_float<T>(12345.0f));
     unsigned long long seed = 7;
     auto uniform = [&] {
         seed = seed * 6364136223846793005ull + 1442695040888963407ull;
@@ -57,7 +60,7 @@ static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool pe
     for (T &x : q) x = from_float<T>(uniform());
     for (T &x : k) x = from_float<T>(uniform());
     for (T &x : v) x = from_float<T>(uniform());
-    for (int b = 0; b < B; b++)
+    for (int b = 0; b < P; b++)
         for (int i = 0; i < mrows; i++)
             for (int j = 0; j < Sk; j++) {
                 const int r = b % 4;
@@ -70,9 +73,9 @@ static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool pe
                 m[((size_t)b * mrows + i) * Sk + j] = from_float<T>(mv);
             }
     const long long mb = (long long)mrows * Sk, mi = per_row ? Sk : 0;
-    const long long sq = (long long)Sq * E, sk = (long long)Sk * E;
-    const ampc::attn_desc a = {B, H, Sq, Sk, 1, B, {sq, D, E, 1}, {sk, D, E, 1}, {sk, D, E, 1},
-                               {mb, 0, mi, 1}, {sq, D, E, 1}, 0.125f};
+    const long long sq = (long long)Sq * E, sk = (long long)Sk * Ekv;
+    const ampc::attn_desc a = {B,     H,   Sq, Sk, group, P, {sq, D, E, 1}, {sk, D, Ekv, 1},
+                               {sk, D, Ekv, 1}, {mb, 0, mi, 1}, {sq, D, E, 1}, 0.125f};
     const emu_dim3 grid = split ? emu_dim3{(unsigned)((Sq + 15) / 16), (unsigned)H, (unsigned)B}
                           : mma ? emu_dim3{(unsigned)((Sq + 63) / 64), (unsigned)H, (unsigned)B}
                                 : emu_dim3{(unsigned)((B * H * Sq + 3) / 4), 1, 1};
@@ -91,8 +94,8 @@ static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool pe
                     double dot = 0;
                     for (int e = 0; e < D; e++)
                         dot += (double)to_float(q[((size_t)b * Sq + i) * E + h * D + e]) *
-                               to_float(k[((size_t)b * Sk + j) * E + h * D + e]);
-                    const size_t mr = (size_t)b * mrows + (per_row ? i : 0);
+                               to_float(k[((size_t)b * Sk + j) * Ekv + h / group * D + e]);
+                    const size_t mr = (size_t)(b % P) * mrows + (per_row ? i : 0);
                     const double bias = with_mask ? to_float(m[mr * Sk + j]) : 0;
                     s[j] = to_float(from_float<T>((float)(0.125 * dot + bias)));
                     nan |= std::isnan(s[j]);
@@ -105,7 +108,7 @@ static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool pe
                     for (int j = 0; j < Sk; j++) {
                         const double p = to_float(from_float<T>((float)(s[j] / sum)));
                         for (int e = 0; e < D; e++)
-                            acc[e] += p * to_float(v[((size_t)b * Sk + j) * E + h * D + e]);
+                            acc[e] += p * to_float(v[((size_t)b * Sk + j) * Ekv + h / group * D + e]);
                     }
                 }
                 for (int e = 0; e < D; e++) {
@@ -117,10 +120,12 @@ static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool pe
                     if (err > worst || std::isnan(err)) worst = err;
                 }
             }
-    printf("%-9s %-4s D=%-3d %s B=%d H=%d Sq=%-3d Sk=%-3d mask=%d%s: worst |error| %.3g, %d bad\n",
+    printf("%-9s %-4s D=%-3d %s B=%d H=%d Sq=%-3d Sk=%-3d mask=%d%s%s%s: worst |error| %.3g, %d "
+           "bad\n",
            split ? "split" : mma ? "attn_mma" : "attn_rows", std::is_same<T, __half>::value ? "f16" : "bf16", D,
            SAFE ? "safe  " : "unsafe", B, H, Sq, Sk, with_mask,
-           per_row ? MVEC ? " (per row, 16-byte loads)" : " (per row)" : "", worst, bad);
+           per_row ? MVEC ? " (per row, 16-byte loads)" : " (per row)" : "",
+           group > 1 ? " (grouped K/V)" : "", period ? " (mask period)" : "", worst, bad);
     return bad;
 }
 
@@ -140,6 +145,10 @@ int main() {
     bad += check<__half, 64, true>(4, 1, 33, 77, true, true, true, true);
     bad += check<__half, 64, false, true>(4, 1, 20, 264, true, true, true, true);
     bad += check<__nv_bfloat16, 128, true>(4, 1, 17, 150, true, true, false, true);
+    /* grouped K/V heads (4 query heads a K/V head), a mask repeating every 2 batch entries */
+    bad += check<__half, 64, false>(4, 8, 70, 90, true, true, false, false, 4, 2);
+    bad += check<__half, 64, true>(4, 4, 30, 77, true, true, true, true, 2, 2);
+    bad += check<__half, 32, false>(4, 4, 9, 33, true, false, false, false, 2, 2);
     printf(bad ? "attention_emu: FAILED\n" : "attention_emu: all cases match\n");
     return bad != 0;
 }
