@@ -290,8 +290,9 @@ enum { FIND_ROUNDS = 3, FIND_KEYS = 64 };
 
 /* Whether legacy algorithm `algo` (forward, or backward data for a ConvTranspose) computes
  * through an FFT: its rounding spreads over the whole output, so an element that is exactly 0
- * comes out as about 1e-6 of the largest (8.1e-6 in the ONNX test test_convtranspose_3d, picked
- * by the timed search on an H100): not the model's numbers, so never taken. */
+ * comes out near 1e-6 of the largest (the ONNX test test_convtranspose_3d, whose integer data
+ * sum exactly in any order, gave 8.1e-6 for a 0 on an H100): not the model's numbers, so never
+ * taken. */
 static bool fft_algo(bool transpose, int algo) {
     return transpose ? algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT ||
                            algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING
