@@ -89,11 +89,10 @@ static int32_t runs_of(const ampc_value *ix, int64_t dim, run *out) {
     for (int64_t j = 0; j < cnt; j++) {
         int64_t v = ampc_ref_load_i64(ix->data, ix->dtype, j);
         if (v < 0) v += dim;
-        if (cur.len == 1) cur.step = v - cur.first;
-        if (cur.len == 0 || (cur.len > 1 && v != cur.first + cur.len * cur.step) ||
-            (cur.len == 1 && cur.step != v - cur.first)) {
+        if (cur.len == 1) cur.step = v - cur.first; /* any second entry extends a run */
+        if (cur.len == 0 || v != cur.first + cur.len * cur.step) { /* a new run starts at j */
             if (cur.len && out && n < RUNS_MAX) out[n] = cur;
-            if (cur.len) n++;
+            n += cur.len > 0;
             cur = (run){j, v, 0, 1};
             continue;
         }
