@@ -202,6 +202,13 @@ void ampc_cg_kernel_restrict(ampc_cg_kernel *k);
  * Returns the offset variable's name ("idx" itself when the shapes match, "0" for one element). */
 const char *ampc_cg_bcast_offset(ampc_cg_kernel *k, const ampc_shape *out, const ampc_shape *in,
                                  const char *idx);
+
+/* Emits "long long <off> = ...;" computing, from the flat index `idx` of a tensor of shape `out`,
+ * sum over its dims d of coordinate d times steps[d] (element steps of an operand read through a
+ * view: a transpose's permuted strides, 0 for a broadcast dim). Returns the variable's name. */
+const char *ampc_cg_strided_offset(ampc_cg_kernel *k, const ampc_shape *out, const int64_t *steps,
+                                   const char *idx);
+
 /* Emits the row-major coordinates of flat index `idx` (< the product of dims) over
  * dims[0..rank-1] as locals, names[d] receiving each one's name ("0LL" for a unit dim). */
 void ampc_cg_coords(ampc_cg_kernel *k, const int64_t *dims, int32_t rank, const char *idx,
@@ -215,6 +222,10 @@ ampc_status ampc_cg_view_copy(ampc_cg *cg, const ampc_node *n, const char *what,
                               const ampc_value *x, const ampc_value *y, const int64_t *dims,
                               int32_t rank, const int64_t *src, int64_t src0, const int64_t *dst,
                               int64_t dst0);
+/* For a Transpose, Slice or Expand n: true, and *src0 and steps (one per dim of n's output) such
+ * that output element c (row-major) is input element *src0 + sum(c[d] * steps[d]); false for any
+ * other op. A fused elementwise chain reads such a node's input through it (lower_elementwise.c). */
+bool ampc_cg_view_of(ampc_cg *cg, const ampc_node *n, int64_t *src0, int64_t *steps);
 
 /* ---- library steps -------------------------------------------------------------------------- */
 

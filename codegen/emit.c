@@ -176,27 +176,31 @@ const char *ampc_cg_bcast_offset(ampc_cg_kernel *k, const ampc_shape *out, const
                                  const char *idx) {
     if (ampc_shape_eq(out, in)) return idx;
     if (ampc_shape_numel(in) == 1) return "0";
-    int64_t in_strides[AMPC_MAX_RANK], st = 1;
+    /* the operand's steps over the output's dims: 0 where it broadcasts */
+    int64_t steps[AMPC_MAX_RANK] = {0}, st = 1;
     for (int32_t d = in->rank - 1; d >= 0; d--) {
-        in_strides[d] = st;
+        const int32_t od = d + (out->rank - in->rank);
+        if (in->dims[d] != 1) steps[od] = st;
         st *= in->dims[d];
     }
+    return ampc_cg_strided_offset(k, out, steps, idx);
+}
+
+const char *ampc_cg_strided_offset(ampc_cg_kernel *k, const ampc_shape *out, const int64_t *steps,
+                                   const char *idx) {
     const char *off = ampc_cg_local(k, "o"), *rem = ampc_cg_local(k, "r");
     ampc_cg_line(k, "long long %s = 0, %s = %s;", off, rem, idx);
-    /* Walk output dims from the innermost; dims the operand broadcasts over add nothing. */
-    for (int32_t d = out->rank - 1; d >= 0; d--) {
-        int32_t id = d - (out->rank - in->rank);
-        bool used = id >= 0 && in->dims[id] != 1;
-        int64_t od = out->dims[d];
-        bool last = true; /* no dimension further out contributes: stop dividing */
-        for (int32_t e = d - 1; e >= 0; e--) {
-            int32_t ie = e - (out->rank - in->rank);
-            if (ie >= 0 && in->dims[ie] != 1) last = false;
-        }
-        if (used)
+    /* Walk the dims from the innermost; a dim of step 0 adds nothing, and once no dim further out
+     * has a step the division stops. */
+    int32_t outer = -1; /* the outermost dim with a step */
+    for (int32_t d = 0; d < out->rank && outer < 0; d++)
+        if (steps[d] != 0) outer = d;
+    for (int32_t d = out->rank - 1; d >= outer && outer >= 0; d--) {
+        const int64_t od = out->dims[d];
+        if (steps[d] != 0)
             ampc_cg_line(k, "%s += (%s %% %lldLL) * %lldLL;", off, rem, (long long)od,
-                         (long long)in_strides[id]);
-        if (last) break;
+                         (long long)steps[d]);
+        if (d == outer) break;
         ampc_cg_line(k, "%s /= %lldLL;", rem, (long long)od);
     }
     return off;

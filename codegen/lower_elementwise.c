@@ -316,7 +316,9 @@ static bool node_expr(const ampc_node *n, ampc_strbuf *e, bool *variadic) {
  * a value computed from leaves alone, one that broadcasts to it: its leaves broadcast to the
  * root's shape as well, and each element computes it again from them). A
  * Gather heading the chain reads its table and indices at the gathered position instead
- * (ampc_cg_gather_element, the Gather kernel's own body). */
+ * (ampc_cg_gather_element, the Gather kernel's own body); a Transpose, Slice or Expand heading
+ * it reads its input where the view's element is (ampc_cg_view_of), so the view is never
+ * copied. */
 enum { CHAIN_MAX = 32 };
 
 typedef struct chain {
@@ -326,9 +328,15 @@ typedef struct chain {
     int32_t n_leaves;
 } chain;
 
+/* A node heading a chain: a Gather or a view, whose inputs the kernel reads itself. */
+static bool chain_head(const ampc_node *n) {
+    return n->op == AMPC_OP_GATHER || n->op == AMPC_OP_TRANSPOSE || n->op == AMPC_OP_SLICE ||
+           n->op == AMPC_OP_EXPAND;
+}
+
 static bool chain_collect(chain *c, const ampc_node *n) {
-    /* a Gather heads the chain: the kernel reads its inputs at the gathered positions */
-    for (int32_t i = 0; n->op != AMPC_OP_GATHER && i < n->n_inputs; i++) {
+    /* a head's inputs are read at the gathered or viewed positions, not as leaves */
+    for (int32_t i = 0; !chain_head(n) && i < n->n_inputs; i++) {
         const ampc_value *v = n->inputs[i];
         if (!v) continue;
         if (v->flags & AMPC_VALUE_FUSED) {
@@ -381,7 +389,7 @@ static ampc_status chain_of(ampc_cg *cg, const ampc_node *last, chain *c) {
         return AMPC_FAIL(g, last, AMPC_E_INTERNAL, "a fused elementwise chain of more than %d "
                          "nodes", CHAIN_MAX);
     for (int32_t m = 0; m < c->n; m++) {
-        if (c->nodes[m]->op == AMPC_OP_GATHER) continue;
+        if (chain_head(c->nodes[m])) continue;
         ampc_strbuf e = {0};
         bool variadic = false, ok = node_expr(c->nodes[m], &e, &variadic) && !variadic;
         ampc_sb_free(&e);
@@ -424,6 +432,14 @@ void ampc_cg_chain_element(ampc_cg *cg, ampc_cg_kernel *k, const ampc_node *last
             ampc_cg_gather_element(cg, k, n, ampc_cg_param(k, n->inputs[0], false),
                                    ampc_cg_param(k, n->inputs[1], false), "i", dst);
             ampc_cg_close(k);
+            continue;
+        }
+        int64_t src0, steps[AMPC_MAX_RANK];
+        if (ampc_cg_view_of(cg, n, &src0, steps)) {
+            const char *off = ampc_cg_strided_offset(k, &o->shape, steps, "i");
+            ampc_cg_line(k, "const %s v%d = %s[%lldLL + %s]; /* node %d of the chain: a view */",
+                         ampc_cg_ctype(o->dtype), m, ampc_cg_param(k, n->inputs[0], false),
+                         (long long)src0, off, m);
             continue;
         }
         ampc_strbuf e = {0};

@@ -330,56 +330,64 @@ static int64_t prod(const int64_t *dims, int32_t lo, int32_t hi) {
 
 /* ---- Transpose, Slice, Expand, Tile, DepthToSpace, SpaceToDepth ---------------------------- */
 
-static ampc_status lower_transpose(ampc_cg *cg, const ampc_node *n) {
+/* The geometry of a Transpose, Slice or Expand n: output element c (row-major over y's dims)
+ * is input element src0 + sum(c[d] * steps[d]). */
+static void view_geometry(ampc_cg *cg, const ampc_node *n, int64_t *src0, int64_t *steps) {
     const ampc_value *x = n->inputs[0], *y = n->outputs[0];
-    int32_t r = x->shape.rank, cnt;
-    const int64_t *p = ampc_ir_attr_ints(ampc_cg_graph(cg), n, "perm", &cnt);
+    const int32_t r = x->shape.rank;
     int64_t xs[AMPC_MAX_RANK];
     dense_strides(&x->shape, xs);
-    mv_view v = view_over(y);
-    for (int32_t d = 0; d < r; d++) v.src[d] = xs[p ? norm_axis(p[d], r) : r - 1 - d];
-    return emit_view(cg, n, "transpose", x, y, v);
+    *src0 = 0;
+    if (n->op == AMPC_OP_TRANSPOSE) {
+        int32_t cnt;
+        const int64_t *p = ampc_ir_attr_ints(ampc_cg_graph(cg), n, "perm", &cnt);
+        for (int32_t d = 0; d < r; d++) steps[d] = xs[p ? norm_axis(p[d], r) : r - 1 - d];
+    } else if (n->op == AMPC_OP_SLICE) {
+        /* output index i along an axis reads input index first + i * step (clamped start as
+         * inference computes it; a step matters only where the axis keeps two or more elements) */
+        int64_t starts[AMPC_MAX_RANK], axes[AMPC_MAX_RANK], st[AMPC_MAX_RANK];
+        int64_t first[AMPC_MAX_RANK] = {0}, step[AMPC_MAX_RANK];
+        int32_t ns = operand_ints(n->inputs[1], starts, AMPC_MAX_RANK);
+        bool has_axes = n->n_inputs > 3 && n->inputs[3], has_steps = n->n_inputs > 4 && n->inputs[4];
+        if (has_axes) operand_ints(n->inputs[3], axes, AMPC_MAX_RANK);
+        if (has_steps) operand_ints(n->inputs[4], st, AMPC_MAX_RANK);
+        for (int32_t i = 0; i < r; i++) step[i] = 1;
+        for (int32_t i = 0; i < ns; i++) {
+            int32_t a = has_axes ? norm_axis(axes[i], r) : i;
+            int64_t dim = x->shape.dims[a], s = starts[i];
+            step[a] = has_steps ? st[i] : 1;
+            if (s < 0) s += dim;
+            first[a] = step[a] > 0 ? AMPC_MIN(AMPC_MAX(s, 0), dim)
+                                   : AMPC_MIN(AMPC_MAX(s, 0), dim - 1);
+        }
+        for (int32_t d = 0; d < r; d++) {
+            *src0 += first[d] * xs[d];
+            steps[d] = y->shape.dims[d] > 1 ? xs[d] * step[d] : 0;
+        }
+    } else { /* Expand: numpy broadcasting; dims the input lacks or holds as 1 read step 0 */
+        AMPC_ASSERT(n->op == AMPC_OP_EXPAND);
+        int32_t lead = y->shape.rank - r;
+        for (int32_t d = 0; d < y->shape.rank; d++)
+            steps[d] = d >= lead && x->shape.dims[d - lead] != 1 ? xs[d - lead] : 0;
+    }
 }
 
-/* Slice: output index i along an axis reads input index first + i * step (clamped start as
- * inference computes it; a step matters only where the axis keeps two or more elements). */
-static ampc_status lower_slice(ampc_cg *cg, const ampc_node *n) {
-    const ampc_value *x = n->inputs[0], *y = n->outputs[0];
-    int32_t r = x->shape.rank;
-    int64_t starts[AMPC_MAX_RANK], axes[AMPC_MAX_RANK], steps[AMPC_MAX_RANK];
-    int64_t first[AMPC_MAX_RANK] = {0}, step[AMPC_MAX_RANK], xs[AMPC_MAX_RANK];
-    int32_t ns = operand_ints(n->inputs[1], starts, AMPC_MAX_RANK);
-    bool has_axes = n->n_inputs > 3 && n->inputs[3], has_steps = n->n_inputs > 4 && n->inputs[4];
-    if (has_axes) operand_ints(n->inputs[3], axes, AMPC_MAX_RANK);
-    if (has_steps) operand_ints(n->inputs[4], steps, AMPC_MAX_RANK);
-    for (int32_t i = 0; i < r; i++) step[i] = 1;
-    for (int32_t i = 0; i < ns; i++) {
-        int32_t a = has_axes ? norm_axis(axes[i], r) : i;
-        int64_t dim = x->shape.dims[a], s = starts[i];
-        step[a] = has_steps ? steps[i] : 1;
-        if (s < 0) s += dim;
-        first[a] = step[a] > 0 ? AMPC_MIN(AMPC_MAX(s, 0), dim) : AMPC_MIN(AMPC_MAX(s, 0), dim - 1);
-    }
-    dense_strides(&x->shape, xs);
-    mv_view v = view_over(y);
-    for (int32_t d = 0; d < r; d++) {
-        v.src0 += first[d] * xs[d];
-        v.src[d] = y->shape.dims[d] > 1 ? xs[d] * step[d] : 0;
-    }
-    if (!ampc_ir_numel(y)) return AMPC_OK;
-    return emit_view(cg, n, "slice", x, y, v);
+bool ampc_cg_view_of(ampc_cg *cg, const ampc_node *n, int64_t *src0, int64_t *steps) {
+    if (n->op != AMPC_OP_TRANSPOSE && n->op != AMPC_OP_SLICE && n->op != AMPC_OP_EXPAND)
+        return false;
+    view_geometry(cg, n, src0, steps);
+    return true;
 }
 
-/* Expand: numpy broadcasting; dims the input lacks or holds as 1 read stride 0. */
-static ampc_status lower_expand(ampc_cg *cg, const ampc_node *n) {
+/* Transpose, Slice and Expand: one view copy of their geometry. */
+static ampc_status lower_view(ampc_cg *cg, const ampc_node *n, const char *what) {
     const ampc_value *x = n->inputs[0], *y = n->outputs[0];
-    int64_t xs[AMPC_MAX_RANK];
-    dense_strides(&x->shape, xs);
+    if (n->op == AMPC_OP_SLICE && !ampc_ir_numel(y)) return AMPC_OK;
+    int64_t steps[AMPC_MAX_RANK];
     mv_view v = view_over(y);
-    int32_t lead = y->shape.rank - x->shape.rank;
-    for (int32_t d = lead; d < y->shape.rank; d++)
-        v.src[d] = x->shape.dims[d - lead] != 1 ? xs[d - lead] : 0;
-    return emit_view(cg, n, "expand", x, y, v);
+    view_geometry(cg, n, &v.src0, steps);
+    for (int32_t d = 0; d < y->shape.rank; d++) v.src[d] = steps[d];
+    return emit_view(cg, n, what, x, y, v);
 }
 
 /* Tile: each output dim of rep * dim entries is iterated as (rep, dim), the repeat reading
@@ -732,11 +740,11 @@ static ampc_status lower_constant_of_shape(ampc_cg *cg, const ampc_node *n) {
  * AMPC_E_UNSUPPORTED naming the node for an op of the family without a lowering. */
 ampc_status ampc_cg_lower_move(ampc_cg *cg, const ampc_node *n) {
     switch (n->op) {
-    case AMPC_OP_TRANSPOSE: return lower_transpose(cg, n);
+    case AMPC_OP_TRANSPOSE: return lower_view(cg, n, "transpose");
     case AMPC_OP_CONCAT:
     case AMPC_OP_SPLIT: return lower_concat_split(cg, n);
-    case AMPC_OP_SLICE: return lower_slice(cg, n);
-    case AMPC_OP_EXPAND: return lower_expand(cg, n);
+    case AMPC_OP_SLICE: return lower_view(cg, n, "slice");
+    case AMPC_OP_EXPAND: return lower_view(cg, n, "expand");
     case AMPC_OP_TILE: return lower_tile(cg, n);
     case AMPC_OP_DEPTH_TO_SPACE:
     case AMPC_OP_SPACE_TO_DEPTH: return lower_depth_space(cg, n);

@@ -11,7 +11,10 @@
  *   - p and u are elementwise ops with a generated kernel of one output and at most three inputs
  *     (LOWER_ELEMENTWISE, not the quantization ops, Dropout or the variadic Max/Min/Sum/Mean),
  *     or p is a Gather, which then heads the chain: the kernel reads its table and indices at
- *     the gathered positions (BERT's word embeddings, looked up and then added to), or p is
+ *     the gathered positions (BERT's word embeddings, looked up and then added to), or a
+ *     Transpose, Slice or Expand, which heads it too: the kernel reads the view's input where
+ *     each element is, and the view is never copied (ViT's attention output, permuted back to
+ *     batch-first before the residual Add; a rotary embedding's halves), or p is
  *     a LayerNormalization / RMSNormalization with one output and u a Cast between float
  *     types, which the norm's kernel then writes (an exported model's last norm, cast to its
  *     f32 output); that Cast joins no further chain; or u is a LayerNormalization /
@@ -58,12 +61,13 @@ static bool fusable(const ampc_node *n) {
 /* A Gather may head a chain (its inputs are read by the chain's kernel itself, at the gathered
  * positions, not as leaves): a table lookup followed by elementwise ops, as BERT's embeddings. */
 static bool heads(const ampc_node *n) {
-    if (n->dead || n->op != AMPC_OP_GATHER || n->n_outputs != 1 || n->n_inputs != 2 ||
-        !n->inputs[0] || !n->inputs[1])
-        return false;
+    if (n->dead || n->n_outputs != 1 || !n->inputs[0] || !computed(n->outputs[0])) return false;
+    /* a view: the kernel reads its input through the view's element steps */
+    if (n->op == AMPC_OP_TRANSPOSE || n->op == AMPC_OP_SLICE || n->op == AMPC_OP_EXPAND)
+        return true;
+    if (n->op != AMPC_OP_GATHER || n->n_inputs != 2 || !n->inputs[1]) return false;
     /* constant indices are checked at compile time by the Gather's own lowering */
-    if (n->inputs[1]->data && !(n->inputs[1]->flags & AMPC_VALUE_INPUT)) return false;
-    return computed(n->outputs[0]);
+    return !(n->inputs[1]->data && !(n->inputs[1]->flags & AMPC_VALUE_INPUT));
 }
 
 /* An op cheap enough to compute again for each element of a broadcast (a few instructions). */

@@ -4,7 +4,9 @@
  *   - a chain of five ops (Cast, Mul, Add with a broadcast bias, Relu, Cast) is one kernel
  *     step; the four values inside it get no memory; the pipeline's verification (reference
  *     evaluator before and after each pass) holds;
- *   - a Gather heads a chain (BERT's embedding lookup and its two Adds: one kernel);
+ *   - a Gather heads a chain (BERT's embedding lookup and its two Adds: one kernel), and so do
+ *     a Transpose, a Slice (an offset, a reversed axis) and an Expand: the chain reads the
+ *     view's input in place, no copy step, equal to the reference on a GPU;
  *   - a Cast after a LayerNormalization, and a Relu after a BatchNormalization, is written by
  *     the norm's kernel, equal bit for bit on a GPU to the two kernels it replaces;
  *   - the padding mask as transformers exports it (a Gather in order, an Expand to the shape
@@ -177,7 +179,7 @@ static void fill(ampc_tensor *t, uint64_t seed) {
 static void close_on_gpu(ampc_graph *g, ampc_tensor *in, int32_t n_in, int32_t n_out,
                          const double *rtol, double atol) {
     t_skip_without_gpu();
-    ampc_tensor ref[2], got[2];
+    ampc_tensor ref[3], got[3];
     cr_assert_eq(ampc_graph_evaluate(g, in, n_in, ref, n_out), AMPC_OK, "%s", ampc_graph_errors(g));
     ampc_module *m = compile(g);
     for (int32_t j = 0; j < n_out; j++)
@@ -350,6 +352,69 @@ Test(fuse_elementwise_gpu, a_lookup_heading_a_chain) {
     ampc_tensor in[1] = {{AMPC_DTYPE_I64, SHAPE(2, 5), ids}};
     static const double tol[1] = {0};
     same_on_gpu(g, in, 1, 1, tol);
+    ampc_graph_destroy(g);
+}
+
+/* Views heading chains, x [2, 3, 4, 8]:
+ *   t = Relu(Transpose(x, (0, 2, 1, 3)) + z)                     [2, 4, 3, 8]
+ *   s = Neg(Slice(x, axis 3 from 4) * w) + Slice(x, axis 2 reversed, axis 3 to 4)   [2, 3, 4, 4]
+ *   e = Abs(Expand(b [3, 1, 8] to [2, 3, 4, 8]) - x)              [2, 3, 4, 8]
+ * each chain one kernel, no copy step. */
+static ampc_graph *views(void) {
+    ampc_graph *g = ampc_graph_create("views");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(2, 3, 4, 8));
+    ampc_value *z = t_input(g, "z", AMPC_DTYPE_F32, SHAPE(2, 4, 3, 8));
+    ampc_value *b = t_input(g, "b", AMPC_DTYPE_F32, SHAPE(3, 1, 8));
+    ampc_attr_arg perm = AMPC_ATTR_IS("perm", ((int64_t[]){0, 2, 1, 3}), 4);
+    ampc_value *t = ampc_op(g, "Transpose", &x, 1, &perm, 1);
+    cr_assert_eq(ampc_output(g, ampc_relu(g, ampc_add(g, t, z)), "t"), AMPC_OK, "%s",
+                 ampc_graph_errors(g));
+    int64_t s4 = 4, e8 = 8, a3 = 3, from[2] = {-1, 0}, upto[2] = {INT64_MIN, 4}, ax[2] = {2, 3},
+            st[2] = {-1, 1};
+    ampc_value *hi_in[4] = {x, t_const_i64(g, SHAPE(1), &s4), t_const_i64(g, SHAPE(1), &e8),
+                            t_const_i64(g, SHAPE(1), &a3)};
+    ampc_value *lo_in[5] = {x, t_const_i64(g, SHAPE(2), from), t_const_i64(g, SHAPE(2), upto),
+                            t_const_i64(g, SHAPE(2), ax), t_const_i64(g, SHAPE(2), st)};
+    double w[4] = {0.5, -2, 4, 0.25};
+    ampc_value *upper = ampc_op(g, "Slice", hi_in, 4, NULL, 0);
+    ampc_value *lower = ampc_op(g, "Slice", lo_in, 5, NULL, 0);
+    ampc_value *scaled = ampc_mul(g, upper, t_const_f32(g, SHAPE(4), w));
+    ampc_value *neg = ampc_op(g, "Neg", &scaled, 1, NULL, 0);
+    cr_assert_eq(ampc_output(g, ampc_add(g, neg, lower), "s"), AMPC_OK, "%s", ampc_graph_errors(g));
+    int64_t to[4] = {2, 3, 4, 8};
+    ampc_value *ex_in[2] = {b, t_const_i64(g, SHAPE(4), to)};
+    ampc_value *e = ampc_op(g, "Expand", ex_in, 2, NULL, 0);
+    ampc_value *d = ampc_op(g, "Sub", (ampc_value *[]){e, x}, 2, NULL, 0);
+    cr_assert_eq(ampc_output(g, ampc_op(g, "Abs", &d, 1, NULL, 0), "e"), AMPC_OK, "%s",
+                 ampc_graph_errors(g));
+    return g;
+}
+
+Test(fuse_elementwise, views_head_chains) {
+    ampc_graph *g = views();
+    ampc_module *m = compile(g);
+    const ampc_rt_plan *p = &m->cg->plan;
+    cr_assert_eq(p->n_steps, 3, "one kernel a chain, no copy: %d steps", p->n_steps);
+    cr_assert_eq(steps_of(m, AMPC_RT_STEP_KERNEL), 3);
+    const char *heads[3] = {"Transpose", "Slice", "Expand"};
+    for (int32_t i = 0; i < 3; i++) {
+        bool found = false;
+        for (int32_t j = 0; j < p->n_steps && !found; j++) found = strstr(p->steps[j].label, heads[i]);
+        cr_assert(found, "a chain's kernel covers the %s", heads[i]);
+    }
+    ampc_module_destroy(m);
+    ampc_graph_destroy(g);
+}
+
+Test(fuse_elementwise_gpu, views_heading_chains) {
+    ampc_graph *g = views();
+    ampc_tensor in[3] = {{AMPC_DTYPE_F32, SHAPE(2, 3, 4, 8), calloc(192, 4)},
+                         {AMPC_DTYPE_F32, SHAPE(2, 4, 3, 8), calloc(192, 4)},
+                         {AMPC_DTYPE_F32, SHAPE(3, 1, 8), calloc(24, 4)}};
+    for (int32_t i = 0; i < 3; i++) fill(&in[i], 21 + (uint64_t)i);
+    static const double exact[3] = {0, 0, 0};
+    same_on_gpu(g, in, 3, 3, exact); /* Add, Relu, Mul, Neg, Sub, Abs: correctly rounded */
+    for (int32_t i = 0; i < 3; i++) free(in[i].data);
     ampc_graph_destroy(g);
 }
 
