@@ -222,10 +222,13 @@ ampc_status ampc_cg_view_copy(ampc_cg *cg, const ampc_node *n, const char *what,
                               const ampc_value *x, const ampc_value *y, const int64_t *dims,
                               int32_t rank, const int64_t *src, int64_t src0, const int64_t *dst,
                               int64_t dst0);
-/* For a Transpose, Slice or Expand n: true, and *src0 and steps (one per dim of n's output) such
- * that output element c (row-major) is input element *src0 + sum(c[d] * steps[d]); false for any
- * other op. A fused elementwise chain reads such a node's input through it (lower_elementwise.c). */
-bool ampc_cg_view_of(ampc_cg *cg, const ampc_node *n, int64_t *src0, int64_t *steps);
+/* For a Transpose, Slice or Expand n: the tensor in memory it reads (its input, or, through
+ * views never stored (fuse-elementwise), theirs), with *src0 and steps (one per dim of n's
+ * output) such that output element c (row-major) is its element *src0 + sum(c[d] * steps[d]);
+ * NULL for any other op. A fused elementwise chain reads such a node's input through it
+ * (lower_elementwise.c). */
+const ampc_value *ampc_cg_view_of(ampc_cg *cg, const ampc_node *n, int64_t *src0,
+                                   int64_t *steps);
 
 /* ---- library steps -------------------------------------------------------------------------- */
 

@@ -435,10 +435,11 @@ void ampc_cg_chain_element(ampc_cg *cg, ampc_cg_kernel *k, const ampc_node *last
             continue;
         }
         int64_t src0, steps[AMPC_MAX_RANK];
-        if (ampc_cg_view_of(cg, n, &src0, steps)) {
+        const ampc_value *src = ampc_cg_view_of(cg, n, &src0, steps);
+        if (src) {
             const char *off = ampc_cg_strided_offset(k, &o->shape, steps, "i");
             ampc_cg_line(k, "const %s v%d = %s[%lldLL + %s]; /* node %d of the chain: a view */",
-                         ampc_cg_ctype(o->dtype), m, ampc_cg_param(k, n->inputs[0], false),
+                         ampc_cg_ctype(o->dtype), m, ampc_cg_param(k, src, false),
                          (long long)src0, off, m);
             continue;
         }

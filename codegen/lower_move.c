@@ -330,64 +330,86 @@ static int64_t prod(const int64_t *dims, int32_t lo, int32_t hi) {
 
 /* ---- Transpose, Slice, Expand, Tile, DepthToSpace, SpaceToDepth ---------------------------- */
 
-/* The geometry of a Transpose, Slice or Expand n: output element c (row-major over y's dims)
- * is input element src0 + sum(c[d] * steps[d]). */
-static void view_geometry(ampc_cg *cg, const ampc_node *n, int64_t *src0, int64_t *steps) {
+/* A Transpose, Slice or Expand n maps its output coordinate c to input coordinate e with
+ * e[k] = first[k] + sum over the output dims d with from[d] == k of c[d] * step[d] (from[d] -1:
+ * a dim the output broadcasts). */
+typedef struct view_map {
+    int32_t from[AMPC_MAX_RANK];
+    int64_t step[AMPC_MAX_RANK];
+    int64_t first[AMPC_MAX_RANK];
+} view_map;
+
+static bool is_view(const ampc_node *n) {
+    return n->op == AMPC_OP_TRANSPOSE || n->op == AMPC_OP_SLICE || n->op == AMPC_OP_EXPAND;
+}
+
+static view_map map_of(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *x = n->inputs[0], *y = n->outputs[0];
     const int32_t r = x->shape.rank;
-    int64_t xs[AMPC_MAX_RANK];
-    dense_strides(&x->shape, xs);
-    *src0 = 0;
+    view_map m = {.first = {0}};
     if (n->op == AMPC_OP_TRANSPOSE) {
         int32_t cnt;
         const int64_t *p = ampc_ir_attr_ints(ampc_cg_graph(cg), n, "perm", &cnt);
-        for (int32_t d = 0; d < r; d++) steps[d] = xs[p ? norm_axis(p[d], r) : r - 1 - d];
+        for (int32_t d = 0; d < r; d++) m.from[d] = p ? norm_axis(p[d], r) : r - 1 - d, m.step[d] = 1;
     } else if (n->op == AMPC_OP_SLICE) {
         /* output index i along an axis reads input index first + i * step (clamped start as
          * inference computes it; a step matters only where the axis keeps two or more elements) */
         int64_t starts[AMPC_MAX_RANK], axes[AMPC_MAX_RANK], st[AMPC_MAX_RANK];
-        int64_t first[AMPC_MAX_RANK] = {0}, step[AMPC_MAX_RANK];
         int32_t ns = operand_ints(n->inputs[1], starts, AMPC_MAX_RANK);
         bool has_axes = n->n_inputs > 3 && n->inputs[3], has_steps = n->n_inputs > 4 && n->inputs[4];
         if (has_axes) operand_ints(n->inputs[3], axes, AMPC_MAX_RANK);
         if (has_steps) operand_ints(n->inputs[4], st, AMPC_MAX_RANK);
-        for (int32_t i = 0; i < r; i++) step[i] = 1;
+        for (int32_t d = 0; d < r; d++) m.from[d] = d, m.step[d] = 1;
         for (int32_t i = 0; i < ns; i++) {
             int32_t a = has_axes ? norm_axis(axes[i], r) : i;
             int64_t dim = x->shape.dims[a], s = starts[i];
-            step[a] = has_steps ? st[i] : 1;
+            m.step[a] = has_steps ? st[i] : 1;
             if (s < 0) s += dim;
-            first[a] = step[a] > 0 ? AMPC_MIN(AMPC_MAX(s, 0), dim)
-                                   : AMPC_MIN(AMPC_MAX(s, 0), dim - 1);
+            m.first[a] = m.step[a] > 0 ? AMPC_MIN(AMPC_MAX(s, 0), dim)
+                                       : AMPC_MIN(AMPC_MAX(s, 0), dim - 1);
         }
-        for (int32_t d = 0; d < r; d++) {
-            *src0 += first[d] * xs[d];
-            steps[d] = y->shape.dims[d] > 1 ? xs[d] * step[d] : 0;
-        }
+        for (int32_t d = 0; d < r; d++)
+            if (y->shape.dims[d] <= 1) m.step[d] = 0;
     } else { /* Expand: numpy broadcasting; dims the input lacks or holds as 1 read step 0 */
         AMPC_ASSERT(n->op == AMPC_OP_EXPAND);
         int32_t lead = y->shape.rank - r;
-        for (int32_t d = 0; d < y->shape.rank; d++)
-            steps[d] = d >= lead && x->shape.dims[d - lead] != 1 ? xs[d - lead] : 0;
+        for (int32_t d = 0; d < y->shape.rank; d++) {
+            const bool kept = d >= lead && x->shape.dims[d - lead] != 1;
+            m.from[d] = kept ? d - lead : -1, m.step[d] = kept;
+        }
     }
+    return m;
 }
 
-bool ampc_cg_view_of(ampc_cg *cg, const ampc_node *n, int64_t *src0, int64_t *steps) {
-    if (n->op != AMPC_OP_TRANSPOSE && n->op != AMPC_OP_SLICE && n->op != AMPC_OP_EXPAND)
-        return false;
-    view_geometry(cg, n, src0, steps);
-    return true;
-}
-
-/* Transpose, Slice and Expand: one view copy of their geometry. */
-static ampc_status lower_view(ampc_cg *cg, const ampc_node *n, const char *what) {
+const ampc_value *ampc_cg_view_of(ampc_cg *cg, const ampc_node *n, int64_t *src0, int64_t *steps) {
+    if (!is_view(n)) return NULL;
     const ampc_value *x = n->inputs[0], *y = n->outputs[0];
+    /* the input's element steps: its own dense ones, or, when it is a view never stored
+     * (fuse-elementwise), that view's, composed */
+    int64_t xs[AMPC_MAX_RANK], x0 = 0;
+    const ampc_value *src = x;
+    if ((x->flags & AMPC_VALUE_FUSED) && x->producer && is_view(x->producer))
+        src = ampc_cg_view_of(cg, x->producer, &x0, xs);
+    else
+        dense_strides(&x->shape, xs);
+    const view_map m = map_of(cg, n);
+    *src0 = x0;
+    for (int32_t k = 0; k < x->shape.rank; k++) *src0 += m.first[k] * xs[k];
+    for (int32_t d = 0; d < y->shape.rank; d++)
+        steps[d] = m.from[d] < 0 ? 0 : m.step[d] * xs[m.from[d]];
+    return src;
+}
+
+/* Transpose, Slice and Expand: one view copy of their geometry, from the tensor in memory they
+ * (through views never stored) read. */
+static ampc_status lower_view(ampc_cg *cg, const ampc_node *n, const char *what) {
+    const ampc_value *y = n->outputs[0];
     if (n->op == AMPC_OP_SLICE && !ampc_ir_numel(y)) return AMPC_OK;
     int64_t steps[AMPC_MAX_RANK];
     mv_view v = view_over(y);
-    view_geometry(cg, n, &v.src0, steps);
+    const ampc_value *src = ampc_cg_view_of(cg, n, &v.src0, steps);
     for (int32_t d = 0; d < y->shape.rank; d++) v.src[d] = steps[d];
-    return emit_view(cg, n, what, x, y, v);
+    return emit_view(cg, n, what, src, y, v);
 }
 
 /* Tile: each output dim of rep * dim entries is iterated as (rep, dim), the repeat reading

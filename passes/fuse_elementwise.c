@@ -30,6 +30,9 @@
  *     that read it, instead of in a kernel of its own);
  *   - p and u run on the same GPU (the partition passes' rank attribute);
  *   - a chain holds at most MAX_CHAIN nodes.
+ * A view (Transpose, Slice, Expand) every reader of which reads through it (virtual_views: an
+ * elementwise node of its shape, or another view, whose geometry composes with it) is never
+ * stored, however many readers it has: each reads the tensor under it where the element lies.
  * The graph itself is unchanged: the reference evaluator runs the nodes one by one, and the
  * fused kernel rounds each value of the chain to its type as the separate kernels stored it,
  * so the results are the same bit for bit. It runs after the passes that rewrite the graph,
@@ -153,6 +156,54 @@ static void feeds_norm(ampc_graph *g, const ampc_uses *uses, const int32_t *size
     *changed = true;
 }
 
+static bool is_view(const ampc_node *n) {
+    return n->op == AMPC_OP_TRANSPOSE || n->op == AMPC_OP_SLICE || n->op == AMPC_OP_EXPAND;
+}
+
+/* Whether node r, reading view v (made by p) as its input k, can read it where it lies: an
+ * elementwise node of v's shape (v heads its chain) or another view, as its data. */
+static bool reads_through(ampc_graph *g, const ampc_node *r, int32_t k, const ampc_node *p) {
+    if (is_view(r)) return k == 0 && rank_of(g, r) == rank_of(g, p);
+    return fusable(r) && ampc_shape_eq(&r->inputs[k]->shape, &r->outputs[0]->shape) &&
+           rank_of(g, r) == rank_of(g, p);
+}
+
+/* Views that every reader reads through (reads_through) are never stored: each reader's kernel
+ * reads the tensor under them (a rotary embedding's heads, permuted and then multiplied, sliced
+ * and negated, sliced and joined: no copy of the permuted heads). view[id] counts the fused
+ * views of each value's producer chain for the chain length. */
+static void virtual_views(ampc_graph *g, bool *changed) {
+    uint8_t *ok = calloc((size_t)g->n_values + 1, 1);
+    if (!ok) return; /* an optimisation only: nothing is marked */
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ampc_node *p = g->nodes[i];
+        if (!p->dead && is_view(p) && p->n_outputs == 1 && p->inputs[0] &&
+            computed(p->outputs[0]) && !(p->outputs[0]->flags & AMPC_VALUE_OUTPUT))
+            ok[p->outputs[0]->id] = 1;
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ampc_node *r = g->nodes[i];
+        for (int32_t k = 0; !r->dead && k < r->n_inputs; k++) {
+            const ampc_value *v = r->inputs[k];
+            if (!v || !ok[v->id]) continue;
+            ok[v->id] = reads_through(g, r, k, v->producer) ? 2 : 0; /* 2: read, and so far fine */
+        }
+    }
+    for (int32_t i = 0; i < g->n_values; i++)
+        if (ok[i] == 2) g->values[i]->flags |= AMPC_VALUE_FUSED, *changed = true;
+    free(ok);
+}
+
+/* The views heading node u's chain, fused by virtual_views: each counts towards the chain. */
+static int32_t views_read(const ampc_node *u) {
+    int32_t n = 0;
+    for (int32_t k = 0; k < u->n_inputs; k++) {
+        const ampc_value *v = u->inputs[k];
+        n += v && (v->flags & AMPC_VALUE_FUSED) && v->producer && is_view(v->producer);
+    }
+    return n;
+}
+
 ampc_status ampc_pass_fuse_elementwise(ampc_graph *g, bool *changed) {
     *changed = false;
     for (int32_t i = 0; i < g->n_values; i++) g->values[i]->flags &= ~(uint32_t)AMPC_VALUE_FUSED;
@@ -163,6 +214,7 @@ ampc_status ampc_pass_fuse_elementwise(ampc_graph *g, bool *changed) {
         ampc_pass_uses_free(&uses);
         return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
     }
+    virtual_views(g, changed);
     for (int32_t i = 0; i < g->n_nodes; i++) {
         ampc_node *u = g->nodes[i];
         if (is_norm(u) && !u->dead) {
@@ -170,7 +222,7 @@ ampc_status ampc_pass_fuse_elementwise(ampc_graph *g, bool *changed) {
             continue;
         }
         if (!fusable(u)) continue;
-        size[i] = 1;
+        size[i] = 1 + views_read(u);
         const ampc_value *y = u->outputs[0];
         for (int32_t k = 0; k < u->n_inputs; k++) {
             ampc_value *v = u->inputs[k];

@@ -67,6 +67,25 @@ static bool can_reuse(const ampc_node *n, const ampc_value *x, const int32_t *la
     return last_use[x->id] == pos;
 }
 
+/* Whether the kernel of node n reads buffer root r other than element for element: through a
+ * view or a lookup heading its fused chain (fuse-elementwise). Writing n's output over r would
+ * then overwrite elements other threads have still to read. */
+static bool reads_elsewhere(const ampc_node *n, int32_t *parent, int32_t r) {
+    for (int32_t j = 0; j < n->n_inputs; j++) {
+        const ampc_value *v = n->inputs[j];
+        const ampc_node *p = v ? v->producer : NULL;
+        if (!p || !(v->flags & AMPC_VALUE_FUSED)) continue;
+        const bool head = p->op == AMPC_OP_TRANSPOSE || p->op == AMPC_OP_SLICE ||
+                          p->op == AMPC_OP_EXPAND || p->op == AMPC_OP_GATHER;
+        const ampc_value *src = p->inputs[0];
+        if (head && src && !(src->flags & AMPC_VALUE_FUSED) && !is_constant(src) &&
+            find(parent, src->id) == r)
+            return true;
+        if (reads_elsewhere(p, parent, r)) return true;
+    }
+    return false;
+}
+
 ampc_status ampc_pass_plan_memory(ampc_graph *g, bool *changed) {
     int32_t nv = g->n_values;
     int32_t *parent = ampc_xmalloc((size_t)(nv + 1) * sizeof *parent);
@@ -93,21 +112,21 @@ ampc_status ampc_pass_plan_memory(ampc_graph *g, bool *changed) {
 
     /* Lifetimes of individual values: last use per value (pass 1), so in-place decisions can
      * ask whether a node is an input's last reader. A node of a fused chain reads at the
-     * position of the chain's last node (at[k]). */
+     * position of the last of the kernels that compute it (at[k]): its chain's last node, or,
+     * for a view every reader reads through, the latest of its readers' (reached[v]: the
+     * latest position reading v, complete once the walk backwards reaches v's producer). */
     int32_t *at = ampc_xmalloc((size_t)(g->n_nodes + 1) * sizeof *at);
-    int32_t *reader = ampc_xmalloc((size_t)(nv + 1) * sizeof *reader);
+    int32_t *reached = ampc_xmalloc((size_t)(nv + 1) * sizeof *reached);
     int32_t pos = 0;
-    for (int32_t k = 0; k < g->n_nodes; k++) {
-        const ampc_node *n = g->nodes[k];
-        at[k] = n->dead ? -1 : pos++;
-        if (!n->dead)
-            for (int32_t j = 0; j < n->n_inputs; j++)
-                if (n->inputs[j]) reader[n->inputs[j]->id] = k;
-    }
+    for (int32_t k = 0; k < g->n_nodes; k++) at[k] = g->nodes[k]->dead ? -1 : pos++;
+    for (int32_t i = 0; i < nv; i++) reached[i] = -1;
     for (int32_t k = g->n_nodes - 1; k >= 0; k--) {
         const ampc_node *n = g->nodes[k];
-        if (!n->dead && n->n_outputs == 1 && (n->outputs[0]->flags & AMPC_VALUE_FUSED))
-            at[k] = at[reader[n->outputs[0]->id]];
+        if (n->dead) continue;
+        if (n->n_outputs == 1 && (n->outputs[0]->flags & AMPC_VALUE_FUSED))
+            at[k] = reached[n->outputs[0]->id];
+        for (int32_t j = 0; j < n->n_inputs; j++)
+            if (n->inputs[j] && at[k] > reached[n->inputs[j]->id]) reached[n->inputs[j]->id] = at[k];
     }
     pos = 0;
     for (int32_t k = 0; k < g->n_nodes; k++) {
@@ -119,7 +138,7 @@ ampc_status ampc_pass_plan_memory(ampc_graph *g, bool *changed) {
         pos++;
     }
     free(at);
-    free(reader);
+    free(reached);
     int32_t end = pos;
     for (int32_t i = 0; i < g->n_outputs; i++) last[g->outputs[i]->id] = end;
     /* The last use of each buffer, kept per root as values join it. */
@@ -151,7 +170,8 @@ ampc_status ampc_pass_plan_memory(ampc_graph *g, bool *changed) {
                     continue;
                 int32_t r = find(parent, in->id);
                 /* the whole buffer (every value sharing it) must end here */
-                if (root_last[r] == pos && can_reuse(n, in, last, root_flags[r], pos)) {
+                if (root_last[r] == pos && can_reuse(n, in, last, root_flags[r], pos) &&
+                    !reads_elsewhere(n, parent, r)) {
                     parent[y->id] = r;
                     if (last[y->id] > root_last[r]) root_last[r] = last[y->id];
                     break;

@@ -6,7 +6,9 @@
  *     evaluator before and after each pass) holds;
  *   - a Gather heads a chain (BERT's embedding lookup and its two Adds: one kernel), and so do
  *     a Transpose, a Slice (an offset, a reversed axis) and an Expand: the chain reads the
- *     view's input in place, no copy step, equal to the reference on a GPU;
+ *     view's input in place, no copy step, equal to the reference on a GPU; a view every
+ *     reader of which reads through it (a chain, another view) is never stored, and a chain
+ *     reading a buffer through a view is not written over that buffer;
  *   - a Cast after a LayerNormalization, and a Relu after a BatchNormalization, is written by
  *     the norm's kernel, equal bit for bit on a GPU to the two kernels it replaces;
  *   - the padding mask as transformers exports it (a Gather in order, an Expand to the shape
@@ -415,6 +417,71 @@ Test(fuse_elementwise_gpu, views_heading_chains) {
     static const double exact[3] = {0, 0, 0};
     same_on_gpu(g, in, 3, 3, exact); /* Add, Relu, Mul, Neg, Sub, Abs: correctly rounded */
     for (int32_t i = 0; i < 3; i++) free(in[i].data);
+    ampc_graph_destroy(g);
+}
+
+/* A view with three readers, each reading through it (a rotary embedding's heads):
+ *   a = Neg(x [2, 4, 4, 8]); t = Transpose(a, (0, 2, 1, 3))
+ *   z = Concat(Slice(t, last axis 0:4), Neg(Slice(t, last axis 4:8)))   (a copy and a chain)
+ *   y = ReduceMax(t + a, last axis)       (a view heading a chain, its source read directly too)
+ * t is never stored, and t + a may not be written over a: its kernel reads a transposed. */
+static ampc_graph *shared_view(void) {
+    ampc_graph *g = ampc_graph_create("shared_view");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(2, 4, 4, 8));
+    ampc_value *a = ampc_op(g, "Neg", &x, 1, NULL, 0);
+    ampc_attr_arg perm = AMPC_ATTR_IS("perm", ((int64_t[]){0, 2, 1, 3}), 4);
+    ampc_value *t = ampc_op(g, "Transpose", &a, 1, &perm, 1);
+    int64_t k0 = 0, k4 = 4, k8 = 8, k3 = 3;
+    ampc_value *ax = t_const_i64(g, SHAPE(1), &k3), *c4 = t_const_i64(g, SHAPE(1), &k4);
+    ampc_value *lo_in[4] = {t, t_const_i64(g, SHAPE(1), &k0), c4, ax};
+    ampc_value *hi_in[4] = {t, c4, t_const_i64(g, SHAPE(1), &k8), ax};
+    ampc_value *lo = ampc_op(g, "Slice", lo_in, 4, NULL, 0);
+    ampc_value *hi = ampc_op(g, "Slice", hi_in, 4, NULL, 0);
+    ampc_value *neg = ampc_op(g, "Neg", &hi, 1, NULL, 0);
+    ampc_attr_arg last = AMPC_ATTR_I("axis", -1);
+    ampc_value *z = ampc_op(g, "Concat", (ampc_value *[]){lo, neg}, 2, &last, 1);
+    cr_assert_eq(ampc_output(g, z, "z"), AMPC_OK, "%s", ampc_graph_errors(g));
+    /* made last, so that it is a's last reader, and read by a reduction, so that it is no
+     * graph output (which is never written over an input) */
+    ampc_value *sum = ampc_add(g, t, a);
+    ampc_attr_arg keep = AMPC_ATTR_I("keepdims", 0);
+    ampc_value *red_in[2] = {sum, ax};
+    ampc_value *y = ampc_op(g, "ReduceMax", red_in, 2, &keep, 1);
+    cr_assert_eq(ampc_output(g, y, "y"), AMPC_OK, "%s", ampc_graph_errors(g));
+    return g;
+}
+
+Test(fuse_elementwise, a_view_every_reader_reads_through_is_not_stored) {
+    ampc_graph *g = shared_view();
+    ampc_module *m = compile(g);
+    ampc_value *t = NULL, *a = NULL, *y = NULL;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        ampc_node *n = g->nodes[i];
+        if (n->dead) continue;
+        if (n->op == AMPC_OP_TRANSPOSE) t = n->outputs[0];
+        if (n->op == AMPC_OP_NEG && n->inputs[0]->flags & AMPC_VALUE_INPUT) a = n->outputs[0];
+        if (n->op == AMPC_OP_ADD) y = n->outputs[0]; /* t + a */
+    }
+    cr_assert(t && a && y);
+    cr_assert(t->flags & AMPC_VALUE_FUSED, "the transposed heads are never stored");
+    cr_assert_eq(t->mem_space, AMPC_MEM_NONE);
+    const ampc_rt_plan *p = &m->cg->plan;
+    for (int32_t j = 0; j < p->n_steps; j++)
+        cr_assert(strncmp(p->steps[j].label, "Transpose", 9) != 0,
+                  "no step of the Transpose's own: %s", p->steps[j].label);
+    cr_assert(y->mem_space != a->mem_space || y->mem_offset != a->mem_offset,
+              "t + a reads a transposed: it may not be written over it");
+    ampc_module_destroy(m);
+    ampc_graph_destroy(g);
+}
+
+Test(fuse_elementwise_gpu, a_view_every_reader_reads_through) {
+    ampc_graph *g = shared_view();
+    ampc_tensor in[1] = {{AMPC_DTYPE_F32, SHAPE(2, 4, 4, 8), calloc(256, 4)}};
+    fill(&in[0], 31);
+    static const double exact[2] = {0, 0};
+    same_on_gpu(g, in, 1, 2, exact); /* Neg, Add and copies: exact; z first, then y */
+    free(in[0].data);
     ampc_graph_destroy(g);
 }
 
