@@ -26,6 +26,10 @@
  *      merge_heads = 1) with the last one's shape (y_shape) and takes its place and output;
  *      otherwise the second MatMul's.
  *
+ *   4. Permuted rows around the projections (nn.MultiheadAttention with batch_first): a packed
+ *      projection of a permuted x is made a projection of x itself (sink_permutation), and a
+ *      row permutation after the output projection is written by the fused node (hoist_rows).
+ *
  * Numerics (ir/ref/attention.c): the scores are rounded once to the tensors' type, as the
  * unfused graph holds them, so a large negative mask overflows to -inf in f16 as it did there;
  * ampc.SafeSoftmax gives 0 on rows without a finite score, Softmax NaN. The chain rounded the
@@ -263,6 +267,134 @@ static bool match_at(const ampc_uses *u, ampc_node *sm, match *m) {
     return true;
 }
 
+/* ---- a projection of permuted rows ---------------------------------------------------------- *
+ * nn.MultiheadAttention with batch_first permutes its input to sequence-first before the packed
+ * projection: P = MatMul(Transpose(x, p), W) [+ b], with p keeping the last axis, so the
+ * projection's rows are x's rows permuted. The GEMM commutes with that permutation:
+ * P = Transpose(MatMul(x, W) [+ b], p). When every reader of P is a view leading only to this
+ * attention's operands, the operands are traced once more through that Transpose to a new
+ * projection of x itself, and the permuted copy of x is never made. */
+
+/* Whether value v is read only by views (and scalar Muls) that lead to the operands `ends` of
+ * the matched attention, each of which only its MatMuls read. */
+static bool feeds_only(const ampc_graph *g, const ampc_value *v, const match *m,
+                       const ampc_value *const ends[3], int32_t depth) {
+    if (depth > 16 || (v->flags & AMPC_VALUE_OUTPUT)) return false;
+    for (int32_t e = 0; e < 3; e++)
+        if (v == ends[e]) {
+            for (int32_t i = 0; i < g->n_nodes; i++)
+                for (int32_t k = 0; !g->nodes[i]->dead && k < g->nodes[i]->n_inputs; k++)
+                    if (g->nodes[i]->inputs[k] == v && g->nodes[i] != m->mm1 && g->nodes[i] != m->mm2)
+                        return false;
+            return true;
+        }
+    int32_t readers = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ampc_node *r = g->nodes[i];
+        bool reads = false;
+        for (int32_t k = 0; !r->dead && k < r->n_inputs; k++) reads |= r->inputs[k] == v;
+        if (!reads) continue;
+        readers++;
+        const bool view = ampc_op_has(r->op, T_VIEW) || r->op == AMPC_OP_TRANSPOSE ||
+                          r->op == AMPC_OP_GATHER || r->op == AMPC_OP_SPLIT ||
+                          r->op == AMPC_OP_EXPAND ||
+                          (r->op == AMPC_OP_MUL && r->n_inputs == 2 &&
+                           (!isnan(scalar_of(r->inputs[0])) || !isnan(scalar_of(r->inputs[1]))));
+        if (!view || (r->inputs[0] != v && r->op != AMPC_OP_MUL)) return false;
+        for (int32_t o = 0; o < r->n_outputs; o++)
+            if (!feeds_only(g, r->outputs[o], m, ends, depth + 1)) return false;
+    }
+    return readers > 0;
+}
+
+/* P's parts when it is [Add(] MatMul(Transpose(x, p), W) [, b)] as above: false otherwise. */
+typedef struct permuted_projection {
+    ampc_node *add, *mm, *tr;
+    ampc_value *x, *w, *b;
+    int64_t perm[AMPC_MAX_RANK];
+} permuted_projection;
+
+static bool permuted(const ampc_uses *u, ampc_value *pv, permuted_projection *pp) {
+    *pp = (permuted_projection){0};
+    ampc_node *n = pv->producer;
+    if (n && !n->dead && n->op == AMPC_OP_ADD && n->n_inputs == 2) {
+        for (int32_t side = 0; side < 2 && !pp->add; side++) {
+            ampc_value *a = n->inputs[side], *b = n->inputs[1 - side];
+            const int32_t br = b->shape.rank, r = pv->shape.rank;
+            bool row = br >= 1 && br <= r && b->shape.dims[br - 1] == pv->shape.dims[r - 1] &&
+                       ampc_shape_eq(&a->shape, &pv->shape) && a->producer &&
+                       ampc_pass_only_user(u, a) == n;
+            for (int32_t d = 0; row && d < br - 1; d++) row = b->shape.dims[d] == 1;
+            if (row) pp->add = n, pp->b = b, n = a->producer;
+        }
+        if (!pp->add) return false;
+    }
+    if (!n || n->dead || n->op != AMPC_OP_MATMUL || n->inputs[1]->shape.rank != 2) return false;
+    ampc_node *tr = n->inputs[0]->producer;
+    const int32_t r = n->inputs[0]->shape.rank;
+    if (!tr || tr->dead || tr->op != AMPC_OP_TRANSPOSE || r < 3 ||
+        !ampc_pass_perm_of(tr, r, pp->perm) || pp->perm[r - 1] != r - 1)
+        return false;
+    pp->mm = n, pp->tr = tr, pp->x = tr->inputs[0], pp->w = n->inputs[1];
+    return true;
+}
+
+/* The dims of operand o of m as its strides step them: Q's, K's (b, h, j, d), V's. */
+static void operand_dims(const match *m, int32_t o, int64_t dims[4]) {
+    const int64_t *q = m->mm1->inputs[0]->shape.dims, *kt = m->mm1->inputs[1]->shape.dims;
+    const int64_t *v = m->mm2->inputs[1]->shape.dims;
+    const int64_t k[4] = {kt[0], kt[1], kt[3], kt[2]};
+    memcpy(dims, o == 0 ? q : o == 1 ? k : v, 4 * sizeof *dims);
+}
+
+/* Moves the operands reading a permuted projection P onto a projection of x itself (see above);
+ * on any failure leaves m as it was. AMPC_E_OOM only for want of memory. */
+static ampc_status sink_permutation(ampc_graph *g, const ampc_uses *u, match *m) {
+    operand *ops[3] = {&m->q, &m->k, &m->v};
+    ampc_value *pv = m->q.src;
+    permuted_projection pp;
+    if (m->group > 1 || m->k.src != pv || m->v.src != pv || !permuted(u, pv, &pp)) return AMPC_OK;
+    const ampc_value *ends[3] = {m->mm1->inputs[0], m->mm1->inputs[1], m->mm2->inputs[1]};
+    if (!feeds_only(g, pv, m, ends, 0)) return AMPC_OK;
+    /* MatMul(x, W) [+ b], then the Transpose that gives P's layout, to trace through */
+    ampc_node *mm = NULL, *add = NULL, *tr = NULL;
+    ampc_value *in[2] = {pp.x, pp.w};
+    if (ampc_ir_node_build(g, AMPC_OP_MATMUL, pp.mm->name, in, 2, NULL, 0, 1, NULL, &mm) != AMPC_OK)
+        return mm ? AMPC_OK : AMPC_E_OOM;
+    ampc_value *y = mm->outputs[0];
+    if (pp.add) {
+        ampc_value *ab[2] = {y, pp.b};
+        if (ampc_ir_node_build(g, AMPC_OP_ADD, pp.add->name, ab, 2, NULL, 0, 1, NULL, &add) != AMPC_OK)
+            goto undo;
+        y = add->outputs[0];
+    }
+    const int32_t r = y->shape.rank;
+    int64_t perm[AMPC_MAX_RANK];
+    memcpy(perm, pp.perm, (size_t)r * sizeof *perm);
+    ampc_attr a = {.name = "perm", .kind = AMPC_ATTR_INTS, .n = r, .ints = perm};
+    if (ampc_ir_node_build(g, AMPC_OP_TRANSPOSE, pp.tr->name, &y, 1, &a, 1, 1, NULL, &tr) != AMPC_OK ||
+        !ampc_shape_eq(&tr->outputs[0]->shape, &pv->shape))
+        goto undo;
+    operand moved[3];
+    for (int32_t o = 0; o < 3; o++) {
+        int64_t dims[4];
+        operand_dims(m, o, dims);
+        ampc_pass_view v = {.src = tr->outputs[0], .off = ops[o]->off};
+        memcpy(v.st, ops[o]->st, sizeof ops[o]->st);
+        if (!ampc_pass_view_step(&v, 4, dims) || v.src != y) goto undo;
+        moved[o] = (operand){.src = y, .off = v.off};
+        memcpy(moved[o].st, v.st, sizeof moved[o].st);
+    }
+    ampc_ir_node_remove(g, tr);
+    for (int32_t o = 0; o < 3; o++) *ops[o] = moved[o];
+    return AMPC_OK;
+undo:
+    if (tr) ampc_ir_node_remove(g, tr);
+    if (add) ampc_ir_node_remove(g, add);
+    ampc_ir_node_remove(g, mm);
+    return AMPC_OK;
+}
+
 /* The element of constant v (rank <= r, right-aligned to r dims) at coordinates c, broadcast. */
 static double bcast_load(const ampc_value *v, int32_t r, const int64_t *c) {
     int64_t st[AMPC_MAX_RANK], off = 0;
@@ -346,21 +478,80 @@ static ampc_status rewrite(ampc_graph *g, match *m, ampc_uses *u) {
                              mask ? 4 : 3, as, n_as, u);
 }
 
+/* ---- an output projection of permuted rows ------------------------------------------------- *
+ * The same model permutes the output projection's rows back to batch-first:
+ * Transpose(Reshape(Gemm(Y), [A0, A1, N]), (1, 0, 2)) where the fused node f writes Y's rows in
+ * the order (A0, A1) (y_perm (a0, a1, 1, 3)). The projection is row-wise, so f writes the rows
+ * in the order (A1, A0) instead, the projection runs on them as they are, and the Transpose
+ * becomes a Reshape: no copy, and the residual Add after it reads the projection's output
+ * directly (fuse-matmul then folds it into the GEMM). */
+
+/* Whether n computes each output row from the same input row alone: a 2-D Gemm without transA,
+ * its C a row vector, or a MatMul by a 2-D B. */
+static bool row_wise(ampc_graph *g, const ampc_node *n, const ampc_value *y) {
+    if (n->inputs[0] != y || n->inputs[1]->shape.rank != 2) return false;
+    if (n->op == AMPC_OP_MATMUL) return true;
+    if (n->op != AMPC_OP_GEMM || ampc_ir_attr_int(g, n, "transA", 0) != 0) return false;
+    const ampc_value *c = n->n_inputs > 2 ? n->inputs[2] : NULL;
+    return !c || ampc_shape_numel(&c->shape) == 1 || c->shape.rank == 1 ||
+           (c->shape.rank == 2 && c->shape.dims[0] == 1);
+}
+
+static ampc_status hoist_rows(ampc_graph *g, ampc_uses *u, ampc_node *f) {
+    ampc_value *y = f->outputs[0];
+    int32_t n_perm;
+    const int64_t *p = ampc_ir_attr_ints(g, f, "y_perm", &n_perm);
+    if (!p || n_perm != 4 || p[2] != 1 || p[3] != 3 || y->shape.rank != 2) return AMPC_OK;
+    ampc_node *proj = ampc_pass_only_user(u, y);
+    if (!proj || !row_wise(g, proj, y)) return AMPC_OK;
+    ampc_node *rs = ampc_pass_only_user(u, proj->outputs[0]);
+    if (!rs || rs->op != AMPC_OP_RESHAPE) return AMPC_OK;
+    ampc_node *tr = ampc_pass_only_user(u, rs->outputs[0]);
+    int64_t perm[3];
+    const ampc_shape *rsh = &rs->outputs[0]->shape;
+    const int64_t *d = ampc_ir_attr_ints(g, f, "dims", &n_perm); /* B, H, Sq, Sk, D, Dv */
+    if (!d || n_perm != 6) return AMPC_OK;
+    const int64_t extent[4] = {d[0], d[1], d[2], d[5]};
+    if (!tr || tr->op != AMPC_OP_TRANSPOSE || rsh->rank != 3 || !ampc_pass_perm_of(tr, 3, perm) ||
+        perm[0] != 1 || perm[1] != 0 || perm[2] != 2 || rsh->dims[0] != extent[p[0]] ||
+        rsh->dims[1] != extent[p[1]] || (tr->outputs[0]->flags & AMPC_VALUE_OUTPUT))
+        return AMPC_OK;
+    const int64_t swapped[4] = {p[1], p[0], 1, 3};
+    /* the node's own attribute, in the graph's arena: its ints replaced by a copy */
+    ampc_attr *a = (ampc_attr *)ampc_ir_attr_find(f, "y_perm");
+    int64_t *ints = ampc_ir_alloc(g, sizeof swapped);
+    ampc_value *target = ampc_ir_const_new(g, NULL, AMPC_DTYPE_I64,
+                                           &(ampc_shape){.rank = 1, .dims = {3}},
+                                           tr->outputs[0]->shape.dims);
+    if (!ints || !target || ampc_pass_uses_grow(g, u) != AMPC_OK) return AMPC_E_OOM;
+    memcpy(ints, swapped, sizeof swapped);
+    a->ints = ints;
+    ampc_value *in[2] = {proj->outputs[0], target};
+    ampc_status st = ampc_pass_rewrite(g, tr, AMPC_OP_RESHAPE, tr->name, in, 2, NULL, 0, u);
+    if (st == AMPC_OK) ampc_ir_node_remove(g, rs);
+    return st;
+}
+
 ampc_status ampc_pass_fuse_attention(ampc_graph *g, bool *changed) {
     *changed = false;
     ampc_uses uses;
     if (ampc_pass_uses(g, &uses) != AMPC_OK) return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
     ampc_status st = AMPC_OK;
+    const int32_t n_old = g->n_nodes;
     for (int32_t i = 0; i < g->n_nodes && st == AMPC_OK; i++) {
         ampc_node *sm = g->nodes[i];
         match m;
         if (sm->dead || (sm->op != AMPC_OP_SOFTMAX && sm->op != AMPC_OP_SAFE_SOFTMAX) ||
             !match_at(&uses, sm, &m))
             continue;
-        st = rewrite(g, &m, &uses);
+        st = sink_permutation(g, &uses, &m);
+        if (st == AMPC_OK && (st = ampc_pass_uses_grow(g, &uses)) == AMPC_OK)
+            st = rewrite(g, &m, &uses);
+        if (st == AMPC_OK) st = hoist_rows(g, &uses, m.last);
         *changed = true;
     }
     ampc_pass_uses_free(&uses);
+    if (g->n_nodes > n_old) ampc_ir_graph_settle(g, n_old); /* the projections of x */
     if (st == AMPC_E_OOM) return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
     /* The operands' skipped nodes nobody reads any more go now: the scale folding must not see
      * the Muls the fused op already applies, nor fuse-qkv count the Reshapes as readers. */

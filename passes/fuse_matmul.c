@@ -26,6 +26,10 @@
  *   Add(., c)   c of the same dtype holding N elements along its last dim: the bias (once)
  *   Add(., z)   z of exactly the current shape and dtype: the residual (once)
  *   Relu        ends the chain
+ *   Reshape     keeping the last dim (the rows regrouped, each as it was), once: the fused node
+ *               takes A reshaped the same way ([rows..., K]), so the bias, residual and
+ *               activation after it fold in too (nn.Linear on flattened rows, reshaped back
+ *               before the residual Add: GPT-2's projections, an MHA's output projection)
  * A Gemm starts a chain too when it is a plain product plus bias, as nn.Linear exports it:
  * transA = 0, alpha = 1, a constant B (transposed here when transB = 1, a copy of the weights
  * in [K, N] order), and C absent or a bias of N elements with beta = 1; a Gemm with nothing to
@@ -43,7 +47,8 @@
 #include <string.h>
 
 typedef struct chain {
-    ampc_node *mm, *last, *nodes[3];
+    ampc_node *mm, *last, *nodes[4];
+    ampc_node *rows; /* a Reshape of the rows in the chain (the product then has its shape) */
     int32_t n_nodes;
     ampc_value *b;         /* the [K, N] matrix (a transposed copy for a Gemm with transB) */
     ampc_value *bias, *z;
@@ -123,6 +128,10 @@ static bool grow(const ampc_graph *g, chain *c, const ampc_uses *uses) {
         } else if (next->op == AMPC_OP_GELU && (c->act = gelu_act(g, next, cur, c)) != NULL) {
             const ampc_attr *ap = ampc_ir_attr_find(next, "approximate");
             c->fast = !strcmp(c->act, "GeluTanh") && !(ap && !strcmp(ap->s, "tanh"));
+        } else if (next->op == AMPC_OP_RESHAPE && !c->rows && next->inputs[0] == cur &&
+                   next->outputs[0]->shape.rank >= 2 &&
+                   next->outputs[0]->shape.dims[next->outputs[0]->shape.rank - 1] == nn) {
+            c->rows = next; /* the rows regrouped, each row as it was: the product's shape */
         } else if (next->op == AMPC_OP_ADD && next->n_inputs == 2) {
             ampc_value *other = next->inputs[0] == cur ? next->inputs[1] : next->inputs[0];
             if (next->inputs[0] == next->inputs[1]) break;
@@ -139,12 +148,31 @@ static bool grow(const ampc_graph *g, chain *c, const ampc_uses *uses) {
         c->last = next;
         cur = next->outputs[0];
     }
-    return c->n_nodes > 0;
+    return c->n_nodes > (c->rows ? 1 : 0); /* a Reshape alone folds nothing */
+}
+
+/* A's rows regrouped as the Reshape in the chain regroups the product's: A reshaped to its
+ * leading dims and A's own last; NULL for want of memory. */
+static ampc_value *rows_of_a(ampc_graph *g, const chain *c) {
+    ampc_value *a = c->mm->inputs[0];
+    const ampc_shape *to = &c->rows->outputs[0]->shape;
+    int64_t dims[AMPC_MAX_RANK];
+    memcpy(dims, to->dims, (size_t)to->rank * sizeof *dims);
+    dims[to->rank - 1] = a->shape.dims[a->shape.rank - 1];
+    ampc_value *in[2] = {a, ampc_ir_const_new(g, NULL, AMPC_DTYPE_I64,
+                                              &(ampc_shape){.rank = 1, .dims = {to->rank}}, dims)};
+    ampc_node *n = NULL;
+    if (!in[1] || ampc_ir_node_build(g, AMPC_OP_RESHAPE, c->rows->name, in, 2, NULL, 0, 1, NULL,
+                                     &n) != AMPC_OK)
+        return NULL;
+    return n->outputs[0];
 }
 
 /* Turns the chain's last node into the FusedMatMul and removes the others. */
 static ampc_status fuse(ampc_graph *g, chain *c, ampc_uses *u) {
-    ampc_value *in[4] = {c->mm->inputs[0], c->b, c->bias, c->z};
+    ampc_value *a = c->rows ? rows_of_a(g, c) : c->mm->inputs[0];
+    if (!a || ampc_pass_uses_grow(g, u) != AMPC_OK) return AMPC_E_OOM;
+    ampc_value *in[4] = {a, c->b, c->bias, c->z};
     ampc_attr attrs[2];
     int32_t n_attrs = 0;
     if (c->act) attrs[n_attrs++] = (ampc_attr){.name = "activation", .kind = AMPC_ATTR_STRING, .s = c->act};
@@ -163,7 +191,8 @@ ampc_status ampc_pass_fuse_matmul(ampc_graph *g, bool *changed) {
     ampc_uses uses;
     if (ampc_pass_uses(g, &uses) != AMPC_OK) return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
     ampc_status st = AMPC_OK;
-    for (int32_t i = 0; i < g->n_nodes && st == AMPC_OK; i++) {
+    const int32_t n_old = g->n_nodes;
+    for (int32_t i = 0; i < n_old && st == AMPC_OK; i++) {
         ampc_node *n = g->nodes[i];
         chain c;
         memset(&c, 0, sizeof c);
@@ -177,10 +206,12 @@ ampc_status ampc_pass_fuse_matmul(ampc_graph *g, bool *changed) {
             break;
         }
         st = fuse(g, &c, &uses);
+        if (st == AMPC_E_OOM) st = AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory");
         g->n_tanh_gelus += c.fast;
         *changed = true;
     }
     ampc_pass_uses_free(&uses);
+    if (g->n_nodes > n_old) ampc_ir_graph_settle(g, n_old); /* A's rows regrouped */
     if (*changed) ampc_ir_graph_compact(g);
     return st;
 }

@@ -38,6 +38,9 @@ enum variant {
     V_SCALED,     /* V multiplied by 2: fuses, the Mul stays (it scales Y, not the scores) */
     WINDOWED,     /* Swin: a constant bias [1, H, S, S], then, seen as [B / 2, 2, H, S, S], a
                    * constant shift mask per window [1, 2, 1, S, S]: fuses, one mask */
+    OUT_PROJ,     /* MHA: the output projection (Gemm, transB) on the [S*B, E] rows, reshaped to
+                   * [S, B, E], permuted back to batch-first and added to x: fuses, Y written
+                   * batch-first, the projection and the Add one FusedMatMul */
 };
 
 typedef struct acase {
@@ -130,6 +133,23 @@ static ampc_value *kv_heads(ampc_graph *g, ampc_value *x, const acase *c) {
     return ampc_reshape(g, e, all, 4);
 }
 
+/* MHA's output projection of y [S*B, E] (Gemm with transB and a bias), reshaped to [S, B, E],
+ * permuted to batch-first and added to x [B, S, E]. */
+static ampc_value *out_projection(ampc_graph *g, const acase *c, ampc_value *y, ampc_value *x) {
+    static const int64_t seq_first[3] = {1, 0, 2};
+    const int64_t E = c->H * c->D, ee[2] = {E, E}, sbe[3] = {c->S, c->B, E};
+    const ampc_dtype t = ampc_value_dtype(y);
+    unsigned char *w = malloc((size_t)(E * E) * ampc_dtype_size(t));
+    for (int64_t i = 0; i < E * E; i++) ampc_ref_store_f64(w, t, i, cos((double)(i * 5 + 2)) / sqrt((double)E));
+    ampc_value *wo = ampc_constant(g, NULL, t, 2, ee, w);
+    for (int64_t i = 0; i < E; i++) ampc_ref_store_f64(w, t, i, sin((double)i) / 2);
+    ampc_value *bo = ampc_constant(g, NULL, t, 1, &E, w);
+    free(w);
+    ampc_attr_arg trans_b = AMPC_ATTR_I("transB", 1);
+    ampc_value *p = ampc_op(g, "Gemm", (ampc_value *[]){y, wo, bo}, 3, &trans_b, 1);
+    return ampc_add(g, ampc_transpose(g, ampc_reshape(g, p, sbe, 3), seq_first, 3), x);
+}
+
 /* The attention of case c over inputs xq, xk, xv [B, S, H*D] (PLAIN: [B, H, S, D]) and the
  * mask [B, 1, 1, S]. */
 static ampc_graph *build(const acase *c) {
@@ -140,8 +160,9 @@ static ampc_graph *build(const acase *c) {
     const bool plain = c->form == PLAIN;
     ampc_value *xq, *xk, *xv;
     ampc_value *packed[3] = {NULL, NULL, NULL};
+    ampc_value *x_mha = NULL;
     if (c->form == MHA) {
-        packed_heads(g, c, ampc_input(g, "x", t, 3, in3), packed);
+        packed_heads(g, c, x_mha = ampc_input(g, "x", t, 3, in3), packed);
         xq = xk = xv = NULL;
     } else if (c->proj) {
         ampc_value *x = ampc_input(g, "x", t, 3, in3);
@@ -217,6 +238,7 @@ static ampc_graph *build(const acase *c) {
         static const int64_t sbhd[4] = {2, 0, 1, 3};
         const int64_t rows[2] = {c->S * c->B, c->H * c->D};
         y = ampc_reshape(g, ampc_transpose(g, y, sbhd, 4), rows, 2);
+        if (c->variant == OUT_PROJ) y = out_projection(g, c, y, x_mha);
     } else if (c->variant != NO_MERGE) {
         const int64_t merged[3] = {c->B, c->S, c->H * c->D};
         y = ampc_reshape(g, ampc_transpose(g, y, bhsd, 4), merged, 3);
@@ -258,7 +280,7 @@ static ampc_pipeline_options pipeline(ampc_precision p, bool fuse) {
 /* The projection matmuls a fused case keeps: fuse-qkv joins those sharing an input and read by
  * the attention only. */
 static int32_t projections_left(const acase *c) {
-    if (c->form == MHA) return 1;
+    if (c->form == MHA) return c->variant == OUT_PROJ ? 2 : 1;
     if (!c->proj) return 0;
     return c->cross ? 2 : c->k_read ? 2 : 1;
 }
@@ -278,8 +300,8 @@ static void check(const acase *c, ampc_precision prec, int32_t fused, double tol
                      projections_left(c) + (c->variant == MASK_LEFT), "only the projections "
                      "and the mask's product stay:\n%s",
                      ampc_graph_to_text(a, false));
-        /* MHA keeps the Transpose making x sequence-first, which its projection reads */
-        cr_assert_eq(t_count_op(a, AMPC_OP_TRANSPOSE), c->form == MHA,
+        /* MHA's Transpose making x sequence-first too: its projection runs on x's rows */
+        cr_assert_eq(t_count_op(a, AMPC_OP_TRANSPOSE), 0,
                      "the transposes fold into strides:\n%s", ampc_graph_to_text(a, false));
         cr_assert_eq(t_count_op(a, AMPC_OP_GATHER) + t_count_op(a, AMPC_OP_EXPAND), 0,
                      "the Gathers and Expands too:\n%s", ampc_graph_to_text(a, false));
@@ -371,15 +393,16 @@ Test(fuse_attention, projected_model_under_precision_fp16) {
 }
 
 /* Q, K and V read from the packed projection, each at its third of a row: no copy of the
- * heads, no Gather. */
+ * heads, no Gather; the projection runs on x's rows as they are, not on a sequence-first copy. */
 Test(fuse_attention, multihead_attention_export_reads_the_packed_projection) {
     const acase c = SMALL(MHA, true, FUSES), d = {4, 3, 10, 8, MHA, false, FUSES, 0, true, true};
     check(&c, AMPC_PRECISION_KEEP, 1, 1e-5);
     check(&d, AMPC_PRECISION_KEEP, 1, 1e-5);
     ampc_graph *g = optimised(&c, AMPC_PRECISION_KEEP, true);
     const ampc_node *n = attention_of(g);
-    /* [S, B, 3E]: b steps 3E, h D, s B * 3E, d 1; Q at 0, K at E, V at 2E */
-    const int64_t E = c.H * c.D, want[4] = {3 * E, c.D, c.B * 3 * E, 1}, off[3] = {0, E, 2 * E};
+    /* the projection of x's own rows, [B, S, 3E]: b steps S * 3E, h D, s 3E, d 1; Q at 0, K at
+     * E, V at 2E */
+    const int64_t E = c.H * c.D, want[4] = {c.S * 3 * E, c.D, 3 * E, 1}, off[3] = {0, E, 2 * E};
     cr_assert_arr_eq(ampc_ir_attr_find(n, "q_strides")->ints, want, sizeof want);
     cr_assert_arr_eq(ampc_ir_attr_find(n, "v_strides")->ints, want, sizeof want);
     cr_assert_arr_eq(ampc_ir_attr_find(n, "offsets")->ints, off, sizeof off);
@@ -388,6 +411,26 @@ Test(fuse_attention, multihead_attention_export_reads_the_packed_projection) {
     cr_assert_eq(ampc_ir_attr_find(n, "merge_heads")->i, 0);
     cr_assert_arr_eq(ampc_ir_attr_find(n, "y_perm")->ints, y_perm, sizeof y_perm);
     cr_assert_arr_eq(ampc_ir_attr_find(n, "y_shape")->ints, y_shape, sizeof y_shape);
+    ampc_graph_destroy(g);
+}
+
+/* The output projection, reshaped and permuted back to batch-first before the residual Add:
+ * the fused node writes Y batch-first, the Transpose is a Reshape, and the projection, its bias
+ * and the residual Add are one FusedMatMul over Y's rows. */
+Test(fuse_attention, multihead_attention_output_projection_reads_batch_first_rows) {
+    const acase c = {4, 3, 10, 8, MHA, true, OUT_PROJ, 0, true, true};
+    check(&c, AMPC_PRECISION_KEEP, 1, 1e-5);
+    ampc_graph *g = optimised(&c, AMPC_PRECISION_KEEP, true);
+    const ampc_node *n = attention_of(g);
+    const int64_t y_perm[4] = {0, 2, 1, 3};
+    cr_assert_arr_eq(ampc_ir_attr_find(n, "y_perm")->ints, y_perm, sizeof y_perm);
+    cr_assert_eq(t_count_op(g, AMPC_OP_ADD) + t_count_op(g, AMPC_OP_GEMM), 0, "%s",
+                 ampc_graph_to_text(g, false));
+    int32_t residual = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        residual += !g->nodes[i]->dead && g->nodes[i]->op == AMPC_OP_FUSED_MATMUL &&
+                    g->nodes[i]->n_inputs == 4;
+    cr_assert_eq(residual, 1, "the projection adds the residual: %s", ampc_graph_to_text(g, false));
     ampc_graph_destroy(g);
 }
 

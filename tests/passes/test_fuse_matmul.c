@@ -2,6 +2,8 @@
  * test_fuse_matmul.c — the fuse-matmul pass: MatMul by a matrix -> Add(bias) -> Add(residual) ->
  * Relu (and every prefix of it) becomes one ampc.FusedMatMul where the chain's last node was;
  * what must not fuse stays (a batched B, f64, a bias that broadcasts rows, a value used twice);
+ * a Reshape of the product's rows in the chain (nn.Linear on flattened rows, reshaped back before
+ * the residual Add) folds with what follows it;
  * the fused graph computes what the unfused one did (reference evaluator); it compiles to one
  * cuBLASLt step; on a GPU machine it matches the reference.
  */
@@ -208,4 +210,52 @@ Test(fuse_matmul, linear_layers) {
 Test(fuse_matmul, linear_layers_gpu, .timeout = 120) {
     t_gpu_check chk = {.fill = t_fill_uniform_f32, .seed = 4, .tolerance = tol, .what = "linear layers"};
     t_gpu_vs_reference(mlp(), &chk);
+}
+
+/* GPT-2's projections: x [2, 5, 8] flattened to rows, a Gemm (transB, bias), the rows reshaped
+ * back to [2, 5, 6] and added to r, then a Relu: one FusedMatMul of x's rows reshaped [2, 5, 8]. */
+static ampc_graph *rows_reshaped(void) {
+    ampc_graph *g = ampc_graph_create("rows");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(2, 5, 8));
+    ampc_value *r = t_input(g, "r", AMPC_DTYPE_F32, SHAPE(2, 5, 6));
+    double w[6 * 8], b[6];
+    for (int i = 0; i < 6 * 8; i++) w[i] = ((i * 5) % 11 - 5) / 8.0;
+    for (int i = 0; i < 6; i++) b[i] = (i - 3) / 4.0;
+    const int64_t flat[2] = {10, 8}, back[3] = {2, 5, 6};
+    ampc_value *p = ampc_gemm(g, ampc_reshape(g, x, flat, 2), t_const_f32(g, SHAPE(6, 8), w),
+                              t_const_f32(g, SHAPE(6), b), false, true);
+    ampc_output(g, ampc_relu(g, ampc_add(g, ampc_reshape(g, p, back, 3), r)), "y");
+    return g;
+}
+
+Test(fuse_matmul, a_reshape_of_the_rows_folds_with_what_follows) {
+    ampc_graph *a = rows_reshaped(), *b = rows_reshaped();
+    const char *off[1] = {"fuse-matmul"};
+    ampc_pipeline_options with = {.verify = true}, without = {.verify = true, .disable = off, .n_disable = 1};
+    cr_assert_eq(ampc_graph_optimize(a, &with), AMPC_OK, "%s", ampc_graph_errors(a));
+    cr_assert_eq(ampc_graph_optimize(b, &without), AMPC_OK, "%s", ampc_graph_errors(b));
+    cr_assert_eq(t_count_op(a, AMPC_OP_FUSED_MATMUL), 1, "%s", ampc_graph_to_text(a, false));
+    cr_assert_eq(t_count_op(a, AMPC_OP_GEMM) + t_count_op(a, AMPC_OP_ADD) +
+                     t_count_op(a, AMPC_OP_RELU), 0, "%s", ampc_graph_to_text(a, false));
+    float x[2 * 5 * 8], r[2 * 5 * 6];
+    uint64_t seed = 3;
+    ampc_tensor in[2] = {t_tensor(AMPC_DTYPE_F32, SHAPE(2, 5, 8), x),
+                         t_tensor(AMPC_DTYPE_F32, SHAPE(2, 5, 6), r)};
+    t_fill_uniform_f32(&in[0], "x", &seed);
+    t_fill_uniform_f32(&in[1], "r", &seed);
+    ampc_tensor ya, yb;
+    cr_assert_eq(ampc_graph_evaluate(a, in, 2, &ya, 1), AMPC_OK, "%s", ampc_graph_errors(a));
+    cr_assert_eq(ampc_graph_evaluate(b, in, 2, &yb, 1), AMPC_OK, "%s", ampc_graph_errors(b));
+    char msg[512];
+    cr_assert(t_tensors_close(&ya, &yb, 1e-6, 1e-6, "y", msg, sizeof msg), "%s", msg);
+    ampc_tensor_free(&ya);
+    ampc_tensor_free(&yb);
+    ampc_graph_destroy(a);
+    ampc_graph_destroy(b);
+}
+
+Test(fuse_matmul, a_reshape_of_the_rows_gpu, .timeout = 120) {
+    t_gpu_check chk = {.fill = t_fill_uniform_f32, .seed = 6, .tolerance = tol,
+                       .what = "a reshape of the rows"};
+    t_gpu_vs_reference(rows_reshaped(), &chk);
 }
