@@ -198,27 +198,38 @@ static bool f32_compute(ampc_dtype t) {
     return t == AMPC_DTYPE_F32 || t == AMPC_DTYPE_F16 || t == AMPC_DTYPE_BF16;
 }
 
+/* Whether input v, broadcast to y, keeps y's whole last dim: w consecutive elements of y (w
+ * dividing that dim) then read w consecutive elements of v (a channels-last scale or bias). */
+static bool keeps_rows(const ampc_value *v, const ampc_value *y) {
+    const int32_t r = v->shape.rank, yr = y->shape.rank;
+    return r >= 1 && yr >= r && v->shape.dims[r - 1] == y->shape.dims[yr - 1];
+}
+
 /* Elements a thread takes at once in the vector form: every tensor computes in f32 (f32, f16,
- * bf16), every input has the output's shape or one element, one output, and the count is a
- * multiple of the width (16 bytes of the narrowest type). 0 otherwise. */
+ * bf16), every input has the output's shape, one element, or a broadcast keeping the last dim
+ * (keeps_rows), one output, and the count and (with such a broadcast) the last dim are
+ * multiples of the width (16 bytes of the narrowest type). 0 otherwise. */
 static int32_t vector_width(const ampc_node *n) {
     const ampc_value *y = n->outputs[0];
-    if (n->n_outputs != 1 || !f32_compute(y->dtype)) return 0;
+    if (n->n_outputs != 1 || !f32_compute(y->dtype) || y->shape.rank < 1) return 0;
     size_t narrow = ampc_dtype_size(y->dtype);
+    bool rows = false;
     for (int32_t i = 0; i < n->n_inputs; i++) {
         const ampc_value *v = n->inputs[i];
         if (v == NULL || !f32_compute(v->dtype)) return 0;
-        if (!ampc_shape_eq(&v->shape, &y->shape) && ampc_ir_numel(v) != 1) return 0;
+        const bool whole = ampc_shape_eq(&v->shape, &y->shape) || ampc_ir_numel(v) == 1;
+        if (!whole && !keeps_rows(v, y)) return 0;
+        rows |= !whole;
         if (ampc_dtype_size(v->dtype) < narrow) narrow = ampc_dtype_size(v->dtype);
     }
     int32_t w = (int32_t)(16 / narrow);
-    int64_t count = ampc_ir_numel(y);
-    return count > 0 && count % w == 0 ? w : 0;
+    int64_t count = ampc_ir_numel(y), last = y->shape.dims[y->shape.rank - 1];
+    return count > 0 && count % w == 0 && (!rows || last % w == 0) ? w : 0;
 }
 
 /* The vector form: thread t of the grid-stride loop takes elements [w * v, w * v + w), loads
- * each full-shape input with one access per 16 bytes, computes `expr` per element in f32 and
- * stores the w results at once. */
+ * each full-shape input, and each broadcast one that keeps the last dim, with one access per 16
+ * bytes, computes `expr` per element in f32 and stores the w results at once. */
 static ampc_status lower_vector(ampc_cg_kernel *k, const ampc_node *n, const char *expr,
                                 const char *const *params, const char *out, int32_t w) {
     static const char *const names[3] = {"a", "b", "c"};
@@ -226,11 +237,17 @@ static ampc_status lower_vector(ampc_cg_kernel *k, const ampc_node *n, const cha
     ampc_cg_grid_loop(k, count / w);
     ampc_cg_line(k, "float in_[%d][%d], r_[%d];", n->n_inputs, w, w);
     for (int32_t i = 0; i < n->n_inputs; i++) {
-        if (ampc_ir_numel(n->inputs[i]) == 1 && count != 1)
+        const ampc_value *v = n->inputs[i], *y = n->outputs[0];
+        char first[32];
+        snprintf(first, sizeof first, "i * %d", w);
+        if (ampc_ir_numel(v) == 1 && count != 1)
             ampc_cg_line(k, "for (int u = 0; u < %d; u++) in_[%d][u] = ampc::to_f32(%s[0]);", w, i,
                          params[i]);
-        else
-            ampc_cg_line(k, "ampc::ld_vec<%d>(%s + i * %d, in_[%d]);", w, params[i], w, i);
+        else if (ampc_shape_eq(&v->shape, &y->shape))
+            ampc_cg_line(k, "ampc::ld_vec<%d>(%s + %s, in_[%d]);", w, params[i], first, i);
+        else /* a broadcast keeping the last dim: the w elements lie together from here */
+            ampc_cg_line(k, "ampc::ld_vec<%d>(%s + %s, in_[%d]);", w, params[i],
+                         ampc_cg_bcast_offset(k, &y->shape, &v->shape, first), i);
     }
     ampc_cg_line(k, "#pragma unroll");
     ampc_cg_open(k, "for (int u = 0; u < %d; u++)", w);
@@ -407,22 +424,11 @@ ampc_status ampc_cg_chain_check(ampc_cg *cg, const ampc_node *last) {
     return chain_of(cg, last, &c);
 }
 
-void ampc_cg_chain_element(ampc_cg *cg, ampc_cg_kernel *k, const ampc_node *last, bool cover_last,
-                           char *result, size_t size) {
-    chain c;
-    chain_of(cg, last, &c); /* checked by ampc_cg_chain_check */
-    const ampc_value *y = last->outputs[0];
-    for (int32_t m = 0; m < c.n; m++)
-        if (cover_last || c.nodes[m] != last) ampc_cg_kernel_covers(k, c.nodes[m]);
-    for (int32_t j = 0; j < c.n_leaves; j++) {
-        const ampc_value *v = c.leaves[j];
-        const char *off = ampc_cg_bcast_offset(k, &y->shape, &v->shape, "i");
-        ampc_cg_line(k, "const %s l%d = %s[%s];", ampc_cg_ctype(v->dtype), j,
-                     ampc_cg_param(k, v, false), off);
-    }
+/* The chain's nodes, each into its local v<m>, from the leaves' locals l<j>. */
+static void chain_nodes(ampc_cg *cg, ampc_cg_kernel *k, const chain *c) {
     static const char *const names[3] = {"a", "b", "c"};
-    for (int32_t m = 0; m < c.n; m++) {
-        const ampc_node *n = c.nodes[m];
+    for (int32_t m = 0; m < c->n; m++) {
+        const ampc_node *n = c->nodes[m];
         const ampc_value *o = n->outputs[0];
         if (n->op == AMPC_OP_GATHER) {
             char dst[16];
@@ -452,7 +458,7 @@ void ampc_cg_chain_element(ampc_cg *cg, ampc_cg_kernel *k, const ampc_node *last
             const ampc_value *v = n->inputs[i];
             if (!v) continue;
             char local[16];
-            chain_local(&c, v, local, sizeof local);
+            chain_local(c, v, local, sizeof local);
             const char *ct = ampc_cg_compute_type(v->dtype);
             ampc_cg_line(k, "const %s %s = ampc::cvt<%s>(%s);", ct, names[i], ct, local);
         }
@@ -461,13 +467,94 @@ void ampc_cg_chain_element(ampc_cg *cg, ampc_cg_kernel *k, const ampc_node *last
         ampc_cg_close(k);
         ampc_sb_free(&e);
     }
+}
+
+void ampc_cg_chain_element(ampc_cg *cg, ampc_cg_kernel *k, const ampc_node *last, bool cover_last,
+                           char *result, size_t size) {
+    chain c;
+    chain_of(cg, last, &c); /* checked by ampc_cg_chain_check */
+    const ampc_value *y = last->outputs[0];
+    for (int32_t m = 0; m < c.n; m++)
+        if (cover_last || c.nodes[m] != last) ampc_cg_kernel_covers(k, c.nodes[m]);
+    for (int32_t j = 0; j < c.n_leaves; j++) {
+        const ampc_value *v = c.leaves[j];
+        const char *off = ampc_cg_bcast_offset(k, &y->shape, &v->shape, "i");
+        ampc_cg_line(k, "const %s l%d = %s[%s];", ampc_cg_ctype(v->dtype), j,
+                     ampc_cg_param(k, v, false), off);
+    }
+    chain_nodes(cg, k, &c);
     snprintf(result, size, "v%d", c.n - 1);
 }
 
+/* Elements a thread takes at once when the chain's kernel has the vector form (as a single
+ * node's, vector_width): no head (every value is at the root's index), every leaf and the root
+ * computing in f32, each leaf of the root's shape, one element, or a broadcast keeping the last
+ * dim. 0 otherwise. */
+static int32_t chain_vector_width(const chain *c, const ampc_value *y) {
+    if (!f32_compute(y->dtype) || y->shape.rank < 1) return 0;
+    for (int32_t m = 0; m < c->n; m++)
+        if (chain_head(c->nodes[m])) return 0;
+    size_t narrow = ampc_dtype_size(y->dtype);
+    bool rows = false;
+    for (int32_t j = 0; j < c->n_leaves; j++) {
+        const ampc_value *v = c->leaves[j];
+        const bool whole = ampc_shape_eq(&v->shape, &y->shape) || ampc_ir_numel(v) == 1;
+        if (!f32_compute(v->dtype) || (!whole && !keeps_rows(v, y))) return 0;
+        rows |= !whole;
+        if (ampc_dtype_size(v->dtype) < narrow) narrow = ampc_dtype_size(v->dtype);
+    }
+    const int32_t w = (int32_t)(16 / narrow);
+    const int64_t count = ampc_ir_numel(y), last = y->shape.dims[y->shape.rank - 1];
+    return count > 0 && count % w == 0 && (!rows || last % w == 0) ? w : 0;
+}
+
+/* The chain's kernel in the vector form: each leaf loaded w elements at a time (16 bytes of
+ * the narrowest type) into floats, which hold every f32, f16 and bf16 value exactly, the chain
+ * computed for each of the w elements from them as the element form computes it, the w results
+ * stored at once. */
+static ampc_status lower_chain_vector(ampc_cg *cg, const ampc_node *root, const chain *c,
+                                      int32_t w) {
+    const ampc_value *y = root->outputs[0];
+    const int64_t count = ampc_ir_numel(y);
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, root, "chain");
+    ampc_cg_kernel_restrict(k);
+    for (int32_t m = 0; m < c->n; m++)
+        if (c->nodes[m] != root) ampc_cg_kernel_covers(k, c->nodes[m]);
+    ampc_cg_grid_loop(k, count / w);
+    char first[32];
+    snprintf(first, sizeof first, "i * %d", w);
+    for (int32_t j = 0; j < c->n_leaves; j++) {
+        const ampc_value *v = c->leaves[j];
+        const char *p = ampc_cg_param(k, v, false);
+        ampc_cg_line(k, "float lf%d[%d];", j, w);
+        if (ampc_ir_numel(v) == 1 && count != 1)
+            ampc_cg_line(k, "for (int u = 0; u < %d; u++) lf%d[u] = ampc::to_f32(%s[0]);", w, j, p);
+        else
+            ampc_cg_line(k, "ampc::ld_vec<%d>(%s + %s, lf%d);", w, p,
+                         ampc_cg_bcast_offset(k, &y->shape, &v->shape, first), j);
+    }
+    ampc_cg_line(k, "float r_[%d];", w);
+    ampc_cg_line(k, "#pragma unroll");
+    ampc_cg_open(k, "for (int u = 0; u < %d; u++)", w);
+    for (int32_t j = 0; j < c->n_leaves; j++) {
+        const char *t = ampc_cg_ctype(c->leaves[j]->dtype);
+        ampc_cg_line(k, "const %s l%d = ampc::cvt<%s>(lf%d[u]);", t, j, t, j);
+    }
+    chain_nodes(cg, k, c);
+    ampc_cg_line(k, "r_[u] = ampc::to_f32(v%d);", c->n - 1);
+    ampc_cg_close(k);
+    ampc_cg_line(k, "ampc::st_vec<%d>(%s + %s, r_);", w, ampc_cg_param(k, y, true), first);
+    ampc_cg_close(k);
+    return ampc_cg_kernel_end(k, count / w, 256);
+}
+
 static ampc_status lower_chain(ampc_cg *cg, const ampc_node *root) {
-    ampc_status st = ampc_cg_chain_check(cg, root);
+    chain c;
+    ampc_status st = chain_of(cg, root, &c);
     if (st != AMPC_OK) return st;
     const ampc_value *y = root->outputs[0];
+    const int32_t w = chain_vector_width(&c, y);
+    if (w > 0) return lower_chain_vector(cg, root, &c, w);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, root, "chain");
     ampc_cg_kernel_restrict(k);
     char v[16];

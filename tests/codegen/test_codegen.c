@@ -71,7 +71,9 @@ Test(codegen, an_in_place_kernel_has_no_restrict) {
     double c[1024];
     for (int i = 0; i < 1024; i++) c[i] = i;
     ampc_value *t = ampc_softmax(g, x, 1);
-    ampc_value *u = ampc_add(g, t, t_const_f32(g, SHAPE(1024), c)); /* in place over t */
+    /* in place over t; a column broadcast, which keeps the element form (a row would take the
+     * vector form) */
+    ampc_value *u = ampc_add(g, t, t_const_f32(g, SHAPE(1024, 1), c));
     ampc_output(g, ampc_softmax(g, u, 1), "y");
     ampc_module *m = NULL;
     ampc_compile_options o = no_cache();
@@ -292,21 +294,27 @@ Test(codegen_gpu, shared_kernels_match_reference) {
 
 /* Elementwise nodes of dtype t over [rows, 24]: unary (Gelu), binary on equal shapes (Mul), a
  * one-element operand (Add of s[1]), a Cast to f32 (16-byte f32 stores in two halves for 16-bit
- * inputs) and a broadcast row (Sub of r[24]: not the vector form). */
+ * inputs), a broadcast row (Sub of r[24], read 16 bytes at a time too), a broadcast column
+ * (Mul by c[rows, 1]: not the vector form) and a fused chain of the three (its leaves loaded 16
+ * bytes at a time, each element computed as the element form computes it). */
 static ampc_graph *vector_elementwise(ampc_dtype t, int64_t rows) {
     ampc_graph *g = ampc_graph_create("vec");
     ampc_value *x = t_input(g, "x", t, SHAPE(rows, 24)), *z = t_input(g, "z", t, SHAPE(rows, 24));
     ampc_value *s = t_input(g, "s", t, SHAPE(1)), *r = t_input(g, "r", t, SHAPE(24));
+    ampc_value *c = t_input(g, "c", t, SHAPE(rows, 1));
     ampc_output(g, ampc_gelu(g, x), "gelu");
     ampc_output(g, ampc_mul(g, x, z), "mul");
     ampc_output(g, ampc_add(g, x, s), "add");
     ampc_output(g, ampc_cast(g, x, AMPC_DTYPE_F32), "cast");
     ampc_output(g, ampc_sub(g, x, r), "sub");
+    ampc_output(g, ampc_mul(g, x, c), "col");
+    /* a fused chain over z, s and the row r: one kernel, also in the vector form */
+    ampc_output(g, ampc_relu(g, ampc_sub(g, ampc_mul(g, z, s), r)), "chain");
     return g;
 }
 
-/* 16 bytes of the narrowest type a thread: 8 halves, or 4 floats; the broadcast Sub keeps the
- * element loop. */
+/* 16 bytes of the narrowest type a thread: 8 halves, or 4 floats; the row read at its offset;
+ * the broadcast column keeps the element loop. */
 Test(codegen, elementwise_vector_form) {
     ampc_graph *g = vector_elementwise(AMPC_DTYPE_F16, 4);
     ampc_module *m = NULL;
@@ -318,8 +326,14 @@ Test(codegen, elementwise_vector_form) {
     cr_assert(strstr(cu, "const auto r = ampc::gelu_erf(a);"), "%s", cu);
     cr_assert(strstr(cu, "for (int u = 0; u < 8; u++) in_[1][u] = ampc::to_f32(p1[0]);"), "%s", cu);
     cr_assert(strstr(cu, "ampc::st_vec<8>(p1 + i * 8, r_);"), "%s", cu);
-    cr_assert(strstr(cu, "for (; i0_ < 96LL; i0_ += gs_) elem_(i0_);"), "the broadcast Sub loops over "
-              "elements: %s", cu);
+    cr_assert(strstr(cu, "long long o0 = 0, r1 = i * 8;") && strstr(cu, "o0 += (r1 % 24LL) * 1LL;") &&
+                  strstr(cu, "ampc::ld_vec<8>(p1 + o0, in_[1]);"),
+              "the Sub reads the row's 8 elements at their offset: %s", cu);
+    cr_assert(strstr(cu, "for (; i0_ < 96LL; i0_ += gs_) elem_(i0_);"), "the broadcast column "
+              "loops over elements: %s", cu);
+    const char *chain = strstr(cu, "_chain(");
+    cr_assert(chain && strstr(chain, "float lf0[8];") && strstr(chain, "const __half l0 = ampc::cvt<__half>(lf0[u]);") &&
+                  strstr(chain, "ampc::st_vec<8>("), "the chain in the vector form: %s", cu);
     cr_assert(strstr(ampc_module_ptx(m, 0), "ld.global.nc.v4.u32"), "16-byte loads, read-only path");
     ampc_module_destroy(m);
     ampc_graph_destroy(g);
