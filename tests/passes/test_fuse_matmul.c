@@ -243,13 +243,7 @@ Test(fuse_matmul, a_reshape_of_the_rows_folds_with_what_follows) {
                          t_tensor(AMPC_DTYPE_F32, SHAPE(2, 5, 6), r)};
     t_fill_uniform_f32(&in[0], "x", &seed);
     t_fill_uniform_f32(&in[1], "r", &seed);
-    ampc_tensor ya, yb;
-    cr_assert_eq(ampc_graph_evaluate(a, in, 2, &ya, 1), AMPC_OK, "%s", ampc_graph_errors(a));
-    cr_assert_eq(ampc_graph_evaluate(b, in, 2, &yb, 1), AMPC_OK, "%s", ampc_graph_errors(b));
-    char msg[512];
-    cr_assert(t_tensors_close(&ya, &yb, 1e-6, 1e-6, "y", msg, sizeof msg), "%s", msg);
-    ampc_tensor_free(&ya);
-    ampc_tensor_free(&yb);
+    t_expect_same_outputs(a, b, in, 2, 1e-6, 1e-6);
     ampc_graph_destroy(a);
     ampc_graph_destroy(b);
 }
