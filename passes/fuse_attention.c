@@ -276,10 +276,11 @@ static bool match_at(const ampc_uses *u, ampc_node *sm, match *m) {
  * projection of x itself, and the permuted copy of x is never made. */
 
 /* Whether value v is read only by views (and scalar Muls) that lead to the operands `ends` of
- * the matched attention, each of which only its MatMuls read. */
+ * the matched attention, each of which only its MatMuls read. Each value looked at costs one of
+ * *budget (a whole scan of the nodes): past it the answer is no, however the views branch. */
 static bool feeds_only(const ampc_graph *g, const ampc_value *v, const match *m,
-                       const ampc_value *const ends[3], int32_t depth) {
-    if (depth > 16 || (v->flags & AMPC_VALUE_OUTPUT)) return false;
+                       const ampc_value *const ends[3], int32_t *budget) {
+    if (--*budget < 0 || (v->flags & AMPC_VALUE_OUTPUT)) return false;
     for (int32_t e = 0; e < 3; e++)
         if (v == ends[e]) {
             for (int32_t i = 0; i < g->n_nodes; i++)
@@ -302,7 +303,7 @@ static bool feeds_only(const ampc_graph *g, const ampc_value *v, const match *m,
                            (!isnan(scalar_of(r->inputs[0])) || !isnan(scalar_of(r->inputs[1]))));
         if (!view || (r->inputs[0] != v && r->op != AMPC_OP_MUL)) return false;
         for (int32_t o = 0; o < r->n_outputs; o++)
-            if (!feeds_only(g, r->outputs[o], m, ends, depth + 1)) return false;
+            if (!feeds_only(g, r->outputs[o], m, ends, budget)) return false;
     }
     return readers > 0;
 }
@@ -355,7 +356,8 @@ static ampc_status sink_permutation(ampc_graph *g, const ampc_uses *u, match *m)
     permuted_projection pp;
     if (m->group > 1 || m->k.src != pv || m->v.src != pv || !permuted(u, pv, &pp)) return AMPC_OK;
     const ampc_value *ends[3] = {m->mm1->inputs[0], m->mm1->inputs[1], m->mm2->inputs[1]};
-    if (!feeds_only(g, pv, m, ends, 0)) return AMPC_OK;
+    int32_t budget = 64; /* MHA's trace: about 15 values from the projection to Q, K and V */
+    if (!feeds_only(g, pv, m, ends, &budget)) return AMPC_OK;
     /* MatMul(x, W) [+ b], then the Transpose that gives P's layout, to trace through */
     ampc_node *mm = NULL, *add = NULL, *tr = NULL;
     ampc_value *in[2] = {pp.x, pp.w};

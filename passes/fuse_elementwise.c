@@ -32,7 +32,9 @@
  *   - a chain holds at most MAX_CHAIN nodes.
  * A view (Transpose, Slice, Expand) every reader of which reads through it (virtual_views: an
  * elementwise node of its shape, or another view, whose geometry composes with it) is never
- * stored, however many readers it has: each reads the tensor under it where the element lies.
+ * stored, however many readers it has: each reads the tensor under it where the element lies;
+ * after MAX_VIEW_DEPTH such views in a row the next one is stored (code generation composes
+ * them recursively).
  * The graph itself is unchanged: the reference evaluator runs the nodes one by one, and the
  * fused kernel rounds each value of the chain to its type as the separate kernels stored it,
  * so the results are the same bit for bit. It runs after the passes that rewrite the graph,
@@ -42,7 +44,7 @@
 
 #include <stdlib.h>
 
-enum { MAX_CHAIN = 16 };
+enum { MAX_CHAIN = 16, MAX_VIEW_DEPTH = 8 };
 
 /* A value a kernel would compute: not a constant, not poisoned, not empty. */
 static bool computed(const ampc_value *y) {
@@ -189,8 +191,18 @@ static void virtual_views(ampc_graph *g, bool *changed) {
             ok[v->id] = reads_through(g, r, k, v->producer) ? 2 : 0; /* 2: read, and so far fine */
         }
     }
+    /* A view of a view never stored composes with it; past MAX_VIEW_DEPTH such views in a row
+     * the next one is stored (the composition recurses once per view). ok[] becomes each
+     * value's depth, in node order (producers first). */
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ampc_node *p = g->nodes[i];
+        if (p->dead || !is_view(p) || p->n_outputs != 1 || ok[p->outputs[0]->id] != 2) continue;
+        const ampc_value *x = p->inputs[0];
+        const int32_t depth = ok[x->id] >= 2 ? ok[x->id] + 1 : 2;
+        ok[p->outputs[0]->id] = (uint8_t)(depth - 1 > MAX_VIEW_DEPTH ? 0 : depth);
+    }
     for (int32_t i = 0; i < g->n_values; i++)
-        if (ok[i] == 2) g->values[i]->flags |= AMPC_VALUE_FUSED, *changed = true;
+        if (ok[i] >= 2) g->values[i]->flags |= AMPC_VALUE_FUSED, *changed = true;
     free(ok);
 }
 

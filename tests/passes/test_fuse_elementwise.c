@@ -475,6 +475,30 @@ Test(fuse_elementwise, a_view_every_reader_reads_through_is_not_stored) {
     ampc_graph_destroy(g);
 }
 
+/* Twenty Slices in a row, each dropping the first element, then a Neg: a view of a view never
+ * stored composes with it, up to eight in a row; the ninth is stored (the composition recurses
+ * once per view, so a hostile run of views cannot exhaust the stack), and so is the eighteenth. */
+Test(fuse_elementwise, a_long_run_of_views_is_stored_every_few) {
+    ampc_graph *g = ampc_graph_create("run");
+    ampc_value *y = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(64));
+    int64_t one = 1, end = INT64_MAX, zero = 0;
+    for (int32_t i = 0; i < 20; i++) {
+        ampc_value *in[4] = {y, t_const_i64(g, SHAPE(1), &one), t_const_i64(g, SHAPE(1), &end),
+                             t_const_i64(g, SHAPE(1), &zero)};
+        y = ampc_op(g, "Slice", in, 4, NULL, 0);
+    }
+    cr_assert_eq(ampc_output(g, ampc_op(g, "Neg", &y, 1, NULL, 0), "y"), AMPC_OK, "%s",
+                 ampc_graph_errors(g));
+    ampc_module *m = compile(g);
+    const ampc_rt_plan *p = &m->cg->plan;
+    int32_t stored = 0;
+    for (int32_t j = 0; j < p->n_steps; j++) stored += !strncmp(p->steps[j].label, "Slice", 5);
+    cr_assert_eq(stored, 2, "the 9th and the 18th Slice are stored: %d", stored);
+    cr_assert_eq(p->n_steps, 3);
+    ampc_module_destroy(m);
+    ampc_graph_destroy(g);
+}
+
 Test(fuse_elementwise_gpu, a_view_every_reader_reads_through) {
     ampc_graph *g = shared_view();
     ampc_tensor in[1] = {{AMPC_DTYPE_F32, SHAPE(2, 4, 4, 8), calloc(256, 4)}};
