@@ -350,13 +350,15 @@ static view_map map_of(ampc_cg *cg, const ampc_node *n) {
     if (n->op == AMPC_OP_TRANSPOSE) {
         int32_t cnt;
         const int64_t *p = ampc_ir_attr_ints(ampc_cg_graph(cg), n, "perm", &cnt);
-        for (int32_t d = 0; d < r; d++) m.from[d] = p ? norm_axis(p[d], r) : r - 1 - d, m.step[d] = 1;
+        for (int32_t d = 0; d < r; d++)
+            m.from[d] = p ? norm_axis(p[d], r) : r - 1 - d, m.step[d] = 1;
     } else if (n->op == AMPC_OP_SLICE) {
         /* output index i along an axis reads input index first + i * step (clamped start as
          * inference computes it; a step matters only where the axis keeps two or more elements) */
         int64_t starts[AMPC_MAX_RANK], axes[AMPC_MAX_RANK], st[AMPC_MAX_RANK];
         int32_t ns = operand_ints(n->inputs[1], starts, AMPC_MAX_RANK);
-        bool has_axes = n->n_inputs > 3 && n->inputs[3], has_steps = n->n_inputs > 4 && n->inputs[4];
+        const bool has_axes = n->n_inputs > 3 && n->inputs[3];
+        const bool has_steps = n->n_inputs > 4 && n->inputs[4];
         if (has_axes) operand_ints(n->inputs[3], axes, AMPC_MAX_RANK);
         if (has_steps) operand_ints(n->inputs[4], st, AMPC_MAX_RANK);
         for (int32_t d = 0; d < r; d++) m.from[d] = d, m.step[d] = 1;

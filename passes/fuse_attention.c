@@ -283,10 +283,11 @@ static bool feeds_only(const ampc_graph *g, const ampc_value *v, const match *m,
     if (--*budget < 0 || (v->flags & AMPC_VALUE_OUTPUT)) return false;
     for (int32_t e = 0; e < 3; e++)
         if (v == ends[e]) {
-            for (int32_t i = 0; i < g->n_nodes; i++)
-                for (int32_t k = 0; !g->nodes[i]->dead && k < g->nodes[i]->n_inputs; k++)
-                    if (g->nodes[i]->inputs[k] == v && g->nodes[i] != m->mm1 && g->nodes[i] != m->mm2)
-                        return false;
+            for (int32_t i = 0; i < g->n_nodes; i++) {
+                const ampc_node *r = g->nodes[i];
+                for (int32_t k = 0; !r->dead && k < r->n_inputs; k++)
+                    if (r->inputs[k] == v && r != m->mm1 && r != m->mm2) return false;
+            }
             return true;
         }
     int32_t readers = 0;
@@ -366,17 +367,18 @@ static ampc_status sink_permutation(ampc_graph *g, const ampc_uses *u, match *m)
     ampc_value *y = mm->outputs[0];
     if (pp.add) {
         ampc_value *ab[2] = {y, pp.b};
-        if (ampc_ir_node_build(g, AMPC_OP_ADD, pp.add->name, ab, 2, NULL, 0, 1, NULL, &add) != AMPC_OK)
-            goto undo;
+        const ampc_status st = ampc_ir_node_build(g, AMPC_OP_ADD, pp.add->name, ab, 2, NULL, 0, 1,
+                                                  NULL, &add);
+        if (st != AMPC_OK) goto undo;
         y = add->outputs[0];
     }
     const int32_t r = y->shape.rank;
     int64_t perm[AMPC_MAX_RANK];
     memcpy(perm, pp.perm, (size_t)r * sizeof *perm);
     ampc_attr a = {.name = "perm", .kind = AMPC_ATTR_INTS, .n = r, .ints = perm};
-    if (ampc_ir_node_build(g, AMPC_OP_TRANSPOSE, pp.tr->name, &y, 1, &a, 1, 1, NULL, &tr) != AMPC_OK ||
-        !ampc_shape_eq(&tr->outputs[0]->shape, &pv->shape))
-        goto undo;
+    const ampc_status st = ampc_ir_node_build(g, AMPC_OP_TRANSPOSE, pp.tr->name, &y, 1, &a, 1, 1,
+                                              NULL, &tr);
+    if (st != AMPC_OK || !ampc_shape_eq(&tr->outputs[0]->shape, &pv->shape)) goto undo;
     operand moved[3];
     for (int32_t o = 0; o < 3; o++) {
         int64_t dims[4];

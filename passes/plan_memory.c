@@ -125,8 +125,10 @@ ampc_status ampc_pass_plan_memory(ampc_graph *g, bool *changed) {
         if (n->dead) continue;
         if (n->n_outputs == 1 && (n->outputs[0]->flags & AMPC_VALUE_FUSED))
             at[k] = reached[n->outputs[0]->id];
-        for (int32_t j = 0; j < n->n_inputs; j++)
-            if (n->inputs[j] && at[k] > reached[n->inputs[j]->id]) reached[n->inputs[j]->id] = at[k];
+        for (int32_t j = 0; j < n->n_inputs; j++) {
+            const ampc_value *in = n->inputs[j];
+            if (in && at[k] > reached[in->id]) reached[in->id] = at[k];
+        }
     }
     pos = 0;
     for (int32_t k = 0; k < g->n_nodes; k++) {
