@@ -347,8 +347,7 @@ typedef struct chain {
 
 /* A node heading a chain: a Gather or a view, whose inputs the kernel reads itself. */
 static bool chain_head(const ampc_node *n) {
-    return n->op == AMPC_OP_GATHER || n->op == AMPC_OP_TRANSPOSE || n->op == AMPC_OP_SLICE ||
-           n->op == AMPC_OP_EXPAND;
+    return n->op == AMPC_OP_GATHER || ampc_op_is_strided_view(n->op);
 }
 
 static bool chain_collect(chain *c, const ampc_node *n) {

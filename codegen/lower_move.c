@@ -339,10 +339,6 @@ typedef struct view_map {
     int64_t first[AMPC_MAX_RANK];
 } view_map;
 
-static bool is_view(const ampc_node *n) {
-    return n->op == AMPC_OP_TRANSPOSE || n->op == AMPC_OP_SLICE || n->op == AMPC_OP_EXPAND;
-}
-
 static view_map map_of(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *x = n->inputs[0], *y = n->outputs[0];
     const int32_t r = x->shape.rank;
@@ -384,13 +380,13 @@ static view_map map_of(ampc_cg *cg, const ampc_node *n) {
 }
 
 const ampc_value *ampc_cg_view_of(ampc_cg *cg, const ampc_node *n, int64_t *src0, int64_t *steps) {
-    if (!is_view(n)) return NULL;
+    if (!ampc_op_is_strided_view(n->op)) return NULL;
     const ampc_value *x = n->inputs[0], *y = n->outputs[0];
     /* the input's element steps: its own dense ones, or, when it is a view never stored
      * (fuse-elementwise), that view's, composed */
     int64_t xs[AMPC_MAX_RANK], x0 = 0;
     const ampc_value *src = x;
-    if ((x->flags & AMPC_VALUE_FUSED) && x->producer && is_view(x->producer))
+    if ((x->flags & AMPC_VALUE_FUSED) && x->producer && ampc_op_is_strided_view(x->producer->op))
         src = ampc_cg_view_of(cg, x->producer, &x0, xs);
     else
         dense_strides(&x->shape, xs);

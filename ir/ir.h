@@ -166,6 +166,12 @@ static inline const ampc_op_info *ampc_op_get(ampc_opcode op) { return &ampc_op_
 static inline bool ampc_op_has(ampc_opcode op, uint32_t traits) {
     return (ampc_op_table[op].traits & traits) != 0;
 }
+/* Whether op's output is a strided view of its input (a first element and a step per dim:
+ * Transpose, Slice, Expand), which a kernel may read in place instead of a copy of it
+ * (fuse-elementwise, codegen/lower_move.c ampc_cg_view_of). */
+static inline bool ampc_op_is_strided_view(ampc_opcode op) {
+    return op == AMPC_OP_TRANSPOSE || op == AMPC_OP_SLICE || op == AMPC_OP_EXPAND;
+}
 /* Whether input i of an op must be present (a NULL slot is ONNX's omitted optional input):
  * the first min_in are, and so is every input of a variadic op (ONNX cannot omit one of
  * Sum's or Concat's inputs) except Loop's trip count and condition. */

@@ -11,10 +11,7 @@
  *   - p and u are elementwise ops with a generated kernel of one output and at most three inputs
  *     (LOWER_ELEMENTWISE, not the quantization ops, Dropout or the variadic Max/Min/Sum/Mean),
  *     or p is a Gather, which then heads the chain: the kernel reads its table and indices at
- *     the gathered positions (BERT's word embeddings, looked up and then added to), or a
- *     Transpose, Slice or Expand, which heads it too: the kernel reads the view's input where
- *     each element is, and the view is never copied (ViT's attention output, permuted back to
- *     batch-first before the residual Add; a rotary embedding's halves), or p is
+ *     the gathered positions (BERT's word embeddings, looked up and then added to), or p is
  *     a LayerNormalization / RMSNormalization with one output and u a Cast between float
  *     types, which the norm's kernel then writes (an exported model's last norm, cast to its
  *     f32 output); that Cast joins no further chain; or u is a LayerNormalization /
@@ -31,8 +28,9 @@
  *   - p and u run on the same GPU (the partition passes' rank attribute);
  *   - a chain holds at most MAX_CHAIN nodes.
  * A view (Transpose, Slice, Expand) every reader of which reads through it (virtual_views: an
- * elementwise node of its shape, or another view, whose geometry composes with it) is never
- * stored, however many readers it has: each reads the tensor under it where the element lies;
+ * elementwise node of its shape, which it then heads the chain of, or another view, whose
+ * geometry composes with it) is never stored, however many readers it has (ViT's attention
+ * output permuted back to batch-first before the residual Add; a rotary embedding's heads): each reads the tensor under it where the element lies;
  * after MAX_VIEW_DEPTH such views in a row the next one is stored (code generation composes
  * them recursively).
  * The graph itself is unchanged: the reference evaluator runs the nodes one by one, and the
@@ -67,9 +65,6 @@ static bool fusable(const ampc_node *n) {
  * positions, not as leaves): a table lookup followed by elementwise ops, as BERT's embeddings. */
 static bool heads(const ampc_node *n) {
     if (n->dead || n->n_outputs != 1 || !n->inputs[0] || !computed(n->outputs[0])) return false;
-    /* a view: the kernel reads its input through the view's element steps */
-    if (n->op == AMPC_OP_TRANSPOSE || n->op == AMPC_OP_SLICE || n->op == AMPC_OP_EXPAND)
-        return true;
     if (n->op != AMPC_OP_GATHER || n->n_inputs != 2 || !n->inputs[1]) return false;
     /* constant indices are checked at compile time by the Gather's own lowering */
     return !(n->inputs[1]->data && !(n->inputs[1]->flags & AMPC_VALUE_INPUT));
@@ -158,28 +153,23 @@ static void feeds_norm(ampc_graph *g, const ampc_uses *uses, const int32_t *size
     *changed = true;
 }
 
-static bool is_view(const ampc_node *n) {
-    return n->op == AMPC_OP_TRANSPOSE || n->op == AMPC_OP_SLICE || n->op == AMPC_OP_EXPAND;
-}
-
 /* Whether node r, reading view v (made by p) as its input k, can read it where it lies: an
  * elementwise node of v's shape (v heads its chain) or another view, as its data. */
 static bool reads_through(ampc_graph *g, const ampc_node *r, int32_t k, const ampc_node *p) {
-    if (is_view(r)) return k == 0 && rank_of(g, r) == rank_of(g, p);
+    if (ampc_op_is_strided_view(r->op)) return k == 0 && rank_of(g, r) == rank_of(g, p);
     return fusable(r) && ampc_shape_eq(&r->inputs[k]->shape, &r->outputs[0]->shape) &&
            rank_of(g, r) == rank_of(g, p);
 }
 
 /* Views that every reader reads through (reads_through) are never stored: each reader's kernel
  * reads the tensor under them (a rotary embedding's heads, permuted and then multiplied, sliced
- * and negated, sliced and joined: no copy of the permuted heads). view[id] counts the fused
- * views of each value's producer chain for the chain length. */
+ * and negated, sliced and joined: no copy of the permuted heads). */
 static void virtual_views(ampc_graph *g, bool *changed) {
     uint8_t *ok = calloc((size_t)g->n_values + 1, 1);
     if (!ok) return; /* an optimisation only: nothing is marked */
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const ampc_node *p = g->nodes[i];
-        if (!p->dead && is_view(p) && p->n_outputs == 1 && p->inputs[0] &&
+        if (!p->dead && ampc_op_is_strided_view(p->op) && p->n_outputs == 1 && p->inputs[0] &&
             computed(p->outputs[0]) && !(p->outputs[0]->flags & AMPC_VALUE_OUTPUT))
             ok[p->outputs[0]->id] = 1;
     }
@@ -196,7 +186,7 @@ static void virtual_views(ampc_graph *g, bool *changed) {
      * value's depth, in node order (producers first). */
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const ampc_node *p = g->nodes[i];
-        if (p->dead || !is_view(p) || p->n_outputs != 1 || ok[p->outputs[0]->id] != 2) continue;
+        if (p->dead || !ampc_op_is_strided_view(p->op) || p->n_outputs != 1 || ok[p->outputs[0]->id] != 2) continue;
         const ampc_value *x = p->inputs[0];
         const int32_t depth = ok[x->id] >= 2 ? ok[x->id] + 1 : 2;
         ok[p->outputs[0]->id] = (uint8_t)(depth - 1 > MAX_VIEW_DEPTH ? 0 : depth);
@@ -211,7 +201,7 @@ static int32_t views_read(const ampc_node *u) {
     int32_t n = 0;
     for (int32_t k = 0; k < u->n_inputs; k++) {
         const ampc_value *v = u->inputs[k];
-        n += v && (v->flags & AMPC_VALUE_FUSED) && v->producer && is_view(v->producer);
+        n += v && (v->flags & AMPC_VALUE_FUSED) && v->producer && ampc_op_is_strided_view(v->producer->op);
     }
     return n;
 }

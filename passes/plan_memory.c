@@ -75,8 +75,7 @@ static bool reads_elsewhere(const ampc_node *n, int32_t *parent, int32_t r) {
         const ampc_value *v = n->inputs[j];
         const ampc_node *p = v ? v->producer : NULL;
         if (!p || !(v->flags & AMPC_VALUE_FUSED)) continue;
-        const bool head = p->op == AMPC_OP_TRANSPOSE || p->op == AMPC_OP_SLICE ||
-                          p->op == AMPC_OP_EXPAND || p->op == AMPC_OP_GATHER;
+        const bool head = ampc_op_is_strided_view(p->op) || p->op == AMPC_OP_GATHER;
         const ampc_value *src = p->inputs[0];
         if (head && src && !(src->flags & AMPC_VALUE_FUSED) && !is_constant(src) &&
             find(parent, src->id) == r)
