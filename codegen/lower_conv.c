@@ -193,9 +193,25 @@ static bool depthwise_ok(ampc_cg *cg, const conv_desc *d) {
     return true;
 }
 
-/* A depthwise convolution as ampc::dw_nhwc: every window point a thread reads is 8 channels in
- * one 16-byte load; cuDNN measured 0.2 to 0.8 TFLOP/s on these (ConvNeXt's 7x7 on [32, 56, 56,
- * 96] 1.11 ms), far below what the memory allows (docs/benchmarks.md, "Depthwise"). */
+/* The output pixels a thread of the sliding form (ampc::dw_nhwc_rows) takes along a row: 4, 2 or
+ * 1, the most that still gives DW_THREADS threads (a tile of 4 loads 4 + KW - 1 columns a filter
+ * row for 4 outputs, against 4 * KW for four threads, but over few pixels the grid would be
+ * too small to hide the loads' latency). 0: the general form (a dilation, or a horizontal
+ * stride past 2). */
+enum { DW_THREADS = 64 * 1024 };
+static int64_t depthwise_tile(const conv_desc *d) {
+    const ampc_conv_geom *g = &d->geo;
+    if (g->dil[0] != 1 || g->dil[1] != 1 || g->stride[1] < 1 || g->stride[1] > 2) return 0;
+    for (int64_t ot = 4; ot > 1; ot /= 2)
+        if (d->batch * d->out[0] * ((d->out[1] + ot - 1) / ot) * (d->c / 8) >= DW_THREADS)
+            return ot;
+    return 1;
+}
+
+/* A depthwise convolution as ampc::dw_nhwc or dw_nhwc_rows: every window point a thread reads is
+ * 8 channels in one 16-byte load; cuDNN measured 0.2 to 0.8 TFLOP/s on these (ConvNeXt's 7x7 on
+ * [32, 56, 56, 96] 1.11 ms), far below what the memory allows (docs/benchmarks.md,
+ * "Depthwise"). */
 static ampc_status depthwise(ampc_cg *cg, const ampc_node *n, const conv_desc *d) {
     const ampc_conv_geom *g = &d->geo;
     const char *t = ampc_cg_ctype(d->x->dtype);
@@ -204,19 +220,24 @@ static ampc_status depthwise(ampc_cg *cg, const ampc_node *n, const conv_desc *d
     const char *pb = d->b ? ampc_cg_param(k, d->b, false) : NULL;
     const char *pz = d->z ? ampc_cg_param(k, d->z, false) : NULL;
     const char *py = ampc_cg_param(k, d->y, true);
-    const int64_t cb = depthwise_block_channels(d->c), pixels = d->batch * d->out[0] * d->out[1];
+    const int64_t cb = depthwise_block_channels(d->c), ot = depthwise_tile(d);
+    const int64_t threads = d->batch * d->out[0] * (ot ? (d->out[1] + ot - 1) / ot : d->out[1]);
     ampc_cg_line(k, "const ampc::dw_desc d = {%lldLL, %lld, %lld, %lld, %lld, %lld, %lld, %lld, "
-                    "%lld, %lld, %lld, %lld};", (long long)pixels, (long long)d->in[0],
+                    "%lld, %lld, %lld, %lld};", (long long)threads, (long long)d->in[0],
                  (long long)d->in[1], (long long)d->c, (long long)d->out[0], (long long)d->out[1],
                  (long long)g->stride[0], (long long)g->stride[1], (long long)g->pad_begin[0],
                  (long long)g->pad_begin[1], (long long)g->dil[0], (long long)g->dil[1]);
-    char none[64];
+    char none[64], form[96];
     snprintf(none, sizeof none, "(const %s *)0", t);
-    ampc_cg_line(k, "ampc::dw_nhwc<%s, %lld, %lld, %lld, %s>(%s, %s, %s, %s, %s, d);", t,
-                 (long long)g->kernel[0], (long long)g->kernel[1], (long long)cb,
-                 d->relu ? "true" : "false", px, pw, pb ? pb : none, pz ? pz : none, py);
+    if (ot) snprintf(form, sizeof form, "dw_nhwc_rows<%s, %lld, %lld, %lld, %lld, %lld", t,
+                     (long long)g->kernel[0], (long long)g->kernel[1], (long long)cb,
+                     (long long)g->stride[1], (long long)ot);
+    else snprintf(form, sizeof form, "dw_nhwc<%s, %lld, %lld, %lld", t, (long long)g->kernel[0],
+                  (long long)g->kernel[1], (long long)cb);
+    ampc_cg_line(k, "ampc::%s, %s>(%s, %s, %s, %s, %s, d);", form, d->relu ? "true" : "false",
+                 px, pw, pb ? pb : none, pz ? pz : none, py);
     const int64_t per_block = 256 / (cb / 8);
-    const uint32_t grid[3] = {(uint32_t)((pixels + per_block - 1) / per_block),
+    const uint32_t grid[3] = {(uint32_t)((threads + per_block - 1) / per_block),
                               (uint32_t)(d->c / cb), 1};
     const uint32_t block[3] = {256, 1, 1};
     return ampc_cg_kernel_end_launch(k, grid, block,
