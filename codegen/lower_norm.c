@@ -512,10 +512,89 @@ static ampc_status lower_mvn(ampc_cg *cg, const ampc_node *n) {
 
 /* ---- BatchNormalization and LRN: a thread per element --------------------------------------- */
 
+/* The statements giving `q`, BatchNormalization's output (and the Relu's, with `relu`) of one
+ * element, in y's type, from `xv` (the element of X in at) at channel `ch`: Y = (X - mean) /
+ * sqrt(var + epsilon) * scale + B, the Relu applied to the value rounded to yt (the norm's
+ * type: a Relu keeps it). */
+static void batch_norm_value(ampc_cg_kernel *k, const ampc_node *n, bool relu, const char *at,
+                             const char *yt, const char *const *p, const char *xv, const char *ch) {
+    ampc_cg_line(k, "const %s sd = ampc::m_sqrt(ampc::cvt<%s>(%s[%s]) + (%s)%s);", at, at, p[4], ch,
+                 at, ampc_cg_f64(fattr(n, "epsilon", 1e-5f)).s);
+    ampc_cg_line(k, "const %s v = (%s - ampc::cvt<%s>(%s[%s])) / sd;", at, xv, at, p[3], ch);
+    ampc_cg_line(k, "const %s bn = ampc::cvt<%s>(v * ampc::cvt<%s>(%s[%s]) + ampc::cvt<%s>(%s[%s]));",
+                 yt, yt, at, p[1], ch, at, p[2], ch);
+    if (!relu) {
+        ampc_cg_line(k, "const %s q = bn;", yt);
+        return;
+    } /* Relu's expression (lower_elementwise.c) on the stored value: NaN stays NaN */
+    ampc_cg_line(k, "const %s a = ampc::cvt<%s>(bn);", at, at);
+    ampc_cg_line(k, "const %s q = ampc::cvt<%s>(a > (%s)0 ? a : (a == a ? (%s)0 : a));", yt, yt, at,
+                 at);
+}
+
+/* The Concat whose output X of BatchNormalization n is, read in place (fuse-elementwise's
+ * concat_into_norm: along the last axis, maybe reshaped to [R, C] rows), or NULL. */
+static const ampc_node *norm_concat(const ampc_node *n) {
+    const ampc_value *x = n->inputs[0];
+    const ampc_node *p = x->producer;
+    if (!(x->flags & AMPC_VALUE_FUSED) || !p) return NULL;
+    if (p->op == AMPC_OP_RESHAPE) {
+        x = p->inputs[0];
+        p = x->producer;
+        if (!(x->flags & AMPC_VALUE_FUSED) || !p) return NULL;
+    }
+    return p->op == AMPC_OP_CONCAT ? p : NULL;
+}
+
+/* Declares src_ and at_, where element `e` of rows [R, c] (channel `ch`) of Concat `cat`'s output
+ * lies: in the input whose channels hold ch (params pin, one per input), at its row-major
+ * index. */
+static void concat_source(ampc_cg_kernel *k, const ampc_node *cat, const char *const *pin,
+                          int64_t c, const char *e, const char *ch) {
+    const char *t = ampc_cg_ctype(cat->outputs[0]->dtype);
+    ampc_cg_line(k, "const %s *src_;", t);
+    ampc_cg_line(k, "long long at_;");
+    ampc_cg_line(k, "const long long row_ = %s / %lldLL;", e, (long long)c);
+    int64_t off = 0;
+    for (int32_t j = 0; j < cat->n_inputs; j++) {
+        const ampc_value *v = cat->inputs[j];
+        const int64_t cj = v->shape.dims[v->shape.rank - 1];
+        const bool last = j == cat->n_inputs - 1;
+        if (last) ampc_cg_line(k, "%s {", j ? "else" : "");
+        else ampc_cg_line(k, "%sif (%s < %lldLL) {", j ? "else " : "", ch, (long long)(off + cj));
+        ampc_cg_line(k, "    src_ = %s, at_ = row_ * %lldLL + (%s - %lldLL);", pin[j], (long long)cj,
+                     ch, (long long)off);
+        ampc_cg_line(k, "}");
+        off += cj;
+    }
+}
+
+/* Elements a thread of BatchNormalization takes at once: over channels-last rows ([R, C], the
+ * layout pass's form) of f32, f16 or bf16 computed in float, 16 bytes of the narrower of x and y
+ * when C is a multiple of it; 1 otherwise. */
+static int32_t batch_norm_width(ampc_cg *cg, const ampc_value *x, const ampc_value *y,
+                                const ampc_node *cat, int64_t c, int64_t spatial, const char *at) {
+    const bool fl = x->dtype == AMPC_DTYPE_F32 || x->dtype == AMPC_DTYPE_F16 ||
+                    x->dtype == AMPC_DTYPE_BF16;
+    const bool yf = y->dtype == AMPC_DTYPE_F32 || y->dtype == AMPC_DTYPE_F16 ||
+                    y->dtype == AMPC_DTYPE_BF16;
+    if (!fl || !yf || spatial != 1 || strcmp(at, "float")) return 1;
+    size_t narrow = ampc_dtype_size(x->dtype);
+    if (ampc_dtype_size(y->dtype) < narrow) narrow = ampc_dtype_size(y->dtype);
+    const int32_t w = (int32_t)(16 / narrow);
+    for (int32_t j = 0; cat && j < cat->n_inputs; j++) { /* every vector within one input */
+        const ampc_value *v = cat->inputs[j];
+        if (v->shape.dims[v->shape.rank - 1] % w || ampc_cg_ref(cg, v).offset % 16) return 1;
+    }
+    return c % w == 0 ? w : 1;
+}
+
 /* BatchNormalization in inference form: an elementwise kernel whose per-channel operands
  * (scale, B, mean, var, each [C]) are read at the element's channel. With `relu` (the Relu that
  * reads it, fused: passes/fuse_elementwise.c) it writes the Relu's output, of the value rounded
- * to the norm's type first. */
+ * to the norm's type first. Over channels-last rows a thread takes 16 bytes at once (the same
+ * arithmetic per element), and X may be a Concat never stored (norm_concat): each element is
+ * read from the input that holds it. */
 static ampc_status lower_batch_norm(ampc_cg *cg, const ampc_node *n, const ampc_node *relu) {
     const ampc_value *x = n->inputs[0], *y = relu ? relu->outputs[0] : n->outputs[0];
     const int64_t count = ampc_ir_numel(x);
@@ -523,28 +602,58 @@ static ampc_status lower_batch_norm(ampc_cg *cg, const ampc_node *n, const ampc_
     const int32_t rank = x->shape.rank;
     const int64_t c = rank >= 2 ? x->shape.dims[1] : 1, spatial = dims_prod(&x->shape, 2, rank);
     const char *at = acc_type((const ampc_value *const *)n->inputs, 5);
+    const ampc_node *cat = norm_concat(n);
+    if ((x->flags & AMPC_VALUE_FUSED) && (!cat || spatial != 1))
+        return AMPC_FAIL(ampc_cg_graph(cg), n, AMPC_E_INTERNAL, "X of this BatchNormalization is "
+                         "computed in no kernel: expected a Concat along the rows' last dim, read "
+                         "in place");
+    if (cat && cat->n_inputs > AMPC_CONCAT_READ_MAX)
+        return AMPC_FAIL(ampc_cg_graph(cg), cat, AMPC_E_INTERNAL, "a Concat read in place with %d "
+                         "inputs; at most %d", cat->n_inputs, AMPC_CONCAT_READ_MAX);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
     if (relu) ampc_cg_kernel_covers(k, relu);
-    const char *p[5];
-    for (int32_t i = 0; i < 5; i++) p[i] = ampc_cg_param(k, n->inputs[i], false);
-    const char *py = ampc_cg_param(k, y, true);
+    const char *p[5] = {NULL}, *pin[AMPC_CONCAT_READ_MAX];
+    for (int32_t i = cat ? 1 : 0; i < 5; i++) p[i] = ampc_cg_param(k, n->inputs[i], false);
+    if (cat) {
+        ampc_cg_kernel_covers(k, cat);
+        for (int32_t j = 0; j < cat->n_inputs; j++) pin[j] = ampc_cg_param(k, cat->inputs[j], false);
+    }
+    const char *py = ampc_cg_param(k, y, true), *yt = ampc_cg_ctype(y->dtype);
+    const int32_t w = batch_norm_width(cg, x, y, cat, c, spatial, at);
+    if (w > 1) {
+        ampc_cg_grid_loop(k, count / w);
+        ampc_cg_line(k, "float x_[%d], r_[%d];", w, w);
+        ampc_cg_line(k, "const long long ch0 = i * %d %% %lldLL;", w, (long long)c);
+        if (cat) {
+            char e[32];
+            snprintf(e, sizeof e, "i * %d", w);
+            concat_source(k, cat, pin, c, e, "ch0");
+            ampc_cg_line(k, "ampc::ld_vec<%d>(src_ + at_, x_);", w);
+        } else {
+            ampc_cg_line(k, "ampc::ld_vec<%d>(%s + i * %d, x_);", w, p[0], w);
+        }
+        ampc_cg_line(k, "#pragma unroll");
+        ampc_cg_open(k, "for (int u = 0; u < %d; u++)", w);
+        ampc_cg_line(k, "const long long ch = ch0 + u;");
+        batch_norm_value(k, n, relu != NULL, at, yt, p, "x_[u]", "ch");
+        ampc_cg_line(k, "r_[u] = ampc::to_f32(q);");
+        ampc_cg_close(k);
+        ampc_cg_line(k, "ampc::st_vec<%d>(%s + i * %d, r_);", w, py, w);
+        ampc_cg_close(k);
+        return ampc_cg_kernel_end(k, count / w, 256);
+    }
     ampc_cg_grid_loop(k, count);
     if (c == 1) ampc_cg_line(k, "const long long ch = 0;");
     else if (spatial == 1) ampc_cg_line(k, "const long long ch = i %% %lldLL;", (long long)c);
     else ampc_cg_line(k, "const long long ch = (i / %lldLL) %% %lldLL;", (long long)spatial, (long long)c);
-    /* Y = (X - mean) / sqrt(var + epsilon) * scale + B */
-    ampc_cg_line(k, "const %s sd = ampc::m_sqrt(ampc::cvt<%s>(%s[ch]) + (%s)%s);", at, at, p[4], at,
-                 ampc_cg_f64(fattr(n, "epsilon", 1e-5f)).s);
-    ampc_cg_line(k, "const %s v = (ampc::cvt<%s>(%s[i]) - ampc::cvt<%s>(%s[ch])) / sd;", at, at, p[0], at, p[3]);
-    const char *yt = ampc_cg_ctype(y->dtype);
-    if (!relu) {
-        ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(v * ampc::cvt<%s>(%s[ch]) + ampc::cvt<%s>(%s[ch]));", py, yt, at,
-                     p[1], at, p[2]);
-    } else { /* Relu's expression (lower_elementwise.c) on the stored value: NaN stays NaN */
-        ampc_cg_line(k, "const %s a = ampc::cvt<%s>(ampc::cvt<%s>(v * ampc::cvt<%s>(%s[ch]) + ampc::cvt<%s>(%s[ch])));",
-                     at, at, yt, at, p[1], at, p[2]);
-        ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(a > (%s)0 ? a : (a == a ? (%s)0 : a));", py, yt, at, at);
+    if (cat) {
+        concat_source(k, cat, pin, c, "i", "ch");
+        ampc_cg_line(k, "const %s xv = ampc::cvt<%s>(src_[at_]);", at, at);
+    } else {
+        ampc_cg_line(k, "const %s xv = ampc::cvt<%s>(%s[i]);", at, at, p[0]);
     }
+    batch_norm_value(k, n, relu != NULL, at, yt, p, "xv", "ch");
+    ampc_cg_line(k, "%s[i] = q;", py);
     ampc_cg_close(k);
     return ampc_cg_kernel_end(k, count, 256);
 }

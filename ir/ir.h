@@ -172,6 +172,10 @@ static inline bool ampc_op_has(ampc_opcode op, uint32_t traits) {
 static inline bool ampc_op_is_strided_view(ampc_opcode op) {
     return op == AMPC_OP_TRANSPOSE || op == AMPC_OP_SLICE || op == AMPC_OP_EXPAND;
 }
+/* The most inputs of a Concat that a kernel reads in place instead of a copy of it
+ * (fuse-elementwise's concat_into_norm; codegen/lower_norm.c): each is a parameter of the
+ * kernel reading it, and a branch where it picks the input holding an element. */
+enum { AMPC_CONCAT_READ_MAX = 64 };
 /* Whether input i of an op must be present (a NULL slot is ONNX's omitted optional input):
  * the first min_in are, and so is every input of a variadic op (ONNX cannot omit one of
  * Sum's or Concat's inputs) except Loop's trip count and condition. */

@@ -33,6 +33,12 @@
  * output permuted back to batch-first before the residual Add; a rotary embedding's heads): each reads the tensor under it where the element lies;
  * after MAX_VIEW_DEPTH such views in a row the next one is stored (code generation composes
  * them recursively).
+ * A Concat along the last axis read only by a BatchNormalization over channels-last rows ([R,
+ * C], the layout pass's form), directly or through a Reshape of it to those rows, is never
+ * stored either (concat_into_norm): the norm's kernel reads each element from the Concat's input
+ * that holds it (DenseNet: every dense layer concatenates the block's earlier feature maps and
+ * normalises them; the concatenation, written and read again, was a fifth of its time). At most
+ * AMPC_CONCAT_READ_MAX inputs.
  * The graph itself is unchanged: the reference evaluator runs the nodes one by one, and the
  * fused kernel rounds each value of the chain to its type as the separate kernels stored it,
  * so the results are the same bit for bit. It runs after the passes that rewrite the graph,
@@ -196,6 +202,46 @@ static void virtual_views(ampc_graph *g, bool *changed) {
     free(ok);
 }
 
+/* Whether Concat p, its output v, can be read in place by a BatchNormalization over rows whose X
+ * has last dim c: along its last axis, of at most AMPC_CONCAT_READ_MAX stored inputs of its type. */
+static bool concat_readable(ampc_graph *g, const ampc_node *p, const ampc_value *v, int64_t c) {
+    if (p->dead || p->n_outputs != 1 || p->n_inputs < 1 || p->n_inputs > AMPC_CONCAT_READ_MAX) return false;
+    if (!computed(v) || (v->flags & (AMPC_VALUE_OUTPUT | AMPC_VALUE_FUSED)) || v->shape.rank < 1)
+        return false;
+    int64_t axis = ampc_ir_attr_int(g, p, "axis", 0);
+    if (axis < 0) axis += v->shape.rank;
+    if (axis != v->shape.rank - 1 || v->shape.dims[axis] != c) return false;
+    for (int32_t k = 0; k < p->n_inputs; k++) {
+        const ampc_value *x = p->inputs[k];
+        if (!x || x->dtype != v->dtype || (x->flags & AMPC_VALUE_FUSED)) return false;
+    }
+    return true;
+}
+
+/* Concats read in place by the BatchNormalization over rows that alone reads them (the rule in
+ * the header); a Reshape between them, to the rows, is never stored either. */
+static void concat_into_norm(ampc_graph *g, const ampc_uses *uses, bool *changed) {
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ampc_node *u = g->nodes[i];
+        if (u->dead || u->op != AMPC_OP_BATCH_NORM || !u->inputs[0]) continue;
+        ampc_value *x = u->inputs[0], *v = x, *via = NULL;
+        if (x->shape.rank != 2 || (x->flags & AMPC_VALUE_OUTPUT)) continue;
+        ampc_node *p = x->producer;
+        if (p && p->op == AMPC_OP_RESHAPE && !p->dead && ampc_pass_only_user(uses, x) == u &&
+            rank_of(g, p) == rank_of(g, u)) {
+            via = x;
+            v = p->inputs[0];
+            p = v ? v->producer : NULL;
+        }
+        if (!p || p->op != AMPC_OP_CONCAT || rank_of(g, p) != rank_of(g, u)) continue;
+        if (ampc_pass_only_user(uses, v) != (via ? via->producer : u)) continue;
+        if (!concat_readable(g, p, v, x->shape.dims[1])) continue;
+        v->flags |= AMPC_VALUE_FUSED;
+        if (via) via->flags |= AMPC_VALUE_FUSED;
+        *changed = true;
+    }
+}
+
 /* The views heading node u's chain, fused by virtual_views: each counts towards the chain. */
 static int32_t views_read(const ampc_node *u) {
     int32_t n = 0;
@@ -217,6 +263,7 @@ ampc_status ampc_pass_fuse_elementwise(ampc_graph *g, bool *changed) {
         return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
     }
     virtual_views(g, changed);
+    concat_into_norm(g, &uses, changed);
     for (int32_t i = 0; i < g->n_nodes; i++) {
         ampc_node *u = g->nodes[i];
         if (is_norm(u) && !u->dead) {

@@ -153,7 +153,8 @@ ampc_status ampc_pass_plan_memory(ampc_graph *g, bool *changed) {
         if (n->dead) continue;
         const ampc_value *y = n->n_outputs ? n->outputs[0] : NULL;
         const ampc_value *x = n->n_inputs ? n->inputs[0] : NULL;
-        if (y && x && ampc_op_has(n->op, T_VIEW) && !(y->flags & AMPC_VALUE_OUTPUT) &&
+        if (y && x && ampc_op_has(n->op, T_VIEW) &&
+            !(y->flags & (AMPC_VALUE_OUTPUT | AMPC_VALUE_FUSED)) &&
             ampc_ir_nbytes(x) == ampc_ir_nbytes(y)) {
             if (space[x->id] == AMPC_MEM_WEIGHTS) {
                 space[y->id] = AMPC_MEM_WEIGHTS; /* a view of a constant reads the weights */

@@ -212,8 +212,9 @@ static void build_warp_norms(ampc_graph *g, ampc_dtype t) {
     }
 }
 
-/* BatchNormalization, InstanceNormalization, GroupNormalization, LRN,
- * MeanVarianceNormalization. BatchNorm's variance is an input named "pos*" (positive). */
+/* BatchNormalization (NCHW, 1-D, channels-last rows with a Relu), InstanceNormalization,
+ * GroupNormalization, LRN, MeanVarianceNormalization. BatchNorm's variance is an input named
+ * "pos*" (positive). */
 static void build_channel_norms(ampc_graph *g, ampc_dtype t) {
     const int64_t x4[4] = {2, 3, 5, 7}, c3[1] = {3}, xg[4] = {2, 6, 4, 5}, c6[1] = {6}, xb[4] = {1, 4, 40, 40},
                   c4[1] = {4}, x1[1] = {5}, c1[1] = {1};
@@ -226,6 +227,15 @@ static void build_channel_norms(ampc_graph *g, ampc_dtype t) {
     ampc_value *xv = ampc_input(g, "xv", t, 1, x1), *one = ampc_input(g, "one", t, 1, c1);
     ampc_value *pone = ampc_input(g, "pos_one", t, 1, c1);
     out(g, ampc_op(g, "BatchNormalization", (ampc_value *[]){xv, one, one, one, pone}, 5, NULL, 0));
+    /* Channels-last rows ([N*H*W, C], the layout pass's form) and a Relu, fused: 16 bytes a
+     * thread where C allows (f32, f16, bf16; f64 one element a thread). */
+    const int64_t xr[2] = {6, 16}, c16[1] = {16};
+    ampc_value *rows = ampc_input(g, "rows", t, 2, xr);
+    ampc_value *rp[4];
+    for (int32_t i = 0; i < 4; i++) rp[i] = input(g, i == 3 ? "pos_r" : "r", i, t, 1, c16);
+    ampc_value *bn = ampc_op(g, "BatchNormalization", (ampc_value *[]){rows, rp[0], rp[1], rp[2], rp[3]},
+                             5, (ampc_attr_arg[]){AMPC_ATTR_F("epsilon", 1e-2f)}, 1);
+    out(g, ampc_op(g, "Relu", &bn, 1, NULL, 0));
     out(g, ampc_op(g, "InstanceNormalization", (ampc_value *[]){x, sc, bi}, 3, NULL, 0));
     ampc_value *xgr = ampc_input(g, "xg", t, 4, xg);
     ampc_value *sg = ampc_input(g, "sg", t, 1, c6), *bg = ampc_input(g, "bg", t, 1, c6);
@@ -365,14 +375,14 @@ Test(lower_reduce, warp_norms_compile) {
 }
 
 Test(lower_reduce, channel_norms_compile) {
-    for (int32_t i = 0; i < 4; i++) cr_assert_eq(compiles(build_channel_norms, float_types[i], false), 11);
+    for (int32_t i = 0; i < 4; i++) cr_assert_eq(compiles(build_channel_norms, float_types[i], false), 12);
 }
 
 Test(lower_reduce, losses_compile) {
     for (int32_t i = 0; i < 4; i++) cr_assert_eq(compiles(build_loss, float_types[i], false), 21);
 }
 
-/* Mixed dtypes: BatchNorm with f16 X and f32 statistics, RMSNorm whose Y takes scale's dtype,
+/* Mixed dtypes: BatchNorm with f16 X and f32 statistics (NCHW and rows), RMSNorm whose Y takes scale's dtype,
  * LayerNorm statistics stashed as f64. */
 static void build_mixed(ampc_graph *g, ampc_dtype t) {
     (void)t;
@@ -381,6 +391,11 @@ static void build_mixed(ampc_graph *g, ampc_dtype t) {
     ampc_value *p[4];
     for (int32_t i = 0; i < 4; i++) p[i] = input(g, i == 3 ? "pos" : "p", i, AMPC_DTYPE_F32, 1, c3);
     out(g, ampc_op(g, "BatchNormalization", (ampc_value *[]){x, p[0], p[1], p[2], p[3]}, 5, NULL, 0));
+    /* channels-last rows of halves, f32 statistics: 8 elements a thread */
+    const int64_t rows[2] = {5, 24}, c24[1] = {24};
+    ampc_value *xc = ampc_input(g, "xc", AMPC_DTYPE_F16, 2, rows), *q[4];
+    for (int32_t i = 0; i < 4; i++) q[i] = input(g, i == 3 ? "pos_q" : "q", i, AMPC_DTYPE_F32, 1, c24);
+    out(g, ampc_op(g, "BatchNormalization", (ampc_value *[]){xc, q[0], q[1], q[2], q[3]}, 5, NULL, 0));
     ampc_value *xr = ampc_input(g, "xr", AMPC_DTYPE_BF16, 2, x2), *sr = ampc_input(g, "sr", AMPC_DTYPE_F32, 1, s64);
     out(g, ampc_op(g, "RMSNormalization", (ampc_value *[]){xr, sr}, 2, NULL, 0));
     ampc_value *xl = ampc_input(g, "xl", AMPC_DTYPE_F32, 2, x2), *sl = ampc_input(g, "sl", AMPC_DTYPE_F32, 1, s64);
@@ -392,7 +407,7 @@ static void build_mixed(ampc_graph *g, ampc_dtype t) {
 }
 
 Test(lower_reduce, mixed_dtypes_compile) {
-    cr_assert_eq(compiles(build_mixed, AMPC_DTYPE_F32, false), 3);
+    cr_assert_eq(compiles(build_mixed, AMPC_DTYPE_F32, false), 4);
 }
 
 /* ---- golden CUDA and launch shapes ---------------------------------------------------------- */
@@ -442,6 +457,29 @@ Test(lower_reduce, warp_norm_golden) {
     cr_assert_null(strstr(src, "norm_rows_warp<2080"), "a row of 2080 is past the registers");
     ampc_cg_output_free(o);
     ampc_graph_destroy(g);
+}
+
+/* BatchNormalization over channels-last rows, its Relu fused: one kernel, a thread loading and
+ * storing 8 halves at once, the statistics read at each element's channel; over NCHW, or rows
+ * whose C is no multiple of 8, one element a thread. */
+Test(lower_reduce, batch_norm_rows_take_16_bytes) {
+    for (int32_t c = 24; c <= 28; c += 4) {
+        ampc_graph *g = ampc_graph_create("bn");
+        const int64_t xd[2] = {40, c}, cd[1] = {c};
+        ampc_value *x = ampc_input(g, "x", AMPC_DTYPE_F16, 2, xd), *p[4];
+        for (int32_t i = 0; i < 4; i++) p[i] = input(g, "p", i, AMPC_DTYPE_F16, 1, cd);
+        ampc_value *bn = ampc_op(g, "BatchNormalization", (ampc_value *[]){x, p[0], p[1], p[2], p[3]},
+                                 5, NULL, 0);
+        out(g, ampc_op(g, "Relu", &bn, 1, NULL, 0));
+        ampc_cg_output *o = generate(g);
+        cr_assert_eq(o->plan.n_steps, 1, "BatchNormalization and Relu: %d steps", o->plan.n_steps);
+        const bool vec = strstr(o->sources[0], "ampc::ld_vec<8>(p0 + i * 8, x_);") &&
+                         strstr(o->sources[0], "ampc::st_vec<8>(p5 + i * 8, r_);");
+        cr_assert_eq(vec, c == 24, "C = %d:\n%s", c, o->sources[0]);
+        if (c == 24) expect_launch(&o->plan.steps[0], 1, 256, 1); /* 120 vectors */
+        ampc_cg_output_free(o);
+        ampc_graph_destroy(g);
+    }
 }
 
 /* Few rows: Scale and B held in registers, read before the kernel waits for the grid before it

@@ -639,6 +639,98 @@ Test(fuse_elementwise_gpu, a_batch_norm_writing_its_relu) {
     ampc_graph_destroy(g);
 }
 
+/* DenseNet's pre-activation of a concatenation, channels last (f32):
+ *   a = Neg(xa [2, 3, 4, ca]); b = Abs(xb [2, 3, 4, 16]); c = Concat(a, b, last axis)
+ *   e = Neg(xe [2, 3, 4, ca]); z = Transpose(e)   (e made after the Concat, stored: it could
+ *                                  take a's or b's bytes were they dead after the Concat)
+ *   y = Relu(BatchNormalization(Reshape(c, [24, ca + 16])))
+ * With `twice` the Concat has a second reader, z2 = ReduceMax(c). */
+static ampc_graph *concat_norm(int64_t ca, bool twice, ampc_value **vals) {
+    ampc_graph *g = ampc_graph_create("concat_norm");
+    const int64_t c = ca + 16;
+    ampc_value *xa = t_input(g, "xa", AMPC_DTYPE_F32, SHAPE(2, 3, 4, ca));
+    ampc_value *xb = t_input(g, "xb", AMPC_DTYPE_F32, SHAPE(2, 3, 4, 16));
+    ampc_value *xe = t_input(g, "xe", AMPC_DTYPE_F32, SHAPE(2, 3, 4, ca));
+    ampc_value *a = ampc_op(g, "Neg", &xa, 1, NULL, 0), *b = ampc_op(g, "Abs", &xb, 1, NULL, 0);
+    ampc_attr_arg last = AMPC_ATTR_I("axis", -1), keep = AMPC_ATTR_I("keepdims", 0);
+    ampc_value *cat = ampc_op(g, "Concat", (ampc_value *[]){a, b}, 2, &last, 1);
+    ampc_value *e = ampc_op(g, "Neg", &xe, 1, NULL, 0);
+    int64_t axis = 3, rows[2] = {24, c};
+    ampc_value *ax = t_const_i64(g, SHAPE(1), &axis);
+    ampc_attr_arg perm = AMPC_ATTR_IS("perm", ((int64_t[]){3, 0, 1, 2}), 4);
+    ampc_value *z = ampc_op(g, "Transpose", &e, 1, &perm, 1);
+    ampc_value *r = ampc_op(g, "Reshape", (ampc_value *[]){cat, t_const_i64(g, SHAPE(2), rows)}, 2,
+                            NULL, 0);
+    double p[4][40];
+    for (int64_t i = 0; i < c; i++)
+        p[0][i] = 0.5 + 0.1 * (double)(i % 4), p[1][i] = 0.25 * (double)(i % 3) - 0.2,
+        p[2][i] = 0.1 * (double)(i % 5) - 0.2, p[3][i] = 0.3 + 0.2 * (double)(i % 2);
+    ampc_value *in[5] = {r, t_const_f32(g, SHAPE(c), p[0]), t_const_f32(g, SHAPE(c), p[1]),
+                         t_const_f32(g, SHAPE(c), p[2]), t_const_f32(g, SHAPE(c), p[3])};
+    ampc_value *y = ampc_relu(g, ampc_op(g, "BatchNormalization", in, 5, NULL, 0));
+    cr_assert_eq(ampc_output(g, y, "y"), AMPC_OK, "%s", ampc_graph_errors(g));
+    cr_assert_eq(ampc_output(g, z, "z"), AMPC_OK, "%s", ampc_graph_errors(g));
+    if (twice) {
+        ampc_value *z2 = ampc_op(g, "ReduceMax", (ampc_value *[]){cat, ax}, 2, &keep, 1);
+        cr_assert_eq(ampc_output(g, z2, "z2"), AMPC_OK, "%s", ampc_graph_errors(g));
+    }
+    if (vals) vals[0] = a, vals[1] = e, vals[2] = cat, vals[3] = r; /* (b: the Concat's input 1) */
+    return g;
+}
+
+/* The Concat and the Reshape are never stored, the norm's kernel reading a and b (16 bytes at a
+ * time when every input's channels are a multiple of 4 floats, ca = 8; one float at a time with
+ * ca = 2), and a and b live until that kernel runs; a second reader of the Concat keeps it stored. */
+Test(fuse_elementwise, a_concat_read_by_a_batch_norm_is_not_stored) {
+    for (int64_t ca = 2; ca <= 8; ca += 6) {
+        ampc_value *v[4];
+        ampc_graph *g = concat_norm(ca, false, v);
+        ampc_module *m = compile(g);
+        cr_assert(v[2]->flags & AMPC_VALUE_FUSED && v[3]->flags & AMPC_VALUE_FUSED, "ca %lld",
+                  (long long)ca);
+        const ampc_rt_plan *plan = &m->cg->plan;
+        cr_assert_eq(plan->n_steps, 5, "Neg, Abs, Neg, Transpose, the norm: %d steps", plan->n_steps);
+        cr_assert(!(v[0]->flags & AMPC_VALUE_FUSED) && !(v[1]->flags & AMPC_VALUE_FUSED));
+        const char *label = plan->steps[4].label, *src = ampc_module_cuda(m, 0);
+        cr_assert(strstr(label, "BatchNormalization") && strstr(label, "Relu") &&
+                  strstr(label, "Concat"), "%s", label);
+        cr_assert_eq(strstr(src, "ampc::ld_vec<4>(src_ + at_, x_);") != NULL, ca == 8, "%s", src);
+        const int64_t eb = (int64_t)ampc_ir_nbytes(v[1]);
+        for (int32_t j = 0; j < 2; j++) { /* a and b, live until the norm's kernel */
+            const ampc_value *x = v[2]->producer->inputs[j];
+            const int64_t xb = (int64_t)ampc_ir_nbytes(x);
+            cr_assert(x->mem_offset >= v[1]->mem_offset + eb || v[1]->mem_offset >= x->mem_offset + xb,
+                      "input %d [%lld, +%lld) and e [%lld, +%lld) share bytes", j,
+                      (long long)x->mem_offset, (long long)xb, (long long)v[1]->mem_offset,
+                      (long long)eb);
+        }
+        ampc_module_destroy(m);
+        ampc_graph_destroy(g);
+    }
+    ampc_value *v[4];
+    ampc_graph *g = concat_norm(8, true, v);
+    ampc_module *m = compile(g);
+    cr_assert(!(v[2]->flags & AMPC_VALUE_FUSED), "a Concat with two readers is stored");
+    ampc_module_destroy(m);
+    ampc_graph_destroy(g);
+}
+
+/* The norm reading the Concat's inputs gives the reference evaluator's values, both forms. */
+Test(fuse_elementwise_gpu, a_batch_norm_reading_a_concat) {
+    t_skip_without_gpu();
+    for (int64_t ca = 2; ca <= 8; ca += 6) {
+        ampc_graph *g = concat_norm(ca, false, NULL);
+        ampc_tensor in[3] = {{AMPC_DTYPE_F32, SHAPE(2, 3, 4, ca), calloc(24 * (size_t)ca, 4)},
+                             {AMPC_DTYPE_F32, SHAPE(2, 3, 4, 16), calloc(24 * 16, 4)},
+                             {AMPC_DTYPE_F32, SHAPE(2, 3, 4, ca), calloc(24 * (size_t)ca, 4)}};
+        for (int32_t i = 0; i < 3; i++) fill(&in[i], 41 + (uint64_t)i);
+        static const double tol[2] = {1e-6, 0}; /* z: a copy */
+        close_on_gpu(g, in, 3, 2, tol, 1e-6);
+        for (int32_t i = 0; i < 3; i++) free(in[i].data);
+        ampc_graph_destroy(g);
+    }
+}
+
 /* BERT's embeddings and their LayerNorm: Gather(table [11, len], ids [B, 512]) + position
  * [512, len] + token type [len], normalised over len with Scale and B: over 1024 rows (B = 2) the
  * norm's kernel computes the lookup and the Adds where it reads each element; over 512 (B = 1)
