@@ -64,8 +64,14 @@ template <typename T> __device__ __forceinline__ T min_nan(T a, T b) {
     return is_nan(a) || is_nan(b) ? (T)NAN : (a < b ? a : b);
 }
 
+/* 1 / (1 + e^-x), from e = e^-|x| (at most 1: never overflows) on both sides of 0 without a
+ * branch: 1 / (1 + e), or e times that (within an ulp of e / (1 + e)). A branch per sign would
+ * have a warp over mixed signs run both sides, and the kernels applying it (SiLU, SwiGLU, SE
+ * gates) are bound by these instructions rather than by memory. NaN stays NaN. */
 template <typename T> __device__ __forceinline__ T sigmoid(T x) {
-    return x >= 0 ? (T)1 / ((T)1 + m_exp(-x)) : m_exp(x) / ((T)1 + m_exp(x));
+    const T e = m_exp(-m_abs(x));
+    const T r = (T)1 / ((T)1 + e);
+    return x >= (T)0 ? r : e * r;
 }
 template <typename T> __device__ __forceinline__ T gelu_erf(T x) {
     return (T)0.5 * x * ((T)1 + m_erf(x * (T)0.7071067811865476));
