@@ -47,7 +47,7 @@ static void run_grid(emu_dim3 grid, const T *q, const T *k, const T *v, const T 
  * NaN). */
 template <class T, int D, bool SAFE, bool MVEC = false>
 static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool per_row = false,
-                 bool split = false, int group = 1, int period = 0) {
+                 bool split = false, int group = 1, int period = 0, int causal = 0) {
     const int mrows = per_row ? Sq : 1, P = period ? period : B;
     const int E = H * D, Ekv = H / group * D;
     std::vector<T> q((size_t)B * Sq * E), k((size_t)B * Sk * Ekv), v((size_t)B * Sk * Ekv);
@@ -64,7 +64,8 @@ static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool pe
         for (int i = 0; i < mrows; i++)
             for (int j = 0; j < Sk; j++) {
                 const int r = b % 4;
-                const float mv = (r == 1 && j >= Sk - Sk / 4) || r == 2 ? -INFINITY
+                const float mv = causal                               ? (j > i ? -INFINITY : 0.0f)
+                                 : (r == 1 && j >= Sk - Sk / 4) || r == 2 ? -INFINITY
                                  : r == 3 && j >= Sk / 2              ? -10000.0f
                                  : per_row && b % 2 && j > i + b      ? -INFINITY
                                  : per_row && i == 3 && j == 1        ? NAN
@@ -72,6 +73,10 @@ static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool pe
                                                                       : 0.0f;
                 m[((size_t)b * mrows + i) * Sk + j] = from_float<T>(mv);
             }
+    if (causal == 2) { /* an infinity in K and a NaN in V, at keys most rows mask */
+        k[((size_t)1 * Sk + Sk - 1) * Ekv] = from_float<T>(INFINITY);
+        v[((size_t)3 % B * Sk + Sk - 2) * Ekv + 1] = from_float<T>(NAN);
+    }
     const long long mb = (long long)mrows * Sk, mi = per_row ? Sk : 0;
     const long long sq = (long long)Sq * E, sk = (long long)Sk * Ekv;
     const ampc::attn_desc a = {B,     H,   Sq, Sk, group, P, {sq, D, E, 1}, {sk, D, Ekv, 1},
@@ -120,12 +125,13 @@ static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool pe
                     if (err > worst || std::isnan(err)) worst = err;
                 }
             }
-    printf("%-9s %-4s D=%-3d %s B=%d H=%d Sq=%-3d Sk=%-3d mask=%d%s%s%s: worst |error| %.3g, %d "
+    printf("%-9s %-4s D=%-3d %s B=%d H=%d Sq=%-3d Sk=%-3d mask=%d%s%s%s%s: worst |error| %.3g, %d "
            "bad\n",
            split ? "split" : mma ? "attn_mma" : "attn_rows", std::is_same<T, __half>::value ? "f16" : "bf16", D,
            SAFE ? "safe  " : "unsafe", B, H, Sq, Sk, with_mask,
            per_row ? MVEC ? " (per row, 16-byte loads)" : " (per row)" : "",
-           group > 1 ? " (grouped K/V)" : "", period ? " (mask period)" : "", worst, bad);
+           group > 1 ? " (grouped K/V)" : "", period ? " (mask period)" : "",
+           causal ? causal == 2 ? " (causal, inf in K, NaN in V)" : " (causal)" : "", worst, bad);
     return bad;
 }
 
@@ -149,6 +155,12 @@ int main() {
     bad += check<__half, 64, false>(4, 8, 70, 90, true, true, false, false, 4, 2);
     bad += check<__half, 64, true>(4, 4, 30, 77, true, true, true, true, 2, 2);
     bad += check<__half, 32, false>(4, 4, 9, 33, true, false, false, false, 2, 2);
+    /* causal masks: the tiles above the diagonal skipped (attn_tile_hidden), except where K or
+     * V holds an infinity or a NaN under the mask, which must reach the rows as in the reference */
+    bad += check<__half, 64, false, true>(2, 2, 256, 256, true, true, true, false, 1, 0, 1);
+    bad += check<__half, 64, true>(4, 1, 200, 200, true, true, true, false, 1, 0, 2);
+    bad += check<__half, 64, false>(4, 1, 200, 200, true, true, true, false, 1, 0, 2);
+    bad += check<__nv_bfloat16, 64, false, true>(4, 1, 48, 300, true, true, true, true, 1, 0, 2);
     printf(bad ? "attention_emu: FAILED\n" : "attention_emu: all cases match\n");
     return bad != 0;
 }

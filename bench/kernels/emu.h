@@ -4,7 +4,8 @@
  * (ampc/attention.cuh, ampc/gemm.cuh, ...) and run the kernel with emu_launch, one POSIX thread
  * per CUDA thread, one block at a time.
  *
- * It defines threadIdx (per thread), blockIdx, blockDim and gridDim, __syncthreads, the warp
+ * It defines threadIdx (per thread), blockIdx, blockDim and gridDim, __syncthreads,
+ * __syncthreads_and, the warp
  * shuffles (__shfl_xor_sync, __shfl_sync, __any_sync), __int_as_float, and the emu_* functions
  * that codegen/kernels/mma.cuh calls under AMPC_EMULATE_MMA (defined here): mma.sync m16n8k16,
  * cp.async and ldmatrix.x4 (plain and transposed). __shared__ becomes static: with one block
@@ -63,6 +64,17 @@ inline int __any_sync(unsigned, int p) {
     int any = 0;
     for (int lane = 0; lane < 32; lane++) any |= emu_shfl_from(p, lane) != 0;
     return any;
+}
+/* Every thread of the block votes: whether all voted true (a barrier, as on the GPU). */
+inline int emu_vote_slot[EMU_MAX_THREADS];
+inline int __syncthreads_and(int p) {
+    const int me = (int)threadIdx.x;
+    emu_vote_slot[me] = p != 0;
+    pthread_barrier_wait(&emu_block_barrier);
+    int all = 1;
+    for (int t = 0; t < (int)blockDim.x; t++) all &= emu_vote_slot[t];
+    pthread_barrier_wait(&emu_block_barrier);
+    return all;
 }
 inline float __int_as_float(int i) {
     float f;

@@ -14,7 +14,9 @@
  *               of the tensor cores; K's fragments load as 32-bit pairs, V's by
  *               ldmatrix.trans; the scores stay in registers, the softmax is online (running
  *               max and sum in f32) and the probabilities, rounded to T, feed the second
- *               product straight from the score fragments.
+ *               product straight from the score fragments. A tile that changes nothing (its
+ *               mask tile all -inf, its K and V and the block's Q finite: attn_tile_hidden, a
+ *               causal mask's tiles above the diagonal) is skipped.
  *   attn_rows — any float type and shape: one warp per query row, three passes over the keys
  *               (max, sum, weighted sum of V), arithmetic in acc_t<T>.
  */
@@ -182,6 +184,47 @@ __device__ __forceinline__ void attn_fetch(const T *kb, const T *vb, const T *mb
         const bool ok = j0 + d < a.Sk;
         cp16(mk + r * KEYS + d, ok ? mb + i * a.ms[2] + j0 + d : mb, ok);
     }
+}
+
+/* The bits of T's -inf and of its exponent field (all ones: an infinity or a NaN). */
+template <typename T> struct attn_bits;
+template <> struct attn_bits<f16> { enum : unsigned { NEG_INF = 0xfc00u, EXP = 0x7c00u }; };
+template <> struct attn_bits<bf16> { enum : unsigned { NEG_INF = 0xff80u, EXP = 0x7f80u }; };
+
+/* Whether both elements of the pair w are finite. */
+template <typename T> __device__ __forceinline__ bool attn_finite2(unsigned w) {
+    return (w & attn_bits<T>::EXP) != attn_bits<T>::EXP &&
+           (w >> 16 & attn_bits<T>::EXP) != attn_bits<T>::EXP;
+}
+
+/* Whether every pair of `words` 32-bit words in `rows` rows of `pitch` words from p passes `ok`,
+ * over the whole block (a barrier: every thread must call it). */
+template <typename T, bool NEG_INF>
+__device__ __forceinline__ bool attn_block_all(const T *p, int rows, int words, int pitch) {
+    const unsigned *w = reinterpret_cast<const unsigned *>(p);
+    const unsigned ninf = attn_bits<T>::NEG_INF | attn_bits<T>::NEG_INF << 16;
+    bool ok = true;
+    for (int c = threadIdx.x; c < rows * words; c += blockDim.x) {
+        const unsigned x = w[c / words * pitch + c % words];
+        ok &= NEG_INF ? x == ninf : attn_finite2<T>(x);
+    }
+    return __syncthreads_and(ok);
+}
+
+/* Whether the tile in shared memory changes nothing the block computes, so that it can be
+ * skipped: every element of its mask tile is -inf (a causal mask's tiles above the diagonal)
+ * and every element of its K and V tiles is finite (the block's Q too: `finite_q`). Then each
+ * biased score is -inf whatever q.k is, each probability exactly 0, each 0 * v exactly 0, and
+ * the softmax state is the same bits after the tile as before. A NaN or infinity in K or V (or
+ * Q) under the mask makes a NaN there, which the tile computed carries as the reference does.
+ * Block-wide votes (uniform: every thread takes the same branches). */
+template <typename T, int D, int DV, int BN, int BM>
+__device__ __forceinline__ bool attn_tile_hidden(const T *ks, const T *vs, const T *mk,
+                                                 const attn_desc &a) {
+    const int rows = a.ms[2] == 0 ? 1 : BM;
+    if (!attn_block_all<T, true>(mk, rows, BN / 2, BN / 2)) return false;
+    return attn_block_all<T, false>(ks, BN, D / 2, (D + ATTN_PAD) / 2) &&
+           attn_block_all<T, false>(vs, BN, DV / 2, (DV + ATTN_PAD) / 2);
 }
 
 /* Q's A fragments of rows r0 and r1 = r0 + 8 (this thread's), zero past Sq. */
@@ -400,6 +443,11 @@ __device__ __forceinline__ void attn_mma_run(const T *q, const T *k, const T *v,
     cp_commit();
     unsigned qa[D / 16][4];
     attn_load_q<T, D>(q + b * a.qs[0] + h * a.qs[1], r0, r1, a, qa);
+    bool finite_q = true; /* this thread's fragments, then the block's (with a mask) */
+    #pragma unroll
+    for (int kk = 0; kk < D / 16; kk++)
+        for (int e = 0; e < 4; e++) finite_q &= attn_finite2<T>(qa[kk][e]);
+    finite_q = mb && __syncthreads_and(finite_q);
     float o[DV / 8][4];
     #pragma unroll
     for (int n = 0; n < DV / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
@@ -419,9 +467,10 @@ __device__ __forceinline__ void attn_mma_run(const T *q, const T *k, const T *v,
         if (mb && !MVEC) attn_load_mask<T, BM, BN>(mb, i0, j0, a, cur + mo);
         __syncthreads(); /* this tile is in shared memory for every thread */
         /* (a split warp's part past Sk: all -inf, zero values, no change) */
-        attn_tile<T, D, DV, NK>(qa, reinterpret_cast<const unsigned *>(cur) + part * ((D + ATTN_PAD) / 2),
-                                cur + kv + part * (DV + ATTN_PAD), mb ? cur + mo + part : (const T *)0,
-                                m0 * BN, m1 * BN, j0 + part, full, a, m, l, o);
+        if (!finite_q || !attn_tile_hidden<T, D, DV, BN, BM>(cur, cur + kv, cur + mo, a))
+            attn_tile<T, D, DV, NK>(qa, reinterpret_cast<const unsigned *>(cur) + part * ((D + ATTN_PAD) / 2),
+                                    cur + kv + part * (DV + ATTN_PAD), mb ? cur + mo + part : (const T *)0,
+                                    m0 * BN, m1 * BN, j0 + part, full, a, m, l, o);
         __syncthreads(); /* every thread is done with this stage before it is refilled */
     }
     attn_row_sums(l);
