@@ -571,6 +571,12 @@ ampc_status ampc_cg_lower_elementwise(ampc_cg *cg, const ampc_node *n) {
         ((n->op == AMPC_OP_CAST && (p->op == AMPC_OP_LAYER_NORM || p->op == AMPC_OP_RMS_NORM)) ||
          (n->op == AMPC_OP_RELU && p->op == AMPC_OP_BATCH_NORM)))
         return ampc_cg_lower_norm_cast(cg, p, n);
+    for (int32_t i = 0; n->op == AMPC_OP_MUL && i < n->n_inputs; i++) { /* a norm's weight */
+        const ampc_value *v = n->inputs[i];
+        if (v && v->producer && (v->flags & AMPC_VALUE_FUSED) &&
+            ampc_ir_norm_post_scale(v->producer, n) >= 0)
+            return ampc_cg_lower_norm_cast(cg, v->producer, n);
+    }
     for (int32_t i = 0; i < n->n_inputs; i++)
         if (n->inputs[i] && (n->inputs[i]->flags & AMPC_VALUE_FUSED)) return lower_chain(cg, n);
     ampc_graph *g = ampc_cg_graph(cg);

@@ -264,8 +264,9 @@ static const char *row_param_offset(ampc_cg_kernel *k, const ampc_value *x, cons
 typedef struct norm_io {
     const ampc_value *x, *scale, *bias, *y, *mean, *inv;
     int32_t ax;
-    const ampc_value *out; /* what the kernel writes: y, or the output of a Cast of y */
-    const ampc_node *cast; /* that Cast, or NULL */
+    const ampc_value *out;  /* what the kernel writes: y, or the output of a Cast or Mul of y */
+    const ampc_node *cast;  /* that Cast or Mul, or NULL */
+    const ampc_value *post; /* the Mul's other operand (ampc_ir_norm_post_scale), or NULL */
 } norm_io;
 
 /* The vector width of the warp-row kernel (kernels/reduce.cuh's norm_rows_warp) for these rows,
@@ -274,7 +275,8 @@ typedef struct norm_io {
  * of different types. */
 static int32_t warp_rows_vec(const stat_row *s, const norm_io *t) {
     if (strcmp(s->at, "float") != 0 || s->len > 2048 || s->len % 32 != 0) return 0;
-    if (!is_one_row(t->x, t->scale, t->ax) || (t->bias && !is_one_row(t->x, t->bias, t->ax)))
+    if (!is_one_row(t->x, t->scale, t->ax) || (t->bias && !is_one_row(t->x, t->bias, t->ax)) ||
+        (t->post && !is_one_row(t->x, t->post, t->ax)))
         return 0;
     if (t->mean && t->inv && t->mean->dtype != t->inv->dtype) return 0;
     int32_t vec = 16 / (int32_t)ampc_dtype_size(t->x->dtype);
@@ -317,10 +319,12 @@ static ampc_status lower_norm_warp_rows(ampc_cg *cg, const ampc_node *n, const s
     const bool const_sb = t->scale->data && (!t->bias || t->bias->data);
     ampc_cg_kernel_pdl_in_body(k);
     if (fused) px = norm_input(cg, k, t->x);
+    char post[96] = "";
+    if (t->post) snprintf(post, sizeof post, ", %s", ampc_cg_param(k, t->post, false));
     ampc_cg_line(k, "ampc::norm_rows_warp<%lld, %d, %s, %d, %s>(%s, %s, %s, %s, %s, %s, (float)%s, "
-                 "%lldLL);", (long long)s->len, vec, s->center ? "true" : "false",
+                 "%lldLL%s);", (long long)s->len, vec, s->center ? "true" : "false",
                  hold ? (const_sb ? 2 : 1) : 0, ampc_cg_ctype(t->y->dtype), px, ps, pb, py, pm, pi,
-                 ampc_cg_f64(s->eps).s, (long long)s->n_rows);
+                 ampc_cg_f64(s->eps).s, (long long)s->n_rows, post);
     int64_t blocks = (s->n_rows + 3) / 4;
     if (blocks > 65536) blocks = 65536;
     const uint32_t grid[3] = {(uint32_t)blocks, 1, 1}, block[3] = {32, 4, 1};
@@ -329,13 +333,16 @@ static ampc_status lower_norm_warp_rows(ampc_cg *cg, const ampc_node *n, const s
 
 /* LayerNormalization and RMSNormalization: rows [outer, inner] split at the axis; Scale and B
  * broadcast to X (their offsets from the element's flat index). The kernel writes `out`: the
- * norm's output, or the output of the Cast that reads it (fused: passes/fuse_elementwise.c),
- * each value rounded to the norm's type first. */
+ * norm's output, or the output of the Cast or the Mul by a constant that reads it (fused:
+ * passes/fuse_elementwise.c), each value rounded to the norm's type first, then multiplied and
+ * rounded again as the Mul's own kernel would. */
 static ampc_status lower_layer_norm(ampc_cg *cg, const ampc_node *n, const ampc_node *cast) {
     const bool rms = n->op == AMPC_OP_RMS_NORM;
     const ampc_value *x = n->inputs[0], *scale = n->inputs[1];
     const ampc_value *bias = !rms && n->n_inputs > 2 ? n->inputs[2] : NULL;
     const ampc_value *y = n->outputs[0], *out = cast ? cast->outputs[0] : y;
+    const int32_t pk = cast ? ampc_ir_norm_post_scale(n, cast) : -1;
+    const ampc_value *post = pk >= 0 ? cast->inputs[pk] : NULL;
     const ampc_value *mean_out = !rms && n->n_outputs > 1 ? n->outputs[1] : NULL;
     const ampc_value *inv_out = !rms && n->n_outputs > 2 ? n->outputs[2] : NULL;
     const int32_t rank = x->shape.rank, ax = axis_of(n, rank);
@@ -350,7 +357,7 @@ static ampc_status lower_layer_norm(ampc_cg *cg, const ampc_node *n, const ampc_
         if (st != AMPC_OK) return st;
     }
     const norm_io t = {x, scale, bias, y, mean_out && ampc_ir_numel(mean_out) ? mean_out : NULL,
-                       inv_out && ampc_ir_numel(inv_out) ? inv_out : NULL, ax, out, cast};
+                       inv_out && ampc_ir_numel(inv_out) ? inv_out : NULL, ax, out, cast, post};
     const int32_t vec = ampc_ir_numel(y) ? warp_rows_vec(&s, &t) : 0;
     if (vec > 0) return lower_norm_warp_rows(cg, n, &s, &t, vec);
     rows r = make_rows(s.n_rows, s.len, true);
@@ -370,7 +377,12 @@ static ampc_status lower_layer_norm(ampc_cg *cg, const ampc_node *n, const ampc_
     ampc_cg_line(k, "%s v = (ampc::cvt<%s>(%s[e]) - mean) * inv * ampc::cvt<%s>(%s[%s]);", s.at, s.at, px, s.at,
                  ps, so);
     if (bias) ampc_cg_line(k, "v += ampc::cvt<%s>(%s[%s]);", s.at, pb, bo);
-    if (out == y) ampc_cg_line(k, "%s[e] = ampc::cvt<%s>(v);", py, ampc_cg_ctype(y->dtype));
+    if (post) /* the Mul's arithmetic on the norm's rounded value, in f32 (its types') */
+        ampc_cg_line(k, "%s[e] = ampc::cvt<%s>(ampc::cvt<float>(ampc::cvt<%s>(v)) * "
+                     "ampc::cvt<float>(%s[%s]));", py, ampc_cg_ctype(out->dtype),
+                     ampc_cg_ctype(y->dtype), ampc_cg_param(k, post, false),
+                     row_param_offset(k, x, post, ax));
+    else if (out == y) ampc_cg_line(k, "%s[e] = ampc::cvt<%s>(v);", py, ampc_cg_ctype(y->dtype));
     else ampc_cg_line(k, "%s[e] = ampc::cvt<%s>(ampc::cvt<%s>(v));", py, ampc_cg_ctype(out->dtype),
                       ampc_cg_ctype(y->dtype));
     ampc_cg_close(k);

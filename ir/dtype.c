@@ -66,6 +66,25 @@ int64_t ampc_shape_numel(const ampc_shape *s) {
 
 int64_t ampc_ir_numel(const ampc_value *v) { return ampc_shape_numel(&v->shape); }
 
+int32_t ampc_ir_norm_post_scale(const ampc_node *p, const ampc_node *u) {
+    if (p->dead || u->dead || (p->op != AMPC_OP_LAYER_NORM && p->op != AMPC_OP_RMS_NORM)) return -1;
+    if (p->n_outputs != 1 || u->op != AMPC_OP_MUL || u->n_inputs != 2 || u->n_outputs != 1) return -1;
+    const ampc_value *y = p->outputs[0], *a = u->inputs[0], *b = u->inputs[1];
+    if (!a || !b || (a == y) == (b == y)) return -1;
+    const int32_t k = a == y ? 1 : 0;
+    const ampc_value *w = u->inputs[k], *out = u->outputs[0];
+    if (!w->data || (w->flags & AMPC_VALUE_INPUT) || w->dtype != y->dtype || out->dtype != y->dtype)
+        return -1;
+    if (y->dtype != AMPC_DTYPE_F32 && y->dtype != AMPC_DTYPE_F16 && y->dtype != AMPC_DTYPE_BF16)
+        return -1;
+    if (!ampc_shape_eq(&out->shape, &y->shape) || w->shape.rank > y->shape.rank) return -1;
+    for (int32_t d = 1; d <= w->shape.rank; d++) {
+        const int64_t wd = w->shape.dims[w->shape.rank - d];
+        if (wd != 1 && wd != y->shape.dims[y->shape.rank - d]) return -1;
+    }
+    return k;
+}
+
 size_t ampc_ir_nbytes(const ampc_value *v) {
     return (size_t)ampc_ir_numel(v) * ampc_dtype_size(v->dtype);
 }

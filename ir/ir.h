@@ -394,6 +394,13 @@ enum { AMPC_TYPE_STR_MAX = AMPC_SHAPE_STR_MAX + 8 };
  * diagnostic (AMPC_E_OVERFLOW) otherwise. */
 bool ampc_shape_check_size(ampc_graph *g, const ampc_node *n, const ampc_shape *s, ampc_dtype t);
 
+/* The input of node u, a Mul, that scales the only output of norm p (a LayerNormalization or
+ * RMSNormalization) when the other is a constant that broadcasts to that output, of its type
+ * (the weight an exported RMS norm multiplies by after rounding: Hugging Face's Llama and T5);
+ * -1 otherwise. fuse-elementwise then lets the norm's kernel write u's output, and code
+ * generation reads the scale from the input this returns (codegen/lower_norm.c). */
+int32_t ampc_ir_norm_post_scale(const ampc_node *p, const ampc_node *u);
+
 /* ---- graph-level -------------------------------------------------------------------------- */
 
 /* Verifies every IR invariant (see verify.c); AMPC_OK or AMPC_E_VERIFY with diagnostics. */

@@ -116,21 +116,27 @@ static bool low_float(ampc_dtype t) {
     return t == AMPC_DTYPE_F32 || t == AMPC_DTYPE_F16 || t == AMPC_DTYPE_BF16;
 }
 
-/* A Cast between float types of a LayerNormalization's or RMSNormalization's only output: the
- * norm's kernel writes the Cast's output (codegen/lower_norm.c). Likewise a Relu of a
- * BatchNormalization's (a pre-activation block: DenseNet's BN, ReLU, convolution). Such a Cast
- * or Relu ends its chain. */
+/* A Cast between float types of a LayerNormalization's or RMSNormalization's only output, or a
+ * Mul of it by a constant that broadcasts to it (ampc_ir_norm_post_scale: an exported RMS norm's
+ * weight, multiplied after rounding): the norm's kernel writes the Cast's or the Mul's output
+ * (codegen/lower_norm.c). Likewise a Relu of a BatchNormalization's (a pre-activation block:
+ * DenseNet's BN, ReLU, convolution). Such a Cast, Mul or Relu ends its chain. */
 static bool norm_then_cast(const ampc_node *p, const ampc_node *u) {
     if (p->dead || p->n_outputs != 1) return false;
     if (p->op == AMPC_OP_BATCH_NORM) return u->op == AMPC_OP_RELU;
+    if (ampc_ir_norm_post_scale(p, u) >= 0) return true;
     return is_norm(p) && u->op == AMPC_OP_CAST && low_float(p->outputs[0]->dtype) &&
            low_float(u->outputs[0]->dtype);
 }
 
-/* Whether n is such a Cast or Relu, its input computed by the norm in its kernel. */
+/* Whether n is such a Cast, Mul or Relu, an input of it computed by the norm in its kernel. */
 static bool writes_norm(const ampc_node *n) {
-    const ampc_node *p = n->inputs[0] ? n->inputs[0]->producer : NULL;
-    return p && (n->inputs[0]->flags & AMPC_VALUE_FUSED) && norm_then_cast(p, n);
+    for (int32_t k = 0; k < n->n_inputs; k++) {
+        const ampc_value *v = n->inputs[k];
+        if (v && v->producer && (v->flags & AMPC_VALUE_FUSED) && norm_then_cast(v->producer, n))
+            return true;
+    }
+    return false;
 }
 
 static int64_t rank_of(ampc_graph *g, const ampc_node *n) { return ampc_ir_attr_int(g, n, "rank", -1); }

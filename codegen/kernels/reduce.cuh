@@ -180,11 +180,14 @@ template <int N, typename F> __device__ __forceinline__ void ld_row(const elem_f
  * constants, which no step before writes) loads them before waiting for the grid before, while
  * that grid finishes. Each y is rounded to R (the norm's own output
  * type) before it is stored as Y: a Cast after the norm is written by the norm's kernel, with
- * the values the two kernels would give (codegen/lower_norm.c). */
+ * the values the two kernels would give (codegen/lower_norm.c). With `post` (one row, like
+ * Scale), each rounded y is multiplied by it in f32 before it is stored: a Mul by a constant
+ * after the norm, as its own kernel computes it. */
 template <int LEN, int VEC, bool CENTER, int HOLD, typename R, typename X, typename S,
-          typename B, typename Y, typename M>
+          typename B, typename Y, typename M, typename P = float>
 __device__ __forceinline__ void norm_rows_warp(X x, const S *scale, const B *bias, Y *y,
-                                               M *mean_out, M *inv_out, float eps, i64 n_rows) {
+                                               M *mean_out, M *inv_out, float eps, i64 n_rows,
+                                               const P *post = nullptr) {
     constexpr int PER = LEN / 32, STEPS = PER / VEC;
     static_assert(HOLD == 0 || PER <= 32, "Scale and B in registers: 2 * PER more a lane");
     const int lane = threadIdx.x;
@@ -230,6 +233,12 @@ __device__ __forceinline__ void norm_rows_warp(X x, const S *scale, const B *bia
 #pragma unroll
             for (int i = 0; i < VEC; i++)
                 v[t * VEC + i] = to_f32(cvt<R>((v[t * VEC + i] - mean) * inv * sc[i] + bi[i]));
+            if (post) { /* a Mul by one row after the norm: rounded once more, in st_vec */
+                float pv[VEC];
+                ld_vec<VEC>(post + at, pv);
+#pragma unroll
+                for (int i = 0; i < VEC; i++) v[t * VEC + i] *= pv[i];
+            }
             st_vec<VEC>(y + row * LEN + at, v + t * VEC);
         }
         if (lane == 0 && mean_out) mean_out[row] = cvt<M>(mean);

@@ -605,6 +605,71 @@ Test(fuse_elementwise_gpu, a_norm_writing_its_cast) {
     }
 }
 
+/* y = Cast(Mul(w, RMSNormalization(x [5, len] f16, ones)), f32), w a constant: an exported RMS
+ * norm's weight, multiplied after rounding (Hugging Face's Llama and T5). len 256: w [256], the
+ * warp-row kernel; len 40: w [5, 1], one value a row, the row loop. The Cast gives output 0 four
+ * bytes an element (fused_equals_apart). */
+static ampc_graph *norm_mul(int64_t len) {
+    ampc_graph *g = ampc_graph_create("normmul");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F16, SHAPE(5, len));
+    double *one = malloc((size_t)len * sizeof *one), w[256];
+    for (int64_t i = 0; i < len; i++) one[i] = 1.0;
+    for (int64_t i = 0; i < 256; i++) w[i] = 0.5 + (double)(i % 7) * 0.375;
+    ampc_attr_arg to16 = AMPC_ATTR_I("to", 10), to32 = AMPC_ATTR_I("to", 1);
+    ampc_value *o32 = t_const_f32(g, SHAPE(len), one);
+    ampc_value *w32 = len == 256 ? t_const_f32(g, SHAPE(len), w) : t_const_f32(g, SHAPE(5, 1), w);
+    ampc_value *rms_in[2] = {x, ampc_op(g, "Cast", &o32, 1, &to16, 1)};
+    ampc_value *y = ampc_op(g, "RMSNormalization", rms_in, 2, NULL, 0);
+    ampc_value *m = ampc_mul(g, ampc_op(g, "Cast", &w32, 1, &to16, 1), y);
+    cr_assert_eq(ampc_output(g, ampc_op(g, "Cast", &m, 1, &to32, 1), "y"), AMPC_OK, "%s",
+                 ampc_graph_errors(g));
+    free(one);
+    return g;
+}
+
+/* The norm's kernel writes the Mul's output: two steps (the norm with its Mul, the Cast); a Mul
+ * by a graph input is not a constant weight and keeps its kernel. */
+Test(fuse_elementwise, a_mul_by_a_constant_after_a_norm_is_written_by_the_norm) {
+    for (int64_t len = 40; len <= 256; len += 216) {
+        ampc_graph *g = norm_mul(len);
+        ampc_module *m = compile(g);
+        cr_assert_eq(m->cg->plan.n_steps, 2, "len %lld: %d steps", (long long)len, m->cg->plan.n_steps);
+        const char *label = m->cg->plan.steps[0].label;
+        cr_assert(strstr(label, "RMSNormalization") && strstr(label, "Mul"), "%s", label);
+        const bool warp = strstr(ampc_module_cuda(m, 0), "norm_rows_warp<256,") != NULL;
+        cr_assert_eq(warp, len == 256, "len %lld", (long long)len);
+        ampc_module_destroy(m);
+        ampc_graph_destroy(g);
+    }
+    ampc_graph *g = ampc_graph_create("normmul_input");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F16, SHAPE(5, 64));
+    ampc_value *w = t_input(g, "w", AMPC_DTYPE_F16, SHAPE(64));
+    ampc_value *rms_in[2] = {x, w};
+    ampc_value *y = ampc_op(g, "RMSNormalization", rms_in, 2, NULL, 0);
+    cr_assert_eq(ampc_output(g, ampc_mul(g, w, y), "y"), AMPC_OK, "%s", ampc_graph_errors(g));
+    ampc_module *m = compile(g);
+    cr_assert_eq(m->cg->plan.n_steps, 2, "a Mul by an input: %d steps", m->cg->plan.n_steps);
+    ampc_module_destroy(m);
+    ampc_graph_destroy(g);
+}
+
+/* The norm writing its Mul gives what the two kernels give, bit for bit, and the reference
+ * evaluator's values within f16's rounding. */
+Test(fuse_elementwise_gpu, a_norm_writing_its_mul) {
+    t_skip_without_gpu();
+    for (int64_t len = 40; len <= 256; len += 216) {
+        ampc_graph *g = norm_mul(len);
+        ampc_tensor x = {AMPC_DTYPE_F16, SHAPE(5, len), calloc((size_t)(5 * len), 2)};
+        fill(&x, 17 + (uint64_t)len);
+        static const double tol[1] = {2e-3};
+        close_on_gpu(g, &x, 1, 1, tol, 1e-3);
+        static const int32_t steps[2] = {2, 3};
+        fused_equals_apart(norm_mul, len, &x, 1, SHAPE(5, len), steps);
+        free(x.data);
+        ampc_graph_destroy(g);
+    }
+}
+
 /* y = Relu(BatchNormalization(x [2, c, 5, 5] f32)): a pre-activation block's norm and ReLU. */
 static ampc_graph *bn_relu(int64_t c) {
     ampc_graph *g = ampc_graph_create("bnrelu");
