@@ -3,9 +3,10 @@
 # Criterion suite under ctest in both, then the short fuzz run: every libFuzzer target of
 # tests/fuzz for 20 s (scripts/fuzz.sh), then the short crash-safety and valgrind runs on a small
 # model (a convolution block of the fuzz seeds; docs/reliability.md has the long ones), then the
-# tensor-core kernels (attention, dense GEMM) emulated on the CPU against double-precision
-# references (bench/kernels/*-emu.sh). Fails when a suite fails, the fuzzers find anything, a
-# kill tears a file, valgrind reports an error or a leak, or an emulated kernel differs.
+# tensor-core kernels (attention, dense GEMM) and the warp-row norm emulated on the CPU against
+# double-precision references (bench/kernels/*-emu.sh). Fails when a suite fails, the fuzzers
+# find anything, a kill tears a file, valgrind reports an error or a leak, or an emulated kernel
+# differs.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -29,9 +30,10 @@ small="$root/tests/fuzz/corpus/compile/conv_block.onnx"
 AMPC_MODEL=$small "$root/scripts/crash-safety.sh" 4 || status=1
 AMPC_MODEL=$small "$root/scripts/memcheck.sh" || status=1
 echo "test.sh: crash safety and memcheck took $(( $(date +%s) - start )) s"
-echo "== tensor-core kernels emulated on the CPU =="
+echo "== kernels emulated on the CPU =="
 start=$(date +%s)
 "$root/bench/kernels/attention-emu.sh" || status=1
 "$root/bench/kernels/gemm-emu.sh" || status=1
+"$root/bench/kernels/norm-emu.sh" || status=1
 echo "test.sh: kernel emulation took $(( $(date +%s) - start )) s"
 exit $status

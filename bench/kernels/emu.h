@@ -1,6 +1,6 @@
 /*
  * emu.h — the CUDA execution model, emulated on the CPU, for the kernel emulators of
- * bench/kernels (attention_emu.cpp, gemm_emu.cpp): include it before the kernel's header
+ * bench/kernels (attention_emu.cpp, gemm_emu.cpp, norm_emu.cpp): include it before the kernel's header
  * (ampc/attention.cuh, ampc/gemm.cuh, ...) and run the kernel with emu_launch, one POSIX thread
  * per CUDA thread, one block at a time.
  *
