@@ -357,23 +357,26 @@ static bool build_pipeline(const ampc_cli_options *o, ampc_cli_numerics *n,
                            ampc_pipeline_options *po) {
     if (ampc_cli_is_auto(o) && !ampc_cli_auto_search(o, n)) return false;
     *po = ampc_cli_pipeline(o, n->autop ? n->autop->kept : NULL, n->autop ? n->autop->n_kept : 0);
+    po->report = &n->report;
     return true;
 }
 
-/* The math: facts of an optimised graph not compiled (TF32 counted from its ops). */
-static char *graph_math(const ampc_graph *g, const ampc_cli_options *o) {
+/* The math: facts of an optimised graph not compiled (TF32 counted from its ops), r what its
+ * pipeline run reported. */
+static char *graph_math(const ampc_graph *g, const ampc_pipeline_report *r,
+                        const ampc_cli_options *o) {
     ampc_math_facts f;
-    ampc_math_collect(g, NULL, ampc_cli_tf32(o), &f);
+    ampc_math_collect(g, r, NULL, ampc_cli_tf32(o), &f);
     return ampc_math_text(&f);
 }
 
 /* With --gpus N --partition tensor: each block the partition pass split, each it left whole
  * and why, and a warning when it split nothing (the build then runs on one GPU). */
-static void say_partition(const ampc_graph *g, const ampc_cli_options *o) {
+static void say_partition(const ampc_pipeline_report *r, const ampc_cli_options *o) {
     if (!o->tensor_parallel || o->gpus < 2) return;
     int32_t split = 0;
-    for (int32_t i = 0; i < g->n_partition_blocks; i++) {
-        const ampc_partition_block *b = &g->partition_blocks[i];
+    for (int32_t i = 0; i < r->n_partition_blocks; i++) {
+        const ampc_partition_block *b = &r->partition_blocks[i];
         split += b->split;
         fprintf(stderr, "ampc: partition: %s block at '%s' %s: %s\n", b->kind, b->node,
                 b->split ? "split" : "left whole", b->why);
@@ -390,8 +393,10 @@ static void say_partition(const ampc_graph *g, const ampc_cli_options *o) {
 
 /* Runs the pass pipeline without compiling (--emit ir, inspect, run --reference). With `say`,
  * the math: line says what changes numbers (nothing that does is silent); with `measure`, the
- * numerics a compile reports are measured too. */
-static bool optimize(ampc_graph *g, const ampc_cli_options *o, bool say, bool measure) {
+ * numerics a compile reports are measured too; *report (when not NULL) receives what the passes
+ * decided. */
+static bool optimize(ampc_graph *g, const ampc_cli_options *o, bool say, bool measure,
+                     ampc_pipeline_report *report) {
     ampc_cli_numerics num = {0};
     ampc_pipeline_options po;
     bool ok = build_pipeline(o, &num, &po);
@@ -399,13 +404,14 @@ static bool optimize(ampc_graph *g, const ampc_cli_options *o, bool say, bool me
         fprintf(stderr, "ampc: %s: optimisation failed:\n%s\n", o->model, ampc_graph_errors(g));
         ok = false;
     }
-    if (ok && measure) ok = ampc_cli_numerics_after(o, g, NULL, &num);
+    if (ok && measure) ok = ampc_cli_numerics_after(o, NULL, &num);
     if (ok && say) {
-        char *text = graph_math(g, o);
+        char *text = graph_math(g, &num.report, o);
         ampc_cli_say_math(text, num.note);
         free(text);
-        say_partition(g, o);
+        say_partition(&num.report, o);
     }
+    if (report) *report = num.report;
     ampc_cli_numerics_free(&num);
     return ok;
 }
@@ -472,12 +478,12 @@ static ampc_module *compile_gpu(ampc_graph *g, const ampc_cli_options *o, compil
             fprintf(stderr, "ampc: %s: compilation failed:\n%s\n", o->model, ampc_graph_errors(g));
         rec->ms = wall_ms() - t0;
     }
-    if (m && !ampc_cli_numerics_after(o, g, m, &rec->num)) {
+    if (m && !ampc_cli_numerics_after(o, m, &rec->num)) {
         ampc_module_destroy(m);
         m = NULL;
     }
     if (m) ampc_cli_say_math(ampc_module_math(m), rec->num.note);
-    if (m) say_partition(g, o);
+    if (m) say_partition(&rec->num.report, o);
     if (rec == &none) ampc_cli_numerics_free(&none.num);
     return m;
 }
@@ -525,10 +531,10 @@ static void write_node_precision(FILE *f, const ampc_graph *g) {
 
 /* The report's "sparse_layers": each contraction and convolution the sparsity pass looked at (only
  * with --sparsity verify|prune): weight shape, K, what it found, the energy pruning removed. */
-static void write_sparsity(FILE *f, const ampc_graph *g) {
+static void write_sparsity(FILE *f, const ampc_pipeline_report *r) {
     fprintf(f, ",\n  \"sparse_layers\": [");
-    for (int32_t i = 0; i < g->n_sparse_layers; i++) {
-        const ampc_sparse_layer *l = &g->sparse_layers[i];
+    for (int32_t i = 0; i < r->n_sparse_layers; i++) {
+        const ampc_sparse_layer *l = &r->sparse_layers[i];
         char shape[AMPC_SHAPE_STR_MAX];
         fprintf(f, "%s\n    {\"node\": ", i ? "," : "");
         json_str(f, l->node);
@@ -544,10 +550,10 @@ static void write_sparsity(FILE *f, const ampc_graph *g) {
 
 /* The report's "partition" (with --gpus N --partition tensor): each block the partition pass
  * split, and each attention block it left whole, with why. */
-static void write_partition(FILE *f, const ampc_graph *g) {
+static void write_partition(FILE *f, const ampc_pipeline_report *r) {
     fprintf(f, ",\n  \"partition\": [");
-    for (int32_t i = 0; i < g->n_partition_blocks; i++) {
-        const ampc_partition_block *b = &g->partition_blocks[i];
+    for (int32_t i = 0; i < r->n_partition_blocks; i++) {
+        const ampc_partition_block *b = &r->partition_blocks[i];
         fprintf(f, "%s\n    {\"node\": ", i ? "," : "");
         json_str(f, b->node);
         fprintf(f, ", \"kind\": \"%s\", \"split\": %s, \"why\": ", b->kind,
@@ -560,11 +566,11 @@ static void write_partition(FILE *f, const ampc_graph *g) {
 
 /* The report's "pipeline" (with --gpus N --partition pipeline): each stage the pipeline pass
  * chose, its nodes and estimated cost, and the tensors it hands to the next stage. */
-static void write_pipeline(FILE *f, const ampc_graph *g) {
+static void write_pipeline(FILE *f, const ampc_graph *g, const ampc_pipeline_report *r) {
     fprintf(f, ",\n  \"pipeline\": {\"stages\": %d, \"micro_batches\": %d, \"list\": [",
-            g->n_stages, g->micro_batches);
-    for (int32_t i = 0; i < g->n_stages; i++) {
-        const ampc_pipeline_stage *s = &g->stages[i];
+            r->n_stages, g->micro_batches);
+    for (int32_t i = 0; i < r->n_stages; i++) {
+        const ampc_pipeline_stage *s = &r->stages[i];
         fprintf(f, "%s\n    {\"stage\": %d, \"nodes\": %d, \"first\": ", i ? "," : "", i,
                 s->n_nodes);
         json_str(f, s->first);
@@ -669,9 +675,10 @@ static bool write_report(const char *path, const ampc_cli_options *o, const ampc
     }
     fprintf(f, "\n  ]");
     write_node_precision(f, g);
-    write_sparsity(f, g);
-    if (g->n_partition_blocks) write_partition(f, g);
-    if (g->n_stages) write_pipeline(f, g);
+    const ampc_pipeline_report *r = &rec->num.report;
+    write_sparsity(f, r);
+    if (r->n_partition_blocks) write_partition(f, r);
+    if (r->n_stages) write_pipeline(f, g, r);
     write_math(f, m, rec);
     if (rec->num.autop) write_auto(f, o, rec->num.autop);
     fprintf(f, "\n}\n");
@@ -796,7 +803,7 @@ int ampc_cli_compile(const ampc_cli_options *o) {
     ampc_graph *g = ampc_cli_load_model(o);
     if (!g) return 1;
     int rc = 1;
-    if (optimize(g, o, true, true)) {
+    if (optimize(g, o, true, true, NULL)) {
         char *text = ampc_graph_to_text(g, true);
         if (text && write_file_atomic(o, "-o", o->output ? o->output : "-", text)) rc = 0;
         free(text);
@@ -941,7 +948,8 @@ static int inspect_library(const ampc_cli_options *o) {
 
 /* With --precision: the optimised graph's nodes, each with the type it computes in and why, and
  * the GELUs that run in their tanh form. */
-static void print_precision(const ampc_cli_options *o, const ampc_graph *g) {
+static void print_precision(const ampc_cli_options *o, const ampc_graph *g,
+                            const ampc_pipeline_report *r) {
     int32_t low = 0, f32 = 0;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const ampc_node *n = g->nodes[i];
@@ -957,7 +965,7 @@ static void print_precision(const ampc_cli_options *o, const ampc_graph *g) {
         printf("  %-40s %-22s %-5s %s\n", n->name, ampc_op_get(n->op)->onnx,
                ampc_dtype_name(node_float_type(n)), ampc_prec_why_str((ampc_prec_why)n->prec_why));
     }
-    int32_t tanh = g->n_tanh_gelus;
+    int32_t tanh = r->n_tanh_gelus;
     if (tanh > 0)
         printf("GELU: %d %s in GELU's tanh form, in cuBLASLt's epilogue (an erf GELU: within "
                "5e-4 of it, asked for by --fast-gelu)\n", tanh,
@@ -965,17 +973,17 @@ static void print_precision(const ampc_cli_options *o, const ampc_graph *g) {
 }
 
 /* With --sparsity verify|prune: each matmul and convolution the sparsity pass looked at. */
-static void print_sparsity(const ampc_cli_options *o, const ampc_graph *g) {
+static void print_sparsity(const ampc_cli_options *o, const ampc_pipeline_report *r) {
     int32_t sparse = 0, pruned = 0;
-    for (int32_t i = 0; i < g->n_sparse_layers; i++) {
-        ampc_sparse_why w = g->sparse_layers[i].status;
+    for (int32_t i = 0; i < r->n_sparse_layers; i++) {
+        ampc_sparse_why w = r->sparse_layers[i].status;
         sparse += w == SPARSE_WHY_ALREADY || w == SPARSE_WHY_PRUNED;
         pruned += w == SPARSE_WHY_PRUNED;
     }
     printf("sparsity (%s): %d of %d layers 2:4 (%d pruned; f16/bf16 GEMMs among them run sparse "
-           "where faster at load)\n", o->sparsity, sparse, g->n_sparse_layers, pruned);
-    for (int32_t i = 0; i < g->n_sparse_layers; i++) {
-        const ampc_sparse_layer *l = &g->sparse_layers[i];
+           "where faster at load)\n", o->sparsity, sparse, r->n_sparse_layers, pruned);
+    for (int32_t i = 0; i < r->n_sparse_layers; i++) {
+        const ampc_sparse_layer *l = &r->sparse_layers[i];
         char shape[AMPC_SHAPE_STR_MAX];
         printf("  %-40s %-10s %-16s K %-6lld %s", l->node, ampc_op_get(l->op)->onnx,
                ampc_shape_str(&l->shape, shape, sizeof shape), (long long)l->k,
@@ -990,13 +998,14 @@ static bool sparsity_on(const ampc_cli_options *o) { return cli_sparsity(o) != A
 /* With --precision fp16|bf16|auto or --sparsity verify|prune: what the passes decided. */
 static int inspect_decisions(const ampc_cli_options *o) {
     ampc_graph *g = ampc_cli_load_model(o);
-    if (!g || !optimize(g, o, false, false)) {
+    ampc_pipeline_report r = {0};
+    if (!g || !optimize(g, o, false, false, &r)) {
         ampc_graph_destroy(g);
         return 1;
     }
-    if (cli_precision(o) != AMPC_PRECISION_KEEP) print_precision(o, g);
-    if (sparsity_on(o)) print_sparsity(o, g);
-    char *math = graph_math(g, o);
+    if (cli_precision(o) != AMPC_PRECISION_KEEP) print_precision(o, g, &r);
+    if (sparsity_on(o)) print_sparsity(o, &r);
+    char *math = graph_math(g, &r, o);
     printf("math: %s\n", *math ? math : "exact (every op in the model's declared types, one "
                                          "rounding each)");
     free(math);
@@ -1455,7 +1464,9 @@ int ampc_cli_run(const ampc_cli_options *o) {
         ampc_cli_options lo = *o;
         lo.bind_run_inputs = true;
         if (!(g = ampc_cli_load_model(&lo))) return 1;
-        if (o->reference ? !optimize(g, o, true, false) : !(mod = compile_gpu(g, o, NULL))) {
+        bool built = o->reference ? optimize(g, o, true, false, NULL)
+                                  : (mod = compile_gpu(g, o, NULL)) != NULL;
+        if (!built) {
             ampc_graph_destroy(g);
             return 1;
         }

@@ -7,6 +7,7 @@
 
 #include "ampc.h"
 #include "ampc_runtime.h"
+#include "compiler/tool.h" /* ampc_pipeline_report */
 
 #include <stdio.h>
 
@@ -118,6 +119,7 @@ typedef struct ampc_cli_numerics {
     ampc_cli_samples samples;
     struct ampc_auto_result *autop; /* --precision auto (NULL otherwise) */
     char *note;
+    ampc_pipeline_report report; /* what the build's passes decided (build_pipeline sets it) */
 } ampc_cli_numerics;
 
 /* From cli.c: the model loaded as the command line says (NULL with the reason printed); the
@@ -144,8 +146,7 @@ bool ampc_cli_auto_search(const ampc_cli_options *o, ampc_cli_numerics *n);
 /* After the build: with --precision auto and a GPU, runs the module on the check samples (the
  * check can fail the build, never change it); with --sparsity prune, reports each pruned layer
  * and the pruned model's measured error against the model. False (printed) on failure. */
-bool ampc_cli_numerics_after(const ampc_cli_options *o, const ampc_graph *g, ampc_module *m,
-                             ampc_cli_numerics *n);
+bool ampc_cli_numerics_after(const ampc_cli_options *o, ampc_module *m, ampc_cli_numerics *n);
 void ampc_cli_numerics_free(ampc_cli_numerics *n);
 /* Prints "ampc: math: ..." on stderr: what the build computes differently from the model (the
  * module's or graph's math text, "" when exact) and the note. */

@@ -377,10 +377,10 @@ static bool auto_gpu_check(const ampc_cli_options *o, ampc_module *m, ampc_cli_n
 #define PRUNE_REFERENCE_MACS 1e10
 
 /* Lists each pruned layer; the number of them. */
-static int32_t say_pruned_layers(const ampc_graph *g) {
+static int32_t say_pruned_layers(const ampc_pipeline_report *r) {
     int32_t pruned = 0;
-    for (int32_t i = 0; i < g->n_sparse_layers; i++) {
-        const ampc_sparse_layer *l = &g->sparse_layers[i];
+    for (int32_t i = 0; i < r->n_sparse_layers; i++) {
+        const ampc_sparse_layer *l = &r->sparse_layers[i];
         if (l->status != SPARSE_WHY_PRUNED) continue;
         char *q = ampc_cli_quote(l->node), shape[AMPC_SHAPE_STR_MAX];
         fprintf(stderr, "ampc: --sparsity prune: %s '%s' (weight %s): %.2f%% of its weight "
@@ -444,9 +444,8 @@ static ampc_status prune_on_gpu(const ampc_cli_options *o, const ampc_cli_numeri
 /* Each pruned layer, and the pruned model's outputs against the unpruned one's on the samples:
  * on the GPU when there is one (the build against the same build unpruned), else on the
  * reference evaluator when the model is small enough to evaluate 4 times in seconds. */
-static bool prune_report(const ampc_cli_options *o, const ampc_graph *g, ampc_module *m,
-                         ampc_cli_numerics *n) {
-    if (!say_pruned_layers(g)) return true;
+static bool prune_report(const ampc_cli_options *o, ampc_module *m, ampc_cli_numerics *n) {
+    if (!say_pruned_layers(&n->report)) return true;
     ampc_graph *model = ampc_cli_load_model(o);
     bool ok = model && (n->samples.n || read_samples(o, model, &n->samples));
     double cost = model ? ampc_check_cost(model) * 2 * n->samples.n : 0;
@@ -490,11 +489,10 @@ static bool prune_report(const ampc_cli_options *o, const ampc_graph *g, ampc_mo
     return ok;
 }
 
-bool ampc_cli_numerics_after(const ampc_cli_options *o, const ampc_graph *g, ampc_module *m,
-                             ampc_cli_numerics *n) {
+bool ampc_cli_numerics_after(const ampc_cli_options *o, ampc_module *m, ampc_cli_numerics *n) {
     bool ok = true;
     if (n->autop && m) ok = auto_gpu_check(o, m, n);
-    if (ok && o->sparsity && !strcmp(o->sparsity, "prune")) ok = prune_report(o, g, m, n);
+    if (ok && o->sparsity && !strcmp(o->sparsity, "prune")) ok = prune_report(o, m, n);
     return ok;
 }
 

@@ -31,6 +31,8 @@ typedef struct ampc_cg_options {
     uint8_t math;            /* ampc_rt_math for f32 matmuls and convolutions (TF32 default) */
     int32_t max_units;       /* translation units to spread kernels over (0: automatic, <= 8) */
     bool no_l2_prefetch;     /* no L2 prefetch of the next GEMM's weight (emit.c) */
+    bool gemm_kernel;        /* ampc's own GEMM kernel a candidate for every f16/bf16 GEMM step
+                                (ampc_pipeline_options.gemm_kernel, --gemm-kernel) */
 } ampc_cg_options;
 
 /* What codegen produces: the plan (images not compiled yet: plan.n_images is 0) and the CUDA C

@@ -113,8 +113,8 @@ int32_t ampc_cg_add_step(ampc_cg *cg, const ampc_rt_step *s) {
 
 /* A GEMM step gets ampc's own kernel where one takes it: the 2:4 kernel for a sparse24 step
  * (sparse_gemm.c), else the dense one (dense_gemm.c), which an erf GELU epilogue requires and,
- * with --gemm-kernel (g->gemm_kernel), every step gets as a candidate; a step with the tanh GELU
- * epilogue stays on cuBLASLt alone. */
+ * with --gemm-kernel (ampc_cg_options.gemm_kernel), every step gets as a candidate; a step with
+ * the tanh GELU epilogue stays on cuBLASLt alone. */
 ampc_status ampc_cg_step_gemm(ampc_cg *cg, const ampc_node *n, const ampc_rt_gemm *p) {
     ampc_rt_step s = {.kind = AMPC_RT_STEP_GEMM, .label = ampc_cg_label(cg, n), .gemm = *p};
     memset(&s.gemm.own_kernel, 0, sizeof s.gemm.own_kernel);
@@ -124,7 +124,7 @@ ampc_status ampc_cg_step_gemm(ampc_cg *cg, const ampc_node *n, const ampc_rt_gem
     ampc_status st = p->sparse24 ? ampc_cg_sparse_gemm(cg, n, i) : AMPC_OK;
     if (st != AMPC_OK || cg->steps[i].gemm.own_kernel.name != NULL) return st;
     bool gelu = p->epilogue == AMPC_RT_EPI_GELU || p->epilogue == AMPC_RT_EPI_BIAS_GELU;
-    return gelu || cg->g->gemm_kernel ? ampc_cg_dense_gemm(cg, n, i) : AMPC_OK;
+    return gelu || cg->o.gemm_kernel ? ampc_cg_dense_gemm(cg, n, i) : AMPC_OK;
 }
 
 ampc_status ampc_cg_step_conv(ampc_cg *cg, const ampc_node *n, const ampc_rt_conv *p) {

@@ -25,47 +25,8 @@
 
 #include <string.h>
 
-/* The node's sizes, steps and offsets (attributes checked by inference). */
-typedef struct fa_shape {
-    int64_t B, H, Sq, Sk, D, Dv;
-    int64_t group; /* kv_group: query heads a K/V head serves */
-    int64_t mp;    /* mask_period, else B: batch b reads the mask's entry b % mp */
-    int64_t qs[4], ks[4], vs[4], ms[4], ys[4];
-    int64_t off[3]; /* of Q, K and V in their inputs, elements */
-} fa_shape;
-
-static void ints4(const ampc_node *n, const char *name, int64_t out[4]) {
-    const ampc_attr *a = ampc_ir_attr_find(n, name);
-    memcpy(out, a->ints, 4 * sizeof *out);
-}
-
-static fa_shape shape_of(const ampc_node *n) {
-    const int64_t *dm = ampc_ir_attr_find(n, "dims")->ints;
-    fa_shape s = {dm[0], dm[1], dm[2], dm[3], dm[4], dm[5]};
-    ints4(n, "q_strides", s.qs);
-    ints4(n, "k_strides", s.ks);
-    ints4(n, "v_strides", s.vs);
-    const ampc_attr *off = ampc_ir_attr_find(n, "offsets"), *grp = ampc_ir_attr_find(n, "kv_group");
-    for (int32_t i = 0; i < 3; i++) s.off[i] = off ? off->ints[i] : 0;
-    s.group = grp && grp->kind == AMPC_ATTR_INT ? grp->i : 1;
-    const ampc_attr *per = ampc_ir_attr_find(n, "mask_period");
-    s.mp = per && per->kind == AMPC_ATTR_INT ? per->i : s.B;
-    ampc_shape y;
-    (void)ampc_attention_y_layout(n, dm, s.ys, &y); /* checked by inference */
-    if (n->n_inputs > 3 && n->inputs[3]) {
-        const ampc_shape *m = &n->inputs[3]->shape;
-        int64_t step = 1;
-        for (int32_t d = 3; d >= 0; d--) {
-            const int32_t md = d - (4 - m->rank);
-            s.ms[d] = md < 0 || m->dims[md] == 1 ? 0 : step;
-            if (md >= 0) step *= m->dims[md];
-        }
-    }
-    return s;
-}
-
 /* Where operand i (Q, K, V) starts: its input's bytes from its element offset on. */
-static ampc_rt_ref operand_ref(ampc_cg *cg, const ampc_node *n, const fa_shape *s, int32_t i) {
+static ampc_rt_ref operand_ref(ampc_cg *cg, const ampc_node *n, const ampc_attention_params *s, int32_t i) {
     ampc_rt_ref r = ampc_cg_ref(cg, n->inputs[i]);
     const int64_t skip = s->off[i] * (int64_t)ampc_dtype_size(n->inputs[i]->dtype);
     r.offset += skip;
@@ -74,7 +35,7 @@ static ampc_rt_ref operand_ref(ampc_cg *cg, const ampc_node *n, const fa_shape *
 }
 
 /* Whether the tensor-core kernel takes this node (see the file comment). */
-static bool mma_fits(ampc_cg *cg, const ampc_node *n, const fa_shape *s) {
+static bool mma_fits(ampc_cg *cg, const ampc_node *n, const ampc_attention_params *s) {
     const ampc_dtype t = n->inputs[0]->dtype;
     if (t != AMPC_DTYPE_F16 && t != AMPC_DTYPE_BF16) return false;
     if (s->D % 16 || s->D > 128 || s->Dv % 16 || s->Dv > 128) return false;
@@ -96,7 +57,7 @@ enum { SPLIT_BELOW = 128 };
  * two stages of a K tile and a V tile (64 keys; split: 128) with rows padded by 8 elements and,
  * with a mask, its tile (64 query rows; split: 16). For D = 64 with a mask 53 KB (split: 80 KB),
  * for D = 128 86 KB: over the 48 KB default, which the runtime opts into. */
-static uint32_t mma_smem(const ampc_node *n, const fa_shape *s, bool split) {
+static uint32_t mma_smem(const ampc_node *n, const ampc_attention_params *s, bool split) {
     const int64_t keys = split ? 128 : 64, mrows = split ? 16 : 64;
     const int64_t mask = n->n_inputs > 3 && n->inputs[3] ? mrows * keys : 0;
     const int64_t stage = keys * (s->D + 8) + keys * (s->Dv + 8) + mask;
@@ -105,7 +66,7 @@ static uint32_t mma_smem(const ampc_node *n, const fa_shape *s, bool split) {
 
 /* Whether attn_mma may load the mask's tiles in 16-byte chunks: rows contiguous, every step and
  * Sk multiples of 8 elements, the mask 16-byte aligned. */
-static bool mask_vector(ampc_cg *cg, const ampc_node *n, const fa_shape *s) {
+static bool mask_vector(ampc_cg *cg, const ampc_node *n, const ampc_attention_params *s) {
     if (n->n_inputs < 4 || !n->inputs[3] || s->ms[3] != 1 || s->Sk % 8) return false;
     for (int32_t d = 0; d < 3; d++)
         if (s->ms[d] % 8) return false;
@@ -118,7 +79,7 @@ static void emit_steps(ampc_cg_kernel *k, const char *name, const int64_t st[4])
 }
 
 /* The constant ampc::attn_desc `a` of the node. */
-static void emit_desc(ampc_cg_kernel *k, const fa_shape *s, double scale) {
+static void emit_desc(ampc_cg_kernel *k, const ampc_attention_params *s, double scale) {
     ampc_cg_line(k, "const ampc::attn_desc a = {");
     ampc_cg_line(k, "    %lldLL, %lldLL, %lldLL, %lldLL, %lldLL, %lldLL,", (long long)s->B,
                  (long long)s->H, (long long)s->Sq, (long long)s->Sk, (long long)s->group,
@@ -132,10 +93,10 @@ static void emit_desc(ampc_cg_kernel *k, const fa_shape *s, double scale) {
 }
 
 ampc_status ampc_cg_lower_attention(ampc_cg *cg, const ampc_node *n) {
-    const fa_shape s = shape_of(n);
-    const ampc_attr *sc = ampc_ir_attr_find(n, "scale"), *safe = ampc_ir_attr_find(n, "safe");
-    const double scale = sc && sc->kind == AMPC_ATTR_FLOAT ? (double)sc->f : 1.0;
-    const bool is_safe = safe && safe->kind == AMPC_ATTR_INT && safe->i;
+    ampc_attention_params s;
+    ampc_attention_params_of(n, &s); /* the attributes checked by inference */
+    const double scale = s.scale;
+    const bool is_safe = s.safe;
     const bool mma = mma_fits(cg, n, &s);
     const bool split = mma && s.B * s.H * ((s.Sq + 63) / 64) < SPLIT_BELOW;
     const char *t = ampc_cg_ctype(n->inputs[0]->dtype);

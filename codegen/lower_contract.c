@@ -27,6 +27,7 @@
  * multiply-adds, rounded half to even and saturated.
  */
 #include "codegen.h"
+#include "ir/activation.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -328,19 +329,6 @@ static ampc_status lower_fused_matmul(ampc_cg *cg, const ampc_node *n) {
 
 /* ---- Gemm ------------------------------------------------------------------------------------ */
 
-typedef struct gemm_attrs {
-    bool ta, tb;
-    double alpha, beta;
-} gemm_attrs;
-
-static gemm_attrs read_gemm(ampc_graph *g, const ampc_node *n) {
-    gemm_attrs a;
-    a.ta = ampc_ir_attr_int(g, n, "transA", 0) != 0;
-    a.tb = ampc_ir_attr_int(g, n, "transB", 0) != 0;
-    a.alpha = ampc_ir_attr_float(g, n, "alpha", 1.0f);
-    a.beta = ampc_ir_attr_float(g, n, "beta", 1.0f);
-    return a;
-}
 
 /* A literal double for generated code ("((double)0.5)"; NaN and inf as bits, ampc_cg_f64). */
 static void dlit(char *buf, size_t len, double v) {
@@ -372,7 +360,7 @@ static ampc_status broadcast_c(ampc_cg *cg, const ampc_node *n, const ampc_value
 /* Integer Gemm: the product and its epilogue in one generated kernel, as ir/ref/contract.c
  * computes it (wrapping integers when alpha and beta are 1, else double, truncated). */
 static ampc_status gemm_int(ampc_cg *cg, const ampc_node *n, const mm_geom *g,
-                            const gemm_attrs *at) {
+                            const ampc_gemm_params *at) {
     const ampc_value *a = n->inputs[0], *b = n->inputs[1], *y = n->outputs[0];
     const ampc_value *c = n->n_inputs > 2 ? n->inputs[2] : NULL;
     int64_t count = ampc_ir_numel(y);
@@ -402,10 +390,9 @@ static ampc_status gemm_int(ampc_cg *cg, const ampc_node *n, const mm_geom *g,
 }
 
 static ampc_status lower_gemm(ampc_cg *cg, const ampc_node *n) {
-    ampc_graph *gr = ampc_cg_graph(cg);
     const ampc_value *a = n->inputs[0], *b = n->inputs[1], *y = n->outputs[0];
     const ampc_value *c = n->n_inputs > 2 ? n->inputs[2] : NULL;
-    gemm_attrs at = read_gemm(gr, n);
+    const ampc_gemm_params at = ampc_gemm_params_of(n);
     mm_geom g;
     memset(&g, 0, sizeof g);
     g.ta = at.ta;

@@ -9,6 +9,7 @@
  * kernels (ir/ref/elementwise.c), edge cases included (see kernels/elementwise.cuh).
  */
 #include "codegen.h"
+#include "ir/activation.h"
 
 #include "ir/ref/ref.h"
 
@@ -16,11 +17,6 @@
 #include <string.h>
 
 /* A float attribute or its default. */
-static double fattr(const ampc_node *n, const char *name, double dflt) {
-    const ampc_attr *a = ampc_ir_attr_find(n, name);
-    return a && a->kind == AMPC_ATTR_FLOAT ? (double)a->f : dflt;
-}
-
 static int64_t iattr(const ampc_node *n, const char *name, int64_t dflt) {
     const ampc_attr *a = ampc_ir_attr_find(n, name);
     return a && a->kind == AMPC_ATTR_INT ? a->i : dflt;
@@ -56,12 +52,10 @@ static bool unary_float_expr(const ampc_node *n, const char *ct, ampc_strbuf *e)
     case AMPC_OP_NEG: ampc_sb_puts(e, "(-a)"); return true;
     case AMPC_OP_RECIPROCAL: ampc_sb_printf(e, "((%s)1 / a)", ct); return true;
     case AMPC_OP_RELU: ampc_sb_printf(e, "(a > (%s)0 ? a : (a == a ? (%s)0 : a))", ct, ct); return true;
-    case AMPC_OP_GELU: {
-        const ampc_attr *ap = ampc_ir_attr_find(n, "approximate");
-        bool t = ap && ap->kind == AMPC_ATTR_STRING && !strcmp(ap->s, "tanh");
-        ampc_sb_printf(e, "ampc::%s(a)", t ? "gelu_tanh" : "gelu_erf");
+    case AMPC_OP_GELU:
+        ampc_sb_printf(e, "ampc::%s(a)",
+                       ampc_gelu_form_of(n) == AMPC_GELU_TANH ? "gelu_tanh" : "gelu_erf");
         return true;
-    }
     case AMPC_OP_SOFTSIGN: ampc_sb_printf(e, "(a / ((%s)1 + ampc::m_abs(a)))", ct); return true;
     case AMPC_OP_MISH: ampc_sb_puts(e, "(a * ampc::m_tanh(ampc::softplus(a)))"); return true;
     case AMPC_OP_HARD_SWISH:
@@ -69,24 +63,24 @@ static bool unary_float_expr(const ampc_node *n, const char *ct, ampc_strbuf *e)
         return true;
     case AMPC_OP_HARD_SIGMOID:
         ampc_sb_puts(e, "fmin(fmax(");
-        lit(e, ct, fattr(n, "alpha", 0.2f));
+        lit(e, ct, ampc_act_params_of(n).p);
         ampc_sb_puts(e, " * a + ");
-        lit(e, ct, fattr(n, "beta", 0.5f));
+        lit(e, ct, ampc_act_params_of(n).q);
         ampc_sb_printf(e, ", (%s)0), (%s)1)", ct, ct);
         return true;
     case AMPC_OP_LEAKY_RELU:
         ampc_sb_puts(e, "(a < 0 ? ");
-        lit(e, ct, fattr(n, "alpha", 0.01f));
+        lit(e, ct, ampc_act_params_of(n).p);
         ampc_sb_puts(e, " * a : a)");
         return true;
     case AMPC_OP_ELU:
         ampc_sb_puts(e, "(a < 0 ? ");
-        lit(e, ct, fattr(n, "alpha", 1.0f));
+        lit(e, ct, ampc_act_params_of(n).p);
         ampc_sb_puts(e, " * ampc::m_expm1(a) : a)");
         return true;
     case AMPC_OP_SELU: {
-        double al = fattr(n, "alpha", 1.67326319217681884765625f);
-        double ga = fattr(n, "gamma", 1.05070102214813232421875f);
+        const ampc_act_params ap = ampc_act_params_of(n);
+        const double al = ap.p, ga = ap.q;
         ampc_sb_puts(e, "(a <= 0 ? ");
         lit(e, ct, ga * al);
         ampc_sb_puts(e, " * ampc::m_expm1(a) : ");
@@ -95,7 +89,7 @@ static bool unary_float_expr(const ampc_node *n, const char *ct, ampc_strbuf *e)
         return true;
     }
     case AMPC_OP_CELU: {
-        double al = fattr(n, "alpha", 1.0f);
+        const double al = ampc_act_params_of(n).p;
         ampc_sb_puts(e, "(a > 0 ? a : ");
         lit(e, ct, al);
         ampc_sb_puts(e, " * ampc::m_expm1(a / ");
@@ -105,12 +99,12 @@ static bool unary_float_expr(const ampc_node *n, const char *ct, ampc_strbuf *e)
     }
     case AMPC_OP_THRESHOLDED_RELU:
         ampc_sb_puts(e, "(a > ");
-        lit(e, ct, fattr(n, "alpha", 1.0f));
+        lit(e, ct, ampc_act_params_of(n).p);
         ampc_sb_printf(e, " ? a : (%s)0)", ct);
         return true;
     case AMPC_OP_SWISH:
         ampc_sb_puts(e, "(a * ampc::sigmoid(");
-        lit(e, ct, fattr(n, "alpha", 1.0f));
+        lit(e, ct, ampc_act_params_of(n).p);
         ampc_sb_puts(e, " * a))");
         return true;
     case AMPC_OP_IS_NAN: ampc_sb_puts(e, "ampc::is_nan(a)"); return true;
@@ -295,7 +289,8 @@ static bool node_expr(const ampc_node *n, ampc_strbuf *e, bool *variadic) {
         break;
     }
     case AMPC_OP_SHRINK: {
-        double l = fattr(n, "lambd", 0.5f), b = fattr(n, "bias", 0.0f);
+        const ampc_act_params ap = ampc_act_params_of(n);
+        const double l = ap.p, b = ap.q;
         const char *dt = fl ? ct : "double"; /* integer Shrink computes in double, truncates */
         ampc_sb_printf(e, "((%s)a < -", dt);
         lit(e, dt, l);

@@ -24,6 +24,7 @@
  */
 #include "codegen.h"
 
+#include "ir/movement.h"
 #include "ir/pad.h"
 #include "ir/ref/ref.h"
 
@@ -339,15 +340,14 @@ typedef struct view_map {
     int64_t first[AMPC_MAX_RANK];
 } view_map;
 
-static view_map map_of(ampc_cg *cg, const ampc_node *n) {
+static view_map map_of(const ampc_node *n) {
     const ampc_value *x = n->inputs[0], *y = n->outputs[0];
     const int32_t r = x->shape.rank;
     view_map m = {.first = {0}};
     if (n->op == AMPC_OP_TRANSPOSE) {
-        int32_t cnt;
-        const int64_t *p = ampc_ir_attr_ints(ampc_cg_graph(cg), n, "perm", &cnt);
-        for (int32_t d = 0; d < r; d++)
-            m.from[d] = p ? norm_axis(p[d], r) : r - 1 - d, m.step[d] = 1;
+        int64_t perm[AMPC_MAX_RANK];
+        (void)ampc_transpose_perm(n, r, perm); /* inference checked its length */
+        for (int32_t d = 0; d < r; d++) m.from[d] = (int32_t)perm[d], m.step[d] = 1;
     } else if (n->op == AMPC_OP_SLICE) {
         /* output index i along an axis reads input index first + i * step (clamped start as
          * inference computes it; a step matters only where the axis keeps two or more elements) */
@@ -390,7 +390,7 @@ const ampc_value *ampc_cg_view_of(ampc_cg *cg, const ampc_node *n, int64_t *src0
         src = ampc_cg_view_of(cg, x->producer, &x0, xs);
     else
         dense_strides(&x->shape, xs);
-    const view_map m = map_of(cg, n);
+    const view_map m = map_of(n);
     *src0 = x0;
     for (int32_t k = 0; k < x->shape.rank; k++) *src0 += m.first[k] * xs[k];
     for (int32_t d = 0; d < y->shape.rank; d++)

@@ -16,17 +16,22 @@
 #include <string.h>
 
 
-/* The pipeline (with the memory plan) and code generation of ampc_compile: *cg its output. */
-static ampc_status generate(ampc_graph *g, const ampc_compile_options *opts, ampc_cg_output **cg) {
+/* The pipeline (with the memory plan) and code generation of ampc_compile: *cg its output, and
+ * *report what the passes decided (the caller's report when its pipeline options name one). */
+static ampc_status generate(ampc_graph *g, const ampc_compile_options *opts,
+                            ampc_pipeline_report *report, ampc_cg_output **cg) {
     ampc_pipeline_options po = {.verify = true};
-    ampc_status st = ampc_graph_optimize(g, opts->pipeline ? opts->pipeline : &po);
+    if (opts->pipeline) po = *opts->pipeline;
+    if (!po.report) po.report = report;
+    ampc_status st = ampc_graph_optimize(g, &po);
+    if (po.report != report) *report = *po.report;
     if (st != AMPC_OK) return st;
     /* Code generation needs the memory plan even when the pipeline skipped it (idempotent). */
     bool changed;
-    st = ampc_pass_plan_memory(g, &changed);
+    st = ampc_pass_plan_memory(g, NULL, &changed);
     if (st != AMPC_OK) return st;
     ampc_cg_options co = {.math = opts->no_tf32 ? AMPC_RT_MATH_DEFAULT : AMPC_RT_MATH_TF32,
-                          .no_l2_prefetch = opts->no_l2_prefetch};
+                          .no_l2_prefetch = opts->no_l2_prefetch, .gemm_kernel = po.gemm_kernel};
     return ampc_cg_generate(g, &co, cg);
 }
 
@@ -35,7 +40,8 @@ ampc_status ampc_compile_check(ampc_graph *g, const ampc_compile_options *o, int
     ampc_compile_options opts = {0};
     if (o) opts = *o;
     ampc_cg_output *cg = NULL;
-    ampc_status st = generate(g, &opts, &cg);
+    ampc_pipeline_report report;
+    ampc_status st = generate(g, &opts, &report, &cg);
     if (st == AMPC_OK && steps) *steps = cg->plan.n_steps;
     ampc_cg_output_free(cg);
     return st;
@@ -47,7 +53,8 @@ ampc_status ampc_compile(ampc_graph *g, const ampc_compile_options *o, ampc_modu
     ampc_compile_options opts = {0};
     if (o) opts = *o;
     ampc_cg_output *cg = NULL;
-    ampc_status st = generate(g, &opts, &cg);
+    ampc_pipeline_report report;
+    ampc_status st = generate(g, &opts, &report, &cg);
     if (st != AMPC_OK) return st;
 
     ampc_nvrtc_unit *units = ampc_xcalloc((size_t)cg->n_units + 1, sizeof *units);
@@ -77,7 +84,7 @@ ampc_status ampc_compile(ampc_graph *g, const ampc_compile_options *o, ampc_modu
     m->n_images = n_images;
     m->device = opts.device;
     ampc_math_facts facts;
-    ampc_math_collect(g, &cg->plan, !opts.no_tf32, &facts);
+    ampc_math_collect(g, &report, &cg->plan, !opts.no_tf32, &facts);
     m->math = ampc_math_text(&facts);
     cg->plan.images = images;
     cg->plan.n_images = n_images;

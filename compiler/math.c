@@ -44,7 +44,8 @@ static int32_t tf32_nodes(const ampc_rt_plan *p) {
     return n;
 }
 
-void ampc_math_collect(const ampc_graph *g, const ampc_rt_plan *p, bool tf32, ampc_math_facts *f) {
+void ampc_math_collect(const ampc_graph *g, const ampc_pipeline_report *r, const ampc_rt_plan *p,
+                       bool tf32, ampc_math_facts *f) {
     memset(f, 0, sizeof *f);
     f->tf32 = p ? tf32_nodes(p) : tf32 ? tf32_graph(g) : 0;
     for (int32_t i = 0; i < g->n_nodes; i++) {
@@ -59,8 +60,8 @@ void ampc_math_collect(const ampc_graph *g, const ampc_rt_plan *p, bool tf32, am
         }
     }
     double sum = 0;
-    for (int32_t i = 0; i < g->n_sparse_layers; i++) {
-        const ampc_sparse_layer *l = &g->sparse_layers[i];
+    for (int32_t i = 0; r && i < r->n_sparse_layers; i++) {
+        const ampc_sparse_layer *l = &r->sparse_layers[i];
         if (l->status != SPARSE_WHY_PRUNED) continue;
         double e = l->energy_removed;
         f->energy_min = f->pruned ? AMPC_MIN(f->energy_min, e) : e;
@@ -69,8 +70,8 @@ void ampc_math_collect(const ampc_graph *g, const ampc_rt_plan *p, bool tf32, am
         f->pruned++;
     }
     f->energy_mean = f->pruned ? sum / f->pruned : 0;
-    f->tanh_gelus = g->n_tanh_gelus;
-    f->folded_scales = g->n_folded_scales;
+    f->tanh_gelus = r ? r->n_tanh_gelus : 0;
+    f->folded_scales = r ? r->n_folded_scales : 0;
 }
 
 static const char *plural(int32_t n, const char *one, const char *many) {

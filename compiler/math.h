@@ -16,6 +16,7 @@
 
 #include "ampc.h"
 #include "ir/ir.h"
+#include "passes/passes.h" /* ampc_pipeline_report */
 #include "runtime/plan.h"
 
 typedef struct ampc_math_facts {
@@ -29,11 +30,13 @@ typedef struct ampc_math_facts {
     int32_t folded_scales;   /* scalar products folded into weights */
 } ampc_math_facts;
 
-/* The facts of optimised graph g and its plan p. Without a plan (an optimised graph not yet
+/* The facts of optimised graph g, what its pipeline run reported (r; NULL: nothing) and its
+ * plan p. Without a plan (an optimised graph not yet
  * compiled: `ampc inspect`, --emit ir) the TF32 count is every f32 contraction and convolution
  * when `tf32`; a plan counts its GEMM and convolution steps on TF32 math, which leaves out the
  * few products code generation runs in its own f32 kernel. */
-void ampc_math_collect(const ampc_graph *g, const ampc_rt_plan *p, bool tf32, ampc_math_facts *f);
+void ampc_math_collect(const ampc_graph *g, const ampc_pipeline_report *r, const ampc_rt_plan *p,
+                       bool tf32, ampc_math_facts *f);
 /* One line listing them ("TF32 for 12 f32 matmuls/convolutions; f16 for 80 nodes ..."), or ""
  * when the build computes exactly what the model says; malloc'ed. */
 char *ampc_math_text(const ampc_math_facts *f);

@@ -23,6 +23,7 @@
 #include "compiler/nvrtc.h"          /* --arch names, NVRTC's version, the kernel cache */
 #include "ir/ir.h"                   /* graphs, values, ops; the string builder (ir/base.h) */
 #include "ir/ref/ref.h"              /* tensor elements as doubles */
+#include "passes/passes.h"           /* what the passes decided (ampc_pipeline_report) */
 #include "runtime/plan.h"            /* a plan's steps and images */
 
 /* The plan of a compiled module (its steps, images, inputs and outputs); valid while m lives. */

@@ -415,7 +415,13 @@ typedef struct ampc_pipeline_options {
      * way: that is the model's own formula. (This field replaced exact_gelu, whose default was
      * the tanh form.) */
     bool fast_gelu;
+    /* When not NULL, what the passes decided beyond the graph is written here: the sparsity
+     * pass's row per layer, the blocks the partition pass split or left whole, the pipeline's
+     * stages, the roundings the `math:` line names (the command line's --report and summary read
+     * it; its fields are internal, passes/passes.h). Each run rewrites it. */
+    struct ampc_pipeline_report *report;
 } ampc_pipeline_options;
+typedef struct ampc_pipeline_report ampc_pipeline_report;
 
 /* Runs the default pass pipeline over the graph. `o` may be NULL (defaults: verify on). */
 AMPC_API ampc_status ampc_graph_optimize(ampc_graph *g, const ampc_pipeline_options *o);

@@ -1,5 +1,5 @@
 /*
- * attention.c — the output layout of ampc.FusedAttention (attention.h).
+ * attention.c — ampc.FusedAttention's parameters and output layout (attention.h).
  */
 #include "ir/attention.h"
 
@@ -49,4 +49,39 @@ const char *ampc_attention_y_layout(const ampc_node *n, const int64_t dims[6], i
         *y = s;
     }
     return NULL;
+}
+
+static int64_t int_attr(const ampc_node *n, const char *name, int64_t dflt) {
+    const ampc_attr *a = ampc_ir_attr_find(n, name);
+    return a && a->kind == AMPC_ATTR_INT ? a->i : dflt;
+}
+
+static void ints4(const ampc_node *n, const char *name, int64_t out[4]) {
+    const ampc_attr *a = ampc_ir_attr_find(n, name);
+    for (int32_t i = 0; i < 4; i++) out[i] = a->ints[i];
+}
+
+void ampc_attention_params_of(const ampc_node *n, ampc_attention_params *p) {
+    const int64_t *dm = ampc_ir_attr_find(n, "dims")->ints;
+    *p = (ampc_attention_params){dm[0], dm[1], dm[2], dm[3], dm[4], dm[5]};
+    ints4(n, "q_strides", p->qs);
+    ints4(n, "k_strides", p->ks);
+    ints4(n, "v_strides", p->vs);
+    const ampc_attr *off = ampc_ir_attr_find(n, "offsets");
+    for (int32_t i = 0; i < 3; i++) p->off[i] = off ? off->ints[i] : 0;
+    p->group = int_attr(n, "kv_group", 1);
+    p->mp = int_attr(n, "mask_period", p->B);
+    const ampc_attr *sc = ampc_ir_attr_find(n, "scale");
+    p->scale = sc && sc->kind == AMPC_ATTR_FLOAT ? (double)sc->f : 1.0;
+    p->safe = int_attr(n, "safe", 0) != 0;
+    (void)ampc_attention_y_layout(n, dm, p->ys, &p->y);
+    if (n->n_inputs > 3 && n->inputs[3]) {
+        const ampc_shape *m = &n->inputs[3]->shape;
+        int64_t step = 1;
+        for (int32_t d = 3; d >= 0; d--) {
+            const int32_t md = d - (4 - m->rank);
+            p->ms[d] = md < 0 || m->dims[md] == 1 ? 0 : step;
+            if (md >= 0) step *= m->dims[md];
+        }
+    }
 }

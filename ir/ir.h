@@ -83,51 +83,6 @@ typedef enum ampc_prec_why {
 } ampc_prec_why;
 const char *ampc_prec_why_str(ampc_prec_why why);
 
-/* What the sparsity pass found for one contraction or convolution (ampc_sparse_layer.status;
- * ampc_sparse_why_str). */
-typedef enum ampc_sparse_why {
-    SPARSE_WHY_ALREADY,      /* the weight is already 2:4 along K: marked, numbers unchanged */
-    SPARSE_WHY_PRUNED,       /* pruned to 2:4 and marked (PRUNE) */
-    SPARSE_WHY_DENSE,        /* eligible but not 2:4, and VERIFY does not prune */
-    SPARSE_WHY_UNSELECTED,   /* eligible, not 2:4, and not matched by the sparsity_layers glob */
-    SPARSE_WHY_NOT_CONSTANT, /* the weight is not a compile-time constant */
-    SPARSE_WHY_DTYPE,        /* the weight is not f32, f16 or bf16 */
-    SPARSE_WHY_SHAPE,        /* the weight is not a matrix (MatMul, Gemm) */
-    SPARSE_WHY_K,            /* K is not a multiple of 4 (MatMul, Gemm) */
-    SPARSE_WHY_CHANNELS,     /* C/group is not a multiple of 4 (Conv: groups run along channels) */
-    SPARSE_WHY_EMPTY,        /* the weight has no elements */
-} ampc_sparse_why;
-const char *ampc_sparse_why_str(ampc_sparse_why why);
-
-/* One row of the sparsity pass's per-layer record (ampc_graph.sparse_layers), for --report. */
-typedef struct ampc_sparse_layer {
-    const char *node;      /* the node's name (graph arena) */
-    ampc_opcode op;
-    ampc_shape shape;      /* the weight's shape */
-    int64_t k;             /* the reduction dimension (conv: C/group * prod(kernel)) */
-    ampc_sparse_why status;
-    double energy_removed; /* pruned: sum of the removed w^2 over the sum of all w^2; else 0 */
-} ampc_sparse_layer;
-
-/* One row of the partition pass's record (ampc_graph.partition_blocks), for --report: each block
- * it split and each attention block it left whole, with why. */
-typedef struct ampc_partition_block {
-    const char *node; /* the block's row-parallel matmul (graph arena) */
-    const char *kind; /* "mlp" or "attention" */
-    bool split;
-    const char *why;  /* what each rank takes, or why the block stays whole (graph arena) */
-} ampc_partition_block;
-
-/* One stage chosen by the pipeline pass (ampc_graph.stages), for --report. */
-typedef struct ampc_pipeline_stage {
-    const char *first, *last; /* its first and last node (graph arena) */
-    int32_t n_nodes;          /* nodes it runs, transfers in excluded */
-    double cost;              /* estimated: FLOPs of contractions and convolutions + bytes moved */
-    int32_t n_cross;          /* tensors sent to the next stage (0 for the last) */
-    int64_t cross_bytes;      /* their bytes per micro-batch */
-    const char *crossing;     /* their names, comma-separated (graph arena) */
-} ampc_pipeline_stage;
-
 typedef struct ampc_graph ampc_graph;
 typedef struct ampc_node ampc_node;
 typedef struct ampc_value ampc_value;
@@ -263,38 +218,16 @@ struct ampc_graph {
     int32_t n_subgraphs;
     int64_t arena_bytes;   /* set by plan-memory: device arena size */
     int64_t weights_bytes; /* set by plan-memory: constant blob size */
-    /* What the caller asked of the precision pass; set by the pipeline for its run. */
-    ampc_precision precision;
-    const char *const *keep_fp32, *const *auto_fp32;
-    int32_t n_keep_fp32, n_auto_fp32;
-    bool channels_last; /* the layout pass's request */
-    /* ampc's own GEMM kernel asked for (ampc_pipeline_options.gemm_kernel): read by fuse-matmul
-     * and, after the pipeline (it stays set), by code generation */
-    bool gemm_kernel;
-    bool fast_gelu;     /* ampc_pipeline_options.fast_gelu: read by fuse-matmul */
-    int32_t gpus;       /* the partition pass's request: ranks (>= 2) and how */
-    ampc_partition partition;
     /* Set by partition-data (and read back from the IR text): the graph is one GPU's share of a
      * batch split over data_ranks GPUs (its inputs and outputs hold B / data_ranks rows of the
-     * model's batch B); 0 when the batch is whole. Unlike gpus/partition it stays after the
-     * pipeline: code generation makes one plan per GPU from it. */
+     * model's batch B); 0 when the batch is whole. Code generation makes one plan per GPU from
+     * it. */
     int32_t data_ranks;
     /* Set by the pipeline partition (and read back from the IR text): the graph's inputs and
      * outputs hold one of micro_batches parts of the batch (partition-data's split, by parts
      * instead of GPUs), and its nodes run in pipeline_stages consecutive stages, node rank =
      * stage, with ampc.PeerCopy at the cuts. 0 when not pipelined. */
     int32_t micro_batches, pipeline_stages;
-    int32_t micro_pick;     /* the batch split pass's request: micro-batches asked (0: default) */
-    ampc_pipeline_stage *stages; /* what the pipeline pass chose (graph arena), rewritten per run */
-    int32_t n_stages;
-    ampc_partition_block *partition_blocks; /* what it decided (graph arena), rewritten per run */
-    int32_t n_partition_blocks, cap_partition_blocks;
-    /* The sparsity pass's request (set by the pipeline for its run) and what it found: one row
-     * per contraction or convolution, in node order, rewritten by each run of the pass. */
-    ampc_sparsity sparsity;
-    const char *sparsity_layers;
-    ampc_sparse_layer *sparse_layers; /* graph arena */
-    int32_t n_sparse_layers;
     /* The reference evaluator's bound on the iterations of one Loop execution
      * (ampc_graph_set_max_loop_iterations; 0: AMPC_DEFAULT_MAX_LOOP_ITERATIONS). A Loop node
      * hands it to its body graphs as they run, so nested Loops share it. */
@@ -303,10 +236,6 @@ struct ampc_graph {
      * with T_CONTRACT or T_CONV) to TF32 before it multiplies, as the GPU's TF32 math reads them
      * (ampc_graph_set_reference_tf32; --precision auto's check of a TF32 build). */
     bool ref_tf32;
-    /* What the last pipeline run did that rounds differently from the model as written, for the
-     * compile's `math:` line (compiler/math.c): erf GELUs fuse-matmul put in GELU's tanh form
-     * (--fast-gelu), and scalar products fold-scale moved into constant weights. */
-    int32_t n_tanh_gelus, n_folded_scales;
 };
 
 /* ---- building ------------------------------------------------------------------------------- */

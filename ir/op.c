@@ -39,19 +39,3 @@ const char *ampc_prec_why_str(ampc_prec_why why) {
     return "?";
 }
 
-const char *ampc_sparse_why_str(ampc_sparse_why why) {
-    switch (why) {
-    case SPARSE_WHY_ALREADY: return "already 2:4";
-    case SPARSE_WHY_PRUNED: return "pruned to 2:4";
-    case SPARSE_WHY_DENSE: return "dense (verify does not prune)";
-    case SPARSE_WHY_UNSELECTED: return "dense (not matched by --sparsity-layers)";
-    case SPARSE_WHY_NOT_CONSTANT: return "not eligible: the weight is not a compile-time constant";
-    case SPARSE_WHY_DTYPE: return "not eligible: the weight is not f32, f16 or bf16";
-    case SPARSE_WHY_SHAPE: return "not eligible: the weight is not a matrix";
-    case SPARSE_WHY_K: return "not eligible: K is not a multiple of 4";
-    case SPARSE_WHY_CHANNELS:
-        return "not eligible: C/group is not a multiple of 4 (groups of 4 run along the channels)";
-    case SPARSE_WHY_EMPTY: return "not eligible: the weight is empty";
-    }
-    return "?";
-}

@@ -225,7 +225,8 @@ static int32_t merge_nodes(cse *c) {
     return merged;
 }
 
-ampc_status ampc_pass_cse(ampc_graph *g, bool *changed) {
+ampc_status ampc_pass_cse(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
+    (void)cx;
     cse c = {.g = g};
     c.repl = ampc_xcalloc((size_t)g->n_values + 1, sizeof *c.repl);
     int32_t merged = merge_constants(&c);

@@ -8,7 +8,8 @@
 
 #include <stdlib.h>
 
-ampc_status ampc_pass_dce(ampc_graph *g, bool *changed) {
+ampc_status ampc_pass_dce(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
+    (void)cx;
     int32_t nodes_before = g->n_nodes, values_before = g->n_values;
     bool *needed = ampc_xcalloc((size_t)g->n_values + 1, 1); /* by value id */
     for (int32_t i = 0; i < g->n_outputs; i++) needed[g->outputs[i]->id] = true;

@@ -66,7 +66,8 @@ static void diag_rewind(ampc_graph *g, int32_t mark) {
     g->diag.n = mark;
 }
 
-ampc_status ampc_pass_fold(ampc_graph *g, bool *changed) {
+ampc_status ampc_pass_fold(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
+    (void)cx;
     int32_t folded = 0;
     *changed = false;
     for (int32_t i = 0; i < g->n_nodes; i++) {

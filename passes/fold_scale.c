@@ -75,7 +75,7 @@ static ampc_value *scaled_constant(ampc_graph *g, const ampc_value *v, double c)
     return r;
 }
 
-ampc_status ampc_pass_fold_scale(ampc_graph *g, bool *changed) {
+ampc_status ampc_pass_fold_scale(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
     *changed = false;
     ampc_uses uses;
     if (ampc_pass_uses(g, &uses) != AMPC_OK) return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
@@ -107,7 +107,7 @@ ampc_status ampc_pass_fold_scale(ampc_graph *g, bool *changed) {
         from[n_map] = m->outputs[0];
         to[n_map++] = v;
         ampc_ir_node_remove(g, m);
-        g->n_folded_scales++;
+        if (ampc_pass_report(cx)) ampc_pass_report(cx)->n_folded_scales++;
         *changed = true;
     }
     ampc_value **map = st == AMPC_OK && n_map ? calloc((size_t)g->n_values + 1, sizeof *map) : NULL;

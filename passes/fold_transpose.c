@@ -15,7 +15,8 @@
 
 #include <stdlib.h>
 
-ampc_status ampc_pass_fold_transpose(ampc_graph *g, bool *changed) {
+ampc_status ampc_pass_fold_transpose(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
+    (void)cx;
     *changed = false;
     ampc_value **map = calloc((size_t)g->n_values + 1, sizeof *map);
     ampc_uses uses;
@@ -34,7 +35,7 @@ ampc_status ampc_pass_fold_transpose(ampc_graph *g, bool *changed) {
         ampc_value *x = map[t1->inputs[0]->id] ? map[t1->inputs[0]->id] : t1->inputs[0];
         const int32_t r = x->shape.rank;
         int64_t p1[AMPC_MAX_RANK], p2[AMPC_MAX_RANK], c[AMPC_MAX_RANK];
-        if (r < 1 || !ampc_pass_perm_of(t1, r, p1) || !ampc_pass_perm_of(t2, r, p2)) continue;
+        if (r < 1 || !ampc_transpose_perm(t1, r, p1) || !ampc_transpose_perm(t2, r, p2)) continue;
         bool identity = true;
         for (int32_t k = 0; k < r; k++) c[k] = p1[p2[k]], identity &= c[k] == k;
         if (identity && (y->flags & AMPC_VALUE_OUTPUT)) continue; /* the output keeps its node */

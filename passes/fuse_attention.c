@@ -36,6 +36,7 @@
  * scores up to three times and the scale folded into Q or K once more: within a few roundings.
  */
 #include "passes.h"
+#include "ir/activation.h"
 
 #include "ir/ref/ref.h"
 
@@ -253,7 +254,7 @@ static bool match_at(const ampc_uses *u, ampc_node *sm, match *m) {
     const int64_t kd = m->k.st[2];
     m->k.st[2] = m->k.st[3], m->k.st[3] = kd;
     ampc_node *tr = ampc_pass_only_user(u, mm2->outputs[0]);
-    if (tr && tr->op == AMPC_OP_TRANSPOSE && ampc_pass_perm_of(tr, 4, m->y_perm)) {
+    if (tr && tr->op == AMPC_OP_TRANSPOSE && ampc_transpose_perm(tr, 4, m->y_perm)) {
         m->tr = m->last = tr;
         ampc_node *rs = ampc_pass_only_user(u, tr->outputs[0]);
         if (rs && ampc_op_has(rs->op, T_VIEW) && rs->outputs[0]->dtype == tr->outputs[0]->dtype)
@@ -335,7 +336,7 @@ static bool permuted(const ampc_uses *u, ampc_value *pv, permuted_projection *pp
     ampc_node *tr = n->inputs[0]->producer;
     const int32_t r = n->inputs[0]->shape.rank;
     if (!tr || tr->dead || tr->op != AMPC_OP_TRANSPOSE || r < 3 ||
-        !ampc_pass_perm_of(tr, r, pp->perm) || pp->perm[r - 1] != r - 1)
+        !ampc_transpose_perm(tr, r, pp->perm) || pp->perm[r - 1] != r - 1)
         return false;
     pp->mm = n, pp->tr = tr, pp->x = tr->inputs[0], pp->w = n->inputs[1];
     return true;
@@ -492,10 +493,10 @@ static ampc_status rewrite(ampc_graph *g, match *m, ampc_uses *u) {
 
 /* Whether n computes each output row from the same input row alone: a 2-D Gemm without transA,
  * its C a row vector, or a MatMul by a 2-D B. */
-static bool row_wise(ampc_graph *g, const ampc_node *n, const ampc_value *y) {
+static bool row_wise(const ampc_node *n, const ampc_value *y) {
     if (n->inputs[0] != y || n->inputs[1]->shape.rank != 2) return false;
     if (n->op == AMPC_OP_MATMUL) return true;
-    if (n->op != AMPC_OP_GEMM || ampc_ir_attr_int(g, n, "transA", 0) != 0) return false;
+    if (n->op != AMPC_OP_GEMM || ampc_gemm_params_of(n).ta) return false;
     const ampc_value *c = n->n_inputs > 2 ? n->inputs[2] : NULL;
     return !c || ampc_shape_numel(&c->shape) == 1 || c->shape.rank == 1 ||
            (c->shape.rank == 2 && c->shape.dims[0] == 1);
@@ -507,7 +508,7 @@ static ampc_status hoist_rows(ampc_graph *g, ampc_uses *u, ampc_node *f) {
     const int64_t *p = ampc_ir_attr_ints(g, f, "y_perm", &n_perm);
     if (!p || n_perm != 4 || p[2] != 1 || p[3] != 3 || y->shape.rank != 2) return AMPC_OK;
     ampc_node *proj = ampc_pass_only_user(u, y);
-    if (!proj || !row_wise(g, proj, y)) return AMPC_OK;
+    if (!proj || !row_wise(proj, y)) return AMPC_OK;
     ampc_node *rs = ampc_pass_only_user(u, proj->outputs[0]);
     if (!rs || rs->op != AMPC_OP_RESHAPE) return AMPC_OK;
     ampc_node *tr = ampc_pass_only_user(u, rs->outputs[0]);
@@ -516,7 +517,7 @@ static ampc_status hoist_rows(ampc_graph *g, ampc_uses *u, ampc_node *f) {
     const int64_t *d = ampc_ir_attr_ints(g, f, "dims", &n_perm); /* B, H, Sq, Sk, D, Dv */
     if (!d || n_perm != 6) return AMPC_OK;
     const int64_t extent[4] = {d[0], d[1], d[2], d[5]};
-    if (!tr || tr->op != AMPC_OP_TRANSPOSE || rsh->rank != 3 || !ampc_pass_perm_of(tr, 3, perm) ||
+    if (!tr || tr->op != AMPC_OP_TRANSPOSE || rsh->rank != 3 || !ampc_transpose_perm(tr, 3, perm) ||
         perm[0] != 1 || perm[1] != 0 || perm[2] != 2 || rsh->dims[0] != extent[p[0]] ||
         rsh->dims[1] != extent[p[1]] || (tr->outputs[0]->flags & AMPC_VALUE_OUTPUT))
         return AMPC_OK;
@@ -536,7 +537,7 @@ static ampc_status hoist_rows(ampc_graph *g, ampc_uses *u, ampc_node *f) {
     return st;
 }
 
-ampc_status ampc_pass_fuse_attention(ampc_graph *g, bool *changed) {
+ampc_status ampc_pass_fuse_attention(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
     *changed = false;
     ampc_uses uses;
     if (ampc_pass_uses(g, &uses) != AMPC_OK) return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
@@ -560,6 +561,6 @@ ampc_status ampc_pass_fuse_attention(ampc_graph *g, bool *changed) {
     /* The operands' skipped nodes nobody reads any more go now: the scale folding must not see
      * the Muls the fused op already applies, nor fuse-qkv count the Reshapes as readers. */
     bool swept;
-    if (*changed && st == AMPC_OK) st = ampc_pass_dce(g, &swept);
+    if (*changed && st == AMPC_OK) st = ampc_pass_dce(g, cx, &swept);
     return st;
 }

@@ -49,7 +49,8 @@ static ampc_value *residual_of(const ampc_node *add, const ampc_value *y) {
     return z;
 }
 
-ampc_status ampc_pass_fuse_conv(ampc_graph *g, bool *changed) {
+ampc_status ampc_pass_fuse_conv(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
+    (void)cx;
     *changed = false;
     ampc_uses uses;
     if (ampc_pass_uses(g, &uses) != AMPC_OK) return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");

@@ -258,7 +258,8 @@ static int32_t views_read(const ampc_node *u) {
     return n;
 }
 
-ampc_status ampc_pass_fuse_elementwise(ampc_graph *g, bool *changed) {
+ampc_status ampc_pass_fuse_elementwise(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
+    (void)cx;
     *changed = false;
     for (int32_t i = 0; i < g->n_values; i++) g->values[i]->flags &= ~(uint32_t)AMPC_VALUE_FUSED;
     ampc_uses uses;

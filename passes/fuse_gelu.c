@@ -79,7 +79,8 @@ static bool match(const ampc_node *e, const ampc_uses *u, ampc_node **last, ampc
     return true;
 }
 
-ampc_status ampc_pass_fuse_gelu(ampc_graph *g, bool *changed) {
+ampc_status ampc_pass_fuse_gelu(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
+    (void)cx;
     *changed = false;
     ampc_uses uses;
     if (ampc_pass_uses(g, &uses) != AMPC_OK) return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");

@@ -9,10 +9,10 @@
  * the GELU's pass over the [tokens, 4 hidden] activation goes:
  *   - approximate = "tanh": activation "GeluTanh", cuBLASLt's GELU epilogue, which is that form;
  *   - the erf form (as fuse-gelu writes it), with ampc's own GEMM kernel asked for
- *     (--gemm-kernel, g->gemm_kernel) and an f16/bf16 product with K and N multiples of 8:
+ *     (--gemm-kernel, gemm_kernel) and an f16/bf16 product with K and N multiples of 8:
  *     activation "Gelu", which that kernel runs exactly (codegen/dense_gemm.c);
  *   - the erf form after any other f16/bf16 product: "GeluTanh" only when the user asked for
- *     it (--fast-gelu, g->fast_gelu), since it changes the model's numbers; otherwise the GELU
+ *     it (--fast-gelu, fast_gelu), since it changes the model's numbers; otherwise the GELU
  *     stays exact, a kernel of its own. The tanh form is within 4.73e-4 of the erf form for
  *     every input (at most 0.3 of f16's own rounding error for x >= 0; largest, relative to the
  *     tiny result, for x in [-5, -2]; cuBLASLt's epilogue measured within 5e-4 on the H200;
@@ -42,6 +42,7 @@
  * reference evaluator implements ampc.FusedMatMul the same way (ir/ref/contract.c).
  */
 #include "passes.h"
+#include "ir/activation.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +54,7 @@ typedef struct chain {
     ampc_value *b;         /* the [K, N] matrix (a transposed copy for a Gemm with transB) */
     ampc_value *bias, *z;
     const char *act; /* "Relu", "Gelu", "GeluTanh" or NULL; ends the chain */
-    bool fast;       /* "GeluTanh" for an erf GELU (--fast-gelu): counted in g->n_tanh_gelus */
+    bool fast;       /* "GeluTanh" for an erf GELU (--fast-gelu): the report's n_tanh_gelus */
 } chain;
 
 static bool is_bias(const ampc_value *c, const ampc_value *cur, int64_t nn) {
@@ -68,12 +69,12 @@ static bool float_product(const ampc_node *n) {
 }
 
 /* A Gemm that is A @ B(^T) + bias; c->bias is set from its C. */
-static bool gemm_qualifies(ampc_graph *g, const ampc_node *n, chain *c) {
+static bool gemm_qualifies(const ampc_node *n, chain *c) {
     if (!float_product(n) || !n->inputs[1]->data) return false;
-    if (ampc_ir_attr_int(g, n, "transA", 0) != 0 || ampc_ir_attr_float(g, n, "alpha", 1) != 1)
-        return false;
+    const ampc_gemm_params gp = ampc_gemm_params_of(n);
+    if (gp.ta || gp.alpha != 1) return false;
     const ampc_value *cv = n->n_inputs > 2 ? n->inputs[2] : NULL;
-    if (cv && (ampc_ir_attr_float(g, n, "beta", 1) != 1 ||
+    if (cv && (gp.beta != 1 ||
                !is_bias(cv, n->outputs[0], n->outputs[0]->shape.dims[1])))
         return false;
     c->bias = n->n_inputs > 2 ? n->inputs[2] : NULL;
@@ -83,7 +84,7 @@ static bool gemm_qualifies(ampc_graph *g, const ampc_node *n, chain *c) {
 /* B as [K, N]: the Gemm's B itself, or a transposed copy of the constant when transB = 1. */
 static ampc_value *matrix_b(ampc_graph *g, const ampc_node *n) {
     ampc_value *b = n->inputs[1];
-    if (n->op != AMPC_OP_GEMM || ampc_ir_attr_int(g, n, "transB", 0) == 0) return b;
+    if (!ampc_gemm_params_of(n).tb) return b;
     int64_t rows = b->shape.dims[0], cols = b->shape.dims[1];
     size_t es = ampc_dtype_size(b->dtype);
     unsigned char *t = malloc((size_t)(rows * cols) * es);
@@ -108,26 +109,25 @@ static bool gelu_fits(const ampc_value *cur, const chain *c) {
 
 /* The activation a GELU after this product becomes in the epilogue, or NULL when it stays a
  * node of its own (file comment). */
-static const char *gelu_act(const ampc_graph *g, const ampc_node *gelu, const ampc_value *cur,
-                            const chain *c) {
-    const ampc_attr *ap = ampc_ir_attr_find(gelu, "approximate");
-    if (ap && ap->kind == AMPC_ATTR_STRING && !strcmp(ap->s, "tanh")) return "GeluTanh";
-    if (ap && (ap->kind != AMPC_ATTR_STRING || strcmp(ap->s, "none"))) return NULL;
-    if (g->gemm_kernel && gelu_fits(cur, c)) return "Gelu";
+static const char *gelu_act(const ampc_pipeline_options *o, const ampc_node *gelu,
+                            const ampc_value *cur, const chain *c) {
+    const ampc_gelu_form form = ampc_gelu_form_of(gelu);
+    if (form == AMPC_GELU_TANH) return "GeluTanh";
+    if (form != AMPC_GELU_ERF) return NULL;
+    if (o->gemm_kernel && gelu_fits(cur, c)) return "Gelu";
     bool low = cur->dtype == AMPC_DTYPE_F16 || cur->dtype == AMPC_DTYPE_BF16;
-    return low && g->fast_gelu ? "GeluTanh" : NULL;
+    return low && o->fast_gelu ? "GeluTanh" : NULL;
 }
 
 /* Follows the chain from mm as far as the rules allow; false when nothing follows it. */
-static bool grow(const ampc_graph *g, chain *c, const ampc_uses *uses) {
+static bool grow(const ampc_pipeline_options *o, chain *c, const ampc_uses *uses) {
     ampc_value *cur = c->mm->outputs[0];
     int64_t nn = cur->shape.dims[cur->shape.rank - 1];
     for (ampc_node *next; (next = ampc_pass_only_user(uses, cur)) && !c->act;) {
         if (next->op == AMPC_OP_RELU) {
             c->act = "Relu";
-        } else if (next->op == AMPC_OP_GELU && (c->act = gelu_act(g, next, cur, c)) != NULL) {
-            const ampc_attr *ap = ampc_ir_attr_find(next, "approximate");
-            c->fast = !strcmp(c->act, "GeluTanh") && !(ap && !strcmp(ap->s, "tanh"));
+        } else if (next->op == AMPC_OP_GELU && (c->act = gelu_act(o, next, cur, c)) != NULL) {
+            c->fast = !strcmp(c->act, "GeluTanh") && ampc_gelu_form_of(next) != AMPC_GELU_TANH;
         } else if (next->op == AMPC_OP_RESHAPE && !c->rows && next->inputs[0] == cur &&
                    next->outputs[0]->shape.rank >= 2 &&
                    next->outputs[0]->shape.dims[next->outputs[0]->shape.rank - 1] == nn) {
@@ -186,7 +186,7 @@ static ampc_status fuse(ampc_graph *g, chain *c, ampc_uses *u) {
                              c->z ? 4 : c->bias ? 3 : 2, attrs, n_attrs, u);
 }
 
-ampc_status ampc_pass_fuse_matmul(ampc_graph *g, bool *changed) {
+ampc_status ampc_pass_fuse_matmul(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
     *changed = false;
     ampc_uses uses;
     if (ampc_pass_uses(g, &uses) != AMPC_OK) return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
@@ -198,16 +198,16 @@ ampc_status ampc_pass_fuse_matmul(ampc_graph *g, bool *changed) {
         memset(&c, 0, sizeof c);
         c.mm = n;
         if (n->dead || !(n->op == AMPC_OP_MATMUL ? float_product(n)
-                         : n->op == AMPC_OP_GEMM && gemm_qualifies(g, n, &c)))
+                         : n->op == AMPC_OP_GEMM && gemm_qualifies(n, &c)))
             continue;
-        if (!grow(g, &c, &uses)) continue;
+        if (!grow(ampc_pass_opt(cx), &c, &uses)) continue;
         if (!(c.b = matrix_b(g, n))) {
             st = AMPC_FAIL(g, n, AMPC_E_OOM, "out of memory transposing the weights");
             break;
         }
         st = fuse(g, &c, &uses);
         if (st == AMPC_E_OOM) st = AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory");
-        g->n_tanh_gelus += c.fast;
+        if (ampc_pass_report(cx)) ampc_pass_report(cx)->n_tanh_gelus += c.fast;
         *changed = true;
     }
     ampc_pass_uses_free(&uses);

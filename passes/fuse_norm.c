@@ -143,7 +143,8 @@ static ampc_value *ones(ampc_graph *g, const ampc_value *x, int32_t axis) {
     return v;
 }
 
-ampc_status ampc_pass_fuse_norm(ampc_graph *g, bool *changed) {
+ampc_status ampc_pass_fuse_norm(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
+    (void)cx;
     *changed = false;
     ampc_uses uses;
     if (ampc_pass_uses(g, &uses) != AMPC_OK) return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");

@@ -250,7 +250,8 @@ static ampc_status fuse_node(ampc_graph *g, const ampc_uses *u, ampc_node *fa, b
     return AMPC_OK;
 }
 
-ampc_status ampc_pass_fuse_qkv(ampc_graph *g, bool *changed) {
+ampc_status ampc_pass_fuse_qkv(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
+    (void)cx;
     *changed = false;
     ampc_uses uses;
     if (ampc_pass_uses(g, &uses) != AMPC_OK) return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");

@@ -31,7 +31,8 @@ static ampc_node *guarded_softmax(const ampc_node *w, const ampc_uses *u, ampc_n
     return sm;
 }
 
-ampc_status ampc_pass_fuse_softmax(ampc_graph *g, bool *changed) {
+ampc_status ampc_pass_fuse_softmax(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
+    (void)cx;
     *changed = false;
     ampc_uses uses;
     if (ampc_pass_uses(g, &uses) != AMPC_OK) return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");

@@ -399,7 +399,7 @@ static ampc_status propagate_batch_norm(layout_ctx *c, ampc_node *n, bool *done)
 static ampc_status model_transpose(layout_ctx *c, const ampc_node *n) {
     int64_t p[4];
     ampc_value *y = n->outputs[0];
-    if (y->shape.rank != 4 || !ampc_pass_perm_of(n, 4, p) || y->id >= c->n_orig || c->last[y->id])
+    if (y->shape.rank != 4 || !ampc_transpose_perm(n, 4, p) || y->id >= c->n_orig || c->last[y->id])
         return AMPC_OK;
     if (p[0] == TO_FIRST[0] && p[1] == TO_FIRST[1] && p[2] == TO_FIRST[2] && p[3] == TO_FIRST[3])
         c->last[y->id] = n->inputs[0];
@@ -419,9 +419,9 @@ static ampc_status propagate(layout_ctx *c, ampc_node *n, bool *done) {
     }
 }
 
-ampc_status ampc_pass_layout(ampc_graph *g, bool *changed) {
+ampc_status ampc_pass_layout(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
     *changed = false;
-    if (!g->channels_last) return AMPC_OK;
+    if (ampc_pass_opt(cx)->keep_nchw) return AMPC_OK;
     layout_ctx c = {.g = g, .n_orig = g->n_values};
     c.last = calloc((size_t)c.n_orig + 1, sizeof *c.last);
     c.w_last = calloc((size_t)c.n_orig + 1, sizeof *c.w_last);

@@ -39,7 +39,7 @@
  * Attention blocks are split by heads in partition_heads.c (the same stages, with the head
  * layout followed through the block); the helpers both halves share are declared in
  * partition.h. The pass records each block it split, and each attention block it left whole
- * with the reason, in g->partition_blocks (--report's "partition").
+ * with the reason, in the report's partition_blocks (--report's "partition").
  *
  * The graph stays one graph: the reference evaluator runs all ranks and the all-reduce as a
  * sum, so the partition is checked against the original model on any machine. A pair is left
@@ -48,6 +48,7 @@
  * a value of y's shape computed before the pair, or when the value it reads has another reader.
  */
 #include "partition.h"
+#include "ir/activation.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -75,15 +76,14 @@ ampc_node *ampc_part_only_reader(const ampc_uses *u, const ampc_value *v) {
  * without transA, B [K, cols] or (transB) [cols, K], C absent or a constant that `c_split`
  * allows (the first of a pair: C splits with the columns or broadcasts along them) or any
  * constant (the second: rank 0 takes it). *k, *cols and *trans receive its shape. */
-static bool linear(ampc_graph *g, const ampc_node *n, bool c_split, int64_t *k, int64_t *cols,
-                   bool *trans) {
+static bool linear(const ampc_node *n, bool c_split, int64_t *k, int64_t *cols, bool *trans) {
     if (n->op != AMPC_OP_MATMUL && n->op != AMPC_OP_GEMM) return false;
     const ampc_value *w = n->inputs[1];
     if (!ampc_part_const_matrix(w)) return false;
-    *trans = n->op == AMPC_OP_GEMM && ampc_ir_attr_int(g, n, "transB", 0) != 0;
+    *trans = ampc_gemm_params_of(n).tb;
     *k = w->shape.dims[*trans ? 1 : 0], *cols = w->shape.dims[*trans ? 0 : 1];
     if (n->op == AMPC_OP_MATMUL) return true;
-    if (ampc_ir_attr_int(g, n, "transA", 0) != 0) return false;
+    if (ampc_gemm_params_of(n).ta) return false;
     const ampc_value *c = n->n_inputs > 2 ? n->inputs[2] : NULL;
     if (!c) return true;
     if (!c->data) return false;
@@ -92,10 +92,10 @@ static bool linear(ampc_graph *g, const ampc_node *n, bool c_split, int64_t *k, 
 }
 
 /* The pair that starts at MatMul or Gemm m, or false. */
-static bool find_pair(ampc_graph *g, const ampc_uses *u, ampc_node *m, mlp_pair *p) {
+static bool find_pair(const ampc_uses *u, ampc_node *m, mlp_pair *p) {
     memset(p, 0, sizeof *p);
     int64_t k, h, k2, n2;
-    if (m->dead || !linear(g, m, true, &k, &h, &p->trans_first) || m->inputs[0]->data ||
+    if (m->dead || !linear(m, true, &k, &h, &p->trans_first) || m->inputs[0]->data ||
         ampc_ir_attr_find(m, "rank")) /* already split: a second run changes nothing */
         return false;
     p->first = m;
@@ -118,7 +118,7 @@ static bool find_pair(ampc_graph *g, const ampc_uses *u, ampc_node *m, mlp_pair 
         v = n->outputs[0];
         n = ampc_part_only_reader(u, v);
     }
-    if (!n || n->inputs[0] != v || !linear(g, n, false, &k2, &n2, &p->trans_second) || k2 != h)
+    if (!n || n->inputs[0] != v || !linear(n, false, &k2, &n2, &p->trans_second) || k2 != h)
         return false;
     p->second = n;
     return true;
@@ -235,14 +235,15 @@ ampc_value *ampc_part_tail_apply(ampc_graph *g, const ampc_part_tail *t, ampc_va
 }
 
 /* Rank r's part of the pair: its partial product (rank 0's with the tail added). */
-static ampc_value *split_rank(ampc_graph *g, const mlp_pair *p, int32_t r, int64_t h) {
+static ampc_value *split_rank(ampc_graph *g, const mlp_pair *p, int32_t r, int64_t h,
+                              int32_t ranks) {
     const ampc_node *m = p->first, *s = p->second;
     /* the columns of the first weight and the same rows of the second, as each is stored */
     ampc_value *w1 = shard(g, m->inputs[1], p->trans_first, r * h, h, r);
     ampc_value *w2 = shard(g, s->inputs[1], !p->trans_second, r * h, h, r);
     if (!w1 || !w2) return NULL;
     ampc_value *in[3] = {m->inputs[0], w1, m->n_inputs > 2 ? m->inputs[2] : NULL};
-    if (in[2] && in[2]->shape.rank && in[2]->shape.dims[in[2]->shape.rank - 1] == h * g->gpus &&
+    if (in[2] && in[2]->shape.rank && in[2]->shape.dims[in[2]->shape.rank - 1] == h * ranks &&
         !(in[2] = shard(g, in[2], false, r * h, h, r))) /* a C of the columns: the rank's own */
         return NULL;
     ampc_value *v = ampc_part_rank_node(g, m, m->op, in, in[2] ? 3 : 2, r, true);
@@ -275,33 +276,35 @@ ampc_status ampc_part_all_reduce(ampc_graph *g, ampc_node *last, const ampc_part
 
 /* 3. Replaces the pair and its tail by the R ranks and an ampc.AllReduce writing the value the
  * last of them wrote. */
-static ampc_status split_pair(ampc_graph *g, const mlp_pair *p, int64_t cols, int32_t ranks) {
+static ampc_status split_pair(ampc_graph *g, ampc_pipeline_report *rep, const mlp_pair *p,
+                              int64_t cols, int32_t ranks) {
     int64_t h = cols / ranks;
     ampc_value **partial = ampc_ir_alloc(g, (size_t)ranks * sizeof *partial);
     if (!partial) return AMPC_E_OOM;
     for (int32_t r = 0; r < ranks; r++)
-        if (!(partial[r] = split_rank(g, p, r, h))) return ampc_graph_status(g);
+        if (!(partial[r] = split_rank(g, p, r, h, ranks))) return ampc_graph_status(g);
     ampc_node *second = p->second;
     ampc_status st = ampc_part_all_reduce(g, second, &p->tail, partial, ranks);
     for (int32_t i = 0; i < p->n_chain; i++) ampc_ir_node_remove(g, p->chain[i]);
     if (p->bias) ampc_ir_node_remove(g, p->bias);
     ampc_ir_node_remove(g, p->first);
     if (st == AMPC_OK)
-        ampc_part_note(g, second, "mlp", true, "rank r: columns [r*%lld, (r+1)*%lld) of '%s', "
+        ampc_part_note(g, rep, second, "mlp", true, "rank r: columns [r*%lld, (r+1)*%lld) of '%s', "
                        "the same rows of '%s'; %d Adds on rank 0", (long long)h, (long long)h,
                        p->first->inputs[1]->name, second->inputs[1]->name, p->tail.n);
     return st;
 }
 
-void ampc_part_note(ampc_graph *g, const ampc_node *at, const char *kind, bool split,
-                    const char *fmt, ...) {
-    if (g->n_partition_blocks == g->cap_partition_blocks) {
-        int32_t cap = g->cap_partition_blocks ? 2 * g->cap_partition_blocks : 16;
+void ampc_part_note(ampc_graph *g, ampc_pipeline_report *r, const ampc_node *at, const char *kind,
+                    bool split, const char *fmt, ...) {
+    if (!r) return;
+    if (r->n_partition_blocks == r->cap_partition_blocks) {
+        int32_t cap = r->cap_partition_blocks ? 2 * r->cap_partition_blocks : 16;
         ampc_partition_block *b = ampc_ir_alloc(g, (size_t)cap * sizeof *b);
         if (!b) return;
-        if (g->n_partition_blocks)
-            memcpy(b, g->partition_blocks, (size_t)g->n_partition_blocks * sizeof *b);
-        g->partition_blocks = b, g->cap_partition_blocks = cap;
+        if (r->n_partition_blocks)
+            memcpy(b, r->partition_blocks, (size_t)r->n_partition_blocks * sizeof *b);
+        r->partition_blocks = b, r->cap_partition_blocks = cap;
     }
     char why[400];
     va_list ap;
@@ -313,14 +316,16 @@ void ampc_part_note(ampc_graph *g, const ampc_node *at, const char *kind, bool s
     if (!node || !w) return;
     memcpy(node, at->name, nn);
     memcpy(w, why, nw);
-    g->partition_blocks[g->n_partition_blocks++] =
+    r->partition_blocks[r->n_partition_blocks++] =
         (ampc_partition_block){.node = node, .kind = kind, .split = split, .why = w};
 }
 
-ampc_status ampc_pass_partition(ampc_graph *g, bool *changed) {
+ampc_status ampc_pass_partition(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
     *changed = false;
-    if (g->partition != AMPC_PARTITION_TENSOR || g->gpus < 2) return AMPC_OK;
-    g->n_partition_blocks = 0;
+    const ampc_pipeline_options *o = ampc_pass_opt(cx);
+    ampc_pipeline_report *rep = ampc_pass_report(cx);
+    if (o->partition != AMPC_PARTITION_TENSOR || o->gpus < 2) return AMPC_OK;
+    if (rep) rep->n_partition_blocks = 0;
     ampc_uses uses;
     if (ampc_pass_uses(g, &uses) != AMPC_OK)
         return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
@@ -331,22 +336,23 @@ ampc_status ampc_pass_partition(ampc_graph *g, bool *changed) {
         bool split = false;
         /* an attention block ends at its output projection, after its Q, K and V projections
          * (which find_pair does not take: a Reshape follows them) */
-        if (!n->dead && (st = ampc_part_split_heads(g, &uses, n, n_old, &split)) != AMPC_OK) break;
+        if (!n->dead && (st = ampc_part_split_heads(g, cx, &uses, n, n_old, &split)) != AMPC_OK)
+            break;
         if (split) {
             *changed = true;
             continue;
         }
         mlp_pair p;
-        if (!find_pair(g, &uses, n, &p)) continue;
+        if (!find_pair(&uses, n, &p)) continue;
         const ampc_value *w1 = p.first->inputs[1];
         int64_t h = w1->shape.dims[p.trans_first ? 0 : 1];
-        if (h % g->gpus) { /* H not a multiple of R */
-            ampc_part_note(g, p.second, "mlp", false, "%lld hidden columns are not a multiple of "
-                           "%d ranks", (long long)h, g->gpus);
+        if (h % o->gpus) { /* H not a multiple of R */
+            ampc_part_note(g, rep, p.second, "mlp", false, "%lld hidden columns are not a "
+                           "multiple of %d ranks", (long long)h, o->gpus);
             continue;
         }
         ampc_part_find_tail(&uses, p.second, p.first->id, n_old, &p.tail);
-        st = split_pair(g, &p, h, g->gpus);
+        st = split_pair(g, rep, &p, h, o->gpus);
         *changed = true;
     }
     ampc_pass_uses_free(&uses);

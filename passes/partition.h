@@ -45,11 +45,11 @@ ampc_status ampc_part_all_reduce(ampc_graph *g, ampc_node *last, const ampc_part
 /* One attention block ending at the row-parallel candidate `wo` (a MatMul by a constant
  * matrix), split by heads when it can be: *split says whether it was; a block that looks like
  * attention (a softmax inside) but stays whole gets its reason recorded. partition_heads.c. */
-ampc_status ampc_part_split_heads(ampc_graph *g, const ampc_uses *u, ampc_node *wo, int32_t n_old,
-                                  bool *split);
+ampc_status ampc_part_split_heads(ampc_graph *g, const ampc_pass_ctx *cx, const ampc_uses *u,
+                                  ampc_node *wo, int32_t n_old, bool *split);
 
 /* Records the pass's decision on one block for --report (g->partition_blocks). */
-void ampc_part_note(ampc_graph *g, const ampc_node *at, const char *kind, bool split,
-                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void ampc_part_note(ampc_graph *g, ampc_pipeline_report *r, const ampc_node *at, const char *kind,
+                    bool split, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
 #endif /* AMPC_PASSES_PARTITION_H */

@@ -26,7 +26,7 @@
  * change. Running the pass on its own output changes nothing.
  *
  * With --partition pipeline the same split makes the graph one micro-batch: B / M rows, M the
- * micro-batches asked (g->micro_pick) or by default the largest divisor of B not above
+ * micro-batches asked (the options' micro_batches) or by default the largest divisor of B not above
  * 4 x the GPUs (a short pipeline fill: the GPUs idle (N-1)/(M+N-1) of a run). g->micro_batches
  * = M records it; passes/partition_pipeline.c then cuts the graph into stages.
  */
@@ -136,9 +136,9 @@ static ampc_status refuse_mixing(split *s, const ampc_node *nd) {
         return AMPC_FAIL(g, nd, AMPC_E_UNSUPPORTED, "%s: CumSum along axis 0 of "
                          "'%s' sums over the batch, which the GPUs hold in parts", MODE(s), x->name);
     if (nd->op == AMPC_OP_TRANSPOSE) {
-        int32_t np = 0;
-        const int64_t *perm = ampc_ir_attr_ints(g, nd, "perm", &np);
-        bool moves = perm ? np > 0 && perm[0] != 0 : x->shape.rank > 1; /* default: reverse */
+        int64_t perm[AMPC_MAX_RANK];
+        const int32_t r = x->shape.rank;
+        bool moves = r > 0 && (!ampc_transpose_perm(nd, r, perm) || perm[0] != 0);
         if (moves)
             return AMPC_FAIL(g, nd, AMPC_E_UNSUPPORTED, "%s: Transpose moves dim 0 "
                              "of '%s' (the batch) away from the front, so the GPUs' rows would "
@@ -301,38 +301,40 @@ static ampc_status split_batch(split *sp) {
 
 /* The micro-batches of a pipeline: the number asked (refused, naming the input, when it does
  * not divide the batch), else the largest divisor of the batch not above 4 stages. */
-static ampc_status pick_micro_batches(ampc_graph *g, int32_t *m) {
+static ampc_status pick_micro_batches(ampc_graph *g, const ampc_pipeline_options *o,
+                                      int32_t *m) {
     if (g->n_inputs == 0 || g->inputs[0]->shape.rank == 0) { /* check_interface says why */
-        *m = g->micro_pick > 0 ? g->micro_pick : 2;
+        *m = o->micro_batches > 0 ? o->micro_batches : 2;
         return AMPC_OK;
     }
     const ampc_value *x = g->inputs[0];
     int64_t b = x->shape.dims[0];
     char sh[AMPC_SHAPE_STR_MAX];
-    if (g->micro_pick > 0) {
-        if (b % g->micro_pick != 0)
+    if (o->micro_batches > 0) {
+        if (b % o->micro_batches != 0)
             return AMPC_FAIL(g, NULL, AMPC_E_SHAPE, "--partition pipeline: the batch (dim 0 of "
                              "input '%s' %s) is %lld, not a multiple of the %d micro-batches "
                              "(--micro-batches): each micro-batch takes an equal share; give a "
                              "divisor of %lld", x->name, ampc_shape_str(&x->shape, sh, sizeof sh),
-                             (long long)b, g->micro_pick, (long long)b);
-        *m = g->micro_pick;
+                             (long long)b, o->micro_batches, (long long)b);
+        *m = o->micro_batches;
         return AMPC_OK;
     }
     int64_t best = 1;
-    for (int64_t d = 1; d <= 4 * (int64_t)g->gpus && d <= b; d++)
+    for (int64_t d = 1; d <= 4 * (int64_t)o->gpus && d <= b; d++)
         if (b % d == 0) best = d;
     *m = (int32_t)best;
     return AMPC_OK;
 }
 
-ampc_status ampc_pass_partition_data(ampc_graph *g, bool *changed) {
+ampc_status ampc_pass_partition_data(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
     *changed = false;
-    if (g->gpus < 2) return AMPC_OK;
-    if (g->partition == AMPC_PARTITION_PIPELINE) {
+    const ampc_pipeline_options *o = ampc_pass_opt(cx);
+    if (o->gpus < 2) return AMPC_OK;
+    if (o->partition == AMPC_PARTITION_PIPELINE) {
         if (g->micro_batches > 0) return AMPC_OK; /* already one micro-batch */
         int32_t m = 0;
-        ampc_status st = pick_micro_batches(g, &m);
+        ampc_status st = pick_micro_batches(g, o, &m);
         if (st != AMPC_OK) return st;
         if (m > 1) {
             char mode[160];
@@ -345,13 +347,13 @@ ampc_status ampc_pass_partition_data(ampc_graph *g, bool *changed) {
         *changed = m > 1;
         return AMPC_OK;
     }
-    if (g->partition != AMPC_PARTITION_DATA) return AMPC_OK;
-    if (g->data_ranks == g->gpus) return AMPC_OK; /* already one GPU's share */
+    if (o->partition != AMPC_PARTITION_DATA) return AMPC_OK;
+    if (g->data_ranks == o->gpus) return AMPC_OK; /* already one GPU's share */
     if (g->data_ranks > 1)
         return AMPC_FAIL(g, NULL, AMPC_E_INVALID_ARG, "--partition data over %d GPUs: the graph "
-                         "is already one GPU's share of a batch split over %d", g->gpus,
+                         "is already one GPU's share of a batch split over %d", o->gpus,
                          g->data_ranks);
-    split s = {.g = g, .n = g->gpus, .mode = "--partition data"};
+    split s = {.g = g, .n = o->gpus, .mode = "--partition data"};
     ampc_status st = split_batch(&s);
     if (st != AMPC_OK) return st;
     g->data_ranks = s.n;

@@ -32,7 +32,8 @@
  *   4. rewrite: per rank, a copy of every head node (rank = r) over its slice: projection
  *      weights and biases sliced by columns, Reshape targets rewritten for H/R heads, Wo sliced
  *      by rows; rank 0 takes the tail; one all-reduce writes the block's output.
- * A block that has a softmax but cannot split stays whole, its reason in g->partition_blocks.
+ * A block that has a softmax but cannot split stays whole, its reason in the report's
+ * partition_blocks.
  */
 #include "partition.h"
 
@@ -173,11 +174,11 @@ static bool through(head_block *b, int32_t i, const int32_t in_axis[2]) {
     const ampc_node *n = b->node[i];
     const int32_t a = in_axis[0];
     if (n->op == AMPC_OP_TRANSPOSE) {
-        const ampc_attr *perm = ampc_ir_attr_find(n, "perm");
+        int64_t perm[AMPC_MAX_RANK];
         const int32_t r = n->outputs[0]->shape.rank;
-        const bool given = perm && perm->kind == AMPC_ATTR_INTS && perm->n == r;
+        if (!ampc_transpose_perm(n, r, perm)) return false;
         for (int32_t j = 0; j < r; j++)
-            if ((given ? perm->ints[j] : r - 1 - j) == a) b->axis[i] = (int8_t)j;
+            if (perm[j] == a) b->axis[i] = (int8_t)j;
         return true;
     }
     if (n->op == AMPC_OP_RESHAPE) {
@@ -314,8 +315,10 @@ static ampc_status rewrite(ampc_graph *g, head_block *b, int32_t ranks) {
     return st;
 }
 
-ampc_status ampc_part_split_heads(ampc_graph *g, const ampc_uses *u, ampc_node *wo, int32_t n_old,
-                                  bool *split) {
+ampc_status ampc_part_split_heads(ampc_graph *g, const ampc_pass_ctx *cx, const ampc_uses *u,
+                                  ampc_node *wo, int32_t n_old, bool *split) {
+    const int32_t ranks = ampc_pass_opt(cx)->gpus;
+    ampc_pipeline_report *rep = ampc_pass_report(cx);
     *split = false;
     if (wo->op != AMPC_OP_MATMUL || !ampc_part_const_matrix(wo->inputs[1]) ||
         wo->inputs[0]->data || ampc_ir_attr_find(wo, "rank"))
@@ -324,19 +327,19 @@ ampc_status ampc_part_split_heads(ampc_graph *g, const ampc_uses *u, ampc_node *
     if (!b) return AMPC_E_OOM;
     memset(b, 0, sizeof *b);
     b->wo = wo;
-    bool ok = collect(b) && classify(b, u, g->gpus);
+    bool ok = collect(b) && classify(b, u, ranks);
     if (!b->softmax) return AMPC_OK; /* not attention: an MLP pair's second matmul, say */
     if (!ok) {
-        ampc_part_note(g, wo, "attention", false, "%s", b->why);
+        ampc_part_note(g, rep, wo, "attention", false, "%s", b->why);
         return AMPC_OK;
     }
     ampc_part_find_tail(u, wo, b->node[0]->id, n_old, &b->tail);
-    ampc_status st = rewrite(g, b, g->gpus);
+    ampc_status st = rewrite(g, b, ranks);
     if (st != AMPC_OK) return st;
     *split = true;
-    const int64_t h = b->heads / g->gpus;
-    ampc_part_note(g, wo, "attention", true, "%lld heads: rank r takes heads [r*%lld, (r+1)*%lld) "
-                   "of %d projections and the same rows of '%s'; %d Adds on rank 0",
+    const int64_t h = b->heads / ranks;
+    ampc_part_note(g, rep, wo, "attention", true, "%lld heads: rank r takes heads [r*%lld, "
+                   "(r+1)*%lld) of %d projections and the same rows of '%s'; %d Adds on rank 0",
                    (long long)b->heads, (long long)h, (long long)h, b->n_proj, wo->inputs[1]->name,
                    b->tail.n);
     return AMPC_OK;

@@ -34,12 +34,14 @@
  *      to it (the last GPU gives every output). The nodes are put in stage order with the
  *      copies of cut s between stages s and s + 1, which is the order the GPUs run them in, so
  *      the memory plan's liveness holds on every GPU.
- *   5. g->stages records each stage (nodes, cost, the tensors crossing after it) for --report;
- *      g->pipeline_stages = N stays after the pipeline (codegen makes one plan per stage).
+ *   5. the report's stages record each stage (nodes, cost, the tensors crossing after it) for
+ *      --report; g->pipeline_stages = N stays after the pipeline (codegen makes one plan per
+ *      stage).
  *
  * Running the pass on its own output changes nothing.
  */
 #include "passes.h"
+#include "ir/activation.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -81,7 +83,7 @@ static double node_cost(ampc_graph *g, const ampc_node *nd) {
         return 2.0 * (double)dm[0] * (double)dm[1] * (double)dm[2] * (double)dm[3] *
                (double)(dm[4] + dm[5]);
     if (ampc_op_has(nd->op, T_CONTRACT) && a && a->shape.rank >= 1) {
-        bool ta = ampc_ir_attr_int(g, nd, "transA", 0) != 0;
+        bool ta = ampc_gemm_params_of(nd).ta;
         int32_t r = a->shape.rank;
         double k = (double)a->shape.dims[ta && r >= 2 ? r - 2 : r - 1];
         return 2 * numel_d(y) * k;
@@ -285,15 +287,15 @@ static ampc_status rewrite(pipe *P) {
 
 /* ---- 5. report ------------------------------------------------------------------------------ */
 
-static ampc_status record_stages(pipe *P) {
-    ampc_graph *g = P->g;
-    g->stages = ampc_ir_alloc(g, (size_t)P->n_stages * sizeof *g->stages);
-    if (!g->stages) return AMPC_E_OOM;
-    g->n_stages = P->n_stages;
+static ampc_status record_stages(pipe *P, ampc_pipeline_report *r) {
+    if (!r) return AMPC_OK;
+    r->stages = ampc_ir_alloc(P->g, (size_t)P->n_stages * sizeof *r->stages);
+    if (!r->stages) return AMPC_E_OOM;
+    r->n_stages = P->n_stages;
     for (int32_t s = 0; s < P->n_stages; s++) {
         int32_t a = P->cuts[s], b = P->cuts[s + 1];
         bool last = s + 1 == P->n_stages;
-        g->stages[s] = (ampc_pipeline_stage){
+        r->stages[s] = (ampc_pipeline_stage){
             .first = P->nodes[a]->name, .last = P->nodes[b - 1]->name, .n_nodes = b - a,
             .cost = P->prefix[b] - P->prefix[a], .n_cross = last ? 0 : P->cross_count[b],
             .cross_bytes = last ? 0 : P->cross_bytes[b],
@@ -302,15 +304,16 @@ static ampc_status record_stages(pipe *P) {
     return AMPC_OK;
 }
 
-ampc_status ampc_pass_partition_pipeline(ampc_graph *g, bool *changed) {
+ampc_status ampc_pass_partition_pipeline(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
     *changed = false;
-    if (g->partition != AMPC_PARTITION_PIPELINE || g->gpus < 2) return AMPC_OK;
-    if (g->pipeline_stages == g->gpus) return AMPC_OK; /* already cut */
+    const ampc_pipeline_options *o = ampc_pass_opt(cx);
+    if (o->partition != AMPC_PARTITION_PIPELINE || o->gpus < 2) return AMPC_OK;
+    if (g->pipeline_stages == o->gpus) return AMPC_OK; /* already cut */
     if (g->pipeline_stages > 1)
         return AMPC_FAIL(g, NULL, AMPC_E_INVALID_ARG, "--partition pipeline over %d GPUs: the "
-                         "graph is already cut into %d stages", g->gpus, g->pipeline_stages);
+                         "graph is already cut into %d stages", o->gpus, g->pipeline_stages);
     ampc_ir_graph_compact(g);
-    pipe P = {.g = g, .n_stages = g->gpus, .n = g->n_nodes};
+    pipe P = {.g = g, .n_stages = o->gpus, .n = g->n_nodes};
     if (P.n < P.n_stages)
         return AMPC_FAIL(g, NULL, AMPC_E_UNSUPPORTED, "--partition pipeline: the graph has %d "
                          "node%s to run, fewer than the %d stages (one per GPU): no legal cut; "
@@ -325,7 +328,8 @@ ampc_status ampc_pass_partition_pipeline(ampc_graph *g, bool *changed) {
     P.cuts = ampc_xcalloc((size_t)P.n_stages + 1, sizeof *P.cuts);
     measure(&P);
     ampc_status st = choose_cuts(&P);
-    if (st == AMPC_OK) st = record_stages(&P); /* before the rewrite: names of this graph */
+    /* the stages recorded before the rewrite: names of this graph */
+    if (st == AMPC_OK) st = record_stages(&P, ampc_pass_report(cx));
     if (st == AMPC_OK) st = rewrite(&P);
     free(P.nodes);
     free(P.prefix);

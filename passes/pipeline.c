@@ -115,9 +115,11 @@ static ampc_status verify_after(ampc_graph *g, const char *what) {
                      what);
 }
 
-/* Runs pass p (or notes it skipped), then trace, verify and dump as the options say. */
-static ampc_status run_one(ampc_graph *g, const ampc_pass_info *p, const ampc_pipeline_options *o,
+/* Runs pass p in context cx (or notes it skipped), then trace, verify and dump as the options
+ * say. */
+static ampc_status run_one(ampc_graph *g, const ampc_pass_ctx *cx, const ampc_pass_info *p,
                            bool skip) {
+    const ampc_pipeline_options *o = cx->opt;
     ampc_status st = AMPC_OK;
     ampc_pass_record *rec = NULL;
     if (o->record && o->n_records && *o->n_records < o->max_records) {
@@ -132,7 +134,7 @@ static ampc_status run_one(ampc_graph *g, const ampc_pass_info *p, const ampc_pi
         int32_t before = g->diag.n;
         bool changed = false;
         double t0 = now_ms();
-        st = p->run(g, &changed);
+        st = p->run(g, cx, &changed);
         double ms = now_ms() - t0;
         if (rec) {
             rec->changed = changed;
@@ -198,31 +200,23 @@ static bool disabled(const ampc_pipeline_options *o, const char *name) {
     return false;
 }
 
-/* The requests passes read from the graph (precision, sparsity, layout), for one run. */
-static void set_requests(ampc_graph *g, const ampc_pipeline_options *o) {
-    g->precision = o ? o->precision : AMPC_PRECISION_KEEP;
-    g->keep_fp32 = o ? o->keep_fp32 : NULL;
-    g->n_keep_fp32 = o ? o->n_keep_fp32 : 0;
-    g->auto_fp32 = o ? o->auto_fp32 : NULL;
-    g->n_auto_fp32 = o ? o->n_auto_fp32 : 0;
-    g->channels_last = o ? !o->keep_nchw : true;
-    if (o) g->gemm_kernel = o->gemm_kernel; /* stays after the run: code generation reads it */
-    g->fast_gelu = o ? o->fast_gelu : false;
-    g->gpus = o ? o->gpus : 0;
-    g->partition = o ? o->partition : AMPC_PARTITION_NONE;
-    g->micro_pick = o ? o->micro_batches : 0;
-    g->sparsity = o ? o->sparsity : AMPC_SPARSITY_OFF;
-    g->sparsity_layers = o ? o->sparsity_layers : NULL;
+const ampc_pipeline_options *ampc_pass_opt(const ampc_pass_ctx *cx) {
+    static const ampc_pipeline_options defaults = {0};
+    return cx && cx->opt ? cx->opt : &defaults;
+}
+
+/* The context of one run: o's options and report, the report emptied. */
+static ampc_pass_ctx context_of(const ampc_pipeline_options *o) {
+    if (o->report) *o->report = (ampc_pipeline_report){0};
+    return (ampc_pass_ctx){.opt = o, .report = o->report};
 }
 
 ampc_status ampc_pipeline_run(ampc_graph *g, const ampc_pipeline_options *o) {
     ampc_status st = check_options(g, o);
     if (o->n_records) *o->n_records = 0;
-    g->n_tanh_gelus = g->n_folded_scales = 0; /* this run's, for the math: line */
-    set_requests(g, o);
+    const ampc_pass_ctx cx = context_of(o);
     for (int32_t i = 0; st == AMPC_OK && i < AMPC_ARRAY_LEN(pass_table); i++)
-        st = run_one(g, &pass_table[i], o, disabled(o, pass_table[i].name));
-    set_requests(g, NULL);
+        st = run_one(g, &cx, &pass_table[i], disabled(o, pass_table[i].name));
     return st;
 }
 
@@ -231,9 +225,8 @@ ampc_status ampc_pipeline_run_pass(ampc_graph *g, const char *name,
     const ampc_pass_info *p = ampc_pass_find(name);
     if (!p) return unknown_pass(g, name, "to run");
     ampc_status st = check_options(g, o);
-    set_requests(g, o);
-    if (st == AMPC_OK) st = run_one(g, p, o, false);
-    set_requests(g, NULL);
+    const ampc_pass_ctx cx = context_of(o);
+    if (st == AMPC_OK) st = run_one(g, &cx, p, false);
     return st;
 }
 

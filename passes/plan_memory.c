@@ -85,7 +85,8 @@ static bool reads_elsewhere(const ampc_node *n, int32_t *parent, int32_t r) {
     return false;
 }
 
-ampc_status ampc_pass_plan_memory(ampc_graph *g, bool *changed) {
+ampc_status ampc_pass_plan_memory(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
+    (void)cx;
     int32_t nv = g->n_values;
     int32_t *parent = ampc_xmalloc((size_t)(nv + 1) * sizeof *parent);
     int32_t *def = ampc_xmalloc((size_t)(nv + 1) * sizeof *def);

@@ -38,6 +38,7 @@
 
 typedef struct prec_ctx {
     ampc_graph *g;
+    const ampc_pipeline_options *o; /* keep_fp32, auto_fp32 */
     ampc_dtype low;
     float max_low;         /* the largest finite value of the low type */
     int32_t n_orig;        /* values that existed when the pass began (ids below this) */
@@ -62,16 +63,16 @@ static bool movable_input(const ampc_node *n, int32_t i) {
 
 /* ---- the decision --------------------------------------------------------------------------- */
 
-static bool named_keep(const ampc_graph *g, const ampc_node *n) {
-    for (int32_t i = 0; i < g->n_keep_fp32; i++)
-        if (!strcmp(g->keep_fp32[i], n->name) || !strcmp(g->keep_fp32[i], ampc_op_get(n->op)->onnx))
+static bool named_keep(const ampc_pipeline_options *o, const ampc_node *n) {
+    for (int32_t i = 0; i < o->n_keep_fp32; i++)
+        if (!strcmp(o->keep_fp32[i], n->name) || !strcmp(o->keep_fp32[i], ampc_op_get(n->op)->onnx))
             return true;
     return false;
 }
 
-static bool named_auto(const ampc_graph *g, const ampc_node *n) {
-    for (int32_t i = 0; i < g->n_auto_fp32; i++)
-        if (!strcmp(g->auto_fp32[i], n->name)) return true;
+static bool named_auto(const ampc_pipeline_options *o, const ampc_node *n) {
+    for (int32_t i = 0; i < o->n_auto_fp32; i++)
+        if (!strcmp(o->auto_fp32[i], n->name)) return true;
     return false;
 }
 
@@ -95,8 +96,8 @@ static ampc_prec_policy policy_of(const prec_ctx *c, ampc_opcode op) {
 /* Why node n computes where it does; *move: it goes to the low type. */
 static ampc_prec_why decide(const prec_ctx *c, const ampc_node *n, bool *move) {
     *move = false;
-    if (named_keep(c->g, n)) return PREC_WHY_KEEP;
-    if (named_auto(c->g, n)) return PREC_WHY_AUTO;
+    if (named_keep(c->o, n)) return PREC_WHY_KEEP;
+    if (named_auto(c->o, n)) return PREC_WHY_AUTO;
     ampc_prec_policy policy = policy_of(c, n->op);
     if (policy == PREC_F32) return PREC_WHY_POLICY;
     for (int32_t i = 0; i < n->n_outputs; i++) /* a value the builder already evaluated */
@@ -295,8 +296,8 @@ static ampc_status fold_casts(prec_ctx *c) {
 static void mark_read_low(prec_ctx *c) {
     for (int32_t i = 0; i < c->g->n_nodes; i++) {
         const ampc_node *n = c->g->nodes[i];
-        if (n->dead || policy_of(c, n->op) == PREC_F32 || named_keep(c->g, n) ||
-            named_auto(c->g, n))
+        if (n->dead || policy_of(c, n->op) == PREC_F32 || named_keep(c->o, n) ||
+            named_auto(c->o, n))
             continue;
         for (int32_t k = 0; k < n->n_inputs; k++)
             if (movable_input(n, k)) c->read_low[n->inputs[k]->id] = true;
@@ -304,29 +305,30 @@ static void mark_read_low(prec_ctx *c) {
 }
 
 /* Every keep_fp32 name must name a node or an op of the graph. */
-static ampc_status check_keep_names(ampc_graph *g) {
-    for (int32_t k = 0; k < g->n_keep_fp32; k++) {
+static ampc_status check_keep_names(ampc_graph *g, const ampc_pipeline_options *o) {
+    for (int32_t k = 0; k < o->n_keep_fp32; k++) {
         bool found = false;
         for (int32_t i = 0; i < g->n_nodes && !found; i++)
             found = !g->nodes[i]->dead &&
-                    (!strcmp(g->keep_fp32[k], g->nodes[i]->name) ||
-                     !strcmp(g->keep_fp32[k], ampc_op_get(g->nodes[i]->op)->onnx));
+                    (!strcmp(o->keep_fp32[k], g->nodes[i]->name) ||
+                     !strcmp(o->keep_fp32[k], ampc_op_get(g->nodes[i]->op)->onnx));
         if (!found)
             return AMPC_FAIL(g, NULL, AMPC_E_INVALID_ARG,
                              "keep-fp32 '%s' names no node and no op of graph '%s' (give a node "
                              "name or an ONNX op type such as Softmax)",
-                             g->keep_fp32[k], g->name ? g->name : "");
+                             o->keep_fp32[k], g->name ? g->name : "");
     }
     return AMPC_OK;
 }
 
-ampc_status ampc_pass_precision(ampc_graph *g, bool *changed) {
+ampc_status ampc_pass_precision(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
     *changed = false;
-    if (g->precision == AMPC_PRECISION_KEEP) return AMPC_OK;
-    ampc_status st = check_keep_names(g);
+    const ampc_pipeline_options *o = ampc_pass_opt(cx);
+    if (o->precision == AMPC_PRECISION_KEEP) return AMPC_OK;
+    ampc_status st = check_keep_names(g, o);
     if (st != AMPC_OK) return st;
-    prec_ctx c = {.g = g, .n_orig = g->n_values};
-    c.low = g->precision == AMPC_PRECISION_BF16 ? AMPC_DTYPE_BF16 : AMPC_DTYPE_F16;
+    prec_ctx c = {.g = g, .o = o, .n_orig = g->n_values};
+    c.low = o->precision == AMPC_PRECISION_BF16 ? AMPC_DTYPE_BF16 : AMPC_DTYPE_F16;
     c.max_low = c.low == AMPC_DTYPE_F16 ? 65504.0f : 3.3895314e38f;
     c.orig = malloc((size_t)(c.n_orig + 1) * sizeof *c.orig);
     c.as_low = calloc((size_t)c.n_orig + 1, sizeof *c.as_low);

@@ -182,7 +182,8 @@ static ampc_value *restated(const ampc_node *n) {
     }
 }
 
-ampc_status ampc_pass_simplify(ampc_graph *g, bool *changed) {
+ampc_status ampc_pass_simplify(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
+    (void)cx;
     *changed = false;
     ampc_status st = AMPC_OK;
     for (int32_t i = 0; st == AMPC_OK && i < g->n_nodes; i++) {

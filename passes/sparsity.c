@@ -31,11 +31,12 @@
  *     the lower index), the others become +0. The node reads a new constant "<w>_24" (the old one
  *     is left to dce), is marked, and its record holds the fraction of the weight's energy
  *     (sum of w^2) removed. This changes the model's numbers.
- *  4. The record: one ampc_sparse_layer per contraction or convolution in g->sparse_layers
- *     (node, op, weight shape, K, status, energy removed) for --report.
+ *  4. The record: one ampc_sparse_layer per contraction or convolution in the report's
+ *     sparse_layers (node, op, weight shape, K, status, energy removed) for --report.
  */
 #define _POSIX_C_SOURCE 200809L /* fnmatch */
 #include "passes.h"
+#include "ir/activation.h"
 
 #include <fnmatch.h>
 #include <math.h>
@@ -74,7 +75,7 @@ static ampc_sparse_why conv_view(const ampc_node *n, weight_view *v) {
 
 /* The weight of n and its view; SPARSE_WHY_ALREADY stands for "eligible" here, any other value
  * says why not. */
-static ampc_sparse_why view_of(ampc_graph *g, const ampc_node *n, weight_view *v) {
+static ampc_sparse_why view_of(const ampc_node *n, weight_view *v) {
     memset(v, 0, sizeof *v);
     v->w = n->n_inputs > 1 ? n->inputs[1] : NULL;
     const ampc_value *w = v->w;
@@ -85,7 +86,7 @@ static ampc_sparse_why view_of(ampc_graph *g, const ampc_node *n, weight_view *v
     if (n->op == AMPC_OP_CONV || n->op == AMPC_OP_FUSED_CONV) return conv_view(n, v);
     if (w->shape.rank != 2) return SPARSE_WHY_SHAPE;
     int64_t rows = w->shape.dims[0], cols = w->shape.dims[1];
-    if (n->op == AMPC_OP_GEMM && ampc_ir_attr_int(g, n, "transB", 0) != 0)
+    if (ampc_gemm_params_of(n).tb)
         v->outer = rows, v->axis = cols, v->inner = 1; /* B [N, K] */
     else
         v->outer = 1, v->axis = rows, v->inner = cols; /* B [K, N] */
@@ -203,23 +204,24 @@ static ampc_status prune_node(ampc_graph *g, ampc_node *n, const weight_view *v,
     return AMPC_OK;
 }
 
-static bool selected(const ampc_graph *g, const ampc_node *n) {
-    return !g->sparsity_layers || fnmatch(g->sparsity_layers, n->name, 0) == 0;
+static bool selected(const ampc_pipeline_options *o, const ampc_node *n) {
+    return !o->sparsity_layers || fnmatch(o->sparsity_layers, n->name, 0) == 0;
 }
 
 /* Decides for one candidate node and fills its record. */
-static ampc_status visit(ampc_graph *g, ampc_node *n, ampc_sparse_layer *rec, bool *changed) {
+static ampc_status visit(ampc_graph *g, const ampc_pipeline_options *o, ampc_node *n,
+                         ampc_sparse_layer *rec, bool *changed) {
     weight_view v;
-    ampc_sparse_why why = view_of(g, n, &v);
+    ampc_sparse_why why = view_of(n, &v);
     ampc_status st = AMPC_OK;
     *rec = (ampc_sparse_layer){.node = n->name, .op = n->op, .k = v.k, .status = why};
     if (v.w) rec->shape = v.w->shape;
     bool mark = false;
     if (why == SPARSE_WHY_ALREADY && is_24(&v)) {
         mark = true;
-    } else if (why == SPARSE_WHY_ALREADY && g->sparsity == AMPC_SPARSITY_VERIFY) {
+    } else if (why == SPARSE_WHY_ALREADY && o->sparsity == AMPC_SPARSITY_VERIFY) {
         rec->status = SPARSE_WHY_DENSE;
-    } else if (why == SPARSE_WHY_ALREADY && !selected(g, n)) {
+    } else if (why == SPARSE_WHY_ALREADY && !selected(o, n)) {
         rec->status = SPARSE_WHY_UNSELECTED;
     } else if (why == SPARSE_WHY_ALREADY) {
         if ((st = prune_node(g, n, &v, &rec->energy_removed)) != AMPC_OK) return st;
@@ -231,23 +233,41 @@ static ampc_status visit(ampc_graph *g, ampc_node *n, ampc_sparse_layer *rec, bo
 }
 
 /* A glob that matches no candidate node is almost certainly a typo: an error naming it. */
-static ampc_status check_glob(ampc_graph *g) {
-    if (!g->sparsity_layers || g->sparsity != AMPC_SPARSITY_PRUNE) return AMPC_OK;
+static ampc_status check_glob(ampc_graph *g, const ampc_pipeline_options *o) {
+    if (!o->sparsity_layers || o->sparsity != AMPC_SPARSITY_PRUNE) return AMPC_OK;
     for (int32_t i = 0; i < g->n_nodes; i++)
-        if (!g->nodes[i]->dead && sparse_candidate(g->nodes[i]->op) && selected(g, g->nodes[i]))
+        if (!g->nodes[i]->dead && sparse_candidate(g->nodes[i]->op) && selected(o, g->nodes[i]))
             return AMPC_OK;
     return AMPC_FAIL(g, NULL, AMPC_E_INVALID_ARG,
                      "sparsity-layers '%s' matches no MatMul, Gemm or Conv node of graph '%s' "
                      "(a glob on node names such as 'layer1.*')",
-                     g->sparsity_layers, g->name ? g->name : "");
+                     o->sparsity_layers, g->name ? g->name : "");
 }
 
-ampc_status ampc_pass_sparsity(ampc_graph *g, bool *changed) {
+const char *ampc_sparse_why_str(ampc_sparse_why why) {
+    switch (why) {
+    case SPARSE_WHY_ALREADY: return "already 2:4";
+    case SPARSE_WHY_PRUNED: return "pruned to 2:4";
+    case SPARSE_WHY_DENSE: return "dense (verify does not prune)";
+    case SPARSE_WHY_UNSELECTED: return "dense (not matched by --sparsity-layers)";
+    case SPARSE_WHY_NOT_CONSTANT: return "not eligible: the weight is not a compile-time constant";
+    case SPARSE_WHY_DTYPE: return "not eligible: the weight is not f32, f16 or bf16";
+    case SPARSE_WHY_SHAPE: return "not eligible: the weight is not a matrix";
+    case SPARSE_WHY_K: return "not eligible: K is not a multiple of 4";
+    case SPARSE_WHY_CHANNELS:
+        return "not eligible: C/group is not a multiple of 4 (groups of 4 run along the channels)";
+    case SPARSE_WHY_EMPTY: return "not eligible: the weight is empty";
+    }
+    return "?";
+}
+
+ampc_status ampc_pass_sparsity(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
     *changed = false;
-    g->sparse_layers = NULL;
-    g->n_sparse_layers = 0;
-    if (g->sparsity == AMPC_SPARSITY_OFF) return AMPC_OK;
-    ampc_status st = check_glob(g);
+    const ampc_pipeline_options *o = ampc_pass_opt(cx);
+    ampc_pipeline_report *report = ampc_pass_report(cx);
+    if (report) report->sparse_layers = NULL, report->n_sparse_layers = 0;
+    if (o->sparsity == AMPC_SPARSITY_OFF) return AMPC_OK;
+    ampc_status st = check_glob(g, o);
     if (st != AMPC_OK) return st;
     int32_t n = 0;
     for (int32_t i = 0; i < g->n_nodes; i++) n += !g->nodes[i]->dead && sparse_candidate(g->nodes[i]->op);
@@ -256,11 +276,10 @@ ampc_status ampc_pass_sparsity(ampc_graph *g, bool *changed) {
     int32_t k = 0;
     for (int32_t i = 0; st == AMPC_OK && i < g->n_nodes; i++) {
         ampc_node *nd = g->nodes[i];
-        if (!nd->dead && sparse_candidate(nd->op)) st = visit(g, nd, &recs[k++], changed);
+        if (!nd->dead && sparse_candidate(nd->op)) st = visit(g, o, nd, &recs[k++], changed);
     }
     if (st == AMPC_E_OOM)
         return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory in the sparsity pass");
-    g->sparse_layers = recs;
-    g->n_sparse_layers = k;
+    if (report) report->sparse_layers = recs, report->n_sparse_layers = k;
     return st;
 }

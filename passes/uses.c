@@ -85,17 +85,6 @@ ampc_status ampc_pass_rewrite(ampc_graph *g, ampc_node *n, ampc_opcode op, const
     return ampc_ir_node_infer(g, n);
 }
 
-bool ampc_pass_perm_of(const ampc_node *t, int32_t r, int64_t *perm) {
-    const ampc_attr *a = ampc_ir_attr_find(t, "perm");
-    if (!a) {
-        for (int32_t i = 0; i < r; i++) perm[i] = r - 1 - i;
-        return true;
-    }
-    if (a->kind != AMPC_ATTR_INTS || a->n != r) return false;
-    for (int32_t i = 0; i < r; i++) perm[i] = a->ints[i];
-    return true;
-}
-
 /* ---- strided views ---------------------------------------------------------------------------- */
 
 void ampc_pass_view_init(ampc_pass_view *v, ampc_value *x) {
@@ -166,7 +155,7 @@ bool ampc_pass_view_step(ampc_pass_view *v, int32_t r, const int64_t *dims) {
     }
     if (p->op == AMPC_OP_TRANSPOSE) { /* cur's dim j is in's dim perm[j] */
         int64_t perm[AMPC_MAX_RANK];
-        if (cr != ir || !ampc_pass_perm_of(p, ir, perm)) return false;
+        if (cr != ir || !ampc_transpose_perm(p, ir, perm)) return false;
         for (int32_t j = 0; j < cr; j++) t[j] = din[perm[j]];
     } else if (p->op == AMPC_OP_GATHER) { /* in's axis a, at index k, becomes cur's index dims */
         const ampc_attr *ax = ampc_ir_attr_find(p, "axis");

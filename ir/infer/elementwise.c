@@ -7,6 +7,7 @@
  * bool, Cast gives its `to`, CastLike input 1's dtype, the random ops their `dtype`).
  */
 #include "infer.h"
+#include "ir/activation.h"
 
 #include <string.h>
 
@@ -25,12 +26,9 @@ static uint32_t unary_classes(ampc_opcode op) {
 static ampc_status unary_like(ampc_graph *g, ampc_node *n) {
     if (!ampc_infer_check_dtype(g, n, 0, unary_classes(n->op))) return AMPC_E_DTYPE;
     ampc_infer_set(n, 0, n->inputs[0]->dtype, &n->inputs[0]->shape);
-    if (n->op == AMPC_OP_GELU) {
-        const ampc_attr *a = ampc_ir_attr_find(n, "approximate");
-        if (a && (a->kind != AMPC_ATTR_STRING || (strcmp(a->s, "none") && strcmp(a->s, "tanh"))))
-            return AMPC_FAIL(g, n, AMPC_E_ATTR,
-                             "attribute 'approximate' must be the string \"none\" or \"tanh\"");
-    }
+    if (n->op == AMPC_OP_GELU && ampc_gelu_form_of(n) == AMPC_GELU_INVALID)
+        return AMPC_FAIL(g, n, AMPC_E_ATTR,
+                         "attribute 'approximate' must be the string \"none\" or \"tanh\"");
     return AMPC_OK;
 }
 
@@ -185,8 +183,8 @@ static bool read_flag(ampc_graph *g, const ampc_node *n, const char *name, int64
 }
 
 /* LeakyRelu, Elu, Selu, Celu, ThresholdedRelu, HardSigmoid, Shrink, Swish: float attributes
- * (alpha, beta, gamma, bias, lambd) whose kinds are checked here; the reference kernel reads them
- * with the ONNX defaults. */
+ * (alpha, beta, gamma, bias, lambd) whose kinds are checked here; the reference and code
+ * generation read them with the ONNX defaults through ampc_act_params_of (ir/activation.h). */
 ampc_status ampc_infer_activation(ampc_graph *g, ampc_node *n) {
     static const char *const names[] = {"alpha", "beta", "gamma", "bias", "lambd"};
     if (!ampc_infer_check_dtype(g, n, 0, unary_classes(n->op))) return AMPC_E_DTYPE;
@@ -194,13 +192,9 @@ ampc_status ampc_infer_activation(ampc_graph *g, ampc_node *n) {
         float v;
         if (!read_float(g, n, names[i], 0, &v)) return AMPC_E_ATTR;
     }
-    if (n->op == AMPC_OP_CELU) {
-        float alpha;
-        read_float(g, n, "alpha", 1.0f, &alpha);
-        if (alpha == 0)
-            return AMPC_FAIL(g, n, AMPC_E_ATTR,
-                             "attribute 'alpha' must be non-zero (Celu divides by it), got 0");
-    }
+    if (n->op == AMPC_OP_CELU && ampc_act_params_of(n).p == 0) /* the kinds checked above */
+        return AMPC_FAIL(g, n, AMPC_E_ATTR,
+                         "attribute 'alpha' must be non-zero (Celu divides by it), got 0");
     ampc_infer_set(n, 0, n->inputs[0]->dtype, &n->inputs[0]->shape);
     return AMPC_OK;
 }

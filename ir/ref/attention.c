@@ -263,12 +263,6 @@ ampc_status ampc_ref_attention(ampc_graph *g, const ampc_node *n, const ampc_ten
 
 /* ---- ampc.FusedAttention -------------------------------------------------------------------- */
 
-/* The (b, h, s, d) strides of attribute `name` (inference checked it holds four). */
-static void strides_of(const ampc_node *n, const char *name, int64_t st[4]) {
-    const ampc_attr *a = ampc_ir_attr_find(n, name);
-    for (int32_t i = 0; i < 4; i++) st[i] = a->ints[i];
-}
-
 /* One query row of ampc.FusedAttention: scores s_j = round(scale * q.k_j + mask_j) in Q's type
  * (the scores tensor the unfused graph holds), probabilities rounded to it as well, the sum over
  * V in double and one rounding on store. A row whose maximum is not finite (every key masked
@@ -276,86 +270,60 @@ static void strides_of(const ampc_node *n, const char *name, int64_t st[4]) {
  * give there. */
 typedef struct fa {
     const ampc_tensor *q, *k, *v, *mask;
-    int64_t B, H, Sq, Sk, D, Dv, qs[4], ks[4], vs[4], ms[4], off[3]; /* off: of Q, K, V */
-    int64_t group; /* query heads a K/V head serves */
-    int64_t mp;    /* batch b reads the mask's entry b % mp */
-    double scale;
-    bool safe;
+    ampc_attention_params p;
 } fa;
 
 static void fa_row(const fa *a, int64_t b, int64_t h, int64_t i, double *s, double *acc) {
+    const ampc_attention_params *p = &a->p;
     const ampc_dtype t = a->q->dtype;
     double mx = -INFINITY;
     bool nan = false;
-    const int64_t qr = a->off[0] + b * a->qs[0] + h * a->qs[1] + i * a->qs[2];
-    const int64_t kb = a->off[1] + b * a->ks[0] + h / a->group * a->ks[1]; /* its K/V head */
-    const int64_t vb = a->off[2] + b * a->vs[0] + h / a->group * a->vs[1];
-    const int64_t mr = b % a->mp * a->ms[0] + h * a->ms[1] + i * a->ms[2]; /* the mask's row */
-    for (int64_t j = 0; j < a->Sk; j++) {
+    const int64_t qr = p->off[0] + b * p->qs[0] + h * p->qs[1] + i * p->qs[2];
+    const int64_t kb = p->off[1] + b * p->ks[0] + h / p->group * p->ks[1]; /* its K/V head */
+    const int64_t vb = p->off[2] + b * p->vs[0] + h / p->group * p->vs[1];
+    const int64_t mr = b % p->mp * p->ms[0] + h * p->ms[1] + i * p->ms[2]; /* the mask's row */
+    for (int64_t j = 0; j < p->Sk; j++) {
         double dot = 0;
-        for (int64_t d = 0; d < a->D; d++)
-            dot += ampc_ref_load_f64(a->q->data, t, qr + d * a->qs[3]) *
-                   ampc_ref_load_f64(a->k->data, t, kb + j * a->ks[2] + d * a->ks[3]);
-        double bias = a->mask ? ampc_ref_load_f64(a->mask->data, t, mr + j * a->ms[3]) : 0;
-        s[j] = round_to(t, a->scale * dot + bias);
+        for (int64_t d = 0; d < p->D; d++)
+            dot += ampc_ref_load_f64(a->q->data, t, qr + d * p->qs[3]) *
+                   ampc_ref_load_f64(a->k->data, t, kb + j * p->ks[2] + d * p->ks[3]);
+        double bias = a->mask ? ampc_ref_load_f64(a->mask->data, t, mr + j * p->ms[3]) : 0;
+        s[j] = round_to(t, p->scale * dot + bias);
         nan |= isnan(s[j]);
         if (s[j] > mx) mx = s[j];
     }
-    for (int64_t d = 0; d < a->Dv; d++) acc[d] = 0;
+    for (int64_t d = 0; d < p->Dv; d++) acc[d] = 0;
     if (nan || !isfinite(mx)) {
-        for (int64_t d = 0; d < a->Dv; d++) acc[d] = a->safe ? 0 : NAN;
+        for (int64_t d = 0; d < p->Dv; d++) acc[d] = p->safe ? 0 : NAN;
         return;
     }
     double sum = 0;
-    for (int64_t j = 0; j < a->Sk; j++) sum += s[j] = exp(s[j] - mx);
-    for (int64_t j = 0; j < a->Sk; j++) {
-        const double p = round_to(t, s[j] / sum);
-        for (int64_t d = 0; d < a->Dv; d++)
-            acc[d] += p * ampc_ref_load_f64(a->v->data, t, vb + j * a->vs[2] + d * a->vs[3]);
+    for (int64_t j = 0; j < p->Sk; j++) sum += s[j] = exp(s[j] - mx);
+    for (int64_t j = 0; j < p->Sk; j++) {
+        const double pj = round_to(t, s[j] / sum);
+        for (int64_t d = 0; d < p->Dv; d++)
+            acc[d] += pj * ampc_ref_load_f64(a->v->data, t, vb + j * p->vs[2] + d * p->vs[3]);
     }
 }
 
 /* ampc.FusedAttention (shapes and attributes: infer/attention.c): row by row, in double. */
 ampc_status ampc_ref_fused_attention(ampc_graph *g, const ampc_node *n,
                                      const ampc_tensor *const *in, ampc_tensor *const *out) {
-    const ampc_attr *dims = ampc_ir_attr_find(n, "dims");
-    const ampc_attr *sc = ampc_ir_attr_find(n, "scale");
-    fa a = {.q = in[0], .k = in[1], .v = in[2], .mask = opt_in(n, in, 3),
-            .scale = sc && sc->kind == AMPC_ATTR_FLOAT ? (double)sc->f : 1.0,
-            .safe = attr_i(n, "safe", 0) != 0};
-    a.B = dims->ints[0], a.H = dims->ints[1], a.Sq = dims->ints[2], a.Sk = dims->ints[3];
-    a.D = dims->ints[4], a.Dv = dims->ints[5];
-    strides_of(n, "q_strides", a.qs);
-    strides_of(n, "k_strides", a.ks);
-    strides_of(n, "v_strides", a.vs);
-    const ampc_attr *off = ampc_ir_attr_find(n, "offsets");
-    for (int32_t i = 0; i < 3; i++) a.off[i] = off ? off->ints[i] : 0;
-    a.group = attr_i(n, "kv_group", 1);
-    a.mp = attr_i(n, "mask_period", a.B);
-    if (a.mask) { /* right-aligned broadcast to [B, H, Sq, Sk]: unit dims step 0 */
-        const ampc_shape *ms = &a.mask->shape;
-        int64_t st[AMPC_MAX_RANK];
-        ampc_ref_strides(ms, st);
-        for (int32_t d = 0; d < 4; d++) {
-            const int32_t md = d - (4 - ms->rank);
-            a.ms[d] = md < 0 || ms->dims[md] == 1 ? 0 : st[md];
-        }
-    }
-    double *s = malloc((size_t)(a.Sk + a.Dv) * sizeof *s);
+    fa a = {.q = in[0], .k = in[1], .v = in[2], .mask = opt_in(n, in, 3)};
+    ampc_attention_params_of(n, &a.p);
+    const ampc_attention_params *p = &a.p;
+    double *s = malloc((size_t)(p->Sk + p->Dv) * sizeof *s);
     if (!s)
         return AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory for a row of %lld scores",
-                         (long long)a.Sk);
-    double *acc = s + a.Sk;
-    int64_t ys[4];
-    ampc_shape y;
-    (void)ampc_attention_y_layout(n, dims->ints, ys, &y); /* checked by inference */
-    for (int64_t b = 0; b < a.B; b++)
-        for (int64_t h = 0; h < a.H; h++)
-            for (int64_t i = 0; i < a.Sq; i++) {
+                         (long long)p->Sk);
+    double *acc = s + p->Sk;
+    for (int64_t b = 0; b < p->B; b++)
+        for (int64_t h = 0; h < p->H; h++)
+            for (int64_t i = 0; i < p->Sq; i++) {
                 fa_row(&a, b, h, i, s, acc);
-                const int64_t base = b * ys[0] + h * ys[1] + i * ys[2];
-                for (int64_t d = 0; d < a.Dv; d++)
-                    ampc_ref_store_f64(out[0]->data, out[0]->dtype, base + d * ys[3], acc[d]);
+                const int64_t base = b * p->ys[0] + h * p->ys[1] + i * p->ys[2];
+                for (int64_t d = 0; d < p->Dv; d++)
+                    ampc_ref_store_f64(out[0]->data, out[0]->dtype, base + d * p->ys[3], acc[d]);
             }
     free(s);
     return AMPC_OK;

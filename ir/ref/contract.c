@@ -9,6 +9,7 @@
  * matrices.
  */
 #include "ref.h"
+#include "ir/activation.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -133,13 +134,9 @@ ampc_status ampc_ref_gemm(ampc_graph *g, const ampc_node *n, const ampc_tensor *
                           ampc_tensor *const *out) {
     const ampc_tensor *a = in[0], *b = in[1], *c = n->n_inputs > 2 ? in[2] : NULL;
     ampc_tensor *y = out[0];
-    const ampc_attr *ta_attr = ampc_ir_attr_find(n, "transA");
-    const ampc_attr *tb_attr = ampc_ir_attr_find(n, "transB");
-    const ampc_attr *al = ampc_ir_attr_find(n, "alpha"), *be = ampc_ir_attr_find(n, "beta");
-    const bool ta = ta_attr && ta_attr->kind == AMPC_ATTR_INT && ta_attr->i;
-    const bool tb = tb_attr && tb_attr->kind == AMPC_ATTR_INT && tb_attr->i;
-    const double alpha = al && al->kind == AMPC_ATTR_FLOAT ? al->f : 1.0;
-    const double beta = be && be->kind == AMPC_ATTR_FLOAT ? be->f : 1.0;
+    const ampc_gemm_params gp = ampc_gemm_params_of(n);
+    const bool ta = gp.ta, tb = gp.tb;
+    const double alpha = gp.alpha, beta = gp.beta;
     const int64_t m = y->shape.dims[0], nn = y->shape.dims[1];
     const int64_t k = a->shape.dims[ta ? 0 : 1];
     const bool fl = ampc_dtype_is_float(y->dtype);

@@ -10,6 +10,7 @@
  * are comparable with other frameworks only in distribution, never bit for bit.
  */
 #include "ref.h"
+#include "ir/activation.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -92,10 +93,7 @@ ampc_status ampc_ref_unary(ampc_graph *g, const ampc_node *n, const ampc_tensor 
     ampc_tensor *y = out[0];
     int64_t count = ampc_shape_numel(&x->shape);
     bool flag = false;
-    if (n->op == AMPC_OP_GELU) {
-        const ampc_attr *a = ampc_ir_attr_find(n, "approximate");
-        flag = a && a->kind == AMPC_ATTR_STRING && !strcmp(a->s, "tanh");
-    }
+    if (n->op == AMPC_OP_GELU) flag = ampc_gelu_form_of(n) == AMPC_GELU_TANH;
     (void)g;
     if (ampc_dtype_is_float(x->dtype)) {
         for (int64_t i = 0; i < count; i++)
@@ -317,32 +315,7 @@ static double attr_f(const ampc_node *n, const char *name, double dflt) {
     return a && a->kind == AMPC_ATTR_FLOAT ? (double)a->f : dflt;
 }
 
-/* The activation's two parameters (p, q), with the ONNX defaults taken as float32 constants
- * widened to double, as a runtime reading the attribute would see them. */
-typedef struct act_params {
-    double p, q;
-} act_params;
-
-static act_params act_read(const ampc_node *n) {
-    act_params a = {0, 0};
-    switch (n->op) {
-    case AMPC_OP_HARD_SIGMOID:
-        a.p = attr_f(n, "alpha", 0.2f), a.q = attr_f(n, "beta", 0.5f);
-        break;
-    case AMPC_OP_LEAKY_RELU: a.p = attr_f(n, "alpha", 0.01f); break;
-    case AMPC_OP_SELU:
-        a.p = attr_f(n, "alpha", 1.67326319217681884765625f);
-        a.q = attr_f(n, "gamma", 1.05070102214813232421875f);
-        break;
-    case AMPC_OP_SHRINK:
-        a.p = attr_f(n, "lambd", 0.5f), a.q = attr_f(n, "bias", 0.0f);
-        break;
-    default: a.p = attr_f(n, "alpha", 1.0f); break; /* Elu, Celu, ThresholdedRelu, Swish */
-    }
-    return a;
-}
-
-static double act_f(ampc_opcode op, double x, act_params a) {
+static double act_f(ampc_opcode op, double x, ampc_act_params a) {
     switch (op) {
     case AMPC_OP_HARD_SIGMOID: return clamp01(a.p * x + a.q);
     case AMPC_OP_LEAKY_RELU: return x < 0 ? a.p * x : x;
@@ -365,7 +338,7 @@ ampc_status ampc_ref_activation(ampc_graph *g, const ampc_node *n, const ampc_te
     (void)g;
     const ampc_tensor *x = in[0];
     ampc_tensor *y = out[0];
-    const act_params a = act_read(n);
+    const ampc_act_params a = ampc_act_params_of(n);
     const int64_t count = ampc_shape_numel(&x->shape);
     for (int64_t i = 0; i < count; i++)
         ampc_ref_store_f64(y->data, y->dtype, i,
@@ -496,7 +469,7 @@ ampc_status ampc_ref_swiglu(ampc_graph *g, const ampc_node *n, const ampc_tensor
     (void)g;
     const ampc_tensor *a = in[0], *b = in[1];
     ampc_tensor *y = out[0];
-    double alpha = attr_f(n, "alpha", 1.0f);
+    const double alpha = ampc_act_params_of(n).p;
     const int64_t count = ampc_shape_numel(&a->shape);
     for (int64_t i = 0; i < count; i++) {
         double av = ampc_ref_load_f64(a->data, a->dtype, i);

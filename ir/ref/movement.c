@@ -9,6 +9,7 @@
  */
 #include "ref.h"
 
+#include "ir/movement.h"
 #include "ir/pad.h"
 
 #include <string.h>
@@ -89,11 +90,12 @@ ampc_status ampc_ref_transpose(ampc_graph *g, const ampc_node *n, const ampc_ten
                                ampc_tensor *const *out) {
     const ampc_tensor *x = in[0];
     ampc_tensor *y = out[0];
-    int32_t r = x->shape.rank, cnt;
-    const int64_t *p = ampc_ir_attr_ints(g, n, "perm", &cnt);
-    int64_t xs[AMPC_MAX_RANK], st[AMPC_MAX_RANK], idx[AMPC_MAX_RANK] = {0};
+    (void)g;
+    int32_t r = x->shape.rank;
+    int64_t perm[AMPC_MAX_RANK], xs[AMPC_MAX_RANK], st[AMPC_MAX_RANK], idx[AMPC_MAX_RANK] = {0};
+    (void)ampc_transpose_perm(n, r, perm); /* inference checked its length */
     ampc_ref_strides(&x->shape, xs);
-    for (int32_t i = 0; i < r; i++) st[i] = xs[p ? norm_axis(p[i], r) : r - 1 - i];
+    for (int32_t i = 0; i < r; i++) st[i] = xs[perm[i]];
     size_t esz = ampc_dtype_size(x->dtype);
     int64_t count = ampc_shape_numel(&y->shape), off = 0;
     for (int64_t e = 0; e < count; e++) {

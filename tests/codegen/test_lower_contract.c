@@ -82,7 +82,7 @@ static ampc_cg_output *gen_with(ampc_graph *g, const ampc_cg_options *co) {
     ampc_pipeline_options po = {.verify = true};
     cr_assert_eq(ampc_graph_optimize(g, &po), AMPC_OK, "%s", ampc_graph_errors(g));
     bool changed;
-    cr_assert_eq(ampc_pass_plan_memory(g, &changed), AMPC_OK, "%s", ampc_graph_errors(g));
+    cr_assert_eq(ampc_pass_plan_memory(g, NULL, &changed), AMPC_OK, "%s", ampc_graph_errors(g));
     ampc_cg_output *o = NULL;
     cr_assert_eq(ampc_cg_generate(g, co, &o), AMPC_OK, "%s", ampc_graph_errors(g));
     check_library_steps(o);

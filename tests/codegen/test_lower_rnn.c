@@ -151,7 +151,7 @@ static ampc_cg_output *gen(ampc_graph *g) {
     ampc_pipeline_options po = {.verify = true};
     cr_assert_eq(ampc_graph_optimize(g, &po), AMPC_OK, "%s", ampc_graph_errors(g));
     bool changed;
-    cr_assert_eq(ampc_pass_plan_memory(g, &changed), AMPC_OK, "%s", ampc_graph_errors(g));
+    cr_assert_eq(ampc_pass_plan_memory(g, NULL, &changed), AMPC_OK, "%s", ampc_graph_errors(g));
     ampc_cg_options co = {.math = AMPC_RT_MATH_TF32};
     ampc_cg_output *o = NULL;
     cr_assert_eq(ampc_cg_generate(g, &co, &o), AMPC_OK, "%s", ampc_graph_errors(g));
@@ -297,7 +297,7 @@ Test(lower_rnn, a_hidden_state_too_large_for_shared_memory_names_the_node) {
     ampc_pipeline_options po = {.verify = true};
     cr_assert_eq(ampc_graph_optimize(g, &po), AMPC_OK, "%s", ampc_graph_errors(g));
     bool changed;
-    cr_assert_eq(ampc_pass_plan_memory(g, &changed), AMPC_OK, "%s", ampc_graph_errors(g));
+    cr_assert_eq(ampc_pass_plan_memory(g, NULL, &changed), AMPC_OK, "%s", ampc_graph_errors(g));
     ampc_cg_options co = {0};
     ampc_cg_output *o = NULL;
     cr_assert_eq(ampc_cg_generate(g, &co, &o), AMPC_E_UNSUPPORTED);

@@ -57,7 +57,7 @@ static bool optimize(ampc_graph *g) {
     ampc_status st = ampc_graph_optimize(g, &po);
     if (st == AMPC_OK) {
         bool changed;
-        st = ampc_pass_plan_memory(g, &changed);
+        st = ampc_pass_plan_memory(g, NULL, &changed);
     }
     if (st != AMPC_OK) fuzz_check_failure(st, ampc_graph_errors(g), "the pass pipeline");
     return st == AMPC_OK;

@@ -149,7 +149,7 @@ Test(control, if_with_constant_inputs_folds_while_building) {
     cr_assert_eq(ampc_pipeline_run_pass(g, "fold", &(ampc_pipeline_options){.verify = true}),
                  AMPC_OK, "%s", ampc_graph_errors(g));
     cr_assert_eq(ampc_graph_node_count(g), 0); /* the If became a constant */
-    cr_assert_eq(ampc_pass_fold(g, &changed), AMPC_OK);
+    cr_assert_eq(ampc_pass_fold(g, NULL, &changed), AMPC_OK);
     cr_assert_not(changed);
     ampc_graph_destroy(g);
 }

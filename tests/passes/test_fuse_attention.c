@@ -487,7 +487,7 @@ Test(fuse_attention, the_fused_node_records_scale_strides_and_layout) {
     cr_assert_eq(ampc_ir_attr_find(n, "safe")->i, 0);
     cr_assert_eq(n->outputs[0]->shape.rank, 3);
     bool changed = true;
-    cr_assert_eq(ampc_pass_fuse_attention(g, &changed), AMPC_OK);
+    cr_assert_eq(ampc_pass_fuse_attention(g, NULL, &changed), AMPC_OK);
     cr_assert_not(changed, "a second run finds nothing");
     ampc_graph_destroy(g);
 }
@@ -586,7 +586,7 @@ Test(fuse_qkv, bert_projections_join_and_attention_reads_their_columns) {
     cr_assert_eq(p->inputs[1]->shape.dims[1], 3 * E);
     cr_assert_eq(ampc_ir_numel(p->inputs[2]), 3 * E);
     bool changed = true;
-    cr_assert_eq(ampc_pass_fuse_qkv(g, &changed), AMPC_OK);
+    cr_assert_eq(ampc_pass_fuse_qkv(g, NULL, &changed), AMPC_OK);
     cr_assert_not(changed, "a second run finds nothing");
     ampc_graph_destroy(g);
 }

@@ -134,14 +134,15 @@ Test(partition_data, stored_target_is_rewritten_and_the_graph_prints_back) {
     cr_assert_str_eq(again, text);
     /* a second run, on the split graph's text, changes nothing */
     bool changed = true;
-    back->gpus = 2, back->partition = AMPC_PARTITION_DATA;
-    cr_assert_eq(ampc_pass_partition_data(back, &changed), AMPC_OK, "%s", ampc_graph_errors(back));
+    ampc_pipeline_options po = {.gpus = 2, .partition = AMPC_PARTITION_DATA};
+    const ampc_pass_ctx cx = {.opt = &po};
+    cr_assert_eq(ampc_pass_partition_data(back, &cx, &changed), AMPC_OK, "%s",
+                 ampc_graph_errors(back));
     cr_assert_not(changed);
-    back->gpus = 0, back->partition = AMPC_PARTITION_NONE;
     cr_assert_eq(back->inputs[0]->shape.dims[0], B / 2);
     /* over another number of GPUs it is refused */
-    back->gpus = 4, back->partition = AMPC_PARTITION_DATA;
-    cr_assert_neq(ampc_pass_partition_data(back, &changed), AMPC_OK);
+    po.gpus = 4;
+    cr_assert_neq(ampc_pass_partition_data(back, &cx, &changed), AMPC_OK);
     t_expect_diag(back, "already one GPU's share of a batch split over 2");
     free(text);
     free(again);

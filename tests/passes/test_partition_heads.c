@@ -7,7 +7,8 @@
  * Reshape target and Wo are checked against their slice of the original; bo and the residual
  * sit on rank 0's partial; the whole pipeline still fuses each rank's attention; blocks that
  * cannot split (heads not a multiple of the ranks, a per-head mask, a value read outside the
- * block) stay whole with their reason in g->partition_blocks; a second run changes nothing.
+ * block) stay whole with their reason in the report's partition_blocks; a second run changes
+ * nothing.
  */
 #include "support.h"
 
@@ -87,8 +88,12 @@ static ampc_graph *build(const lcase *c) {
     return g;
 }
 
+/* What the last pipeline run with ranks() reported (each test runs in a process of its own). */
+static ampc_pipeline_report report;
+
 static ampc_pipeline_options ranks(int32_t n) {
-    return (ampc_pipeline_options){.verify = true, .gpus = n, .partition = AMPC_PARTITION_TENSOR};
+    return (ampc_pipeline_options){.verify = true, .gpus = n, .partition = AMPC_PARTITION_TENSOR,
+                                   .report = &report};
 }
 
 /* x uniform in [-1, 1); the mask 0, with the last key of odd batches at -10000. */
@@ -179,9 +184,10 @@ static void shards_over(int32_t r) {
             expect_slice(p->inputs[1], wo, E, E, true, k * w, w, "rank's Wo");
         }
     }
-    cr_assert_eq(g->n_partition_blocks, 1);
-    cr_assert(g->partition_blocks[0].split && !strcmp(g->partition_blocks[0].kind, "attention"));
-    cr_assert(strstr(g->partition_blocks[0].why, "4 heads"), "%s", g->partition_blocks[0].why);
+    cr_assert_eq(report.n_partition_blocks, 1);
+    const ampc_partition_block *pb = &report.partition_blocks[0];
+    cr_assert(pb->split && !strcmp(pb->kind, "attention"));
+    cr_assert(strstr(pb->why, "4 heads"), "%s", pb->why);
     same_outputs(g, whole);
     free(text);
     free(wq);
@@ -245,9 +251,9 @@ static void stays_whole(const lcase *c, int32_t r, const char *why) {
     cr_assert_eq(ampc_graph_optimize(g, &o), AMPC_OK, "%s", ampc_graph_errors(g));
     cr_assert_eq(ampc_graph_optimize(whole, &one), AMPC_OK, "%s", ampc_graph_errors(whole));
     cr_assert_eq(t_count_op(g, AMPC_OP_ALL_REDUCE), 0, "%s", ampc_graph_to_text(g, false));
-    cr_assert_eq(g->n_partition_blocks, c->layers);
-    for (int32_t i = 0; i < g->n_partition_blocks; i++) {
-        const ampc_partition_block *b = &g->partition_blocks[i];
+    cr_assert_eq(report.n_partition_blocks, c->layers);
+    for (int32_t i = 0; i < report.n_partition_blocks; i++) {
+        const ampc_partition_block *b = &report.partition_blocks[i];
         cr_assert(!b->split && !strcmp(b->kind, "attention"));
         cr_assert(strstr(b->why, why), "expected '%s' in: %s", why, b->why);
     }

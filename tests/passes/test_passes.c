@@ -32,9 +32,9 @@ static ampc_graph *parse_text(const char *text) {
 }
 
 /* Runs one pass directly, asserting success and a valid graph; returns the changed flag. */
-static bool run_pass(ampc_graph *g, ampc_status (*pass)(ampc_graph *, bool *)) {
+static bool run_pass(ampc_graph *g, ampc_pass_fn pass) {
     bool changed = !false;
-    cr_assert_eq(pass(g, &changed), AMPC_OK, "%s", ampc_graph_errors(g));
+    cr_assert_eq(pass(g, NULL, &changed), AMPC_OK, "%s", ampc_graph_errors(g));
     cr_assert_eq(ampc_graph_verify(g), AMPC_OK, "invalid after the pass:\n%s",
                  ampc_graph_errors(g));
     return changed;

@@ -49,7 +49,7 @@ Test(plan_memory, constants_views_and_in_place) {
     ampc_value *e = ampc_exp(g, v);
     cr_assert_eq(ampc_output(g, e, "y"), AMPC_OK);
     bool changed;
-    cr_assert_eq(ampc_pass_plan_memory(g, &changed), AMPC_OK);
+    cr_assert_eq(ampc_pass_plan_memory(g, NULL, &changed), AMPC_OK);
     cr_assert(changed);
     cr_assert_eq(w->mem_space, AMPC_MEM_WEIGHTS);
     /* w (32 bytes) and the Reshape's shape (8 bytes), each 256-aligned */
@@ -59,7 +59,7 @@ Test(plan_memory, constants_views_and_in_place) {
     cr_assert_eq(r->mem_offset, a->mem_offset, "Relu works in place over a");
     cr_assert_eq(v->mem_offset, r->mem_offset, "the Reshape view shares r's bytes");
     check_no_overlap(g);
-    cr_assert_eq(ampc_pass_plan_memory(g, &changed), AMPC_OK);
+    cr_assert_eq(ampc_pass_plan_memory(g, NULL, &changed), AMPC_OK);
     cr_assert_not(changed, "a second run decides the same");
     ampc_graph_destroy(g);
 }
@@ -81,7 +81,7 @@ Test(plan_memory, many_live_values_never_overlap) {
     cr_assert_eq(ampc_output(g, vals[20], "z"), AMPC_OK);
     cr_assert_eq(ampc_graph_status(g), AMPC_OK, "%s", ampc_graph_errors(g));
     bool changed;
-    cr_assert_eq(ampc_pass_plan_memory(g, &changed), AMPC_OK);
+    cr_assert_eq(ampc_pass_plan_memory(g, NULL, &changed), AMPC_OK);
     check_no_overlap(g);
     /* Reuse happened: far less than one buffer per value. */
     cr_assert_lt(g->arena_bytes, 40 * 256, "arena %lld bytes", (long long)g->arena_bytes);
@@ -100,7 +100,7 @@ Test(plan_memory, inputs_and_outputs_have_bytes_of_their_own) {
     ampc_value *y = ampc_relu(g, d); /* y is defined last: earlier values could use its bytes */
     cr_assert_eq(ampc_output(g, y, "y"), AMPC_OK);
     bool changed;
-    cr_assert_eq(ampc_pass_plan_memory(g, &changed), AMPC_OK);
+    cr_assert_eq(ampc_pass_plan_memory(g, NULL, &changed), AMPC_OK);
     check_no_overlap(g);
     const ampc_value *io[2] = {x, y};
     for (int k = 0; k < 2; k++)
@@ -127,7 +127,7 @@ Test(plan_memory, a_view_of_an_input_is_never_written_over) {
     ampc_value *y = ampc_exp(g, a);
     cr_assert_eq(ampc_output(g, y, "y"), AMPC_OK);
     bool changed;
-    cr_assert_eq(ampc_pass_plan_memory(g, &changed), AMPC_OK);
+    cr_assert_eq(ampc_pass_plan_memory(g, NULL, &changed), AMPC_OK);
     check_no_overlap(g);
     cr_assert_eq(v->mem_offset, x->mem_offset, "the Reshape view shares x's bytes");
     cr_assert_neq(a->mem_offset, x->mem_offset, "Relu writes over the view of graph input x");

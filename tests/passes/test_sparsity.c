@@ -22,11 +22,14 @@ static ampc_graph *parse(const char *text) {
     return g;
 }
 
+/* What the last run of the pass reported (each test runs in a process of its own). */
+static ampc_pipeline_report report;
+
 /* Runs the sparsity pass alone; returns whether it changed the graph. */
 static bool run_sparsity(ampc_graph *g, ampc_sparsity mode, const char *glob) {
     FILE *trace = tmpfile();
     ampc_pipeline_options o = {.verify = true, .sparsity = mode, .sparsity_layers = glob,
-                               .trace = trace};
+                               .trace = trace, .report = &report};
     cr_assert_eq(ampc_pipeline_run_pass(g, "sparsity", &o), AMPC_OK, "%s", ampc_graph_errors(g));
     rewind(trace);
     char line[128] = "";
@@ -42,9 +45,9 @@ static void expect_text(ampc_graph *g, const char *want) {
 }
 
 /* The record of the node named `node`. */
-static const ampc_sparse_layer *record(const ampc_graph *g, const char *node) {
-    for (int32_t i = 0; i < g->n_sparse_layers; i++)
-        if (!strcmp(g->sparse_layers[i].node, node)) return &g->sparse_layers[i];
+static const ampc_sparse_layer *record(const char *node) {
+    for (int32_t i = 0; i < report.n_sparse_layers; i++)
+        if (!strcmp(report.sparse_layers[i].node, node)) return &report.sparse_layers[i];
     cr_assert_fail("no sparsity record for node '%s'", node);
     return NULL;
 }
@@ -93,11 +96,11 @@ Test(sparsity, verify_marks_an_already_24_weight_and_leaves_a_dense_one) {
                    "  output %a\n"
                    "  output %b\n"
                    "}\n");
-    cr_assert_eq(g->n_sparse_layers, 2);
-    cr_assert_eq(record(g, "sparse")->status, SPARSE_WHY_ALREADY);
-    cr_assert_eq(record(g, "sparse")->k, 8);
-    cr_assert_eq(record(g, "dense")->status, SPARSE_WHY_DENSE);
-    cr_assert_eq(record(g, "dense")->energy_removed, 0);
+    cr_assert_eq(report.n_sparse_layers, 2);
+    cr_assert_eq(record("sparse")->status, SPARSE_WHY_ALREADY);
+    cr_assert_eq(record("sparse")->k, 8);
+    cr_assert_eq(record("dense")->status, SPARSE_WHY_DENSE);
+    cr_assert_eq(record("dense")->energy_removed, 0);
     cr_assert_not(run_sparsity(g, AMPC_SPARSITY_VERIFY, NULL), "a second run changed the graph");
     ampc_graph_destroy(g);
 }
@@ -106,7 +109,7 @@ Test(sparsity, off_does_nothing) {
     ampc_graph *g = parse(two_matmuls);
     cr_assert_not(run_sparsity(g, AMPC_SPARSITY_OFF, NULL));
     expect_text(g, two_matmuls);
-    cr_assert_eq(g->n_sparse_layers, 0);
+    cr_assert_eq(report.n_sparse_layers, 0);
     ampc_graph_destroy(g);
 }
 
@@ -146,12 +149,12 @@ Test(sparsity, prune_matmul_along_rows_with_ties_to_the_lower_index) {
                    "  %y : f32[2,2] = MatMul(%x, %w_24) {sparse24 = 1} @\"fc\"\n"
                    "  output %y\n"
                    "}\n");
-    const ampc_sparse_layer *r = record(g, "fc");
+    const ampc_sparse_layer *r = record("fc");
     cr_assert_eq(r->status, SPARSE_WHY_PRUNED);
     cr_assert_eq(r->k, 4);
     cr_assert_float_eq(r->energy_removed, 18.25 / 63.25, 1e-12);
     cr_assert_not(run_sparsity(g, AMPC_SPARSITY_PRUNE, NULL), "a second run changed the graph");
-    cr_assert_eq(record(g, "fc")->status, SPARSE_WHY_ALREADY);
+    cr_assert_eq(record("fc")->status, SPARSE_WHY_ALREADY);
     ampc_graph_destroy(g);
 }
 
@@ -170,7 +173,7 @@ Test(sparsity, prune_gemm_transb_along_columns) {
     cr_assert(strstr(t, "const %w_24 : f32[2,4] = [0, -3, 2, 0, 4, 4, 0, 0]\n"), "%s", t);
     cr_assert(strstr(t, "= Gemm(%x, %w_24) {transB = 1, sparse24 = 1} @\"fc\""), "%s", t);
     free(t);
-    cr_assert_float_eq(record(g, "fc")->energy_removed, 18.25 / 63.25, 1e-12);
+    cr_assert_float_eq(record("fc")->energy_removed, 18.25 / 63.25, 1e-12);
     ampc_graph_destroy(g);
 }
 
@@ -191,7 +194,7 @@ Test(sparsity, prune_conv_along_input_channels) {
     char *t = ampc_graph_to_text(g, false);
     cr_assert(strstr(t, "const %w_24 : f32[1,4,1,2] = [0, -6, 5, 1, 0, 0, 3, 0]\n"), "%s", t);
     free(t);
-    const ampc_sparse_layer *r = record(g, "conv");
+    const ampc_sparse_layer *r = record("conv");
     cr_assert_eq(r->k, 8);
     /* all = 1+36+25+1+4+1+9+0.25 = 77.25; removed = 1 + 4 (position 0) + 1 + 0.25 (position 1) */
     cr_assert_float_eq(r->energy_removed, 6.25 / 77.25, 1e-12);
@@ -249,15 +252,15 @@ Test(sparsity, ineligible_nodes_keep_their_weights_and_say_why) {
     ampc_graph *g = parse(text);
     cr_assert_not(run_sparsity(g, AMPC_SPARSITY_PRUNE, NULL));
     expect_text(g, text);
-    cr_assert_eq(record(g, "k6")->status, SPARSE_WHY_K);
-    cr_assert_eq(record(g, "k6")->k, 6);
-    cr_assert_eq(record(g, "activations")->status, SPARSE_WHY_NOT_CONSTANT);
-    cr_assert_eq(record(g, "conv6")->status, SPARSE_WHY_CHANNELS);
-    cr_assert_eq(record(g, "conv6")->k, 6);
-    cr_assert_eq(record(g, "conv2x2")->status, SPARSE_WHY_CHANNELS, "K = 2 * 2 * 2 = 8 is a "
+    cr_assert_eq(record("k6")->status, SPARSE_WHY_K);
+    cr_assert_eq(record("k6")->k, 6);
+    cr_assert_eq(record("activations")->status, SPARSE_WHY_NOT_CONSTANT);
+    cr_assert_eq(record("conv6")->status, SPARSE_WHY_CHANNELS);
+    cr_assert_eq(record("conv6")->k, 6);
+    cr_assert_eq(record("conv2x2")->status, SPARSE_WHY_CHANNELS, "K = 2 * 2 * 2 = 8 is a "
                  "multiple of 4, but the groups run along the 2 channels");
-    cr_assert_eq(record(g, "conv2x2")->k, 8);
-    cr_assert_eq(record(g, "ints")->status, SPARSE_WHY_DTYPE);
+    cr_assert_eq(record("conv2x2")->k, 8);
+    cr_assert_eq(record("ints")->status, SPARSE_WHY_DTYPE);
     cr_assert_str_eq(ampc_sparse_why_str(SPARSE_WHY_K), "not eligible: K is not a multiple of 4");
     ampc_graph_destroy(g);
 }
@@ -286,7 +289,7 @@ Test(sparsity, the_layer_glob_restricts_pruning) {
                    "  output %h\n"
                    "  output %y\n"
                    "}\n");
-    cr_assert_eq(record(g, "dec.fc1")->status, SPARSE_WHY_UNSELECTED);
+    cr_assert_eq(record("dec.fc1")->status, SPARSE_WHY_UNSELECTED);
     ampc_graph_destroy(g);
 }
 
@@ -336,8 +339,8 @@ Test(sparsity, the_conv_pattern_survives_the_channels_last_permutation) {
     cr_assert(strstr(t, "channels_last = 1"), "%s", t);
     free(t);
     cr_assert_not(run_sparsity(g, AMPC_SPARSITY_VERIFY, NULL));
-    cr_assert_eq(record(g, "conv")->status, SPARSE_WHY_ALREADY);
-    cr_assert_eq(record(g, "conv")->k, 8 * 9);
+    cr_assert_eq(record("conv")->status, SPARSE_WHY_ALREADY);
+    cr_assert_eq(record("conv")->k, 8 * 9);
     ampc_graph_destroy(g);
 }
 

@@ -1,0 +1,42 @@
+/*
+ * activation.h — the parameters of the parameterised activations (HardSigmoid, LeakyRelu, Elu,
+ * Selu, Celu, ThresholdedRelu, Shrink, Swish, SwiGLU), Gelu's form and Gemm's, decoded by one function each
+ * for the reference evaluator (ref/elementwise.c, ref/contract.c), code generation
+ * (codegen/lower_elementwise.c, codegen/lower_contract.c) and the passes that rewrite Gemm.
+ * Inference checks the attributes' kinds and values; these only decode them, with the ONNX
+ * defaults where an attribute is absent.
+ */
+#ifndef AMPC_IR_ACTIVATION_H
+#define AMPC_IR_ACTIVATION_H
+
+#include "ir/ir.h"
+
+/* An activation's two parameters, each the float32 attribute (or default) widened to double, as
+ * a runtime reading the attribute sees it:
+ *   HardSigmoid     p alpha (0.2), q beta (0.5):      clamp(p x + q, 0, 1)
+ *   LeakyRelu       p alpha (0.01)
+ *   Selu            p alpha (1.6732632...), q gamma (1.0507010...)
+ *   Shrink          p lambd (0.5), q bias (0)
+ *   Elu, Celu, ThresholdedRelu, Swish, SwiGLU: p alpha (1), q 0 */
+typedef struct ampc_act_params {
+    double p, q;
+} ampc_act_params;
+
+ampc_act_params ampc_act_params_of(const ampc_node *n);
+
+/* Gelu's form (its `approximate` attribute): the erf form ("none" or absent), the tanh form
+ * ("tanh"), or anything else, which inference refuses. */
+typedef enum ampc_gelu_form { AMPC_GELU_ERF, AMPC_GELU_TANH, AMPC_GELU_INVALID } ampc_gelu_form;
+
+ampc_gelu_form ampc_gelu_form_of(const ampc_node *n);
+
+/* Gemm's Y = alpha * A' B' + beta * C with A' = A^T when ta, B' = B^T when tb (transA, transB;
+ * alpha and beta 1 when absent). Any other node: the identity (no transpose, 1 and 1). */
+typedef struct ampc_gemm_params {
+    bool ta, tb;
+    float alpha, beta;
+} ampc_gemm_params;
+
+ampc_gemm_params ampc_gemm_params_of(const ampc_node *n);
+
+#endif
