@@ -69,6 +69,34 @@ Test(passes, fold_transpose_composes_and_cancels) {
     ampc_graph_destroy(ref);
 }
 
+/* A permutation with negative entries (counted from the end, as inference reads them) composes
+ * like its positive form: [-1, 0, 1] is [2, 0, 1], which [1, -1, 0] ([1, 2, 0]) undoes. */
+Test(passes, fold_transpose_reads_negative_entries_from_the_end) {
+    static const char text[] =
+        "graph \"g\" {\n"
+        "  input %x : f32[2,3,4]\n"
+        "  %a : f32[4,2,3] = Transpose(%x) {perm = [-1, 0, 1]} @\"last_first\"\n"
+        "  %b : f32[2,3,4] = Transpose(%a) {perm = [1, -1, 0]} @\"back\"\n"
+        "  %c : f32[3,2,4] = Transpose(%a) {perm = [-1, 1, 0]} @\"other\"\n"
+        "  %r : f32[2,3,4] = Relu(%b) @\"r\"\n"
+        "  output %r\n"
+        "  output %c\n"
+        "}\n";
+    ampc_graph *g = parse_text(text), *ref = parse_text(text);
+    cr_assert(run_pass(g, ampc_pass_fold_transpose));
+    char *ir = ampc_graph_to_text(g, true);
+    cr_assert(strstr(ir, "%r : f32[2,3,4] = Relu(%x)"), "%s", ir);
+    cr_assert(strstr(ir, "%c : f32[3,2,4] = Transpose(%x) {perm = [1, 0, 2]} @\"other\""), "%s",
+              ir);
+    free(ir);
+    float xv[24];
+    for (int i = 0; i < 24; i++) xv[i] = (float)(i % 7) - 3;
+    ampc_tensor in = t_tensor(AMPC_DTYPE_F32, SHAPE(2, 3, 4), xv);
+    t_expect_same_outputs(ref, g, &in, 1, 0, 0);
+    ampc_graph_destroy(g);
+    ampc_graph_destroy(ref);
+}
+
 /* A Pad by nothing and a Slice of everything with steps 1 are their input; a Pad that shifts
  * (pads 1 and -1) and a Slice that reverses keep the shape but stay. */
 Test(passes, simplify_drops_pads_by_nothing_and_slices_of_everything) {
