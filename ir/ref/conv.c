@@ -10,8 +10,8 @@
  * are widened to double once up front so the inner loops carry no dtype dispatch.
  *
  * Inference (ir/infer/conv.c) has validated the attributes and fixed the output shape; the
- * kernels re-derive only the padding at the beginning of each dim from the attributes and the
- * shapes (geom_init), which is what places the windows.
+ * kernels take the window geometry (kernel, strides, dilations, the padding at each end) from
+ * it, as code generation does (ampc_infer_conv_geom, through geom_init).
  */
 #include "ref.h"
 #include "../infer/infer.h"
@@ -38,51 +38,37 @@ static void attr_ints(ampc_graph *g, const ampc_node *n, const char *name, int32
     for (int32_t i = 0; i < count; i++) out[i] = v && c >= count ? v[c - count + i] : dflt;
 }
 
-static int64_t floor_div2(int64_t t) { return t / 2 - (t % 2 < 0); }
-
-/* Fills the geometry of node n from its attributes, the input and output shapes and the kernel
- * dims (from W, or NULL for pools: kernel_shape). ConvTranspose swaps the roles: the padding
- * is derived from how much the full output exceeds the one asked for. */
+/* Fills the geometry of node n for input and output shapes x and y (NCHW): the kernel, strides,
+ * dilations and padding are inference's (ampc_infer_conv_geom, the geometry code generation
+ * reads too), except for Col2Im, whose block dims `blocks` and explicit pads place the windows
+ * over the image (x = y = the image). */
 static ampc_status geom_init(ampc_graph *g, const ampc_node *n, const ampc_shape *x,
-                             const ampc_shape *y, const int64_t *kernel, geom *gm) {
+                             const ampc_shape *y, const int64_t *blocks, geom *gm) {
     int32_t k = x->rank - 2;
-    int64_t pads[2 * AMPC_MAX_RANK], opad[AMPC_MAX_RANK];
     memset(gm, 0, sizeof *gm);
     gm->k = k;
-    if (kernel)
-        memcpy(gm->kern, kernel, (size_t)k * sizeof *kernel);
-    else
-        attr_ints(g, n, "kernel_shape", k, 1, gm->kern);
-    attr_ints(g, n, "strides", k, 1, gm->stride);
-    attr_ints(g, n, "dilations", k, 1, gm->dil);
-    attr_ints(g, n, "pads", 2 * k, 0, pads);
-    attr_ints(g, n, "output_padding", k, 0, opad);
-    const char *ap = ampc_ir_attr_string(g, n, "auto_pad", "NOTSET");
-    bool same = !strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER");
-    bool upper = !strcmp(ap, "SAME_UPPER"), valid = !strcmp(ap, "VALID");
-    bool transpose = n->op == AMPC_OP_CONV_TRANSPOSE;
-    bool from_out = transpose && (same || ampc_ir_attr_find(n, "output_shape"));
+    if (blocks) {
+        int64_t pads[2 * AMPC_MAX_RANK];
+        memcpy(gm->kern, blocks, (size_t)k * sizeof *blocks);
+        attr_ints(g, n, "strides", k, 1, gm->stride);
+        attr_ints(g, n, "dilations", k, 1, gm->dil);
+        attr_ints(g, n, "pads", 2 * k, 0, pads);
+        for (int32_t i = 0; i < k; i++) gm->pb[i] = pads[i], gm->pe[i] = pads[k + i];
+    } else {
+        ampc_conv_geom cg;
+        ampc_status st = ampc_infer_conv_geom(g, n, &cg);
+        if (st != AMPC_OK) return st;
+        for (int32_t i = 0; i < k; i++) {
+            gm->kern[i] = cg.kernel[i], gm->stride[i] = cg.stride[i], gm->dil[i] = cg.dil[i];
+            gm->pb[i] = cg.pad_begin[i], gm->pe[i] = cg.pad_end[i];
+        }
+    }
     gm->in_n = gm->out_n = gm->kern_n = 1;
     for (int32_t i = 0; i < k; i++) {
-        int64_t in = x->dims[2 + i], out = y->dims[2 + i];
-        int64_t ext = (gm->kern[i] - 1) * gm->dil[i] + 1, t;
-        gm->in[i] = in;
-        gm->out[i] = out;
-        if (from_out) { /* ONNX: odd total padding goes to the end for SAME_UPPER only */
-            t = gm->stride[i] * (in - 1) + opad[i] + ext - out;
-            gm->pb[i] = upper ? floor_div2(t) : t - floor_div2(t);
-            gm->pe[i] = t - gm->pb[i];
-        } else if (same && !transpose) {
-            t = (out - 1) * gm->stride[i] + ext - in;
-            if (t < 0) t = 0;
-            gm->pb[i] = upper ? t / 2 : t - t / 2;
-            gm->pe[i] = t - gm->pb[i];
-        } else if (!valid && !same) {
-            gm->pb[i] = pads[i];
-            gm->pe[i] = pads[k + i];
-        }
-        gm->in_n *= in;
-        gm->out_n *= out;
+        gm->in[i] = x->dims[2 + i];
+        gm->out[i] = y->dims[2 + i];
+        gm->in_n *= gm->in[i];
+        gm->out_n *= gm->out[i];
         gm->kern_n *= gm->kern[i];
     }
     /* Kernel offsets listed once, row-major, so the window loops are flat. */
@@ -137,7 +123,7 @@ static ampc_status conv_forward(ampc_graph *g, const ampc_node *n, const ampc_te
                                 ampc_tensor *y, const ampc_tensor *z, bool relu) {
     const ampc_tensor *x = in[0], *w = in[1], *b = n->n_inputs > 2 ? in[2] : NULL;
     geom gm;
-    ampc_status st = geom_init(g, n, &x->shape, &y->shape, &w->shape.dims[2], &gm);
+    ampc_status st = geom_init(g, n, &x->shape, &y->shape, NULL, &gm);
     if (st) return st;
     int64_t nb = x->shape.dims[0], c = x->shape.dims[1], m = y->shape.dims[1];
     int64_t group = ampc_ir_attr_int(g, n, "group", 1), cg = c / group, mg = m / group;
@@ -251,7 +237,7 @@ ampc_status ampc_ref_conv_transpose(ampc_graph *g, const ampc_node *n, const amp
     const ampc_tensor *x = in[0], *w = in[1], *b = n->n_inputs > 2 ? in[2] : NULL;
     ampc_tensor *y = out[0];
     geom gm;
-    ampc_status st = geom_init(g, n, &x->shape, &y->shape, &w->shape.dims[2], &gm);
+    ampc_status st = geom_init(g, n, &x->shape, &y->shape, NULL, &gm);
     if (st) return st;
     int64_t nb = x->shape.dims[0], c = x->shape.dims[1], m = y->shape.dims[1];
     int64_t group = ampc_ir_attr_int(g, n, "group", 1), cg = c / group, mg = m / group;
@@ -529,7 +515,7 @@ ampc_status ampc_ref_deform_conv(ampc_graph *g, const ampc_node *n, const ampc_t
     const ampc_tensor *b = n->n_inputs > 3 ? in[3] : NULL, *mask = n->n_inputs > 4 ? in[4] : NULL;
     ampc_tensor *y = out[0];
     geom gm;
-    ampc_status st = geom_init(g, n, &x->shape, &y->shape, &w->shape.dims[2], &gm);
+    ampc_status st = geom_init(g, n, &x->shape, &y->shape, NULL, &gm);
     if (st) return st;
     int64_t nb = x->shape.dims[0], c = x->shape.dims[1], m = y->shape.dims[1];
     int64_t group = ampc_ir_attr_int(g, n, "group", 1), cg = c / group, mg = m / group;
