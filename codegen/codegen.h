@@ -103,8 +103,8 @@ void ampc_cg_chain_element(ampc_cg *cg, ampc_cg_kernel *k, const ampc_node *last
  * lvalue `dst`, reading its data from parameter px and its indices from pi; an index out of
  * range reads 0 (lower_index.c). The Gather kernel's body, and a Gather heading a fused chain
  * (lower_elementwise.c). */
-void ampc_cg_gather_element(ampc_cg *cg, ampc_cg_kernel *k, const ampc_node *n, const char *px,
-                            const char *pi, const char *i, const char *dst);
+void ampc_cg_gather_element(ampc_cg_kernel *k, const ampc_node *n, const char *px, const char *pi,
+                            const char *i, const char *dst);
 
 ampc_graph *ampc_cg_graph(ampc_cg *cg);
 const ampc_cg_options *ampc_cg_opts(ampc_cg *cg);

@@ -429,7 +429,7 @@ static void chain_nodes(ampc_cg *cg, ampc_cg_kernel *k, const chain *c) {
             snprintf(dst, sizeof dst, "v%d", m);
             ampc_cg_line(k, "%s v%d;", ampc_cg_ctype(o->dtype), m);
             ampc_cg_open(k, "/* node %d of the chain: the lookup */", m);
-            ampc_cg_gather_element(cg, k, n, ampc_cg_param(k, n->inputs[0], false),
+            ampc_cg_gather_element(k, n, ampc_cg_param(k, n->inputs[0], false),
                                    ampc_cg_param(k, n->inputs[1], false), "i", dst);
             ampc_cg_close(k);
             continue;

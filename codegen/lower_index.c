@@ -29,7 +29,6 @@
 
 /* ---- helpers -------------------------------------------------------------------------------- */
 
-static int32_t norm_axis(int64_t a, int32_t rank) { return (int32_t)(a < 0 ? a + rank : a); }
 
 static int64_t prod(const int64_t *dims, int32_t lo, int32_t hi) {
     int64_t p = 1;
@@ -131,7 +130,7 @@ static ampc_status gather_runs(ampc_cg *cg, const ampc_node *n, int32_t ax) {
  * entries and the dims after it. */
 static ampc_status lower_gather(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *x = n->inputs[0], *ix = n->inputs[1], *y = n->outputs[0];
-    int32_t r = x->shape.rank, ax = norm_axis(ampc_ir_attr_int(ampc_cg_graph(cg), n, "axis", 0), r);
+    int32_t r = x->shape.rank, ax = ampc_axis_of(n, r);
     int64_t dim = x->shape.dims[ax], count = ampc_ir_numel(y);
     char what[160];
     snprintf(what, sizeof what, "axis %d of input 0 '%s'", ax, x->name);
@@ -145,15 +144,15 @@ static ampc_status lower_gather(ampc_cg *cg, const ampc_node *n) {
     ampc_cg_grid_loop(k, count);
     char dst[32];
     snprintf(dst, sizeof dst, "%s[i]", py);
-    ampc_cg_gather_element(cg, k, n, px, pi, "i", dst);
+    ampc_cg_gather_element(k, n, px, pi, "i", dst);
     ampc_cg_close(k);
     return ampc_cg_kernel_end(k, count, 256);
 }
 
-void ampc_cg_gather_element(ampc_cg *cg, ampc_cg_kernel *k, const ampc_node *n, const char *px,
-                            const char *pi, const char *i, const char *dst) {
+void ampc_cg_gather_element(ampc_cg_kernel *k, const ampc_node *n, const char *px, const char *pi,
+                            const char *i, const char *dst) {
     const ampc_value *x = n->inputs[0], *ix = n->inputs[1], *y = n->outputs[0];
-    int32_t r = x->shape.rank, ax = norm_axis(ampc_ir_attr_int(ampc_cg_graph(cg), n, "axis", 0), r);
+    int32_t r = x->shape.rank, ax = ampc_axis_of(n, r);
     int64_t dim = x->shape.dims[ax], inner = prod(x->shape.dims, ax + 1, r), ni = ampc_ir_numel(ix);
     const char *w = ampc_cg_local(k, "w"), *j = ampc_cg_local(k, "j"), *o = ampc_cg_local(k, "o");
     ampc_cg_line(k, "const long long %s = %s %% %lldLL, %s = %s / %lldLL %% %lldLL, %s = %s / %lldLL;",
@@ -168,7 +167,7 @@ void ampc_cg_gather_element(ampc_cg *cg, ampc_cg_kernel *k, const ampc_node *n, 
 /* GatherElements: out[c] = data[c with coordinate `axis` replaced by indices[c]]. */
 static ampc_status lower_gather_elements(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *x = n->inputs[0], *ix = n->inputs[1], *y = n->outputs[0];
-    int32_t r = x->shape.rank, ax = norm_axis(ampc_ir_attr_int(ampc_cg_graph(cg), n, "axis", 0), r);
+    int32_t r = x->shape.rank, ax = ampc_axis_of(n, r);
     int64_t dim = x->shape.dims[ax], count = ampc_ir_numel(y), xs[AMPC_MAX_RANK];
     const char *whats[1] = {"the axis of input 0"};
     ampc_status st = check_const_indices(cg, n, 1, &dim, whats, 1);
@@ -259,7 +258,7 @@ static int reduction_of(ampc_cg *cg, const ampc_node *n) {
  * the axis applies that line's updates in order (row-major order within a line). */
 static ampc_status lower_scatter_elements(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *x = n->inputs[0], *ix = n->inputs[1], *u = n->inputs[2], *y = n->outputs[0];
-    int32_t r = x->shape.rank, ax = norm_axis(ampc_ir_attr_int(ampc_cg_graph(cg), n, "axis", 0), r);
+    int32_t r = x->shape.rank, ax = ampc_axis_of(n, r);
     int64_t dim = x->shape.dims[ax], xs[AMPC_MAX_RANK], is[AMPC_MAX_RANK], ld[AMPC_MAX_RANK];
     const char *whats[1] = {"the axis of input 0"};
     ampc_status st = check_const_indices(cg, n, 1, &dim, whats, 1);
@@ -332,7 +331,7 @@ static ampc_status lower_tensor_scatter(ampc_cg *cg, const ampc_node *n) {
     ampc_graph *g = ampc_cg_graph(cg);
     const ampc_value *x = n->inputs[0], *u = n->inputs[1], *y = n->outputs[0];
     const ampc_value *wi = n->n_inputs > 2 ? n->inputs[2] : NULL;
-    int32_t r = x->shape.rank, ax = norm_axis(ampc_ir_attr_int(g, n, "axis", -2), r);
+    int32_t r = x->shape.rank, ax = ampc_axis_of(n, r);
     bool circular = !strcmp(ampc_ir_attr_string(g, n, "mode", "linear"), "circular");
     ampc_status st = ampc_cg_step_copy(cg, n, ampc_cg_ref(cg, x), ampc_cg_ref(cg, y));
     int64_t count = ampc_ir_numel(u);
@@ -367,7 +366,7 @@ static ampc_status lower_tensor_scatter(ampc_cg *cg, const ampc_node *n) {
 static ampc_status lower_one_hot(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *ix = n->inputs[0], *vals = n->inputs[2], *y = n->outputs[0];
     int32_t r = y->shape.rank,
-            ax = norm_axis(ampc_ir_attr_int(ampc_cg_graph(cg), n, "axis", -1), r);
+            ax = ampc_axis_of(n, r);
     int64_t depth = y->shape.dims[ax], inner = prod(y->shape.dims, ax + 1, r),
             count = ampc_ir_numel(y);
     if (!count) return AMPC_OK;
@@ -394,7 +393,7 @@ enum { TOPK_TILE_4 = 4096, TOPK_TILE_8 = 2048 };
 static ampc_status lower_top_k(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *x = n->inputs[0], *yv = n->outputs[0], *yi = n->outputs[1];
     ampc_graph *g = ampc_cg_graph(cg);
-    int32_t r = x->shape.rank, ax = norm_axis(ampc_ir_attr_int(g, n, "axis", -1), r);
+    int32_t r = x->shape.rank, ax = ampc_axis_of(n, r);
     bool largest = ampc_ir_attr_int(g, n, "largest", 1) != 0;
     int64_t dim = x->shape.dims[ax], kk = yv->shape.dims[ax];
     int64_t outer = prod(x->shape.dims, 0, ax), inner = prod(x->shape.dims, ax + 1, r);
@@ -465,8 +464,8 @@ static ampc_status lower_compress(ampc_cg *cg, const ampc_node *n) {
     int64_t count = ampc_ir_numel(y);
     if (!count) return AMPC_OK;
     int64_t dim = ampc_ir_numel(x), inner = 1; /* without an axis: the flattened input */
-    if (ampc_ir_attr_find(n, "axis")) {
-        int32_t r = x->shape.rank, ax = norm_axis(ampc_ir_attr_int(g, n, "axis", 0), r);
+    if (ampc_axis_given(n)) {
+        int32_t r = x->shape.rank, ax = ampc_axis_of(n, r);
         dim = x->shape.dims[ax];
         inner = prod(x->shape.dims, ax + 1, r);
     }

@@ -497,7 +497,7 @@ static ampc_status lower_concat_split(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *whole = concat ? n->outputs[0] : n->inputs[0];
     ampc_value *const *vals = concat ? n->inputs : n->outputs;
     int32_t nv = concat ? n->n_inputs : n->n_outputs, r = whole->shape.rank;
-    int32_t ax = norm_axis(ampc_ir_attr_int(ampc_cg_graph(cg), n, "axis", 0), r);
+    int32_t ax = ampc_axis_of(n, r);
     int64_t count = ampc_ir_numel(whole), inner = prod(whole->shape.dims, ax + 1, r);
     int64_t outer = prod(whole->shape.dims, 0, ax), slab = whole->shape.dims[ax] * inner;
     if (!count) return AMPC_OK;

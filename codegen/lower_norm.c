@@ -83,11 +83,6 @@ static int64_t dims_prod(const ampc_shape *s, int32_t lo, int32_t hi) {
     return p;
 }
 
-static int32_t axis_of(const ampc_node *n, int32_t rank) {
-    const ampc_attr *a = ampc_ir_attr_find(n, "axis");
-    int64_t axis = a && a->kind == AMPC_ATTR_INT ? a->i : -1;
-    return (int32_t)(axis < 0 ? axis + rank : axis);
-}
 
 static double fattr(const ampc_node *n, const char *name, float dflt) {
     const ampc_attr *a = ampc_ir_attr_find(n, name);
@@ -125,7 +120,7 @@ static void emit_axis_base(ampc_cg_kernel *k, int64_t len, int64_t inner) {
 static ampc_status lower_axis_op(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *x = n->inputs[0], *y = n->outputs[0];
     if (ampc_ir_numel(x) == 0) return AMPC_OK;
-    const int32_t rank = x->shape.rank, ax = axis_of(n, rank);
+    const int32_t rank = x->shape.rank, ax = ampc_axis_of(n, rank);
     const int64_t len = x->shape.dims[ax], inner = dims_prod(&x->shape, ax + 1, rank);
     const int64_t outer = dims_prod(&x->shape, 0, ax);
     const char *at = acc_type(&x, 1), *yt = ampc_cg_ctype(y->dtype);
@@ -345,7 +340,7 @@ static ampc_status lower_layer_norm(ampc_cg *cg, const ampc_node *n, const ampc_
     const ampc_value *post = pk >= 0 ? cast->inputs[pk] : NULL;
     const ampc_value *mean_out = !rms && n->n_outputs > 1 ? n->outputs[1] : NULL;
     const ampc_value *inv_out = !rms && n->n_outputs > 2 ? n->outputs[2] : NULL;
-    const int32_t rank = x->shape.rank, ax = axis_of(n, rank);
+    const int32_t rank = x->shape.rank, ax = ampc_axis_of(n, rank);
     stat_row s = {dims_prod(&x->shape, 0, ax), dims_prod(&x->shape, ax, rank), !rms, fattr(n, "epsilon", 1e-5f),
                   NULL};
     const ampc_value *all[4] = {x, scale, bias, y};

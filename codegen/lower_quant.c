@@ -57,8 +57,7 @@ static void emit_qindex(ampc_cg_kernel *k, ampc_graph *g, const ampc_node *n) {
         ampc_cg_line(k, "const long long q = 0;");
         return;
     }
-    int64_t axis = ampc_ir_attr_int(g, n, "axis", 1);
-    int32_t ax = (int32_t)(axis < 0 ? axis + x->rank : axis);
+    const int32_t ax = ampc_axis_of(n, x->rank);
     int64_t dim = x->dims[ax], inner = 1;
     for (int32_t d = ax + 1; d < x->rank; d++) inner *= x->dims[d];
     if (!block) {

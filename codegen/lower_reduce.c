@@ -456,7 +456,7 @@ static ampc_status lower_arg(ampc_cg *cg, const ampc_node *n) {
     ampc_graph *g = ampc_cg_graph(cg);
     const ampc_value *x = n->inputs[0], *y = n->outputs[0];
     const int32_t rank = x->shape.rank;
-    int64_t axis = ampc_ir_attr_int(g, n, "axis", 0);
+    int64_t axis = ampc_axis_attr(n);
     const int32_t ax = (int32_t)(axis < 0 ? axis + rank : axis);
     const bool last = ampc_ir_attr_int(g, n, "select_last_index", 0) != 0;
     const int64_t len = x->shape.dims[ax], inner = dims_prod(&x->shape, ax + 1, rank);

@@ -323,6 +323,19 @@ enum { AMPC_TYPE_STR_MAX = AMPC_SHAPE_STR_MAX + 8 };
  * diagnostic (AMPC_E_OVERFLOW) otherwise. */
 bool ampc_shape_check_size(ampc_graph *g, const ampc_node *n, const ampc_shape *s, ampc_dtype t);
 
+/* Node n's `axis` attribute, or the op's ONNX default when it has none: -1 for Softmax,
+ * LogSoftmax, ampc.SafeSoftmax, Hardmax, LayerNormalization, RMSNormalization, LpNormalization,
+ * OneHot and TopK; 1 for Flatten, QuantizeLinear and DequantizeLinear; -2 for TensorScatter; 0
+ * otherwise (Gather, GatherElements, Scatter, ScatterElements, Concat, Split, ArgMax, ArgMin,
+ * Compress and Unique when given). Inference validates it; readers decode it here. */
+int64_t ampc_axis_attr(const ampc_node *n);
+/* That default alone (inference reads the attribute with it, checking its kind and range). */
+int64_t ampc_axis_default(ampc_opcode op);
+/* That axis counted from the front of a rank-`rank` tensor (a negative one from the end). */
+int32_t ampc_axis_of(const ampc_node *n, int32_t rank);
+/* Whether n has an `axis` attribute (Compress and Unique flatten their input without one). */
+bool ampc_axis_given(const ampc_node *n);
+
 /* The input of node u, a Mul, that scales the only output of norm p (a LayerNormalization or
  * RMSNormalization) when the other is a constant that broadcasts to that output, of its type
  * (the weight an exported RMS norm multiplies by after rounding: Hugging Face's Llama and T5);

@@ -39,3 +39,34 @@ const char *ampc_prec_why_str(ampc_prec_why why) {
     return "?";
 }
 
+
+int64_t ampc_axis_default(ampc_opcode op) {
+    switch (op) {
+    case AMPC_OP_SOFTMAX:
+    case AMPC_OP_LOG_SOFTMAX:
+    case AMPC_OP_SAFE_SOFTMAX:
+    case AMPC_OP_HARDMAX:
+    case AMPC_OP_LAYER_NORM:
+    case AMPC_OP_RMS_NORM:
+    case AMPC_OP_LP_NORM:
+    case AMPC_OP_ONE_HOT:
+    case AMPC_OP_TOP_K: return -1;
+    case AMPC_OP_FLATTEN:
+    case AMPC_OP_QUANTIZE_LINEAR:
+    case AMPC_OP_DEQUANTIZE_LINEAR: return 1;
+    case AMPC_OP_TENSOR_SCATTER: return -2;
+    default: return 0;
+    }
+}
+
+int64_t ampc_axis_attr(const ampc_node *n) {
+    const ampc_attr *a = ampc_ir_attr_find(n, "axis");
+    return a && a->kind == AMPC_ATTR_INT ? a->i : ampc_axis_default(n->op);
+}
+
+int32_t ampc_axis_of(const ampc_node *n, int32_t rank) {
+    const int64_t a = ampc_axis_attr(n);
+    return (int32_t)(a < 0 ? a + rank : a);
+}
+
+bool ampc_axis_given(const ampc_node *n) { return ampc_ir_attr_find(n, "axis") != NULL; }

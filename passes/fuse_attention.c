@@ -137,8 +137,7 @@ static int64_t trace_group(match *m, ampc_value *kt, ampc_value *v, double facto
 
 /* The softmax is over the last axis of its rank-4 input. */
 static bool last_axis(const ampc_node *sm) {
-    const ampc_attr *a = ampc_ir_attr_find(sm, "axis");
-    int64_t axis = a && a->kind == AMPC_ATTR_INT ? a->i : -1;
+    const int64_t axis = ampc_axis_attr(sm);
     return axis == -1 || axis == 3;
 }
 

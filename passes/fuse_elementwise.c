@@ -154,7 +154,7 @@ static void feeds_norm(ampc_graph *g, const ampc_uses *uses, const int32_t *size
     ampc_value *v = u->inputs[0];
     ampc_node *p = v ? v->producer : NULL;
     if (!v || v->shape.rank < 1) return;
-    int64_t axis = ampc_ir_attr_int(g, u, "axis", -1), rows = 1;
+    int64_t axis = ampc_axis_attr(u), rows = 1;
     if (axis < 0) axis += v->shape.rank;
     for (int32_t d = 0; d < axis && d < v->shape.rank; d++) rows *= v->shape.dims[d];
     if (rows < NORM_CHAIN_ROWS) return;
@@ -210,11 +210,11 @@ static void virtual_views(ampc_graph *g, bool *changed) {
 
 /* Whether Concat p, its output v, can be read in place by a BatchNormalization over rows whose X
  * has last dim c: along its last axis, of at most AMPC_CONCAT_READ_MAX stored inputs of its type. */
-static bool concat_readable(ampc_graph *g, const ampc_node *p, const ampc_value *v, int64_t c) {
+static bool concat_readable(const ampc_node *p, const ampc_value *v, int64_t c) {
     if (p->dead || p->n_outputs != 1 || p->n_inputs < 1 || p->n_inputs > AMPC_CONCAT_READ_MAX) return false;
     if (!computed(v) || (v->flags & (AMPC_VALUE_OUTPUT | AMPC_VALUE_FUSED)) || v->shape.rank < 1)
         return false;
-    int64_t axis = ampc_ir_attr_int(g, p, "axis", 0);
+    int64_t axis = ampc_axis_attr(p);
     if (axis < 0) axis += v->shape.rank;
     if (axis != v->shape.rank - 1 || v->shape.dims[axis] != c) return false;
     for (int32_t k = 0; k < p->n_inputs; k++) {
@@ -241,7 +241,7 @@ static void concat_into_norm(ampc_graph *g, const ampc_uses *uses, bool *changed
         }
         if (!p || p->op != AMPC_OP_CONCAT || rank_of(g, p) != rank_of(g, u)) continue;
         if (ampc_pass_only_user(uses, v) != (via ? via->producer : u)) continue;
-        if (!concat_readable(g, p, v, x->shape.dims[1])) continue;
+        if (!concat_readable(p, v, x->shape.dims[1])) continue;
         v->flags |= AMPC_VALUE_FUSED;
         if (via) via->flags |= AMPC_VALUE_FUSED;
         *changed = true;

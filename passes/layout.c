@@ -285,8 +285,7 @@ static ampc_value **operands_last(layout_ctx *c, const ampc_node *n) {
 static ampc_status propagate_elementwise(layout_ctx *c, ampc_node *n, bool *done) {
     int64_t axis = 0;
     if (n->op == AMPC_OP_CONCAT) {
-        const ampc_attr *a = ampc_ir_attr_find(n, "axis");
-        axis = a && a->kind == AMPC_ATTR_INT ? a->i : 0;
+        axis = ampc_axis_attr(n);
         if (n->outputs[0]->shape.rank != 4 || (axis != 1 && axis != -3)) return AMPC_OK;
     } else if (!layout_free(n)) {
         return AMPC_OK;

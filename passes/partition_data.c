@@ -125,9 +125,8 @@ static ampc_status refuse_mixing(split *s, const ampc_node *nd) {
     default: break;
     }
     if (!x_batched) return AMPC_OK;
-    const ampc_attr *a = ampc_ir_attr_find(nd, "axis");
     int64_t v;
-    if (a && a->kind == AMPC_ATTR_INT && resolve_axis(a->i, x->shape.rank) == 0)
+    if (ampc_axis_given(nd) && resolve_axis(ampc_axis_attr(nd), x->shape.rank) == 0)
         return AMPC_FAIL(g, nd, AMPC_E_UNSUPPORTED, "%s: %s works along axis 0 of "
                          "'%s', the batch: each GPU holds only its rows, so the batch cannot be "
                          "split", MODE(s), ampc_op_get(nd->op)->onnx, x->name);

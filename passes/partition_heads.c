@@ -198,10 +198,7 @@ static bool through(head_block *b, int32_t i, const int32_t in_axis[2]) {
         return true;
     }
     if (is_softmax(n->op)) {
-        const ampc_attr *ax = ampc_ir_attr_find(n, "axis");
-        const int32_t r = n->outputs[0]->shape.rank;
-        int64_t k = ax && ax->kind == AMPC_ATTR_INT ? ax->i : -1;
-        if (k < 0) k += r;
+        const int64_t k = ampc_axis_of(n, n->outputs[0]->shape.rank);
         if (k == a) return fail(b, n, "normalises across the heads");
         b->axis[i] = (int8_t)a;
         return true;

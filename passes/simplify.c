@@ -40,7 +40,7 @@ static bool is_arange(const ampc_value *v) {
 /* Gather(x, arange(dim)) along an axis of dim elements -> Reshape(x, y's shape). */
 static ampc_status gather_in_order(ampc_graph *g, ampc_node *n, bool *changed) {
     ampc_value *x = n->inputs[0], *idx = n->inputs[1], *y = n->outputs[0];
-    int64_t axis = ampc_ir_attr_int(g, n, "axis", 0);
+    int64_t axis = ampc_axis_attr(n);
     if (axis < 0) axis += x->shape.rank;
     if (axis < 0 || axis >= x->shape.rank || !is_arange(idx) ||
         ampc_ir_numel(idx) != x->shape.dims[axis])
@@ -95,7 +95,7 @@ static int64_t slice_start(const ampc_node *s, int32_t a) {
 
 /* Concat n of Slices of one tensor (see the file comment) -> Gather(x, their index ranges). */
 static ampc_status slices_as_gather(ampc_graph *g, ampc_node *n, ampc_uses *uses, bool *changed) {
-    int64_t a = ampc_ir_attr_int(g, n, "axis", 0);
+    int64_t a = ampc_axis_attr(n);
     const ampc_value *y = n->outputs[0];
     if (a < 0) a += y->shape.rank;
     ampc_value *x = NULL;

@@ -158,9 +158,7 @@ bool ampc_pass_view_step(ampc_pass_view *v, int32_t r, const int64_t *dims) {
         if (cr != ir || !ampc_transpose_perm(p, ir, perm)) return false;
         for (int32_t j = 0; j < cr; j++) t[j] = din[perm[j]];
     } else if (p->op == AMPC_OP_GATHER) { /* in's axis a, at index k, becomes cur's index dims */
-        const ampc_attr *ax = ampc_ir_attr_find(p, "axis");
-        int64_t a = ax && ax->kind == AMPC_ATTR_INT ? ax->i : 0, k;
-        if (a < 0) a += ir;
+        int64_t a = ampc_axis_of(p, ir), k;
         const int32_t q = p->inputs[1]->shape.rank; /* all 1s: one entry */
         if (a < 0 || a >= ir || cr != ir - 1 + q || !one_index(p, in->shape.dims[a], &k))
             return false;
@@ -173,9 +171,7 @@ bool ampc_pass_view_step(ampc_pass_view *v, int32_t r, const int64_t *dims) {
             t[j] = k >= 0 && in->shape.dims[k] == cur->shape.dims[j] ? din[k] : 0;
         }
     } else if (p->op == AMPC_OP_SPLIT) { /* output o starts where the outputs before it end */
-        const ampc_attr *ax = ampc_ir_attr_find(p, "axis");
-        int64_t a = ax && ax->kind == AMPC_ATTR_INT ? ax->i : 0, start = 0;
-        if (a < 0) a += ir;
+        int64_t a = ampc_axis_of(p, ir), start = 0;
         if (a < 0 || a >= ir || cr != ir) return false;
         int32_t o = 0;
         while (o < p->n_outputs && p->outputs[o] != cur) start += p->outputs[o++]->shape.dims[a];

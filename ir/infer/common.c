@@ -88,6 +88,12 @@ bool ampc_infer_axis(ampc_graph *g, const ampc_node *n, int64_t axis, int32_t ra
     return true;
 }
 
+bool ampc_infer_axis_attr(ampc_graph *g, const ampc_node *n, int64_t *axis) {
+    const int64_t before = (int64_t)g->diag.n + g->diag.dropped; /* counted even when dropped */
+    *axis = ampc_ir_attr_int(g, n, "axis", ampc_axis_default(n->op));
+    return (int64_t)g->diag.n + g->diag.dropped == before;
+}
+
 int32_t ampc_infer_const_ints(ampc_graph *g, const ampc_node *n, int32_t i, int64_t *buf,
                               int32_t cap) {
     if (i >= n->n_inputs || !n->inputs[i]) return 0;

@@ -52,10 +52,11 @@ static bool read_flag(ampc_graph *g, const ampc_node *n, const char *name, int64
     return false;
 }
 
-/* Reads the axis attribute (default `dflt`) and normalises it against `rank`. */
-static bool read_axis(ampc_graph *g, const ampc_node *n, int64_t dflt, int32_t rank, int32_t *ax) {
+/* Reads the axis attribute (the op's default when absent: ampc_axis_default) and normalises it
+ * against `rank`. */
+static bool read_axis(ampc_graph *g, const ampc_node *n, int32_t rank, int32_t *ax) {
     int64_t axis;
-    return read_int(g, n, "axis", dflt, &axis) &&
+    return ampc_infer_axis_attr(g, n, &axis) &&
            ampc_infer_axis(g, n, axis, rank, "attribute 'axis'", ax);
 }
 
@@ -141,7 +142,7 @@ ampc_status ampc_infer_gather_elements(ampc_graph *g, ampc_node *n) {
     const ampc_value *x = n->inputs[0];
     int32_t ax;
     if (!need_rank(g, n, 0, 1) || !need_index_dtype(g, n, 1)) return AMPC_E_SHAPE;
-    if (!read_axis(g, n, 0, x->shape.rank, &ax)) return AMPC_E_ATTR;
+    if (!read_axis(g, n, x->shape.rank, &ax)) return AMPC_E_ATTR;
     ampc_status st = check_elements_indices(g, n, ax);
     if (st) return st;
     ampc_infer_set(n, 0, x->dtype, &n->inputs[1]->shape);
@@ -184,7 +185,7 @@ ampc_status ampc_infer_scatter_elements(ampc_graph *g, ampc_node *n) {
     const ampc_value *x = n->inputs[0];
     int32_t ax, red;
     if (!need_rank(g, n, 0, 1) || !need_index_dtype(g, n, 1)) return AMPC_E_SHAPE;
-    if (!read_axis(g, n, 0, x->shape.rank, &ax) || !read_reduction(g, n, &red)) return AMPC_E_ATTR;
+    if (!read_axis(g, n, x->shape.rank, &ax) || !read_reduction(g, n, &red)) return AMPC_E_ATTR;
     ampc_status st = check_elements_indices(g, n, ax);
     if (st || (st = check_updates(g, n, &n->inputs[1]->shape, "the shape of input 1"))) return st;
     ampc_infer_set(n, 0, x->dtype, &x->shape);
@@ -279,7 +280,7 @@ ampc_status ampc_infer_one_hot(ampc_graph *g, ampc_node *n) {
                          dv->name, depth);
     int32_t r = idx->shape.rank + 1, ax;
     if (r > AMPC_MAX_RANK) return rank_too_big(g, n, r);
-    if (!read_axis(g, n, -1, r, &ax)) return AMPC_E_ATTR;
+    if (!read_axis(g, n, r, &ax)) return AMPC_E_ATTR;
     ampc_shape y = {r, {0}};
     for (int32_t d = 0, j = 0; d < r; d++)
         y.dims[d] = d == ax ? (int64_t)depth : idx->shape.dims[j++];
@@ -296,7 +297,7 @@ ampc_status ampc_infer_top_k(ampc_graph *g, ampc_node *n) {
     int64_t k, flag;
     if (!ampc_infer_check_dtype(g, n, 0, DT_NUM)) return AMPC_E_DTYPE;
     if (!need_rank(g, n, 0, 1)) return AMPC_E_SHAPE;
-    if (!read_axis(g, n, -1, x->shape.rank, &ax) || !read_flag(g, n, "largest", 1, &flag) ||
+    if (!read_axis(g, n, x->shape.rank, &ax) || !read_flag(g, n, "largest", 1, &flag) ||
         !read_flag(g, n, "sorted", 1, &flag))
         return AMPC_E_ATTR;
     if (!const_scalar_int(g, n, 1, "K", &k)) return AMPC_E_SHAPE;
@@ -335,7 +336,7 @@ ampc_status ampc_infer_arg_reduce(ampc_graph *g, ampc_node *n) {
     int64_t keep, last;
     if (!ampc_infer_check_dtype(g, n, 0, DT_NUM)) return AMPC_E_DTYPE;
     if (!need_rank(g, n, 0, 1)) return AMPC_E_SHAPE;
-    if (!read_axis(g, n, 0, x->shape.rank, &ax) || !read_flag(g, n, "keepdims", 1, &keep) ||
+    if (!read_axis(g, n, x->shape.rank, &ax) || !read_flag(g, n, "keepdims", 1, &keep) ||
         !read_flag(g, n, "select_last_index", 0, &last))
         return AMPC_E_ATTR;
     if (x->shape.dims[ax] == 0)
@@ -358,7 +359,7 @@ ampc_status ampc_infer_hardmax(ampc_graph *g, ampc_node *n) {
     int32_t ax;
     if (!ampc_infer_check_dtype(g, n, 0, DT_FLOAT)) return AMPC_E_DTYPE;
     if (!need_rank(g, n, 0, 1)) return AMPC_E_SHAPE;
-    if (!read_axis(g, n, -1, x->shape.rank, &ax)) return AMPC_E_ATTR;
+    if (!read_axis(g, n, x->shape.rank, &ax)) return AMPC_E_ATTR;
     ampc_infer_set(n, 0, x->dtype, &x->shape);
     return AMPC_OK;
 }
@@ -410,7 +411,7 @@ ampc_status ampc_infer_compress(ampc_graph *g, ampc_node *n) {
     if (!need_values(g, n, 1)) return AMPC_E_UNSUPPORTED;
     const ampc_attr *a = ampc_ir_attr_find(n, "axis");
     int32_t ax = -1;
-    if (a && !read_axis(g, n, 0, x->shape.rank, &ax)) return AMPC_E_ATTR;
+    if (a && !read_axis(g, n, x->shape.rank, &ax)) return AMPC_E_ATTR;
     int64_t len = ax < 0 ? ampc_ir_numel(x) : x->shape.dims[ax], cnt = 0;
     for (int64_t i = 0; i < c->shape.dims[0]; i++) {
         if (!((const uint8_t *)c->data)[i]) continue;
@@ -442,7 +443,7 @@ ampc_status ampc_infer_unique(ampc_graph *g, ampc_node *n) {
     if (!read_flag(g, n, "sorted", 1, &sorted)) return AMPC_E_ATTR;
     if (ampc_ir_attr_find(n, "axis")) {
         if (!need_rank(g, n, 0, 1)) return AMPC_E_SHAPE;
-        if (!read_axis(g, n, 0, x->shape.rank, &ax)) return AMPC_E_ATTR;
+        if (!read_axis(g, n, x->shape.rank, &ax)) return AMPC_E_ATTR;
     }
     ampc_tensor t = {x->dtype, x->shape, x->data};
     int64_t u = ampc_ref_unique_count(&t, ax);
@@ -519,7 +520,7 @@ ampc_status ampc_infer_tensor_scatter(ampc_graph *g, ampc_node *n) {
     int32_t ax;
     if (!need_rank(g, n, 0, 2)) return AMPC_E_SHAPE;
     if (!ampc_infer_same_dtype(g, n, 0, 1)) return AMPC_E_DTYPE;
-    if (!read_axis(g, n, -2, past->shape.rank, &ax)) return AMPC_E_ATTR;
+    if (!read_axis(g, n, past->shape.rank, &ax)) return AMPC_E_ATTR;
     if (ax == 0)
         return AMPC_FAIL(g, n, AMPC_E_ATTR,
                          "attribute 'axis' must not name dim 0, the batch dim of input 0 '%s' %s",

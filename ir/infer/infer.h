@@ -40,6 +40,9 @@ bool ampc_infer_bcast_shapes(ampc_graph *g, const ampc_node *n, const ampc_value
  * attribute or input in the message. */
 bool ampc_infer_axis(ampc_graph *g, const ampc_node *n, int64_t axis, int32_t rank,
                      const char *what, int32_t *out);
+/* Reads n's `axis` attribute, the op's default when absent (ampc_axis_default, the one readers
+ * decode it with); false, with the reader's diagnostic, when it is not an integer. */
+bool ampc_infer_axis_attr(ampc_graph *g, const ampc_node *n, int64_t *axis);
 /* Reads constant input i (an integer tensor of rank 0 or 1) into buf (at most cap entries);
  * returns the count, or -1 with a diagnostic. An absent input gives 0 entries. */
 int32_t ampc_infer_const_ints(ampc_graph *g, const ampc_node *n, int32_t i, int64_t *buf,

@@ -222,7 +222,7 @@ ampc_status ampc_infer_flatten(ampc_graph *g, ampc_node *n) {
     const ampc_value *x = n->inputs[0];
     int32_t r = x->shape.rank;
     int64_t axis;
-    if (!read_int(g, n, "axis", 1, &axis)) return AMPC_E_ATTR;
+    if (!ampc_infer_axis_attr(g, n, &axis)) return AMPC_E_ATTR;
     if (axis < -r || axis > r)
         return AMPC_FAIL(g, n, AMPC_E_ATTR,
                          "attribute 'axis' %lld is out of range for rank %d (expected %d to %d)",
@@ -345,7 +345,7 @@ ampc_status ampc_infer_concat(ampc_graph *g, ampc_node *n) {
     char sa[AMPC_SHAPE_STR_MAX], sb[AMPC_SHAPE_STR_MAX];
     if (!ampc_ir_attr_find(n, "axis"))
         return AMPC_FAIL(g, n, AMPC_E_ATTR, "attribute 'axis' is required");
-    if (!read_int(g, n, "axis", 0, &axis)) return AMPC_E_ATTR;
+    if (!ampc_infer_axis_attr(g, n, &axis)) return AMPC_E_ATTR;
     ampc_status st = need_rank1(g, n);
     if (st) return st;
     if (!ampc_infer_axis(g, n, axis, x->shape.rank, "attribute 'axis'", &ax)) return AMPC_E_ATTR;
@@ -379,7 +379,7 @@ ampc_status ampc_infer_split(ampc_graph *g, ampc_node *n) {
     char sx[AMPC_SHAPE_STR_MAX], sl[LIST_STR_MAX];
     ampc_status st = need_rank1(g, n);
     if (st) return st;
-    if (!read_int(g, n, "axis", 0, &axis) || !read_int(g, n, "num_outputs", 0, &num))
+    if (!ampc_infer_axis_attr(g, n, &axis) || !read_int(g, n, "num_outputs", 0, &num))
         return AMPC_E_ATTR;
     if (!ampc_infer_axis(g, n, axis, x->shape.rank, "attribute 'axis'", &ax)) return AMPC_E_ATTR;
     int64_t dim = x->shape.dims[ax];
@@ -513,7 +513,7 @@ ampc_status ampc_infer_gather(ampc_graph *g, ampc_node *n) {
     if (idx->dtype != AMPC_DTYPE_I64 && idx->dtype != AMPC_DTYPE_I32)
         return AMPC_FAIL(g, n, AMPC_E_DTYPE, "input 1 '%s' must be i64 or i32, got %s", idx->name,
                          ampc_dtype_name(idx->dtype));
-    if (!read_int(g, n, "axis", 0, &axis)) return AMPC_E_ATTR;
+    if (!ampc_infer_axis_attr(g, n, &axis)) return AMPC_E_ATTR;
     if (!ampc_infer_axis(g, n, axis, x->shape.rank, "attribute 'axis'", &ax)) return AMPC_E_ATTR;
     int32_t r = x->shape.rank - 1 + idx->shape.rank;
     if (r > AMPC_MAX_RANK)

@@ -50,7 +50,7 @@ ampc_status ampc_infer_softmax(ampc_graph *g, ampc_node *n) {
     int32_t ax;
     ampc_status st = check_x(g, n);
     if (st != AMPC_OK) return st;
-    if (!read_int(g, n, "axis", -1, &axis)) return AMPC_E_ATTR;
+    if (!ampc_infer_axis_attr(g, n, &axis)) return AMPC_E_ATTR;
     if (!ampc_infer_axis(g, n, axis, x->shape.rank, "attribute 'axis'", &ax)) return AMPC_E_ATTR;
     ampc_infer_set(n, 0, x->dtype, &x->shape);
     return AMPC_OK;
@@ -98,7 +98,7 @@ ampc_status ampc_infer_layer_norm(ampc_graph *g, ampc_node *n) {
     int64_t axis, stash;
     float eps;
     int32_t ax;
-    if (!read_int(g, n, "axis", -1, &axis) || !read_float(g, n, "epsilon", 1e-5f, &eps) ||
+    if (!ampc_infer_axis_attr(g, n, &axis) || !read_float(g, n, "epsilon", 1e-5f, &eps) ||
         !read_int(g, n, "stash_type", 1, &stash))
         return AMPC_E_ATTR;
     if (!ampc_infer_axis(g, n, axis, x->shape.rank, "attribute 'axis'", &ax)) return AMPC_E_ATTR;
@@ -253,7 +253,7 @@ ampc_status ampc_infer_lp_norm(ampc_graph *g, ampc_node *n) {
     int32_t ax;
     ampc_status st = check_x(g, n);
     if (st != AMPC_OK) return st;
-    if (!read_int(g, n, "axis", -1, &axis) || !read_int(g, n, "p", 2, &p)) return AMPC_E_ATTR;
+    if (!ampc_infer_axis_attr(g, n, &axis) || !read_int(g, n, "p", 2, &p)) return AMPC_E_ATTR;
     if (!ampc_infer_axis(g, n, axis, x->shape.rank, "attribute 'axis'", &ax)) return AMPC_E_ATTR;
     if (p != 1 && p != 2)
         return AMPC_FAIL(g, n, AMPC_E_ATTR, "attribute 'p' must be 1 or 2, got %lld",
@@ -304,7 +304,7 @@ ampc_status ampc_infer_rms_norm(ampc_graph *g, ampc_node *n) {
     float eps;
     int32_t ax;
     ampc_dtype sdt;
-    if (!read_int(g, n, "axis", -1, &axis) || !read_float(g, n, "epsilon", 1e-5f, &eps) ||
+    if (!ampc_infer_axis_attr(g, n, &axis) || !read_float(g, n, "epsilon", 1e-5f, &eps) ||
         !read_int(g, n, "stash_type", 1, &stash))
         return AMPC_E_ATTR;
     if (!ampc_infer_axis(g, n, axis, x->shape.rank, "attribute 'axis'", &ax) ||

@@ -59,7 +59,7 @@ static ampc_status check_qparams(ampc_graph *g, const ampc_node *n, int32_t si, 
     const ampc_value *x = n->inputs[0], *s = n->inputs[si];
     char sx[AMPC_SHAPE_STR_MAX], ss[AMPC_SHAPE_STR_MAX];
     int64_t axis, block;
-    if (!read_int(g, n, "axis", 1, &axis) || !read_int(g, n, "block_size", 0, &block))
+    if (!ampc_infer_axis_attr(g, n, &axis) || !read_int(g, n, "block_size", 0, &block))
         return AMPC_E_ATTR;
     if (!ampc_infer_check_dtype(g, n, si, DT_FLOAT)) return AMPC_E_DTYPE;
     if (present(n, zi)) {

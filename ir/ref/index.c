@@ -89,7 +89,7 @@ static int64_t checked_index(ampc_graph *g, const ampc_node *n, const ampc_tenso
 ampc_status ampc_ref_gather_elements(ampc_graph *g, const ampc_node *n,
                                      const ampc_tensor *const *in, ampc_tensor *const *out) {
     const ampc_tensor *x = in[0], *ix = in[1];
-    int32_t r = x->shape.rank, ax = norm_axis(ampc_ir_attr_int(g, n, "axis", 0), r);
+    int32_t r = x->shape.rank, ax = ampc_axis_of(n, r);
     int64_t xs[AMPC_MAX_RANK], c[AMPC_MAX_RANK] = {0}, cnt = ampc_shape_numel(&ix->shape);
     ampc_ref_strides(&x->shape, xs);
     size_t esz = ampc_dtype_size(x->dtype);
@@ -144,7 +144,7 @@ ampc_status ampc_ref_scatter_elements(ampc_graph *g, const ampc_node *n,
                                       const ampc_tensor *const *in, ampc_tensor *const *out) {
     const ampc_tensor *x = in[0], *ix = in[1], *u = in[2];
     ampc_tensor *y = out[0];
-    int32_t r = x->shape.rank, ax = norm_axis(ampc_ir_attr_int(g, n, "axis", 0), r);
+    int32_t r = x->shape.rank, ax = ampc_axis_of(n, r);
     int red = reduction_of(g, n);
     int64_t xs[AMPC_MAX_RANK], c[AMPC_MAX_RANK] = {0}, cnt = ampc_shape_numel(&ix->shape);
     if (tensor_bytes(x)) memcpy(y->data, x->data, tensor_bytes(x));
@@ -219,9 +219,10 @@ ampc_status ampc_ref_scatter_nd(ampc_graph *g, const ampc_node *n, const ampc_te
  * indices[o, i]; indices outside [-depth, depth) leave their row off (ONNX). */
 ampc_status ampc_ref_one_hot(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                              ampc_tensor *const *out) {
+    (void)g;
     const ampc_tensor *ix = in[0], *vals = in[2];
     ampc_tensor *y = out[0];
-    int32_t r = y->shape.rank, ax = norm_axis(ampc_ir_attr_int(g, n, "axis", -1), r);
+    int32_t r = y->shape.rank, ax = ampc_axis_of(n, r);
     int64_t depth = y->shape.dims[ax], inner = dims_prod(&y->shape, ax + 1, r);
     int64_t cnt = ampc_shape_numel(&y->shape), ni = ampc_shape_numel(&ix->shape);
     size_t esz = ampc_dtype_size(y->dtype);
@@ -256,7 +257,7 @@ static int topk_cmp(const void *ctx, int64_t a, int64_t b) {
 ampc_status ampc_ref_top_k(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                            ampc_tensor *const *out) {
     const ampc_tensor *x = in[0];
-    int32_t r = x->shape.rank, ax = norm_axis(ampc_ir_attr_int(g, n, "axis", -1), r);
+    int32_t r = x->shape.rank, ax = ampc_axis_of(n, r);
     int64_t dim = x->shape.dims[ax], k = out[0]->shape.dims[ax];
     int64_t outer = dims_prod(&x->shape, 0, ax), inner = dims_prod(&x->shape, ax + 1, r);
     if (!k || !outer || !inner) return AMPC_OK;
@@ -328,7 +329,7 @@ static int64_t arg_extreme(const line *l, int64_t dim, bool want_max, bool last)
 ampc_status ampc_ref_arg_reduce(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                                 ampc_tensor *const *out) {
     const ampc_tensor *x = in[0];
-    int32_t r = x->shape.rank, ax = norm_axis(ampc_ir_attr_int(g, n, "axis", 0), r);
+    int32_t r = x->shape.rank, ax = ampc_axis_of(n, r);
     bool last = ampc_ir_attr_int(g, n, "select_last_index", 0) != 0;
     int64_t dim = x->shape.dims[ax];
     int64_t outer = dims_prod(&x->shape, 0, ax), inner = dims_prod(&x->shape, ax + 1, r);
@@ -344,8 +345,9 @@ ampc_status ampc_ref_arg_reduce(ampc_graph *g, const ampc_node *n, const ampc_te
 
 ampc_status ampc_ref_hardmax(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                              ampc_tensor *const *out) {
+    (void)g;
     const ampc_tensor *x = in[0];
-    int32_t r = x->shape.rank, ax = norm_axis(ampc_ir_attr_int(g, n, "axis", -1), r);
+    int32_t r = x->shape.rank, ax = ampc_axis_of(n, r);
     int64_t dim = x->shape.dims[ax];
     int64_t outer = dims_prod(&x->shape, 0, ax), inner = dims_prod(&x->shape, ax + 1, r);
     if (!dim) return AMPC_OK;
@@ -429,19 +431,20 @@ ampc_status ampc_ref_nonzero(ampc_graph *g, const ampc_node *n, const ampc_tenso
 
 ampc_status ampc_ref_compress(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                               ampc_tensor *const *out) {
+    (void)g;
     const ampc_tensor *x = in[0], *cond = in[1];
     const uint8_t *cv = cond->data;
     size_t esz = ampc_dtype_size(x->dtype);
     unsigned char *dst = out[0]->data;
     const unsigned char *src = x->data;
     int64_t clen = cond->shape.dims[0];
-    if (!ampc_ir_attr_find(n, "axis")) {
+    if (!ampc_axis_given(n)) {
         int64_t total = ampc_shape_numel(&x->shape);
         for (int64_t i = 0; i < clen && i < total; i++)
             if (cv[i]) memcpy(dst, src + (size_t)i * esz, esz), dst += esz;
         return AMPC_OK;
     }
-    int32_t r = x->shape.rank, ax = norm_axis(ampc_ir_attr_int(g, n, "axis", 0), r);
+    int32_t r = x->shape.rank, ax = ampc_axis_of(n, r);
     int64_t dim = x->shape.dims[ax];
     int64_t outer = dims_prod(&x->shape, 0, ax);
     size_t nb = (size_t)dims_prod(&x->shape, ax + 1, r) * esz;
@@ -525,8 +528,8 @@ ampc_status ampc_ref_unique(ampc_graph *g, const ampc_node *n, const ampc_tensor
                             ampc_tensor *const *out) {
     const ampc_tensor *x = in[0];
     int32_t axis = -1;
-    if (ampc_ir_attr_find(n, "axis"))
-        axis = norm_axis(ampc_ir_attr_int(g, n, "axis", 0), x->shape.rank);
+    if (ampc_axis_given(n))
+        axis = ampc_axis_of(n, x->shape.rank);
     bool sorted = ampc_ir_attr_int(g, n, "sorted", 1) != 0;
     items it = items_of(x, axis);
     int64_t m = it.count ? it.count : 1;
@@ -642,7 +645,7 @@ ampc_status ampc_ref_tensor_scatter(ampc_graph *g, const ampc_node *n, const amp
                                     ampc_tensor *const *out) {
     const ampc_tensor *past = in[0], *upd = in[1], *wi = n->n_inputs > 2 ? in[2] : NULL;
     ampc_tensor *y = out[0];
-    int32_t r = past->shape.rank, ax = norm_axis(ampc_ir_attr_int(g, n, "axis", -2), r);
+    int32_t r = past->shape.rank, ax = ampc_axis_of(n, r);
     bool circular = !strcmp(ampc_ir_attr_string(g, n, "mode", "linear"), "circular");
     size_t esz = ampc_dtype_size(past->dtype);
     size_t nb = tensor_bytes(past);

@@ -120,8 +120,9 @@ static size_t slab_bytes(const ampc_shape *s, int32_t axis, size_t esz) {
 /* Concat: for each index of the dims before `axis`, the inputs' slabs one after another. */
 ampc_status ampc_ref_concat(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                             ampc_tensor *const *out) {
+    (void)g;
     ampc_tensor *y = out[0];
-    int32_t ax = norm_axis(ampc_ir_attr_int(g, n, "axis", 0), y->shape.rank);
+    int32_t ax = ampc_axis_of(n, y->shape.rank);
     size_t esz = ampc_dtype_size(y->dtype);
     int64_t outer = 1;
     for (int32_t i = 0; i < ax; i++) outer *= y->shape.dims[i];
@@ -139,8 +140,9 @@ ampc_status ampc_ref_concat(ampc_graph *g, const ampc_node *n, const ampc_tensor
 /* Split: the inverse of Concat; the part sizes are the outputs' dims along `axis`. */
 ampc_status ampc_ref_split(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                            ampc_tensor *const *out) {
+    (void)g;
     const ampc_tensor *x = in[0];
-    int32_t ax = norm_axis(ampc_ir_attr_int(g, n, "axis", 0), x->shape.rank);
+    int32_t ax = ampc_axis_of(n, x->shape.rank);
     size_t esz = ampc_dtype_size(x->dtype);
     int64_t outer = 1;
     for (int32_t i = 0; i < ax; i++) outer *= x->shape.dims[i];
@@ -212,7 +214,7 @@ ampc_status ampc_ref_gather(ampc_graph *g, const ampc_node *n, const ampc_tensor
                             ampc_tensor *const *out) {
     const ampc_tensor *x = in[0], *ix = in[1];
     ampc_tensor *y = out[0];
-    int32_t ax = norm_axis(ampc_ir_attr_int(g, n, "axis", 0), x->shape.rank);
+    int32_t ax = ampc_axis_of(n, x->shape.rank);
     int64_t outer = 1, inner = 1, dim = x->shape.dims[ax], ni = ampc_shape_numel(&ix->shape);
     for (int32_t i = 0; i < ax; i++) outer *= x->shape.dims[i];
     for (int32_t i = ax + 1; i < x->shape.rank; i++) inner *= x->shape.dims[i];

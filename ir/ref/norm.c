@@ -18,13 +18,11 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* The op's axis attribute, normalised against rank (inference has range-checked it). */
+/* The op's axis, normalised against rank (inference has range-checked it). */
 static int32_t norm_axis(const ampc_node *n, int32_t rank) {
-    const ampc_attr *a = ampc_ir_attr_find(n, "axis");
-    int64_t axis = a && a->kind == AMPC_ATTR_INT ? a->i : -1;
-    if (axis < 0) axis += rank;
+    const int32_t axis = ampc_axis_of(n, rank);
     AMPC_ASSERT(axis >= 0 && axis < rank);
-    return (int32_t)axis;
+    return axis;
 }
 
 /* The epsilon attribute widened from its f32 storage, as ONNX defines it. */

@@ -14,8 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int32_t norm_axis(int64_t a, int32_t rank) { return (int32_t)(a < 0 ? a + rank : a); }
-
 static int64_t dims_prod(const ampc_shape *s, int32_t lo, int32_t hi) {
     int64_t p = 1;
     for (int32_t i = lo; i < hi; i++) p *= s->dims[i];
@@ -68,7 +66,7 @@ static qmap qmap_of(ampc_graph *g, const ampc_node *n, const ampc_shape *x, cons
     qmap m = {0, 1, 1, 0, 1};
     int64_t block = ampc_ir_attr_int(g, n, "block_size", 0);
     if (ampc_shape_numel(s) == 1 && s->rank <= 1 && block == 0) return m;
-    int32_t ax = norm_axis(ampc_ir_attr_int(g, n, "axis", 1), x->rank);
+    int32_t ax = ampc_axis_of(n, x->rank);
     m.mode = block ? 2 : 1;
     m.dim = x->dims[ax];
     m.inner = dims_prod(x, ax + 1, x->rank);
