@@ -18,6 +18,7 @@
  * statistics, a zero norm divides by zero, a loss whose targets are all ignored is 0 / 0.
  */
 #include "codegen.h"
+#include "ir/norm.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -84,10 +85,6 @@ static int64_t dims_prod(const ampc_shape *s, int32_t lo, int32_t hi) {
 }
 
 
-static double fattr(const ampc_node *n, const char *name, float dflt) {
-    const ampc_attr *a = ampc_ir_attr_find(n, name);
-    return a && a->kind == AMPC_ATTR_FLOAT ? (double)a->f : (double)dflt;
-}
 
 /* The accumulation type for float tensors: double when any is f64, else float. */
 static const char *acc_type(const ampc_value *const *vs, int32_t n) {
@@ -99,9 +96,7 @@ static const char *acc_type(const ampc_value *const *vs, int32_t n) {
 /* The accumulation type of a statistics-computing op: acc_type of its tensors, or double when
  * stash_type (the statistics' precision) asks for f64. */
 static const char *stash_acc_type(const ampc_node *n, const ampc_value *const *vs, int32_t k) {
-    const ampc_attr *a = ampc_ir_attr_find(n, "stash_type");
-    if (a && a->kind == AMPC_ATTR_INT && a->i == (int64_t)ampc_dtype_to_onnx(AMPC_DTYPE_F64)) return "double";
-    return acc_type(vs, k);
+    return ampc_norm_params_of(n).stash_f64 ? "double" : acc_type(vs, k);
 }
 
 /* Emits the base offset `b` of row `row` of [outer, len, inner] (element j at b + j * inner). */
@@ -177,8 +172,7 @@ static ampc_status lower_axis_op(ampc_cg *cg, const ampc_node *n) {
         break;
     case AMPC_OP_LP_NORM: {
         /* x / (sum |x|) or x / sqrt(sum x^2); a zero norm divides by zero, as the reference */
-        const ampc_attr *pa = ampc_ir_attr_find(n, "p");
-        const bool l1 = pa && pa->kind == AMPC_ATTR_INT && pa->i == 1;
+        const bool l1 = ampc_norm_params_of(n).l1;
         ampc_cg_line(k, "%s s = (%s)0;", at, at);
         open_row_loop(k, &r, len);
         ampc_cg_line(k, "const %s v = ampc::cvt<%s>(%s);", at, at, elem);
@@ -341,8 +335,8 @@ static ampc_status lower_layer_norm(ampc_cg *cg, const ampc_node *n, const ampc_
     const ampc_value *mean_out = !rms && n->n_outputs > 1 ? n->outputs[1] : NULL;
     const ampc_value *inv_out = !rms && n->n_outputs > 2 ? n->outputs[2] : NULL;
     const int32_t rank = x->shape.rank, ax = ampc_axis_of(n, rank);
-    stat_row s = {dims_prod(&x->shape, 0, ax), dims_prod(&x->shape, ax, rank), !rms, fattr(n, "epsilon", 1e-5f),
-                  NULL};
+    stat_row s = {dims_prod(&x->shape, 0, ax), dims_prod(&x->shape, ax, rank), !rms,
+                  ampc_norm_params_of(n).eps, NULL};
     const ampc_value *all[4] = {x, scale, bias, y};
     s.at = stash_acc_type(n, all, 4);
     const bool stats = (mean_out && ampc_ir_numel(mean_out)) || (inv_out && ampc_ir_numel(inv_out));
@@ -395,9 +389,10 @@ static ampc_status lower_channel_norm(ampc_cg *cg, const ampc_node *n) {
     const int64_t batch = x->shape.dims[0], c = x->shape.dims[1];
     const int64_t spatial = dims_prod(&x->shape, 2, x->shape.rank);
     const bool group = n->op == AMPC_OP_GROUP_NORM;
-    const int64_t groups = group ? ampc_ir_attr_find(n, "num_groups")->i : c, per = c / groups;
+    const int64_t groups = group ? ampc_norm_params_of(n).groups : c, per = c / groups;
     const ampc_value *all[3] = {x, scale, bias};
-    stat_row s = {batch * groups, per * spatial, true, fattr(n, "epsilon", 1e-5f), stash_acc_type(n, all, 3)};
+    stat_row s = {batch * groups, per * spatial, true, ampc_norm_params_of(n).eps,
+                  stash_acc_type(n, all, 3)};
     rows r = make_rows(s.n_rows, s.len, true);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
     const char *px = ampc_cg_param(k, x, false), *ps = ampc_cg_param(k, scale, false);
@@ -526,7 +521,7 @@ static ampc_status lower_mvn(ampc_cg *cg, const ampc_node *n) {
 static void batch_norm_value(ampc_cg_kernel *k, const ampc_node *n, bool relu, const char *at,
                              const char *yt, const char *const *p, const char *xv, const char *ch) {
     ampc_cg_line(k, "const %s sd = ampc::m_sqrt(ampc::cvt<%s>(%s[%s]) + (%s)%s);", at, at, p[4], ch,
-                 at, ampc_cg_f64(fattr(n, "epsilon", 1e-5f)).s);
+                 at, ampc_cg_f64(ampc_norm_params_of(n).eps).s);
     ampc_cg_line(k, "const %s v = (%s - ampc::cvt<%s>(%s[%s])) / sd;", at, xv, at, p[3], ch);
     ampc_cg_line(k, "const %s bn = ampc::cvt<%s>(v * ampc::cvt<%s>(%s[%s]) + ampc::cvt<%s>(%s[%s]));",
                  yt, yt, at, p[1], ch, at, p[2], ch);
@@ -671,11 +666,9 @@ static ampc_status lower_lrn(ampc_cg *cg, const ampc_node *n) {
     const int64_t count = ampc_ir_numel(x);
     if (count == 0) return AMPC_OK;
     const int64_t c = x->shape.dims[1], spatial = dims_prod(&x->shape, 2, x->shape.rank);
-    const int64_t size = ampc_ir_attr_find(n, "size")->i;
-    const int64_t before = (size - 1) / 2, after = size - 1 - before;
-    const ampc_attr *ba = ampc_ir_attr_find(n, "bias");
-    const double alpha = fattr(n, "alpha", 1e-4f), beta = fattr(n, "beta", 0.75f);
-    const double bias = ba && ba->kind == AMPC_ATTR_FLOAT ? (double)ba->f : 1.0;
+    const ampc_norm_params np = ampc_norm_params_of(n);
+    const int64_t size = np.size, before = (size - 1) / 2, after = size - 1 - before;
+    const double alpha = np.alpha, beta = np.beta, bias = np.bias;
     const char *at = acc_type(&x, 1);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
     const char *px = ampc_cg_param(k, x, false), *py = ampc_cg_param(k, y, true);

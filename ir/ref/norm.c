@@ -14,6 +14,7 @@
  * two-pass population variances.
  */
 #include "ref.h"
+#include "ir/norm.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -23,12 +24,6 @@ static int32_t norm_axis(const ampc_node *n, int32_t rank) {
     const int32_t axis = ampc_axis_of(n, rank);
     AMPC_ASSERT(axis >= 0 && axis < rank);
     return axis;
-}
-
-/* The epsilon attribute widened from its f32 storage, as ONNX defines it. */
-static double norm_eps(const ampc_node *n) {
-    const ampc_attr *a = ampc_ir_attr_find(n, "epsilon");
-    return a && a->kind == AMPC_ATTR_FLOAT ? (double)a->f : (double)1e-5f;
 }
 
 static int64_t dims_prod(const ampc_shape *s, int32_t lo, int32_t hi) {
@@ -85,7 +80,7 @@ ampc_status ampc_ref_layer_norm(ampc_graph *g, const ampc_node *n, const ampc_te
     const ampc_tensor *bias = n->n_inputs > 2 ? in[2] : NULL;
     const int32_t rank = x->shape.rank, ax = norm_axis(n, rank);
     const int64_t outer = dims_prod(&x->shape, 0, ax), inner = dims_prod(&x->shape, ax, rank);
-    const double eps = norm_eps(n);
+    const double eps = ampc_norm_params_of(n).eps;
     ampc_tensor *y = out[0];
     ampc_tensor *mean_out = n->n_outputs > 1 ? out[1] : NULL;
     ampc_tensor *inv_out = n->n_outputs > 2 ? out[2] : NULL;
@@ -125,7 +120,7 @@ ampc_status ampc_ref_batch_norm(ampc_graph *g, const ampc_node *n, const ampc_te
     const int32_t rank = x->shape.rank;
     const int64_t batch = x->shape.dims[0], c = rank >= 2 ? x->shape.dims[1] : 1;
     const int64_t spatial = dims_prod(&x->shape, 2, rank);
-    const double eps = norm_eps(n);
+    const double eps = ampc_norm_params_of(n).eps;
     if (ampc_shape_numel(&x->shape) == 0) return AMPC_OK;
     for (int64_t ch = 0; ch < c; ch++) {
         /* Y = (X - mean) / sqrt(var + epsilon) * scale + B, per channel. */
@@ -169,7 +164,7 @@ ampc_status ampc_ref_instance_norm(ampc_graph *g, const ampc_node *n,
     const ampc_tensor *x = in[0], *scale = in[1], *b = in[2];
     const int64_t batch = x->shape.dims[0], c = x->shape.dims[1];
     const int64_t spatial = dims_prod(&x->shape, 2, x->shape.rank);
-    const double eps = norm_eps(n);
+    const double eps = ampc_norm_params_of(n).eps;
     if (ampc_shape_numel(&x->shape) == 0) return AMPC_OK;
     for (int64_t i = 0; i < batch; i++)
         for (int64_t ch = 0; ch < c; ch++)
@@ -188,9 +183,9 @@ ampc_status ampc_ref_group_norm(ampc_graph *g, const ampc_node *n, const ampc_te
     ampc_tensor *y = out[0];
     const int64_t batch = x->shape.dims[0], c = x->shape.dims[1];
     const int64_t spatial = dims_prod(&x->shape, 2, x->shape.rank);
-    const int64_t groups = ampc_ir_attr_find(n, "num_groups")->i, per = c / groups;
+    const int64_t groups = ampc_norm_params_of(n).groups, per = c / groups;
     const int64_t len = per * spatial;
-    const double eps = norm_eps(n);
+    const double eps = ampc_norm_params_of(n).eps;
     if (ampc_shape_numel(&x->shape) == 0) return AMPC_OK;
     for (int64_t r = 0; r < batch * groups; r++) {
         const int64_t base = r * len;
@@ -224,11 +219,9 @@ ampc_status ampc_ref_lrn(ampc_graph *g, const ampc_node *n, const ampc_tensor *c
     ampc_tensor *y = out[0];
     const int64_t batch = x->shape.dims[0], c = x->shape.dims[1];
     const int64_t spatial = dims_prod(&x->shape, 2, x->shape.rank);
-    const int64_t size = ampc_ir_attr_find(n, "size")->i;
-    const ampc_attr *a;
-    const double alpha = (a = ampc_ir_attr_find(n, "alpha")) ? (double)a->f : (double)1e-4f;
-    const double beta = (a = ampc_ir_attr_find(n, "beta")) ? (double)a->f : (double)0.75f;
-    const double bias = (a = ampc_ir_attr_find(n, "bias")) ? (double)a->f : 1.0;
+    const ampc_norm_params np = ampc_norm_params_of(n);
+    const int64_t size = np.size;
+    const double alpha = np.alpha, beta = np.beta, bias = np.bias;
     const int64_t before = (size - 1) / 2, after = size - 1 - before; /* floor and ceil */
     if (ampc_shape_numel(&x->shape) == 0) return AMPC_OK;
     for (int64_t i = 0; i < batch; i++)
@@ -260,8 +253,7 @@ ampc_status ampc_ref_lp_norm(ampc_graph *g, const ampc_node *n, const ampc_tenso
     const int32_t rank = x->shape.rank, ax = norm_axis(n, rank);
     const int64_t outer = dims_prod(&x->shape, 0, ax), len = x->shape.dims[ax];
     const int64_t inner = dims_prod(&x->shape, ax + 1, rank);
-    const ampc_attr *pa = ampc_ir_attr_find(n, "p");
-    const bool l1 = pa && pa->kind == AMPC_ATTR_INT && pa->i == 1;
+    const bool l1 = ampc_norm_params_of(n).l1;
     if (ampc_shape_numel(&x->shape) == 0) return AMPC_OK;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) {
@@ -354,7 +346,7 @@ ampc_status ampc_ref_rms_norm(ampc_graph *g, const ampc_node *n, const ampc_tens
     ampc_tensor *y = out[0];
     const int32_t rank = x->shape.rank, ax = norm_axis(n, rank);
     const int64_t outer = dims_prod(&x->shape, 0, ax), inner = dims_prod(&x->shape, ax, rank);
-    const double eps = norm_eps(n);
+    const double eps = ampc_norm_params_of(n).eps;
     const ampc_shape *shapes[1] = {&scale->shape};
     ampc_bcast_iter it;
     ampc_bcast_iter_init(&it, &x->shape, shapes, 1);
