@@ -475,13 +475,11 @@ static ampc_status lower_upsample(ampc_cg *cg, const ampc_node *n) {
 /* ---- RoiAlign and MaxRoiPool ----------------------------------------------------------------- */
 
 static ampc_status lower_roi_align(ampc_cg *cg, const ampc_node *n) {
-    ampc_graph *g = ampc_cg_graph(cg);
     const ampc_value *x = n->inputs[0], *rois = n->inputs[1], *bi = n->inputs[2], *y = n->outputs[0];
-    bool is_max = !strcmp(ampc_ir_attr_string(g, n, "mode", "avg"), "max");
-    bool half = !strcmp(ampc_ir_attr_string(g, n, "coordinate_transformation_mode", "half_pixel"),
-                        "half_pixel");
-    double ss = ampc_ir_attr_float(g, n, "spatial_scale", 1.0f);
-    int64_t sr = ampc_ir_attr_int(g, n, "sampling_ratio", 0);
+    const ampc_roi_params rp = ampc_roi_params_of(n);
+    const bool is_max = rp.is_max, half = rp.half_pixel;
+    const double ss = rp.spatial_scale;
+    const int64_t sr = rp.sampling_ratio;
     int64_t C = y->shape.dims[1], PH = y->shape.dims[2], PW = y->shape.dims[3];
     int64_t N = x->shape.dims[0], H = x->shape.dims[2], W = x->shape.dims[3];
     int64_t count = ampc_ir_numel(y);
@@ -575,9 +573,8 @@ static ampc_status lower_roi_align(ampc_cg *cg, const ampc_node *n) {
 }
 
 static ampc_status lower_max_roi_pool(ampc_cg *cg, const ampc_node *n) {
-    ampc_graph *g = ampc_cg_graph(cg);
     const ampc_value *x = n->inputs[0], *rois = n->inputs[1], *y = n->outputs[0];
-    double ss = ampc_ir_attr_float(g, n, "spatial_scale", 1.0f);
+    const double ss = ampc_roi_params_of(n).spatial_scale;
     int64_t C = y->shape.dims[1], PH = y->shape.dims[2], PW = y->shape.dims[3];
     int64_t N = x->shape.dims[0], H = x->shape.dims[2], W = x->shape.dims[3];
     int64_t count = ampc_ir_numel(y);

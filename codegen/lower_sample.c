@@ -20,6 +20,7 @@
  * window when given.
  */
 #include "codegen.h"
+#include "ir/resize.h"
 
 #include "ir/ref/ref.h"
 
@@ -27,32 +28,17 @@
 
 /* ---- GridSample ----------------------------------------------------------------------------- */
 
-enum { M_NEAREST, M_LINEAR, M_CUBIC };
-enum { P_ZEROS, P_BORDER, P_REFLECTION };
-
-static const char *sattr(const ampc_node *n, const char *name, const char *dflt) {
-    const ampc_attr *a = ampc_ir_attr_find(n, name);
-    return a && a->kind == AMPC_ATTR_STRING ? a->s : dflt;
-}
-
-static int64_t iattr(const ampc_node *n, const char *name, int64_t dflt) {
-    const ampc_attr *a = ampc_ir_attr_find(n, name);
-    return a && a->kind == AMPC_ATTR_INT ? a->i : dflt;
-}
-
 /* Lowers GridSample: X [N, C, D1..Dk] sampled at grid [N, O1..Ok, k] -> Y [N, C, O1..Ok]. */
 ampc_status ampc_cg_lower_grid_sample(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *x = n->inputs[0], *gr = n->inputs[1], *y = n->outputs[0];
     const int64_t total = ampc_ir_numel(y);
     if (total == 0) return AMPC_OK;
-    const char *ms = sattr(n, "mode", "linear"), *ps = sattr(n, "padding_mode", "zeros");
-    const bool align = iattr(n, "align_corners", 0) != 0;
-    const int mode = !strcmp(ms, "nearest")                           ? M_NEAREST
-                     : !strcmp(ms, "cubic") || !strcmp(ms, "bicubic") ? M_CUBIC
-                                                                      : M_LINEAR;
-    const int pad = !strcmp(ps, "border") ? P_BORDER : !strcmp(ps, "reflection") ? P_REFLECTION
-                                                                                 : P_ZEROS;
-    const int32_t k = x->shape.rank - 2, cnt = mode == M_NEAREST ? 1 : mode == M_LINEAR ? 2 : 4;
+    const ampc_grid_params gp = ampc_grid_params_of(n);
+    const bool align = gp.align;
+    const int mode = gp.mode;
+    const ampc_grid_pad pad = gp.pad;
+    const int32_t k = x->shape.rank - 2;
+    const int32_t cnt = mode == AMPC_RESIZE_NEAREST ? 1 : mode == AMPC_RESIZE_LINEAR ? 2 : 4;
     const int64_t C = x->shape.dims[1];
     int64_t dims[AMPC_MAX_RANK], plane = 1, opix = 1;
     for (int32_t d = 0; d < k; d++) {
@@ -80,7 +66,7 @@ ampc_status ampc_cg_lower_grid_sample(ampc_cg *cg, const ampc_node *n) {
                  (long long)opix, (long long)opix, (long long)C);
     ampc_cg_line(kn, "const long long go = (b * %lldLL + p) * %dLL;", (long long)opix, k);
     ampc_cg_line(kn, "const long long base = bc * %lldLL;", (long long)plane);
-    if (mode == M_CUBIC) ampc_cg_line(kn, "const double A = -0.75;");
+    if (mode == AMPC_RESIZE_CUBIC) ampc_cg_line(kn, "const double A = -0.75;");
     ampc_cg_line(kn, "bool lost = false;");
     for (int32_t d = 0; d < k; d++) {
         const double dim = (double)dims[d];
@@ -91,14 +77,14 @@ ampc_status ampc_cg_lower_grid_sample(ampc_cg *cg, const ampc_node *n) {
         else ampc_cg_line(kn, "v%d = __dsub_rn(__dmul_rn(v%d + 1, %s), 1.0) / 2;", d, d,
                           ampc_cg_f64(dim).s);
         ampc_cg_line(kn, "v%d = (double)(float)v%d;", d, d);
-        if (mode == M_NEAREST) {
+        if (mode == AMPC_RESIZE_NEAREST) {
             if (k == 3) ampc_cg_line(kn, "v%d = v%d >= 0 ? floor(v%d + 0.5) : ceil(v%d - 0.5);", d, d, d, d);
             else ampc_cg_line(kn, "v%d = rint(v%d);", d, d);
         }
-        if (pad == P_BORDER)
+        if (pad == AMPC_GRID_BORDER)
             ampc_cg_line(kn, "if (v%d < %s || v%d > %s) v%d = v%d < 0 ? 0 : v%d > %s ? %s : v%d;",
                          d, L.s, d, H.s, d, d, d, D1.s, D1.s, d);
-        else if (pad == P_REFLECTION)
+        else if (pad == AMPC_GRID_REFLECTION)
             ampc_cg_line(kn, "if (v%d < %s || v%d > %s) v%d = refl(v%d, %s, %s);", d, L.s,
                          d, H.s, d, d, L.s, H.s);
         /* Beyond 2^40 pixels (inf under zeros padding or reflection, NaN under any) no tap can
@@ -111,10 +97,10 @@ ampc_status ampc_cg_lower_grid_sample(ampc_cg *cg, const ampc_node *n) {
     ampc_cg_close(kn);
     for (int32_t d = 0; d < k; d++) {
         /* taps: first position and weights */
-        if (mode == M_NEAREST) {
+        if (mode == AMPC_RESIZE_NEAREST) {
             ampc_cg_line(kn, "const long long f%d = (long long)v%d;", d, d);
             ampc_cg_line(kn, "const double w%d[1] = {1.0};", d);
-        } else if (mode == M_LINEAR) {
+        } else if (mode == AMPC_RESIZE_LINEAR) {
             ampc_cg_line(kn, "const double fl%d = floor(v%d), t%d = v%d - fl%d;", d, d, d, d, d);
             ampc_cg_line(kn, "const long long f%d = (long long)fl%d;", d, d);
             ampc_cg_line(kn, "const double w%d[2] = {1 - t%d, t%d};", d, d, d);
@@ -136,10 +122,10 @@ ampc_status ampc_cg_lower_grid_sample(ampc_cg *cg, const ampc_node *n) {
         ampc_cg_line(kn, "long long i%d = f%d + c%d;", d, d, d);
         const double dim = (double)dims[d];
         const double lo = align ? 0 : -0.5, hi = align ? dim - 1 : dim - 0.5;
-        if (pad == P_ZEROS) {
+        if (pad == AMPC_GRID_ZEROS) {
             ampc_cg_line(kn, "if (i%d < 0 || i%d >= %lldLL) continue;", d, d, (long long)dims[d]);
         } else {
-            if (pad == P_REFLECTION)
+            if (pad == AMPC_GRID_REFLECTION)
                 ampc_cg_line(kn, "i%d = (long long)refl((double)i%d, %s, %s);", d, d,
                              ampc_cg_f64(lo).s, ampc_cg_f64(hi).s);
             ampc_cg_line(kn, "i%d = i%d < 0 ? 0 : i%d >= %lldLL ? %lldLL : i%d;", d, d, d,

@@ -185,3 +185,36 @@ void ampc_resize_axis_free(ampc_resize_axis *t) {
     free(t->cnt), free(t->idx), free(t->w), free(t->extrap);
     t->cnt = NULL, t->idx = NULL, t->w = NULL, t->extrap = NULL;
 }
+
+static const char *string_attr(const ampc_node *n, const char *name, const char *dflt) {
+    const ampc_attr *a = ampc_ir_attr_find(n, name);
+    return a && a->kind == AMPC_ATTR_STRING ? a->s : dflt;
+}
+
+static int64_t int_attr(const ampc_node *n, const char *name, int64_t dflt) {
+    const ampc_attr *a = ampc_ir_attr_find(n, name);
+    return a && a->kind == AMPC_ATTR_INT ? a->i : dflt;
+}
+
+ampc_grid_params ampc_grid_params_of(const ampc_node *n) {
+    const char *ms = string_attr(n, "mode", "linear");
+    const char *ps = string_attr(n, "padding_mode", "zeros");
+    ampc_grid_params p = {.align = int_attr(n, "align_corners", 0) != 0};
+    p.mode = !strcmp(ms, "nearest")                           ? AMPC_RESIZE_NEAREST
+             : !strcmp(ms, "cubic") || !strcmp(ms, "bicubic") ? AMPC_RESIZE_CUBIC
+                                                              : AMPC_RESIZE_LINEAR;
+    p.pad = !strcmp(ps, "border")       ? AMPC_GRID_BORDER
+            : !strcmp(ps, "reflection") ? AMPC_GRID_REFLECTION
+                                        : AMPC_GRID_ZEROS;
+    return p;
+}
+
+ampc_roi_params ampc_roi_params_of(const ampc_node *n) {
+    const ampc_attr *ss = ampc_ir_attr_find(n, "spatial_scale");
+    return (ampc_roi_params){
+        .is_max = !strcmp(string_attr(n, "mode", "avg"), "max"),
+        .half_pixel = !strcmp(string_attr(n, "coordinate_transformation_mode", "half_pixel"),
+                              "half_pixel"),
+        .spatial_scale = ss && ss->kind == AMPC_ATTR_FLOAT ? (double)ss->f : (double)1.0f,
+        .sampling_ratio = int_attr(n, "sampling_ratio", 0)};
+}

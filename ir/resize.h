@@ -64,4 +64,31 @@ bool ampc_resize_axis_build(const ampc_resize_cfg *c, int64_t in, int64_t out, d
                             double roi_s, double roi_e, ampc_resize_axis *t);
 void ampc_resize_axis_free(ampc_resize_axis *t);
 
+/* GridSample's and AffineGrid's parameters: the interpolation (AMPC_RESIZE_NEAREST, LINEAR,
+ * CUBIC; "bicubic" is cubic), where a point outside the input reads, and align_corners (the
+ * extreme grid values name the corner pixels' centres, else their outer edges). */
+typedef enum ampc_grid_pad {
+    AMPC_GRID_ZEROS,
+    AMPC_GRID_BORDER,
+    AMPC_GRID_REFLECTION
+} ampc_grid_pad;
+typedef struct ampc_grid_params {
+    int mode;
+    ampc_grid_pad pad;
+    bool align;
+} ampc_grid_params;
+
+ampc_grid_params ampc_grid_params_of(const ampc_node *n);
+
+/* RoiAlign's and MaxRoiPool's parameters: the max (else average) of a bin's samples, half-pixel
+ * coordinates (else output_half_pixel), the scale from roi to map coordinates (1) and the samples
+ * a bin takes along each dim (0: adaptive). */
+typedef struct ampc_roi_params {
+    bool is_max, half_pixel;
+    double spatial_scale;
+    int64_t sampling_ratio;
+} ampc_roi_params;
+
+ampc_roi_params ampc_roi_params_of(const ampc_node *n);
+
 #endif

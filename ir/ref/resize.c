@@ -135,7 +135,6 @@ ampc_status ampc_ref_upsample(ampc_graph *g, const ampc_node *n, const ampc_tens
 
 /* ---- GridSample ----------------------------------------------------------------------------- */
 
-enum { P_ZEROS, P_BORDER, P_REFLECTION };
 
 /* Reflects x into [lo, hi] by the nearer border until it lies inside (the ONNX reference's
  * _gs_reflect). */
@@ -155,23 +154,21 @@ static double gs_reflect(double x, double lo, double hi) {
 
 /* The input index a tap at integer position i reads along an axis of `dim` entries, or -1 for a
  * zero (padding_mode zeros outside the input). */
-static int64_t gs_index(int64_t i, int64_t dim, int pad, double lo, double hi) {
-    if (pad == P_ZEROS) return i >= 0 && i < dim ? i : -1;
-    if (pad == P_REFLECTION) i = (int64_t)gs_reflect((double)i, lo, hi);
+static int64_t gs_index(int64_t i, int64_t dim, ampc_grid_pad pad, double lo, double hi) {
+    if (pad == AMPC_GRID_ZEROS) return i >= 0 && i < dim ? i : -1;
+    if (pad == AMPC_GRID_REFLECTION) i = (int64_t)gs_reflect((double)i, lo, hi);
     return i < 0 ? 0 : i >= dim ? dim - 1 : i;
 }
 
 ampc_status ampc_ref_grid_sample(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                                  ampc_tensor *const *out) {
+    (void)g;
     const ampc_tensor *x = in[0], *gr = in[1];
     ampc_tensor *y = out[0];
-    const char *ms = ampc_ir_attr_string(g, n, "mode", "linear");
-    const char *ps = ampc_ir_attr_string(g, n, "padding_mode", "zeros");
-    bool align = ampc_ir_attr_int(g, n, "align_corners", 0) != 0;
-    int mode = !strcmp(ms, "nearest")                           ? AMPC_RESIZE_NEAREST
-               : !strcmp(ms, "cubic") || !strcmp(ms, "bicubic") ? AMPC_RESIZE_CUBIC
-                                                                : AMPC_RESIZE_LINEAR;
-    int pad = !strcmp(ps, "border") ? P_BORDER : !strcmp(ps, "reflection") ? P_REFLECTION : P_ZEROS;
+    const ampc_grid_params gp = ampc_grid_params_of(n);
+    const bool align = gp.align;
+    const int mode = gp.mode;
+    const ampc_grid_pad pad = gp.pad;
     int32_t k = x->shape.rank - 2;
     int64_t N = x->shape.dims[0], C = x->shape.dims[1], dims[AMPC_MAX_RANK];
     int64_t plane = 1, opix = 1;
@@ -198,9 +195,9 @@ ampc_status ampc_ref_grid_sample(ampc_graph *g, const ampc_node *n, const ampc_t
                 if (mode == AMPC_RESIZE_NEAREST)
                     v = k == 3 ? (v >= 0 ? floor(v + 0.5) : ceil(v - 0.5)) : nearbyint(v);
                 if (v < lo[d] || v > hi[d]) {
-                    if (pad == P_BORDER)
+                    if (pad == AMPC_GRID_BORDER)
                         v = v < 0 ? 0 : v > (double)(dims[d] - 1) ? (double)(dims[d] - 1) : v;
-                    else if (pad == P_REFLECTION)
+                    else if (pad == AMPC_GRID_REFLECTION)
                         v = gs_reflect(v, lo[d], hi[d]);
                 }
                 /* Beyond 2^40 pixels (inf under zeros padding, NaN under any) no tap can land on
@@ -290,11 +287,10 @@ ampc_status ampc_ref_roi_align(ampc_graph *g, const ampc_node *n, const ampc_ten
                                ampc_tensor *const *out) {
     const ampc_tensor *x = in[0], *rois = in[1], *bi = in[2];
     ampc_tensor *y = out[0];
-    bool is_max = !strcmp(ampc_ir_attr_string(g, n, "mode", "avg"), "max");
-    bool half = !strcmp(ampc_ir_attr_string(g, n, "coordinate_transformation_mode", "half_pixel"),
-                        "half_pixel");
-    double ss = ampc_ir_attr_float(g, n, "spatial_scale", 1.0f);
-    int64_t sr = ampc_ir_attr_int(g, n, "sampling_ratio", 0);
+    const ampc_roi_params rp = ampc_roi_params_of(n);
+    const bool is_max = rp.is_max, half = rp.half_pixel;
+    const double ss = rp.spatial_scale;
+    const int64_t sr = rp.sampling_ratio;
     int64_t R = y->shape.dims[0], C = y->shape.dims[1], PH = y->shape.dims[2],
             PW = y->shape.dims[3];
     int64_t N = x->shape.dims[0], H = x->shape.dims[2], W = x->shape.dims[3];
@@ -429,7 +425,7 @@ ampc_status ampc_ref_max_roi_pool(ampc_graph *g, const ampc_node *n, const ampc_
                                   ampc_tensor *const *out) {
     const ampc_tensor *x = in[0], *rois = in[1];
     ampc_tensor *y = out[0];
-    double ss = ampc_ir_attr_float(g, n, "spatial_scale", 1.0f);
+    const double ss = ampc_roi_params_of(n).spatial_scale;
     int64_t R = y->shape.dims[0], C = y->shape.dims[1], PH = y->shape.dims[2],
             PW = y->shape.dims[3];
     int64_t N = x->shape.dims[0], H = x->shape.dims[2], W = x->shape.dims[3];
@@ -491,9 +487,10 @@ static double grid_base(int64_t i, int64_t size, bool align) {
  * and z along D; the last output dim holds (x, y(, z)). */
 ampc_status ampc_ref_affine_grid(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                                  ampc_tensor *const *out) {
+    (void)g;
     const ampc_tensor *th = in[0];
     ampc_tensor *y = out[0];
-    bool align = ampc_ir_attr_int(g, n, "align_corners", 0) != 0;
+    const bool align = ampc_grid_params_of(n).align;
     int32_t k = y->shape.rank - 2;
     int64_t N = y->shape.dims[0], pts = 1, c[3] = {0, 0, 0}, o = 0;
     for (int32_t i = 0; i < k; i++) pts *= y->shape.dims[1 + i];
