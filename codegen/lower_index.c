@@ -21,6 +21,8 @@
  * no GPU lowering yet.
  */
 #include "codegen.h"
+#include "ir/index.h"
+#include "ir/resize.h"
 
 #include "ir/ref/ref.h"
 
@@ -219,7 +221,7 @@ static void nd_bounds(const ampc_value *x, int32_t b, int32_t kk, int64_t *bound
  * addresses within its batch block of the data. */
 static ampc_status lower_gather_nd(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *x = n->inputs[0], *ix = n->inputs[1], *y = n->outputs[0];
-    int32_t b = (int32_t)ampc_ir_attr_int(ampc_cg_graph(cg), n, "batch_dims", 0);
+    int32_t b = ampc_index_params_of(n).batch_dims;
     int32_t q = ix->shape.rank, kk = (int32_t)ix->shape.dims[q - 1], r = x->shape.rank;
     int64_t tuples = prod(ix->shape.dims, b, q - 1), slice = prod(x->shape.dims, b + kk, r);
     int64_t block = prod(x->shape.dims, b, r), count = ampc_ir_numel(y), bounds[AMPC_MAX_RANK];
@@ -243,16 +245,6 @@ static ampc_status lower_gather_nd(ampc_cg *cg, const ampc_node *n) {
 }
 
 /* ---- ScatterElements, Scatter, ScatterND, TensorScatter ------------------------------------- */
-
-/* The reduction attribute as kernels/move.cuh's RED_* constant. */
-static int reduction_of(ampc_cg *cg, const ampc_node *n) {
-    const char *s = ampc_ir_attr_string(ampc_cg_graph(cg), n, "reduction", "none");
-    return !strcmp(s, "add")   ? 1
-           : !strcmp(s, "mul") ? 2
-           : !strcmp(s, "max") ? 3
-           : !strcmp(s, "min") ? 4
-                               : 0;
-}
 
 /* ScatterElements and Scatter: the data copied, then one thread per line of the indices along
  * the axis applies that line's updates in order (row-major order within a line). */
@@ -291,7 +283,8 @@ static ampc_status lower_scatter_elements(ampc_cg *cg, const ampc_node *n) {
     ampc_cg_line(k, "const long long at = bu + j * %lldLL;", (long long)is[ax]);
     const char *v = load_index(k, pi, "at", dim);
     ampc_cg_line(k, "if (%s >= 0 && %s < %lldLL) ampc::combine<%d>(%s, by + %s * %lldLL, %s[at]);",
-                 v, v, (long long)dim, reduction_of(cg, n), py, v, (long long)xs[ax], pu);
+                 v, v, (long long)dim, (int)ampc_index_params_of(n).reduction, py, v,
+                 (long long)xs[ax], pu);
     ampc_cg_close(k);
     ampc_cg_close(k);
     return ampc_cg_kernel_end(k, lines, 256);
@@ -318,7 +311,7 @@ static ampc_status lower_scatter_nd(ampc_cg *cg, const ampc_node *n) {
     ampc_cg_line(k, "bool in = true;");
     nd_offset(k, x, pi, 0, kk);
     ampc_cg_line(k, "if (in) ampc::combine<%d>(%s, off + i, %s[t * %lldLL + i]);",
-                 reduction_of(cg, n), py, pu, (long long)slice);
+                 (int)ampc_index_params_of(n).reduction, py, pu, (long long)slice);
     ampc_cg_close(k);
     ampc_cg_close(k);
     return ampc_cg_kernel_end(k, slice, 256);
@@ -328,11 +321,10 @@ static ampc_status lower_scatter_nd(ampc_cg *cg, const ampc_node *n) {
  * write_indices[batch of o] + s (taken modulo the cache length in circular mode; a row past the
  * end in linear mode, an evaluation error in the reference, is skipped). */
 static ampc_status lower_tensor_scatter(ampc_cg *cg, const ampc_node *n) {
-    ampc_graph *g = ampc_cg_graph(cg);
     const ampc_value *x = n->inputs[0], *u = n->inputs[1], *y = n->outputs[0];
     const ampc_value *wi = n->n_inputs > 2 ? n->inputs[2] : NULL;
     int32_t r = x->shape.rank, ax = ampc_axis_of(n, r);
-    bool circular = !strcmp(ampc_ir_attr_string(g, n, "mode", "linear"), "circular");
+    bool circular = ampc_index_params_of(n).circular;
     ampc_status st = ampc_cg_step_copy(cg, n, ampc_cg_ref(cg, x), ampc_cg_ref(cg, y));
     int64_t count = ampc_ir_numel(u);
     if (st != AMPC_OK || !count) return st;
@@ -394,7 +386,7 @@ static ampc_status lower_top_k(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *x = n->inputs[0], *yv = n->outputs[0], *yi = n->outputs[1];
     ampc_graph *g = ampc_cg_graph(cg);
     int32_t r = x->shape.rank, ax = ampc_axis_of(n, r);
-    bool largest = ampc_ir_attr_int(g, n, "largest", 1) != 0;
+    bool largest = ampc_index_params_of(n).largest;
     int64_t dim = x->shape.dims[ax], kk = yv->shape.dims[ax];
     int64_t outer = prod(x->shape.dims, 0, ax), inner = prod(x->shape.dims, ax + 1, r);
     if (!kk || !outer || !inner) return AMPC_OK;
@@ -505,7 +497,7 @@ static ampc_status lower_compress(ampc_cg *cg, const ampc_node *n) {
  * and 1 are time and batch in some order, the rest move together. */
 static ampc_status lower_reverse_sequence(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *x = n->inputs[0], *lens = n->inputs[1], *y = n->outputs[0];
-    int32_t ba = (int32_t)ampc_ir_attr_int(ampc_cg_graph(cg), n, "batch_axis", 1);
+    int32_t ba = ampc_index_params_of(n).batch_axis;
     int64_t steps = x->shape.dims[1 - ba], batch = x->shape.dims[ba], count = ampc_ir_numel(y);
     int64_t inner = prod(x->shape.dims, 2, x->shape.rank);
     if (!count) return AMPC_OK;
@@ -542,7 +534,7 @@ static ampc_status lower_reverse_sequence(ampc_cg *cg, const ampc_node *n) {
  * else -1 + (2i + 1) / size); computed in double, as the reference. */
 static ampc_status lower_affine_grid(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *th = n->inputs[0], *y = n->outputs[0];
-    bool align = ampc_ir_attr_int(ampc_cg_graph(cg), n, "align_corners", 0) != 0;
+    const bool align = ampc_grid_params_of(n).align;
     int32_t kd = y->shape.rank - 2;
     int64_t count = ampc_ir_numel(y), pts = prod(y->shape.dims, 1, 1 + kd);
     if (!count) return AMPC_OK;

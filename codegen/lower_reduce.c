@@ -20,6 +20,7 @@
  * a block-wide scan carrying the running total from chunk to chunk.
  */
 #include "codegen.h"
+#include "ir/index.h"
 
 #include "ir/reduce.h"
 #include "ir/ref/ref.h"
@@ -453,12 +454,11 @@ static const char *emit_axis_base(ampc_cg_kernel *k, int64_t len, int64_t inner)
 }
 
 static ampc_status lower_arg(ampc_cg *cg, const ampc_node *n) {
-    ampc_graph *g = ampc_cg_graph(cg);
     const ampc_value *x = n->inputs[0], *y = n->outputs[0];
     const int32_t rank = x->shape.rank;
     int64_t axis = ampc_axis_attr(n);
     const int32_t ax = (int32_t)(axis < 0 ? axis + rank : axis);
-    const bool last = ampc_ir_attr_int(g, n, "select_last_index", 0) != 0;
+    const bool last = ampc_index_params_of(n).select_last;
     const int64_t len = x->shape.dims[ax], inner = dims_prod(&x->shape, ax + 1, rank);
     const int64_t count = ampc_ir_numel(y);
     if (count == 0) return AMPC_OK;
@@ -486,14 +486,13 @@ static ampc_status lower_arg(ampc_cg *cg, const ampc_node *n) {
 /* ---- CumSum, CumProd ------------------------------------------------------------------------ */
 
 static ampc_status lower_scan(ampc_cg *cg, const ampc_node *n) {
-    ampc_graph *g = ampc_cg_graph(cg);
     const ampc_value *x = n->inputs[0], *y = n->outputs[0], *axv = n->inputs[1];
     const int32_t rank = x->shape.rank;
     AMPC_ASSERT(axv && axv->data);
     const int64_t axis = ampc_ref_load_i64(axv->data, axv->dtype, 0);
     const int32_t ax = (int32_t)(axis < 0 ? axis + rank : axis);
-    const bool excl = ampc_ir_attr_int(g, n, "exclusive", 0) != 0;
-    const bool rev = ampc_ir_attr_int(g, n, "reverse", 0) != 0;
+    const ampc_index_params ip = ampc_index_params_of(n);
+    const bool excl = ip.exclusive, rev = ip.reverse;
     const bool prod = n->op == AMPC_OP_CUMPROD;
     const int64_t len = x->shape.dims[ax], inner = dims_prod(&x->shape, ax + 1, rank);
     const int64_t count = ampc_ir_numel(x);

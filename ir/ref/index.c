@@ -12,6 +12,7 @@
  * (TopK, Unique) is a stable merge sort on positions, O(n log n).
  */
 #include "ref.h"
+#include "ir/index.h"
 
 #include "ir/tfidf.h"
 
@@ -103,38 +104,28 @@ ampc_status ampc_ref_gather_elements(ampc_graph *g, const ampc_node *n,
     return AMPC_OK;
 }
 
-enum { RED_NONE, RED_ADD, RED_MUL, RED_MAX, RED_MIN };
-
-static int reduction_of(ampc_graph *g, const ampc_node *n) {
-    const char *s = ampc_ir_attr_string(g, n, "reduction", "none");
-    return !strcmp(s, "add")   ? RED_ADD
-           : !strcmp(s, "mul") ? RED_MUL
-           : !strcmp(s, "max") ? RED_MAX
-           : !strcmp(s, "min") ? RED_MIN
-                               : RED_NONE;
-}
-
-/* y[i] = combine(y[i], u[j]) for a scatter reduction (RED_NONE: assignment). Floats combine in
- * double, integers in int64 (bool: add is or, mul is and). */
-static void combine(ampc_tensor *y, int64_t i, const ampc_tensor *u, int64_t j, int red) {
+/* y[i] = combine(y[i], u[j]) for a scatter reduction (AMPC_SCATTER_NONE: assignment). Floats
+ * combine in double, integers in int64 (bool: add is or, mul is and). */
+static void combine(ampc_tensor *y, int64_t i, const ampc_tensor *u, int64_t j,
+                    ampc_scatter_red red) {
     ampc_dtype t = y->dtype;
-    if (red == RED_NONE) {
+    if (red == AMPC_SCATTER_NONE) {
         ampc_ref_copy_elem(y->data, i, u->data, j, ampc_dtype_size(t));
     } else if (ampc_dtype_is_float(t)) {
         double a = ampc_ref_load_f64(y->data, t, i), b = ampc_ref_load_f64(u->data, t, j);
-        double r = red == RED_ADD   ? a + b
-                   : red == RED_MUL ? a * b
-                   : red == RED_MAX ? (a >= b || isnan(a) ? a : b)
+        double r = red == AMPC_SCATTER_ADD   ? a + b
+                   : red == AMPC_SCATTER_MUL ? a * b
+                   : red == AMPC_SCATTER_MAX ? (a >= b || isnan(a) ? a : b)
                                     : (a <= b || isnan(a) ? a : b);
         ampc_ref_store_f64(y->data, t, i, r);
     } else {
         int c = cmp_elem(y->data, t, i, u->data, j);
         int64_t a = ampc_ref_load_i64(y->data, t, i), b = ampc_ref_load_i64(u->data, t, j);
-        int64_t r = red == RED_ADD   ? (int64_t)((uint64_t)a + (uint64_t)b)
-                    : red == RED_MUL ? (int64_t)((uint64_t)a * (uint64_t)b)
-                    : red == RED_MAX ? (c >= 0 ? a : b)
+        int64_t r = red == AMPC_SCATTER_ADD   ? (int64_t)((uint64_t)a + (uint64_t)b)
+                    : red == AMPC_SCATTER_MUL ? (int64_t)((uint64_t)a * (uint64_t)b)
+                    : red == AMPC_SCATTER_MAX ? (c >= 0 ? a : b)
                                      : (c <= 0 ? a : b);
-        if (t == AMPC_DTYPE_BOOL && red == RED_MUL) r = a && b;
+        if (t == AMPC_DTYPE_BOOL && red == AMPC_SCATTER_MUL) r = a && b;
         ampc_ref_store_i64(y->data, t, i, r);
     }
 }
@@ -145,7 +136,7 @@ ampc_status ampc_ref_scatter_elements(ampc_graph *g, const ampc_node *n,
     const ampc_tensor *x = in[0], *ix = in[1], *u = in[2];
     ampc_tensor *y = out[0];
     int32_t r = x->shape.rank, ax = ampc_axis_of(n, r);
-    int red = reduction_of(g, n);
+    const ampc_scatter_red red = ampc_index_params_of(n).reduction;
     int64_t xs[AMPC_MAX_RANK], c[AMPC_MAX_RANK] = {0}, cnt = ampc_shape_numel(&ix->shape);
     if (tensor_bytes(x)) memcpy(y->data, x->data, tensor_bytes(x));
     ampc_ref_strides(&x->shape, xs);
@@ -178,7 +169,7 @@ static int64_t nd_offset(ampc_graph *g, const ampc_node *n, const ampc_tensor *x
 ampc_status ampc_ref_gather_nd(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                                ampc_tensor *const *out) {
     const ampc_tensor *x = in[0], *ix = in[1];
-    int32_t b = (int32_t)ampc_ir_attr_int(g, n, "batch_dims", 0), q = ix->shape.rank;
+    int32_t b = ampc_index_params_of(n).batch_dims, q = ix->shape.rank;
     int32_t k = (int32_t)ix->shape.dims[q - 1];
     int64_t batches = dims_prod(&ix->shape, 0, b), tuples = dims_prod(&ix->shape, b, q - 1);
     int64_t slice = dims_prod(&x->shape, b + k, x->shape.rank);
@@ -201,7 +192,7 @@ ampc_status ampc_ref_scatter_nd(ampc_graph *g, const ampc_node *n, const ampc_te
     const ampc_tensor *x = in[0], *ix = in[1], *u = in[2];
     ampc_tensor *y = out[0];
     int32_t q = ix->shape.rank, k = (int32_t)ix->shape.dims[q - 1];
-    int red = reduction_of(g, n);
+    const ampc_scatter_red red = ampc_index_params_of(n).reduction;
     int64_t tuples = dims_prod(&ix->shape, 0, q - 1);
     int64_t slice = dims_prod(&x->shape, k, x->shape.rank);
     if (tensor_bytes(x)) memcpy(y->data, x->data, tensor_bytes(x));
@@ -265,7 +256,7 @@ ampc_status ampc_ref_top_k(ampc_graph *g, const ampc_node *n, const ampc_tensor 
     if (!pos)
         return AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory sorting %lld entries",
                          (long long)dim);
-    line l = {x->data, x->dtype, 0, inner, ampc_ir_attr_int(g, n, "largest", 1) != 0};
+    line l = {x->data, x->dtype, 0, inner, ampc_index_params_of(n).largest};
     size_t esz = ampc_dtype_size(x->dtype);
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) {
@@ -285,10 +276,11 @@ ampc_status ampc_ref_top_k(ampc_graph *g, const ampc_node *n, const ampc_tensor 
 /* Trilu: element (i, j) of each matrix is kept when j - i >= k (upper) or j - i <= k (lower). */
 ampc_status ampc_ref_trilu(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                            ampc_tensor *const *out) {
+    (void)g;
     const ampc_tensor *x = in[0];
     int32_t r = x->shape.rank;
     int64_t k = n->n_inputs > 1 && in[1] ? ampc_ref_load_i64(in[1]->data, in[1]->dtype, 0) : 0;
-    bool upper = ampc_ir_attr_int(g, n, "upper", 1) != 0;
+    bool upper = ampc_index_params_of(n).upper;
     int64_t rows = x->shape.dims[r - 2], cols = x->shape.dims[r - 1];
     int64_t mats = dims_prod(&x->shape, 0, r - 2);
     size_t esz = ampc_dtype_size(x->dtype);
@@ -328,9 +320,10 @@ static int64_t arg_extreme(const line *l, int64_t dim, bool want_max, bool last)
 
 ampc_status ampc_ref_arg_reduce(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                                 ampc_tensor *const *out) {
+    (void)g;
     const ampc_tensor *x = in[0];
     int32_t r = x->shape.rank, ax = ampc_axis_of(n, r);
-    bool last = ampc_ir_attr_int(g, n, "select_last_index", 0) != 0;
+    bool last = ampc_index_params_of(n).select_last;
     int64_t dim = x->shape.dims[ax];
     int64_t outer = dims_prod(&x->shape, 0, ax), inner = dims_prod(&x->shape, ax + 1, r);
     line l = {x->data, x->dtype, 0, inner, false};
@@ -366,12 +359,13 @@ ampc_status ampc_ref_hardmax(ampc_graph *g, const ampc_node *n, const ampc_tenso
  * end. */
 ampc_status ampc_ref_cumsum(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                             ampc_tensor *const *out) {
+    (void)g;
     const ampc_tensor *x = in[0];
     ampc_tensor *y = out[0];
     int32_t r = x->shape.rank;
     int32_t ax = norm_axis(ampc_ref_load_i64(in[1]->data, in[1]->dtype, 0), r);
-    bool excl = ampc_ir_attr_int(g, n, "exclusive", 0) != 0;
-    bool rev = ampc_ir_attr_int(g, n, "reverse", 0) != 0;
+    const ampc_index_params ip = ampc_index_params_of(n);
+    bool excl = ip.exclusive, rev = ip.reverse;
     bool prod = n->op == AMPC_OP_CUMPROD;
     int64_t dim = x->shape.dims[ax];
     int64_t outer = dims_prod(&x->shape, 0, ax), inner = dims_prod(&x->shape, ax + 1, r);
@@ -530,7 +524,7 @@ ampc_status ampc_ref_unique(ampc_graph *g, const ampc_node *n, const ampc_tensor
     int32_t axis = -1;
     if (ampc_axis_given(n))
         axis = ampc_axis_of(n, x->shape.rank);
-    bool sorted = ampc_ir_attr_int(g, n, "sorted", 1) != 0;
+    bool sorted = ampc_index_params_of(n).sorted;
     items it = items_of(x, axis);
     int64_t m = it.count ? it.count : 1;
     int64_t *pos = malloc((size_t)m * sizeof *pos), *first = malloc((size_t)m * sizeof *first);
@@ -593,9 +587,10 @@ ampc_status ampc_ref_unique(ampc_graph *g, const ampc_node *n, const ampc_tensor
 
 ampc_status ampc_ref_eye_like(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                               ampc_tensor *const *out) {
+    (void)g;
     (void)in;
     ampc_tensor *y = out[0];
-    int64_t k = ampc_ir_attr_int(g, n, "k", 0), rows = y->shape.dims[0], cols = y->shape.dims[1];
+    int64_t k = ampc_index_params_of(n).k, rows = y->shape.dims[0], cols = y->shape.dims[1];
     for (int64_t i = 0; i < rows; i++) {
         /* column i + k, computed without overflow for any k */
         if (k >= cols || k <= -rows) break;
@@ -608,7 +603,7 @@ ampc_status ampc_ref_eye_like(ampc_graph *g, const ampc_node *n, const ampc_tens
 ampc_status ampc_ref_reverse_sequence(ampc_graph *g, const ampc_node *n,
                                       const ampc_tensor *const *in, ampc_tensor *const *out) {
     const ampc_tensor *x = in[0], *lens = in[1];
-    int32_t ba = (int32_t)ampc_ir_attr_int(g, n, "batch_axis", 1), ta = 1 - ba;
+    int32_t ba = ampc_index_params_of(n).batch_axis, ta = 1 - ba;
     int64_t steps = x->shape.dims[ta], batch = x->shape.dims[ba];
     for (int64_t b = 0; b < batch; b++) {
         int64_t len = ampc_ref_load_i64(lens->data, lens->dtype, b);
@@ -646,7 +641,7 @@ ampc_status ampc_ref_tensor_scatter(ampc_graph *g, const ampc_node *n, const amp
     const ampc_tensor *past = in[0], *upd = in[1], *wi = n->n_inputs > 2 ? in[2] : NULL;
     ampc_tensor *y = out[0];
     int32_t r = past->shape.rank, ax = ampc_axis_of(n, r);
-    bool circular = !strcmp(ampc_ir_attr_string(g, n, "mode", "linear"), "circular");
+    bool circular = ampc_index_params_of(n).circular;
     size_t esz = ampc_dtype_size(past->dtype);
     size_t nb = tensor_bytes(past);
     if (nb) memcpy(y->data, past->data, nb);
@@ -764,7 +759,7 @@ int64_t ampc_ref_nms_select(const ampc_tensor *const *in, int32_t n_in, bool cen
  * max_output_boxes_per_class of them. */
 ampc_status ampc_ref_nms(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                          ampc_tensor *const *out) {
-    bool center = ampc_ir_attr_int(g, n, "center_point_box", 0) != 0;
+    bool center = ampc_index_params_of(n).center_point_box;
     int64_t cnt = ampc_ref_nms_select(in, n->n_inputs, center, out[0]->data);
     if (cnt < 0) return AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory sorting the boxes");
     AMPC_ASSERT(cnt == out[0]->shape.dims[0]); /* inference ran the same selection */
