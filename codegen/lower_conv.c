@@ -29,6 +29,7 @@
  * f64), the integer convolutions exactly in int64; QLinearConv requantises as ir/ref/quant.c.
  */
 #include "codegen.h"
+#include "ir/conv.h"
 #include "ir/infer/infer.h"
 
 #include <limits.h>
@@ -76,7 +77,7 @@ static ampc_status describe(ampc_cg *cg, const ampc_node *n, conv_desc *d) {
     }
     if (n->op == AMPC_OP_FUSED_CONV) {
         d->z = n->n_inputs > 3 ? n->inputs[3] : NULL;
-        d->relu = ampc_ir_attr_find(n, "activation") != NULL;
+        d->relu = ampc_conv_params_of(n).relu;
     }
     /* A channels-last convolution is described through its NCHW shadow (ir/infer/infer.h). */
     ampc_conv_shadow sh;
@@ -88,7 +89,7 @@ static ampc_status describe(ampc_cg *cg, const ampc_node *n, conv_desc *d) {
     d->batch = xs->dims[0];
     d->c = xs->dims[1];
     d->m = ys->dims[1];
-    d->group = ampc_ir_attr_int(g, n, "group", 1);
+    d->group = ampc_conv_params_of(n).group;
     if (d->group < 1) d->group = 1;
     ampc_status st = ampc_infer_conv_geom(g, nchw, &d->geo);
     if (st != AMPC_OK) return st;

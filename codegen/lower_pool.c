@@ -33,6 +33,7 @@
  *                    on it, in the reference's order (block positions ascending).
  */
 #include "codegen.h"
+#include "ir/conv.h"
 #include "ir/infer/infer.h"
 #include "ir/ref/ref.h"
 #include "ir/resize.h"
@@ -87,9 +88,9 @@ static ampc_status window_pool(ampc_cg *cg, const ampc_node *n) {
     int64_t cacc = 1; /* column-major strides, for storage_order 1 */
     for (int32_t d = 0; d < kk; d++) cs[d] = cacc, cacc *= in[d];
     bool is_max = n->op == AMPC_OP_MAX_POOL, is_avg = n->op == AMPC_OP_AVERAGE_POOL;
-    bool include_pad = is_avg && ampc_ir_attr_int(g, n, "count_include_pad", 0) != 0;
-    bool col_major = is_max && ampc_ir_attr_int(g, n, "storage_order", 0) != 0;
-    int64_t p = n->op == AMPC_OP_LP_POOL ? ampc_ir_attr_int(g, n, "p", 2) : 1;
+    const ampc_conv_params cp = ampc_conv_params_of(n);
+    bool include_pad = is_avg && cp.include_pad, col_major = is_max && cp.col_major;
+    int64_t p = cp.p;
     const char *ct = ampc_cg_compute_type(x->dtype);
     int64_t count = ampc_ir_numel(y);
 
@@ -186,10 +187,9 @@ static ampc_status window_pool(ampc_cg *cg, const ampc_node *n) {
 /* ---- global pools ---------------------------------------------------------------------------- */
 
 static ampc_status global_pool(ampc_cg *cg, const ampc_node *n) {
-    ampc_graph *g = ampc_cg_graph(cg);
     const ampc_value *x = n->inputs[0], *y = n->outputs[0];
     bool is_max = n->op == AMPC_OP_GLOBAL_MAX_POOL, is_lp = n->op == AMPC_OP_GLOBAL_LP_POOL;
-    int64_t p = is_lp ? ampc_ir_attr_int(g, n, "p", 2) : 1;
+    int64_t p = ampc_conv_params_of(n).p; /* 1 unless is_lp */
     int64_t rows = x->shape.dims[0] * x->shape.dims[1];
     int64_t q = rows ? ampc_ir_numel(x) / rows : 0;
     const char *ct = ampc_cg_compute_type(x->dtype);
@@ -634,16 +634,10 @@ static ampc_status lower_max_roi_pool(ampc_cg *cg, const ampc_node *n) {
 /* ---- MaxUnpool ------------------------------------------------------------------------------- */
 
 static ampc_status lower_max_unpool(ampc_cg *cg, const ampc_node *n) {
-    ampc_graph *g = ampc_cg_graph(cg);
     const ampc_value *x = n->inputs[0], *iv = n->inputs[1], *y = n->outputs[0];
-    int32_t r = x->shape.rank, kk = r - 2, cnt;
-    ampc_shape nat = x->shape; /* the unpooled tensor's natural shape, at y's origin */
-    const int64_t *kern = ampc_ir_attr_ints(g, n, "kernel_shape", &cnt);
-    const int64_t *st = ampc_ir_attr_ints(g, n, "strides", &cnt);
-    const int64_t *pads = ampc_ir_attr_ints(g, n, "pads", &cnt);
-    for (int32_t i = 0; i < kk; i++)
-        nat.dims[2 + i] = (x->shape.dims[2 + i] - 1) * (st ? st[i] : 1) -
-                          (pads ? pads[i] + pads[kk + i] : 0) + kern[i];
+    const int32_t r = x->shape.rank;
+    /* the unpooled tensor's natural shape, at y's origin */
+    const ampc_shape nat = ampc_unpool_shape(n, &x->shape);
     ampc_status s = ampc_cg_step_memset(cg, n, ampc_cg_ref(cg, y));
     int64_t count = ampc_ir_numel(x), total = ampc_shape_numel(&nat), ys[AMPC_MAX_RANK];
     if (s != AMPC_OK || count == 0) return s;
@@ -670,25 +664,14 @@ static ampc_status lower_max_unpool(ampc_cg *cg, const ampc_node *n) {
 /* ---- Col2Im ---------------------------------------------------------------------------------- */
 
 static ampc_status lower_col2im(ampc_cg *cg, const ampc_node *n) {
-    ampc_graph *g = ampc_cg_graph(cg);
     const ampc_value *x = n->inputs[0], *y = n->outputs[0], *bv = n->inputs[2];
-    int32_t r = y->shape.rank, kk = r - 2, cnt;
+    int32_t r = y->shape.rank, kk = r - 2;
     int64_t blk[AMPC_MAX_RANK], st[AMPC_MAX_RANK], dil[AMPC_MAX_RANK], pb[AMPC_MAX_RANK],
         pe[AMPC_MAX_RANK], nb[AMPC_MAX_RANK], bs[AMPC_MAX_RANK], ls[AMPC_MAX_RANK];
-    const int64_t *a_st = ampc_ir_attr_ints(g, n, "strides", &cnt);
-    int32_t c_st = cnt;
-    const int64_t *a_dil = ampc_ir_attr_ints(g, n, "dilations", &cnt);
-    int32_t c_dil = cnt;
-    const int64_t *a_pads = ampc_ir_attr_ints(g, n, "pads", &cnt);
-    int32_t c_pads = cnt;
     if (!bv->data) return unsupported(cg, n, "without a constant block_shape");
+    ampc_col2im_window(n, kk, st, dil, pb, pe); /* as the reference reads them */
     for (int32_t i = 0; i < kk; i++) {
         blk[i] = ampc_ref_load_i64(bv->data, bv->dtype, i);
-        /* as the reference reads them: the last entries when there are more */
-        st[i] = a_st && c_st >= kk ? a_st[c_st - kk + i] : 1;
-        dil[i] = a_dil && c_dil >= kk ? a_dil[c_dil - kk + i] : 1;
-        pb[i] = a_pads && c_pads >= 2 * kk ? a_pads[c_pads - 2 * kk + i] : 0;
-        pe[i] = a_pads && c_pads >= 2 * kk ? a_pads[c_pads - 2 * kk + kk + i] : 0;
         int64_t ext = (blk[i] - 1) * dil[i] + 1;
         nb[i] = (y->shape.dims[2 + i] + pb[i] + pe[i] - ext) / st[i] + 1;
     }

@@ -218,3 +218,19 @@ ampc_roi_params ampc_roi_params_of(const ampc_node *n) {
         .spatial_scale = ss && ss->kind == AMPC_ATTR_FLOAT ? (double)ss->f : (double)1.0f,
         .sampling_ratio = int_attr(n, "sampling_ratio", 0)};
 }
+
+static const int64_t *ints_attr(const ampc_node *n, const char *name) {
+    const ampc_attr *a = ampc_ir_attr_find(n, name);
+    return a && a->kind == AMPC_ATTR_INTS ? a->ints : NULL;
+}
+
+ampc_shape ampc_unpool_shape(const ampc_node *n, const ampc_shape *x) {
+    const int32_t k = x->rank - 2;
+    const int64_t *kern = ints_attr(n, "kernel_shape"), *st = ints_attr(n, "strides");
+    const int64_t *pads = ints_attr(n, "pads");
+    ampc_shape s = *x;
+    for (int32_t i = 0; i < k; i++) /* inference required kernel_shape */
+        s.dims[2 + i] = (x->dims[2 + i] - 1) * (st ? st[i] : 1) -
+                        (pads ? pads[i] + pads[k + i] : 0) + kern[i];
+    return s;
+}

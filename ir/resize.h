@@ -91,4 +91,8 @@ typedef struct ampc_roi_params {
 
 ampc_roi_params ampc_roi_params_of(const ampc_node *n);
 
+/* MaxUnpool's unpooled tensor for input shape x: (in - 1) * stride - pad_begin - pad_end + kernel
+ * along each spatial dim (the output holds it at its origin when output_shape is larger). */
+ampc_shape ampc_unpool_shape(const ampc_node *n, const ampc_shape *x);
+
 #endif

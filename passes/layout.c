@@ -30,6 +30,7 @@
  * with cuDNN's legacy calls only, which pick slow NHWC algorithms (bench/conv-engines.sh).
  */
 #include "passes.h"
+#include "ir/conv.h"
 
 #include "ir/infer/infer.h"
 
@@ -45,9 +46,9 @@ typedef struct layout_ctx {
 
 /* Whether n is a depthwise convolution ampc's own kernel runs (codegen/lower_conv.c's
  * depthwise_ok): one filter per channel (group = C = M), C a multiple of 8. */
-static bool depthwise(ampc_graph *g, const ampc_node *n) {
+static bool depthwise(const ampc_node *n) {
     const int64_t c = n->inputs[0]->shape.dims[1];
-    return ampc_ir_attr_int(g, n, "group", 1) == c && n->inputs[1]->shape.dims[0] == c && c % 8 == 0;
+    return ampc_conv_params_of(n).group == c && n->inputs[1]->shape.dims[0] == c && c % 8 == 0;
 }
 
 /* Pads the runtime can take: symmetric ones (cuDNN's legacy calls take one pad a dim), or any
@@ -59,7 +60,7 @@ static bool pads_ok(ampc_graph *g, const ampc_node *n) {
         ampc_diag_truncate(&g->diag, diags);
         return false;
     }
-    const bool any = depthwise(g, n);
+    const bool any = depthwise(n);
     for (int32_t i = 0; i < geo.k; i++)
         if ((!any && geo.pad_begin[i] != geo.pad_end[i]) || geo.pad_begin[i] < 0 || geo.pad_end[i] < 0)
             return false;

@@ -14,6 +14,7 @@
  * it, as code generation does (ampc_infer_conv_geom, through geom_init).
  */
 #include "ref.h"
+#include "ir/conv.h"
 #include "../infer/infer.h"
 
 #include <math.h>
@@ -30,14 +31,6 @@ typedef struct geom {
     int64_t *kc;                                  /* kern_n x k kernel coordinates */
 } geom;
 
-/* An ints attribute copied into out[0..count-1]; `dflt` everywhere when absent. */
-static void attr_ints(ampc_graph *g, const ampc_node *n, const char *name, int32_t count,
-                      int64_t dflt, int64_t *out) {
-    int32_t c;
-    const int64_t *v = ampc_ir_attr_ints(g, n, name, &c);
-    for (int32_t i = 0; i < count; i++) out[i] = v && c >= count ? v[c - count + i] : dflt;
-}
-
 /* Fills the geometry of node n for input and output shapes x and y (NCHW): the kernel, strides,
  * dilations and padding are inference's (ampc_infer_conv_geom, the geometry code generation
  * reads too), except for Col2Im, whose block dims `blocks` and explicit pads place the windows
@@ -48,12 +41,8 @@ static ampc_status geom_init(ampc_graph *g, const ampc_node *n, const ampc_shape
     memset(gm, 0, sizeof *gm);
     gm->k = k;
     if (blocks) {
-        int64_t pads[2 * AMPC_MAX_RANK];
         memcpy(gm->kern, blocks, (size_t)k * sizeof *blocks);
-        attr_ints(g, n, "strides", k, 1, gm->stride);
-        attr_ints(g, n, "dilations", k, 1, gm->dil);
-        attr_ints(g, n, "pads", 2 * k, 0, pads);
-        for (int32_t i = 0; i < k; i++) gm->pb[i] = pads[i], gm->pe[i] = pads[k + i];
+        ampc_col2im_window(n, k, gm->stride, gm->dil, gm->pb, gm->pe);
     } else {
         ampc_conv_geom cg;
         ampc_status st = ampc_infer_conv_geom(g, n, &cg);
@@ -126,7 +115,7 @@ static ampc_status conv_forward(ampc_graph *g, const ampc_node *n, const ampc_te
     ampc_status st = geom_init(g, n, &x->shape, &y->shape, NULL, &gm);
     if (st) return st;
     int64_t nb = x->shape.dims[0], c = x->shape.dims[1], m = y->shape.dims[1];
-    int64_t group = ampc_ir_attr_int(g, n, "group", 1), cg = c / group, mg = m / group;
+    int64_t group = ampc_conv_params_of(n).group, cg = c / group, mg = m / group;
     int64_t q = gm.in_n, kn = gm.kern_n, oc[AMPC_MAX_RANK], pt[AMPC_MAX_RANK];
     double *xd = load_all(g, n, x), *wd = xd ? load_all(g, n, w) : NULL;
     double *acc = wd ? malloc((size_t)(m ? m : 1) * sizeof *acc) : NULL;
@@ -225,9 +214,9 @@ static ampc_status fused_conv_channels_last(ampc_graph *g, const ampc_node *n,
 
 ampc_status ampc_ref_fused_conv(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                                 ampc_tensor *const *out) {
-    const ampc_attr *act = ampc_ir_attr_find(n, "activation");
-    if (ampc_conv_channels_last(n)) return fused_conv_channels_last(g, n, in, out[0], act != NULL);
-    return conv_forward(g, n, in, out[0], n->n_inputs > 3 ? in[3] : NULL, act != NULL);
+    const bool relu = ampc_conv_params_of(n).relu;
+    if (ampc_conv_channels_last(n)) return fused_conv_channels_last(g, n, in, out[0], relu);
+    return conv_forward(g, n, in, out[0], n->n_inputs > 3 ? in[3] : NULL, relu);
 }
 
 /* ConvTranspose scatters each input element through the kernel: input point q of channel c adds
@@ -240,7 +229,7 @@ ampc_status ampc_ref_conv_transpose(ampc_graph *g, const ampc_node *n, const amp
     ampc_status st = geom_init(g, n, &x->shape, &y->shape, NULL, &gm);
     if (st) return st;
     int64_t nb = x->shape.dims[0], c = x->shape.dims[1], m = y->shape.dims[1];
-    int64_t group = ampc_ir_attr_int(g, n, "group", 1), cg = c / group, mg = m / group;
+    int64_t group = ampc_conv_params_of(n).group, cg = c / group, mg = m / group;
     int64_t q = gm.in_n, kn = gm.kern_n, P = gm.out_n, ic[AMPC_MAX_RANK];
     int64_t ycount = ampc_shape_numel(&y->shape);
     double *xd = load_all(g, n, x), *wd = xd ? load_all(g, n, w) : NULL;
@@ -301,7 +290,7 @@ static ampc_status max_pool(ampc_graph *g, const ampc_node *n, const ampc_tensor
     geom gm;
     ampc_status st = geom_init(g, n, &x->shape, &y->shape, NULL, &gm);
     if (st) return st;
-    bool col_major = ampc_ir_attr_int(g, n, "storage_order", 0) != 0;
+    bool col_major = ampc_conv_params_of(n).col_major;
     int64_t nc = x->shape.dims[0] * x->shape.dims[1], oc[AMPC_MAX_RANK], pt[AMPC_MAX_RANK];
     double *xd = load_all(g, n, x);
     if (!xd) {
@@ -348,7 +337,7 @@ static ampc_status avg_pool(ampc_graph *g, const ampc_node *n, const ampc_tensor
     geom gm;
     ampc_status st = geom_init(g, n, &x->shape, &y->shape, NULL, &gm);
     if (st) return st;
-    bool include_pad = ampc_ir_attr_int(g, n, "count_include_pad", 0) != 0;
+    bool include_pad = ampc_conv_params_of(n).include_pad;
     int64_t nc = x->shape.dims[0] * x->shape.dims[1], oc[AMPC_MAX_RANK], pt[AMPC_MAX_RANK];
     double *xd = load_all(g, n, x);
     if (!xd) {
@@ -424,7 +413,7 @@ ampc_status ampc_ref_lp_pool(ampc_graph *g, const ampc_node *n, const ampc_tenso
     geom gm;
     ampc_status st = geom_init(g, n, &x->shape, &y->shape, NULL, &gm);
     if (st) return st;
-    double p = (double)ampc_ir_attr_int(g, n, "p", 2);
+    double p = (double)ampc_conv_params_of(n).p;
     int64_t nc = x->shape.dims[0] * x->shape.dims[1], oc[AMPC_MAX_RANK], pt[AMPC_MAX_RANK];
     double *xd = load_all(g, n, x);
     if (!xd) {
@@ -451,10 +440,11 @@ ampc_status ampc_ref_lp_pool(ampc_graph *g, const ampc_node *n, const ampc_tenso
  * spatial points. */
 ampc_status ampc_ref_global_pool(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                                  ampc_tensor *const *out) {
+    (void)g;
     const ampc_tensor *x = in[0];
     ampc_tensor *y = out[0];
     bool is_max = n->op == AMPC_OP_GLOBAL_MAX_POOL, is_lp = n->op == AMPC_OP_GLOBAL_LP_POOL;
-    double p = is_lp ? (double)ampc_ir_attr_int(g, n, "p", 2) : 1;
+    double p = (double)ampc_conv_params_of(n).p; /* 1 unless is_lp */
     int64_t nc = x->shape.dims[0] * x->shape.dims[1];
     int64_t q = nc ? ampc_shape_numel(&x->shape) / nc : 0;
     if (!nc) return AMPC_OK;
@@ -518,8 +508,8 @@ ampc_status ampc_ref_deform_conv(ampc_graph *g, const ampc_node *n, const ampc_t
     ampc_status st = geom_init(g, n, &x->shape, &y->shape, NULL, &gm);
     if (st) return st;
     int64_t nb = x->shape.dims[0], c = x->shape.dims[1], m = y->shape.dims[1];
-    int64_t group = ampc_ir_attr_int(g, n, "group", 1), cg = c / group, mg = m / group;
-    int64_t og = ampc_ir_attr_int(g, n, "offset_group", 1), cpo = c / og;
+    int64_t group = ampc_conv_params_of(n).group, cg = c / group, mg = m / group;
+    int64_t og = ampc_conv_params_of(n).offset_group, cpo = c / og;
     int64_t kn = gm.kern_n, k = gm.k, P = gm.out_n, Q = gm.in_n, oc[AMPC_MAX_RANK];
     double pt[AMPC_MAX_RANK];
     double *xd = load_all(g, n, x), *wd = xd ? load_all(g, n, w) : NULL;

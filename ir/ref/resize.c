@@ -382,14 +382,8 @@ ampc_status ampc_ref_max_unpool(ampc_graph *g, const ampc_node *n, const ampc_te
                                 ampc_tensor *const *out) {
     const ampc_tensor *x = in[0], *iv = in[1];
     ampc_tensor *y = out[0];
-    int32_t r = x->shape.rank, k = r - 2, cnt;
-    ampc_shape nat = x->shape;
-    const int64_t *kern = ampc_ir_attr_ints(g, n, "kernel_shape", &cnt);
-    const int64_t *st = ampc_ir_attr_ints(g, n, "strides", &cnt);
-    const int64_t *pads = ampc_ir_attr_ints(g, n, "pads", &cnt);
-    for (int32_t i = 0; i < k; i++)
-        nat.dims[2 + i] = (x->shape.dims[2 + i] - 1) * (st ? st[i] : 1) -
-                          (pads ? pads[i] + pads[k + i] : 0) + kern[i];
+    const int32_t r = x->shape.rank;
+    const ampc_shape nat = ampc_unpool_shape(n, &x->shape);
     int64_t total = ampc_shape_numel(&nat), cntx = ampc_shape_numel(&x->shape);
     int64_t ys[AMPC_MAX_RANK];
     ampc_ref_strides(&y->shape, ys);
