@@ -234,10 +234,7 @@ static bool all_outputs_known(const ampc_node *n) {
 }
 
 /* The rank a node runs on: its `rank` attribute (the partition pass's), -1 for every rank. */
-static int32_t node_rank(const ampc_node *n) {
-    const ampc_attr *a = ampc_ir_attr_find(n, "rank");
-    return a && a->kind == AMPC_ATTR_INT ? (int32_t)a->i : -1;
-}
+static int32_t node_rank(const ampc_node *n) { return (int32_t)ampc_node_rank(n); }
 
 /* The GPUs a partitioned graph runs on (1 for any other): every all-reduce has one input per
  * rank, and every node's rank is below their count. */

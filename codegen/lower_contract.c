@@ -97,9 +97,9 @@ static ampc_rt_gemm gemm_base(ampc_cg *cg, const ampc_value *a, const ampc_value
 
 /* The sparsity pass's 2:4 mark carried to the step (plan.h's ampc_rt_gemm.sparse24): only for a
  * single GEMM whose B is a weight, the operand the runtime compresses once at creation. */
-static void mark_sparse(ampc_cg *cg, const ampc_node *n, ampc_rt_gemm *p) {
+static void mark_sparse(const ampc_node *n, ampc_rt_gemm *p) {
     p->sparse24 = p->batch == 1 && p->b.space == AMPC_RT_WEIGHTS &&
-                  ampc_ir_attr_int(ampc_cg_graph(cg), n, "sparse24", 0) != 0;
+                  ampc_node_sparse24(n);
 }
 
 /* ---- generated matrix products --------------------------------------------------------------- */
@@ -256,7 +256,7 @@ static ampc_status matmul_steps(ampc_cg *cg, const ampc_node *n, const mm_geom *
         p.a = sub_ref(ra, oa, ea);
         p.b = sub_ref(rb, ob, eb);
         p.d = sub_ref(ry, od, ey);
-        mark_sparse(cg, n, &p);
+        mark_sparse(n, &p);
         ampc_status st = ampc_cg_step_gemm(cg, n, &p);
         if (st != AMPC_OK) return st;
         for (int32_t d = s - 1; d >= 0; d--) { /* next outer coordinate, row-major */
@@ -286,10 +286,8 @@ static ampc_status lower_fused_matmul(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *a = n->inputs[0], *b = n->inputs[1], *y = n->outputs[0];
     const ampc_value *bias = n->n_inputs > 2 ? n->inputs[2] : NULL;
     const ampc_value *z = n->n_inputs > 3 ? n->inputs[3] : NULL;
-    const ampc_attr *act = ampc_ir_attr_find(n, "activation");
-    bool gelu = act && act->kind == AMPC_ATTR_STRING && !strcmp(act->s, "Gelu");
-    bool tanh = act && act->kind == AMPC_ATTR_STRING && !strcmp(act->s, "GeluTanh");
-    bool relu = act && !gelu && !tanh;
+    const ampc_fused_act act = ampc_fused_act_of(n);
+    bool gelu = act == AMPC_ACT_GELU, tanh = act == AMPC_ACT_GELU_TANH, relu = act == AMPC_ACT_RELU;
     ampc_rt_gemm p = gemm_base(cg, a, y);
     p.k = b->shape.dims[0];
     p.n = b->shape.dims[1];
@@ -323,7 +321,7 @@ static ampc_status lower_fused_matmul(ampc_cg *cg, const ampc_node *n) {
         p.c = ampc_cg_ref(cg, z);
         p.beta = 1.0f;
     }
-    mark_sparse(cg, n, &p);
+    mark_sparse(n, &p);
     return ampc_cg_step_gemm(cg, n, &p);
 }
 
@@ -441,7 +439,7 @@ static ampc_status lower_gemm(ampc_cg *cg, const ampc_node *n) {
             p.beta = (float)at.beta;
         }
     }
-    mark_sparse(cg, n, &p);
+    mark_sparse(n, &p);
     return ampc_cg_step_gemm(cg, n, &p);
 }
 

@@ -43,8 +43,7 @@ static wseg *weight_segments(const ampc_graph *g, int64_t total, int32_t *n) {
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const ampc_node *nd = g->nodes[i];
         if (nd->dead) continue;
-        const ampc_attr *a = ampc_ir_attr_find(nd, "rank");
-        int32_t r = a && a->kind == AMPC_ATTR_INT ? (int32_t)a->i : -1;
+        const int32_t r = (int32_t)ampc_node_rank(nd);
         for (int32_t j = 0; j < nd->n_inputs; j++) {
             const ampc_value *v = nd->inputs[j];
             if (!v || v->mem_space != AMPC_MEM_WEIGHTS) continue;

@@ -1,5 +1,6 @@
 /*
- * activation.c — the activations', Gelu's and Gemm's parameters with their ONNX defaults (activation.h).
+ * activation.c — the activations', Gelu's, the fused epilogue's and Gemm's parameters with their
+ * ONNX defaults (activation.h).
  */
 #include "ir/activation.h"
 
@@ -42,8 +43,18 @@ ampc_gelu_form ampc_gelu_form_of(const ampc_node *n) {
                                                                           : AMPC_GELU_INVALID;
 }
 
+ampc_fused_act ampc_fused_act_of(const ampc_node *n) {
+    const ampc_attr *a = ampc_ir_attr_find(n, "activation");
+    if (!a) return AMPC_ACT_NONE;
+    const bool s = a->kind == AMPC_ATTR_STRING;
+    return s && !strcmp(a->s, "Gelu") ? AMPC_ACT_GELU
+           : s && !strcmp(a->s, "GeluTanh") ? AMPC_ACT_GELU_TANH
+                                            : AMPC_ACT_RELU; /* inference admits only "Relu" else */
+}
+
 ampc_gemm_params ampc_gemm_params_of(const ampc_node *n) {
     if (n->op != AMPC_OP_GEMM) return (ampc_gemm_params){false, false, 1.0f, 1.0f};
     return (ampc_gemm_params){flag_attr(n, "transA"), flag_attr(n, "transB"),
-                              (float)float_attr(n, "alpha", 1.0f), (float)float_attr(n, "beta", 1.0f)};
+                              (float)float_attr(n, "alpha", 1.0f),
+                              (float)float_attr(n, "beta", 1.0f)};
 }

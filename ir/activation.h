@@ -1,10 +1,10 @@
 /*
  * activation.h — the parameters of the parameterised activations (HardSigmoid, LeakyRelu, Elu,
- * Selu, Celu, ThresholdedRelu, Shrink, Swish, SwiGLU), Gelu's form and Gemm's, decoded by one function each
- * for the reference evaluator (ref/elementwise.c, ref/contract.c), code generation
- * (codegen/lower_elementwise.c, codegen/lower_contract.c) and the passes that rewrite Gemm.
- * Inference checks the attributes' kinds and values; these only decode them, with the ONNX
- * defaults where an attribute is absent.
+ * Selu, Celu, ThresholdedRelu, Shrink, Swish, SwiGLU), Gelu's form, ampc.FusedMatMul's epilogue
+ * and Gemm's, decoded by one function each for the reference evaluator (ref/elementwise.c,
+ * ref/contract.c), code generation (codegen/lower_elementwise.c, codegen/lower_contract.c) and
+ * the passes that rewrite Gemm and fused products. Inference checks the attributes' kinds and
+ * values; these only decode them, with the ONNX defaults where an attribute is absent.
  */
 #ifndef AMPC_IR_ACTIVATION_H
 #define AMPC_IR_ACTIVATION_H
@@ -29,6 +29,16 @@ ampc_act_params ampc_act_params_of(const ampc_node *n);
 typedef enum ampc_gelu_form { AMPC_GELU_ERF, AMPC_GELU_TANH, AMPC_GELU_INVALID } ampc_gelu_form;
 
 ampc_gelu_form ampc_gelu_form_of(const ampc_node *n);
+
+/* ampc.FusedMatMul's epilogue activation (its `activation`: absent, "Relu", "Gelu", "GeluTanh"). */
+typedef enum ampc_fused_act {
+    AMPC_ACT_NONE,
+    AMPC_ACT_RELU,
+    AMPC_ACT_GELU,     /* the erf form */
+    AMPC_ACT_GELU_TANH /* GELU's tanh form */
+} ampc_fused_act;
+
+ampc_fused_act ampc_fused_act_of(const ampc_node *n);
 
 /* Gemm's Y = alpha * A' B' + beta * C with A' = A^T when ta, B' = B^T when tb (transA, transB;
  * alpha and beta 1 when absent). Any other node: the identity (no transpose, 1 and 1). */

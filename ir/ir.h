@@ -323,6 +323,14 @@ enum { AMPC_TYPE_STR_MAX = AMPC_SHAPE_STR_MAX + 8 };
  * diagnostic (AMPC_E_OVERFLOW) otherwise. */
 bool ampc_shape_check_size(ampc_graph *g, const ampc_node *n, const ampc_shape *s, ampc_dtype t);
 
+/* The attributes ampc's passes give nodes: the GPU a partitioned node runs on (partition,
+ * partition-pipeline; -1 for every GPU) and the sparsity pass's 2:4 mark. The IR text carries
+ * them; these read them. */
+#define AMPC_ATTR_RANK "rank"
+#define AMPC_ATTR_SPARSE24 "sparse24"
+int64_t ampc_node_rank(const ampc_node *n);
+bool ampc_node_sparse24(const ampc_node *n);
+
 /* Node n's `axis` attribute, or the op's ONNX default when it has none: -1 for Softmax,
  * LogSoftmax, ampc.SafeSoftmax, Hardmax, LayerNormalization, RMSNormalization, LpNormalization,
  * OneHot and TopK; 1 for Flatten, QuantizeLinear and DequantizeLinear; -2 for TensorScatter; 0

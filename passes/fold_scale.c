@@ -17,6 +17,7 @@
  * type either way.
  */
 #include "passes.h"
+#include "ir/activation.h"
 
 #include "ir/ref/ref.h"
 
@@ -53,8 +54,8 @@ static ampc_node *scaled_matmul(const ampc_graph *g, const ampc_uses *u, const a
         if (p->op == AMPC_OP_FUSED_MATMUL) {
             if (p->n_inputs > 3 && p->inputs[3]) return NULL; /* the residual is not scaled */
             if (p->n_inputs > 2 && p->inputs[2] && !p->inputs[2]->data) return NULL;
-            const ampc_attr *act = ampc_ir_attr_find(p, "activation");
-            if (act && (!(c > 0) || act->kind != AMPC_ATTR_STRING || strcmp(act->s, "Relu")))
+            const ampc_fused_act act = ampc_fused_act_of(p);
+            if (act != AMPC_ACT_NONE && (!(c > 0) || act != AMPC_ACT_RELU))
                 return NULL; /* gelu(x) c is not gelu(x c) */
         }
         return p;

@@ -139,7 +139,6 @@ static bool writes_norm(const ampc_node *n) {
     return false;
 }
 
-static int64_t rank_of(ampc_graph *g, const ampc_node *n) { return ampc_ir_attr_int(g, n, "rank", -1); }
 
 /* The X of norm u, made by a chain (or a lookup) that only u reads, is computed by the norm's
  * kernel where it reads each element (codegen/lower_norm.c): BERT's embeddings, looked up and
@@ -149,8 +148,7 @@ static int64_t rank_of(ampc_graph *g, const ampc_node *n) { return ampc_ir_attr_
  * the chain in the norm's kernel as with a kernel of its own, where the mask's fusion alone
  * should have gained a kernel's time). */
 enum { NORM_CHAIN_ROWS = 1024 };
-static void feeds_norm(ampc_graph *g, const ampc_uses *uses, const int32_t *size, ampc_node *u,
-                       bool *changed) {
+static void feeds_norm(const ampc_uses *uses, const int32_t *size, ampc_node *u, bool *changed) {
     ampc_value *v = u->inputs[0];
     ampc_node *p = v ? v->producer : NULL;
     if (!v || v->shape.rank < 1) return;
@@ -160,17 +158,18 @@ static void feeds_norm(ampc_graph *g, const ampc_uses *uses, const int32_t *size
     if (rows < NORM_CHAIN_ROWS) return;
     if (!p || !(fusable(p) || heads(p)) || ampc_pass_only_user(uses, v) != u) return;
     if ((v->flags & (AMPC_VALUE_OUTPUT | AMPC_VALUE_FUSED)) || v->data || !low_float(v->dtype)) return;
-    if (rank_of(g, p) != rank_of(g, u) || (fusable(p) ? size[p->id] : 1) >= MAX_CHAIN) return;
+    if (ampc_node_rank(p) != ampc_node_rank(u) || (fusable(p) ? size[p->id] : 1) >= MAX_CHAIN)
+        return;
     v->flags |= AMPC_VALUE_FUSED;
     *changed = true;
 }
 
 /* Whether node r, reading view v (made by p) as its input k, can read it where it lies: an
  * elementwise node of v's shape (v heads its chain) or another view, as its data. */
-static bool reads_through(ampc_graph *g, const ampc_node *r, int32_t k, const ampc_node *p) {
-    if (ampc_op_is_strided_view(r->op)) return k == 0 && rank_of(g, r) == rank_of(g, p);
+static bool reads_through(const ampc_node *r, int32_t k, const ampc_node *p) {
+    if (ampc_op_is_strided_view(r->op)) return k == 0 && ampc_node_rank(r) == ampc_node_rank(p);
     return fusable(r) && ampc_shape_eq(&r->inputs[k]->shape, &r->outputs[0]->shape) &&
-           rank_of(g, r) == rank_of(g, p);
+           ampc_node_rank(r) == ampc_node_rank(p);
 }
 
 /* Views that every reader reads through (reads_through) are never stored: each reader's kernel
@@ -190,7 +189,7 @@ static void virtual_views(ampc_graph *g, bool *changed) {
         for (int32_t k = 0; !r->dead && k < r->n_inputs; k++) {
             const ampc_value *v = r->inputs[k];
             if (!v || !ok[v->id]) continue;
-            ok[v->id] = reads_through(g, r, k, v->producer) ? 2 : 0; /* 2: read, and so far fine */
+            ok[v->id] = reads_through(r, k, v->producer) ? 2 : 0; /* 2: read, and so far fine */
         }
     }
     /* A view of a view never stored composes with it; past MAX_VIEW_DEPTH such views in a row
@@ -234,12 +233,12 @@ static void concat_into_norm(ampc_graph *g, const ampc_uses *uses, bool *changed
         if (x->shape.rank != 2 || (x->flags & AMPC_VALUE_OUTPUT)) continue;
         ampc_node *p = x->producer;
         if (p && p->op == AMPC_OP_RESHAPE && !p->dead && ampc_pass_only_user(uses, x) == u &&
-            rank_of(g, p) == rank_of(g, u)) {
+            ampc_node_rank(p) == ampc_node_rank(u)) {
             via = x;
             v = p->inputs[0];
             p = v ? v->producer : NULL;
         }
-        if (!p || p->op != AMPC_OP_CONCAT || rank_of(g, p) != rank_of(g, u)) continue;
+        if (!p || p->op != AMPC_OP_CONCAT || ampc_node_rank(p) != ampc_node_rank(u)) continue;
         if (ampc_pass_only_user(uses, v) != (via ? via->producer : u)) continue;
         if (!concat_readable(p, v, x->shape.dims[1])) continue;
         v->flags |= AMPC_VALUE_FUSED;
@@ -274,7 +273,7 @@ ampc_status ampc_pass_fuse_elementwise(ampc_graph *g, const ampc_pass_ctx *cx, b
     for (int32_t i = 0; i < g->n_nodes; i++) {
         ampc_node *u = g->nodes[i];
         if (is_norm(u) && !u->dead) {
-            feeds_norm(g, &uses, size, u, changed);
+            feeds_norm(&uses, size, u, changed);
             continue;
         }
         if (!fusable(u)) continue;
@@ -288,7 +287,7 @@ ampc_status ampc_pass_fuse_elementwise(ampc_graph *g, const ampc_pass_ctx *cx, b
                 continue;
             if (writes_norm(p)) continue; /* it writes a norm's output: the end of its chain */
             if ((v->flags & (AMPC_VALUE_OUTPUT | AMPC_VALUE_FUSED)) || v->data) continue;
-            if (rank_of(g, p) != rank_of(g, u)) continue;
+            if (ampc_node_rank(p) != ampc_node_rank(u)) continue;
             if (!ampc_shape_eq(&v->shape, &y->shape) && !recomputable(p, v, y)) continue;
             const int32_t with = fusable(p) ? size[p->id] : 1; /* a Gather, a norm: itself */
             if (size[i] + with > MAX_CHAIN) continue;

@@ -176,8 +176,8 @@ static ampc_status fuse(ampc_graph *g, chain *c, ampc_uses *u) {
     ampc_attr attrs[2];
     int32_t n_attrs = 0;
     if (c->act) attrs[n_attrs++] = (ampc_attr){.name = "activation", .kind = AMPC_ATTR_STRING, .s = c->act};
-    const ampc_attr *sp = ampc_ir_attr_find(c->mm, "sparse24"); /* the sparsity pass's mark */
-    if (sp) attrs[n_attrs++] = *sp;
+    if (ampc_node_sparse24(c->mm)) /* the sparsity pass's mark */
+        attrs[n_attrs++] = (ampc_attr){.name = AMPC_ATTR_SPARSE24, .kind = AMPC_ATTR_INT, .i = 1};
     const char *name = c->mm->name;
     ampc_ir_node_remove(g, c->mm);
     for (int32_t i = 0; i < c->n_nodes; i++)

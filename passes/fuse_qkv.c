@@ -48,11 +48,6 @@ static int32_t reads(const ampc_node *n, const ampc_value *v) {
     return c;
 }
 
-static int64_t rank_of(const ampc_node *n) {
-    const ampc_attr *a = ampc_ir_attr_find(n, "rank");
-    return a && a->kind == AMPC_ATTR_INT ? a->i : -1;
-}
-
 /* Whether y is x with its last dim split (same leading dims, the rest multiplying to it). */
 static bool splits_last_dim(const ampc_value *x, const ampc_value *y) {
     const int32_t r = x->shape.rank;
@@ -100,15 +95,15 @@ static bool find_proj(const ampc_uses *u, const ampc_node *fa, int32_t i, proj *
             return false;
         d = prod->producer;
     }
-    if (!d || d->dead || d->op != AMPC_OP_MATMUL || ampc_ir_attr_find(d, "sparse24")) return false;
+    if (!d || d->dead || d->op != AMPC_OP_MATMUL || ampc_node_sparse24(d)) return false;
     p->mm = d;
     p->x = d->inputs[0], p->w = d->inputs[1];
     if (!p->w->data || p->w->shape.rank != 2 || p->w->shape.dims[1] != p->n ||
         p->w->dtype != p->x->dtype || p->x->shape.rank < 2 || !ampc_dtype_is_float(p->x->dtype))
         return false;
-    p->rank = rank_of(d);
-    return (!p->add || rank_of(p->add) == p->rank) &&
-           (!p->reshape || rank_of(p->reshape) == p->rank) && rank_of(fa) == p->rank;
+    p->rank = ampc_node_rank(d);
+    return (!p->add || ampc_node_rank(p->add) == p->rank) &&
+           (!p->reshape || ampc_node_rank(p->reshape) == p->rank) && ampc_node_rank(fa) == p->rank;
 }
 
 static bool same_group(const proj *a, const proj *b) {
@@ -165,7 +160,7 @@ static ampc_value *join(ampc_graph *g, const ampc_value *const *part, int32_t k,
 /* A node of the merged projection, with the members' `rank`; its output, or NULL. */
 static ampc_value *build(ampc_graph *g, ampc_opcode op, const char *name, ampc_value *a,
                          ampc_value *b, int64_t rank) {
-    const ampc_attr r = {.name = "rank", .kind = AMPC_ATTR_INT, .i = rank};
+    const ampc_attr r = {.name = AMPC_ATTR_RANK, .kind = AMPC_ATTR_INT, .i = rank};
     ampc_value *in[2] = {a, b};
     ampc_node *n = NULL;
     if (ampc_ir_node_build(g, op, name, in, 2, &r, rank >= 0, 1, NULL, &n) != AMPC_OK) return NULL;

@@ -96,7 +96,7 @@ static bool find_pair(const ampc_uses *u, ampc_node *m, mlp_pair *p) {
     memset(p, 0, sizeof *p);
     int64_t k, h, k2, n2;
     if (m->dead || !linear(m, true, &k, &h, &p->trans_first) || m->inputs[0]->data ||
-        ampc_ir_attr_find(m, "rank")) /* already split: a second run changes nothing */
+        ampc_node_rank(m) >= 0) /* already split: a second run changes nothing */
         return false;
     p->first = m;
     ampc_value *v = m->outputs[0];
@@ -137,7 +137,7 @@ static bool bias_of(const ampc_value *v, int64_t n) {
  * reading it is still placed in order by ampc_ir_graph_settle. */
 static bool before_block(const ampc_value *v, int32_t first_id, int32_t n_old) {
     const ampc_node *d = v->producer;
-    return !d || (!ampc_ir_attr_find(d, "rank") && (d->id < first_id || d->id >= n_old));
+    return !d || (ampc_node_rank(d) < 0 && (d->id < first_id || d->id >= n_old));
 }
 
 /* 2. The Adds after the block's last matmul that rank 0 can take: while the current value (y,
@@ -210,9 +210,10 @@ ampc_value *ampc_part_rank_node(ampc_graph *g, const ampc_node *n, ampc_opcode o
     if (!attrs) return NULL;
     int32_t k = 0;
     for (int32_t i = 0; i < n->n_attrs; i++)
-        if ((keep_sparse || strcmp(n->attrs[i].name, "sparse24")) && strcmp(n->attrs[i].name, "rank"))
+        if ((keep_sparse || strcmp(n->attrs[i].name, AMPC_ATTR_SPARSE24)) &&
+            strcmp(n->attrs[i].name, AMPC_ATTR_RANK))
             attrs[k++] = n->attrs[i];
-    attrs[k] = (ampc_attr){.name = "rank", .kind = AMPC_ATTR_INT, .i = rank};
+    attrs[k] = (ampc_attr){.name = AMPC_ATTR_RANK, .kind = AMPC_ATTR_INT, .i = rank};
     char name[160];
     snprintf(name, sizeof name, "%.140s_rank%d", n->name, rank);
     ampc_node *out;

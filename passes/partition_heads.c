@@ -73,7 +73,7 @@ static bool is_softmax(ampc_opcode op) {
 
 /* The ops stage 1 walks through: what attention is made of. */
 static bool walkable(const ampc_node *p) {
-    if (p->n_outputs != 1 || ampc_ir_attr_find(p, "rank")) return false;
+    if (p->n_outputs != 1 || ampc_node_rank(p) >= 0) return false;
     if (p->op == AMPC_OP_MATMUL || p->op == AMPC_OP_TRANSPOSE || p->op == AMPC_OP_RESHAPE ||
         is_softmax(p->op))
         return true;
@@ -318,7 +318,7 @@ ampc_status ampc_part_split_heads(ampc_graph *g, const ampc_pass_ctx *cx, const 
     ampc_pipeline_report *rep = ampc_pass_report(cx);
     *split = false;
     if (wo->op != AMPC_OP_MATMUL || !ampc_part_const_matrix(wo->inputs[1]) ||
-        wo->inputs[0]->data || ampc_ir_attr_find(wo, "rank"))
+        wo->inputs[0]->data || ampc_node_rank(wo) >= 0)
         return AMPC_OK;
     head_block *b = ampc_ir_alloc(g, sizeof *b); /* a few KB; the arena is freed with the graph */
     if (!b) return AMPC_E_OOM;

@@ -223,7 +223,7 @@ static ampc_status set_int_attr(ampc_graph *g, ampc_node *nd, const char *name, 
 
 /* One ampc.PeerCopy of x from stage s to s + 1; its output, or NULL (diagnosed). */
 static ampc_value *peer_copy(ampc_graph *g, ampc_value *x, const char *base, int32_t s) {
-    ampc_attr attrs[2] = {{.name = "rank", .kind = AMPC_ATTR_INT, .i = s + 1},
+    ampc_attr attrs[2] = {{.name = AMPC_ATTR_RANK, .kind = AMPC_ATTR_INT, .i = s + 1},
                           {.name = "from", .kind = AMPC_ATTR_INT, .i = s}};
     char name[200], out[200];
     snprintf(name, sizeof name, "%.160s_to_stage%d", base, s + 1);
@@ -247,7 +247,7 @@ static ampc_status rewrite(pipe *P) {
     for (int32_t s = 0; s < P->n_stages && st == AMPC_OK; s++) {
         for (int32_t p = P->cuts[s]; p < P->cuts[s + 1] && st == AMPC_OK; p++) {
             ampc_node *nd = P->nodes[p];
-            st = set_int_attr(g, nd, "rank", s);
+            st = set_int_attr(g, nd, AMPC_ATTR_RANK, s);
             for (int32_t i = 0; i < nd->n_inputs; i++) /* what earlier stages sent */
                 if (nd->inputs[i] && nd->inputs[i]->id < n_vals) nd->inputs[i] = cur[nd->inputs[i]->id];
         }

@@ -141,7 +141,7 @@ static ampc_status unary_past_view(ampc_graph *g, ampc_node *r, ampc_uses *uses,
     if (!c || c->dead || (c->op != AMPC_OP_CAST && c->op != AMPC_OP_NOT) || c->n_inputs != 1 ||
         c->n_outputs != 1 || !c->inputs[0] || c->inputs[0]->data || v->data ||
         (v->flags & AMPC_VALUE_OUTPUT) || ampc_pass_only_user(uses, v) != r ||
-        ampc_ir_attr_int(g, c, "rank", -1) != ampc_ir_attr_int(g, r, "rank", -1))
+        ampc_node_rank(c) != ampc_node_rank(r))
         return AMPC_OK;
     const ampc_opcode op = c->op;
     const char *name = c->name;

@@ -158,18 +158,14 @@ static double prune(const weight_view *v, void *data, double *total) {
 
 /* ---- marks and records ---------------------------------------------------------------------- */
 
-static bool marked(const ampc_node *n) {
-    const ampc_attr *a = ampc_ir_attr_find(n, "sparse24");
-    return a && a->kind == AMPC_ATTR_INT && a->i != 0;
-}
 
 /* Gives n the attribute sparse24 = 1 (on = true) or takes it away; true when that changed n. */
 static bool set_mark(ampc_graph *g, ampc_node *n, bool on, ampc_status *st) {
-    if (marked(n) == on) return false;
+    if (ampc_node_sparse24(n) == on) return false;
     if (!on) { /* drop it, keeping the other attributes in order */
         int32_t k = 0;
         for (int32_t i = 0; i < n->n_attrs; i++)
-            if (strcmp(n->attrs[i].name, "sparse24")) n->attrs[k++] = n->attrs[i];
+            if (strcmp(n->attrs[i].name, AMPC_ATTR_SPARSE24)) n->attrs[k++] = n->attrs[i];
         n->n_attrs = k;
         return true;
     }
@@ -180,8 +176,8 @@ static bool set_mark(ampc_graph *g, ampc_node *n, bool on, ampc_status *st) {
     }
     int32_t k = 0;
     for (int32_t i = 0; i < n->n_attrs; i++) /* a sparse24 = 0 the model gave goes */
-        if (strcmp(n->attrs[i].name, "sparse24")) attrs[k++] = n->attrs[i];
-    attrs[k++] = (ampc_attr){.name = "sparse24", .kind = AMPC_ATTR_INT, .i = 1};
+        if (strcmp(n->attrs[i].name, AMPC_ATTR_SPARSE24)) attrs[k++] = n->attrs[i];
+    attrs[k++] = (ampc_attr){.name = AMPC_ATTR_SPARSE24, .kind = AMPC_ATTR_INT, .i = 1};
     n->attrs = attrs;
     n->n_attrs = k;
     return true;

@@ -62,9 +62,9 @@ ampc_status ampc_pass_rewrite(ampc_graph *g, ampc_node *n, ampc_opcode op, const
                               ampc_value *const *in, int32_t n_in, const ampc_attr *attrs,
                               int32_t n_attrs, ampc_uses *u) {
     /* The GPU a partitioned node runs on (passes/partition.c) stays with the rewritten node. */
-    const ampc_attr *rank = ampc_ir_attr_find(n, "rank");
+    const ampc_attr *rank = ampc_node_rank(n) >= 0 ? ampc_ir_attr_find(n, AMPC_ATTR_RANK) : NULL;
     for (int32_t i = 0; rank && i < n_attrs; i++)
-        if (!strcmp(attrs[i].name, "rank")) rank = NULL;
+        if (!strcmp(attrs[i].name, AMPC_ATTR_RANK)) rank = NULL;
     ampc_value **ins = ampc_ir_alloc(g, (size_t)(n_in ? n_in : 1) * sizeof *ins);
     ampc_attr *as = ampc_ir_alloc(g, (size_t)(n_attrs + 1) * sizeof *as);
     if (!ins || !as) return AMPC_E_OOM;

@@ -58,19 +58,11 @@ static void mm_i64(const int64_t *a, const int64_t *b, int64_t m, int64_t k, int
     }
 }
 
-/* The product, then (ampc.FusedMatMul) + bias[col] + z and ReLU before the one rounding. */
-/* ampc.FusedMatMul's activation (ops.def): none, ReLU, or GELU in its erf or tanh form. */
-enum { ACT_NONE, ACT_RELU, ACT_GELU, ACT_GELU_TANH };
-
-static int activation_of(const ampc_node *n) {
-    const ampc_attr *a = ampc_ir_attr_find(n, "activation");
-    if (!a) return ACT_NONE;
-    if (a->kind == AMPC_ATTR_STRING && !strcmp(a->s, "Gelu")) return ACT_GELU;
-    return a->kind == AMPC_ATTR_STRING && !strcmp(a->s, "GeluTanh") ? ACT_GELU_TANH : ACT_RELU;
-}
-
+/* The product, then (ampc.FusedMatMul) + bias[col] + z and its activation (ReLU, or GELU in its
+ * erf or tanh form) before the one rounding. */
 static ampc_status matmul(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
-                          ampc_tensor *y, const ampc_tensor *bias, const ampc_tensor *z, int act) {
+                          ampc_tensor *y, const ampc_tensor *bias, const ampc_tensor *z,
+                          ampc_fused_act act) {
     const ampc_tensor *a = in[0], *b = in[1];
     const int32_t ra = a->shape.rank, rb = b->shape.rank;
     const int64_t m = ra >= 2 ? a->shape.dims[ra - 2] : 1, k = a->shape.dims[ra - 1];
@@ -103,9 +95,9 @@ static ampc_status matmul(ampc_graph *g, const ampc_node *n, const ampc_tensor *
                 double v = ((double *)wc)[i];
                 if (bias) v += ampc_ref_load_f64(bias->data, bias->dtype, i % nn);
                 if (z) v += ampc_ref_load_f64(z->data, z->dtype, oy + i);
-                if (act == ACT_RELU && v < 0) v = 0;
-                if (act == ACT_GELU) v = 0.5 * v * (1.0 + erf(v * 0.70710678118654752440));
-                if (act == ACT_GELU_TANH)
+                if (act == AMPC_ACT_RELU && v < 0) v = 0;
+                if (act == AMPC_ACT_GELU) v = 0.5 * v * (1.0 + erf(v * 0.70710678118654752440));
+                if (act == AMPC_ACT_GELU_TANH)
                     v = 0.5 * v * (1.0 + tanh(0.79788456080286535588 * (v + 0.044715 * v * v * v)));
                 ampc_ref_store_f64(y->data, y->dtype, oy + i, v);
             }
@@ -121,13 +113,13 @@ static ampc_status matmul(ampc_graph *g, const ampc_node *n, const ampc_tensor *
 
 ampc_status ampc_ref_matmul(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                             ampc_tensor *const *out) {
-    return matmul(g, n, in, out[0], NULL, NULL, ACT_NONE);
+    return matmul(g, n, in, out[0], NULL, NULL, AMPC_ACT_NONE);
 }
 
 ampc_status ampc_ref_fused_matmul(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                                   ampc_tensor *const *out) {
     return matmul(g, n, in, out[0], n->n_inputs > 2 ? in[2] : NULL, n->n_inputs > 3 ? in[3] : NULL,
-                  activation_of(n));
+                  ampc_fused_act_of(n));
 }
 
 ampc_status ampc_ref_gemm(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
