@@ -19,6 +19,7 @@
  */
 #include "codegen.h"
 #include "ir/norm.h"
+#include "ir/loss.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -701,11 +702,9 @@ static ampc_status lower_loss(ampc_cg *cg, const ampc_node *n) {
     const bool sce = n->op == AMPC_OP_SCE_LOSS;
     const int64_t batch = x->shape.dims[0], c = x->shape.dims[1];
     const int64_t inner = dims_prod(&x->shape, 2, x->shape.rank), cols = batch * inner;
-    const ampc_attr *ra = ampc_ir_attr_find(n, "reduction");
-    const char *reduction = ra && ra->kind == AMPC_ATTR_STRING ? ra->s : "mean";
-    const bool none = !strcmp(reduction, "none"), sum = !strcmp(reduction, "sum");
-    const ampc_attr *ii = ampc_ir_attr_find(n, "ignore_index");
-    const bool has_ignore = ii && ii->kind == AMPC_ATTR_INT;
+    const ampc_loss_params lps = ampc_loss_params_of(n);
+    const bool none = lps.reduction == AMPC_LOSS_NONE, sum = lps.reduction == AMPC_LOSS_SUM;
+    const bool has_ignore = lps.has_ignore;
     /* "none" with no column has nothing to write; "sum" / "mean" of nothing still writes 0 or
      * 0 / 0 into its scalar. */
     if (ampc_ir_numel(y) == 0 && (!lp || ampc_ir_numel(lp) == 0)) return AMPC_OK;
@@ -740,7 +739,7 @@ static ampc_status lower_loss(ampc_cg *cg, const ampc_node *n) {
     }
     ampc_cg_line(k, "const long long cls = (long long)%s[i];", pt);
     ampc_cg_line(k, "%s loss = (%s)0, wt = (%s)0;", at, at, at);
-    if (has_ignore) ampc_cg_open(k, "if (cls != %lldLL)", (long long)ii->i);
+    if (has_ignore) ampc_cg_open(k, "if (cls != %lldLL)", (long long)lps.ignore);
     else ampc_cg_open(k, "if (true)");
     /* A class outside [0, C) is a value error on the reference evaluator; here it gives NaN. */
     ampc_cg_open(k, "if (cls < 0 || cls >= %lldLL)", (long long)c);

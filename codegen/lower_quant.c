@@ -15,6 +15,7 @@
  *     lists; counts accumulate in the row of the f32 output, then turn into TF / IDF / TFIDF.
  */
 #include "codegen.h"
+#include "ir/quant.h"
 #include "ir/infer/infer.h"
 #include "ir/tfidf.h"
 
@@ -50,9 +51,9 @@ static ampc_dtype div_type(ampc_dtype x, ampc_dtype s) {
 }
 
 /* Emits "const long long q = <parameter index of element i>;" (ir/ref/quant.c's qmap). */
-static void emit_qindex(ampc_cg_kernel *k, ampc_graph *g, const ampc_node *n) {
+static void emit_qindex(ampc_cg_kernel *k, const ampc_node *n) {
     const ampc_shape *x = &n->inputs[0]->shape, *s = &n->inputs[1]->shape;
-    int64_t block = ampc_ir_attr_int(g, n, "block_size", 0);
+    int64_t block = ampc_quant_block(n);
     if (ampc_shape_numel(s) == 1 && s->rank <= 1 && block == 0) {
         ampc_cg_line(k, "const long long q = 0;");
         return;
@@ -71,7 +72,6 @@ static void emit_qindex(ampc_cg_kernel *k, ampc_graph *g, const ampc_node *n) {
 }
 
 static ampc_status lower_qdq(ampc_cg *cg, const ampc_node *n) {
-    ampc_graph *g = ampc_cg_graph(cg);
     const ampc_value *x = n->inputs[0], *s = n->inputs[1], *y = n->outputs[0];
     bool zp = present(n, 2), quant = n->op == AMPC_OP_QUANTIZE_LINEAR;
     int64_t count = ampc_ir_numel(y);
@@ -81,7 +81,7 @@ static ampc_status lower_qdq(ampc_cg *cg, const ampc_node *n) {
     const char *pz = zp ? ampc_cg_param(k, n->inputs[2], false) : NULL;
     const char *py = ampc_cg_param(k, y, true);
     ampc_cg_grid_loop(k, count);
-    emit_qindex(k, g, n);
+    emit_qindex(k, n);
     if (quant) {
         /* x / scale in f64, rounded to the reference's result type, then rint + zero point. */
         double lo, hi;

@@ -21,6 +21,7 @@
  */
 #include "codegen.h"
 #include "ir/resize.h"
+#include "ir/signal.h"
 
 #include "ir/ref/ref.h"
 
@@ -170,12 +171,11 @@ static void emit_twiddle(ampc_cg_kernel *k, const char *ct, int64_t len, int sig
 }
 
 static ampc_status lower_dft(ampc_cg *cg, const ampc_node *n) {
-    ampc_graph *g = ampc_cg_graph(cg);
     const ampc_value *x = n->inputs[0], *y = n->outputs[0];
     const int64_t total = ampc_ir_numel(y);
     if (total == 0) return AMPC_OK;
-    const bool inverse = ampc_ir_attr_int(g, n, "inverse", 0) != 0;
-    const bool onesided = ampc_ir_attr_int(g, n, "onesided", 0) != 0;
+    const ampc_dft_params dp = ampc_dft_params_of(n);
+    const bool inverse = dp.inverse, onesided = dp.onesided;
     const int32_t r = x->shape.rank;
     const int64_t axis = const_int(n, 2, -2);
     const int32_t ax = (int32_t)(axis < 0 ? axis + r : axis);

@@ -14,6 +14,7 @@
  * linear.
  */
 #include "ref.h"
+#include "ir/loss.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -27,11 +28,9 @@ ampc_status ampc_ref_loss(ampc_graph *g, const ampc_node *n, const ampc_tensor *
     const int64_t batch = x->shape.dims[0], c = x->shape.dims[1];
     int64_t inner = 1;
     for (int32_t d = 2; d < x->shape.rank; d++) inner *= x->shape.dims[d];
-    const ampc_attr *r = ampc_ir_attr_find(n, "reduction");
-    const char *reduction = r && r->kind == AMPC_ATTR_STRING ? r->s : "mean";
-    const ampc_attr *ii = ampc_ir_attr_find(n, "ignore_index");
-    const bool has_ignore = ii && ii->kind == AMPC_ATTR_INT;
-    const int64_t ignore = has_ignore ? ii->i : 0;
+    const ampc_loss_params lps = ampc_loss_params_of(n);
+    const bool has_ignore = lps.has_ignore;
+    const int64_t ignore = lps.ignore;
     const int64_t count = ampc_shape_numel(&x->shape);
 
     /* SCE: log-softmax over dim 1 of each [n, :, d] column, in double. */
@@ -60,7 +59,7 @@ ampc_status ampc_ref_loss(ampc_graph *g, const ampc_node *n, const ampc_tensor *
     }
 
     double total = 0, wsum = 0;
-    const bool none = !strcmp(reduction, "none");
+    const bool none = lps.reduction == AMPC_LOSS_NONE;
     for (int64_t i = 0; i < batch; i++)
         for (int64_t d = 0; d < inner; d++) {
             const int64_t at = i * inner + d; /* the target's element */
@@ -86,7 +85,7 @@ ampc_status ampc_ref_loss(ampc_graph *g, const ampc_node *n, const ampc_tensor *
         }
     if (!none)
         ampc_ref_store_f64(out[0]->data, out[0]->dtype, 0,
-                           !strcmp(reduction, "sum") ? total : total / wsum);
+                           lps.reduction == AMPC_LOSS_SUM ? total : total / wsum);
     free(lp);
     return AMPC_OK;
 }

@@ -9,6 +9,7 @@
  * operands widened to i64 (MatMul) or f64 (Conv: integer sums far below 2^53 stay exact).
  */
 #include "ref.h"
+#include "ir/quant.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -62,9 +63,9 @@ typedef struct qmap {
     int64_t dim, inner, block, blocks;
 } qmap;
 
-static qmap qmap_of(ampc_graph *g, const ampc_node *n, const ampc_shape *x, const ampc_shape *s) {
+static qmap qmap_of(const ampc_node *n, const ampc_shape *x, const ampc_shape *s) {
     qmap m = {0, 1, 1, 0, 1};
-    int64_t block = ampc_ir_attr_int(g, n, "block_size", 0);
+    int64_t block = ampc_quant_block(n);
     if (ampc_shape_numel(s) == 1 && s->rank <= 1 && block == 0) return m;
     int32_t ax = ampc_axis_of(n, x->rank);
     m.mode = block ? 2 : 1;
@@ -84,9 +85,10 @@ static int64_t qmap_at(const qmap *m, int64_t e) {
 
 ampc_status ampc_ref_quantize_linear(ampc_graph *g, const ampc_node *n,
                                      const ampc_tensor *const *in, ampc_tensor *const *out) {
+    (void)g;
     const ampc_tensor *x = in[0], *s = in[1], *z = n->n_inputs > 2 ? in[2] : NULL;
     ampc_tensor *y = out[0];
-    qmap m = qmap_of(g, n, &x->shape, &s->shape);
+    qmap m = qmap_of(n, &x->shape, &s->shape);
     ampc_dtype dt = div_type(x->dtype, s->dtype);
     int64_t cnt = ampc_shape_numel(&x->shape);
     for (int64_t e = 0; e < cnt; e++) {
@@ -101,9 +103,10 @@ ampc_status ampc_ref_quantize_linear(ampc_graph *g, const ampc_node *n,
 
 ampc_status ampc_ref_dequantize_linear(ampc_graph *g, const ampc_node *n,
                                        const ampc_tensor *const *in, ampc_tensor *const *out) {
+    (void)g;
     const ampc_tensor *x = in[0], *s = in[1], *z = n->n_inputs > 2 ? in[2] : NULL;
     ampc_tensor *y = out[0];
-    qmap m = qmap_of(g, n, &x->shape, &s->shape);
+    qmap m = qmap_of(n, &x->shape, &s->shape);
     int64_t cnt = ampc_shape_numel(&x->shape);
     for (int64_t e = 0; e < cnt; e++) {
         int64_t p = qmap_at(&m, e);

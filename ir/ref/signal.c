@@ -10,6 +10,7 @@
  * round once to the output dtype.
  */
 #include "ref.h"
+#include "ir/signal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -100,8 +101,8 @@ ampc_status ampc_ref_dft(ampc_graph *g, const ampc_node *n, const ampc_tensor *c
                          ampc_tensor *const *out) {
     const ampc_tensor *x = in[0];
     ampc_tensor *y = out[0];
-    bool inverse = ampc_ir_attr_int(g, n, "inverse", 0) != 0;
-    bool onesided = ampc_ir_attr_int(g, n, "onesided", 0) != 0;
+    const ampc_dft_params dp = ampc_dft_params_of(n);
+    const bool inverse = dp.inverse, onesided = dp.onesided;
     int32_t r = x->shape.rank;
     int64_t axis = n->n_inputs > 2 && in[2] ? ampc_ref_load_i64(in[2]->data, in[2]->dtype, 0) : -2;
     int32_t ax = (int32_t)(axis < 0 ? axis + r : axis);
