@@ -17,11 +17,6 @@
 #include <string.h>
 
 /* A float attribute or its default. */
-static int64_t iattr(const ampc_node *n, const char *name, int64_t dflt) {
-    const ampc_attr *a = ampc_ir_attr_find(n, name);
-    return a && a->kind == AMPC_ATTR_INT ? a->i : dflt;
-}
-
 /* A literal of the compute type: "((float)0.20000000298023224)"; NaN and the infinities as their
  * bits (ampc_cg_put_typed). */
 static void lit(ampc_strbuf *sb, const char *ct, double v) { ampc_cg_put_typed(sb, ct, v); }
@@ -109,7 +104,8 @@ static bool unary_float_expr(const ampc_node *n, const char *ct, ampc_strbuf *e)
         return true;
     case AMPC_OP_IS_NAN: ampc_sb_puts(e, "ampc::is_nan(a)"); return true;
     case AMPC_OP_IS_INF: {
-        bool neg = iattr(n, "detect_negative", 1), pos = iattr(n, "detect_positive", 1);
+        const ampc_elementwise_flags ef = ampc_elementwise_flags_of(n);
+        const bool neg = ef.detect_negative, pos = ef.detect_positive;
         ampc_sb_printf(e, "(ampc::is_inf(a) && (a > 0 ? %s : %s))", pos ? "true" : "false",
                        neg ? "true" : "false");
         return true;
@@ -160,7 +156,8 @@ static bool binary_expr(const ampc_node *n, const char *ct, bool fl, ampc_strbuf
     case AMPC_OP_PRELU: ampc_sb_printf(e, "(a < (%s)0 ? b * a : a)", ct); return true;
     case AMPC_OP_MOD:
         if (fl) ampc_sb_puts(e, "ampc::m_fmod(a, b)");
-        else ampc_sb_printf(e, "ampc::imod(a, b, %s)", iattr(n, "fmod", 0) ? "true" : "false");
+        else ampc_sb_printf(e, "ampc::imod(a, b, %s)",
+                            ampc_elementwise_flags_of(n).fmod ? "true" : "false");
         return true;
     default: return false;
     }
@@ -305,8 +302,7 @@ static bool node_expr(const ampc_node *n, ampc_strbuf *e, bool *variadic) {
         break;
     }
     case AMPC_OP_BIT_SHIFT: {
-        const ampc_attr *d = ampc_ir_attr_find(n, "direction");
-        bool left = d && d->kind == AMPC_ATTR_STRING && !strcmp(d->s, "LEFT");
+        const bool left = ampc_elementwise_flags_of(n).shift_left;
         int bits = (int)ampc_dtype_size(x->dtype) * 8;
         ampc_sb_printf(e, "(b >= %d ? (%s)0 : (%s)(a %s b))", bits, ct, ct, left ? "<<" : ">>");
         ok = true;

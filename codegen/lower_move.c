@@ -433,10 +433,10 @@ static ampc_status lower_tile(ampc_cg *cg, const ampc_node *n) {
 static ampc_status lower_depth_space(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *x = n->inputs[0], *y = n->outputs[0];
     bool to_space = n->op == AMPC_OP_DEPTH_TO_SPACE;
-    ampc_graph *g = ampc_cg_graph(cg);
-    int64_t b = ampc_ir_attr_int(g, n, "blocksize", 1);
+    const ampc_space_depth_params sd = ampc_space_depth_params_of(n);
+    const int64_t b = sd.blocksize;
     /* Newer opsets give SpaceToDepth a mode too: its CRD is the inverse of DepthToSpace's. */
-    bool crd = !strcmp(ampc_ir_attr_string(g, n, "mode", "DCR"), "CRD");
+    const bool crd = sd.crd;
     const ampc_value *deep = to_space ? x : y, *wide = to_space ? y : x;
     int64_t N = wide->shape.dims[0], C = wide->shape.dims[1];
     int64_t H = deep->shape.dims[2], W = deep->shape.dims[3];
@@ -738,10 +738,9 @@ static ampc_status lower_constant_of_shape(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *y = n->outputs[0];
     int64_t count = ampc_ir_numel(y);
     if (!count) return AMPC_OK;
-    const ampc_attr *a = ampc_ir_attr_find(n, "value");
+    const void *fill = ampc_constant_fill(n);
     uint64_t bits = 0;
-    if (a && a->kind == AMPC_ATTR_TENSOR && a->tensor && a->tensor->data)
-        memcpy(&bits, a->tensor->data, ampc_dtype_size(y->dtype));
+    if (fill) memcpy(&bits, fill, ampc_dtype_size(y->dtype));
     if (!bits) return ampc_cg_step_memset(cg, n, ampc_cg_ref(cg, y));
     const char *ct = ampc_cg_ctype(y->dtype);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, "constant_of_shape");

@@ -52,6 +52,20 @@ ampc_fused_act ampc_fused_act_of(const ampc_node *n) {
                                             : AMPC_ACT_RELU; /* inference admits only "Relu" else */
 }
 
+static int64_t int_attr(const ampc_node *n, const char *name, int64_t dflt) {
+    const ampc_attr *a = ampc_ir_attr_find(n, name);
+    return a && a->kind == AMPC_ATTR_INT ? a->i : dflt;
+}
+
+ampc_elementwise_flags ampc_elementwise_flags_of(const ampc_node *n) {
+    const ampc_attr *d = ampc_ir_attr_find(n, "direction");
+    return (ampc_elementwise_flags){
+        .detect_negative = int_attr(n, "detect_negative", 1) != 0,
+        .detect_positive = int_attr(n, "detect_positive", 1) != 0,
+        .fmod = int_attr(n, "fmod", 0) != 0,
+        .shift_left = d && d->kind == AMPC_ATTR_STRING && !strcmp(d->s, "LEFT")};
+}
+
 ampc_gemm_params ampc_gemm_params_of(const ampc_node *n) {
     if (n->op != AMPC_OP_GEMM) return (ampc_gemm_params){false, false, 1.0f, 1.0f};
     return (ampc_gemm_params){flag_attr(n, "transA"), flag_attr(n, "transB"),

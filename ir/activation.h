@@ -40,6 +40,17 @@ typedef enum ampc_fused_act {
 
 ampc_fused_act ampc_fused_act_of(const ampc_node *n);
 
+/* The flags of the other elementwise ops: IsInf's detect_negative and detect_positive (1, 1),
+ * Mod's fmod (0: integers take the divisor's sign) and BitShift's direction ("LEFT" or
+ * "RIGHT"). */
+typedef struct ampc_elementwise_flags {
+    bool detect_negative, detect_positive;
+    bool fmod;
+    bool shift_left;
+} ampc_elementwise_flags;
+
+ampc_elementwise_flags ampc_elementwise_flags_of(const ampc_node *n);
+
 /* Gemm's Y = alpha * A' B' + beta * C with A' = A^T when ta, B' = B^T when tb (transA, transB;
  * alpha and beta 1 when absent). Any other node: the identity (no transpose, 1 and 1). */
 typedef struct ampc_gemm_params {

@@ -1,7 +1,8 @@
 /*
- * movement.h — Transpose's permutation, one decoder for inference's successors: the reference
- * evaluator (ref/movement.c), code generation (codegen/lower_move.c) and the passes that move,
- * fold or split transposes (inference validates the attribute: one entry per dim, each dim once).
+ * movement.h — the movement family's parameters (Transpose's permutation, DepthToSpace's and
+ * SpaceToDepth's, ConstantOfShape's value), one decoder each for inference's successors: the
+ * reference evaluator (ref/movement.c), code generation (codegen/lower_move.c) and the passes
+ * that move, fold or split transposes (inference validates the attributes).
  */
 #ifndef AMPC_IR_MOVEMENT_H
 #define AMPC_IR_MOVEMENT_H
@@ -12,5 +13,18 @@
  * perm[i]; `perm` absent: the dims reversed; a negative entry counts from the end. False when
  * the attribute is not r integers. */
 bool ampc_transpose_perm(const ampc_node *t, int32_t r, int64_t *perm);
+
+/* DepthToSpace's and SpaceToDepth's block size (1 when absent) and whether their mode is CRD
+ * (column-row-depth; else DCR, depth-column-row). */
+typedef struct ampc_space_depth_params {
+    int64_t blocksize;
+    bool crd;
+} ampc_space_depth_params;
+
+ampc_space_depth_params ampc_space_depth_params_of(const ampc_node *n);
+
+/* The bytes of ConstantOfShape's fill value (one element of the output's type), or NULL when it
+ * has none (zeros). */
+const void *ampc_constant_fill(const ampc_node *n);
 
 #endif

@@ -352,10 +352,8 @@ ampc_status ampc_ref_is_class(ampc_graph *g, const ampc_node *n, const ampc_tens
     (void)g;
     const ampc_tensor *x = in[0];
     uint8_t *y = out[0]->data;
-    const ampc_attr *an = ampc_ir_attr_find(n, "detect_negative");
-    const ampc_attr *ap = ampc_ir_attr_find(n, "detect_positive");
-    const bool neg = !an || an->kind != AMPC_ATTR_INT || an->i;
-    const bool pos = !ap || ap->kind != AMPC_ATTR_INT || ap->i;
+    const ampc_elementwise_flags ef = ampc_elementwise_flags_of(n);
+    const bool neg = ef.detect_negative, pos = ef.detect_positive;
     const int64_t count = ampc_shape_numel(&x->shape);
     for (int64_t i = 0; i < count; i++) {
         double v = ampc_ref_load_f64(x->data, x->dtype, i);
@@ -383,8 +381,7 @@ ampc_status ampc_ref_mod(ampc_graph *g, const ampc_node *n, const ampc_tensor *c
     (void)g;
     const ampc_tensor *a = in[0], *b = in[1];
     ampc_tensor *y = out[0];
-    const ampc_attr *f = ampc_ir_attr_find(n, "fmod");
-    const bool use_fmod = f && f->kind == AMPC_ATTR_INT && f->i;
+    const bool use_fmod = ampc_elementwise_flags_of(n).fmod;
     const bool fl = ampc_dtype_is_float(a->dtype), u = is_unsigned(a->dtype);
     const ampc_shape *shapes[2] = {&a->shape, &b->shape};
     ampc_bcast_iter it;
@@ -411,11 +408,7 @@ ampc_status ampc_ref_bitwise(ampc_graph *g, const ampc_node *n, const ampc_tenso
     const ampc_tensor *a = in[0], *b = in[1];
     ampc_tensor *y = out[0];
     const uint64_t bits = 8 * (uint64_t)ampc_dtype_size(a->dtype);
-    bool left = false;
-    if (n->op == AMPC_OP_BIT_SHIFT) {
-        const ampc_attr *d = ampc_ir_attr_find(n, "direction");
-        left = d && d->kind == AMPC_ATTR_STRING && !strcmp(d->s, "LEFT");
-    }
+    const bool left = n->op == AMPC_OP_BIT_SHIFT && ampc_elementwise_flags_of(n).shift_left;
     const ampc_shape *shapes[2] = {&a->shape, &b->shape};
     ampc_bcast_iter it;
     ampc_bcast_iter_init(&it, &y->shape, shapes, 2);

@@ -256,12 +256,12 @@ ampc_status ampc_ref_expand(ampc_graph *g, const ampc_node *n, const ampc_tensor
 ampc_status ampc_ref_constant_of_shape(ampc_graph *g, const ampc_node *n,
                                        const ampc_tensor *const *in, ampc_tensor *const *out) {
     (void)g, (void)in;
-    const ampc_attr *a = ampc_ir_attr_find(n, "value");
-    if (!a) return AMPC_OK; /* f32 zeros: the buffer arrives zero-filled */
+    const void *fill = ampc_constant_fill(n);
+    if (!fill) return AMPC_OK; /* f32 zeros: the buffer arrives zero-filled */
     int64_t count = ampc_shape_numel(&out[0]->shape);
     size_t esz = ampc_dtype_size(out[0]->dtype);
     for (int64_t i = 0; i < count; i++)
-        ampc_ref_copy_elem(out[0]->data, i, a->tensor->data, 0, esz);
+        ampc_ref_copy_elem(out[0]->data, i, fill, 0, esz);
     return AMPC_OK;
 }
 
@@ -348,10 +348,12 @@ ampc_status ampc_ref_tile(ampc_graph *g, const ampc_node *n, const ampc_tensor *
  * SpaceToDepth) or c * b^2 + i*b + j (CRD) at (h, w) of the deep side, C' its channel count. */
 ampc_status ampc_ref_depth_space(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                                  ampc_tensor *const *out) {
+    (void)g;
     bool to_space = n->op == AMPC_OP_DEPTH_TO_SPACE;
     const ampc_tensor *deep = to_space ? in[0] : out[0], *wide = to_space ? out[0] : in[0];
-    int64_t b = ampc_ir_attr_int(g, n, "blocksize", 1);
-    bool crd = !strcmp(ampc_ir_attr_string(g, n, "mode", "DCR"), "CRD"); /* SpaceToDepth too (opset 22+) */
+    const ampc_space_depth_params sd = ampc_space_depth_params_of(n);
+    const int64_t b = sd.blocksize;
+    const bool crd = sd.crd; /* SpaceToDepth too (opset 22+) */
     int64_t N = wide->shape.dims[0], C = wide->shape.dims[1];
     int64_t H = deep->shape.dims[2], W = deep->shape.dims[3], CD = deep->shape.dims[1];
     size_t esz = ampc_dtype_size(in[0]->dtype);
