@@ -423,35 +423,15 @@ static ampc_status lower_resize(ampc_cg *cg, const ampc_node *n) {
     else if (roi && !roi->data) roi_rt = roi, roi = NULL;
     if ((sc && !sc->data) || (!sc && (!sz || !sz->data)))
         return unsupported(cg, n, "without constant scales or sizes");
-    int32_t r = x->shape.rank, na = r, ax[AMPC_MAX_RANK];
-    const int64_t *axes = ampc_ir_attr_ints(g, n, "axes", &na);
-    if (!axes) na = r;
-    for (int32_t k = 0; k < na; k++)
-        ax[k] = (int32_t)(axes ? (axes[k] < 0 ? axes[k] + r : axes[k]) : k);
+    const int32_t r = x->shape.rank;
+    int32_t ax[AMPC_MAX_RANK], roi_pos[AMPC_MAX_RANK];
     double scale[AMPC_MAX_RANK], rs[AMPC_MAX_RANK], re[AMPC_MAX_RANK];
-    int32_t roi_pos[AMPC_MAX_RANK];
-    for (int32_t d = 0; d < r; d++) scale[d] = 1, rs[d] = 0, re[d] = 1, roi_pos[d] = -1;
+    const ampc_resize_operand ro = {roi ? roi->data : NULL, roi ? roi->dtype : AMPC_DTYPE_F32};
+    const ampc_resize_operand so = {sc ? sc->data : NULL, sc ? sc->dtype : AMPC_DTYPE_F32};
+    const ampc_resize_operand zo = {sz ? sz->data : NULL, sz ? sz->dtype : AMPC_DTYPE_I64};
+    const int32_t na = ampc_resize_scales(n, r, x->shape.dims, ro, so, zo, scale, rs, re, ax);
+    for (int32_t d = 0; d < r; d++) roi_pos[d] = -1;
     for (int32_t k = 0; k < na; k++) roi_pos[ax[k]] = k;
-    const char *policy = ampc_ir_attr_string(g, n, "keep_aspect_ratio_policy", "stretch");
-    double fit = 0;
-    for (int32_t k = 0; k < na; k++) {
-        int32_t d = ax[k];
-        if (roi) {
-            rs[d] = ampc_ref_load_f64(roi->data, roi->dtype, k);
-            re[d] = ampc_ref_load_f64(roi->data, roi->dtype, na + k);
-        }
-        if (sc) {
-            scale[d] = ampc_ref_load_f64(sc->data, sc->dtype, k);
-        } else {
-            int64_t want = ampc_ref_load_i64(sz->data, sz->dtype, k), have = x->shape.dims[d];
-            scale[d] = have ? (double)want / (double)have : 1;
-            if (k == 0 || (!strcmp(policy, "not_larger") && scale[d] < fit) ||
-                (!strcmp(policy, "not_smaller") && scale[d] > fit))
-                fit = scale[d];
-        }
-    }
-    if (!sc && strcmp(policy, "stretch"))
-        for (int32_t k = 0; k < na; k++) scale[ax[k]] = fit;
     return resize_kernel(cg, n, &c, scale, rs, re, roi_rt, roi_pos, na);
 }
 
@@ -461,12 +441,12 @@ static ampc_status lower_upsample(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *x = n->inputs[0];
     const rs_cfg c = ampc_resize_cfg_of(g, n, true);
     const ampc_value *sv = n->n_inputs > 1 ? n->inputs[1] : NULL;
-    int32_t r = x->shape.rank, cnt = 0;
-    const float *fs = sv ? NULL : ampc_ir_attr_floats(g, n, "scales", &cnt);
-    if (sv ? !sv->data : (!fs || cnt < r)) return unsupported(cg, n, "without constant scales");
+    const int32_t r = x->shape.rank;
     double scale[AMPC_MAX_RANK], rs[AMPC_MAX_RANK], re[AMPC_MAX_RANK];
+    const ampc_resize_operand so = {sv ? sv->data : NULL, sv ? sv->dtype : AMPC_DTYPE_F32};
+    if ((sv && !sv->data) || !ampc_upsample_scales(n, r, so, scale))
+        return unsupported(cg, n, "without constant scales");
     for (int32_t d = 0; d < r; d++) {
-        scale[d] = sv ? ampc_ref_load_f64(sv->data, sv->dtype, d) : fs[d];
         rs[d] = 0, re[d] = 1;
     }
     return resize_kernel(cg, n, &c, scale, rs, re, NULL, NULL, 0);

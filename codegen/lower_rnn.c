@@ -127,11 +127,6 @@ static void emit_pre(const rnn_gen *q, const char *out, int32_t gate, bool rec, 
     ampc_cg_close(k);
 }
 
-static int64_t attr_i(const ampc_node *n, const char *name, int64_t dflt) {
-    const ampc_attr *a = ampc_ir_attr_find(n, name);
-    return a && a->kind == AMPC_ATTR_INT ? a->i : dflt;
-}
-
 ampc_status ampc_cg_lower_rnn(ampc_cg *cg, const ampc_node *n) {
     ampc_graph *g = ampc_cg_graph(cg);
     const bool lstm = n->op == AMPC_OP_LSTM, gru = n->op == AMPC_OP_GRU;
@@ -143,19 +138,16 @@ ampc_status ampc_cg_lower_rnn(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *Y = n->outputs[0], *YH = n->n_outputs > 1 ? n->outputs[1] : NULL;
     const ampc_value *YC = lstm && n->n_outputs > 2 ? n->outputs[2] : NULL;
 
-    const bool layout1 = attr_i(n, "layout", 0) == 1;
+    const ampc_rnn_params rp = ampc_rnn_params_of(n);
+    const bool layout1 = rp.layout1;
     const int64_t seq = X->shape.dims[layout1 ? 1 : 0], batch = X->shape.dims[layout1 ? 0 : 1];
     const int64_t I = X->shape.dims[2], H = R->shape.dims[2];
     const int32_t dirs = (int32_t)W->shape.dims[0];
     const int32_t G = gru ? 3 : lstm ? 4 : 1, per = gru ? 2 : lstm ? 3 : 1;
     const int64_t GH = G * H;
-    const ampc_attr *da = ampc_ir_attr_find(n, "direction");
-    const bool reverse_only = da && da->kind == AMPC_ATTR_STRING && !strcmp(da->s, "reverse");
-    const bool lbr = attr_i(n, "linear_before_reset", 0) != 0;
-    const bool input_forget = attr_i(n, "input_forget", 0) != 0;
-    const ampc_attr *ca = ampc_ir_attr_find(n, "clip");
-    const bool has_clip = ca && ca->kind == AMPC_ATTR_FLOAT;
-    const double clip = has_clip ? (double)ca->f : 0;
+    const bool reverse_only = rp.reverse_only, lbr = rp.lbr, input_forget = rp.input_forget;
+    const bool has_clip = rp.has_clip;
+    const double clip = rp.clip;
 
     if (batch == 0 || H == 0) return AMPC_OK; /* every output is empty */
     if (seq == 0) {                          /* no step runs: Y is empty, Y_h and Y_c zero */

@@ -3,6 +3,7 @@
  * from a node, the coefficients of one output coordinate, and an axis's table of them.
  */
 #include "ir/resize.h"
+#include "ir/ref/ref.h" /* operand elements */
 
 #include <math.h>
 #include <stdlib.h>
@@ -233,4 +234,46 @@ ampc_shape ampc_unpool_shape(const ampc_node *n, const ampc_shape *x) {
         s.dims[2 + i] = (x->dims[2 + i] - 1) * (st ? st[i] : 1) -
                         (pads ? pads[i] + pads[k + i] : 0) + kern[i];
     return s;
+}
+
+int32_t ampc_resize_scales(const ampc_node *n, int32_t r, const int64_t *x_dims,
+                           ampc_resize_operand roi, ampc_resize_operand scales,
+                           ampc_resize_operand sizes, double *scale, double *rs, double *re,
+                           int32_t *ax) {
+    const ampc_attr *axes = ampc_ir_attr_find(n, "axes");
+    const bool given = axes && axes->kind == AMPC_ATTR_INTS;
+    const int32_t na = given ? axes->n : r;
+    for (int32_t k = 0; k < na; k++)
+        ax[k] = (int32_t)(given ? (axes->ints[k] < 0 ? axes->ints[k] + r : axes->ints[k]) : k);
+    for (int32_t d = 0; d < r; d++) scale[d] = 1, rs[d] = 0, re[d] = 1;
+    const char *policy = string_attr(n, "keep_aspect_ratio_policy", "stretch");
+    double fit = 0;
+    for (int32_t k = 0; k < na; k++) {
+        const int32_t d = ax[k];
+        if (roi.data) {
+            rs[d] = ampc_ref_load_f64(roi.data, roi.t, k);
+            re[d] = ampc_ref_load_f64(roi.data, roi.t, na + k);
+        }
+        if (scales.data) {
+            scale[d] = ampc_ref_load_f64(scales.data, scales.t, k);
+        } else {
+            const int64_t want = ampc_ref_load_i64(sizes.data, sizes.t, k), have = x_dims[d];
+            scale[d] = have ? (double)want / (double)have : 1;
+            if (k == 0 || (!strcmp(policy, "not_larger") && scale[d] < fit) ||
+                (!strcmp(policy, "not_smaller") && scale[d] > fit))
+                fit = scale[d];
+        }
+    }
+    if (!scales.data && strcmp(policy, "stretch"))
+        for (int32_t k = 0; k < na; k++) scale[ax[k]] = fit;
+    return na;
+}
+
+bool ampc_upsample_scales(const ampc_node *n, int32_t r, ampc_resize_operand in1, double *scale) {
+    const ampc_attr *a = ampc_ir_attr_find(n, "scales");
+    const bool attr = a && a->kind == AMPC_ATTR_FLOATS && a->n >= r;
+    if (!in1.data && !attr) return false;
+    for (int32_t d = 0; d < r; d++)
+        scale[d] = in1.data ? ampc_ref_load_f64(in1.data, in1.t, d) : a->floats[d];
+    return true;
 }

@@ -64,6 +64,26 @@ bool ampc_resize_axis_build(const ampc_resize_cfg *c, int64_t in, int64_t out, d
                             double roi_s, double roi_e, ampc_resize_axis *t);
 void ampc_resize_axis_free(ampc_resize_axis *t);
 
+/* A constant operand's elements: data of dtype t, or none (NULL). */
+typedef struct ampc_resize_operand {
+    const void *data;
+    ampc_dtype t;
+} ampc_resize_operand;
+
+/* Resize's per-dim scale and roi [rs, re] for an input of rank r and dims x_dims, from its roi,
+ * scales and sizes (given as they are: no scales means sizes, whose scale is want / have, all
+ * of them set to the smallest or largest under keep_aspect_ratio_policy not_larger /
+ * not_smaller) along its `axes` (all dims when absent); unlisted dims scale by 1 over [0, 1].
+ * Returns the number of axes and their dims in ax[0 .. count). */
+int32_t ampc_resize_scales(const ampc_node *n, int32_t r, const int64_t *x_dims,
+                           ampc_resize_operand roi, ampc_resize_operand scales,
+                           ampc_resize_operand sizes, double *scale, double *rs, double *re,
+                           int32_t *ax);
+
+/* Upsample's per-dim scale: its input 1 when given, else its (older) `scales` attribute; false
+ * when neither holds r values. */
+bool ampc_upsample_scales(const ampc_node *n, int32_t r, ampc_resize_operand in1, double *scale);
+
 /* GridSample's and AffineGrid's parameters: the interpolation (AMPC_RESIZE_NEAREST, LINEAR,
  * CUBIC; "bicubic" is cubic), where a point outside the input reads, and align_corners (the
  * extreme grid values name the corner pixels' centres, else their outer edges). */

@@ -74,3 +74,20 @@ void ampc_rnn_acts_resolve(const ampc_node *n, int32_t per, int32_t dirs, ampc_r
             a->beta = be->floats[bi++];
     }
 }
+
+static int64_t rnn_int(const ampc_node *n, const char *name) {
+    const ampc_attr *a = ampc_ir_attr_find(n, name);
+    return a && a->kind == AMPC_ATTR_INT ? a->i : 0;
+}
+
+ampc_rnn_params ampc_rnn_params_of(const ampc_node *n) {
+    const ampc_attr *d = ampc_ir_attr_find(n, "direction"), *c = ampc_ir_attr_find(n, "clip");
+    ampc_rnn_params p = {.layout1 = rnn_int(n, "layout") == 1,
+                         .reverse_only = d && d->kind == AMPC_ATTR_STRING &&
+                                         !strcmp(d->s, "reverse"),
+                         .lbr = rnn_int(n, "linear_before_reset") != 0,
+                         .input_forget = rnn_int(n, "input_forget") != 0,
+                         .has_clip = c && c->kind == AMPC_ATTR_FLOAT};
+    p.clip = p.has_clip ? (double)c->f : 0;
+    return p;
+}

@@ -45,4 +45,14 @@ const char *ampc_rnn_act_names(char *buf, size_t n);
  * Sigmoid, Tanh, Tanh), with alpha and beta consumed as the file comment says. */
 void ampc_rnn_acts_resolve(const ampc_node *n, int32_t per, int32_t dirs, ampc_rnn_act *acts);
 
+/* RNN's, GRU's and LSTM's other parameters: layout 1 (batch first; else sequence first),
+ * direction "reverse" alone (one direction, run backwards), GRU's linear_before_reset, LSTM's
+ * input_forget (coupled input and forget gates) and the clip of the gates' inputs (when given). */
+typedef struct ampc_rnn_params {
+    bool layout1, reverse_only, lbr, input_forget, has_clip;
+    double clip;
+} ampc_rnn_params;
+
+ampc_rnn_params ampc_rnn_params_of(const ampc_node *n);
+
 #endif

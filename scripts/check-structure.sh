@@ -94,9 +94,8 @@ done < <(sed -nE 's/^OP\(([A-Z0-9_]+),.*,[[:space:]]*([A-Z_]+)\)[[:space:]]*$/\1
 # 6. Attribute names outside the decoders.
 declare -A attr_names=(
   [codegen/generate.c]=1 [codegen/lower_contract.c]=1 [codegen/lower_norm.c]=1
-  [codegen/lower_pool.c]=3 [codegen/lower_rnn.c]=5
   [ir/ref/attention.c]=12 [ir/ref/control.c]=7 [ir/ref/elementwise.c]=5 [ir/ref/linalg.c]=1
-  [ir/ref/movement.c]=1 [ir/ref/norm.c]=1 [ir/ref/resize.c]=3 [ir/ref/rnn.c]=5
+  [ir/ref/movement.c]=1 [ir/ref/norm.c]=1
   [ir/ref/signal.c]=1
   [passes/fuse_attention.c]=10 [passes/fuse_norm.c]=2 [passes/fuse_qkv.c]=4
   [passes/partition_pipeline.c]=1 [passes/precision.c]=1 [passes/sparsity.c]=1

@@ -87,33 +87,12 @@ ampc_status ampc_ref_resize(ampc_graph *g, const ampc_node *n, const ampc_tensor
     if (roi && !ampc_shape_numel(&roi->shape)) roi = NULL;
     if (sc && !ampc_shape_numel(&sc->shape)) sc = NULL;
     const ampc_resize_cfg c = ampc_resize_cfg_of(g, n, sc != NULL);
-    int32_t r = x->shape.rank, na = r, ax[AMPC_MAX_RANK];
-    const int64_t *axes = ampc_ir_attr_ints(g, n, "axes", &na);
-    if (!axes) na = r;
-    for (int32_t k = 0; k < na; k++)
-        ax[k] = (int32_t)(axes ? (axes[k] < 0 ? axes[k] + r : axes[k]) : k);
+    int32_t ax[AMPC_MAX_RANK];
     double scale[AMPC_MAX_RANK], rs[AMPC_MAX_RANK], re[AMPC_MAX_RANK];
-    for (int32_t d = 0; d < r; d++) scale[d] = 1, rs[d] = 0, re[d] = 1;
-    const char *policy = ampc_ir_attr_string(g, n, "keep_aspect_ratio_policy", "stretch");
-    double fit = 0;
-    for (int32_t k = 0; k < na; k++) {
-        int32_t d = ax[k];
-        if (roi) {
-            rs[d] = ampc_ref_load_f64(roi->data, roi->dtype, k);
-            re[d] = ampc_ref_load_f64(roi->data, roi->dtype, na + k);
-        }
-        if (sc) {
-            scale[d] = ampc_ref_load_f64(sc->data, sc->dtype, k);
-        } else {
-            int64_t want = ampc_ref_load_i64(sz->data, sz->dtype, k), have = x->shape.dims[d];
-            scale[d] = have ? (double)want / (double)have : 1;
-            if (k == 0 || (!strcmp(policy, "not_larger") && scale[d] < fit) ||
-                (!strcmp(policy, "not_smaller") && scale[d] > fit))
-                fit = scale[d];
-        }
-    }
-    if (!sc && strcmp(policy, "stretch"))
-        for (int32_t k = 0; k < na; k++) scale[ax[k]] = fit;
+    const ampc_resize_operand ro = {roi ? roi->data : NULL, roi ? roi->dtype : AMPC_DTYPE_F32};
+    const ampc_resize_operand so = {sc ? sc->data : NULL, sc ? sc->dtype : AMPC_DTYPE_F32};
+    const ampc_resize_operand zo = {sz ? sz->data : NULL, sz ? sz->dtype : AMPC_DTYPE_I64};
+    (void)ampc_resize_scales(n, x->shape.rank, x->shape.dims, ro, so, zo, scale, rs, re, ax);
     return resize_core(g, n, &c, x, out[0], scale, rs, re);
 }
 
@@ -122,14 +101,12 @@ ampc_status ampc_ref_upsample(ampc_graph *g, const ampc_node *n, const ampc_tens
                               ampc_tensor *const *out) {
     const ampc_tensor *x = in[0];
     const ampc_resize_cfg c = ampc_resize_cfg_of(g, n, true);
-    int32_t r = x->shape.rank, cnt;
+    const int32_t r = x->shape.rank;
     double scale[AMPC_MAX_RANK], rs[AMPC_MAX_RANK], re[AMPC_MAX_RANK];
-    const float *fs = ampc_ir_attr_floats(g, n, "scales", &cnt);
-    for (int32_t d = 0; d < r; d++) {
-        scale[d] =
-            n->n_inputs > 1 && in[1] ? ampc_ref_load_f64(in[1]->data, in[1]->dtype, d) : fs[d];
-        rs[d] = 0, re[d] = 1;
-    }
+    const ampc_tensor *s = n->n_inputs > 1 ? in[1] : NULL;
+    const ampc_resize_operand so = {s ? s->data : NULL, s ? s->dtype : AMPC_DTYPE_F32};
+    (void)ampc_upsample_scales(n, r, so, scale); /* inference checked it has them */
+    for (int32_t d = 0; d < r; d++) rs[d] = 0, re[d] = 1;
     return resize_core(g, n, &c, x, out[0], scale, rs, re);
 }
 

@@ -62,11 +62,6 @@ static double act_apply(const act *a, double x) {
 
 /* ---- the kernel ----------------------------------------------------------------------------- */
 
-static int64_t attr_i(const ampc_node *n, const char *name, int64_t dflt) {
-    const ampc_attr *a = ampc_ir_attr_find(n, name);
-    return a && a->kind == AMPC_ATTR_INT ? a->i : dflt;
-}
-
 /* v rounded to dtype t (the value a tensor of that type would hold). */
 static double round_to(ampc_dtype t, double v) {
     double buf[1];
@@ -201,20 +196,18 @@ ampc_status ampc_ref_rnn(ampc_graph *g, const ampc_node *n, const ampc_tensor *c
     rnn_ctx c = {.op = n->op, .t = x->dtype};
     c.gates = n->op == AMPC_OP_GRU ? 3 : lstm ? 4 : 1;
     c.per_dir = n->op == AMPC_OP_GRU ? 2 : lstm ? 3 : 1;
-    c.layout1 = attr_i(n, "layout", 0) == 1;
+    const ampc_rnn_params rp = ampc_rnn_params_of(n);
+    c.layout1 = rp.layout1;
     c.seq = x->shape.dims[c.layout1 ? 1 : 0];
     c.batch = x->shape.dims[c.layout1 ? 0 : 1];
     c.in_size = x->shape.dims[2];
     c.hidden = r->shape.dims[2];
     c.dirs = (int32_t)w->shape.dims[0];
-    const ampc_attr *dir_attr = ampc_ir_attr_find(n, "direction");
-    c.reverse_only =
-        dir_attr && dir_attr->kind == AMPC_ATTR_STRING && !strcmp(dir_attr->s, "reverse");
-    c.lbr = attr_i(n, "linear_before_reset", 0) != 0;
-    c.input_forget = attr_i(n, "input_forget", 0) != 0;
-    const ampc_attr *clip = ampc_ir_attr_find(n, "clip");
-    c.has_clip = clip && clip->kind == AMPC_ATTR_FLOAT;
-    c.clip = c.has_clip ? (double)clip->f : 0;
+    c.reverse_only = rp.reverse_only;
+    c.lbr = rp.lbr;
+    c.input_forget = rp.input_forget;
+    c.has_clip = rp.has_clip;
+    c.clip = rp.clip;
 
     /* sequence lengths: checked here too, since a reference run may get them at run time */
     for (int64_t b = 0; lens && b < c.batch; b++) {
