@@ -51,11 +51,6 @@ const char *ampc_attention_y_layout(const ampc_node *n, const int64_t dims[6], i
     return NULL;
 }
 
-static int64_t int_attr(const ampc_node *n, const char *name, int64_t dflt) {
-    const ampc_attr *a = ampc_ir_attr_find(n, name);
-    return a && a->kind == AMPC_ATTR_INT ? a->i : dflt;
-}
-
 static void ints4(const ampc_node *n, const char *name, int64_t out[4]) {
     const ampc_attr *a = ampc_ir_attr_find(n, name);
     for (int32_t i = 0; i < 4; i++) out[i] = a->ints[i];
@@ -69,11 +64,10 @@ void ampc_attention_params_of(const ampc_node *n, ampc_attention_params *p) {
     ints4(n, "v_strides", p->vs);
     const ampc_attr *off = ampc_ir_attr_find(n, "offsets");
     for (int32_t i = 0; i < 3; i++) p->off[i] = off ? off->ints[i] : 0;
-    p->group = int_attr(n, "kv_group", 1);
-    p->mp = int_attr(n, "mask_period", p->B);
-    const ampc_attr *sc = ampc_ir_attr_find(n, "scale");
-    p->scale = sc && sc->kind == AMPC_ATTR_FLOAT ? (double)sc->f : 1.0;
-    p->safe = int_attr(n, "safe", 0) != 0;
+    p->group = ampc_attr_int_or(n, "kv_group", 1);
+    p->mp = ampc_attr_int_or(n, "mask_period", p->B);
+    p->scale = ampc_attr_float_or(n, "scale", 1.0f);
+    p->safe = ampc_attr_int_or(n, "safe", 0) != 0;
     (void)ampc_attention_y_layout(n, dm, p->ys, &p->y);
     if (n->n_inputs > 3 && n->inputs[3]) {
         const ampc_shape *m = &n->inputs[3]->shape;

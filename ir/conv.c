@@ -3,19 +3,14 @@
  */
 #include "ir/conv.h"
 
-static int64_t int_attr(const ampc_node *n, const char *name, int64_t dflt) {
-    const ampc_attr *a = ampc_ir_attr_find(n, name);
-    return a && a->kind == AMPC_ATTR_INT ? a->i : dflt;
-}
-
 ampc_conv_params ampc_conv_params_of(const ampc_node *n) {
     const bool lp = n->op == AMPC_OP_LP_POOL || n->op == AMPC_OP_GLOBAL_LP_POOL;
-    return (ampc_conv_params){.group = int_attr(n, "group", 1),
-                              .offset_group = int_attr(n, "offset_group", 1),
+    return (ampc_conv_params){.group = ampc_attr_int_or(n, "group", 1),
+                              .offset_group = ampc_attr_int_or(n, "offset_group", 1),
                               .relu = ampc_ir_attr_find(n, "activation") != NULL,
-                              .include_pad = int_attr(n, "count_include_pad", 0) != 0,
-                              .col_major = int_attr(n, "storage_order", 0) != 0,
-                              .p = lp ? int_attr(n, "p", 2) : 1};
+                              .include_pad = ampc_attr_int_or(n, "count_include_pad", 0) != 0,
+                              .col_major = ampc_attr_int_or(n, "storage_order", 0) != 0,
+                              .p = lp ? ampc_attr_int_or(n, "p", 2) : 1};
 }
 
 /* entries [c - count, c) of ints attribute `name` into out, `dflt` each when it has fewer */

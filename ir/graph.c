@@ -460,6 +460,30 @@ const ampc_attr *ampc_ir_attr_find(const ampc_node *n, const char *name) {
     return NULL;
 }
 
+static const ampc_attr *attr_kind(const ampc_node *n, const char *name, ampc_attr_kind kind) {
+    const ampc_attr *a = ampc_ir_attr_find(n, name);
+    return a && a->kind == kind ? a : NULL;
+}
+
+int64_t ampc_attr_int_or(const ampc_node *n, const char *name, int64_t dflt) {
+    const ampc_attr *a = attr_kind(n, name, AMPC_ATTR_INT);
+    return a ? a->i : dflt;
+}
+
+double ampc_attr_float_or(const ampc_node *n, const char *name, float dflt) {
+    const ampc_attr *a = attr_kind(n, name, AMPC_ATTR_FLOAT);
+    return a ? (double)a->f : (double)dflt;
+}
+
+const char *ampc_attr_string_or(const ampc_node *n, const char *name, const char *dflt) {
+    const ampc_attr *a = attr_kind(n, name, AMPC_ATTR_STRING);
+    return a ? a->s : dflt;
+}
+
+const ampc_attr *ampc_attr_ints_of(const ampc_node *n, const char *name) {
+    return attr_kind(n, name, AMPC_ATTR_INTS);
+}
+
 static const char *const attr_kind_names[] = {"undefined", "int",     "float",  "string", "ints",
                                               "floats",    "strings", "tensor", "graph"};
 

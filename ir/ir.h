@@ -306,6 +306,13 @@ const int64_t *ampc_ir_attr_ints(ampc_graph *g, const ampc_node *n, const char *
                                  int32_t *count);
 const float *ampc_ir_attr_floats(ampc_graph *g, const ampc_node *n, const char *name,
                                  int32_t *count);
+/* The same without a diagnostic, for the parameter decoders (ir/activation.h, ir/conv.h, ...),
+ * which read what inference has checked: `dflt` when missing or of another kind; a float
+ * widened to double; the ints attribute itself, or NULL. */
+int64_t ampc_attr_int_or(const ampc_node *n, const char *name, int64_t dflt);
+double ampc_attr_float_or(const ampc_node *n, const char *name, float dflt);
+const char *ampc_attr_string_or(const ampc_node *n, const char *name, const char *dflt);
+const ampc_attr *ampc_attr_ints_of(const ampc_node *n, const char *name);
 
 /* ---- shapes --------------------------------------------------------------------------------- */
 

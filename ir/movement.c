@@ -17,10 +17,9 @@ bool ampc_transpose_perm(const ampc_node *t, int32_t r, int64_t *perm) {
 }
 
 ampc_space_depth_params ampc_space_depth_params_of(const ampc_node *n) {
-    const ampc_attr *b = ampc_ir_attr_find(n, "blocksize"), *m = ampc_ir_attr_find(n, "mode");
     return (ampc_space_depth_params){
-        .blocksize = b && b->kind == AMPC_ATTR_INT ? b->i : 1,
-        .crd = m && m->kind == AMPC_ATTR_STRING && !strcmp(m->s, "CRD")};
+        .blocksize = ampc_attr_int_or(n, "blocksize", 1),
+        .crd = !strcmp(ampc_attr_string_or(n, "mode", "DCR"), "CRD")};
 }
 
 const void *ampc_constant_fill(const ampc_node *n) {

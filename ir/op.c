@@ -60,8 +60,7 @@ int64_t ampc_axis_default(ampc_opcode op) {
 }
 
 int64_t ampc_axis_attr(const ampc_node *n) {
-    const ampc_attr *a = ampc_ir_attr_find(n, "axis");
-    return a && a->kind == AMPC_ATTR_INT ? a->i : ampc_axis_default(n->op);
+    return ampc_attr_int_or(n, "axis", ampc_axis_default(n->op));
 }
 
 int32_t ampc_axis_of(const ampc_node *n, int32_t rank) {
@@ -71,12 +70,8 @@ int32_t ampc_axis_of(const ampc_node *n, int32_t rank) {
 
 bool ampc_axis_given(const ampc_node *n) { return ampc_ir_attr_find(n, "axis") != NULL; }
 
-int64_t ampc_node_rank(const ampc_node *n) {
-    const ampc_attr *a = ampc_ir_attr_find(n, AMPC_ATTR_RANK);
-    return a && a->kind == AMPC_ATTR_INT ? a->i : -1;
-}
+int64_t ampc_node_rank(const ampc_node *n) { return ampc_attr_int_or(n, AMPC_ATTR_RANK, -1); }
 
 bool ampc_node_sparse24(const ampc_node *n) {
-    const ampc_attr *a = ampc_ir_attr_find(n, AMPC_ATTR_SPARSE24);
-    return a && a->kind == AMPC_ATTR_INT && a->i != 0;
+    return ampc_attr_int_or(n, AMPC_ATTR_SPARSE24, 0) != 0;
 }

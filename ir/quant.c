@@ -4,6 +4,5 @@
 #include "ir/quant.h"
 
 int64_t ampc_quant_block(const ampc_node *n) {
-    const ampc_attr *a = ampc_ir_attr_find(n, "block_size");
-    return a && a->kind == AMPC_ATTR_INT ? a->i : 0;
+    return ampc_attr_int_or(n, "block_size", 0);
 }

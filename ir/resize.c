@@ -187,20 +187,10 @@ void ampc_resize_axis_free(ampc_resize_axis *t) {
     t->cnt = NULL, t->idx = NULL, t->w = NULL, t->extrap = NULL;
 }
 
-static const char *string_attr(const ampc_node *n, const char *name, const char *dflt) {
-    const ampc_attr *a = ampc_ir_attr_find(n, name);
-    return a && a->kind == AMPC_ATTR_STRING ? a->s : dflt;
-}
-
-static int64_t int_attr(const ampc_node *n, const char *name, int64_t dflt) {
-    const ampc_attr *a = ampc_ir_attr_find(n, name);
-    return a && a->kind == AMPC_ATTR_INT ? a->i : dflt;
-}
-
 ampc_grid_params ampc_grid_params_of(const ampc_node *n) {
-    const char *ms = string_attr(n, "mode", "linear");
-    const char *ps = string_attr(n, "padding_mode", "zeros");
-    ampc_grid_params p = {.align = int_attr(n, "align_corners", 0) != 0};
+    const char *ms = ampc_attr_string_or(n, "mode", "linear");
+    const char *ps = ampc_attr_string_or(n, "padding_mode", "zeros");
+    ampc_grid_params p = {.align = ampc_attr_int_or(n, "align_corners", 0) != 0};
     p.mode = !strcmp(ms, "nearest")                           ? AMPC_RESIZE_NEAREST
              : !strcmp(ms, "cubic") || !strcmp(ms, "bicubic") ? AMPC_RESIZE_CUBIC
                                                               : AMPC_RESIZE_LINEAR;
@@ -211,18 +201,17 @@ ampc_grid_params ampc_grid_params_of(const ampc_node *n) {
 }
 
 ampc_roi_params ampc_roi_params_of(const ampc_node *n) {
-    const ampc_attr *ss = ampc_ir_attr_find(n, "spatial_scale");
     return (ampc_roi_params){
-        .is_max = !strcmp(string_attr(n, "mode", "avg"), "max"),
-        .half_pixel = !strcmp(string_attr(n, "coordinate_transformation_mode", "half_pixel"),
+        .is_max = !strcmp(ampc_attr_string_or(n, "mode", "avg"), "max"),
+        .half_pixel = !strcmp(ampc_attr_string_or(n, "coordinate_transformation_mode", "half_pixel"),
                               "half_pixel"),
-        .spatial_scale = ss && ss->kind == AMPC_ATTR_FLOAT ? (double)ss->f : (double)1.0f,
-        .sampling_ratio = int_attr(n, "sampling_ratio", 0)};
+        .spatial_scale = ampc_attr_float_or(n, "spatial_scale", 1.0f),
+        .sampling_ratio = ampc_attr_int_or(n, "sampling_ratio", 0)};
 }
 
 static const int64_t *ints_attr(const ampc_node *n, const char *name) {
-    const ampc_attr *a = ampc_ir_attr_find(n, name);
-    return a && a->kind == AMPC_ATTR_INTS ? a->ints : NULL;
+    const ampc_attr *a = ampc_attr_ints_of(n, name);
+    return a ? a->ints : NULL;
 }
 
 ampc_shape ampc_unpool_shape(const ampc_node *n, const ampc_shape *x) {
@@ -246,7 +235,7 @@ int32_t ampc_resize_scales(const ampc_node *n, int32_t r, const int64_t *x_dims,
     for (int32_t k = 0; k < na; k++)
         ax[k] = (int32_t)(given ? (axes->ints[k] < 0 ? axes->ints[k] + r : axes->ints[k]) : k);
     for (int32_t d = 0; d < r; d++) scale[d] = 1, rs[d] = 0, re[d] = 1;
-    const char *policy = string_attr(n, "keep_aspect_ratio_policy", "stretch");
+    const char *policy = ampc_attr_string_or(n, "keep_aspect_ratio_policy", "stretch");
     double fit = 0;
     for (int32_t k = 0; k < na; k++) {
         const int32_t d = ax[k];

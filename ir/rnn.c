@@ -75,18 +75,13 @@ void ampc_rnn_acts_resolve(const ampc_node *n, int32_t per, int32_t dirs, ampc_r
     }
 }
 
-static int64_t rnn_int(const ampc_node *n, const char *name) {
-    const ampc_attr *a = ampc_ir_attr_find(n, name);
-    return a && a->kind == AMPC_ATTR_INT ? a->i : 0;
-}
-
 ampc_rnn_params ampc_rnn_params_of(const ampc_node *n) {
     const ampc_attr *d = ampc_ir_attr_find(n, "direction"), *c = ampc_ir_attr_find(n, "clip");
-    ampc_rnn_params p = {.layout1 = rnn_int(n, "layout") == 1,
+    ampc_rnn_params p = {.layout1 = ampc_attr_int_or(n, "layout", 0) == 1,
                          .reverse_only = d && d->kind == AMPC_ATTR_STRING &&
                                          !strcmp(d->s, "reverse"),
-                         .lbr = rnn_int(n, "linear_before_reset") != 0,
-                         .input_forget = rnn_int(n, "input_forget") != 0,
+                         .lbr = ampc_attr_int_or(n, "linear_before_reset", 0) != 0,
+                         .input_forget = ampc_attr_int_or(n, "input_forget", 0) != 0,
                          .has_clip = c && c->kind == AMPC_ATTR_FLOAT};
     p.clip = p.has_clip ? (double)c->f : 0;
     return p;
