@@ -670,17 +670,23 @@ Test(fuse_elementwise_gpu, a_norm_writing_its_mul) {
     }
 }
 
-/* y = Relu(BatchNormalization(x [2, c, 5, 5] f32)): a pre-activation block's norm and ReLU. */
-static ampc_graph *bn_relu(int64_t c) {
-    ampc_graph *g = ampc_graph_create("bnrelu");
-    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(2, c, 5, 5));
-    double p[4][16];
+/* BatchNormalization of x over c <= 40 channels, its scale, bias, mean and variance constants
+ * varying by channel (variance positive). */
+static ampc_value *batch_norm(ampc_graph *g, ampc_value *x, int64_t c) {
+    double p[4][40];
     for (int64_t i = 0; i < c; i++)
         p[0][i] = 0.5 + 0.1 * (double)(i % 4), p[1][i] = 0.25 * (double)(i % 3) - 0.2,
         p[2][i] = 0.1 * (double)(i % 5) - 0.2, p[3][i] = 0.3 + 0.2 * (double)(i % 2);
     ampc_value *in[5] = {x, t_const_f32(g, SHAPE(c), p[0]), t_const_f32(g, SHAPE(c), p[1]),
                          t_const_f32(g, SHAPE(c), p[2]), t_const_f32(g, SHAPE(c), p[3])};
-    ampc_value *y = ampc_op(g, "BatchNormalization", in, 5, NULL, 0);
+    return ampc_op(g, "BatchNormalization", in, 5, NULL, 0);
+}
+
+/* y = Relu(BatchNormalization(x [2, c, 5, 5] f32)): a pre-activation block's norm and ReLU. */
+static ampc_graph *bn_relu(int64_t c) {
+    ampc_graph *g = ampc_graph_create("bnrelu");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(2, c, 5, 5));
+    ampc_value *y = batch_norm(g, x, c);
     cr_assert_eq(ampc_output(g, ampc_relu(g, y), "y"), AMPC_OK, "%s", ampc_graph_errors(g));
     return g;
 }
@@ -726,13 +732,7 @@ static ampc_graph *concat_norm(int64_t ca, bool twice, ampc_value **vals) {
     ampc_value *z = ampc_op(g, "Transpose", &e, 1, &perm, 1);
     ampc_value *r = ampc_op(g, "Reshape", (ampc_value *[]){cat, t_const_i64(g, SHAPE(2), rows)}, 2,
                             NULL, 0);
-    double p[4][40];
-    for (int64_t i = 0; i < c; i++)
-        p[0][i] = 0.5 + 0.1 * (double)(i % 4), p[1][i] = 0.25 * (double)(i % 3) - 0.2,
-        p[2][i] = 0.1 * (double)(i % 5) - 0.2, p[3][i] = 0.3 + 0.2 * (double)(i % 2);
-    ampc_value *in[5] = {r, t_const_f32(g, SHAPE(c), p[0]), t_const_f32(g, SHAPE(c), p[1]),
-                         t_const_f32(g, SHAPE(c), p[2]), t_const_f32(g, SHAPE(c), p[3])};
-    ampc_value *y = ampc_relu(g, ampc_op(g, "BatchNormalization", in, 5, NULL, 0));
+    ampc_value *y = ampc_relu(g, batch_norm(g, r, c));
     cr_assert_eq(ampc_output(g, y, "y"), AMPC_OK, "%s", ampc_graph_errors(g));
     cr_assert_eq(ampc_output(g, z, "z"), AMPC_OK, "%s", ampc_graph_errors(g));
     if (twice) {
