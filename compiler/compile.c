@@ -40,7 +40,7 @@ ampc_status ampc_compile_check(ampc_graph *g, const ampc_compile_options *o, int
     ampc_compile_options opts = {0};
     if (o) opts = *o;
     ampc_cg_output *cg = NULL;
-    ampc_pipeline_report report;
+    ampc_pipeline_report report = {0};
     ampc_status st = generate(g, &opts, &report, &cg);
     if (st == AMPC_OK && steps) *steps = cg->plan.n_steps;
     ampc_cg_output_free(cg);
@@ -53,7 +53,7 @@ ampc_status ampc_compile(ampc_graph *g, const ampc_compile_options *o, ampc_modu
     ampc_compile_options opts = {0};
     if (o) opts = *o;
     ampc_cg_output *cg = NULL;
-    ampc_pipeline_report report;
+    ampc_pipeline_report report = {0};
     ampc_status st = generate(g, &opts, &report, &cg);
     if (st != AMPC_OK) return st;
 
