@@ -163,9 +163,8 @@ ampc_status ampc_cg_step_allreduce(ampc_cg *cg, const ampc_node *n, int32_t rank
  * reading x's bytes in rank from's arena (every rank has the whole graph's arena layout). */
 ampc_status ampc_cg_step_peer(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *x = n->inputs[0], *y = n->outputs[0];
-    const ampc_attr *from = ampc_ir_attr_find(n, "from");
-    if (!from || from->kind != AMPC_ATTR_INT || cg->cur_rank < 0 || from->i < 0 ||
-        from->i >= cg->n_ranks || from->i == cg->cur_rank)
+    const int64_t from = ampc_node_peer_from(n);
+    if (cg->cur_rank < 0 || from < 0 || from >= cg->n_ranks || from == cg->cur_rank)
         return AMPC_FAIL(cg->g, n, AMPC_E_ATTR, "%s needs int attributes `from` and `rank`, two "
                          "different GPUs below %d", ampc_op_get(n->op)->onnx, cg->n_ranks);
     if (x->mem_space != AMPC_MEM_ARENA || y->mem_space != AMPC_MEM_ARENA)
@@ -174,7 +173,7 @@ ampc_status ampc_cg_step_peer(ampc_cg *cg, const ampc_node *n) {
                          ampc_op_get(n->op)->onnx, x->name,
                          x->mem_space != AMPC_MEM_ARENA ? x->name : y->name);
     ampc_rt_step s = {.kind = AMPC_RT_STEP_PEER_COPY, .label = ampc_cg_label(cg, n)};
-    s.peer = (ampc_rt_peer){ampc_cg_ref(cg, x), ampc_cg_ref(cg, y), (int32_t)from->i};
+    s.peer = (ampc_rt_peer){ampc_cg_ref(cg, x), ampc_cg_ref(cg, y), (int32_t)from};
     return ampc_cg_add_step(cg, &s) < 0 ? AMPC_E_OOM : AMPC_OK;
 }
 

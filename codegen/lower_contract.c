@@ -28,6 +28,7 @@
  */
 #include "codegen.h"
 #include "ir/activation.h"
+#include "ir/einsum.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -510,149 +511,39 @@ static ampc_status lower_int_matmul(ampc_cg *cg, const ampc_node *n) {
 
 /* ---- Einsum ---------------------------------------------------------------------------------- */
 
-/* The equation, parsed as ir/ref/linalg.c parses it (inference accepted it already). */
-enum { EIN_LABELS = 52, EIN_ELL = 52, EIN_MAX_IN = 16, EIN_MAX_TERM = 2 * AMPC_MAX_RANK };
-
-typedef struct ein_term {
-    int32_t n;
-    int32_t labels[EIN_MAX_TERM];
-    bool ell;
-} ein_term;
-
-static int32_t ein_label(char c) {
-    if (c >= 'a' && c <= 'z') return c - 'a';
-    if (c >= 'A' && c <= 'Z') return 26 + c - 'A';
-    return -1;
-}
-
-static bool ein_term_parse(const char *s, size_t len, ein_term *t) {
-    t->n = 0;
-    t->ell = false;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] == ' ') continue;
-        int32_t l = ein_label(s[i]);
-        if (s[i] == '.') {
-            if (i + 2 >= len || s[i + 1] != '.' || s[i + 2] != '.' || t->ell) return false;
-            t->ell = true;
-            l = EIN_ELL;
-            i += 2;
-        } else if (l < 0) {
-            return false;
-        }
-        if (t->n >= EIN_MAX_TERM) return false;
-        t->labels[t->n++] = l;
-    }
-    return true;
-}
-
-/* Terms of the inputs and of the output (explicit, or "..." then the labels used once). */
-static bool ein_parse(const char *eq, int32_t nin, ein_term *in, ein_term *out) {
-    const char *arrow = strstr(eq, "->");
-    size_t lhs = arrow ? (size_t)(arrow - eq) : strlen(eq);
-    int32_t k = 0;
-    for (size_t start = 0, i = 0; i <= lhs; i++) {
-        if (i < lhs && eq[i] != ',') continue;
-        if (k >= nin || !ein_term_parse(eq + start, i - start, &in[k++])) return false;
-        start = i + 1;
-    }
-    if (k != nin) return false;
-    if (arrow) return ein_term_parse(arrow + 2, strlen(arrow + 2), out);
-    int32_t uses[EIN_LABELS] = {0};
-    bool any_ell = false;
-    for (int32_t j = 0; j < nin; j++) {
-        any_ell |= in[j].ell;
-        for (int32_t m = 0; m < in[j].n; m++)
-            if (in[j].labels[m] != EIN_ELL) uses[in[j].labels[m]]++;
-    }
-    out->n = 0;
-    out->ell = any_ell;
-    if (any_ell) out->labels[out->n++] = EIN_ELL;
-    for (char c = 'A'; c <= 'z'; c++) {
-        int32_t l = ein_label(c);
-        if (l >= 0 && uses[l] == 1) out->labels[out->n++] = l;
-    }
-    return true;
-}
-
 static ampc_status lower_einsum(ampc_cg *cg, const ampc_node *n) {
-    ampc_graph *gr = ampc_cg_graph(cg);
     const ampc_value *y = n->outputs[0];
     const int32_t nin = n->n_inputs;
-    ein_term in[EIN_MAX_IN], out;
-    if (nin > EIN_MAX_IN || !ein_parse(ampc_ir_attr_string(gr, n, "equation", ""), nin, in, &out))
-        return AMPC_FAIL(gr, n, AMPC_E_INTERNAL, "Einsum equation did not parse for code generation");
-    /* Bind each label's extent and the "..." dims as the reference does. */
-    int64_t dim[EIN_LABELS], ell_dims[AMPC_MAX_RANK];
-    int32_t in_ell[EIN_MAX_IN], ell_rank = 0;
-    for (int32_t l = 0; l < EIN_LABELS; l++) dim[l] = -1;
-    for (int32_t j = 0; j < nin; j++) {
-        in_ell[j] = n->inputs[j]->shape.rank - (in[j].n - in[j].ell);
-        ell_rank = AMPC_MAX(ell_rank, in_ell[j]);
-    }
-    for (int32_t d = 0; d < ell_rank; d++) ell_dims[d] = 1;
-    for (int32_t j = 0; j < nin; j++) {
-        const ampc_shape *s = &n->inputs[j]->shape;
-        for (int32_t m = 0, axis = 0; m < in[j].n; m++) {
-            int32_t l = in[j].labels[m];
-            if (l == EIN_ELL) {
-                for (int32_t q = 0; q < in_ell[j]; q++, axis++)
-                    if (s->dims[axis] != 1) ell_dims[ell_rank - in_ell[j] + q] = s->dims[axis];
-                continue;
-            }
-            int64_t v = s->dims[axis++];
-            if (dim[l] < 0 || dim[l] == 1) dim[l] = v;
-        }
-    }
-    /* Loop dims: the "..." dims, then every label in use; strides of each operand (rows
-     * 0..nin-1) and of the output (row nin) along them. */
-    enum { MAX_LOOP = AMPC_MAX_RANK + EIN_LABELS };
-    int64_t ext[MAX_LOOP], st[EIN_MAX_IN + 1][MAX_LOOP];
-    int32_t nl = 0, loop_of[EIN_LABELS], out_loop[AMPC_MAX_RANK], n_out = 0;
-    memset(st, 0, sizeof st);
-    for (int32_t d = 0; d < ell_rank; d++) ext[nl++] = ell_dims[d];
-    for (int32_t l = 0; l < EIN_LABELS; l++)
-        if (dim[l] >= 0) loop_of[l] = nl, ext[nl++] = dim[l];
-    for (int32_t j = 0; j <= nin; j++) {
-        const ein_term *t = j < nin ? &in[j] : &out;
-        const ampc_shape *s = j < nin ? &n->inputs[j]->shape : &y->shape;
-        int32_t ell = j < nin ? in_ell[j] : ell_rank;
-        int64_t strides[AMPC_MAX_RANK], acc = 1;
-        for (int32_t d = s->rank - 1; d >= 0; d--) strides[d] = acc, acc *= s->dims[d];
-        for (int32_t m = 0, axis = 0; m < t->n; m++) {
-            int32_t l = t->labels[m];
-            if (l == EIN_ELL) {
-                for (int32_t q = 0; q < ell; q++, axis++) {
-                    if (s->dims[axis] != 1) st[j][ell_rank - ell + q] += strides[axis];
-                    if (j == nin) out_loop[n_out++] = ell_rank - ell + q;
-                }
-                continue;
-            }
-            if (s->dims[axis] != 1 || ext[loop_of[l]] == 1) st[j][loop_of[l]] += strides[axis];
-            if (j == nin) out_loop[n_out++] = loop_of[l];
-            axis++;
-        }
-    }
-    bool free_dim[MAX_LOOP] = {false};
+    const ampc_shape *shapes[AMPC_EINSUM_MAX_INPUTS];
+    for (int32_t j = 0; j < nin; j++) shapes[j] = &n->inputs[j]->shape;
+    ampc_einsum e;
+    ampc_einsum_of(n, shapes, &e);
+    /* the loop dims ("..." dims, then every label in use) and each operand's steps along them */
+    ampc_einsum_loops l;
+    ampc_einsum_loops_of(&e, shapes, &y->shape, &l);
+    const int32_t nl = l.n, n_out = l.n_out, *out_loop = l.out_loop;
+    const int64_t *ext = l.ext;
+    bool free_dim[AMPC_EINSUM_MAX_LOOP] = {false};
     for (int32_t a = 0; a < n_out; a++) free_dim[out_loop[a]] = true;
 
     int64_t count = ampc_ir_numel(y);
     bool fl = ampc_dtype_is_float(y->dtype);
     const char *ct = fl ? ampc_cg_compute_type(y->dtype) : "unsigned long long";
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, "einsum");
-    const char *px[EIN_MAX_IN];
+    const char *px[AMPC_EINSUM_MAX_INPUTS];
     for (int32_t j = 0; j < nin; j++) px[j] = ampc_cg_param(k, n->inputs[j], false);
     const char *py = ampc_cg_param(k, y, true);
     ampc_cg_grid_loop(k, count);
     /* The output coordinates fix the free loop dims; each operand's base offset follows. */
     ampc_cg_line(k, "long long t_ = i;");
-    ampc_strbuf base[EIN_MAX_IN];
+    ampc_strbuf base[AMPC_EINSUM_MAX_INPUTS];
     memset(base, 0, sizeof base);
     for (int32_t a = n_out - 1; a >= 0; a--) {
         ampc_cg_line(k, "const long long f%d_ = t_ %% %lldLL;", a, (long long)y->shape.dims[a]);
         if (a) ampc_cg_line(k, "t_ /= %lldLL;", (long long)y->shape.dims[a]);
         for (int32_t j = 0; j < nin; j++)
-            if (st[j][out_loop[a]])
-                ampc_sb_printf(&base[j], " + f%d_ * %lldLL", a, (long long)st[j][out_loop[a]]);
+            if (l.step[j][out_loop[a]])
+                ampc_sb_printf(&base[j], " + f%d_ * %lldLL", a, (long long)l.step[j][out_loop[a]]);
     }
     ampc_cg_line(k, "%s acc_ = 0;", ct);
     for (int32_t j = 0; j < nin; j++) {
@@ -661,14 +552,14 @@ static ampc_status lower_einsum(ampc_cg *cg, const ampc_node *n) {
     }
     /* The summed dims, nested in loop-dim order (the reference's summation order). */
     int32_t opened = 0;
-    ampc_strbuf off[EIN_MAX_IN];
+    ampc_strbuf off[AMPC_EINSUM_MAX_INPUTS];
     memset(off, 0, sizeof off);
     for (int32_t d = 0; d < nl; d++) {
         if (free_dim[d]) continue;
         ampc_cg_open(k, "for (long long s%d_ = 0; s%d_ < %lldLL; s%d_++)", d, d, (long long)ext[d], d);
         opened++;
         for (int32_t j = 0; j < nin; j++)
-            if (st[j][d]) ampc_sb_printf(&off[j], " + s%d_ * %lldLL", d, (long long)st[j][d]);
+            if (l.step[j][d]) ampc_sb_printf(&off[j], " + s%d_ * %lldLL", d, (long long)l.step[j][d]);
     }
     ampc_strbuf prod = {0};
     for (int32_t j = 0; j < nin; j++) {

@@ -468,12 +468,8 @@ static ampc_status lower_mvn(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *x = n->inputs[0], *y = n->outputs[0];
     if (ampc_ir_numel(x) == 0) return AMPC_OK;
     const int32_t rank = x->shape.rank;
-    bool on[AMPC_MAX_RANK] = {false};
-    static const int64_t dflt[3] = {0, 2, 3};
-    const ampc_attr *a = ampc_ir_attr_find(n, "axes");
-    const int64_t *axes = a ? a->ints : dflt;
-    const int32_t n_axes = a ? a->n : 3;
-    for (int32_t i = 0; i < n_axes; i++) on[axes[i] < 0 ? axes[i] + rank : axes[i]] = true;
+    bool on[AMPC_MAX_RANK];
+    ampc_mvn_dims(n, rank, on);
     int64_t group = 1;
     for (int32_t d = 0; d < rank; d++)
         if (on[d]) group *= x->shape.dims[d];

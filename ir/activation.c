@@ -57,3 +57,36 @@ ampc_gemm_params ampc_gemm_params_of(const ampc_node *n) {
                               (float)ampc_attr_float_or(n, "alpha", 1.0f),
                               (float)ampc_attr_float_or(n, "beta", 1.0f)};
 }
+
+ampc_random_params ampc_random_params_of(const ampc_node *n) {
+    const ampc_attr *seed = ampc_ir_attr_find(n, "seed");
+    ampc_random_params p = {.seeded = seed && seed->kind == AMPC_ATTR_FLOAT};
+    p.seed = p.seeded ? seed->f : 0.0f;
+    p.mean = ampc_attr_float_or(n, "mean", 0.0f);
+    p.scale = ampc_attr_float_or(n, "scale", 1.0f);
+    p.low = ampc_attr_float_or(n, "low", 0.0f);
+    p.high = ampc_attr_float_or(n, "high", 1.0f);
+    return p;
+}
+
+bool ampc_cast_retarget(ampc_node *n, ampc_dtype from, ampc_dtype to) {
+    ampc_attr *a = n->op == AMPC_OP_CAST ? (ampc_attr *)ampc_ir_attr_find(n, "to") : NULL;
+    if (!a || a->kind != AMPC_ATTR_INT || a->i != ampc_dtype_to_onnx(from)) return false;
+    a->i = ampc_dtype_to_onnx(to);
+    return true;
+}
+
+ampc_attr ampc_gelu_form_attr(ampc_gelu_form f) {
+    return (ampc_attr){.name = "approximate", .kind = AMPC_ATTR_STRING,
+                       .s = f == AMPC_GELU_TANH ? "tanh" : "none"};
+}
+
+ampc_attr ampc_fused_act_attr(ampc_fused_act a) {
+    static const char *const names[] = {[AMPC_ACT_NONE] = "None", [AMPC_ACT_RELU] = "Relu",
+                                        [AMPC_ACT_GELU] = "Gelu", [AMPC_ACT_GELU_TANH] = "GeluTanh"};
+    return (ampc_attr){.name = "activation", .kind = AMPC_ATTR_STRING, .s = names[a]};
+}
+
+ampc_attr ampc_cast_to_attr(ampc_dtype to) {
+    return (ampc_attr){.name = "to", .kind = AMPC_ATTR_INT, .i = ampc_dtype_to_onnx(to)};
+}

@@ -29,6 +29,8 @@ ampc_act_params ampc_act_params_of(const ampc_node *n);
 typedef enum ampc_gelu_form { AMPC_GELU_ERF, AMPC_GELU_TANH, AMPC_GELU_INVALID } ampc_gelu_form;
 
 ampc_gelu_form ampc_gelu_form_of(const ampc_node *n);
+/* The attribute that gives a Gelu node form f (AMPC_GELU_ERF or AMPC_GELU_TANH). */
+ampc_attr ampc_gelu_form_attr(ampc_gelu_form f);
 
 /* ampc.FusedMatMul's epilogue activation (its `activation`: absent, "Relu", "Gelu", "GeluTanh"). */
 typedef enum ampc_fused_act {
@@ -39,6 +41,9 @@ typedef enum ampc_fused_act {
 } ampc_fused_act;
 
 ampc_fused_act ampc_fused_act_of(const ampc_node *n);
+/* The attribute that gives an ampc.FusedMatMul (or, AMPC_ACT_RELU, an ampc.FusedConv) activation
+ * a (not AMPC_ACT_NONE, which is no attribute). */
+ampc_attr ampc_fused_act_attr(ampc_fused_act a);
 
 /* The flags of the other elementwise ops: IsInf's detect_negative and detect_positive (1, 1),
  * Mod's fmod (0: integers take the divisor's sign) and BitShift's direction ("LEFT" or
@@ -59,5 +64,22 @@ typedef struct ampc_gemm_params {
 } ampc_gemm_params;
 
 ampc_gemm_params ampc_gemm_params_of(const ampc_node *n);
+
+/* Cast node n's target type `to`: when it is `from`, it becomes `to` and true is returned (what
+ * the precision pass does to a Cast to f32); false otherwise, n unchanged. */
+bool ampc_cast_retarget(ampc_node *n, ampc_dtype from, ampc_dtype to);
+/* The attribute of a Cast to `to`. */
+ampc_attr ampc_cast_to_attr(ampc_dtype to);
+
+/* The random ops' draws: RandomNormal(Like) gives mean + scale * N(0, 1) (0 and 1 when absent),
+ * RandomUniform(Like) low + (high - low) * U[0, 1) (0 and 1); Bernoulli and Multinomial use the
+ * seed alone. `seeded`: the float attribute seed was given (its value in seed). */
+typedef struct ampc_random_params {
+    double mean, scale, low, high;
+    bool seeded;
+    float seed;
+} ampc_random_params;
+
+ampc_random_params ampc_random_params_of(const ampc_node *n);
 
 #endif

@@ -1,8 +1,9 @@
 /*
- * attention.h — ampc.FusedAttention's parameters and where it writes its output, one
- * implementation for inference (infer/attention.c, which reports malformed attributes), the
- * reference evaluator (ref/attention.c) and code generation (codegen/lower_attention.c, which
- * bakes them into its kernel).
+ * attention.h — the attention family's parameters, decoded once: ampc.FusedAttention's and where
+ * it writes its output (for inference, infer/attention.c, which reports malformed attributes; the
+ * reference evaluator, ref/attention.c; code generation, codegen/lower_attention.c, which bakes
+ * them into its kernel; and the passes that build and edit the node), ONNX Attention's and
+ * RotaryEmbedding's (for the reference evaluator).
  *
  * The result Y [B, H, Sq, Dv] is stored as Transpose(Y, y_perm) and the node's output is those
  * bytes with the shape y_shape: y_perm defaults to (0, 1, 2, 3), y_shape to the transposed dims.
@@ -38,5 +39,54 @@ typedef struct ampc_attention_params {
 } ampc_attention_params;
 
 void ampc_attention_params_of(const ampc_node *n, ampc_attention_params *p);
+
+/* An ampc.FusedAttention node's attributes as a pass builds or edits them: read with
+ * ampc_attention_form_of, written with ampc_attention_form_attrs (a new node's attribute list) or
+ * ampc_attention_form_set (an existing node's). Only what differs from the defaults is written. */
+typedef struct ampc_attention_form {
+    int64_t dims[6];             /* B, H, Sq, Sk, D, Dv */
+    int64_t qs[4], ks[4], vs[4]; /* q_strides, k_strides, v_strides */
+    double scale;
+    bool safe, merge_heads;
+    int64_t off[3];              /* offsets (0, 0, 0) */
+    int64_t group;               /* kv_group (1) */
+    bool has_perm;               /* y_perm given (merge_heads excludes it) */
+    int64_t y_perm[4];
+    int32_t y_rank;              /* y_shape's rank, 0 when not given */
+    int64_t y_shape[AMPC_MAX_RANK];
+    int64_t mask_period;         /* 0 when not given (B) */
+} ampc_attention_form;
+
+/* False when n lacks dims or a stride attribute of 4 entries (a node inference has accepted
+ * always has them). */
+bool ampc_attention_form_of(const ampc_node *n, ampc_attention_form *f);
+/* The attributes of form f in the graph's arena: *attrs, *n of them. AMPC_E_OOM. */
+ampc_status ampc_attention_form_attrs(ampc_graph *g, const ampc_attention_form *f, ampc_attr **attrs,
+                                      int32_t *n);
+/* Replaces node n's attributes of the form with form f's (the others, a rank, stay). AMPC_E_OOM. */
+ampc_status ampc_attention_form_set(ampc_graph *g, ampc_node *n, const ampc_attention_form *f);
+
+/* ONNX Attention's attributes (inference has checked them). */
+typedef struct ampc_onnx_attention {
+    int64_t q_heads, kv_heads;   /* q_num_heads, kv_num_heads: 0 when not given */
+    int64_t qk_mode;             /* qk_matmul_output_mode (0) */
+    bool causal;                 /* is_causal */
+    int64_t left, right;         /* left_window_size, right_window_size (-1: unbounded) */
+    bool has_scale;              /* scale given; else 1 / sqrt(head size) */
+    double scale;
+    double softcap;              /* 0: none */
+    int32_t softmax_precision;   /* an ONNX data type; 0 when not given (the inputs' type) */
+} ampc_onnx_attention;
+
+ampc_onnx_attention ampc_onnx_attention_of(const ampc_node *n);
+
+/* RotaryEmbedding's attributes. */
+typedef struct ampc_rotary_params {
+    bool interleaved;
+    int64_t heads;               /* num_heads, for 3-D input (1 when not given) */
+    int64_t rot_dim;             /* rotary_embedding_dim: 0 = the whole head */
+} ampc_rotary_params;
+
+ampc_rotary_params ampc_rotary_params_of(const ampc_node *n);
 
 #endif

@@ -13,6 +13,12 @@ ampc_conv_params ampc_conv_params_of(const ampc_node *n) {
                               .p = lp ? ampc_attr_int_or(n, "p", 2) : 1};
 }
 
+bool ampc_conv_channels_last(const ampc_node *n) {
+    const bool takes = n->op == AMPC_OP_FUSED_CONV || n->op == AMPC_OP_MAX_POOL ||
+                       n->op == AMPC_OP_AVERAGE_POOL;
+    return takes && ampc_attr_int_or(n, "channels_last", 0) == 1;
+}
+
 /* entries [c - count, c) of ints attribute `name` into out, `dflt` each when it has fewer */
 static void last_ints(const ampc_node *n, const char *name, int32_t count, int64_t dflt,
                       int64_t *out) {
@@ -28,4 +34,8 @@ void ampc_col2im_window(const ampc_node *n, int32_t k, int64_t *stride, int64_t 
     last_ints(n, "dilations", k, 1, dil);
     last_ints(n, "pads", 2 * k, 0, pads);
     for (int32_t i = 0; i < k; i++) pb[i] = pads[i], pe[i] = pads[k + i];
+}
+
+ampc_attr ampc_channels_last_attr(void) {
+    return (ampc_attr){.name = "channels_last", .kind = AMPC_ATTR_INT, .i = 1};
 }

@@ -21,6 +21,12 @@ typedef struct ampc_conv_params {
 
 ampc_conv_params ampc_conv_params_of(const ampc_node *n);
 
+/* Whether node n (ampc.FusedConv, MaxPool, AveragePool: the layout pass's) works channels-last:
+ * x and y [N, S..., C], a convolution's weight [M, S..., C/group]. */
+bool ampc_conv_channels_last(const ampc_node *n);
+/* The attribute that makes such a node channels-last. */
+ampc_attr ampc_channels_last_attr(void);
+
 /* Col2Im's windows over its k-dim image: per dim the stride and dilation (1) and the padding at
  * each end (0), read as the last entries of a longer list. */
 void ampc_col2im_window(const ampc_node *n, int32_t k, int64_t *stride, int64_t *dil, int64_t *pb,

@@ -331,11 +331,13 @@ enum { AMPC_TYPE_STR_MAX = AMPC_SHAPE_STR_MAX + 8 };
 bool ampc_shape_check_size(ampc_graph *g, const ampc_node *n, const ampc_shape *s, ampc_dtype t);
 
 /* The attributes ampc's passes give nodes: the GPU a partitioned node runs on (partition,
- * partition-pipeline; -1 for every GPU) and the sparsity pass's 2:4 mark. The IR text carries
- * them; these read them. */
+ * partition-pipeline; -1 for every GPU), the GPU an ampc.PeerCopy reads from (-1 when absent)
+ * and the sparsity pass's 2:4 mark. The IR text carries them; these read them. */
 #define AMPC_ATTR_RANK "rank"
+#define AMPC_ATTR_PEER_FROM "from"
 #define AMPC_ATTR_SPARSE24 "sparse24"
 int64_t ampc_node_rank(const ampc_node *n);
+int64_t ampc_node_peer_from(const ampc_node *n);
 bool ampc_node_sparse24(const ampc_node *n);
 
 /* Node n's `axis` attribute, or the op's ONNX default when it has none: -1 for Softmax,
@@ -350,6 +352,8 @@ int64_t ampc_axis_default(ampc_opcode op);
 int32_t ampc_axis_of(const ampc_node *n, int32_t rank);
 /* Whether n has an `axis` attribute (Compress and Unique flatten their input without one). */
 bool ampc_axis_given(const ampc_node *n);
+/* The attribute of axis a. */
+ampc_attr ampc_axis_attr_make(int64_t a);
 
 /* The input of node u, a Mul, that scales the only output of norm p (a LayerNormalization or
  * RMSNormalization) when the other is a constant that broadcasts to that output, of its type

@@ -26,3 +26,17 @@ const void *ampc_constant_fill(const ampc_node *n) {
     const ampc_attr *a = ampc_ir_attr_find(n, "value");
     return a && a->kind == AMPC_ATTR_TENSOR && a->tensor ? a->tensor->data : NULL;
 }
+
+static int64_t clamp_dim(int64_t d, int32_t r) {
+    if (d < 0) d += r;
+    return d < 0 ? 0 : d > r ? r : d;
+}
+
+void ampc_shape_range(const ampc_node *n, int32_t r, int64_t *start, int64_t *end) {
+    *start = clamp_dim(ampc_attr_int_or(n, "start", 0), r);
+    *end = clamp_dim(ampc_attr_int_or(n, "end", r), r);
+}
+
+ampc_attr ampc_transpose_perm_attr(const int64_t *perm, int32_t r) {
+    return (ampc_attr){.name = "perm", .kind = AMPC_ATTR_INTS, .n = r, .ints = (int64_t *)perm};
+}

@@ -16,3 +16,18 @@ ampc_norm_params ampc_norm_params_of(const ampc_node *n) {
     }
     return p;
 }
+
+void ampc_mvn_dims(const ampc_node *n, int32_t rank, bool on[AMPC_MAX_RANK]) {
+    static const int64_t dflt[3] = {0, 2, 3};
+    const ampc_attr *a = ampc_attr_ints_of(n, "axes");
+    const int64_t *axes = a ? a->ints : dflt;
+    const int32_t n_axes = a ? a->n : 3;
+    for (int32_t d = 0; d < AMPC_MAX_RANK; d++) on[d] = false;
+    for (int32_t i = 0; i < n_axes; i++) on[axes[i] < 0 ? axes[i] + rank : axes[i]] = true;
+}
+
+void ampc_norm_attrs(int64_t axis, double eps, ampc_attr out[3]) {
+    out[0] = ampc_axis_attr_make(axis);
+    out[1] = (ampc_attr){.name = "epsilon", .kind = AMPC_ATTR_FLOAT, .f = (float)eps};
+    out[2] = (ampc_attr){.name = "stash_type", .kind = AMPC_ATTR_INT, .i = 1};
+}

@@ -18,5 +18,12 @@ typedef struct ampc_norm_params {
 } ampc_norm_params;
 
 ampc_norm_params ampc_norm_params_of(const ampc_node *n);
+/* The attributes of a LayerNormalization or RMSNormalization over the dims from `axis` with
+ * epsilon eps (rounded to float32) and f32 statistics (stash_type 1), into out[0 .. 3). */
+void ampc_norm_attrs(int64_t axis, double eps, ampc_attr out[3]);
+
+/* Marks in on[0 .. rank) the dims MeanVarianceNormalization normalises over: its axes (0, 2, 3
+ * when absent), negative ones from the end. */
+void ampc_mvn_dims(const ampc_node *n, int32_t rank, bool on[AMPC_MAX_RANK]);
 
 #endif

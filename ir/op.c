@@ -59,6 +59,10 @@ int64_t ampc_axis_default(ampc_opcode op) {
     }
 }
 
+ampc_attr ampc_axis_attr_make(int64_t a) {
+    return (ampc_attr){.name = "axis", .kind = AMPC_ATTR_INT, .i = a};
+}
+
 int64_t ampc_axis_attr(const ampc_node *n) {
     return ampc_attr_int_or(n, "axis", ampc_axis_default(n->op));
 }
@@ -71,6 +75,10 @@ int32_t ampc_axis_of(const ampc_node *n, int32_t rank) {
 bool ampc_axis_given(const ampc_node *n) { return ampc_ir_attr_find(n, "axis") != NULL; }
 
 int64_t ampc_node_rank(const ampc_node *n) { return ampc_attr_int_or(n, AMPC_ATTR_RANK, -1); }
+
+int64_t ampc_node_peer_from(const ampc_node *n) {
+    return ampc_attr_int_or(n, AMPC_ATTR_PEER_FROM, -1);
+}
 
 bool ampc_node_sparse24(const ampc_node *n) {
     return ampc_attr_int_or(n, AMPC_ATTR_SPARSE24, 0) != 0;

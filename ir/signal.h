@@ -1,5 +1,5 @@
 /*
- * signal.h — DFT's and STFT's parameters, one decoder for the reference evaluator (ref/signal.c)
+ * signal.h — DFT's, STFT's and the windows' parameters, one decoder for the reference evaluator (ref/signal.c)
  * and code generation (codegen/lower_sample.c); inference (infer/signal.c) checks them.
  */
 #ifndef AMPC_IR_SIGNAL_H
@@ -13,5 +13,8 @@ typedef struct ampc_dft_params {
 } ampc_dft_params;
 
 ampc_dft_params ampc_dft_params_of(const ampc_node *n);
+
+/* The window ops' (HannWindow, HammingWindow, BlackmanWindow) form: periodic (1) or symmetric. */
+bool ampc_window_periodic(const ampc_node *n);
 
 #endif

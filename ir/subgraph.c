@@ -78,6 +78,24 @@ int32_t ampc_ir_node_captures(const ampc_node *n) {
     return (int32_t)a->i;
 }
 
+ampc_graph *ampc_ir_node_body(const ampc_node *n, const char *name) {
+    const ampc_attr *a = ampc_ir_attr_find(n, name);
+    return a && a->kind == AMPC_ATTR_GRAPH ? a->graph : NULL;
+}
+
+static ampc_scan_list scan_list(const ampc_node *n, const char *name) {
+    const ampc_attr *a = ampc_attr_ints_of(n, name);
+    return a ? (ampc_scan_list){a->ints, a->n} : (ampc_scan_list){NULL, 0};
+}
+
+ampc_scan_params ampc_scan_params_of(const ampc_node *n) {
+    return (ampc_scan_params){.n_scan_inputs = (int32_t)ampc_attr_int_or(n, "num_scan_inputs", 0),
+                              .in_axes = scan_list(n, "scan_input_axes"),
+                              .out_axes = scan_list(n, "scan_output_axes"),
+                              .in_dirs = scan_list(n, "scan_input_directions"),
+                              .out_dirs = scan_list(n, "scan_output_directions")};
+}
+
 /* ---- the verifier's part -------------------------------------------------------------------- */
 
 #define VFAIL(g, n, ...) (errors++, AMPC_FAIL((g), (n), AMPC_E_VERIFY, __VA_ARGS__))

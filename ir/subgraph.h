@@ -30,6 +30,31 @@ bool ampc_ir_op_has_bodies(ampc_opcode op);
  * verifier and inference report that). */
 int32_t ampc_ir_node_captures(const ampc_node *n);
 
+/* A control-flow node's body by its attribute's name ("body", "then_branch", "else_branch"):
+ * NULL when it has none of that name (inference reports it). */
+ampc_graph *ampc_ir_node_body(const ampc_node *n, const char *name);
+
+/* A list of Scan's ints attributes; entries past its end (all of them when it is absent) are 0. */
+typedef struct ampc_scan_list {
+    const int64_t *v;
+    int32_t n;
+} ampc_scan_list;
+
+static inline int64_t ampc_scan_entry(ampc_scan_list l, int32_t j) {
+    return j < l.n ? l.v[j] : 0;
+}
+
+/* Scan's attributes (inference has checked them). */
+typedef struct ampc_scan_params {
+    int32_t n_scan_inputs;                  /* num_scan_inputs */
+    ampc_scan_list in_axes, out_axes;       /* scan_input_axes, scan_output_axes (negative:
+                                               counted from the end) */
+    ampc_scan_list in_dirs, out_dirs;       /* scan_input_directions, scan_output_directions:
+                                               1 = from the end */
+} ampc_scan_params;
+
+ampc_scan_params ampc_scan_params_of(const ampc_node *n);
+
 /* The verifier's part for node n of g: every graph attribute is owned by g (and is not g), and a
  * control-flow node's captures and body interfaces line up (counts, and a capture's dtype and
  * shape equal to the body input it enters as). Each violation is an AMPC_E_VERIFY diagnostic

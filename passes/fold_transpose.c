@@ -12,6 +12,7 @@
  * second Transpose stays there.
  */
 #include "passes.h"
+#include "ir/movement.h"
 
 #include <stdlib.h>
 
@@ -52,7 +53,7 @@ ampc_status ampc_pass_fold_transpose(ampc_graph *g, const ampc_pass_ctx *cx, boo
             break;
         }
         for (int32_t k = 0; k < r; k++) perm[k] = c[k];
-        ampc_attr a = {.name = "perm", .kind = AMPC_ATTR_INTS, .n = r, .ints = perm};
+        ampc_attr a = ampc_transpose_perm_attr(perm, r);
         st = ampc_pass_rewrite(g, t2, AMPC_OP_TRANSPOSE, t2->name, &x, 1, &a, 1, &uses);
     }
     ampc_pass_uses_free(&uses);

@@ -37,6 +37,7 @@
  */
 #include "passes.h"
 #include "ir/activation.h"
+#include "ir/attention.h"
 
 #include "ir/ref/ref.h"
 
@@ -375,7 +376,7 @@ static ampc_status sink_permutation(ampc_graph *g, const ampc_uses *u, match *m)
     const int32_t r = y->shape.rank;
     int64_t perm[AMPC_MAX_RANK];
     memcpy(perm, pp.perm, (size_t)r * sizeof *perm);
-    ampc_attr a = {.name = "perm", .kind = AMPC_ATTR_INTS, .n = r, .ints = perm};
+    ampc_attr a = ampc_transpose_perm_attr(perm, r);
     const ampc_status st = ampc_ir_node_build(g, AMPC_OP_TRANSPOSE, pp.tr->name, &y, 1, &a, 1, 1,
                                               NULL, &tr);
     if (st != AMPC_OK || !ampc_shape_eq(&tr->outputs[0]->shape, &pv->shape)) goto undo;
@@ -434,45 +435,30 @@ static ampc_value *window_mask(ampc_graph *g, const match *m) {
     return c;
 }
 
-/* An ints attribute in the graph's arena. */
-static ampc_attr ints_attr(ampc_graph *g, const char *name, const int64_t *v, int32_t n) {
-    int64_t *copy = ampc_ir_alloc(g, (size_t)n * sizeof *copy);
-    if (copy) memcpy(copy, v, (size_t)n * sizeof *copy);
-    return (ampc_attr){.name = name, .kind = AMPC_ATTR_INTS, .n = copy ? n : 0, .ints = copy};
-}
-
 static ampc_status rewrite(ampc_graph *g, match *m, ampc_uses *u) {
-    const int64_t offsets[3] = {m->q.off, m->k.off, m->v.off};
     const ampc_shape *ys = &m->last->outputs[0]->shape;
-    ampc_attr as[12] = {
-        ints_attr(g, "dims", m->dims, 6),
-        ints_attr(g, "q_strides", m->q.st, 4),
-        ints_attr(g, "k_strides", m->k.st, 4),
-        ints_attr(g, "v_strides", m->v.st, 4),
-        {.name = "scale", .kind = AMPC_ATTR_FLOAT, .f = (float)m->factor},
-        {.name = "safe", .kind = AMPC_ATTR_INT, .i = m->sm->op == AMPC_OP_SAFE_SOFTMAX},
-        {.name = "merge_heads", .kind = AMPC_ATTR_INT, .i = m->merge_heads},
-        ints_attr(g, "offsets", offsets, 3),
-        {.name = "kv_group", .kind = AMPC_ATTR_INT, .i = m->group},
-        ints_attr(g, "y_perm", m->y_perm, 4),
-        ints_attr(g, "y_shape", ys->dims, ys->rank),
-        {.name = "mask_period", .kind = AMPC_ATTR_INT, .i = m->window},
-    };
-    for (int32_t i = 0; i < 12; i++)
-        if (as[i].kind == AMPC_ATTR_INTS && !as[i].ints) return AMPC_E_OOM;
-    /* the attributes past merge_heads only where they are not the defaults */
-    int32_t n_as = 7;
-    if (offsets[0] || offsets[1] || offsets[2]) as[n_as++] = as[7];
-    if (m->group > 1) as[n_as++] = as[8];
-    if (m->tr && !m->merge_heads) {
-        as[n_as++] = as[9];
-        if (m->last != m->tr) as[n_as++] = as[10];
+    ampc_attention_form f = {.scale = m->factor,
+                             .safe = m->sm->op == AMPC_OP_SAFE_SOFTMAX,
+                             .merge_heads = m->merge_heads,
+                             .off = {m->q.off, m->k.off, m->v.off},
+                             .group = m->group,
+                             .has_perm = m->tr && !m->merge_heads,
+                             .mask_period = m->window};
+    memcpy(f.dims, m->dims, sizeof f.dims);
+    memcpy(f.qs, m->q.st, sizeof f.qs);
+    memcpy(f.ks, m->k.st, sizeof f.ks);
+    memcpy(f.vs, m->v.st, sizeof f.vs);
+    memcpy(f.y_perm, m->y_perm, sizeof f.y_perm);
+    if (f.has_perm && m->last != m->tr) {
+        f.y_rank = ys->rank;
+        memcpy(f.y_shape, ys->dims, sizeof f.y_shape);
     }
     ampc_value *mask = m->mask;
-    if (m->window) {
-        if (!(mask = window_mask(g, m)) || ampc_pass_uses_grow(g, u) != AMPC_OK) return AMPC_E_OOM;
-        as[n_as++] = as[11];
-    }
+    if (m->window && (!(mask = window_mask(g, m)) || ampc_pass_uses_grow(g, u) != AMPC_OK))
+        return AMPC_E_OOM;
+    ampc_attr *as;
+    int32_t n_as;
+    if (ampc_attention_form_attrs(g, &f, &as, &n_as) != AMPC_OK) return AMPC_E_OOM;
     ampc_value *in[4] = {m->q.src, m->k.src, m->v.src, mask};
     ampc_node *chain[9] = {m->mm1, m->scale,     m->add,     m->win_split, m->win_add,
                            m->win_merge, m->sm, m->mm2, m->tr};
@@ -503,9 +489,10 @@ static bool row_wise(const ampc_node *n, const ampc_value *y) {
 
 static ampc_status hoist_rows(ampc_graph *g, ampc_uses *u, ampc_node *f) {
     ampc_value *y = f->outputs[0];
-    int32_t n_perm;
-    const int64_t *p = ampc_ir_attr_ints(g, f, "y_perm", &n_perm);
-    if (!p || n_perm != 4 || p[2] != 1 || p[3] != 3 || y->shape.rank != 2) return AMPC_OK;
+    ampc_attention_form form;
+    if (!ampc_attention_form_of(f, &form) || !form.has_perm) return AMPC_OK;
+    const int64_t *p = form.y_perm, *d = form.dims; /* d: B, H, Sq, Sk, D, Dv */
+    if (p[2] != 1 || p[3] != 3 || y->shape.rank != 2) return AMPC_OK;
     ampc_node *proj = ampc_pass_only_user(u, y);
     if (!proj || !row_wise(proj, y)) return AMPC_OK;
     ampc_node *rs = ampc_pass_only_user(u, proj->outputs[0]);
@@ -513,23 +500,19 @@ static ampc_status hoist_rows(ampc_graph *g, ampc_uses *u, ampc_node *f) {
     ampc_node *tr = ampc_pass_only_user(u, rs->outputs[0]);
     int64_t perm[3];
     const ampc_shape *rsh = &rs->outputs[0]->shape;
-    const int64_t *d = ampc_ir_attr_ints(g, f, "dims", &n_perm); /* B, H, Sq, Sk, D, Dv */
-    if (!d || n_perm != 6) return AMPC_OK;
     const int64_t extent[4] = {d[0], d[1], d[2], d[5]};
     if (!tr || tr->op != AMPC_OP_TRANSPOSE || rsh->rank != 3 || !ampc_transpose_perm(tr, 3, perm) ||
         perm[0] != 1 || perm[1] != 0 || perm[2] != 2 || rsh->dims[0] != extent[p[0]] ||
         rsh->dims[1] != extent[p[1]] || (tr->outputs[0]->flags & AMPC_VALUE_OUTPUT))
         return AMPC_OK;
     const int64_t swapped[4] = {p[1], p[0], 1, 3};
-    /* the node's own attribute, in the graph's arena: its ints replaced by a copy */
-    ampc_attr *a = (ampc_attr *)ampc_ir_attr_find(f, "y_perm");
-    int64_t *ints = ampc_ir_alloc(g, sizeof swapped);
+    memcpy(form.y_perm, swapped, sizeof swapped);
     ampc_value *target = ampc_ir_const_new(g, NULL, AMPC_DTYPE_I64,
                                            &(ampc_shape){.rank = 1, .dims = {3}},
                                            tr->outputs[0]->shape.dims);
-    if (!ints || !target || ampc_pass_uses_grow(g, u) != AMPC_OK) return AMPC_E_OOM;
-    memcpy(ints, swapped, sizeof swapped);
-    a->ints = ints;
+    if (!target || ampc_pass_uses_grow(g, u) != AMPC_OK ||
+        ampc_attention_form_set(g, f, &form) != AMPC_OK)
+        return AMPC_E_OOM;
     ampc_value *in[2] = {proj->outputs[0], target};
     ampc_status st = ampc_pass_rewrite(g, tr, AMPC_OP_RESHAPE, tr->name, in, 2, NULL, 0, u);
     if (st == AMPC_OK) ampc_ir_node_remove(g, rs);

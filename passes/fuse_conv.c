@@ -18,6 +18,7 @@
  * against it like any other.
  */
 #include "passes.h"
+#include "ir/activation.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,7 @@ static ampc_status fuse(ampc_graph *g, ampc_node *conv, ampc_node *add, ampc_nod
     if (!attrs) return AMPC_E_OOM;
     memcpy(attrs, conv->attrs, (size_t)conv->n_attrs * sizeof *attrs);
     int32_t n_attrs = conv->n_attrs;
-    if (relu) attrs[n_attrs++] = (ampc_attr){.name = "activation", .kind = AMPC_ATTR_STRING, .s = "Relu"};
+    if (relu) attrs[n_attrs++] = ampc_fused_act_attr(AMPC_ACT_RELU);
     int32_t n_in = z ? 4 : (in[2] ? 3 : 2);
     const char *name = conv->name;
     ampc_ir_node_remove(g, conv);

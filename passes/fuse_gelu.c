@@ -12,6 +12,7 @@
  * reads. It rounds once where the chain rounded five times: within a few roundings of the type.
  */
 #include "passes.h"
+#include "ir/activation.h"
 
 #include <math.h>
 #include <string.h>
@@ -89,7 +90,7 @@ ampc_status ampc_pass_fuse_gelu(ampc_graph *g, const ampc_pass_ctx *cx, bool *ch
         ampc_node *e = g->nodes[i], *last, *chain[4];
         ampc_value *x;
         if (e->dead || e->op != AMPC_OP_ERF || !match(e, &uses, &last, &x, chain)) continue;
-        ampc_attr exact = {.name = "approximate", .kind = AMPC_ATTR_STRING, .s = "none"};
+        ampc_attr exact = ampc_gelu_form_attr(AMPC_GELU_ERF);
         for (int k = 0; k < 4; k++) ampc_ir_node_remove(g, chain[k]);
         st = ampc_pass_rewrite(g, last, AMPC_OP_GELU, last->name, &x, 1, &exact, 1, &uses);
         *changed = true;

@@ -53,7 +53,7 @@ typedef struct chain {
     int32_t n_nodes;
     ampc_value *b;         /* the [K, N] matrix (a transposed copy for a Gemm with transB) */
     ampc_value *bias, *z;
-    const char *act; /* "Relu", "Gelu", "GeluTanh" or NULL; ends the chain */
+    ampc_fused_act act; /* AMPC_ACT_NONE, or the activation that ends the chain */
     bool fast;       /* "GeluTanh" for an erf GELU (--fast-gelu): the report's n_tanh_gelus */
 } chain;
 
@@ -107,27 +107,27 @@ static bool gelu_fits(const ampc_value *cur, const chain *c) {
            a->dtype == cur->dtype && k % 8 == 0 && nn % 8 == 0;
 }
 
-/* The activation a GELU after this product becomes in the epilogue, or NULL when it stays a
- * node of its own (file comment). */
-static const char *gelu_act(const ampc_pipeline_options *o, const ampc_node *gelu,
+/* The activation a GELU after this product becomes in the epilogue, or AMPC_ACT_NONE when it
+ * stays a node of its own (file comment). */
+static ampc_fused_act gelu_act(const ampc_pipeline_options *o, const ampc_node *gelu,
                             const ampc_value *cur, const chain *c) {
     const ampc_gelu_form form = ampc_gelu_form_of(gelu);
-    if (form == AMPC_GELU_TANH) return "GeluTanh";
-    if (form != AMPC_GELU_ERF) return NULL;
-    if (o->gemm_kernel && gelu_fits(cur, c)) return "Gelu";
+    if (form == AMPC_GELU_TANH) return AMPC_ACT_GELU_TANH;
+    if (form != AMPC_GELU_ERF) return AMPC_ACT_NONE;
+    if (o->gemm_kernel && gelu_fits(cur, c)) return AMPC_ACT_GELU;
     bool low = cur->dtype == AMPC_DTYPE_F16 || cur->dtype == AMPC_DTYPE_BF16;
-    return low && o->fast_gelu ? "GeluTanh" : NULL;
+    return low && o->fast_gelu ? AMPC_ACT_GELU_TANH : AMPC_ACT_NONE;
 }
 
 /* Follows the chain from mm as far as the rules allow; false when nothing follows it. */
 static bool grow(const ampc_pipeline_options *o, chain *c, const ampc_uses *uses) {
     ampc_value *cur = c->mm->outputs[0];
     int64_t nn = cur->shape.dims[cur->shape.rank - 1];
-    for (ampc_node *next; (next = ampc_pass_only_user(uses, cur)) && !c->act;) {
+    for (ampc_node *next; (next = ampc_pass_only_user(uses, cur)) && c->act == AMPC_ACT_NONE;) {
         if (next->op == AMPC_OP_RELU) {
-            c->act = "Relu";
-        } else if (next->op == AMPC_OP_GELU && (c->act = gelu_act(o, next, cur, c)) != NULL) {
-            c->fast = !strcmp(c->act, "GeluTanh") && ampc_gelu_form_of(next) != AMPC_GELU_TANH;
+            c->act = AMPC_ACT_RELU;
+        } else if (next->op == AMPC_OP_GELU && (c->act = gelu_act(o, next, cur, c)) != AMPC_ACT_NONE) {
+            c->fast = c->act == AMPC_ACT_GELU_TANH && ampc_gelu_form_of(next) != AMPC_GELU_TANH;
         } else if (next->op == AMPC_OP_RESHAPE && !c->rows && next->inputs[0] == cur &&
                    next->outputs[0]->shape.rank >= 2 &&
                    next->outputs[0]->shape.dims[next->outputs[0]->shape.rank - 1] == nn) {
@@ -175,7 +175,7 @@ static ampc_status fuse(ampc_graph *g, chain *c, ampc_uses *u) {
     ampc_value *in[4] = {a, c->b, c->bias, c->z};
     ampc_attr attrs[2];
     int32_t n_attrs = 0;
-    if (c->act) attrs[n_attrs++] = (ampc_attr){.name = "activation", .kind = AMPC_ATTR_STRING, .s = c->act};
+    if (c->act != AMPC_ACT_NONE) attrs[n_attrs++] = ampc_fused_act_attr(c->act);
     if (ampc_node_sparse24(c->mm)) /* the sparsity pass's mark */
         attrs[n_attrs++] = (ampc_attr){.name = AMPC_ATTR_SPARSE24, .kind = AMPC_ATTR_INT, .i = 1};
     const char *name = c->mm->name;

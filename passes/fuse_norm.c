@@ -19,6 +19,8 @@
  * where the model rounds twice.
  */
 #include "passes.h"
+#include "ir/reduce.h"
+#include "ir/norm.h"
 
 #include "ir/ref/ref.h"
 
@@ -56,24 +58,19 @@ static ampc_value *inverted(const ampc_node *r) {
 
 /* The first reduced axis of ReduceMean r over x when its axes are the last k of x, kept; -1
  * otherwise. */
-static int32_t trailing_axes(ampc_graph *g, const ampc_node *r, const ampc_value *x) {
+static int32_t trailing_axes(const ampc_node *r, const ampc_value *x) {
     const int32_t rank = x->shape.rank;
-    if (rank < 1 || ampc_ir_attr_int(g, r, "keepdims", 1) != 1) return -1;
-    /* the axes: input 1 (opset 18) or the older `axes` attribute */
+    const ampc_reduce_params p = ampc_reduce_params_of(r);
+    if (rank < 1 || !p.keepdims) return -1;
+    /* the axes, given: input 1 (opset 18), known, or the older `axes` attribute */
     const ampc_value *a = r->n_inputs > 1 ? r->inputs[1] : NULL;
-    const ampc_attr *at = ampc_ir_attr_find(r, "axes");
-    int64_t k = a && a->data ? ampc_ir_numel(a) : at && at->kind == AMPC_ATTR_INTS && !a ? at->n : 0;
+    const int64_t k = a ? (a->data ? ampc_ir_numel(a) : 0) : p.n_axes;
     if (k < 1 || k > rank) return -1;
-    bool on[AMPC_MAX_RANK] = {false};
-    for (int64_t i = 0; i < k; i++) {
-        int64_t d = a ? ampc_ref_load_i64(a->data, a->dtype, i) : at->ints[i];
-        if (d < 0) d += rank;
-        if (d < 0 || d >= rank || on[d]) return -1;
-        on[d] = true;
-    }
+    bool on[AMPC_MAX_RANK];
+    ampc_reduce_dims(r, a ? a->data : NULL, a ? a->dtype : AMPC_DTYPE_I64, k, rank, on);
     const int32_t first = rank - (int32_t)k;
-    for (int32_t d = first; d < rank; d++)
-        if (!on[d]) return -1;
+    for (int32_t d = 0; d < rank; d++)
+        if (on[d] != (d >= first)) return -1;
     return first;
 }
 
@@ -87,7 +84,7 @@ typedef struct rms_match {
     int32_t n_dead;
 } rms_match;
 
-static bool match_rms(ampc_graph *g, const ampc_uses *u, ampc_node *y, rms_match *m) {
+static bool match_rms(const ampc_uses *u, ampc_node *y, rms_match *m) {
     if (y->n_inputs != 2) return false;
     for (int32_t side = 0; side < 2; side++) {
         ampc_value *x = y->inputs[side], *d = y->inputs[1 - side];
@@ -118,7 +115,7 @@ static bool match_rms(ampc_graph *g, const ampc_uses *u, ampc_node *y, rms_match
         }
         ampc_node *sq = mean ? mean->inputs[0]->producer : NULL;
         if (!sq || sq->dead || ampc_pass_only_user(u, mean->inputs[0]) != mean || squared(sq) != x) continue;
-        if (!(m->eps >= 0.0 && m->eps < 1.0) || (m->axis = trailing_axes(g, mean, x)) < 0) continue;
+        if (!(m->eps >= 0.0 && m->eps < 1.0) || (m->axis = trailing_axes(mean, x)) < 0) continue;
         m->x = x;
         m->dead[m->n_dead++] = sqrt_n;
         m->dead[m->n_dead++] = add;
@@ -153,15 +150,14 @@ ampc_status ampc_pass_fuse_norm(ampc_graph *g, const ampc_pass_ctx *cx, bool *ch
     for (int32_t i = 0; i < n_nodes && st == AMPC_OK; i++) {
         ampc_node *y = g->nodes[i];
         rms_match m;
-        if (y->dead || (y->op != AMPC_OP_DIV && y->op != AMPC_OP_MUL) || !match_rms(g, &uses, y, &m)) continue;
+        if (y->dead || (y->op != AMPC_OP_DIV && y->op != AMPC_OP_MUL) || !match_rms(&uses, y, &m)) continue;
         ampc_value *in[2] = {m.x, ones(g, m.x, m.axis)};
         if (!in[1] || ampc_pass_uses_grow(g, &uses) != AMPC_OK) {
             st = AMPC_FAIL(g, y, AMPC_E_OOM, "out of host memory");
             break;
         }
-        ampc_attr attrs[3] = {{.name = "axis", .kind = AMPC_ATTR_INT, .i = m.axis},
-                              {.name = "epsilon", .kind = AMPC_ATTR_FLOAT, .f = (float)m.eps},
-                              {.name = "stash_type", .kind = AMPC_ATTR_INT, .i = 1}};
+        ampc_attr attrs[3];
+        ampc_norm_attrs(m.axis, m.eps, attrs);
         for (int32_t k = 0; k < m.n_dead; k++) ampc_ir_node_remove(g, m.dead[k]);
         st = ampc_pass_rewrite(g, y, AMPC_OP_RMS_NORM, y->name, in, 2, attrs, 3, &uses);
         *changed = true;

@@ -29,6 +29,7 @@
  * did, bit for bit, on the reference evaluator.
  */
 #include "passes.h"
+#include "ir/attention.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,8 +78,9 @@ static ampc_value *bias_side(const ampc_node *add, int64_t n, ampc_value **other
 static bool find_proj(const ampc_uses *u, const ampc_node *fa, int32_t i, proj *p) {
     memset(p, 0, sizeof *p);
     ampc_value *v = fa->inputs[i], *out = v;
-    const ampc_attr *off = ampc_ir_attr_find(fa, "offsets"); /* reads part of a tensor already */
-    if (u->count[v->id] != reads(fa, v) || (off && off->ints[i])) return false;
+    ampc_attention_form f;
+    if (!ampc_attention_form_of(fa, &f) || u->count[v->id] != reads(fa, v) || f.off[i])
+        return false; /* an offset: it reads part of a tensor already */
     ampc_node *d = v->producer;
     if (d && !d->dead && d->op == AMPC_OP_RESHAPE && splits_last_dim(d->inputs[0], v)) {
         p->reshape = d;
@@ -113,10 +115,9 @@ static bool same_group(const proj *a, const proj *b) {
 
 /* The operands' extents, in the (b, h, s, d) order of their strides (K and V have H / kv_group
  * heads). */
-static void extents(const ampc_node *fa, int64_t ext[3][4]) {
-    const int64_t *dm = ampc_ir_attr_find(fa, "dims")->ints; /* B, H, Sq, Sk, D, Dv */
-    const ampc_attr *grp = ampc_ir_attr_find(fa, "kv_group");
-    const int64_t kvh = dm[1] / (grp && grp->kind == AMPC_ATTR_INT ? grp->i : 1);
+static void extents(const ampc_attention_form *f, int64_t ext[3][4]) {
+    const int64_t *dm = f->dims; /* B, H, Sq, Sk, D, Dv */
+    const int64_t kvh = dm[1] / f->group;
     const int64_t e[3][4] = {{dm[0], dm[1], dm[2], dm[4]}, {dm[0], kvh, dm[3], dm[4]},
                              {dm[0], kvh, dm[3], dm[5]}};
     memcpy(ext, e, sizeof e);
@@ -171,11 +172,12 @@ static ampc_value *build(ampc_graph *g, ampc_opcode op, const char *name, ampc_v
  * operand ops[j] reading member of[j]) and re-points fa at the joined value. */
 static ampc_status merge(ampc_graph *g, ampc_node *fa, const proj *mem, int32_t n_mem,
                          const int32_t *ops, const int32_t *of, int32_t k) {
-    int64_t total = 0, start[3], ext[3][4], st[3][4];
+    int64_t total = 0, start[3], ext[3][4];
     for (int32_t m = 0; m < n_mem; m++) start[m] = total, total += mem[m].n;
-    extents(fa, ext);
-    static const char *const names[3] = {"q_strides", "k_strides", "v_strides"};
-    for (int32_t i = 0; i < 3; i++) memcpy(st[i], ampc_ir_attr_find(fa, names[i])->ints, sizeof st[i]);
+    ampc_attention_form f;
+    if (!ampc_attention_form_of(fa, &f)) return AMPC_OK;
+    extents(&f, ext);
+    int64_t *st[3] = {f.qs, f.ks, f.vs};
     for (int32_t j = 0; j < k; j++)
         if (!restride(ext[ops[j]], st[ops[j]], mem[of[j]].n, total)) return AMPC_OK;
     const ampc_value *ws[3], *bs[3];
@@ -190,26 +192,11 @@ static ampc_status merge(ampc_graph *g, ampc_node *fa, const proj *mem, int32_t 
         y = b ? build(g, AMPC_OP_ADD, name, y, b, mem[0].rank) : NULL;
     }
     if (!y) return AMPC_E_OOM;
-    int64_t *offsets = ampc_ir_alloc(g, 3 * sizeof *offsets);
-    ampc_attr *attrs = ampc_ir_alloc(g, (size_t)(fa->n_attrs + 1) * sizeof *attrs);
-    if (!offsets || !attrs) return AMPC_E_OOM;
-    const ampc_attr *old = ampc_ir_attr_find(fa, "offsets");
-    for (int32_t i = 0; i < 3; i++) offsets[i] = old ? old->ints[i] : 0;
     for (int32_t j = 0; j < k; j++) {
         fa->inputs[ops[j]] = y;
-        offsets[ops[j]] = start[of[j]];
-        int64_t *s = ampc_ir_alloc(g, 4 * sizeof *s);
-        if (!s) return AMPC_E_OOM;
-        memcpy(s, st[ops[j]], 4 * sizeof *s);
-        ampc_attr *a = (ampc_attr *)ampc_ir_attr_find(fa, names[ops[j]]);
-        a->ints = s;
+        f.off[ops[j]] = start[of[j]];
     }
-    int32_t n_attrs = 0;
-    for (int32_t i = 0; i < fa->n_attrs; i++)
-        if (strcmp(fa->attrs[i].name, "offsets")) attrs[n_attrs++] = fa->attrs[i];
-    attrs[n_attrs++] = (ampc_attr){.name = "offsets", .kind = AMPC_ATTR_INTS, .n = 3, .ints = offsets};
-    fa->attrs = attrs;
-    fa->n_attrs = n_attrs;
+    if (ampc_attention_form_set(g, fa, &f) != AMPC_OK) return AMPC_E_OOM;
     for (int32_t m = 0; m < n_mem; m++) {
         ampc_node *gone[3] = {mem[m].reshape, mem[m].add, mem[m].mm};
         for (int32_t i = 0; i < 3; i++)

@@ -30,6 +30,8 @@
  * with cuDNN's legacy calls only, which pick slow NHWC algorithms (bench/conv-engines.sh).
  */
 #include "passes.h"
+#include "ir/reduce.h"
+#include "ir/movement.h"
 #include "ir/conv.h"
 
 #include "ir/infer/infer.h"
@@ -76,9 +78,7 @@ static bool eligible(ampc_graph *g, const ampc_node *n) {
     return pads_ok(g, n);
 }
 
-static ampc_attr perm_attr(const int64_t *perm) {
-    return (ampc_attr){.name = "perm", .kind = AMPC_ATTR_INTS, .n = 4, .ints = (int64_t *)perm};
-}
+static ampc_attr perm_attr(const int64_t *perm) { return ampc_transpose_perm_attr(perm, 4); }
 
 static const int64_t TO_LAST[4] = {0, 2, 3, 1}, TO_FIRST[4] = {0, 3, 1, 2};
 
@@ -178,7 +178,7 @@ static ampc_status convert(layout_ctx *c, ampc_node *n) {
     ampc_value **ins = ampc_ir_alloc(g, 4 * sizeof *ins);
     if (!attrs || !ins) return AMPC_E_OOM;
     memcpy(attrs, n->attrs, (size_t)n->n_attrs * sizeof *attrs);
-    attrs[n->n_attrs] = (ampc_attr){.name = "channels_last", .kind = AMPC_ATTR_INT, .i = 1};
+    attrs[n->n_attrs] = ampc_channels_last_attr();
     memcpy(ins, in, sizeof in);
     ampc_value *y = n->outputs[0];
     char name[160];
@@ -303,7 +303,7 @@ static ampc_status propagate_elementwise(layout_ctx *c, ampc_node *n, bool *done
     if (n->op != AMPC_OP_CONCAT) return run_last(c, n, ins, NULL, 0);
     ampc_attr *at = ampc_ir_alloc(c->g, sizeof *at);
     if (!at) return AMPC_E_OOM;
-    *at = (ampc_attr){.name = "axis", .kind = AMPC_ATTR_INT, .i = 3};
+    *at = ampc_axis_attr_make(3);
     return run_last(c, n, ins, at, 1);
 }
 
@@ -319,7 +319,7 @@ static ampc_status propagate_global_pool(layout_ctx *c, ampc_node *n, bool *done
     if (!ins || !at || !(ins[1] = ampc_ir_const_new(c->g, NULL, AMPC_DTYPE_I64, &s, hw)))
         return AMPC_E_OOM;
     ins[0] = c->last[x->id];
-    *at = (ampc_attr){.name = "keepdims", .kind = AMPC_ATTR_INT, .i = 1};
+    *at = ampc_keepdims_attr(true);
     n->op = AMPC_OP_REDUCE_MEAN;
     n->n_inputs = 2;
     *done = true;
@@ -334,7 +334,7 @@ static ampc_status propagate_pool(layout_ctx *c, ampc_node *n, bool *done) {
     ampc_value **ins = ampc_ir_alloc(c->g, sizeof *ins);
     if (!attrs || !ins) return AMPC_E_OOM;
     memcpy(attrs, n->attrs, (size_t)n->n_attrs * sizeof *attrs);
-    attrs[n->n_attrs] = (ampc_attr){.name = "channels_last", .kind = AMPC_ATTR_INT, .i = 1};
+    attrs[n->n_attrs] = ampc_channels_last_attr();
     ins[0] = c->last[x->id];
     *done = true;
     return run_last(c, n, ins, attrs, n->n_attrs + 1);

@@ -42,6 +42,7 @@
  */
 #include "passes.h"
 #include "ir/activation.h"
+#include "ir/attention.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -68,7 +69,7 @@ typedef struct pipe {
 static double numel_d(const ampc_value *v) { return v ? (double)ampc_ir_numel(v) : 0; }
 
 /* The estimated cost of node nd in FLOP-equivalents (the model at the top of the file). */
-static double node_cost(ampc_graph *g, const ampc_node *nd) {
+static double node_cost(const ampc_node *nd) {
     const ampc_op_info *info = ampc_op_get(nd->op);
     const ampc_value *y = nd->n_outputs ? nd->outputs[0] : NULL;
     if (info->lower == LOWER_NONE || !y) return 0;
@@ -76,10 +77,9 @@ static double node_cost(ampc_graph *g, const ampc_node *nd) {
     for (int32_t j = 0; j < nd->n_outputs; j++) known &= nd->outputs[j]->data != NULL;
     if (known) return 0;
     const ampc_value *a = nd->inputs[0], *b = nd->n_inputs > 1 ? nd->inputs[1] : NULL;
-    int32_t nd_dims = 0;
-    const int64_t *dm = nd->op == AMPC_OP_FUSED_ATTENTION ? ampc_ir_attr_ints(g, nd, "dims", &nd_dims)
-                                                          : NULL;
-    if (dm && nd_dims == 6) /* [B, H, Sq, Sk, D, Dv]: Q K^T and P V */
+    ampc_attention_form f;
+    const int64_t *dm = f.dims; /* [B, H, Sq, Sk, D, Dv]: Q K^T and P V */
+    if (nd->op == AMPC_OP_FUSED_ATTENTION && ampc_attention_form_of(nd, &f))
         return 2.0 * (double)dm[0] * (double)dm[1] * (double)dm[2] * (double)dm[3] *
                (double)(dm[4] + dm[5]);
     if (ampc_op_has(nd->op, T_CONTRACT) && a && a->shape.rank >= 1) {
@@ -106,7 +106,7 @@ static void measure(pipe *P) {
     P->prefix[0] = 0;
     for (int32_t p = 0; p < P->n; p++) {
         const ampc_node *nd = P->nodes[p];
-        P->prefix[p + 1] = P->prefix[p] + node_cost(g, nd);
+        P->prefix[p + 1] = P->prefix[p] + node_cost(nd);
         for (int32_t j = 0; j < nd->n_outputs; j++) P->pos[nd->outputs[j]->id] = p;
         for (int32_t i = 0; i < nd->n_inputs; i++)
             if (nd->inputs[i]) P->last[nd->inputs[i]->id] = p;
@@ -224,7 +224,7 @@ static ampc_status set_int_attr(ampc_graph *g, ampc_node *nd, const char *name, 
 /* One ampc.PeerCopy of x from stage s to s + 1; its output, or NULL (diagnosed). */
 static ampc_value *peer_copy(ampc_graph *g, ampc_value *x, const char *base, int32_t s) {
     ampc_attr attrs[2] = {{.name = AMPC_ATTR_RANK, .kind = AMPC_ATTR_INT, .i = s + 1},
-                          {.name = "from", .kind = AMPC_ATTR_INT, .i = s}};
+                          {.name = AMPC_ATTR_PEER_FROM, .kind = AMPC_ATTR_INT, .i = s}};
     char name[200], out[200];
     snprintf(name, sizeof name, "%.160s_to_stage%d", base, s + 1);
     snprintf(out, sizeof out, "%.160s_stage%d", base, s + 1);

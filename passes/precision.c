@@ -31,6 +31,7 @@
  * Each node's reason is left in node->prec_why for --report and `ampc inspect`.
  */
 #include "passes.h"
+#include "ir/activation.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -126,7 +127,7 @@ static ampc_prec_why decide(const prec_ctx *c, const ampc_node *n, bool *move) {
 static ampc_value *cast_node(prec_ctx *c, ampc_value *v, ampc_dtype to, const char *out_name) {
     char name[160];
     snprintf(name, sizeof name, "%.140s_to_%s", v->name, ampc_dtype_name(to));
-    ampc_attr a = {.name = "to", .kind = AMPC_ATTR_INT, .i = ampc_dtype_to_onnx(to)};
+    ampc_attr a = ampc_cast_to_attr(to);
     ampc_node *n;
     if (ampc_ir_node_build(c->g, AMPC_OP_CAST, name, &v, 1, &a, 1, 1, &out_name, &n) != AMPC_OK)
         return NULL;
@@ -192,16 +193,8 @@ static ampc_status move_low(prec_ctx *c, ampc_node *n, bool *refused) {
         if (!(n->inputs[i] = low_copy(c, v))) return AMPC_E_OOM;
         did = true;
     }
-    ampc_attr *to = NULL;
-    if (n->op == AMPC_OP_CAST) {
-        to = (ampc_attr *)ampc_ir_attr_find(n, "to");
-        if (to && to->kind == AMPC_ATTR_INT && to->i == ampc_dtype_to_onnx(AMPC_DTYPE_F32)) {
-            to->i = ampc_dtype_to_onnx(c->low);
-            did = true;
-        } else {
-            to = NULL;
-        }
-    }
+    const bool retargeted = ampc_cast_retarget(n, AMPC_DTYPE_F32, c->low);
+    did |= retargeted;
     /* Inputs that arrive low change the output types too: inference runs in every case. */
     ampc_dtype before[64];
     for (int32_t i = 0; i < n->n_outputs && i < 64; i++) before[i] = n->outputs[i]->dtype;
@@ -214,7 +207,7 @@ static ampc_status move_low(prec_ctx *c, ampc_node *n, bool *refused) {
     /* A refusal, not an error: put everything back, the copies made for this node included. */
     ampc_diag_truncate(&c->g->diag, diags);
     memcpy(n->inputs, saved, (size_t)n->n_inputs * sizeof *saved);
-    if (to) to->i = ampc_dtype_to_onnx(AMPC_DTYPE_F32);
+    if (retargeted) ampc_cast_retarget(n, c->low, AMPC_DTYPE_F32);
     for (int32_t k = 0; k < n_made; k++) c->as_low[made[k]] = NULL;
     for (int32_t k = nodes; k < c->g->n_nodes; k++) ampc_ir_node_remove(c->g, c->g->nodes[k]);
     *refused = true;

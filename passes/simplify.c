@@ -119,7 +119,7 @@ static ampc_status slices_as_gather(ampc_graph *g, ampc_node *n, ampc_uses *uses
     free(idx);
     if (!c || ampc_pass_uses_grow(g, uses) != AMPC_OK) return AMPC_E_OOM;
     ampc_value *in[2] = {x, c};
-    const ampc_attr axis = {.name = "axis", .kind = AMPC_ATTR_INT, .i = a};
+    const ampc_attr axis = ampc_axis_attr_make(a);
     *changed = true;
     return ampc_pass_rewrite(g, n, AMPC_OP_GATHER, n->name, in, 2, &axis, 1, uses);
 }

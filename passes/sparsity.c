@@ -37,6 +37,7 @@
 #define _POSIX_C_SOURCE 200809L /* fnmatch */
 #include "passes.h"
 #include "ir/activation.h"
+#include "ir/conv.h"
 
 #include <fnmatch.h>
 #include <math.h>
@@ -59,11 +60,7 @@ static bool sparse_candidate(ampc_opcode op) {
 static ampc_sparse_why conv_view(const ampc_node *n, weight_view *v) {
     const ampc_value *w = v->w;
     if (w->shape.rank < 3) return SPARSE_WHY_SHAPE;
-    bool last = false;
-    if (n->op == AMPC_OP_FUSED_CONV) {
-        const ampc_attr *a = ampc_ir_attr_find(n, "channels_last");
-        last = a && a->kind == AMPC_ATTR_INT && a->i == 1;
-    }
+    const bool last = ampc_conv_channels_last(n);
     int32_t r = w->shape.rank;
     int64_t spatial = 1;
     for (int32_t i = last ? 1 : 2; i < (last ? r - 1 : r); i++) spatial *= w->shape.dims[i];

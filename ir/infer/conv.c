@@ -17,6 +17,7 @@
  * values is checked for int64 overflow: attributes come from the user and may be absurd.
  */
 #include "infer.h"
+#include "ir/conv.h"
 
 #include <string.h>
 
@@ -271,12 +272,6 @@ ampc_status ampc_infer_conv(ampc_graph *g, ampc_node *n) {
 
 /* ampc.FusedConv: Conv's rules, then the residual z (input 3) has Y's dtype and shape, and the
  * activation is absent or "Relu". */
-bool ampc_conv_channels_last(const ampc_node *n) {
-    const bool takes = n->op == AMPC_OP_FUSED_CONV || n->op == AMPC_OP_MAX_POOL ||
-                       n->op == AMPC_OP_AVERAGE_POOL;
-    const ampc_attr *a = takes ? ampc_ir_attr_find(n, "channels_last") : NULL;
-    return a && a->kind == AMPC_ATTR_INT && a->i == 1;
-}
 
 ampc_shape ampc_shape_to_channels_last(const ampc_shape *s) {
     ampc_shape r = *s;

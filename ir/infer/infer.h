@@ -69,7 +69,6 @@ typedef struct ampc_conv_shadow {
     ampc_value *in[4], *out[1];
 } ampc_conv_shadow;
 
-bool ampc_conv_channels_last(const ampc_node *n);
 /* Fills s from n; s->node is what the NCHW rules read. */
 void ampc_conv_shadow_make(const ampc_node *n, ampc_conv_shadow *s);
 /* The channels-last shape of an NCHW one ([N, C, S...] -> [N, S..., C]), and back. */

@@ -1,24 +1,18 @@
 /*
  * linalg.c — inference for the linear algebra ops: Einsum and Det.
  *
- * Einsum's equation is parsed by ir/ref/linalg.c, which both the kernel and this inference use
- * (ampc_ref_einsum_shape), so that the two cannot disagree on what a subscript means.
+ * Einsum's equation is parsed by ir/einsum.c, which the reference, code generation and this
+ * inference use, so that they cannot disagree on what a subscript means.
  */
 #include "infer.h"
+#include "ir/einsum.h"
 
 #include <string.h>
-
-/* Defined in ir/ref/linalg.c: parses `eq` for n operands of the given shapes and gives the output
- * shape; false with the reason in why[0..why_len-1] ("has ..." for a malformed equation, which
- * sets *bad_equation, or the shape mismatch otherwise). */
-bool ampc_ref_einsum_shape(const char *eq, int32_t n, const ampc_shape *const *shapes,
-                           ampc_shape *out, bool *bad_equation, char *why, size_t why_len);
 
 /* Einsum: the output has the labels of the output term (explicit, or implicit: "..." then the
  * labels used once, alphabetically); labels missing from it are summed over. */
 ampc_status ampc_infer_einsum(ampc_graph *g, ampc_node *n) {
     char msg[160];
-    bool bad_eq = false;
     if (!ampc_ir_attr_find(n, "equation"))
         return AMPC_FAIL(g, n, AMPC_E_ATTR, "attribute 'equation' is required");
     int32_t before = g->diag.n + g->diag.dropped;
@@ -28,19 +22,19 @@ ampc_status ampc_infer_einsum(ampc_graph *g, ampc_node *n) {
         if (!ampc_infer_check_dtype(g, n, i, DT_NUM)) return AMPC_E_DTYPE;
         if (i && !ampc_infer_same_dtype(g, n, 0, i)) return AMPC_E_DTYPE;
     }
-    if (n->n_inputs > 16)
-        return AMPC_FAIL(g, n, AMPC_E_UNSUPPORTED, "Einsum takes at most 16 inputs, got %d",
-                         n->n_inputs);
-    const ampc_shape *shapes[16];
+    if (n->n_inputs > AMPC_EINSUM_MAX_INPUTS)
+        return AMPC_FAIL(g, n, AMPC_E_UNSUPPORTED, "Einsum takes at most %d inputs, got %d",
+                         AMPC_EINSUM_MAX_INPUTS, n->n_inputs);
+    const ampc_shape *shapes[AMPC_EINSUM_MAX_INPUTS];
     for (int32_t i = 0; i < n->n_inputs; i++) shapes[i] = &n->inputs[i]->shape;
+    ampc_einsum e;
     ampc_shape y;
-    if (!ampc_ref_einsum_shape(eq, n->n_inputs, shapes, &y, &bad_eq, msg, sizeof msg))
-        return bad_eq ? AMPC_FAIL(g, n, AMPC_E_ATTR,
-                                  "equation \"%s\" has %s (the node has %d "
-                                  "inputs)",
-                                  eq, msg, n->n_inputs)
-                      : AMPC_FAIL(g, n, AMPC_E_SHAPE, "equation \"%s\" does not fit the inputs: %s",
-                                  eq, msg);
+    if (!ampc_einsum_parse(eq, n->n_inputs, &e, msg, sizeof msg))
+        return AMPC_FAIL(g, n, AMPC_E_ATTR, "equation \"%s\" has %s (the node has %d inputs)", eq,
+                         msg, n->n_inputs);
+    if (!ampc_einsum_bind(&e, shapes, msg, sizeof msg) || !ampc_einsum_out_shape(&e, &y, msg, sizeof msg))
+        return AMPC_FAIL(g, n, AMPC_E_SHAPE, "equation \"%s\" does not fit the inputs: %s", eq,
+                         msg);
     ampc_infer_set(n, 0, n->inputs[0]->dtype, &y);
     return AMPC_OK;
 }

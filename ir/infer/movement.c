@@ -10,6 +10,7 @@
  */
 #include "../ref/ref.h" /* element loads for the constant scalars of Range */
 #include "infer.h"
+#include "ir/movement.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -136,10 +137,7 @@ ampc_status ampc_infer_shape(ampc_graph *g, ampc_node *n) {
     int32_t r = n->inputs[0]->shape.rank;
     int64_t lo, hi;
     if (!read_int(g, n, "start", 0, &lo) || !read_int(g, n, "end", r, &hi)) return AMPC_E_ATTR;
-    if (lo < 0) lo += r;
-    if (hi < 0) hi += r;
-    lo = AMPC_MIN(AMPC_MAX(lo, 0), r);
-    hi = AMPC_MIN(AMPC_MAX(hi, 0), r);
+    ampc_shape_range(n, r, &lo, &hi);
     ampc_shape s = {1, {AMPC_MAX(hi - lo, 0)}};
     ampc_infer_set(n, 0, AMPC_DTYPE_I64, &s);
     return AMPC_OK;

@@ -39,11 +39,6 @@ static const ampc_tensor *opt_in(const ampc_node *n, const ampc_tensor *const *i
     return i < n->n_inputs ? in[i] : NULL;
 }
 
-static int64_t attr_i(const ampc_node *n, const char *name, int64_t dflt) {
-    const ampc_attr *a = ampc_ir_attr_find(n, name);
-    return a && a->kind == AMPC_ATTR_INT ? a->i : dflt;
-}
-
 /* v rounded to dtype t (the value a tensor of that type holds). */
 static double round_to(ampc_dtype t, double v) {
     double buf[1];
@@ -135,14 +130,15 @@ ampc_status ampc_ref_attention(ampc_graph *g, const ampc_node *n, const ampc_ten
     ampc_tensor *pres_k = n->n_outputs > 1 ? out[1] : NULL,
                 *pres_v = n->n_outputs > 2 ? out[2] : NULL;
     ampc_tensor *qk_out = n->n_outputs > 3 ? out[3] : NULL;
-    const int64_t mode = attr_i(n, "qk_matmul_output_mode", 0);
+    const ampc_onnx_attention at = ampc_onnx_attention_of(n);
+    const int64_t mode = at.qk_mode;
 
     att a = {.t1 = q->dtype, .mask = opt_in(n, in, 3), .nonpad = opt_in(n, in, 6)};
     a.rank3 = q->shape.rank == 3;
     a.batch = q->shape.dims[0];
     if (a.rank3) {
-        a.q_heads = attr_i(n, "q_num_heads", 0);
-        a.kv_heads = attr_i(n, "kv_num_heads", 0);
+        a.q_heads = at.q_heads;
+        a.kv_heads = at.kv_heads;
         a.q_seq = q->shape.dims[1];
         a.kv_seq = k->shape.dims[1];
         a.head = q->shape.dims[2] / a.q_heads;
@@ -157,16 +153,13 @@ ampc_status ampc_ref_attention(ampc_graph *g, const ampc_node *n, const ampc_ten
     }
     a.past = pk ? pk->shape.dims[2] : 0;
     a.total = a.past + a.kv_seq;
-    a.causal = attr_i(n, "is_causal", 0) != 0;
-    a.left = attr_i(n, "left_window_size", -1);
-    a.right = attr_i(n, "right_window_size", -1);
-    const ampc_attr *sc = ampc_ir_attr_find(n, "scale"), *cap = ampc_ir_attr_find(n, "softcap");
-    const double scale =
-        sc && sc->kind == AMPC_ATTR_FLOAT ? (double)sc->f : 1 / sqrt((double)a.head);
+    a.causal = at.causal;
+    a.left = at.left;
+    a.right = at.right;
+    const double scale = at.has_scale ? at.scale : 1 / sqrt((double)a.head);
     a.sqrt_scale = round_to(a.t1, sqrt(scale));
-    a.softcap = cap && cap->kind == AMPC_ATTR_FLOAT ? (double)cap->f : 0;
-    const ampc_attr *prec = ampc_ir_attr_find(n, "softmax_precision");
-    a.prec = prec && prec->kind == AMPC_ATTR_INT ? ampc_dtype_from_onnx((int32_t)prec->i) : a.t1;
+    a.softcap = at.softcap;
+    a.prec = at.softmax_precision ? ampc_dtype_from_onnx(at.softmax_precision) : a.t1;
     if (a.mask) {
         const ampc_shape *ms = &a.mask->shape;
         int64_t st[AMPC_MAX_RANK];
@@ -337,12 +330,13 @@ ampc_status ampc_ref_rotary_embedding(ampc_graph *g, const ampc_node *n,
                                       const ampc_tensor *const *in, ampc_tensor *const *out) {
     const ampc_tensor *x = in[0], *cosc = in[1], *sinc = in[2], *pos = opt_in(n, in, 3);
     ampc_tensor *y = out[0];
-    const bool rank4 = x->shape.rank == 4, interleaved = attr_i(n, "interleaved", 0) != 0;
+    const ampc_rotary_params rp = ampc_rotary_params_of(n);
+    const bool rank4 = x->shape.rank == 4, interleaved = rp.interleaved;
     const int64_t batch = x->shape.dims[0];
-    const int64_t heads = rank4 ? x->shape.dims[1] : attr_i(n, "num_heads", 1);
+    const int64_t heads = rank4 ? x->shape.dims[1] : rp.heads;
     const int64_t seq = x->shape.dims[rank4 ? 2 : 1];
     const int64_t head = rank4 ? x->shape.dims[3] : x->shape.dims[2] / heads;
-    int64_t rot = attr_i(n, "rotary_embedding_dim", 0);
+    int64_t rot = rp.rot_dim;
     if (rot == 0) rot = head;
     const int64_t half = rot / 2, max_pos = pos ? cosc->shape.dims[0] : 0;
     for (int64_t b = 0; b < batch; b++)

@@ -46,10 +46,10 @@ static size_t tensor_bytes(const ampc_tensor *t) {
     return (size_t)ampc_shape_numel(&t->shape) * ampc_dtype_size(t->dtype);
 }
 
-static ampc_graph *body_attr(const ampc_node *n, const char *name) {
-    const ampc_attr *a = ampc_ir_attr_find(n, name);
-    AMPC_ASSERT(a && a->kind == AMPC_ATTR_GRAPH && a->graph); /* inference checked it */
-    return a->graph;
+static ampc_graph *body_of(const ampc_node *n, const char *name) {
+    ampc_graph *b = ampc_ir_node_body(n, name);
+    AMPC_ASSERT(b); /* inference checked it */
+    return b;
 }
 
 /* Copies a body output into a preallocated node output of the same type. */
@@ -77,7 +77,7 @@ ampc_status ampc_ref_if_else(ampc_graph *g, const ampc_node *n, const ampc_tenso
     int32_t k = ampc_ir_node_captures(n);
     bool c = ampc_ref_load_i64(in[0]->data, in[0]->dtype, 0) != 0;
     const char *attr = c ? "then_branch" : "else_branch";
-    ampc_graph *b = body_attr(n, attr);
+    ampc_graph *b = body_of(n, attr);
     ampc_tensor *bin = ampc_xcalloc((size_t)k + 1, sizeof *bin);
     ampc_tensor *bout = ampc_xcalloc((size_t)b->n_outputs + 1, sizeof *bout);
     for (int32_t i = 0; i < k; i++) bin[i] = *in[n->n_inputs - k + i];
@@ -107,7 +107,7 @@ static ampc_status loop_limit_error(ampc_graph *g, const ampc_node *n, int64_t l
 
 ampc_status ampc_ref_loop(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                           ampc_tensor *const *out) {
-    ampc_graph *b = body_attr(n, "body");
+    ampc_graph *b = body_of(n, "body");
     int32_t k = ampc_ir_node_captures(n), N = n->n_inputs - 2 - k, K = n->n_outputs - N;
     int64_t M = in[0] ? ampc_ref_load_i64(in[0]->data, in[0]->dtype, 0) : INT64_MAX;
     bool cond = in[1] ? ampc_ref_load_i64(in[1]->data, in[1]->dtype, 0) != 0 : true;
@@ -178,26 +178,21 @@ static void split_at(const ampc_tensor *t, int32_t axis, int64_t *outer, size_t 
     *inner = (size_t)i * ampc_dtype_size(t->dtype);
 }
 
-/* Entry j of an optional ints attribute, 0 when it is absent. */
-static int64_t attr_entry(const ampc_node *n, const char *name, int32_t j) {
-    const ampc_attr *a = ampc_ir_attr_find(n, name);
-    return a && a->kind == AMPC_ATTR_INTS && j < a->n ? a->ints[j] : 0;
-}
-
 ampc_status ampc_ref_scan(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                           ampc_tensor *const *out) {
-    ampc_graph *b = body_attr(n, "body");
+    ampc_graph *b = body_of(n, "body");
     int32_t k = ampc_ir_node_captures(n);
-    int32_t M = (int32_t)ampc_ir_attr_find(n, "num_scan_inputs")->i;
+    const ampc_scan_params sp = ampc_scan_params_of(n);
+    int32_t M = sp.n_scan_inputs;
     int32_t N = n->n_inputs - k - M, K = n->n_outputs - N, nb_in = N + M + k;
     int32_t *in_ax = ampc_xcalloc((size_t)M + 1, sizeof *in_ax);
     int32_t *out_ax = ampc_xcalloc((size_t)K + 1, sizeof *out_ax);
     for (int32_t j = 0; j < M; j++) {
-        int64_t a = attr_entry(n, "scan_input_axes", j);
+        int64_t a = ampc_scan_entry(sp.in_axes, j);
         in_ax[j] = (int32_t)(a < 0 ? a + in[N + j]->shape.rank : a);
     }
     for (int32_t j = 0; j < K; j++) {
-        int64_t a = attr_entry(n, "scan_output_axes", j);
+        int64_t a = ampc_scan_entry(sp.out_axes, j);
         out_ax[j] = (int32_t)(a < 0 ? a + out[N + j]->shape.rank : a);
     }
     int64_t L = in[N]->shape.dims[in_ax[0]];
@@ -220,7 +215,7 @@ ampc_status ampc_ref_scan(ampc_graph *g, const ampc_node *n, const ampc_tensor *
     for (int64_t t = 0; st == AMPC_OK && t < L; t++) {
         for (int32_t j = 0; j < N; j++) bin[j] = state[j];
         for (int32_t j = 0; j < M; j++) { /* gather slice t (or L-1-t) along the scan axis */
-            int64_t pos = attr_entry(n, "scan_input_directions", j) ? L - 1 - t : t, outer;
+            int64_t pos = ampc_scan_entry(sp.in_dirs, j) ? L - 1 - t : t, outer;
             size_t inner;
             split_at(in[N + j], in_ax[j], &outer, &inner);
             const char *src = in[N + j]->data;
@@ -236,7 +231,7 @@ ampc_status ampc_ref_scan(ampc_graph *g, const ampc_node *n, const ampc_tensor *
             owned[j] = true;
         }
         for (int32_t j = 0; j < K; j++) { /* scatter into row t (or L-1-t) of the output */
-            int64_t pos = attr_entry(n, "scan_output_directions", j) ? L - 1 - t : t, outer;
+            int64_t pos = ampc_scan_entry(sp.out_dirs, j) ? L - 1 - t : t, outer;
             size_t inner;
             split_at(out[N + j], out_ax[j], &outer, &inner);
             char *dst = out[N + j]->data;

@@ -309,12 +309,6 @@ ampc_status ampc_ref_where(ampc_graph *g, const ampc_node *n, const ampc_tensor 
 
 /* ---- activations with attributes, IsNaN / IsInf -------------------------------------------- */
 
-/* A float attribute, or `dflt` when absent (inference has checked its kind). */
-static double attr_f(const ampc_node *n, const char *name, double dflt) {
-    const ampc_attr *a = ampc_ir_attr_find(n, name);
-    return a && a->kind == AMPC_ATTR_FLOAT ? (double)a->f : dflt;
-}
-
 static double act_f(ampc_opcode op, double x, ampc_act_params a) {
     switch (op) {
     case AMPC_OP_HARD_SIGMOID: return clamp01(a.p * x + a.q);
@@ -506,11 +500,11 @@ static double rng_normal(rng *r) {
 /* The generator of node n: from the bits of its float `seed` attribute, or, without one, from a
  * hash of the node's name, so that two unseeded random nodes of one graph draw differently. */
 static rng rng_of(const ampc_node *n) {
-    const ampc_attr *a = ampc_ir_attr_find(n, "seed");
+    const ampc_random_params p = ampc_random_params_of(n);
     uint64_t x = 0xcbf29ce484222325ull; /* FNV-1a */
-    if (a && a->kind == AMPC_ATTR_FLOAT) {
+    if (p.seeded) {
         uint32_t bits;
-        memcpy(&bits, &a->f, sizeof bits);
+        memcpy(&bits, &p.seed, sizeof bits);
         x = bits;
     } else {
         for (const char *c = n->name; *c; c++) x = (x ^ (unsigned char)*c) * 0x100000001b3ull;
@@ -564,6 +558,7 @@ ampc_status ampc_ref_random(ampc_graph *g, const ampc_node *n, const ampc_tensor
                             ampc_tensor *const *out) {
     ampc_tensor *y = out[0];
     rng r = rng_of(n);
+    const ampc_random_params p = ampc_random_params_of(n);
     const int64_t count = ampc_shape_numel(&y->shape);
     switch (n->op) {
     case AMPC_OP_MULTINOMIAL: return multinomial(g, n, in[0], y, &r);
@@ -580,15 +575,13 @@ ampc_status ampc_ref_random(ampc_graph *g, const ampc_node *n, const ampc_tensor
         return AMPC_OK;
     case AMPC_OP_RANDOM_NORMAL:
     case AMPC_OP_RANDOM_NORMAL_LIKE: {
-        double mean = attr_f(n, "mean", 0.0f), scale = attr_f(n, "scale", 1.0f);
         for (int64_t i = 0; i < count; i++)
-            ampc_ref_store_f64(y->data, y->dtype, i, mean + scale * rng_normal(&r));
+            ampc_ref_store_f64(y->data, y->dtype, i, p.mean + p.scale * rng_normal(&r));
         return AMPC_OK;
     }
     default: { /* RandomUniform(Like) */
-        double lo = attr_f(n, "low", 0.0f), hi = attr_f(n, "high", 1.0f);
         for (int64_t i = 0; i < count; i++)
-            ampc_ref_store_f64(y->data, y->dtype, i, lo + (hi - lo) * rng_uniform(&r));
+            ampc_ref_store_f64(y->data, y->dtype, i, p.low + (p.high - p.low) * rng_uniform(&r));
         return AMPC_OK;
     }
     }

@@ -54,15 +54,14 @@ ampc_status ampc_ref_constant(ampc_graph *g, const ampc_node *n, const ampc_tens
     return AMPC_OK;
 }
 
-/* Shape: dims [start, end) of the input, start normalised as inference does. */
+/* Shape: dims [start, end) of the input (ampc_shape_range, as inference reads them). */
 ampc_status ampc_ref_shape(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                            ampc_tensor *const *out) {
+    (void)g;
     int32_t r = in[0]->shape.rank;
-    int64_t lo = ampc_ir_attr_int(g, n, "start", 0);
-    if (lo < 0) lo += r;
-    lo = AMPC_MIN(AMPC_MAX(lo, 0), r);
-    for (int64_t i = 0; i < out[0]->shape.dims[0]; i++)
-        ((int64_t *)out[0]->data)[i] = in[0]->shape.dims[lo + i];
+    int64_t lo, hi;
+    ampc_shape_range(n, r, &lo, &hi);
+    for (int64_t i = lo; i < hi; i++) ((int64_t *)out[0]->data)[i - lo] = in[0]->shape.dims[i];
     return AMPC_OK;
 }
 

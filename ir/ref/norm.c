@@ -294,12 +294,8 @@ ampc_status ampc_ref_mvn(ampc_graph *g, const ampc_node *n, const ampc_tensor *c
     ampc_tensor *y = out[0];
     const int32_t rank = x->shape.rank;
     const int64_t count = ampc_shape_numel(&x->shape);
-    bool on[AMPC_MAX_RANK] = {false};
-    const ampc_attr *a = ampc_ir_attr_find(n, "axes");
-    static const int64_t dflt[3] = {0, 2, 3};
-    const int64_t *axes = a ? a->ints : dflt;
-    const int32_t n_axes = a ? a->n : 3;
-    for (int32_t i = 0; i < n_axes; i++) on[axes[i] < 0 ? axes[i] + rank : axes[i]] = true;
+    bool on[AMPC_MAX_RANK];
+    ampc_mvn_dims(n, rank, on);
     int64_t ostride[AMPC_MAX_RANK], st = 1, group = 1;
     for (int32_t d = rank - 1; d >= 0; d--) {
         if (on[d]) {

@@ -187,10 +187,10 @@ ampc_status ampc_ref_stft(ampc_graph *g, const ampc_node *n, const ampc_tensor *
  * A symmetric window of size 1 (N = 0) is [1], as torch gives. Integer outputs truncate. */
 ampc_status ampc_ref_window(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
                             ampc_tensor *const *out) {
-    (void)in;
+    (void)g, (void)in;
     ampc_tensor *y = out[0];
     int64_t size = y->shape.dims[0];
-    bool periodic = ampc_ir_attr_int(g, n, "periodic", 1) != 0;
+    bool periodic = ampc_window_periodic(n);
     double N = (double)(periodic ? size : size - 1);
     for (int64_t i = 0; i < size; i++) {
         double a = 2.0 * PI * (double)i / N, v;

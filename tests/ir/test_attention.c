@@ -9,6 +9,7 @@
  */
 #include "support.h"
 
+#include "ir/attention.h"
 #include "ir/ref/ref.h"
 
 #include <math.h>
@@ -579,5 +580,56 @@ Test(rotary, position_out_of_range_and_diagnostics) {
     t_expect_diag(g,
                   "the rotary embedding dim (attribute 'rotary_embedding_dim', 0: the head size) "
                   "must be even and in [0, head_size 4], got 3");
+    ampc_graph_destroy(g);
+}
+
+/* ---- ampc.FusedAttention's written form ---------------------------------------------------- */
+
+/* A FusedAttention over Q, K, V [1, 2, 3, 4] built from a form, with a rank mark beside it. */
+static ampc_node *fused_from_form(ampc_graph *g, const ampc_attention_form *f) {
+    static const char *const names[3] = {"q", "k", "v"};
+    ampc_value *in[3];
+    for (int i = 0; i < 3; i++) in[i] = t_input(g, names[i], AMPC_DTYPE_F32, SHAPE(1, 2, 3, 4));
+    ampc_attr *as;
+    int32_t n;
+    cr_assert_eq(ampc_attention_form_attrs(g, f, &as, &n), AMPC_OK);
+    ampc_attr all[16];
+    memcpy(all, as, (size_t)n * sizeof *all);
+    all[n++] = (ampc_attr){.name = AMPC_ATTR_RANK, .kind = AMPC_ATTR_INT, .i = 1};
+    ampc_node *node = NULL;
+    cr_assert_eq(ampc_ir_node_build(g, AMPC_OP_FUSED_ATTENTION, "fa", in, 3, all, n, 1, NULL, &node),
+                 AMPC_OK, "%s", ampc_graph_errors(g));
+    return node;
+}
+
+Test(fused_attention, form_round_trip_and_edit_keep_the_rest) {
+    ampc_graph *g = ampc_graph_create("t");
+    const ampc_attention_form f = {.dims = {1, 2, 3, 3, 4, 4},
+                                   .qs = {24, 12, 4, 1}, .ks = {24, 12, 4, 1}, .vs = {24, 12, 4, 1},
+                                   .scale = 0.5, .group = 1, .has_perm = true,
+                                   .y_perm = {0, 2, 1, 3}};
+    ampc_node *n = fused_from_form(g, &f);
+    ampc_attention_form back;
+    cr_assert(ampc_attention_form_of(n, &back));
+    cr_assert_eq(memcmp(back.dims, f.dims, sizeof f.dims), 0);
+    cr_assert_eq(memcmp(back.y_perm, f.y_perm, sizeof f.y_perm), 0);
+    cr_assert(back.has_perm && !back.merge_heads && back.y_rank == 0 && back.mask_period == 0);
+    cr_assert_eq(back.scale, 0.5);
+    cr_assert_eq(back.off[0] + back.off[1] + back.off[2], 0);
+    /* the defaults are not written: no offsets, kv_group, y_shape or mask_period attribute */
+    for (int32_t i = 0; i < n->n_attrs; i++)
+        cr_assert(strcmp(n->attrs[i].name, "offsets") && strcmp(n->attrs[i].name, "kv_group") &&
+                  strcmp(n->attrs[i].name, "mask_period"), "%s written", n->attrs[i].name);
+    /* an edit rewrites the form's attributes and keeps the others (the rank) */
+    back.off[2] = 5;
+    back.y_perm[1] = 1, back.y_perm[2] = 2;
+    cr_assert_eq(ampc_attention_form_set(g, n, &back), AMPC_OK);
+    cr_assert_eq(ampc_node_rank(n), 1);
+    ampc_attention_params p;
+    ampc_attention_params_of(n, &p);
+    cr_assert_eq(p.off[2], 5);
+    cr_assert_eq(p.mp, 1, "mask_period defaults to B");
+    const int64_t ys[4] = {24, 12, 4, 1}; /* y_perm (0, 1, 2, 3): Y as it is */
+    cr_assert_eq(memcmp(p.ys, ys, sizeof ys), 0);
     ampc_graph_destroy(g);
 }

@@ -11,6 +11,7 @@
 
 #include "passes/passes.h"
 #include "ir/infer/infer.h"
+#include "ir/conv.h"
 #include "ir/ref/ref.h"
 
 #include <math.h>
