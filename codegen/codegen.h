@@ -66,26 +66,33 @@ void ampc_cg_output_free(ampc_cg_output *out);
 
 typedef ampc_status (*ampc_cg_lower_fn)(ampc_cg *cg, const ampc_node *n);
 
-/* The lowering functions, one per lower kind (lower_<kind>.c). */
+/* The lowering functions, one per lower kind (the op table's lower column), each in the file of
+ * the op family that owns the kind: lower_<family>.c, the family named as ir/infer/<family>.c
+ * and ir/ref/<family>.c name it (LOWER_POOL: lower_conv.c, LOWER_MOVE: lower_movement.c). */
 ampc_status ampc_cg_lower_elementwise(ampc_cg *cg, const ampc_node *n);
 ampc_status ampc_cg_lower_reduce(ampc_cg *cg, const ampc_node *n);
 ampc_status ampc_cg_lower_norm(ampc_cg *cg, const ampc_node *n);
 ampc_status ampc_cg_lower_contract(ampc_cg *cg, const ampc_node *n);
 ampc_status ampc_cg_lower_conv(ampc_cg *cg, const ampc_node *n);
 ampc_status ampc_cg_lower_pool(ampc_cg *cg, const ampc_node *n);
-ampc_status ampc_cg_lower_move(ampc_cg *cg, const ampc_node *n);
+ampc_status ampc_cg_lower_movement(ampc_cg *cg, const ampc_node *n);
 ampc_status ampc_cg_lower_index(ampc_cg *cg, const ampc_node *n);
 ampc_status ampc_cg_lower_control(ampc_cg *cg, const ampc_node *n);
 ampc_status ampc_cg_lower_collective(ampc_cg *cg, const ampc_node *n);
-/* Op-specific lowerings the kind functions dispatch to: RNN/GRU/LSTM (lower_rnn.c), GridSample and
- * DFT/STFT (lower_sample.c). */
+/* The families whose ops take another family's lower kind, which dispatches to them:
+ * RNN/GRU/LSTM (lower_rnn.c, from the contractions), ampc.FusedAttention (lower_attention.c,
+ * from the contractions), Einsum and Det (lower_linalg.c, from the contractions and the
+ * reductions), Resize, Upsample, RoiAlign, MaxRoiPool, MaxUnpool and GridSample (lower_resize.c,
+ * from the pools and the index ops), DFT, STFT and MelWeightMatrix (lower_signal.c, from the
+ * contractions and the elementwise ops), the losses (lower_loss.c, from the norms), Quantize /
+ * Dequantize / DynamicQuantizeLinear (lower_quant.c, from the elementwise ops and the
+ * reductions). */
 ampc_status ampc_cg_lower_rnn(ampc_cg *cg, const ampc_node *n);
-ampc_status ampc_cg_lower_grid_sample(ampc_cg *cg, const ampc_node *n);
-ampc_status ampc_cg_lower_dft(ampc_cg *cg, const ampc_node *n);
-/* ampc.FusedAttention (lower_attention.c), dispatched from the contraction lowering. */
 ampc_status ampc_cg_lower_attention(ampc_cg *cg, const ampc_node *n);
-/* Quantize / Dequantize / DynamicQuantizeLinear, Det, MelWeightMatrix, TfIdfVectorizer
- * (lower_quant.c), dispatched from the elementwise, reduce and index lowerings. */
+ampc_status ampc_cg_lower_linalg(ampc_cg *cg, const ampc_node *n);
+ampc_status ampc_cg_lower_resize(ampc_cg *cg, const ampc_node *n);
+ampc_status ampc_cg_lower_signal(ampc_cg *cg, const ampc_node *n);
+ampc_status ampc_cg_lower_loss(ampc_cg *cg, const ampc_node *n);
 ampc_status ampc_cg_lower_quant(ampc_cg *cg, const ampc_node *n);
 /* A LayerNormalization or RMSNormalization whose output only a Cast reads, or a
  * BatchNormalization whose output only a Relu reads (fused, marked by fuse-elementwise): one
@@ -211,6 +218,19 @@ const char *ampc_cg_bcast_offset(ampc_cg_kernel *k, const ampc_shape *out, const
 const char *ampc_cg_strided_offset(ampc_cg_kernel *k, const ampc_shape *out, const int64_t *steps,
                                    const char *idx);
 
+/* Row-major strides of dims[0..k) into st; returns their product. */
+int64_t ampc_cg_row_strides(const int64_t *dims, int32_t k, int64_t *st);
+/* The product of s's dims [lo, hi). */
+int64_t ampc_cg_dims_prod(const ampc_shape *s, int32_t lo, int32_t hi);
+/* "double" when any of vs[0..n) (NULL entries skipped) is f64, else "float": the type a kernel
+ * accumulates floats in. */
+const char *ampc_cg_acc_type(const ampc_value *const *vs, int32_t n);
+/* Declares the coordinates o<d>_ of the last nk dims of `dims` (rank r) of flat index i, and
+ * (when there are leading dims) r_, the flat index over the leading r - nk dims. */
+void ampc_cg_split_trailing(ampc_cg_kernel *k, const int64_t *dims, int32_t r, int32_t nk);
+/* An AMPC_E_UNSUPPORTED diagnostic for n: "<Op> has no GPU lowering <why>". */
+ampc_status ampc_cg_unsupported(ampc_cg *cg, const ampc_node *n, const char *why);
+
 /* Emits the row-major coordinates of flat index `idx` (< the product of dims) over
  * dims[0..rank-1] as locals, names[d] receiving each one's name ("0LL" for a unit dim). */
 void ampc_cg_coords(ampc_cg_kernel *k, const int64_t *dims, int32_t rank, const char *idx,
@@ -218,7 +238,7 @@ void ampc_cg_coords(ampc_cg_kernel *k, const int64_t *dims, int32_t rank, const 
 /* Copies, over coordinates c in dims[0..rank-1], element src0 + sum(c[d] * src[d]) of x into
  * element dst0 + sum(c[d] * dst[d]) of y (element strides; a source stride of 0 repeats; dst
  * NULL: y row-major over dims, which then hold as many elements as y): a copy step when that is
- * one contiguous run, else a generated kernel (lower_move.c, which lowers its own ops the same
+ * one contiguous run, else a generated kernel (lower_movement.c, which lowers its own ops the same
  * way). */
 ampc_status ampc_cg_view_copy(ampc_cg *cg, const ampc_node *n, const char *what,
                               const ampc_value *x, const ampc_value *y, const int64_t *dims,

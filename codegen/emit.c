@@ -186,6 +186,42 @@ const char *ampc_cg_bcast_offset(ampc_cg_kernel *k, const ampc_shape *out, const
     return ampc_cg_strided_offset(k, out, steps, idx);
 }
 
+int64_t ampc_cg_row_strides(const int64_t *dims, int32_t k, int64_t *st) {
+    int64_t acc = 1;
+    for (int32_t i = k - 1; i >= 0; i--) st[i] = acc, acc *= dims[i];
+    return acc;
+}
+
+int64_t ampc_cg_dims_prod(const ampc_shape *s, int32_t lo, int32_t hi) {
+    int64_t p = 1;
+    for (int32_t d = lo; d < hi; d++) p *= s->dims[d];
+    return p;
+}
+
+const char *ampc_cg_acc_type(const ampc_value *const *vs, int32_t n) {
+    for (int32_t i = 0; i < n; i++)
+        if (vs[i] && vs[i]->dtype == AMPC_DTYPE_F64) return "double";
+    return "float";
+}
+
+void ampc_cg_split_trailing(ampc_cg_kernel *k, const int64_t *dims, int32_t r, int32_t nk) {
+    ampc_cg_line(k, "long long t_ = i;");
+    for (int32_t d = nk - 1; d >= 0; d--) {
+        if (d == 0 && nk == r) {
+            ampc_cg_line(k, "const long long o0_ = t_;");
+            break;
+        }
+        ampc_cg_line(k, "const long long o%d_ = t_ %% %lldLL;", d, (long long)dims[r - nk + d]);
+        ampc_cg_line(k, "t_ /= %lldLL;", (long long)dims[r - nk + d]);
+    }
+    if (nk < r) ampc_cg_line(k, "const long long r_ = t_;");
+}
+
+ampc_status ampc_cg_unsupported(ampc_cg *cg, const ampc_node *n, const char *why) {
+    return AMPC_FAIL(ampc_cg_graph(cg), n, AMPC_E_UNSUPPORTED, "%s has no GPU lowering %s",
+                     ampc_op_get(n->op)->onnx, why);
+}
+
 const char *ampc_cg_strided_offset(ampc_cg_kernel *k, const ampc_shape *out, const int64_t *steps,
                                    const char *idx) {
     const char *off = ampc_cg_local(k, "o"), *rem = ampc_cg_local(k, "r");

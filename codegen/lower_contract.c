@@ -28,7 +28,6 @@
  */
 #include "codegen.h"
 #include "ir/activation.h"
-#include "ir/einsum.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -509,77 +508,6 @@ static ampc_status lower_int_matmul(ampc_cg *cg, const ampc_node *n) {
     return ampc_cg_kernel_end(k, count, 256);
 }
 
-/* ---- Einsum ---------------------------------------------------------------------------------- */
-
-static ampc_status lower_einsum(ampc_cg *cg, const ampc_node *n) {
-    const ampc_value *y = n->outputs[0];
-    const int32_t nin = n->n_inputs;
-    const ampc_shape *shapes[AMPC_EINSUM_MAX_INPUTS];
-    for (int32_t j = 0; j < nin; j++) shapes[j] = &n->inputs[j]->shape;
-    ampc_einsum e;
-    ampc_einsum_of(n, shapes, &e);
-    /* the loop dims ("..." dims, then every label in use) and each operand's steps along them */
-    ampc_einsum_loops l;
-    ampc_einsum_loops_of(&e, shapes, &y->shape, &l);
-    const int32_t nl = l.n, n_out = l.n_out, *out_loop = l.out_loop;
-    const int64_t *ext = l.ext;
-    bool free_dim[AMPC_EINSUM_MAX_LOOP] = {false};
-    for (int32_t a = 0; a < n_out; a++) free_dim[out_loop[a]] = true;
-
-    int64_t count = ampc_ir_numel(y);
-    bool fl = ampc_dtype_is_float(y->dtype);
-    const char *ct = fl ? ampc_cg_compute_type(y->dtype) : "unsigned long long";
-    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, "einsum");
-    const char *px[AMPC_EINSUM_MAX_INPUTS];
-    for (int32_t j = 0; j < nin; j++) px[j] = ampc_cg_param(k, n->inputs[j], false);
-    const char *py = ampc_cg_param(k, y, true);
-    ampc_cg_grid_loop(k, count);
-    /* The output coordinates fix the free loop dims; each operand's base offset follows. */
-    ampc_cg_line(k, "long long t_ = i;");
-    ampc_strbuf base[AMPC_EINSUM_MAX_INPUTS];
-    memset(base, 0, sizeof base);
-    for (int32_t a = n_out - 1; a >= 0; a--) {
-        ampc_cg_line(k, "const long long f%d_ = t_ %% %lldLL;", a, (long long)y->shape.dims[a]);
-        if (a) ampc_cg_line(k, "t_ /= %lldLL;", (long long)y->shape.dims[a]);
-        for (int32_t j = 0; j < nin; j++)
-            if (l.step[j][out_loop[a]])
-                ampc_sb_printf(&base[j], " + f%d_ * %lldLL", a, (long long)l.step[j][out_loop[a]]);
-    }
-    ampc_cg_line(k, "%s acc_ = 0;", ct);
-    for (int32_t j = 0; j < nin; j++) {
-        ampc_cg_line(k, "const long long b%d_ = 0%s;", j, base[j].data ? base[j].data : "");
-        ampc_sb_free(&base[j]);
-    }
-    /* The summed dims, nested in loop-dim order (the reference's summation order). */
-    int32_t opened = 0;
-    ampc_strbuf off[AMPC_EINSUM_MAX_INPUTS];
-    memset(off, 0, sizeof off);
-    for (int32_t d = 0; d < nl; d++) {
-        if (free_dim[d]) continue;
-        ampc_cg_open(k, "for (long long s%d_ = 0; s%d_ < %lldLL; s%d_++)", d, d, (long long)ext[d], d);
-        opened++;
-        for (int32_t j = 0; j < nin; j++)
-            if (l.step[j][d]) ampc_sb_printf(&off[j], " + s%d_ * %lldLL", d, (long long)l.step[j][d]);
-    }
-    ampc_strbuf prod = {0};
-    for (int32_t j = 0; j < nin; j++) {
-        if (fl)
-            ampc_sb_printf(&prod, "%sampc::cvt<%s>(%s[b%d_%s])", j ? " * " : "", ct, px[j], j,
-                           off[j].data ? off[j].data : "");
-        else
-            ampc_sb_printf(&prod, "%s(unsigned long long)(long long)%s[b%d_%s]", j ? " * " : "",
-                           px[j], j, off[j].data ? off[j].data : "");
-        ampc_sb_free(&off[j]);
-    }
-    ampc_cg_line(k, "acc_ += %s;", prod.data ? prod.data : (fl ? "1" : "1ull"));
-    ampc_sb_free(&prod);
-    for (int32_t d = 0; d < opened; d++) ampc_cg_close(k);
-    if (fl) ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(acc_);", py, ampc_cg_ctype(y->dtype));
-    else ampc_cg_line(k, "%s[i] = (%s)acc_;", py, ampc_cg_ctype(y->dtype));
-    ampc_cg_close(k);
-    return ampc_cg_kernel_end(k, count, 256);
-}
-
 /* ---- entry ----------------------------------------------------------------------------------- */
 
 ampc_status ampc_cg_lower_contract(ampc_cg *cg, const ampc_node *n) {
@@ -593,8 +521,8 @@ ampc_status ampc_cg_lower_contract(ampc_cg *cg, const ampc_node *n) {
     case AMPC_OP_FUSED_ATTENTION: return ampc_cg_lower_attention(cg, n);
     case AMPC_OP_MATMUL_INTEGER:
     case AMPC_OP_QLINEAR_MATMUL: return lower_int_matmul(cg, n);
-    case AMPC_OP_EINSUM: return lower_einsum(cg, n);
-    case AMPC_OP_DFT: case AMPC_OP_STFT: return ampc_cg_lower_dft(cg, n);
+    case AMPC_OP_EINSUM: return ampc_cg_lower_linalg(cg, n);
+    case AMPC_OP_DFT: case AMPC_OP_STFT: return ampc_cg_lower_signal(cg, n);
     default:
         return AMPC_FAIL(ampc_cg_graph(cg), n, AMPC_E_UNSUPPORTED,
                          "%s has no GPU lowering yet; it runs on the reference evaluator only",

@@ -1,6 +1,8 @@
 /*
  * lower_conv.c — GPU lowering of the convolutions (LOWER_CONV): Conv, ConvTranspose, ConvInteger
- * and QLinearConv.
+ * and QLinearConv; and the pools (LOWER_POOL): MaxPool (with its optional Indices), AveragePool,
+ * LpPool, GlobalAveragePool, GlobalMaxPool, GlobalLpPool and Col2Im (ir/ref/conv.c's), whose
+ * kind also takes the resampling ops to lower_resize.c.
  *
  * The window (kernel, strides, dilations and the resolved pads, auto_pad included) comes from
  * ampc_infer_conv_geom (ir/infer/conv.c), which places it exactly as the reference kernels do.
@@ -27,12 +29,29 @@
  * over the group's input channels, in the reference's order; ConvTranspose gathers, per output
  * point, the input points whose scattered kernel reaches it. Floats accumulate in f32 (f64 for
  * f64), the integer convolutions exactly in int64; QLinearConv requantises as ir/ref/quant.c.
+ *
+ * Pools, each generated with its geometry baked in and mirroring the reference kernel:
+ *
+ *   window pools     one thread per output; the window's points in row-major order (nested
+ *                    loops, bounds checks only along dims where the window can leave the input);
+ *                    MaxPool keeps the first maximum and lets NaN win, a window wholly in the
+ *                    padding gives the dtype's lowest value and index -1; AveragePool divides by
+ *                    the points inside the input, or inside the padded input (count_include_pad),
+ *                    never counting what ceil_mode adds past the end padding. The window comes
+ *                    from ampc_infer_conv_geom (ir/infer/conv.c).
+ *   global pools     one warp per (n, c) row: strided partial sums (or maxima) and a shuffle
+ *                    reduction.
+ *   Col2Im           gathered: one thread per image element sums the column entries that land
+ *                    on it, in the reference's order (block positions ascending).
  */
 #include "codegen.h"
 #include "ir/conv.h"
 #include "ir/infer/infer.h"
+#include "ir/ref/ref.h"
 
 #include <limits.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Everything a convolution kernel or step needs about one node. */
@@ -420,6 +439,227 @@ static ampc_status direct_transpose(ampc_cg *cg, const ampc_node *n, const conv_
     return ampc_cg_kernel_end(k, count, 256);
 }
 
+/* ---- MaxPool, AveragePool, LpPool ------------------------------------------------------------ */
+
+static ampc_status window_pool(ampc_cg *cg, const ampc_node *n) {
+    ampc_graph *g = ampc_cg_graph(cg);
+    const ampc_value *x = n->inputs[0], *y = n->outputs[0];
+    const ampc_value *yi = n->op == AMPC_OP_MAX_POOL && n->n_outputs > 1 ? n->outputs[1] : NULL;
+    ampc_conv_geom geo;
+    ampc_status st = ampc_infer_conv_geom(g, n, &geo);
+    if (st != AMPC_OK) return st;
+    const int32_t kk = geo.k, r = x->shape.rank;
+    const bool cl = ampc_conv_channels_last(n); /* [N, H, W, C], one output (the layout pass's) */
+    const int64_t *in = &x->shape.dims[cl ? 1 : 2], *out = &y->shape.dims[cl ? 1 : 2];
+    const int64_t ch = cl ? x->shape.dims[3] : 1;
+    int64_t xs[AMPC_MAX_RANK], cs[AMPC_MAX_RANK];
+    int64_t q = ampc_cg_row_strides(in, kk, xs);
+    for (int32_t d = 0; d < kk; d++) xs[d] *= ch;
+    int64_t cacc = 1; /* column-major strides, for storage_order 1 */
+    for (int32_t d = 0; d < kk; d++) cs[d] = cacc, cacc *= in[d];
+    bool is_max = n->op == AMPC_OP_MAX_POOL, is_avg = n->op == AMPC_OP_AVERAGE_POOL;
+    const ampc_conv_params cp = ampc_conv_params_of(n);
+    bool include_pad = is_avg && cp.include_pad, col_major = is_max && cp.col_major;
+    int64_t p = cp.p;
+    const char *ct = ampc_cg_compute_type(x->dtype);
+    int64_t count = ampc_ir_numel(y);
+
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
+    const char *px = ampc_cg_param(k, x, false), *py = ampc_cg_param(k, y, true);
+    const char *pi = yi ? ampc_cg_param(k, yi, true) : NULL;
+    ampc_cg_grid_loop(k, count);
+    if (cl) { /* i = ((n * Ho + o0) * Wo + o1) * C + c */
+        ampc_cg_line(k, "const long long c_ = i %% %lldLL, m_ = i / %lldLL;", (long long)ch, (long long)ch);
+        ampc_cg_line(k, "const long long o1_ = m_ %% %lldLL, o0_ = (m_ / %lldLL) %% %lldLL;",
+                     (long long)out[1], (long long)out[1], (long long)out[0]);
+        ampc_cg_line(k, "const long long xb_ = m_ / %lldLL * %lldLL + c_;", (long long)(out[0] * out[1]),
+                     (long long)(q * ch));
+    } else {
+        ampc_cg_split_trailing(k, y->shape.dims, r, kk);
+        ampc_cg_line(k, "const long long xb_ = r_ * %lldLL;", (long long)q);
+    }
+    if (is_max) {
+        const char *lo = x->dtype == AMPC_DTYPE_I8   ? "-128LL"
+                         : x->dtype == AMPC_DTYPE_U8 ? "0ULL"
+                         : !strcmp(ct, "double")     ? "ampc::cv::neg_inf<double>()"
+                                                     : "ampc::cv::neg_inf<float>()";
+        ampc_cg_line(k, "%s best_ = %s;", ct, lo);
+        ampc_cg_line(k, "long long arg_ = -1;");
+    } else {
+        ampc_cg_line(k, "%s sum_ = 0;", ct);
+        if (is_avg) ampc_cg_line(k, "long long inside_ = 0, padded_ = 0;");
+    }
+    for (int32_t d = 0; d < kk; d++) {
+        ampc_cg_open(k, "for (long long k%d_ = 0; k%d_ < %lldLL; k%d_++)", d, d,
+                     (long long)geo.kernel[d], d);
+        ampc_cg_line(k, "const long long p%d_ = o%d_ * %lldLL + k%d_ * %lldLL - %lldLL;", d, d,
+                     (long long)geo.stride[d], d, (long long)geo.dil[d], (long long)geo.pad_begin[d]);
+        int64_t lo = -geo.pad_begin[d];
+        int64_t hi = (out[d] - 1) * geo.stride[d] + (geo.kernel[d] - 1) * geo.dil[d] - geo.pad_begin[d];
+        bool leaves = lo < 0 || hi >= in[d];
+        if (include_pad) {
+            /* Points past the padded input never count; inside-ness is kept per dim. */
+            if (hi >= in[d] + geo.pad_end[d])
+                ampc_cg_line(k, "if (p%d_ < %lldLL || p%d_ >= %lldLL) continue;", d,
+                             (long long)-geo.pad_begin[d], d, (long long)(in[d] + geo.pad_end[d]));
+            if (leaves) ampc_cg_line(k, "const bool in%d_ = p%d_ >= 0 && p%d_ < %lldLL;", d, d, d,
+                                     (long long)in[d]);
+            else ampc_cg_line(k, "const bool in%d_ = true;", d);
+        } else if (leaves) {
+            ampc_cg_line(k, "if (p%d_ < 0 || p%d_ >= %lldLL) continue;", d, d, (long long)in[d]);
+        }
+    }
+    ampc_strbuf off = {0}, coff = {0}, inside = {0};
+    for (int32_t d = 0; d < kk; d++) {
+        ampc_sb_printf(&off, " + p%d_ * %lldLL", d, (long long)xs[d]);
+        ampc_sb_printf(&coff, " + p%d_ * %lldLL", d, (long long)cs[d]);
+        ampc_sb_printf(&inside, "%sin%d_", d ? " && " : "", d);
+    }
+    ampc_cg_line(k, "const long long off_ = 0%s;", off.data ? off.data : "");
+    if (is_max) {
+        ampc_cg_line(k, "const %s v_ = ampc::cvt<%s>(%s[xb_ + off_]);", ct, ct, px);
+        ampc_cg_open(k, "if (arg_ < 0 || ampc::cv::max_takes(v_, best_))");
+        ampc_cg_line(k, "best_ = v_;");
+        if (col_major) ampc_cg_line(k, "arg_ = 0%s;", coff.data ? coff.data : "");
+        else ampc_cg_line(k, "arg_ = off_;");
+        ampc_cg_close(k);
+    } else if (is_avg) {
+        if (include_pad) {
+            ampc_cg_line(k, "padded_++;");
+            ampc_cg_open(k, "if (%s)", inside.data ? inside.data : "true");
+        }
+        ampc_cg_line(k, "sum_ += ampc::cvt<%s>(%s[xb_ + off_]);", ct, px);
+        ampc_cg_line(k, "inside_++;");
+        if (include_pad) ampc_cg_close(k);
+    } else {
+        ampc_cg_line(k, "sum_ += ampc::cv::powv(ampc::cv::absv(ampc::cvt<%s>(%s[xb_ + off_])), (%s)%lld);",
+                     ct, px, ct, (long long)p);
+    }
+    ampc_sb_free(&off);
+    ampc_sb_free(&coff);
+    ampc_sb_free(&inside);
+    for (int32_t d = 0; d < kk; d++) ampc_cg_close(k);
+    const char *yt = ampc_cg_ctype(y->dtype);
+    if (is_max) {
+        ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(best_);", py, yt);
+        if (pi) ampc_cg_line(k, "%s[i] = arg_ < 0 ? -1LL : r_ * %lldLL + arg_;", pi, (long long)q);
+    } else if (is_avg) {
+        ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(sum_ / (%s)%s);", py, yt, ct,
+                     include_pad ? "padded_" : "inside_");
+    } else {
+        ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(ampc::cv::powv(sum_, (%s)1 / (%s)%lld));", py, yt, ct,
+                     ct, (long long)p);
+    }
+    ampc_cg_close(k);
+    return ampc_cg_kernel_end(k, count, 256);
+}
+
+/* ---- global pools ---------------------------------------------------------------------------- */
+
+static ampc_status global_pool(ampc_cg *cg, const ampc_node *n) {
+    const ampc_value *x = n->inputs[0], *y = n->outputs[0];
+    bool is_max = n->op == AMPC_OP_GLOBAL_MAX_POOL, is_lp = n->op == AMPC_OP_GLOBAL_LP_POOL;
+    int64_t p = ampc_conv_params_of(n).p; /* 1 unless is_lp */
+    int64_t rows = x->shape.dims[0] * x->shape.dims[1];
+    int64_t q = rows ? ampc_ir_numel(x) / rows : 0;
+    const char *ct = ampc_cg_compute_type(x->dtype);
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
+    const char *px = ampc_cg_param(k, x, false), *py = ampc_cg_param(k, y, true);
+    /* One warp per row; every lane of a warp takes the same trips through the row loop. */
+    ampc_cg_open(k, "for (long long w_ = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; "
+                    "w_ < %lldLL; w_ += ((long long)gridDim.x * blockDim.x) >> 5)",
+                 (long long)rows);
+    ampc_cg_line(k, "const long long lane_ = threadIdx.x & 31, xb_ = w_ * %lldLL;", (long long)q);
+    ampc_cg_line(k, "%s acc_ = %s;", ct,
+                 is_max ? (!strcmp(ct, "double") ? "ampc::cv::neg_inf<double>()"
+                                                 : "ampc::cv::neg_inf<float>()")
+                        : "0");
+    ampc_cg_open(k, "for (long long j_ = lane_; j_ < %lldLL; j_ += 32)", (long long)q);
+    ampc_cg_line(k, "const %s v_ = ampc::cvt<%s>(%s[xb_ + j_]);", ct, ct, px);
+    if (is_max) ampc_cg_line(k, "if (ampc::cv::max_takes(v_, acc_)) acc_ = v_;");
+    else if (is_lp)
+        ampc_cg_line(k, "acc_ += ampc::cv::powv(ampc::cv::absv(v_), (%s)%lld);", ct, (long long)p);
+    else ampc_cg_line(k, "acc_ += v_;");
+    ampc_cg_close(k);
+    ampc_cg_line(k, "acc_ = ampc::cv::%s(acc_);", is_max ? "warp_max" : "warp_sum");
+    const char *yt = ampc_cg_ctype(y->dtype);
+    if (is_max) ampc_cg_line(k, "if (lane_ == 0) %s[w_] = ampc::cvt<%s>(acc_);", py, yt);
+    else if (is_lp)
+        ampc_cg_line(k, "if (lane_ == 0) %s[w_] = ampc::cvt<%s>(ampc::cv::powv(acc_, (%s)1 / (%s)%lld));",
+                     py, yt, ct, ct, (long long)p);
+    else ampc_cg_line(k, "if (lane_ == 0) %s[w_] = ampc::cvt<%s>(acc_ / (%s)%lld);", py, yt, ct,
+                      (long long)q);
+    ampc_cg_close(k);
+    return ampc_cg_kernel_end(k, rows * 32, 256);
+}
+
+/* ---- Col2Im ---------------------------------------------------------------------------------- */
+
+static ampc_status lower_col2im(ampc_cg *cg, const ampc_node *n) {
+    const ampc_value *x = n->inputs[0], *y = n->outputs[0], *bv = n->inputs[2];
+    int32_t r = y->shape.rank, kk = r - 2;
+    int64_t blk[AMPC_MAX_RANK], st[AMPC_MAX_RANK], dil[AMPC_MAX_RANK], pb[AMPC_MAX_RANK],
+        pe[AMPC_MAX_RANK], nb[AMPC_MAX_RANK], bs[AMPC_MAX_RANK], ls[AMPC_MAX_RANK];
+    if (!bv->data) return ampc_cg_unsupported(cg, n, "without a constant block_shape");
+    ampc_col2im_window(n, kk, st, dil, pb, pe); /* as the reference reads them */
+    for (int32_t i = 0; i < kk; i++) {
+        blk[i] = ampc_ref_load_i64(bv->data, bv->dtype, i);
+        int64_t ext = (blk[i] - 1) * dil[i] + 1;
+        nb[i] = (y->shape.dims[2 + i] + pb[i] + pe[i] - ext) / st[i] + 1;
+    }
+    int64_t per = ampc_cg_row_strides(blk, kk, bs), L = x->shape.dims[2];
+    ampc_cg_row_strides(nb, kk, ls);
+    const char *ct = ampc_dtype_is_float(y->dtype) ? ampc_cg_compute_type(y->dtype)
+                                                   : "unsigned long long";
+    bool is_bool = y->dtype == AMPC_DTYPE_BOOL;
+    int64_t count = ampc_ir_numel(y);
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, "col2im");
+    const char *px = ampc_cg_param(k, x, false), *py = ampc_cg_param(k, y, true);
+    ampc_cg_grid_loop(k, count);
+    ampc_cg_split_trailing(k, y->shape.dims, r, kk);
+    ampc_cg_line(k, "%s acc_ = 0;", ct);
+    /* Block elements in descending row-major order: their block positions then ascend, the
+     * order in which the reference adds them. */
+    for (int32_t d = 0; d < kk; d++) {
+        ampc_cg_open(k, "for (long long k%d_ = %lldLL; k%d_ >= 0; k%d_--)", d, (long long)(blk[d] - 1),
+                     d, d);
+        ampc_cg_line(k, "const long long t%d_ = o%d_ + %lldLL - k%d_ * %lldLL;", d, d, (long long)pb[d],
+                     d, (long long)dil[d]);
+        if (st[d] == 1) {
+            ampc_cg_line(k, "if (t%d_ < 0 || t%d_ >= %lldLL) continue;", d, d, (long long)nb[d]);
+            ampc_cg_line(k, "const long long l%d_ = t%d_;", d, d);
+        } else {
+            ampc_cg_line(k, "if (t%d_ < 0 || t%d_ %% %lldLL != 0) continue;", d, d, (long long)st[d]);
+            ampc_cg_line(k, "const long long l%d_ = t%d_ / %lldLL;", d, d, (long long)st[d]);
+            ampc_cg_line(k, "if (l%d_ >= %lldLL) continue;", d, (long long)nb[d]);
+        }
+    }
+    ampc_strbuf jo = {0}, lo = {0};
+    for (int32_t d = 0; d < kk; d++) {
+        ampc_sb_printf(&jo, " + k%d_ * %lldLL", d, (long long)bs[d]);
+        ampc_sb_printf(&lo, " + l%d_ * %lldLL", d, (long long)ls[d]);
+    }
+    ampc_cg_line(k, "const long long src_ = (r_ * %lldLL%s) * %lldLL%s;", (long long)per,
+                 jo.data ? jo.data : "", (long long)L, lo.data ? lo.data : "");
+    ampc_sb_free(&jo);
+    ampc_sb_free(&lo);
+    if (ampc_dtype_is_float(y->dtype))
+        ampc_cg_line(k, "acc_ += ampc::cvt<%s>(%s[src_]);", ct, px);
+    else if (is_bool)
+        ampc_cg_line(k, "acc_ |= (unsigned long long)%s[src_];", px);
+    else
+        ampc_cg_line(k, "acc_ += (unsigned long long)(long long)%s[src_];", px);
+    for (int32_t d = 0; d < kk; d++) ampc_cg_close(k);
+    if (ampc_dtype_is_float(y->dtype))
+        ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(acc_);", py, ampc_cg_ctype(y->dtype));
+    else if (is_bool)
+        ampc_cg_line(k, "%s[i] = acc_ != 0;", py);
+    else
+        ampc_cg_line(k, "%s[i] = (%s)acc_;", py, ampc_cg_ctype(y->dtype));
+    ampc_cg_close(k);
+    return ampc_cg_kernel_end(k, count, 256);
+}
+
 /* ---- entry ----------------------------------------------------------------------------------- */
 
 ampc_status ampc_cg_lower_conv(ampc_cg *cg, const ampc_node *n) {
@@ -441,4 +681,18 @@ ampc_status ampc_cg_lower_conv(ampc_cg *cg, const ampc_node *n) {
         return AMPC_FAIL(ampc_cg_graph(cg), n, AMPC_E_UNSUPPORTED,
                          "a channels-last convolution cuDNN cannot run (pads, dtype or size)");
     return d.transpose ? direct_transpose(cg, n, &d) : direct_forward(cg, n, &d);
+}
+
+ampc_status ampc_cg_lower_pool(ampc_cg *cg, const ampc_node *n) {
+    if (ampc_ir_numel(n->outputs[0]) == 0) return AMPC_OK; /* nothing to compute */
+    switch (n->op) {
+    case AMPC_OP_MAX_POOL:
+    case AMPC_OP_AVERAGE_POOL:
+    case AMPC_OP_LP_POOL: return window_pool(cg, n);
+    case AMPC_OP_GLOBAL_AVERAGE_POOL:
+    case AMPC_OP_GLOBAL_MAX_POOL:
+    case AMPC_OP_GLOBAL_LP_POOL: return global_pool(cg, n);
+    case AMPC_OP_COL2IM: return lower_col2im(cg, n);
+    default: return ampc_cg_lower_resize(cg, n);
+    }
 }

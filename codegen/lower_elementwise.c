@@ -555,8 +555,9 @@ static ampc_status lower_chain(ampc_cg *cg, const ampc_node *root) {
 }
 
 ampc_status ampc_cg_lower_elementwise(ampc_cg *cg, const ampc_node *n) {
-    if (n->op == AMPC_OP_QUANTIZE_LINEAR || n->op == AMPC_OP_DEQUANTIZE_LINEAR || n->op == AMPC_OP_MEL_WEIGHT_MATRIX)
+    if (n->op == AMPC_OP_QUANTIZE_LINEAR || n->op == AMPC_OP_DEQUANTIZE_LINEAR)
         return ampc_cg_lower_quant(cg, n);
+    if (n->op == AMPC_OP_MEL_WEIGHT_MATRIX) return ampc_cg_lower_signal(cg, n);
     const ampc_node *p = n->inputs[0] ? n->inputs[0]->producer : NULL;
     if (p && (n->inputs[0]->flags & AMPC_VALUE_FUSED) &&
         ((n->op == AMPC_OP_CAST && (p->op == AMPC_OP_LAYER_NORM || p->op == AMPC_OP_RMS_NORM)) ||

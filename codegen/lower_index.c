@@ -1,7 +1,8 @@
 /*
  * lower_index.c — generated kernels for the indexing family (LOWER_INDEX): Gather,
  * GatherElements, GatherND, ScatterElements, Scatter, ScatterND, TensorScatter, OneHot, TopK,
- * Compress, ReverseSequence and AffineGrid.
+ * Compress, ReverseSequence, AffineGrid and TfIdfVectorizer (integer pools); GridSample, a row
+ * of this kind, is lowered by lower_resize.c.
  *
  * Gathers run one thread per output element; a Gather whose constant indices step evenly
  * along the axis (one index: a head of a packed QKV) is that slice, a view copy. Scatters first
@@ -17,16 +18,20 @@
  * in the reference evaluator) reads as 0 in the gathers, is skipped by the scatters (as is a
  * TensorScatter row past the end of the cache in linear mode), and a ReverseSequence length
  * outside [0, steps] zeroes its batch entry. When the indices are a constant, they are checked
- * here instead, with the reference's message. DeformConv, GridSample and TfIdfVectorizer have
- * no GPU lowering yet.
+ * here instead, with the reference's message. DeformConv has no GPU lowering yet.
+ *
+ * TfIdfVectorizer: a thread a row; the pool's trie is baked into the kernel as sorted child
+ * lists; counts accumulate in the row of the f32 output, then turn into TF / IDF / TFIDF.
  */
 #include "codegen.h"
 #include "ir/index.h"
+#include "ir/tfidf.h"
 #include "ir/resize.h"
 
 #include "ir/ref/ref.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- helpers -------------------------------------------------------------------------------- */
@@ -563,13 +568,126 @@ static ampc_status lower_affine_grid(ampc_cg *cg, const ampc_node *n) {
     return ampc_cg_kernel_end(k, count, 256);
 }
 
+/* ---- TfIdfVectorizer ------------------------------------------------------------------------ */
+
+typedef ampc_tfidf_node tf_node;
+
+/* Orders non-root nodes by (parent, token): each node's children become one sorted run. */
+static const tf_node *sort_base;
+static int by_parent_token(const void *a, const void *b) {
+    const tf_node *x = &sort_base[*(const int64_t *)a], *y = &sort_base[*(const int64_t *)b];
+    if (x->parent != y->parent) return x->parent < y->parent ? -1 : 1;
+    return x->token < y->token ? -1 : x->token > y->token;
+}
+
+/* Emits `static const <type> name[] = {...};`, 12 entries a line (one 0 when empty). */
+static void emit_table(ampc_cg_kernel *k, const char *type, const char *name, const int64_t *v,
+                       int64_t cnt, const char *suffix) {
+    ampc_cg_line(k, "static const %s %s[%lld] = {", type, name, (long long)(cnt ? cnt : 1));
+    ampc_strbuf sb = {0};
+    if (!cnt) ampc_sb_puts(&sb, "0");
+    for (int64_t i = 0; i < cnt; i++) {
+        ampc_sb_printf(&sb, "%lld%s%s", (long long)v[i], suffix, i + 1 < cnt ? "," : "");
+        if ((i + 1) % 12 == 0 || i + 1 == cnt) {
+            ampc_cg_line(k, "    %s", sb.data);
+            sb.len = 0;
+            sb.data[0] = 0;
+        } else {
+            ampc_sb_putc(&sb, ' ');
+        }
+    }
+    if (!cnt) ampc_cg_line(k, "    %s", sb.data);
+    ampc_sb_free(&sb);
+    ampc_cg_line(k, "};");
+}
+
+static ampc_status lower_tfidf(ampc_cg *cg, const ampc_node *n) {
+    ampc_graph *g = ampc_cg_graph(cg);
+    const ampc_value *x = n->inputs[0], *y = n->outputs[0];
+    const ampc_tfidf p = ampc_tfidf_of(g, n);
+    const int64_t *idx = p.indexes, lo = p.min_len, hi = p.max_len, skips = p.skips;
+    const float *wts = p.weights;
+    const char *mode = p.mode;
+    int64_t rows = x->shape.rank == 2 ? x->shape.dims[0] : 1;
+    int64_t cols = x->shape.rank ? x->shape.dims[x->shape.rank - 1] : 1;
+    int64_t out_size = y->shape.dims[y->shape.rank - 1];
+    if (ampc_ir_numel(y) == 0) return AMPC_OK;
+
+    /* The trie, as the reference walks it (ir/tfidf.h). */
+    ampc_tfidf_trie t;
+    if (!ampc_tfidf_trie_build(&p, &t))
+        return AMPC_FAIL(g, n, AMPC_E_OOM, "out of host memory building the n-gram table");
+    /* Child runs: ord = non-root nodes sorted by (parent, token); first[] = CSR offsets; a
+     * node's output coordinate is the ngram_indexes entry of its id, or -1. */
+    int64_t nn = t.n, nc = nn - 1;
+    int64_t *ord = ampc_xcalloc((size_t)AMPC_MAX(nc, 1), sizeof *ord);
+    int64_t *tok = ampc_xcalloc((size_t)AMPC_MAX(nc, 1), sizeof *tok);
+    int64_t *first = ampc_xcalloc((size_t)nn + 1, sizeof *first);
+    int64_t *oc = ampc_xcalloc((size_t)nn, sizeof *oc);
+    for (int64_t i = 0; i < nc; i++) ord[i] = i + 1;
+    sort_base = t.nodes;
+    if (nc > 1) qsort(ord, (size_t)nc, sizeof *ord, by_parent_token);
+    for (int64_t i = 0; i < nc; i++) {
+        tok[i] = t.nodes[ord[i]].token;
+        first[t.nodes[ord[i]].parent + 1]++;
+    }
+    for (int64_t i = 0; i < nn; i++) first[i + 1] += first[i];
+    for (int64_t i = 0; i < nn; i++) oc[i] = t.nodes[i].id ? idx[t.nodes[i].id - 1] : -1;
+
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, "tfidf");
+    const char *px = ampc_cg_param(k, x, false), *py = ampc_cg_param(k, y, true);
+    emit_table(k, "int", "tf_first", first, nn + 1, "");
+    emit_table(k, "long long", "tf_tok", tok, nc, "LL");
+    emit_table(k, "int", "tf_node", ord, nc, "");
+    emit_table(k, "int", "tf_coord", oc, nn, "");
+    bool tf = !strcmp(mode, "TF"), idf = !strcmp(mode, "IDF");
+    if (!tf && wts) {
+        ampc_cg_line(k, "static const float tf_w[%lld] = {", (long long)out_size);
+        for (int64_t i = 0; i < out_size; i++)
+            ampc_cg_line(k, "    %s%s", ampc_cg_f32(wts[i]).s, i + 1 < out_size ? "," : "");
+        ampc_cg_line(k, "};");
+    }
+    ampc_cg_grid_loop(k, rows);
+    ampc_cg_line(k, "float *yr = %s + i * %lldLL;", py, (long long)out_size);
+    ampc_cg_line(k, "const %s *xr = %s + i * %lldLL;", ampc_cg_ctype(x->dtype), px, (long long)cols);
+    ampc_cg_line(k, "for (long long o = 0; o < %lldLL; o++) yr[o] = 0.0f;", (long long)out_size);
+    ampc_cg_line(k, "long long first = %lldLL;", (long long)lo);
+    ampc_cg_open(k, "for (long long skip = 1; skip <= %lldLL; skip++)", (long long)skips);
+    ampc_cg_open(k, "for (long long s0 = 0; s0 < %lldLL; s0++)", (long long)cols);
+    ampc_cg_line(k, "if (s0 + skip * (first - 1) >= %lldLL) break;", (long long)cols);
+    ampc_cg_line(k, "int node = 0;");
+    ampc_cg_line(k, "long long size = 1;");
+    ampc_cg_open(k, "for (long long e = s0; size <= %lldLL && e < %lldLL; e += skip, size++)", (long long)hi,
+                 (long long)cols);
+    ampc_cg_line(k, "node = ampc::tf_child(tf_first, tf_tok, tf_node, node, (long long)xr[e]);");
+    ampc_cg_line(k, "if (node < 0) break;");
+    ampc_cg_line(k, "if (size >= first && tf_coord[node] >= 0) yr[tf_coord[node]] += 1.0f;");
+    ampc_cg_close(k);
+    ampc_cg_close(k);
+    ampc_cg_open(k, "if (first == 1)");
+    ampc_cg_line(k, "first = 2;");
+    ampc_cg_line(k, "if (first > %lldLL) break;", (long long)hi);
+    ampc_cg_close(k);
+    ampc_cg_close(k);
+    if (!tf) {
+        const char *w = wts ? "(double)tf_w[o]" : "1.0";
+        ampc_cg_open(k, "for (long long o = 0; o < %lldLL; o++)", (long long)out_size);
+        ampc_cg_line(k, "const double f = (double)yr[o];");
+        if (idf) ampc_cg_line(k, "yr[o] = (float)(f > 0.0 ? %s : 0.0);", w);
+        else ampc_cg_line(k, "yr[o] = (float)(%s * f);", w);
+        ampc_cg_close(k);
+    }
+    ampc_cg_close(k);
+    ampc_tfidf_trie_free(&t);
+    free(ord), free(tok), free(first), free(oc);
+    return ampc_cg_kernel_end(k, rows, 64);
+}
+
 /* ---- dispatch ------------------------------------------------------------------------------- */
 
 /* Lowers one LOWER_INDEX node into its copy and kernel steps (none when its outputs are empty);
- * AMPC_E_UNSUPPORTED naming the node for DeformConv and GridSample (TfIdfVectorizer goes to
- * lower_quant.c), and for
- * the few shapes a kernel cannot take (see lower_top_k, lower_compress); AMPC_E_EVAL for a
- * constant index out of range. */
+ * AMPC_E_UNSUPPORTED naming the node for DeformConv, and for the few shapes a kernel cannot take
+ * (see lower_top_k, lower_compress); AMPC_E_EVAL for a constant index out of range. */
 ampc_status ampc_cg_lower_index(ampc_cg *cg, const ampc_node *n) {
     switch (n->op) {
     case AMPC_OP_GATHER: return lower_gather(cg, n);
@@ -584,8 +702,8 @@ ampc_status ampc_cg_lower_index(ampc_cg *cg, const ampc_node *n) {
     case AMPC_OP_COMPRESS: return lower_compress(cg, n);
     case AMPC_OP_REVERSE_SEQUENCE: return lower_reverse_sequence(cg, n);
     case AMPC_OP_AFFINE_GRID: return lower_affine_grid(cg, n);
-    case AMPC_OP_GRID_SAMPLE: return ampc_cg_lower_grid_sample(cg, n);
-    case AMPC_OP_TFIDF_VECTORIZER: return ampc_cg_lower_quant(cg, n);
+    case AMPC_OP_GRID_SAMPLE: return ampc_cg_lower_resize(cg, n);
+    case AMPC_OP_TFIDF_VECTORIZER: return lower_tfidf(cg, n);
     default:
         return AMPC_FAIL(ampc_cg_graph(cg), n, AMPC_E_UNSUPPORTED,
                          "%s has no GPU lowering yet; it runs on the reference evaluator only",

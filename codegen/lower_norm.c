@@ -1,8 +1,8 @@
 /*
  * lower_norm.c — generated kernels for the LOWER_NORM family: Softmax, LogSoftmax, Hardmax,
  * LpNormalization, LayerNormalization, RMSNormalization, InstanceNormalization,
- * GroupNormalization, MeanVarianceNormalization, BatchNormalization (inference), LRN, and the
- * losses NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss.
+ * GroupNormalization, MeanVarianceNormalization, BatchNormalization (inference) and LRN; its kind
+ * also takes the losses to lower_loss.c.
  *
  * Most of them are row operations: the input is viewed as rows of `len` elements (Softmax,
  * Hardmax and LpNorm as [outer, len, inner] around their axis; LayerNorm and RMSNorm as
@@ -12,14 +12,12 @@
  * of passes over it: statistics reduced across the row's threads with kernels/reduce.cuh, then
  * the write. Softmax subtracts the row maximum; statistics are two-pass (mean, then squared
  * deviations) in f32 (f64 for f64 tensors or stash_type f64), as the reference evaluator
- * (ir/ref/norm.c) computes them in double. BatchNormalization and LRN are one thread per element. The losses run one thread per
- * (n, d) column; reductions "sum" and "mean" run in one block that reduces the partial sums.
+ * (ir/ref/norm.c) computes them in double. BatchNormalization and LRN are one thread per element.
  * Edge cases follow the reference: a NaN row stays NaN, an empty LayerNorm row has NaN
- * statistics, a zero norm divides by zero, a loss whose targets are all ignored is 0 / 0.
+ * statistics, a zero norm divides by zero.
  */
 #include "codegen.h"
 #include "ir/norm.h"
-#include "ir/loss.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -79,25 +77,15 @@ static const char *first_only(const rows *r) { return r->w > 1 ? "if (threadIdx.
 
 /* ---- attributes and shapes ------------------------------------------------------------------ */
 
-static int64_t dims_prod(const ampc_shape *s, int32_t lo, int32_t hi) {
-    int64_t p = 1;
-    for (int32_t d = lo; d < hi; d++) p *= s->dims[d];
-    return p;
-}
 
 
 
 /* The accumulation type for float tensors: double when any is f64, else float. */
-static const char *acc_type(const ampc_value *const *vs, int32_t n) {
-    for (int32_t i = 0; i < n; i++)
-        if (vs[i] && vs[i]->dtype == AMPC_DTYPE_F64) return "double";
-    return "float";
-}
 
 /* The accumulation type of a statistics-computing op: acc_type of its tensors, or double when
  * stash_type (the statistics' precision) asks for f64. */
 static const char *stash_acc_type(const ampc_node *n, const ampc_value *const *vs, int32_t k) {
-    return ampc_norm_params_of(n).stash_f64 ? "double" : acc_type(vs, k);
+    return ampc_norm_params_of(n).stash_f64 ? "double" : ampc_cg_acc_type(vs, k);
 }
 
 /* Emits the base offset `b` of row `row` of [outer, len, inner] (element j at b + j * inner). */
@@ -117,9 +105,9 @@ static ampc_status lower_axis_op(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *x = n->inputs[0], *y = n->outputs[0];
     if (ampc_ir_numel(x) == 0) return AMPC_OK;
     const int32_t rank = x->shape.rank, ax = ampc_axis_of(n, rank);
-    const int64_t len = x->shape.dims[ax], inner = dims_prod(&x->shape, ax + 1, rank);
-    const int64_t outer = dims_prod(&x->shape, 0, ax);
-    const char *at = acc_type(&x, 1), *yt = ampc_cg_ctype(y->dtype);
+    const int64_t len = x->shape.dims[ax], inner = ampc_cg_dims_prod(&x->shape, ax + 1, rank);
+    const int64_t outer = ampc_cg_dims_prod(&x->shape, 0, ax);
+    const char *at = ampc_cg_acc_type(&x, 1), *yt = ampc_cg_ctype(y->dtype);
     rows r = make_rows(outer * inner, len, inner == 1);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
     const char *px = ampc_cg_param(k, x, false), *py = ampc_cg_param(k, y, true);
@@ -240,7 +228,7 @@ static void emit_stats(ampc_cg_kernel *k, const rows *r, const stat_row *s, cons
  * else computed from e by broadcasting. */
 static bool is_one_row(const ampc_value *x, const ampc_value *p, int32_t ax) {
     const int32_t shift = x->shape.rank - p->shape.rank;
-    bool one_row = ampc_ir_numel(p) == dims_prod(&x->shape, ax, x->shape.rank);
+    bool one_row = ampc_ir_numel(p) == ampc_cg_dims_prod(&x->shape, ax, x->shape.rank);
     for (int32_t d = 0; d < p->shape.rank; d++)
         if (d + shift < ax && p->shape.dims[d] != 1) one_row = false;
     return one_row;
@@ -336,7 +324,7 @@ static ampc_status lower_layer_norm(ampc_cg *cg, const ampc_node *n, const ampc_
     const ampc_value *mean_out = !rms && n->n_outputs > 1 ? n->outputs[1] : NULL;
     const ampc_value *inv_out = !rms && n->n_outputs > 2 ? n->outputs[2] : NULL;
     const int32_t rank = x->shape.rank, ax = ampc_axis_of(n, rank);
-    stat_row s = {dims_prod(&x->shape, 0, ax), dims_prod(&x->shape, ax, rank), !rms,
+    stat_row s = {ampc_cg_dims_prod(&x->shape, 0, ax), ampc_cg_dims_prod(&x->shape, ax, rank), !rms,
                   ampc_norm_params_of(n).eps, NULL};
     const ampc_value *all[4] = {x, scale, bias, y};
     s.at = stash_acc_type(n, all, 4);
@@ -388,7 +376,7 @@ static ampc_status lower_channel_norm(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *x = n->inputs[0], *scale = n->inputs[1], *bias = n->inputs[2], *y = n->outputs[0];
     if (ampc_ir_numel(x) == 0) return AMPC_OK;
     const int64_t batch = x->shape.dims[0], c = x->shape.dims[1];
-    const int64_t spatial = dims_prod(&x->shape, 2, x->shape.rank);
+    const int64_t spatial = ampc_cg_dims_prod(&x->shape, 2, x->shape.rank);
     const bool group = n->op == AMPC_OP_GROUP_NORM;
     const int64_t groups = group ? ampc_norm_params_of(n).groups : c, per = c / groups;
     const ampc_value *all[3] = {x, scale, bias};
@@ -475,7 +463,7 @@ static ampc_status lower_mvn(ampc_cg *cg, const ampc_node *n) {
         if (on[d]) group *= x->shape.dims[d];
     dims kept, red;
     split_dims(&x->shape, on, &kept, &red);
-    const char *at = acc_type(&x, 1), *yt = ampc_cg_ctype(y->dtype);
+    const char *at = ampc_cg_acc_type(&x, 1), *yt = ampc_cg_ctype(y->dtype);
     const bool contiguous = red.n == 1 && red.stride[0] == 1;
     rows r = make_rows(ampc_ir_numel(x) / group, group, contiguous);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
@@ -599,8 +587,8 @@ static ampc_status lower_batch_norm(ampc_cg *cg, const ampc_node *n, const ampc_
     const int64_t count = ampc_ir_numel(x);
     if (count == 0) return AMPC_OK;
     const int32_t rank = x->shape.rank;
-    const int64_t c = rank >= 2 ? x->shape.dims[1] : 1, spatial = dims_prod(&x->shape, 2, rank);
-    const char *at = acc_type((const ampc_value *const *)n->inputs, 5);
+    const int64_t c = rank >= 2 ? x->shape.dims[1] : 1, spatial = ampc_cg_dims_prod(&x->shape, 2, rank);
+    const char *at = ampc_cg_acc_type((const ampc_value *const *)n->inputs, 5);
     const ampc_node *cat = norm_concat(n);
     if ((x->flags & AMPC_VALUE_FUSED) && (!cat || spatial != 1))
         return AMPC_FAIL(ampc_cg_graph(cg), n, AMPC_E_INTERNAL, "X of this BatchNormalization is "
@@ -662,11 +650,11 @@ static ampc_status lower_lrn(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *x = n->inputs[0], *y = n->outputs[0];
     const int64_t count = ampc_ir_numel(x);
     if (count == 0) return AMPC_OK;
-    const int64_t c = x->shape.dims[1], spatial = dims_prod(&x->shape, 2, x->shape.rank);
+    const int64_t c = x->shape.dims[1], spatial = ampc_cg_dims_prod(&x->shape, 2, x->shape.rank);
     const ampc_norm_params np = ampc_norm_params_of(n);
     const int64_t size = np.size, before = (size - 1) / 2, after = size - 1 - before;
     const double alpha = np.alpha, beta = np.beta, bias = np.bias;
-    const char *at = acc_type(&x, 1);
+    const char *at = ampc_cg_acc_type(&x, 1);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
     const char *px = ampc_cg_param(k, x, false), *py = ampc_cg_param(k, y, true);
     ampc_cg_grid_loop(k, count);
@@ -687,85 +675,6 @@ static ampc_status lower_lrn(ampc_cg *cg, const ampc_node *n) {
     return ampc_cg_kernel_end(k, count, 256);
 }
 
-/* ---- NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss ------------------------------------- */
-
-/* Input 0 viewed as [N, C, D] and the target as [N, D]: column i = n * D + d holds the classes
- * of one target. SCE takes the column's log-softmax first (and writes log_prob when asked). */
-static ampc_status lower_loss(ampc_cg *cg, const ampc_node *n) {
-    const ampc_value *x = n->inputs[0], *t = n->inputs[1];
-    const ampc_value *w = n->n_inputs > 2 ? n->inputs[2] : NULL;
-    const ampc_value *y = n->outputs[0], *lp = n->n_outputs > 1 ? n->outputs[1] : NULL;
-    const bool sce = n->op == AMPC_OP_SCE_LOSS;
-    const int64_t batch = x->shape.dims[0], c = x->shape.dims[1];
-    const int64_t inner = dims_prod(&x->shape, 2, x->shape.rank), cols = batch * inner;
-    const ampc_loss_params lps = ampc_loss_params_of(n);
-    const bool none = lps.reduction == AMPC_LOSS_NONE, sum = lps.reduction == AMPC_LOSS_SUM;
-    const bool has_ignore = lps.has_ignore;
-    /* "none" with no column has nothing to write; "sum" / "mean" of nothing still writes 0 or
-     * 0 / 0 into its scalar. */
-    if (ampc_ir_numel(y) == 0 && (!lp || ampc_ir_numel(lp) == 0)) return AMPC_OK;
-    const ampc_value *all[3] = {x, w, NULL};
-    const char *at = acc_type(all, 2), *yt = ampc_cg_ctype(y->dtype);
-
-    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
-    const char *px = ampc_cg_param(k, x, false), *pt = ampc_cg_param(k, t, false);
-    const char *pw = w ? ampc_cg_param(k, w, false) : NULL;
-    const char *py = ampc_cg_param(k, y, true), *pl = lp ? ampc_cg_param(k, lp, true) : NULL;
-    /* "none": a thread per (n, d) column; "sum" / "mean": one block of 256 threads striding over
-     * the columns, then a block reduction of the loss and weight sums. */
-    if (none) {
-        ampc_cg_grid_loop(k, cols);
-    } else {
-        ampc_cg_line(k, "%s tot = (%s)0, wsum = (%s)0;", at, at, at);
-        ampc_cg_open(k, "for (long long i = threadIdx.x; i < %lldLL; i += 256)", (long long)cols);
-    }
-    ampc_cg_line(k, "const long long b = (i / %lldLL) * %lldLL + i %% %lldLL; /* class 0 of column i */",
-                 (long long)inner, (long long)(c * inner), (long long)inner);
-    if (sce) {
-        /* log-softmax over the classes of the column, max-shifted */
-        ampc_cg_line(k, "%s mx = -(%s)INFINITY, s = (%s)0;", at, at, at);
-        ampc_cg_line(k, "for (long long j = 0; j < %lldLL; j++) mx = ampc::red_max()(mx, ampc::cvt<%s>(%s[b + j * %lldLL]));",
-                     (long long)c, at, px, (long long)inner);
-        ampc_cg_line(k, "for (long long j = 0; j < %lldLL; j++) s += ampc::m_exp(ampc::cvt<%s>(%s[b + j * %lldLL]) - mx);",
-                     (long long)c, at, px, (long long)inner);
-        ampc_cg_line(k, "const %s ls = ampc::m_log(s);", at);
-        if (pl)
-            ampc_cg_line(k, "for (long long j = 0; j < %lldLL; j++) %s[b + j * %lldLL] = ampc::cvt<%s>(ampc::cvt<%s>(%s[b + j * %lldLL]) - mx - ls);",
-                         (long long)c, pl, (long long)inner, ampc_cg_ctype(lp->dtype), at, px, (long long)inner);
-    }
-    ampc_cg_line(k, "const long long cls = (long long)%s[i];", pt);
-    ampc_cg_line(k, "%s loss = (%s)0, wt = (%s)0;", at, at, at);
-    if (has_ignore) ampc_cg_open(k, "if (cls != %lldLL)", (long long)lps.ignore);
-    else ampc_cg_open(k, "if (true)");
-    /* A class outside [0, C) is a value error on the reference evaluator; here it gives NaN. */
-    ampc_cg_open(k, "if (cls < 0 || cls >= %lldLL)", (long long)c);
-    ampc_cg_line(k, "loss = wt = (%s)NAN;", at);
-    ampc_cg_close(k);
-    ampc_cg_open(k, "else");
-    ampc_cg_line(k, "const %s logp = ampc::cvt<%s>(%s[b + cls * %lldLL])%s;", at, at, px, (long long)inner,
-                 sce ? " - mx - ls" : "");
-    if (pw) ampc_cg_line(k, "wt = ampc::cvt<%s>(%s[cls]);", at, pw);
-    else ampc_cg_line(k, "wt = (%s)1;", at);
-    ampc_cg_line(k, "loss = -logp * wt;");
-    ampc_cg_close(k);
-    ampc_cg_close(k);
-    if (none) {
-        ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(loss);", py, yt);
-        ampc_cg_line(k, "(void)wt;");
-        ampc_cg_close(k);
-        return ampc_cg_kernel_end(k, cols, 256);
-    }
-    ampc_cg_line(k, "tot += loss;");
-    ampc_cg_line(k, "wsum += wt;");
-    ampc_cg_close(k);
-    ampc_cg_line(k, "tot = ampc::block_allreduce(tot, ampc::red_add(), (%s)0);", at);
-    ampc_cg_line(k, "wsum = ampc::block_allreduce(wsum, ampc::red_add(), (%s)0);", at);
-    ampc_cg_line(k, "if (threadIdx.x == 0) %s[0] = ampc::cvt<%s>(%s);", py, yt, sum ? "tot" : "tot / wsum");
-    if (sum) ampc_cg_line(k, "(void)wsum;");
-    const uint32_t grid[3] = {1, 1, 1}, block[3] = {256, 1, 1};
-    return ampc_cg_kernel_end_launch(k, grid, block, 0);
-}
-
 ampc_status ampc_cg_lower_norm(ampc_cg *cg, const ampc_node *n) {
     switch (n->op) {
     case AMPC_OP_SOFTMAX: case AMPC_OP_LOG_SOFTMAX: case AMPC_OP_SAFE_SOFTMAX:
@@ -776,7 +685,7 @@ ampc_status ampc_cg_lower_norm(ampc_cg *cg, const ampc_node *n) {
     case AMPC_OP_MEAN_VARIANCE_NORM: return lower_mvn(cg, n);
     case AMPC_OP_BATCH_NORM: return lower_batch_norm(cg, n, NULL);
     case AMPC_OP_LRN: return lower_lrn(cg, n);
-    case AMPC_OP_NLL_LOSS: case AMPC_OP_SCE_LOSS: return lower_loss(cg, n);
+    case AMPC_OP_NLL_LOSS: case AMPC_OP_SCE_LOSS: return ampc_cg_lower_loss(cg, n);
     default:
         return AMPC_FAIL(ampc_cg_graph(cg), n, AMPC_E_UNSUPPORTED,
                          "%s has no GPU lowering yet; it runs on the reference evaluator only",

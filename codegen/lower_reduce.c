@@ -1,7 +1,8 @@
 /*
  * lower_reduce.c — generated kernels for the LOWER_REDUCE family: the reductions (ReduceSum,
  * Mean, Max, Min, Prod, L1, L2, LogSum, LogSumExp, SumSquare), ArgMax / ArgMin, and the scans
- * CumSum / CumProd. Det and DynamicQuantizeLinear are lowered by lower_quant.c.
+ * CumSum / CumProd. Det (lower_linalg.c) and DynamicQuantizeLinear (lower_quant.c) are rows of
+ * this kind lowered by their families.
  *
  * Reductions: the input's dims are split into kept and reduced ones, neighbours of the same kind
  * merged (size-1 dims dropped), so the common cases become [outer, R, inner] and any axes set
@@ -437,11 +438,6 @@ static ampc_status lower_reduction(ampc_cg *cg, const ampc_node *n) {
 
 /* ---- ArgMax, ArgMin ------------------------------------------------------------------------- */
 
-static int64_t dims_prod(const ampc_shape *s, int32_t lo, int32_t hi) {
-    int64_t p = 1;
-    for (int32_t d = lo; d < hi; d++) p *= s->dims[d];
-    return p;
-}
 
 /* Emits the base offset of row `row` of a tensor viewed as [outer, len, inner] around an axis
  * (element j of the row is at base + j * inner) and returns its name. */
@@ -459,7 +455,7 @@ static ampc_status lower_arg(ampc_cg *cg, const ampc_node *n) {
     int64_t axis = ampc_axis_attr(n);
     const int32_t ax = (int32_t)(axis < 0 ? axis + rank : axis);
     const bool last = ampc_index_params_of(n).select_last;
-    const int64_t len = x->shape.dims[ax], inner = dims_prod(&x->shape, ax + 1, rank);
+    const int64_t len = x->shape.dims[ax], inner = ampc_cg_dims_prod(&x->shape, ax + 1, rank);
     const int64_t count = ampc_ir_numel(y);
     if (count == 0) return AMPC_OK;
     const char *ct = ampc_cg_compute_type(x->dtype);
@@ -494,7 +490,7 @@ static ampc_status lower_scan(ampc_cg *cg, const ampc_node *n) {
     const ampc_index_params ip = ampc_index_params_of(n);
     const bool excl = ip.exclusive, rev = ip.reverse;
     const bool prod = n->op == AMPC_OP_CUMPROD;
-    const int64_t len = x->shape.dims[ax], inner = dims_prod(&x->shape, ax + 1, rank);
+    const int64_t len = x->shape.dims[ax], inner = ampc_cg_dims_prod(&x->shape, ax + 1, rank);
     const int64_t count = ampc_ir_numel(x);
     if (count == 0) return AMPC_OK;
     /* Floats run in float (double for f64); integers wrap in unsigned 64-bit, like the reference's
@@ -555,7 +551,8 @@ ampc_status ampc_cg_lower_reduce(ampc_cg *cg, const ampc_node *n) {
         return lower_reduction(cg, n);
     case AMPC_OP_ARG_MAX: case AMPC_OP_ARG_MIN: return lower_arg(cg, n);
     case AMPC_OP_CUMSUM: case AMPC_OP_CUMPROD: return lower_scan(cg, n);
-    case AMPC_OP_DET: case AMPC_OP_DYNAMIC_QUANTIZE_LINEAR: return ampc_cg_lower_quant(cg, n);
+    case AMPC_OP_DET: return ampc_cg_lower_linalg(cg, n);
+    case AMPC_OP_DYNAMIC_QUANTIZE_LINEAR: return ampc_cg_lower_quant(cg, n);
     default:
         return AMPC_FAIL(ampc_cg_graph(cg), n, AMPC_E_UNSUPPORTED,
                          "%s has no GPU lowering yet; it runs on the reference evaluator only",

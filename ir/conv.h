@@ -1,7 +1,7 @@
 /*
  * conv.h — the convolutions' and pools' parameters beyond the window geometry, one decoder for
  * the reference evaluator (ref/conv.c), code generation (codegen/lower_conv.c,
- * codegen/lower_pool.c) and the passes; inference (infer/conv.c) checks them. The window itself
+ * codegen/lower_conv.c's pools) and the passes; inference (infer/conv.c) checks them. The window itself
  * (kernel, strides, dilations, padding) is ampc_infer_conv_geom's (infer/infer.h), except
  * Col2Im's.
  */

@@ -123,7 +123,7 @@ static inline bool ampc_op_has(ampc_opcode op, uint32_t traits) {
 }
 /* Whether op's output is a strided view of its input (a first element and a step per dim:
  * Transpose, Slice, Expand), which a kernel may read in place instead of a copy of it
- * (fuse-elementwise, codegen/lower_move.c ampc_cg_view_of). */
+ * (fuse-elementwise, codegen/lower_movement.c ampc_cg_view_of). */
 static inline bool ampc_op_is_strided_view(ampc_opcode op) {
     return op == AMPC_OP_TRANSPOSE || op == AMPC_OP_SLICE || op == AMPC_OP_EXPAND;
 }

@@ -1,7 +1,7 @@
 /*
  * movement.h — the movement family's parameters (Transpose's permutation, DepthToSpace's and
  * SpaceToDepth's, Shape's range, ConstantOfShape's value), one decoder each for inference's successors: the
- * reference evaluator (ref/movement.c), code generation (codegen/lower_move.c) and the passes
+ * reference evaluator (ref/movement.c), code generation (codegen/lower_movement.c) and the passes
  * that move, fold or split transposes (inference validates the attributes).
  */
 #ifndef AMPC_IR_MOVEMENT_H

@@ -1,6 +1,6 @@
 /*
  * pad.h — Pad's modes and geometry, one implementation for the reference evaluator
- * (ref/movement.c) and code generation (codegen/lower_move.c, which writes the same index
+ * (ref/movement.c) and code generation (codegen/lower_movement.c, which writes the same index
  * mapping into its kernel).
  *
  * Per axis, negative pads first crop the input to [lo, lo + len); output index o maps to

@@ -1,6 +1,6 @@
 /*
  * resize.h — Resize's and Upsample's interpolation taps, one implementation for the reference
- * evaluator (ref/resize.c) and code generation (codegen/lower_pool.c, which bakes the tables
+ * evaluator (ref/resize.c) and code generation (codegen/lower_resize.c, which bakes the tables
  * into its kernels): the attributes decoded once into a configuration, and per axis the input
  * positions and weights of every output coordinate.
  *

@@ -1,6 +1,6 @@
 /*
  * signal.h — DFT's, STFT's and the windows' parameters, one decoder for the reference evaluator (ref/signal.c)
- * and code generation (codegen/lower_sample.c); inference (infer/signal.c) checks them.
+ * and code generation (codegen/lower_signal.c); inference (infer/signal.c) checks them.
  */
 #ifndef AMPC_IR_SIGNAL_H
 #define AMPC_IR_SIGNAL_H

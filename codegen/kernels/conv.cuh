@@ -1,6 +1,6 @@
 /*
  * conv.cuh — device helpers for the generated contraction, convolution and pooling kernels
- * (codegen/lower_contract.c, lower_conv.c, lower_pool.c). The kernels themselves are generated
+ * (codegen/lower_contract.c, lower_conv.c, lower_resize.c). The kernels themselves are generated
  * with their geometry baked in; what lives here is what must match the reference evaluator bit
  * for bit where it matters:
  *   - arithmetic that the reference does in double and then truncates or rounds to an integer
@@ -97,7 +97,7 @@ template <typename T> __device__ __forceinline__ T warp_max(T v) {
 
 /* ---- Resize taps at run time ----------------------------------------------------------------- */
 /* For tf_crop_and_resize with a roi known only at run time, the taps of an output coordinate are
- * computed in the kernel, by the same steps as the tables lower_pool.c builds at compile time
+ * computed in the kernel, by the same steps as the tables lower_resize.c builds at compile time
  * (a port of ir/ref/resize.c's coeffs and axis_build). mode: 0 nearest, 1 linear, 2 cubic;
  * nearest: 0 round_prefer_floor, 1 round_prefer_ceil, 2 floor, 3 ceil. */
 __device__ inline int rs_coeffs(int mode, int nearest, double A, bool aa, double ratio,

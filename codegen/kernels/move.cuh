@@ -1,6 +1,6 @@
 /*
  * move.cuh — device helpers for the generated data-movement and indexing kernels
- * (codegen/lower_move.c, codegen/lower_index.c): element constants from raw bits, index reads
+ * (codegen/lower_movement.c, codegen/lower_index.c): element constants from raw bits, index reads
  * that mirror the reference evaluator's integer loads, the scatter reductions, and TopK's
  * per-row bitonic sort in shared memory.
  *

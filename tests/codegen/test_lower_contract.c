@@ -1,6 +1,6 @@
 /*
  * test_lower_contract.c — GPU lowering of the contractions, convolutions and pools
- * (codegen/lower_contract.c, lower_conv.c, lower_pool.c):
+ * (codegen/lower_contract.c, lower_conv.c, lower_resize.c):
  *   - golden checks of the library steps: the cuBLASLt GEMM parameters (m, n, k, batch, pitches,
  *     batch strides, transposes, epilogue, alpha / beta, operand refs) for MatMul's broadcasting
  *     cases and Gemm's transposes and C forms, and the cuDNN convolution parameters; every plan

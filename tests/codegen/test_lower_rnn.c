@@ -1,6 +1,6 @@
 /*
  * test_lower_rnn.c — GPU lowering of the recurrent layers (codegen/lower_rnn.c) and of GridSample,
- * DFT and STFT (codegen/lower_sample.c):
+ * DFT and STFT (codegen/lower_signal.c):
  *   - golden substrings of the generated kernels and of their launch steps (grid, block, shared
  *     memory) for representative attribute combinations;
  *   - NVRTC compiling every lowered variant for compute_80 and sm_80 (no GPU needed);

@@ -1,25 +1,16 @@
 /*
- * lower_pool.c — GPU lowering of the pooling and resampling family (LOWER_POOL): MaxPool (with
- * its optional Indices), AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool, GlobalLpPool,
- * Resize, Upsample, RoiAlign, MaxRoiPool, MaxUnpool and Col2Im. Every kernel is generated with
- * its geometry baked in and mirrors the reference kernel of ir/ref/conv.c or ir/ref/resize.c,
- * edge cases included:
+ * lower_resize.c — GPU lowering of the resampling family (ir/infer/resize.c, ir/ref/resize.c):
+ * Resize, Upsample, RoiAlign, MaxRoiPool and MaxUnpool (LOWER_POOL rows, dispatched from
+ * lower_conv.c's pools) and GridSample (a LOWER_INDEX row, dispatched from lower_index.c). Every
+ * kernel is generated with its geometry baked in and mirrors the reference kernel, edge cases
+ * included:
  *
- *   window pools     one thread per output; the window's points in row-major order (nested
- *                    loops, bounds checks only along dims where the window can leave the input);
- *                    MaxPool keeps the first maximum and lets NaN win, a window wholly in the
- *                    padding gives the dtype's lowest value and index -1; AveragePool divides by
- *                    the points inside the input, or inside the padded input (count_include_pad),
- *                    never counting what ceil_mode adds past the end padding. The window comes
- *                    from ampc_infer_conv_geom (ir/infer/conv.c).
- *   global pools     one warp per (n, c) row: strided partial sums (or maxima) and a shuffle
- *                    reduction.
  *   Resize/Upsample  the per-axis tap tables (input index and weight of each tap of each output
- *                    coordinate, and tf_crop_and_resize's extrapolation flags) are computed here
- *                    by a line-for-line port of the reference's axis_build, in double, and baked
- *                    into the kernel as static tables; the kernel sums the product of the taps
- *                    of the resized axes in the reference's order (axes that do not change are
- *                    read directly). Integer outputs compute in double without fused
+ *                    coordinate, and tf_crop_and_resize's extrapolation flags) are computed by
+ *                    ir/resize.h's ampc_resize_axis_build, the reference's own, in double, and
+ *                    baked into the kernel as static tables; the kernel sums the product of the
+ *                    taps of the resized axes in the reference's order (axes that do not change
+ *                    are read directly). Integer outputs compute in double without fused
  *                    multiply-adds, so they truncate where the reference truncates; floats in
  *                    f32 (f64 for f64).
  *   RoiAlign,        one thread per output bin, in double as the reference; a batch index or roi
@@ -29,199 +20,25 @@
  *                    the position its index names (indices out of range are skipped; if two
  *                    elements name one position, which one lands is unspecified, where the
  *                    reference keeps the last).
- *   Col2Im           gathered: one thread per image element sums the column entries that land
- *                    on it, in the reference's order (block positions ascending).
+ *   GridSample       one thread per output element (n, c, o1..ok), any number k of spatial dims.
+ *                    The coordinates, their padding (border clamp, reflection) and the tap
+ *                    weights (nearest, linear, cubic with A = -0.75) are computed in double
+ *                    exactly as the reference does (including its rounding of the denormalised
+ *                    coordinate to f32); the weighted sum over the cnt^k taps accumulates in the
+ *                    compute type (f32 for f32/f16/bf16, f64 for f64), skipping taps outside the
+ *                    input under padding_mode zeros. A point the reference gives up on (NaN, or
+ *                    more than 2^40 pixels out after padding) reads 0 here too, before any
+ *                    coordinate becomes an integer; the reflection's remainder is computed
+ *                    without contraction into an fma, as the reference's separate steps (it
+ *                    matters for far points).
  */
 #include "codegen.h"
-#include "ir/conv.h"
-#include "ir/infer/infer.h"
 #include "ir/ref/ref.h"
 #include "ir/resize.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-static ampc_status unsupported(ampc_cg *cg, const ampc_node *n, const char *why) {
-    return AMPC_FAIL(ampc_cg_graph(cg), n, AMPC_E_UNSUPPORTED, "%s has no GPU lowering %s",
-                     ampc_op_get(n->op)->onnx, why);
-}
-
-/* Row-major strides of dims[0..k) and their product. */
-static int64_t strides_of(const int64_t *dims, int32_t k, int64_t *st) {
-    int64_t acc = 1;
-    for (int32_t i = k - 1; i >= 0; i--) st[i] = acc, acc *= dims[i];
-    return acc;
-}
-
-/* Declares the coordinates o<d>_ of the last k dims of `dims` (rank r) of flat index i, and (when
- * there are leading dims) r_, the flat index over the leading r - k dims. */
-static void split_index(ampc_cg_kernel *k, const int64_t *dims, int32_t r, int32_t nk) {
-    ampc_cg_line(k, "long long t_ = i;");
-    for (int32_t d = nk - 1; d >= 0; d--) {
-        if (d == 0 && nk == r) {
-            ampc_cg_line(k, "const long long o0_ = t_;");
-            break;
-        }
-        ampc_cg_line(k, "const long long o%d_ = t_ %% %lldLL;", d, (long long)dims[r - nk + d]);
-        ampc_cg_line(k, "t_ /= %lldLL;", (long long)dims[r - nk + d]);
-    }
-    if (nk < r) ampc_cg_line(k, "const long long r_ = t_;");
-}
-
-/* ---- MaxPool, AveragePool, LpPool ------------------------------------------------------------ */
-
-static ampc_status window_pool(ampc_cg *cg, const ampc_node *n) {
-    ampc_graph *g = ampc_cg_graph(cg);
-    const ampc_value *x = n->inputs[0], *y = n->outputs[0];
-    const ampc_value *yi = n->op == AMPC_OP_MAX_POOL && n->n_outputs > 1 ? n->outputs[1] : NULL;
-    ampc_conv_geom geo;
-    ampc_status st = ampc_infer_conv_geom(g, n, &geo);
-    if (st != AMPC_OK) return st;
-    const int32_t kk = geo.k, r = x->shape.rank;
-    const bool cl = ampc_conv_channels_last(n); /* [N, H, W, C], one output (the layout pass's) */
-    const int64_t *in = &x->shape.dims[cl ? 1 : 2], *out = &y->shape.dims[cl ? 1 : 2];
-    const int64_t ch = cl ? x->shape.dims[3] : 1;
-    int64_t xs[AMPC_MAX_RANK], cs[AMPC_MAX_RANK];
-    int64_t q = strides_of(in, kk, xs);
-    for (int32_t d = 0; d < kk; d++) xs[d] *= ch;
-    int64_t cacc = 1; /* column-major strides, for storage_order 1 */
-    for (int32_t d = 0; d < kk; d++) cs[d] = cacc, cacc *= in[d];
-    bool is_max = n->op == AMPC_OP_MAX_POOL, is_avg = n->op == AMPC_OP_AVERAGE_POOL;
-    const ampc_conv_params cp = ampc_conv_params_of(n);
-    bool include_pad = is_avg && cp.include_pad, col_major = is_max && cp.col_major;
-    int64_t p = cp.p;
-    const char *ct = ampc_cg_compute_type(x->dtype);
-    int64_t count = ampc_ir_numel(y);
-
-    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
-    const char *px = ampc_cg_param(k, x, false), *py = ampc_cg_param(k, y, true);
-    const char *pi = yi ? ampc_cg_param(k, yi, true) : NULL;
-    ampc_cg_grid_loop(k, count);
-    if (cl) { /* i = ((n * Ho + o0) * Wo + o1) * C + c */
-        ampc_cg_line(k, "const long long c_ = i %% %lldLL, m_ = i / %lldLL;", (long long)ch, (long long)ch);
-        ampc_cg_line(k, "const long long o1_ = m_ %% %lldLL, o0_ = (m_ / %lldLL) %% %lldLL;",
-                     (long long)out[1], (long long)out[1], (long long)out[0]);
-        ampc_cg_line(k, "const long long xb_ = m_ / %lldLL * %lldLL + c_;", (long long)(out[0] * out[1]),
-                     (long long)(q * ch));
-    } else {
-        split_index(k, y->shape.dims, r, kk);
-        ampc_cg_line(k, "const long long xb_ = r_ * %lldLL;", (long long)q);
-    }
-    if (is_max) {
-        const char *lo = x->dtype == AMPC_DTYPE_I8   ? "-128LL"
-                         : x->dtype == AMPC_DTYPE_U8 ? "0ULL"
-                         : !strcmp(ct, "double")     ? "ampc::cv::neg_inf<double>()"
-                                                     : "ampc::cv::neg_inf<float>()";
-        ampc_cg_line(k, "%s best_ = %s;", ct, lo);
-        ampc_cg_line(k, "long long arg_ = -1;");
-    } else {
-        ampc_cg_line(k, "%s sum_ = 0;", ct);
-        if (is_avg) ampc_cg_line(k, "long long inside_ = 0, padded_ = 0;");
-    }
-    for (int32_t d = 0; d < kk; d++) {
-        ampc_cg_open(k, "for (long long k%d_ = 0; k%d_ < %lldLL; k%d_++)", d, d,
-                     (long long)geo.kernel[d], d);
-        ampc_cg_line(k, "const long long p%d_ = o%d_ * %lldLL + k%d_ * %lldLL - %lldLL;", d, d,
-                     (long long)geo.stride[d], d, (long long)geo.dil[d], (long long)geo.pad_begin[d]);
-        int64_t lo = -geo.pad_begin[d];
-        int64_t hi = (out[d] - 1) * geo.stride[d] + (geo.kernel[d] - 1) * geo.dil[d] - geo.pad_begin[d];
-        bool leaves = lo < 0 || hi >= in[d];
-        if (include_pad) {
-            /* Points past the padded input never count; inside-ness is kept per dim. */
-            if (hi >= in[d] + geo.pad_end[d])
-                ampc_cg_line(k, "if (p%d_ < %lldLL || p%d_ >= %lldLL) continue;", d,
-                             (long long)-geo.pad_begin[d], d, (long long)(in[d] + geo.pad_end[d]));
-            if (leaves) ampc_cg_line(k, "const bool in%d_ = p%d_ >= 0 && p%d_ < %lldLL;", d, d, d,
-                                     (long long)in[d]);
-            else ampc_cg_line(k, "const bool in%d_ = true;", d);
-        } else if (leaves) {
-            ampc_cg_line(k, "if (p%d_ < 0 || p%d_ >= %lldLL) continue;", d, d, (long long)in[d]);
-        }
-    }
-    ampc_strbuf off = {0}, coff = {0}, inside = {0};
-    for (int32_t d = 0; d < kk; d++) {
-        ampc_sb_printf(&off, " + p%d_ * %lldLL", d, (long long)xs[d]);
-        ampc_sb_printf(&coff, " + p%d_ * %lldLL", d, (long long)cs[d]);
-        ampc_sb_printf(&inside, "%sin%d_", d ? " && " : "", d);
-    }
-    ampc_cg_line(k, "const long long off_ = 0%s;", off.data ? off.data : "");
-    if (is_max) {
-        ampc_cg_line(k, "const %s v_ = ampc::cvt<%s>(%s[xb_ + off_]);", ct, ct, px);
-        ampc_cg_open(k, "if (arg_ < 0 || ampc::cv::max_takes(v_, best_))");
-        ampc_cg_line(k, "best_ = v_;");
-        if (col_major) ampc_cg_line(k, "arg_ = 0%s;", coff.data ? coff.data : "");
-        else ampc_cg_line(k, "arg_ = off_;");
-        ampc_cg_close(k);
-    } else if (is_avg) {
-        if (include_pad) {
-            ampc_cg_line(k, "padded_++;");
-            ampc_cg_open(k, "if (%s)", inside.data ? inside.data : "true");
-        }
-        ampc_cg_line(k, "sum_ += ampc::cvt<%s>(%s[xb_ + off_]);", ct, px);
-        ampc_cg_line(k, "inside_++;");
-        if (include_pad) ampc_cg_close(k);
-    } else {
-        ampc_cg_line(k, "sum_ += ampc::cv::powv(ampc::cv::absv(ampc::cvt<%s>(%s[xb_ + off_])), (%s)%lld);",
-                     ct, px, ct, (long long)p);
-    }
-    ampc_sb_free(&off);
-    ampc_sb_free(&coff);
-    ampc_sb_free(&inside);
-    for (int32_t d = 0; d < kk; d++) ampc_cg_close(k);
-    const char *yt = ampc_cg_ctype(y->dtype);
-    if (is_max) {
-        ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(best_);", py, yt);
-        if (pi) ampc_cg_line(k, "%s[i] = arg_ < 0 ? -1LL : r_ * %lldLL + arg_;", pi, (long long)q);
-    } else if (is_avg) {
-        ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(sum_ / (%s)%s);", py, yt, ct,
-                     include_pad ? "padded_" : "inside_");
-    } else {
-        ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(ampc::cv::powv(sum_, (%s)1 / (%s)%lld));", py, yt, ct,
-                     ct, (long long)p);
-    }
-    ampc_cg_close(k);
-    return ampc_cg_kernel_end(k, count, 256);
-}
-
-/* ---- global pools ---------------------------------------------------------------------------- */
-
-static ampc_status global_pool(ampc_cg *cg, const ampc_node *n) {
-    const ampc_value *x = n->inputs[0], *y = n->outputs[0];
-    bool is_max = n->op == AMPC_OP_GLOBAL_MAX_POOL, is_lp = n->op == AMPC_OP_GLOBAL_LP_POOL;
-    int64_t p = ampc_conv_params_of(n).p; /* 1 unless is_lp */
-    int64_t rows = x->shape.dims[0] * x->shape.dims[1];
-    int64_t q = rows ? ampc_ir_numel(x) / rows : 0;
-    const char *ct = ampc_cg_compute_type(x->dtype);
-    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
-    const char *px = ampc_cg_param(k, x, false), *py = ampc_cg_param(k, y, true);
-    /* One warp per row; every lane of a warp takes the same trips through the row loop. */
-    ampc_cg_open(k, "for (long long w_ = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; "
-                    "w_ < %lldLL; w_ += ((long long)gridDim.x * blockDim.x) >> 5)",
-                 (long long)rows);
-    ampc_cg_line(k, "const long long lane_ = threadIdx.x & 31, xb_ = w_ * %lldLL;", (long long)q);
-    ampc_cg_line(k, "%s acc_ = %s;", ct,
-                 is_max ? (!strcmp(ct, "double") ? "ampc::cv::neg_inf<double>()"
-                                                 : "ampc::cv::neg_inf<float>()")
-                        : "0");
-    ampc_cg_open(k, "for (long long j_ = lane_; j_ < %lldLL; j_ += 32)", (long long)q);
-    ampc_cg_line(k, "const %s v_ = ampc::cvt<%s>(%s[xb_ + j_]);", ct, ct, px);
-    if (is_max) ampc_cg_line(k, "if (ampc::cv::max_takes(v_, acc_)) acc_ = v_;");
-    else if (is_lp)
-        ampc_cg_line(k, "acc_ += ampc::cv::powv(ampc::cv::absv(v_), (%s)%lld);", ct, (long long)p);
-    else ampc_cg_line(k, "acc_ += v_;");
-    ampc_cg_close(k);
-    ampc_cg_line(k, "acc_ = ampc::cv::%s(acc_);", is_max ? "warp_max" : "warp_sum");
-    const char *yt = ampc_cg_ctype(y->dtype);
-    if (is_max) ampc_cg_line(k, "if (lane_ == 0) %s[w_] = ampc::cvt<%s>(acc_);", py, yt);
-    else if (is_lp)
-        ampc_cg_line(k, "if (lane_ == 0) %s[w_] = ampc::cvt<%s>(ampc::cv::powv(acc_, (%s)1 / (%s)%lld));",
-                     py, yt, ct, ct, (long long)p);
-    else ampc_cg_line(k, "if (lane_ == 0) %s[w_] = ampc::cvt<%s>(acc_ / (%s)%lld);", py, yt, ct,
-                      (long long)q);
-    ampc_cg_close(k);
-    return ampc_cg_kernel_end(k, rows * 32, 256);
-}
 
 /* ---- Resize and Upsample --------------------------------------------------------------------- */
 
@@ -273,7 +90,7 @@ static ampc_status resize_kernel(ampc_cg *cg, const ampc_node *n, const rs_cfg *
             char why[160];
             snprintf(why, sizeof why, "for antialiased downsampling by %g along axis %d (more than %d "
                      "taps)", scale[d], d, AMPC_RESIZE_MAX_TAPS);
-            return unsupported(cg, n, why);
+            return ampc_cg_unsupported(cg, n, why);
         }
     rs_axis ax[AMPC_MAX_RANK];
     bool rt[AMPC_MAX_RANK]; /* taps computed at run time */
@@ -289,7 +106,7 @@ static ampc_status resize_kernel(ampc_cg *cg, const ampc_node *n, const rs_cfg *
         if (rt[d]) ax[d].identity = ax[d].any_extrap = false;
     }
     int64_t xs[AMPC_MAX_RANK];
-    strides_of(x->shape.dims, r, xs);
+    ampc_cg_row_strides(x->shape.dims, r, xs);
     /* Integer outputs follow the reference's double arithmetic exactly (they truncate); floats
      * compute in f32, f64 in f64. */
     bool exact = !ampc_dtype_is_float(y->dtype);
@@ -318,7 +135,7 @@ static ampc_status resize_kernel(ampc_cg *cg, const ampc_node *n, const rs_cfg *
         }
     }
     ampc_cg_grid_loop(k, count);
-    split_index(k, y->shape.dims, r, r);
+    ampc_cg_split_trailing(k, y->shape.dims, r, r);
     ampc_strbuf sb = {0};
     for (int32_t d = 0; d < r; d++)
         if (!ax[d].identity && ax[d].any_extrap)
@@ -422,7 +239,7 @@ static ampc_status lower_resize(ampc_cg *cg, const ampc_node *n) {
     if (c.coord != AMPC_RESIZE_CROP) roi = NULL;
     else if (roi && !roi->data) roi_rt = roi, roi = NULL;
     if ((sc && !sc->data) || (!sc && (!sz || !sz->data)))
-        return unsupported(cg, n, "without constant scales or sizes");
+        return ampc_cg_unsupported(cg, n, "without constant scales or sizes");
     const int32_t r = x->shape.rank;
     int32_t ax[AMPC_MAX_RANK], roi_pos[AMPC_MAX_RANK];
     double scale[AMPC_MAX_RANK], rs[AMPC_MAX_RANK], re[AMPC_MAX_RANK];
@@ -445,7 +262,7 @@ static ampc_status lower_upsample(ampc_cg *cg, const ampc_node *n) {
     double scale[AMPC_MAX_RANK], rs[AMPC_MAX_RANK], re[AMPC_MAX_RANK];
     const ampc_resize_operand so = {sv ? sv->data : NULL, sv ? sv->dtype : AMPC_DTYPE_F32};
     if ((sv && !sv->data) || !ampc_upsample_scales(n, r, so, scale))
-        return unsupported(cg, n, "without constant scales");
+        return ampc_cg_unsupported(cg, n, "without constant scales");
     for (int32_t d = 0; d < r; d++) {
         rs[d] = 0, re[d] = 1;
     }
@@ -621,7 +438,7 @@ static ampc_status lower_max_unpool(ampc_cg *cg, const ampc_node *n) {
     ampc_status s = ampc_cg_step_memset(cg, n, ampc_cg_ref(cg, y));
     int64_t count = ampc_ir_numel(x), total = ampc_shape_numel(&nat), ys[AMPC_MAX_RANK];
     if (s != AMPC_OK || count == 0) return s;
-    strides_of(y->shape.dims, r, ys);
+    ampc_cg_row_strides(y->shape.dims, r, ys);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, "max_unpool");
     const char *px = ampc_cg_param(k, x, false), *pi = ampc_cg_param(k, iv, false);
     const char *py = ampc_cg_param(k, y, true);
@@ -641,90 +458,141 @@ static ampc_status lower_max_unpool(ampc_cg *cg, const ampc_node *n) {
     return ampc_cg_kernel_end(k, count, 256);
 }
 
-/* ---- Col2Im ---------------------------------------------------------------------------------- */
+/* ---- GridSample ----------------------------------------------------------------------------- */
 
-static ampc_status lower_col2im(ampc_cg *cg, const ampc_node *n) {
-    const ampc_value *x = n->inputs[0], *y = n->outputs[0], *bv = n->inputs[2];
-    int32_t r = y->shape.rank, kk = r - 2;
-    int64_t blk[AMPC_MAX_RANK], st[AMPC_MAX_RANK], dil[AMPC_MAX_RANK], pb[AMPC_MAX_RANK],
-        pe[AMPC_MAX_RANK], nb[AMPC_MAX_RANK], bs[AMPC_MAX_RANK], ls[AMPC_MAX_RANK];
-    if (!bv->data) return unsupported(cg, n, "without a constant block_shape");
-    ampc_col2im_window(n, kk, st, dil, pb, pe); /* as the reference reads them */
-    for (int32_t i = 0; i < kk; i++) {
-        blk[i] = ampc_ref_load_i64(bv->data, bv->dtype, i);
-        int64_t ext = (blk[i] - 1) * dil[i] + 1;
-        nb[i] = (y->shape.dims[2 + i] + pb[i] + pe[i] - ext) / st[i] + 1;
+/* Lowers GridSample: X [N, C, D1..Dk] sampled at grid [N, O1..Ok, k] -> Y [N, C, O1..Ok]. */
+static ampc_status lower_grid_sample(ampc_cg *cg, const ampc_node *n) {
+    const ampc_value *x = n->inputs[0], *gr = n->inputs[1], *y = n->outputs[0];
+    const int64_t total = ampc_ir_numel(y);
+    if (total == 0) return AMPC_OK;
+    const ampc_grid_params gp = ampc_grid_params_of(n);
+    const bool align = gp.align;
+    const int mode = gp.mode;
+    const ampc_grid_pad pad = gp.pad;
+    const int32_t k = x->shape.rank - 2;
+    const int32_t cnt = mode == AMPC_RESIZE_NEAREST ? 1 : mode == AMPC_RESIZE_LINEAR ? 2 : 4;
+    const int64_t C = x->shape.dims[1];
+    int64_t dims[AMPC_MAX_RANK], plane = 1, opix = 1;
+    for (int32_t d = 0; d < k; d++) {
+        dims[d] = x->shape.dims[2 + d];
+        plane *= dims[d];
+        opix *= y->shape.dims[2 + d];
     }
-    int64_t per = strides_of(blk, kk, bs), L = x->shape.dims[2];
-    strides_of(nb, kk, ls);
-    const char *ct = ampc_dtype_is_float(y->dtype) ? ampc_cg_compute_type(y->dtype)
-                                                   : "unsigned long long";
-    bool is_bool = y->dtype == AMPC_DTYPE_BOOL;
-    int64_t count = ampc_ir_numel(y);
-    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, "col2im");
-    const char *px = ampc_cg_param(k, x, false), *py = ampc_cg_param(k, y, true);
-    ampc_cg_grid_loop(k, count);
-    split_index(k, y->shape.dims, r, kk);
-    ampc_cg_line(k, "%s acc_ = 0;", ct);
-    /* Block elements in descending row-major order: their block positions then ascend, the
-     * order in which the reference adds them. */
-    for (int32_t d = 0; d < kk; d++) {
-        ampc_cg_open(k, "for (long long k%d_ = %lldLL; k%d_ >= 0; k%d_--)", d, (long long)(blk[d] - 1),
-                     d, d);
-        ampc_cg_line(k, "const long long t%d_ = o%d_ + %lldLL - k%d_ * %lldLL;", d, d, (long long)pb[d],
-                     d, (long long)dil[d]);
-        if (st[d] == 1) {
-            ampc_cg_line(k, "if (t%d_ < 0 || t%d_ >= %lldLL) continue;", d, d, (long long)nb[d]);
-            ampc_cg_line(k, "const long long l%d_ = t%d_;", d, d);
+    const char *ct = ampc_cg_compute_type(x->dtype);
+
+    ampc_cg_kernel *kn = ampc_cg_kernel_begin(cg, n, "grid_sample");
+    const char *px = ampc_cg_param(kn, x, false), *pg = ampc_cg_param(kn, gr, false);
+    const char *py = ampc_cg_param(kn, y, true);
+    /* ref/resize.c's gs_reflect, in double */
+    ampc_cg_line(kn, "auto refl = [](double v, double lo, double hi) -> double {");
+    ampc_cg_line(kn, "    const double rng = hi - lo;");
+    ampc_cg_line(kn, "    if (rng <= 0) return lo;");
+    ampc_cg_line(kn, "    if (v < lo) { const double dx = lo - v, q = trunc(dx / rng), "
+                     "r = __dsub_rn(dx, __dmul_rn(q, rng)); return fmod(q, 2.0) == 0 ? lo + r : hi - r; }");
+    ampc_cg_line(kn, "    if (v > hi) { const double dx = v - hi, q = trunc(dx / rng), "
+                     "r = __dsub_rn(dx, __dmul_rn(q, rng)); return fmod(q, 2.0) == 0 ? hi - r : lo + r; }");
+    ampc_cg_line(kn, "    return v;");
+    ampc_cg_line(kn, "};");
+    ampc_cg_grid_loop(kn, total);
+    ampc_cg_line(kn, "const long long p = i %% %lldLL, bc = i / %lldLL, b = bc / %lldLL;",
+                 (long long)opix, (long long)opix, (long long)C);
+    ampc_cg_line(kn, "const long long go = (b * %lldLL + p) * %dLL;", (long long)opix, k);
+    ampc_cg_line(kn, "const long long base = bc * %lldLL;", (long long)plane);
+    if (mode == AMPC_RESIZE_CUBIC) ampc_cg_line(kn, "const double A = -0.75;");
+    ampc_cg_line(kn, "bool lost = false;");
+    for (int32_t d = 0; d < k; d++) {
+        const double dim = (double)dims[d];
+        const double lo = align ? 0 : -0.5, hi = align ? dim - 1 : dim - 0.5;
+        ampc_cg_line(kn, "double v%d = ampc::cvt<double>(%s[go + %d]);", d, pg, k - 1 - d);
+        const ampc_cg_literal L = ampc_cg_f64(lo), H = ampc_cg_f64(hi), D1 = ampc_cg_f64(dim - 1);
+        if (align) ampc_cg_line(kn, "v%d = (v%d + 1) / 2 * %s;", d, d, D1.s);
+        else ampc_cg_line(kn, "v%d = __dsub_rn(__dmul_rn(v%d + 1, %s), 1.0) / 2;", d, d,
+                          ampc_cg_f64(dim).s);
+        ampc_cg_line(kn, "v%d = (double)(float)v%d;", d, d);
+        if (mode == AMPC_RESIZE_NEAREST) {
+            if (k == 3) ampc_cg_line(kn, "v%d = v%d >= 0 ? floor(v%d + 0.5) : ceil(v%d - 0.5);", d, d, d, d);
+            else ampc_cg_line(kn, "v%d = rint(v%d);", d, d);
+        }
+        if (pad == AMPC_GRID_BORDER)
+            ampc_cg_line(kn, "if (v%d < %s || v%d > %s) v%d = v%d < 0 ? 0 : v%d > %s ? %s : v%d;",
+                         d, L.s, d, H.s, d, d, d, D1.s, D1.s, d);
+        else if (pad == AMPC_GRID_REFLECTION)
+            ampc_cg_line(kn, "if (v%d < %s || v%d > %s) v%d = refl(v%d, %s, %s);", d, L.s,
+                         d, H.s, d, d, L.s, H.s);
+        /* Beyond 2^40 pixels (inf under zeros padding or reflection, NaN under any) no tap can
+         * land on the input: the point reads padding zeros, and the integer taps stay defined. */
+        ampc_cg_line(kn, "lost = lost || !(fabs(v%d) <= 1099511627776.0);", d);
+    }
+    ampc_cg_open(kn, "if (lost)");
+    ampc_cg_line(kn, "ampc::st(%s, i, (%s)0);", py, ct);
+    ampc_cg_line(kn, "continue;");
+    ampc_cg_close(kn);
+    for (int32_t d = 0; d < k; d++) {
+        /* taps: first position and weights */
+        if (mode == AMPC_RESIZE_NEAREST) {
+            ampc_cg_line(kn, "const long long f%d = (long long)v%d;", d, d);
+            ampc_cg_line(kn, "const double w%d[1] = {1.0};", d);
+        } else if (mode == AMPC_RESIZE_LINEAR) {
+            ampc_cg_line(kn, "const double fl%d = floor(v%d), t%d = v%d - fl%d;", d, d, d, d, d);
+            ampc_cg_line(kn, "const long long f%d = (long long)fl%d;", d, d);
+            ampc_cg_line(kn, "const double w%d[2] = {1 - t%d, t%d};", d, d, d);
         } else {
-            ampc_cg_line(k, "if (t%d_ < 0 || t%d_ %% %lldLL != 0) continue;", d, d, (long long)st[d]);
-            ampc_cg_line(k, "const long long l%d_ = t%d_ / %lldLL;", d, d, (long long)st[d]);
-            ampc_cg_line(k, "if (l%d_ >= %lldLL) continue;", d, (long long)nb[d]);
+            ampc_cg_line(kn, "const double fl%d = floor(v%d), t%d = v%d - fl%d, q%d = 1 - t%d;", d,
+                         d, d, d, d, d, d);
+            ampc_cg_line(kn, "const long long f%d = (long long)fl%d - 1;", d, d);
+            ampc_cg_line(kn, "const double w%d[4] = {((A * (t%d + 1) - 5 * A) * (t%d + 1) + 8 * A) * "
+                             "(t%d + 1) - 4 * A, ((A + 2) * t%d - (A + 3)) * t%d * t%d + 1, ((A + 2) * "
+                             "q%d - (A + 3)) * q%d * q%d + 1, ((A * (q%d + 1) - 5 * A) * (q%d + 1) + "
+                             "8 * A) * (q%d + 1) - 4 * A};",
+                         d, d, d, d, d, d, d, d, d, d, d, d, d);
         }
     }
-    ampc_strbuf jo = {0}, lo = {0};
-    for (int32_t d = 0; d < kk; d++) {
-        ampc_sb_printf(&jo, " + k%d_ * %lldLL", d, (long long)bs[d]);
-        ampc_sb_printf(&lo, " + l%d_ * %lldLL", d, (long long)ls[d]);
+    ampc_cg_line(kn, "%s acc = (%s)0;", ct, ct);
+    /* the taps: nested loops, the last dim fastest, as the reference's odometer */
+    for (int32_t d = 0; d < k; d++) {
+        ampc_cg_open(kn, "for (int c%d = 0; c%d < %d; c%d++)", d, d, cnt, d);
+        ampc_cg_line(kn, "long long i%d = f%d + c%d;", d, d, d);
+        const double dim = (double)dims[d];
+        const double lo = align ? 0 : -0.5, hi = align ? dim - 1 : dim - 0.5;
+        if (pad == AMPC_GRID_ZEROS) {
+            ampc_cg_line(kn, "if (i%d < 0 || i%d >= %lldLL) continue;", d, d, (long long)dims[d]);
+        } else {
+            if (pad == AMPC_GRID_REFLECTION)
+                ampc_cg_line(kn, "i%d = (long long)refl((double)i%d, %s, %s);", d, d,
+                             ampc_cg_f64(lo).s, ampc_cg_f64(hi).s);
+            ampc_cg_line(kn, "i%d = i%d < 0 ? 0 : i%d >= %lldLL ? %lldLL : i%d;", d, d, d,
+                         (long long)dims[d], (long long)(dims[d] - 1), d);
+        }
     }
-    ampc_cg_line(k, "const long long src_ = (r_ * %lldLL%s) * %lldLL%s;", (long long)per,
-                 jo.data ? jo.data : "", (long long)L, lo.data ? lo.data : "");
-    ampc_sb_free(&jo);
-    ampc_sb_free(&lo);
-    if (ampc_dtype_is_float(y->dtype))
-        ampc_cg_line(k, "acc_ += ampc::cvt<%s>(%s[src_]);", ct, px);
-    else if (is_bool)
-        ampc_cg_line(k, "acc_ |= (unsigned long long)%s[src_];", px);
-    else
-        ampc_cg_line(k, "acc_ += (unsigned long long)(long long)%s[src_];", px);
-    for (int32_t d = 0; d < kk; d++) ampc_cg_close(k);
-    if (ampc_dtype_is_float(y->dtype))
-        ampc_cg_line(k, "%s[i] = ampc::cvt<%s>(acc_);", py, ampc_cg_ctype(y->dtype));
-    else if (is_bool)
-        ampc_cg_line(k, "%s[i] = acc_ != 0;", py);
-    else
-        ampc_cg_line(k, "%s[i] = (%s)acc_;", py, ampc_cg_ctype(y->dtype));
-    ampc_cg_close(k);
-    return ampc_cg_kernel_end(k, count, 256);
+    ampc_strbuf wt = {0}, off = {0};
+    ampc_sb_puts(&wt, "1.0");
+    ampc_sb_puts(&off, "0LL");
+    for (int32_t d = 0; d < k; d++) {
+        ampc_sb_printf(&wt, " * w%d[c%d]", d, d);
+        ampc_strbuf t = {0};
+        ampc_sb_printf(&t, "(%s) * %lldLL + i%d", off.data, (long long)dims[d], d);
+        ampc_sb_free(&off);
+        off = t;
+    }
+    ampc_cg_line(kn, "acc += (%s)(%s) * ampc::ld(%s, base + %s);", ct, wt.data, px, off.data);
+    ampc_sb_free(&wt);
+    ampc_sb_free(&off);
+    for (int32_t d = 0; d < k; d++) ampc_cg_close(kn);
+    ampc_cg_line(kn, "ampc::st(%s, i, acc);", py);
+    ampc_cg_close(kn);
+    return ampc_cg_kernel_end(kn, total, 256);
 }
 
 /* ---- entry ----------------------------------------------------------------------------------- */
 
-ampc_status ampc_cg_lower_pool(ampc_cg *cg, const ampc_node *n) {
-    if (ampc_ir_numel(n->outputs[0]) == 0) return AMPC_OK; /* nothing to compute */
+ampc_status ampc_cg_lower_resize(ampc_cg *cg, const ampc_node *n) {
     switch (n->op) {
-    case AMPC_OP_MAX_POOL:
-    case AMPC_OP_AVERAGE_POOL:
-    case AMPC_OP_LP_POOL: return window_pool(cg, n);
-    case AMPC_OP_GLOBAL_AVERAGE_POOL:
-    case AMPC_OP_GLOBAL_MAX_POOL:
-    case AMPC_OP_GLOBAL_LP_POOL: return global_pool(cg, n);
     case AMPC_OP_RESIZE: return lower_resize(cg, n);
     case AMPC_OP_UPSAMPLE: return lower_upsample(cg, n);
     case AMPC_OP_ROI_ALIGN: return lower_roi_align(cg, n);
     case AMPC_OP_MAX_ROI_POOL: return lower_max_roi_pool(cg, n);
     case AMPC_OP_MAX_UNPOOL: return lower_max_unpool(cg, n);
-    case AMPC_OP_COL2IM: return lower_col2im(cg, n);
-    default: return unsupported(cg, n, "yet; it runs on the reference evaluator only");
+    case AMPC_OP_GRID_SAMPLE: return lower_grid_sample(cg, n);
+    default: return ampc_cg_unsupported(cg, n, "yet; it runs on the reference evaluator only");
     }
 }

@@ -1,6 +1,6 @@
 /*
- * test_lower_move.c — GPU lowering of the data-movement and indexing families
- * (codegen/lower_move.c, codegen/lower_index.c, codegen/kernels/move.cuh).
+ * test_lower_movement.c — GPU lowering of the data-movement and indexing families
+ * (codegen/lower_movement.c, codegen/lower_index.c, codegen/kernels/move.cuh).
  *
  * Without a GPU: every op / dtype / strategy variant we lower compiles with NVRTC (PTX for
  * compute_80 and an sm_80 cubin, every kernel present in the PTX); golden substrings of the

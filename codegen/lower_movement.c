@@ -1,5 +1,5 @@
 /*
- * lower_move.c — generated kernels for the shape and data-movement family (LOWER_MOVE):
+ * lower_movement.c — generated kernels for the shape and data-movement family (LOWER_MOVE):
  * Transpose, Concat, Split, Slice, Expand, Tile, DepthToSpace, SpaceToDepth, Pad,
  * CenterCropPad, Trilu, Range and ConstantOfShape.
  *
@@ -757,7 +757,7 @@ static ampc_status lower_constant_of_shape(ampc_cg *cg, const ampc_node *n) {
 
 /* Lowers one LOWER_MOVE node into kernels, copies or memsets (none when its outputs are empty);
  * AMPC_E_UNSUPPORTED naming the node for an op of the family without a lowering. */
-ampc_status ampc_cg_lower_move(ampc_cg *cg, const ampc_node *n) {
+ampc_status ampc_cg_lower_movement(ampc_cg *cg, const ampc_node *n) {
     switch (n->op) {
     case AMPC_OP_TRANSPOSE: return lower_view(cg, n, "transpose");
     case AMPC_OP_CONCAT:
