@@ -26,24 +26,6 @@ static bool has_out(const ampc_node *n, int32_t i) { return n->n_outputs > i && 
 
 /* ---- QuantizeLinear / DequantizeLinear ------------------------------------------------------ */
 
-/* The range of a quantised (or i32) dtype, as ir/ref/quant.c's qrange. */
-static void qrange(ampc_dtype t, double *lo, double *hi) {
-    switch (t) {
-    case AMPC_DTYPE_I8: *lo = -128, *hi = 127; return;
-    case AMPC_DTYPE_U16: *lo = 0, *hi = 65535; return;
-    case AMPC_DTYPE_I16: *lo = -32768, *hi = 32767; return;
-    case AMPC_DTYPE_I32: *lo = -2147483648.0, *hi = 2147483647.0; return;
-    default: *lo = 0, *hi = 255; return;
-    }
-}
-
-/* The numpy result type of x / scale (ir/ref/quant.c's div_type). */
-static ampc_dtype div_type(ampc_dtype x, ampc_dtype s) {
-    if (!ampc_dtype_is_float(x) || x == AMPC_DTYPE_F64 || s == AMPC_DTYPE_F64) return AMPC_DTYPE_F64;
-    if (x == AMPC_DTYPE_F16 && s == AMPC_DTYPE_F16) return AMPC_DTYPE_F16;
-    return AMPC_DTYPE_F32;
-}
-
 /* Emits "const long long q = <parameter index of element i>;" (ir/ref/quant.c's qmap). */
 static void emit_qindex(ampc_cg_kernel *k, const ampc_node *n) {
     const ampc_shape *x = &n->inputs[0]->shape, *s = &n->inputs[1]->shape;
@@ -79,9 +61,9 @@ static ampc_status lower_qdq(ampc_cg *cg, const ampc_node *n) {
     if (quant) {
         /* x / scale in f64, rounded to the reference's result type, then rint + zero point. */
         double lo, hi;
-        qrange(y->dtype, &lo, &hi);
+        ampc_quant_range(y->dtype, &lo, &hi);
         ampc_cg_line(k, "double v = ampc::to_f64(%s[i]) / ampc::to_f64(%s[q]);", px, ps);
-        ampc_dtype dt = div_type(x->dtype, s->dtype);
+        ampc_dtype dt = ampc_quant_div_type(x->dtype, s->dtype);
         if (dt == AMPC_DTYPE_F32) ampc_cg_line(k, "v = (double)__double2float_rn(v);");
         else if (dt == AMPC_DTYPE_F16) ampc_cg_line(k, "v = (double)__half2float(__double2half(v));");
         ampc_strbuf z = {0};

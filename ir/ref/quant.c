@@ -21,21 +21,10 @@ static int64_t dims_prod(const ampc_shape *s, int32_t lo, int32_t hi) {
     return p;
 }
 
-/* The range of a quantised (or i32) dtype. */
-static void qrange(ampc_dtype t, double *lo, double *hi) {
-    switch (t) {
-    case AMPC_DTYPE_I8: *lo = -128, *hi = 127; return;
-    case AMPC_DTYPE_U16: *lo = 0, *hi = 65535; return;
-    case AMPC_DTYPE_I16: *lo = -32768, *hi = 32767; return;
-    case AMPC_DTYPE_I32: *lo = -2147483648.0, *hi = 2147483647.0; return;
-    default: *lo = 0, *hi = 255; return;
-    }
-}
-
 /* Rounds v half to even and saturates it into t's range. */
 static double saturate_rint(double v, ampc_dtype t) {
     double lo, hi;
-    qrange(t, &lo, &hi);
+    ampc_quant_range(t, &lo, &hi);
     v = nearbyint(v);
     return isnan(v) ? 0 : v < lo ? lo : v > hi ? hi : v;
 }
@@ -45,15 +34,6 @@ static double round_to(double v, ampc_dtype t) {
     unsigned char b[8];
     ampc_ref_store_f64(b, t, 0, v);
     return ampc_ref_load_f64(b, t, 0);
-}
-
-/* The numpy result type of x / scale for a float x: the wider float (bf16 counts as f32, which
- * is how it reaches numpy); an integer x divides in f64. */
-static ampc_dtype div_type(ampc_dtype x, ampc_dtype s) {
-    if (!ampc_dtype_is_float(x) || x == AMPC_DTYPE_F64 || s == AMPC_DTYPE_F64)
-        return AMPC_DTYPE_F64;
-    if (x == AMPC_DTYPE_F16 && s == AMPC_DTYPE_F16) return AMPC_DTYPE_F16;
-    return AMPC_DTYPE_F32;
 }
 
 /* Maps element e of x to its quantisation parameter: per tensor (all to 0), per axis, or per
@@ -89,7 +69,7 @@ ampc_status ampc_ref_quantize_linear(ampc_graph *g, const ampc_node *n,
     const ampc_tensor *x = in[0], *s = in[1], *z = n->n_inputs > 2 ? in[2] : NULL;
     ampc_tensor *y = out[0];
     qmap m = qmap_of(n, &x->shape, &s->shape);
-    ampc_dtype dt = div_type(x->dtype, s->dtype);
+    ampc_dtype dt = ampc_quant_div_type(x->dtype, s->dtype);
     int64_t cnt = ampc_shape_numel(&x->shape);
     for (int64_t e = 0; e < cnt; e++) {
         int64_t p = qmap_at(&m, e);
