@@ -322,11 +322,15 @@ static ampc_status build_units(ampc_cg *cg) {
         ampc_sb_printf(&sb, "', unit %d of %d: kernels k%d to k%d; math %s\n", u, units,
                        defs[first], defs[last - 1],
                        cg->o.math == AMPC_RT_MATH_TF32 ? "tf32" : "fp32");
-        /* Every kernel template (the .cuh files of codegen/kernels, embedded): each unit may use any. */
+        /* Every kernel template (the .cuh files of codegen/kernels, embedded): each unit may use
+         * any. The shared headers of ir/ embedded beside them come in through the templates. */
         int32_t n_headers;
         const ampc_embedded_file *headers = ampc_kernel_headers(&n_headers);
-        for (int32_t h = 0; h < n_headers; h++)
-            ampc_sb_printf(&sb, "#include \"%s\"\n", headers[h].name);
+        for (int32_t h = 0; h < n_headers; h++) {
+            const size_t len = strlen(headers[h].name);
+            if (len > 4 && !strcmp(headers[h].name + len - 4, ".cuh"))
+                ampc_sb_printf(&sb, "#include \"%s\"\n", headers[h].name);
+        }
         ampc_sb_putc(&sb, '\n');
         for (int32_t d = first; d < last; d++) {
             cg_kernel_rec *rec = &cg->kernels[defs[d]];

@@ -1,6 +1,7 @@
 /*
  * kernels.h — the kernel templates of codegen/kernels/ (the .cuh files generated CUDA includes
- * as "ampc/<name>.cuh"), embedded in the binary at build time (codegen/kernels/embed.cmake).
+ * as "ampc/<name>.cuh") and the headers of ir/ they include ("ampc/resize_taps.h"), embedded in
+ * the binary at build time (codegen/kernels/embed.cmake).
  * Code generation names them in every unit; the NVRTC layer (compiler/nvrtc.c) hands them to
  * NVRTC as in-memory headers.
  */
@@ -18,8 +19,8 @@ typedef struct ampc_embedded_file {
     size_t size;
 } ampc_embedded_file;
 
-/* Every .cuh file of codegen/kernels/, in name order; *count receives their number. Static
- * storage: never freed. */
+/* Every .cuh file of codegen/kernels/ in name order, then the shared headers; *count receives
+ * their number. Static storage: never freed. */
 const ampc_embedded_file *ampc_kernel_headers(int32_t *count);
 
 #endif

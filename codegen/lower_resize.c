@@ -79,7 +79,7 @@ static void emit_table(ampc_cg_kernel *k, const char *name, tbl_kind kind, const
 /* The separable resampling of x into y by the per-axis scales and roi. With roi_rt (a
  * tf_crop_and_resize roi known only at run time), the axes it covers (roi_pos[d] >= 0: their
  * entry in it; na entries each for starts and ends) compute their taps in the kernel
- * (ampc::cv::rs_taps) instead of reading tables. */
+ * (ampc_resize_taps, ir/resize_taps.h) instead of reading tables. */
 static ampc_status resize_kernel(ampc_cg *cg, const ampc_node *n, const rs_cfg *c,
                                  const double *scale, const double *roi_s, const double *roi_e,
                                  const ampc_value *roi_rt, const int32_t *roi_pos, int32_t na) {
@@ -158,7 +158,7 @@ static ampc_status resize_kernel(ampc_cg *cg, const ampc_node *n, const rs_cfg *
                          (long long)(in - 1), ampc_cg_f64(ow - 1).s);
         ampc_cg_line(k, "xo%d_ = ampc::cv::add_rn(xo%d_, ampc::cv::mul_rn(rs%d_, %lld.0));", d, d, d,
                      (long long)(in - 1));
-        ampc_cg_line(k, "const int rn%d_ = ampc::cv::rs_taps(%d, %d, %s, %s, %s, %s, %lldLL, "
+        ampc_cg_line(k, "const int rn%d_ = ampc_resize_taps(%d, %d, %s, %s, %s, %s, %lldLL, "
                         "xo%d_, ri%d_, rw%d_);",
                      d, c->mode, c->nearest, ampc_cg_f64(c->cubic_a).s,
                      c->exclude_outside ? "true" : "false", c->antialias ? "true" : "false",

@@ -44,60 +44,9 @@ ampc_resize_cfg ampc_resize_cfg_of(ampc_graph *g, const ampc_node *n, bool f32_s
     };
 }
 
-/* Coefficients for `ratio` in (0, 1] at the tap offsets 1 - n/2 .. n/2 from floor; returns n. */
+/* The coefficients of configuration c (resize_taps.h). */
 static int coeffs(const ampc_resize_cfg *c, double ratio, double scale, double *w) {
-    if (c->mode == AMPC_RESIZE_NEAREST) {
-        bool right;
-        if (ratio == 1)
-            right = true;
-        else if (c->nearest == AMPC_RESIZE_ROUND_FLOOR)
-            right = ratio > 0.5;
-        else if (c->nearest == AMPC_RESIZE_ROUND_CEIL)
-            right = ratio >= 0.5;
-        else
-            right = c->nearest == AMPC_RESIZE_CEIL;
-        w[0] = !right, w[1] = right;
-        return 2;
-    }
-    if (!c->antialias || scale >= 1) {
-        if (c->mode == AMPC_RESIZE_LINEAR) {
-            w[0] = 1 - ratio, w[1] = ratio;
-            return 2;
-        }
-        double A = c->cubic_a, r = ratio, q = 1 - ratio;
-        w[0] = ((A * (r + 1) - 5 * A) * (r + 1) + 8 * A) * (r + 1) - 4 * A;
-        w[1] = ((A + 2) * r - (A + 3)) * r * r + 1;
-        w[2] = ((A + 2) * q - (A + 3)) * q * q + 1;
-        w[3] = ((A * (q + 1) - 5 * A) * (q + 1) + 8 * A) * (q + 1) - 4 * A;
-        return 4;
-    }
-    /* Antialias (downsampling): the kernel is stretched by 1 / scale and normalised. */
-    double sum = 0;
-    int start, cnt;
-    if (c->mode == AMPC_RESIZE_LINEAR) {
-        start = (int)floor(-1 / scale) + 1;
-        cnt = 2 - 2 * start;
-    } else {
-        start = (int)floor(-2 / scale) + 1;
-        cnt = 2 - 2 * start;
-    }
-    if (cnt > AMPC_RESIZE_MAX_TAPS) cnt = AMPC_RESIZE_MAX_TAPS; /* ampc_resize_scale_ok guards */
-    for (int i = 0; i < cnt; i++) {
-        double x = fabs(scale * (start + i - ratio)), v;
-        if (c->mode == AMPC_RESIZE_LINEAR) {
-            v = 1 - x;
-            v = v < 0 ? 0 : v > 1 ? 1 : v;
-        } else {
-            double A = c->cubic_a, x2 = x * x, x3 = x2 * x;
-            v = x <= 1  ? (A + 2) * x3 - (A + 3) * x2 + 1
-                : x < 2 ? A * x3 - 5 * A * x2 + 8 * A * x - 4 * A
-                        : 0;
-        }
-        w[i] = v;
-        sum += v;
-    }
-    for (int i = 0; i < cnt; i++) w[i] /= sum;
-    return cnt;
+    return ampc_resize_coeffs(c->mode, c->nearest, c->cubic_a, c->antialias, ratio, scale, w);
 }
 
 bool ampc_resize_scale_ok(const ampc_resize_cfg *c, double scale) {
@@ -150,32 +99,11 @@ bool ampc_resize_axis_build(const ampc_resize_cfg *c, int64_t in, int64_t out, d
         /* A NaN position (a NaN or infinite roi) extrapolates like one outside the input. */
         t->extrap[x] = c->coord == AMPC_RESIZE_CROP && !(xo >= 0 && xo <= (double)(in - 1));
         t->any_extrap |= t->extrap[x];
-        if (isnan(xo)) xo = 0;
-        double f = floor(xo), ratio = xo - f;
-        if (ratio == 0) f -= 1, ratio = 1; /* an integer x_ori: the right end of [f, f+1] */
-        int k = coeffs(c, ratio, scale, w);
-        AMPC_ASSERT(k == per);
-        /* The k nearest positions of the edge-padded input (pad k/2 each side). */
-        int64_t pad = k / 2;
-        double first_d = f - k / 2 + 1, lo = (double)-pad, hi = (double)(in + pad - k);
-        first_d = first_d < lo ? lo : first_d > hi ? hi : first_d;
-        int64_t first = (int64_t)first_d;
-        if (c->exclude_outside) {
-            double sum = 0;
-            for (int i = 0; i < k; i++) {
-                if (first + i < 0 || first + i >= in) w[i] = 0;
-                sum += w[i];
-            }
-            for (int i = 0; i < k; i++) w[i] /= sum;
-        }
-        int32_t m = 0;
-        for (int i = 0; i < k; i++) {
-            if (w[i] == 0) continue;
-            int64_t p = first + i;
-            t->idx[x * per + m] = p < 0 ? 0 : p >= in ? in - 1 : p;
-            t->w[x * per + m] = w[i];
-            m++;
-        }
+        long long idx[AMPC_RESIZE_MAX_TAPS];
+        double wt[AMPC_RESIZE_MAX_TAPS];
+        const int32_t m = ampc_resize_taps(c->mode, c->nearest, c->cubic_a, c->exclude_outside,
+                                           c->antialias, scale, in, xo, idx, wt);
+        for (int32_t i = 0; i < m; i++) t->idx[x * per + i] = idx[i], t->w[x * per + i] = wt[i];
         t->cnt[x] = m;
         t->identity &= m == 1 && t->idx[x * per] == x && t->w[x * per] == 1 && !t->extrap[x];
     }

@@ -11,12 +11,14 @@
  * 1), reads positions outside the input from the nearest edge and weights them by the mode's
  * coefficients of ratio = x_ori - floor. With exclude_outside, taps outside the input get
  * weight 0 and the rest are renormalised. tf_crop_and_resize extrapolates where x_ori falls
- * outside the input. This is the ONNX reference implementation's arithmetic, in double.
+ * outside the input. This is the ONNX reference implementation's arithmetic, in double; the taps
+ * of one coordinate are resize_taps.h's, which the kernels computing taps at run time share.
  */
 #ifndef AMPC_IR_RESIZE_H
 #define AMPC_IR_RESIZE_H
 
 #include "ir/ir.h"
+#include "ir/resize_taps.h"
 
 enum { AMPC_RESIZE_NEAREST, AMPC_RESIZE_LINEAR, AMPC_RESIZE_CUBIC };
 enum {
@@ -30,7 +32,7 @@ enum {
 };
 enum { AMPC_RESIZE_ROUND_FLOOR, AMPC_RESIZE_ROUND_CEIL, AMPC_RESIZE_FLOOR, AMPC_RESIZE_CEIL };
 /* The most taps one output coordinate may take (antialiased downsampling by 1/16 needs 64). */
-enum { AMPC_RESIZE_MAX_TAPS = 64 };
+enum { AMPC_RESIZE_MAX_TAPS = AMPC_RESIZE_TAPS_MAX };
 
 typedef struct ampc_resize_cfg {
     int mode, coord, nearest;

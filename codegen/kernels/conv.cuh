@@ -14,6 +14,9 @@
 #pragma once
 
 #include "ampc/common.cuh"
+/* The taps of a Resize coordinate (ir/resize_taps.h, the reference's own): the kernels of
+ * tf_crop_and_resize with a roi known only at run time compute them with ampc_resize_taps. */
+#include "ampc/resize_taps.h"
 
 namespace ampc {
 namespace cv {
@@ -93,86 +96,6 @@ template <typename T> __device__ __forceinline__ T warp_max(T v) {
         if (max_takes(u, v)) v = u;
     }
     return v;
-}
-
-/* ---- Resize taps at run time ----------------------------------------------------------------- */
-/* For tf_crop_and_resize with a roi known only at run time, the taps of an output coordinate are
- * computed in the kernel, by the same steps as the tables lower_resize.c builds at compile time
- * (a port of ir/ref/resize.c's coeffs and axis_build). mode: 0 nearest, 1 linear, 2 cubic;
- * nearest: 0 round_prefer_floor, 1 round_prefer_ceil, 2 floor, 3 ceil. */
-__device__ inline int rs_coeffs(int mode, int nearest, double A, bool aa, double ratio,
-                                double scale, double *w) {
-    if (mode == 0) {
-        bool right = ratio == 1 ? true
-                     : nearest == 0 ? ratio > 0.5
-                     : nearest == 1 ? ratio >= 0.5
-                                    : nearest == 3;
-        w[0] = !right, w[1] = right;
-        return 2;
-    }
-    if (!aa || scale >= 1) {
-        if (mode == 1) {
-            w[0] = 1 - ratio, w[1] = ratio;
-            return 2;
-        }
-        double r = ratio, q = 1 - ratio;
-        w[0] = ((A * (r + 1) - 5 * A) * (r + 1) + 8 * A) * (r + 1) - 4 * A;
-        w[1] = ((A + 2) * r - (A + 3)) * r * r + 1;
-        w[2] = ((A + 2) * q - (A + 3)) * q * q + 1;
-        w[3] = ((A * (q + 1) - 5 * A) * (q + 1) + 8 * A) * (q + 1) - 4 * A;
-        return 4;
-    }
-    int start = (int)floor((mode == 1 ? -1 : -2) / scale) + 1, cnt = 2 - 2 * start;
-    if (cnt > 64) cnt = 64;
-    double sum = 0;
-    for (int i = 0; i < cnt; i++) {
-        double x = fabs(scale * (start + i - ratio)), v;
-        if (mode == 1) {
-            v = 1 - x;
-            v = v < 0 ? 0 : v > 1 ? 1 : v;
-        } else {
-            double x2 = x * x, x3 = x2 * x;
-            v = x <= 1 ? (A + 2) * x3 - (A + 3) * x2 + 1
-                : x < 2 ? A * x3 - 5 * A * x2 + 8 * A * x - 4 * A
-                        : 0;
-        }
-        w[i] = v;
-        sum += v;
-    }
-    for (int i = 0; i < cnt; i++) w[i] /= sum;
-    return cnt;
-}
-
-/* The taps (clamped input index, non-zero weight) of input coordinate xo along an axis of `in`
- * entries; returns their count. */
-__device__ inline int rs_taps(int mode, int nearest, double A, bool excl, bool aa, double scale,
-                              long long in, double xo, long long *idx, double *wt) {
-    double w[64];
-    if (xo != xo) xo = 0; /* a NaN position: extrapolated by the caller; the taps stay defined */
-    double f = floor(xo), ratio = xo - f;
-    if (ratio == 0) f -= 1, ratio = 1;
-    int k = rs_coeffs(mode, nearest, A, aa, ratio, scale, w);
-    long long pad = k / 2;
-    double first_d = f - k / 2 + 1, lo = (double)-pad, hi = (double)(in + pad - k);
-    first_d = first_d < lo ? lo : first_d > hi ? hi : first_d;
-    long long first = (long long)first_d;
-    if (excl) {
-        double sum = 0;
-        for (int i = 0; i < k; i++) {
-            if (first + i < 0 || first + i >= in) w[i] = 0;
-            sum += w[i];
-        }
-        for (int i = 0; i < k; i++) w[i] /= sum;
-    }
-    int m = 0;
-    for (int i = 0; i < k; i++) {
-        if (w[i] == 0) continue;
-        long long p = first + i;
-        idx[m] = p < 0 ? 0 : p >= in ? in - 1 : p;
-        wt[m] = w[i];
-        m++;
-    }
-    return m;
 }
 
 } // namespace cv

@@ -1110,7 +1110,7 @@ Test(lower_contract, resize_kernels_compile) {
     cr_assert(cuda_has(m, "p1[i] = ampc::cv::store_f64<float>(-7.5);"));
     cr_assert(cuda_has(m, "acc_ = ampc::cv::madd_rn(acc_, w3_, ampc::cvt<double>(p0[x3_]));"),
               "u8 output: exact double arithmetic");
-    cr_assert(cuda_has(m, "const int rn3_ = ampc::cv::rs_taps(2, 0, -0.75, false, false, 1.75, 4LL, "
+    cr_assert(cuda_has(m, "const int rn3_ = ampc_resize_taps(2, 0, -0.75, false, false, 1.75, 4LL, "
                           "xo3_, ri3_, rw3_);"), "run-time roi: taps in the kernel");
     ampc_module_destroy(m);
     ampc_graph_destroy(g);
