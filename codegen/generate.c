@@ -45,11 +45,14 @@ _Static_assert(AMPC_ARRAY_LEN(lowerers) == LOWER_REFERENCE + 1, "a lower kind ha
 ampc_graph *ampc_cg_graph(ampc_cg *cg) { return cg->g; }
 const ampc_cg_options *ampc_cg_opts(ampc_cg *cg) { return &cg->o; }
 
-/* Control flow (If, Loop, Scan) runs its bodies on the host's command: not generated yet. */
+/* Control flow (If, Loop, Scan) that reaches code generation is what flatten-control could not
+ * write into the graph (passes/flatten_control.c): a plan has no step that runs a subgraph. */
 ampc_status ampc_cg_lower_control(ampc_cg *cg, const ampc_node *n) {
     return AMPC_FAIL(cg->g, n, AMPC_E_UNSUPPORTED,
-                     "%s has no GPU lowering yet (control flow); it runs on the reference "
-                     "evaluator only", ampc_op_get(n->op)->onnx);
+                     "%s has no GPU lowering yet (control flow): a GPU build unrolls a Loop of a "
+                     "constant trip count that never stops early, a Scan and an If whose bodies "
+                     "hold no control flow or random op, up to 4096 copied nodes, and this one is "
+                     "not such; it runs on the reference evaluator only", ampc_op_get(n->op)->onnx);
 }
 
 /* ampc.AllReduce(p_0, ..., p_{N-1}) -> y: on rank r, y = the sum over the ranks of p_r (one step

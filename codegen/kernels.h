@@ -19,8 +19,8 @@ typedef struct ampc_embedded_file {
     size_t size;
 } ampc_embedded_file;
 
-/* Every .cuh file of codegen/kernels/ in name order, then the shared headers; *count receives
- * their number. Static storage: never freed. */
+/* Every .cuh file of codegen/kernels/ and the shared headers of ir/, in name order; *count
+ * receives their number. Static storage: never freed. */
 const ampc_embedded_file *ampc_kernel_headers(int32_t *count);
 
 #endif

@@ -22,6 +22,7 @@ static ampc_status generate(ampc_graph *g, const ampc_compile_options *opts,
                             ampc_pipeline_report *report, ampc_cg_output **cg) {
     ampc_pipeline_options po = {.verify = true};
     if (opts->pipeline) po = *opts->pipeline;
+    po.gpu_build = true;
     if (!po.report) po.report = report;
     ampc_status st = ampc_graph_optimize(g, &po);
     if (po.report != report) *report = *po.report;

@@ -165,6 +165,7 @@ ampc_status ampc_pass_rewrite(ampc_graph *g, ampc_node *n, ampc_opcode op, const
 
 /* Constant folding: evaluates every node whose inputs are all known, turning its outputs into
  * constants (fold.c). */
+ampc_status ampc_pass_flatten_control(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed);
 ampc_status ampc_pass_fold(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed);
 /* Common-subexpression elimination: merges identical nodes and identical small constants
  * (cse.c). */

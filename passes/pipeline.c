@@ -14,6 +14,10 @@
 #include <time.h>
 
 static const ampc_pass_info pass_table[] = {
+    /* control flow first, so that every later pass sees the bodies' nodes */
+    {"flatten-control", ampc_pass_flatten_control,
+     "for a GPU build, write If, Loop and Scan nodes whose control flow is known when compiling "
+     "into the graph: unrolled loops and scans, a branch taken or both selected by Where"},
     /* the batch split first: every later pass (folding the shape arithmetic too) sees one GPU's
      * share of the batch */
     {"partition-data", ampc_pass_partition_data,

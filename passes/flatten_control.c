@@ -1,0 +1,374 @@
+/*
+ * flatten_control.c — If, Loop and Scan written into the graph, for a GPU build.
+ *
+ * The GPU runs a plan of steps in a fixed order; a node that runs a subgraph has no step of its
+ * own. When the control flow is known when compiling, the graph can say the same thing without
+ * it, and every later pass (folding, fusion, the memory plan) then sees the body's nodes:
+ *
+ *   Loop   with a constant trip count M (1 <= M), a first condition that is absent or a constant
+ *          true, and a body whose condition output is its condition input or a constant true:
+ *          M copies of the body, iteration t's iteration number the constant t, each copy's
+ *          carried values the previous copy's; a scan output is the copies' values stacked
+ *          (Unsqueeze at 0, then Concat along 0), which is what the Loop returns.
+ *   Scan   (its length is static): a copy of the body per position; scan input j's slice is a
+ *          Gather of its position along its axis (from the end with direction 1), scan output j
+ *          the copies' values stacked along its axis in the order of their positions.
+ *   If     a constant condition takes its branch's copy; otherwise both branches' copies run and
+ *          output i is Where(condition, then_i, else_i) (inference has made the branches agree
+ *          in type and shape). Both branches' values are computed and one is selected, so every
+ *          output is exactly the one the If gives; a branch value that would be an evaluation
+ *          error when taken (an index out of range) is not one on the GPU, whose kernels do not
+ *          raise errors, and is not selected.
+ *
+ * Copies are node for node, attributes deep-copied into the graph's arena, constants of a body
+ * copied once. Not flattened (the GPU build then names the node as it did before): bodies that
+ * hold control flow or a node that must not be duplicated (T_NOFOLD: random ops), a Loop that may
+ * stop early or has no constant trip count, an empty Loop or Scan, and anything that would copy
+ * more than MAX_COPIED body nodes. The reference evaluator runs the nodes as they are (the pass
+ * runs only when ampc_pipeline_options.gpu_build is set).
+ */
+#include "passes.h"
+#include "ir/subgraph.h"
+
+#include "ir/ref/ref.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The most body nodes one control-flow node may become. */
+enum { MAX_COPIED = 4096 };
+
+typedef struct copier {
+    ampc_graph *g;          /* the graph the copies go into */
+    const ampc_node *cf;    /* the control-flow node */
+    ampc_graph *body;
+    ampc_value **map;       /* body value id -> its value in g (this copy) */
+    ampc_value **consts;    /* body value id -> its constant copied into g (every copy) */
+} copier;
+
+/* Whether body b's nodes can be copied: no subgraphs, nothing that must not run twice, no
+ * attribute holding a tensor. */
+static bool copyable(const ampc_graph *b) {
+    for (int32_t i = 0; i < b->n_nodes; i++) {
+        const ampc_node *n = b->nodes[i];
+        if (n->dead) continue;
+        if (ampc_ir_op_has_bodies(n->op) || ampc_op_has(n->op, T_NOFOLD)) return false;
+        for (int32_t a = 0; a < n->n_attrs; a++)
+            if (n->attrs[a].kind == AMPC_ATTR_TENSOR || n->attrs[a].kind == AMPC_ATTR_GRAPH)
+                return false;
+    }
+    return true;
+}
+
+static int32_t live_nodes(const ampc_graph *b) {
+    int32_t k = 0;
+    for (int32_t i = 0; i < b->n_nodes; i++) k += !b->nodes[i]->dead;
+    return k;
+}
+
+/* A copy of attribute a whose payload lives in g's arena (the body's may go with its node). */
+static bool attr_copy(ampc_graph *g, const ampc_attr *a, ampc_attr *out) {
+    *out = *a;
+    out->name = ampc_arena_strdup(&g->arena, a->name);
+    if (!out->name) return false;
+    size_t each = 0;
+    switch (a->kind) {
+    case AMPC_ATTR_STRING: return (out->s = ampc_arena_strdup(&g->arena, a->s)) != NULL;
+    case AMPC_ATTR_INTS: each = sizeof *a->ints; break;
+    case AMPC_ATTR_FLOATS: each = sizeof *a->floats; break;
+    case AMPC_ATTR_STRINGS: {
+        const char **s = ampc_ir_alloc(g, (size_t)(a->n + 1) * sizeof *s);
+        if (!s) return false;
+        for (int32_t i = 0; i < a->n; i++)
+            if (!(s[i] = ampc_arena_strdup(&g->arena, a->strings[i]))) return false;
+        out->strings = s;
+        return true;
+    }
+    default: return true;
+    }
+    void *p = ampc_ir_alloc(g, (size_t)(a->n + 1) * each);
+    if (!p) return false;
+    if (a->n) memcpy(p, a->kind == AMPC_ATTR_INTS ? (const void *)a->ints : (const void *)a->floats,
+                     (size_t)a->n * each);
+    if (a->kind == AMPC_ATTR_INTS) out->ints = p;
+    else out->floats = p;
+    return true;
+}
+
+/* Body value v as a value of g: its mapping in this copy, or its constant copied once. */
+static ampc_value *mapped(copier *c, const ampc_value *v) {
+    if (!v) return NULL;
+    if (c->map[v->id]) return c->map[v->id];
+    if (!v->data || v->producer) return NULL; /* a body value nothing mapped: malformed */
+    if (!c->consts[v->id])
+        c->consts[v->id] = ampc_ir_const_new(c->g, NULL, v->dtype, &v->shape, v->data);
+    return c->consts[v->id];
+}
+
+/* Copies every node of the body once (copy number t, for the names), the body's inputs already
+ * mapped; afterwards map holds the body's outputs. */
+static ampc_status copy_body(copier *c, int64_t t) {
+    ampc_graph *g = c->g;
+    for (int32_t i = 0; i < c->body->n_nodes; i++) {
+        const ampc_node *n = c->body->nodes[i];
+        if (n->dead) continue;
+        ampc_value *in[64];
+        ampc_attr at[64];
+        if (n->n_inputs > 64 || n->n_attrs > 64) return AMPC_E_UNSUPPORTED;
+        for (int32_t j = 0; j < n->n_inputs; j++) {
+            in[j] = mapped(c, n->inputs[j]);
+            if (n->inputs[j] && !in[j]) return AMPC_E_UNSUPPORTED;
+        }
+        for (int32_t a = 0; a < n->n_attrs; a++)
+            if (!attr_copy(g, &n->attrs[a], &at[a])) return AMPC_E_OOM;
+        char name[256];
+        snprintf(name, sizeof name, "%.100s/%.100s/%lld", c->cf->name, n->name, (long long)t);
+        ampc_node *copy = NULL;
+        ampc_status st = ampc_ir_node_build(g, n->op, name, in, n->n_inputs, at, n->n_attrs,
+                                            n->n_outputs, NULL, &copy);
+        if (st != AMPC_OK) return st == AMPC_E_OOM ? st : AMPC_E_UNSUPPORTED;
+        for (int32_t j = 0; j < n->n_outputs; j++)
+            if (n->outputs[j]) c->map[n->outputs[j]->id] = copy->outputs[j];
+    }
+    return AMPC_OK;
+}
+
+/* One new node of g with one output; NULL on failure (the graph has the diagnostic). */
+static ampc_value *node1(ampc_graph *g, ampc_opcode op, const char *name, ampc_value *const *in,
+                         int32_t n_in, const ampc_attr *at, int32_t n_at) {
+    ampc_node *n = NULL;
+    return ampc_ir_node_build(g, op, name, in, n_in, at, n_at, 1, NULL, &n) == AMPC_OK
+               ? n->outputs[0]
+               : NULL;
+}
+
+static ampc_value *const_i64(ampc_graph *g, const ampc_shape *s, int64_t v) {
+    int64_t data[1] = {v};
+    return ampc_ir_const_new(g, NULL, AMPC_DTYPE_I64, s, data);
+}
+
+/* parts[0 .. k) (each one slice) stacked along axis: Unsqueeze each there, Concat along it. */
+static ampc_value *stack(ampc_graph *g, const ampc_node *cf, ampc_value **parts, int64_t k,
+                         int64_t axis) {
+    const ampc_shape one = {1, {1}};
+    ampc_value *ax = const_i64(g, &one, axis);
+    if (!ax) return NULL;
+    char name[160];
+    snprintf(name, sizeof name, "%.120s/stack", cf->name);
+    for (int64_t t = 0; t < k; t++) {
+        ampc_value *in[2] = {parts[t], ax};
+        if (!(parts[t] = node1(g, AMPC_OP_UNSQUEEZE, name, in, 2, NULL, 0))) return NULL;
+    }
+    if (k == 1) return parts[0];
+    const ampc_attr a = ampc_axis_attr_make(axis);
+    return node1(g, AMPC_OP_CONCAT, name, parts, (int32_t)k, &a, 1);
+}
+
+/* Whether value v (one element) is a constant true. */
+static bool const_true(const ampc_value *v) {
+    return v && v->data && ampc_ir_numel(v) == 1 && ampc_ref_load_i64(v->data, v->dtype, 0) != 0;
+}
+
+/* ---- the three ops ------------------------------------------------------------------------- */
+
+/* Loop: fills out[0 .. n_outputs) with the flattened values, or returns AMPC_E_UNSUPPORTED when
+ * the loop is not one this pass takes. */
+static ampc_status flatten_loop(copier *c, ampc_value **out) {
+    const ampc_node *n = c->cf;
+    ampc_graph *b = c->body;
+    const int32_t k = ampc_ir_node_captures(n), N = n->n_inputs - 2 - k, K = n->n_outputs - N;
+    const ampc_value *mv = n->inputs[0];
+    if (!mv || !mv->data || ampc_ir_numel(mv) != 1) return AMPC_E_UNSUPPORTED;
+    const int64_t M = ampc_ref_load_i64(mv->data, mv->dtype, 0);
+    const int64_t nodes = live_nodes(b);
+    if (M < 1 || M > MAX_COPIED || M * nodes > MAX_COPIED) return AMPC_E_UNSUPPORTED;
+    if (n->inputs[1] && !const_true(n->inputs[1])) return AMPC_E_UNSUPPORTED;
+    const ampc_value *cond_out = b->outputs[0]; /* the condition input, through Identity nodes */
+    while (cond_out->producer && cond_out->producer->op == AMPC_OP_IDENTITY)
+        cond_out = cond_out->producer->inputs[0];
+    if (cond_out != b->inputs[1] && !const_true(cond_out)) return AMPC_E_UNSUPPORTED;
+    ampc_value **scans = calloc((size_t)(K * M + 1), sizeof *scans);
+    if (!scans) return AMPC_E_OOM;
+    ampc_value *carried[256];
+    if (N > 256) {
+        free(scans);
+        return AMPC_E_UNSUPPORTED;
+    }
+    for (int32_t j = 0; j < N; j++) carried[j] = n->inputs[2 + j];
+    uint8_t yes = 1;
+    ampc_status st = AMPC_OK;
+    for (int64_t t = 0; t < M && st == AMPC_OK; t++) {
+        memset(c->map, 0, (size_t)b->n_values * sizeof *c->map);
+        c->map[b->inputs[0]->id] = const_i64(c->g, &b->inputs[0]->shape, t);
+        c->map[b->inputs[1]->id] =
+            ampc_ir_const_new(c->g, NULL, AMPC_DTYPE_BOOL, &b->inputs[1]->shape, &yes);
+        for (int32_t j = 0; j < N; j++) c->map[b->inputs[2 + j]->id] = carried[j];
+        for (int32_t i = 0; i < k; i++) c->map[b->inputs[2 + N + i]->id] = n->inputs[2 + N + i];
+        if (!c->map[b->inputs[0]->id] || !c->map[b->inputs[1]->id]) st = AMPC_E_OOM;
+        if (st == AMPC_OK) st = copy_body(c, t);
+        for (int32_t j = 0; j < N && st == AMPC_OK; j++)
+            if (!(carried[j] = mapped(c, b->outputs[1 + j]))) st = AMPC_E_UNSUPPORTED;
+        for (int32_t j = 0; j < K && st == AMPC_OK; j++)
+            if (!(scans[j * M + t] = mapped(c, b->outputs[1 + N + j]))) st = AMPC_E_UNSUPPORTED;
+    }
+    for (int32_t j = 0; j < N && st == AMPC_OK; j++) out[j] = carried[j];
+    for (int32_t j = 0; j < K && st == AMPC_OK; j++)
+        if (!(out[N + j] = stack(c->g, n, scans + j * M, M, 0))) st = AMPC_E_OOM;
+    free(scans);
+    return st;
+}
+
+static ampc_status flatten_scan(copier *c, ampc_value **out) {
+    const ampc_node *n = c->cf;
+    ampc_graph *b = c->body;
+    const ampc_scan_params sp = ampc_scan_params_of(n);
+    const int32_t k = ampc_ir_node_captures(n), M = sp.n_scan_inputs;
+    const int32_t N = n->n_inputs - k - M, K = n->n_outputs - N;
+    if (M < 1 || N > 256) return AMPC_E_UNSUPPORTED;
+    int64_t in_ax[64], out_ax[64];
+    if (M > 64 || K > 64) return AMPC_E_UNSUPPORTED;
+    for (int32_t j = 0; j < M; j++) {
+        const int64_t a = ampc_scan_entry(sp.in_axes, j);
+        in_ax[j] = a < 0 ? a + n->inputs[N + j]->shape.rank : a;
+    }
+    for (int32_t j = 0; j < K; j++) {
+        const int64_t a = ampc_scan_entry(sp.out_axes, j);
+        out_ax[j] = a < 0 ? a + n->outputs[N + j]->shape.rank : a;
+    }
+    const int64_t L = n->inputs[N]->shape.dims[in_ax[0]], nodes = live_nodes(b);
+    if (L < 1 || L > MAX_COPIED || L * nodes > MAX_COPIED) return AMPC_E_UNSUPPORTED;
+    ampc_value **scans = calloc((size_t)(K * L + 1), sizeof *scans);
+    if (!scans) return AMPC_E_OOM;
+    ampc_value *state[256];
+    for (int32_t j = 0; j < N; j++) state[j] = n->inputs[j];
+    const ampc_shape scalar = {0, {0}};
+    ampc_status st = AMPC_OK;
+    for (int64_t t = 0; t < L && st == AMPC_OK; t++) {
+        memset(c->map, 0, (size_t)b->n_values * sizeof *c->map);
+        for (int32_t j = 0; j < N; j++) c->map[b->inputs[j]->id] = state[j];
+        for (int32_t j = 0; j < M && st == AMPC_OK; j++) { /* slice t (or L-1-t) along the axis */
+            const int64_t pos = ampc_scan_entry(sp.in_dirs, j) ? L - 1 - t : t;
+            ampc_value *in[2] = {n->inputs[N + j], const_i64(c->g, &scalar, pos)};
+            const ampc_attr a = ampc_axis_attr_make(in_ax[j]);
+            char name[160];
+            snprintf(name, sizeof name, "%.120s/slice", n->name);
+            ampc_value *s = in[1] ? node1(c->g, AMPC_OP_GATHER, name, in, 2, &a, 1) : NULL;
+            if (!s) st = AMPC_E_OOM;
+            c->map[b->inputs[N + j]->id] = s;
+        }
+        for (int32_t i = 0; i < k; i++) c->map[b->inputs[N + M + i]->id] = n->inputs[N + M + i];
+        if (st == AMPC_OK) st = copy_body(c, t);
+        for (int32_t j = 0; j < N && st == AMPC_OK; j++)
+            if (!(state[j] = mapped(c, b->outputs[j]))) st = AMPC_E_UNSUPPORTED;
+        for (int32_t j = 0; j < K && st == AMPC_OK; j++) { /* kept in the order of positions */
+            const int64_t pos = ampc_scan_entry(sp.out_dirs, j) ? L - 1 - t : t;
+            if (!(scans[j * L + pos] = mapped(c, b->outputs[N + j]))) st = AMPC_E_UNSUPPORTED;
+        }
+    }
+    for (int32_t j = 0; j < N && st == AMPC_OK; j++) out[j] = state[j];
+    for (int32_t j = 0; j < K && st == AMPC_OK; j++)
+        if (!(out[N + j] = stack(c->g, n, scans + j * L, L, out_ax[j]))) st = AMPC_E_OOM;
+    free(scans);
+    return st;
+}
+
+/* One branch of an If copied, its outputs in out. */
+static ampc_status copy_branch(copier *c, ampc_graph *branch, int64_t t, ampc_value **out) {
+    const ampc_node *n = c->cf;
+    const int32_t k = ampc_ir_node_captures(n);
+    c->body = branch;
+    ampc_value **map = calloc((size_t)branch->n_values + 1, sizeof *map);
+    ampc_value **consts = calloc((size_t)branch->n_values + 1, sizeof *consts);
+    ampc_status st = map && consts ? AMPC_OK : AMPC_E_OOM;
+    c->map = map, c->consts = consts;
+    for (int32_t i = 0; i < k && st == AMPC_OK; i++)
+        map[branch->inputs[branch->n_inputs - k + i]->id] = n->inputs[n->n_inputs - k + i];
+    if (st == AMPC_OK) st = copy_body(c, t);
+    for (int32_t i = 0; i < n->n_outputs && st == AMPC_OK; i++)
+        if (!(out[i] = mapped(c, branch->outputs[i]))) st = AMPC_E_UNSUPPORTED;
+    free(map), free(consts);
+    c->map = c->consts = NULL;
+    return st;
+}
+
+static ampc_status flatten_if(copier *c, ampc_value **out) {
+    const ampc_node *n = c->cf;
+    ampc_graph *th = ampc_ir_node_body(n, "then_branch"), *el = ampc_ir_node_body(n, "else_branch");
+    ampc_value *cond = n->inputs[0];
+    if (!th || !el || !copyable(th) || !copyable(el) || n->n_outputs > 256) return AMPC_E_UNSUPPORTED;
+    if (cond->data) /* a constant condition: its branch alone */
+        return copy_branch(c, ampc_ref_load_i64(cond->data, cond->dtype, 0) ? th : el, 0, out);
+    if (live_nodes(th) + live_nodes(el) > MAX_COPIED) return AMPC_E_UNSUPPORTED;
+    ampc_value *t_out[256], *e_out[256];
+    ampc_status st = copy_branch(c, th, 0, t_out);
+    if (st == AMPC_OK) st = copy_branch(c, el, 1, e_out);
+    if (st != AMPC_OK) return st;
+    const ampc_shape empty = {1, {0}};
+    const int64_t none = 0;
+    ampc_value *shape = ampc_ir_const_new(c->g, NULL, AMPC_DTYPE_I64, &empty, &none);
+    char name[160];
+    snprintf(name, sizeof name, "%.120s/select", n->name);
+    ampc_value *rin[2] = {cond, shape};
+    ampc_value *c0 = cond->shape.rank == 0 ? cond
+                     : shape ? node1(c->g, AMPC_OP_RESHAPE, name, rin, 2, NULL, 0)
+                             : NULL;
+    if (!c0) return AMPC_E_OOM;
+    for (int32_t i = 0; i < n->n_outputs; i++) {
+        ampc_value *w[3] = {c0, t_out[i], e_out[i]};
+        if (!(out[i] = node1(c->g, AMPC_OP_WHERE, name, w, 3, NULL, 0))) return AMPC_E_OOM;
+    }
+    return AMPC_OK;
+}
+
+/* Flattens node cf: its outputs become Identity nodes of the flattened values (the outputs keep
+ * their names and places). AMPC_E_UNSUPPORTED leaves the graph as it was. */
+static ampc_status flatten(ampc_graph *g, ampc_node *cf) {
+    const int32_t first_new = g->n_nodes, diags = g->diag.n;
+    copier c = {.g = g, .cf = cf};
+    ampc_value *out[256];
+    ampc_status st = cf->n_outputs <= 256 ? AMPC_OK : AMPC_E_UNSUPPORTED;
+    if (st == AMPC_OK && cf->op == AMPC_OP_IF) {
+        st = flatten_if(&c, out);
+    } else if (st == AMPC_OK) {
+        c.body = ampc_ir_node_body(cf, "body");
+        if (!c.body || !copyable(c.body)) return AMPC_E_UNSUPPORTED;
+        c.map = calloc((size_t)c.body->n_values + 1, sizeof *c.map);
+        c.consts = calloc((size_t)c.body->n_values + 1, sizeof *c.consts);
+        st = !c.map || !c.consts ? AMPC_E_OOM
+             : cf->op == AMPC_OP_LOOP ? flatten_loop(&c, out)
+                                      : flatten_scan(&c, out);
+        free(c.map), free(c.consts);
+    }
+    if (st != AMPC_OK) { /* undo: the copies go, and so do their diagnostics */
+        for (int32_t i = first_new; i < g->n_nodes; i++) ampc_ir_node_remove(g, g->nodes[i]);
+        ampc_diag_truncate(&g->diag, diags);
+        ampc_ir_graph_compact(g); /* and the constants made for them */
+        return st;
+    }
+    ampc_value *results[256];
+    for (int32_t i = 0; i < cf->n_outputs; i++) results[i] = cf->outputs[i];
+    ampc_ir_node_remove(g, cf);
+    for (int32_t i = 0; i < cf->n_outputs; i++) {
+        if (!results[i]) continue;
+        if (!ampc_ir_node_append(g, AMPC_OP_IDENTITY, cf->name, &out[i], 1, NULL, 0, &results[i], 1))
+            return AMPC_E_OOM;
+    }
+    ampc_ir_graph_settle(g, first_new);
+    return AMPC_OK;
+}
+
+ampc_status ampc_pass_flatten_control(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
+    *changed = false;
+    if (!cx->opt->gpu_build) return AMPC_OK;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        ampc_node *cf = g->nodes[i];
+        if (cf->dead || !ampc_ir_op_has_bodies(cf->op)) continue;
+        ampc_status st = flatten(g, cf);
+        if (st == AMPC_OK) *changed = true;
+        else if (st != AMPC_E_UNSUPPORTED) return AMPC_FAIL(g, cf, st, "flattening failed: %s",
+                                                            ampc_status_str(st));
+    }
+    if (*changed) ampc_ir_graph_compact(g);
+    return AMPC_OK;
+}

@@ -1,0 +1,176 @@
+/*
+ * test_flatten_control.c — the flatten-control pass (a GPU build): a Loop of a constant trip
+ * count, a Scan (axes and directions) and an If with a run-time condition become nodes of the
+ * graph that compute what the control-flow node computes on the reference evaluator; a Loop
+ * that may stop early stays, and so does everything when the build is not for the GPU.
+ */
+#include "support.h"
+
+#include "ir/subgraph.h"
+#include "passes/passes.h"
+
+#include <string.h>
+
+static ampc_node *build_cf(ampc_graph *g, ampc_opcode op, ampc_value *const *in, int32_t n_in,
+                           const char *const *bnames, ampc_graph *const *bodies, int32_t nb,
+                           int64_t k, const ampc_attr *extra, int32_t n_extra, int32_t n_out) {
+    ampc_attr at[16];
+    int32_t na = 0;
+    for (int32_t i = 0; i < nb; i++)
+        at[na++] = (ampc_attr){.name = bnames[i], .kind = AMPC_ATTR_GRAPH, .graph = bodies[i]};
+    if (k) at[na++] = (ampc_attr){.name = AMPC_ATTR_NUM_CAPTURES, .kind = AMPC_ATTR_INT, .i = k};
+    for (int32_t i = 0; i < n_extra; i++) at[na++] = extra[i];
+    ampc_node *n = NULL;
+    cr_assert_eq(ampc_ir_node_build(g, op, "cf", in, n_in, at, na, n_out, NULL, &n), AMPC_OK, "%s",
+                 ampc_graph_errors(g));
+    return n;
+}
+
+static void body_out(ampc_graph *b, ampc_value *v) {
+    cr_assert_eq(ampc_ir_graph_add_output(b, v), AMPC_OK);
+    cr_assert_eq(ampc_graph_status(b), AMPC_OK, "body: %s", ampc_graph_errors(b));
+}
+
+/* The whole pipeline, as a GPU build runs it (gpu_build) or not. */
+static void optimize(ampc_graph *g, bool gpu_build) {
+    ampc_pipeline_options po = {.verify = true, .gpu_build = gpu_build};
+    cr_assert_eq(ampc_graph_optimize(g, &po), AMPC_OK, "%s", ampc_graph_errors(g));
+}
+
+/* ---- Loop ----------------------------------------------------------------------------------- */
+
+/* Loop M = 4, carried s (f32[2] from input s0), captured x: s <- s + x * i, the scan output s
+ * after each step; or, early, a condition output i < 2 that may stop it (and no scan output). */
+static ampc_graph *loop_graph(bool early) {
+    ampc_graph *g = ampc_graph_create("loop");
+    int64_t m = 4;
+    ampc_value *M = t_const_i64(g, SHAPE(), &m);
+    ampc_value *s0 = t_input(g, "s0", AMPC_DTYPE_F32, SHAPE(2));
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(2));
+    ampc_graph *b = ampc_ir_subgraph_new(g, "body");
+    ampc_value *i = t_input(b, "i", AMPC_DTYPE_I64, SHAPE());
+    ampc_value *c = t_input(b, "cond", AMPC_DTYPE_BOOL, SHAPE());
+    ampc_value *s = t_input(b, "s", AMPC_DTYPE_F32, SHAPE(2));
+    ampc_value *xb = t_input(b, "x", AMPC_DTYPE_F32, SHAPE(2));
+    ampc_value *s1 = ampc_add(b, s, ampc_mul(b, xb, ampc_cast(b, i, AMPC_DTYPE_F32)));
+    if (early) {
+        int64_t two = 2;
+        ampc_value *lt[2] = {i, t_const_i64(b, SHAPE(), &two)};
+        body_out(b, ampc_op(b, "Less", lt, 2, NULL, 0));
+    } else { /* the condition returned through an Identity, as exporters write it */
+        body_out(b, ampc_op(b, "Identity", &c, 1, NULL, 0));
+    }
+    body_out(b, s1);
+    if (!early) body_out(b, ampc_op(b, "Identity", &s1, 1, NULL, 0));
+    ampc_value *in[4] = {M, NULL, s0, x};
+    const char *names[1] = {"body"};
+    ampc_node *n = build_cf(g, AMPC_OP_LOOP, in, 4, names, &b, 1, 1, NULL, 0, early ? 1 : 2);
+    ampc_output(g, n->outputs[0], "s");
+    if (!early) ampc_output(g, n->outputs[1], "rows");
+    return g;
+}
+
+Test(flatten_control, a_loop_of_a_constant_trip_count_unrolls) {
+    ampc_graph *a = loop_graph(false), *b = loop_graph(false);
+    optimize(b, true);
+    cr_assert_eq(t_count_op(b, AMPC_OP_LOOP), 0);
+    float s0[2] = {0.5f, -1}, x[2] = {1, 2};
+    ampc_tensor in[2] = {t_tensor(AMPC_DTYPE_F32, SHAPE(2), s0),
+                         t_tensor(AMPC_DTYPE_F32, SHAPE(2), x)};
+    t_expect_same_outputs(a, b, in, 2, 0, 0);
+    ampc_graph_destroy(a);
+    ampc_graph_destroy(b);
+}
+
+Test(flatten_control, a_loop_that_may_stop_early_stays_and_only_gpu_builds_flatten) {
+    ampc_graph *g = loop_graph(true);
+    optimize(g, true);
+    cr_assert_eq(t_count_op(g, AMPC_OP_LOOP), 1);
+    ampc_graph_destroy(g);
+    g = loop_graph(false);
+    optimize(g, false);
+    cr_assert_eq(t_count_op(g, AMPC_OP_LOOP), 1);
+    ampc_graph_destroy(g);
+}
+
+/* ---- Scan ----------------------------------------------------------------------------------- */
+
+/* x [2, 3] scanned along axis -1 backwards with running sums s; output A stacks them along axis
+ * 1 forwards, output B along axis 0 backwards; a captured bias c is added to each sum. */
+static ampc_graph *scan_graph(void) {
+    ampc_graph *g = ampc_graph_create("scan");
+    ampc_value *init = t_input(g, "init", AMPC_DTYPE_F32, SHAPE(2));
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(2, 3));
+    ampc_value *bias = t_input(g, "bias", AMPC_DTYPE_F32, SHAPE(2));
+    ampc_graph *b = ampc_ir_subgraph_new(g, "body");
+    ampc_value *s = t_input(b, "s", AMPC_DTYPE_F32, SHAPE(2));
+    ampc_value *col = t_input(b, "col", AMPC_DTYPE_F32, SHAPE(2));
+    ampc_value *cb = t_input(b, "c", AMPC_DTYPE_F32, SHAPE(2));
+    ampc_value *s1 = ampc_add(b, ampc_add(b, s, col), cb);
+    body_out(b, s1);
+    body_out(b, ampc_op(b, "Identity", &s1, 1, NULL, 0));
+    body_out(b, ampc_mul(b, s1, ampc_scalar_f32(b, 2)));
+    int64_t in_axes[1] = {-1}, in_dirs[1] = {1}, out_axes[2] = {1, 0}, out_dirs[2] = {0, 1};
+    ampc_attr at[5] = {
+        {.name = "num_scan_inputs", .kind = AMPC_ATTR_INT, .i = 1},
+        {.name = "scan_input_axes", .kind = AMPC_ATTR_INTS, .ints = in_axes, .n = 1},
+        {.name = "scan_input_directions", .kind = AMPC_ATTR_INTS, .ints = in_dirs, .n = 1},
+        {.name = "scan_output_axes", .kind = AMPC_ATTR_INTS, .ints = out_axes, .n = 2},
+        {.name = "scan_output_directions", .kind = AMPC_ATTR_INTS, .ints = out_dirs, .n = 2},
+    };
+    const char *names[1] = {"body"};
+    ampc_value *in[3] = {init, x, bias};
+    ampc_node *n = build_cf(g, AMPC_OP_SCAN, in, 3, names, &b, 1, 1, at, 5, 3);
+    ampc_output(g, n->outputs[0], "y");
+    ampc_output(g, n->outputs[1], "a");
+    ampc_output(g, n->outputs[2], "b");
+    return g;
+}
+
+Test(flatten_control, a_scan_unrolls_along_its_axes_and_directions) {
+    ampc_graph *a = scan_graph(), *b = scan_graph();
+    optimize(b, true);
+    cr_assert_eq(t_count_op(b, AMPC_OP_SCAN), 0);
+    float iv[2] = {0.25f, -3}, xv[6] = {1, 2, 3, 4, 5, 6}, bv[2] = {10, 20};
+    ampc_tensor in[3] = {t_tensor(AMPC_DTYPE_F32, SHAPE(2), iv),
+                         t_tensor(AMPC_DTYPE_F32, SHAPE(2, 3), xv),
+                         t_tensor(AMPC_DTYPE_F32, SHAPE(2), bv)};
+    t_expect_same_outputs(a, b, in, 3, 0, 0);
+    ampc_graph_destroy(a);
+    ampc_graph_destroy(b);
+}
+
+/* ---- If ------------------------------------------------------------------------------------- */
+
+/* If(c) { x * 2 } else { x + 10 }, both branches capturing x. */
+static ampc_graph *if_graph(void) {
+    ampc_graph *g = ampc_graph_create("if");
+    ampc_value *c = t_input(g, "c", AMPC_DTYPE_BOOL, SHAPE(1));
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(3));
+    ampc_graph *th = ampc_ir_subgraph_new(g, "then"), *el = ampc_ir_subgraph_new(g, "else");
+    ampc_value *xt = t_input(th, "xt", AMPC_DTYPE_F32, SHAPE(3));
+    body_out(th, ampc_mul(th, xt, ampc_scalar_f32(th, 2)));
+    ampc_value *xe = t_input(el, "xe", AMPC_DTYPE_F32, SHAPE(3));
+    body_out(el, ampc_add(el, xe, ampc_scalar_f32(el, 10)));
+    ampc_value *in[2] = {c, x};
+    const char *names[2] = {"then_branch", "else_branch"};
+    ampc_graph *bodies[2] = {th, el};
+    ampc_node *n = build_cf(g, AMPC_OP_IF, in, 2, names, bodies, 2, 1, NULL, 0, 1);
+    ampc_output(g, n->outputs[0], "y");
+    return g;
+}
+
+Test(flatten_control, an_if_computes_both_branches_and_selects) {
+    ampc_graph *a = if_graph(), *b = if_graph();
+    optimize(b, true);
+    cr_assert_eq(t_count_op(b, AMPC_OP_IF), 0);
+    cr_assert_eq(t_count_op(b, AMPC_OP_WHERE), 1);
+    float xv[3] = {1, -2, 0.5f};
+    for (uint8_t c = 0; c < 2; c++) {
+        ampc_tensor in[2] = {t_tensor(AMPC_DTYPE_BOOL, SHAPE(1), &c),
+                             t_tensor(AMPC_DTYPE_F32, SHAPE(3), xv)};
+        t_expect_same_outputs(a, b, in, 2, 0, 0);
+    }
+    ampc_graph_destroy(a);
+    ampc_graph_destroy(b);
+}
