@@ -50,9 +50,10 @@ const ampc_cg_options *ampc_cg_opts(ampc_cg *cg) { return &cg->o; }
 ampc_status ampc_cg_lower_control(ampc_cg *cg, const ampc_node *n) {
     return AMPC_FAIL(cg->g, n, AMPC_E_UNSUPPORTED,
                      "%s has no GPU lowering yet (control flow): a GPU build unrolls a Loop of a "
-                     "constant trip count that never stops early, a Scan and an If whose bodies "
-                     "hold no control flow or random op, up to 4096 copied nodes, and this one is "
-                     "not such; it runs on the reference evaluator only", ampc_op_get(n->op)->onnx);
+                     "constant trip count whose stop does not depend on data, a Scan and an If "
+                     "whose bodies hold no control flow or random op, up to 4096 copied nodes, "
+                     "and this one is not such; it runs on the reference evaluator only",
+                     ampc_op_get(n->op)->onnx);
 }
 
 /* ampc.AllReduce(p_0, ..., p_{N-1}) -> y: on rank r, y = the sum over the ranks of p_r (one step

@@ -417,9 +417,9 @@ typedef struct ampc_pipeline_options {
     bool fast_gelu;
     /* A build for the GPU (ampc_compile and ampc_compile_check set it): If, Loop and Scan nodes
      * whose control flow is known when compiling are written into the graph (flatten-control:
-     * a Loop of a constant trip count that cannot stop early and a Scan unrolled, an If's
-     * constant branch taken or both branches computed and one selected), since a GPU plan has no
-     * step that runs a subgraph. The reference evaluator runs them as they are. */
+     * a Loop of a constant trip count whose stop does not depend on data and a Scan unrolled,
+     * an If's constant branch taken or both branches computed and one selected), since a GPU
+     * plan has no step that runs a subgraph. The reference evaluator runs them as they are. */
     bool gpu_build;
     /* When not NULL, what the passes decided beyond the graph is written here: the sparsity
      * pass's row per layer, the blocks the partition pass split or left whole, the pipeline's

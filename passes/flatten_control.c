@@ -5,11 +5,14 @@
  * own. When the control flow is known when compiling, the graph can say the same thing without
  * it, and every later pass (folding, fusion, the memory plan) then sees the body's nodes:
  *
- *   Loop   with a constant trip count M (1 <= M), a first condition that is absent or a constant
- *          true, and a body whose condition output is its condition input or a constant true:
- *          M copies of the body, iteration t's iteration number the constant t, each copy's
- *          carried values the previous copy's; a scan output is the copies' values stacked
- *          (Unsqueeze at 0, then Concat along 0), which is what the Loop returns.
+ *   Loop   with a constant trip count M (1 <= M) and a first condition that is absent or a
+ *          constant true: up to M copies of the body, iteration t's iteration number the constant
+ *          t, each copy's carried values the previous copy's. The condition the body returns is
+ *          its condition input (through Identity nodes) or a constant true, or it folds to a
+ *          constant in each copy (computed from the iteration number and constants): a false one
+ *          ends the loop after that copy; one that does not fold leaves the Loop as it is. A scan
+ *          output is the copies' values stacked (Unsqueeze at 0, then Concat along 0), which is
+ *          what the Loop returns.
  *   Scan   (its length is static): a copy of the body per position; scan input j's slice is a
  *          Gather of its position along its axis (from the end with direction 1), scan output j
  *          the copies' values stacked along its axis in the order of their positions.
@@ -22,8 +25,8 @@
  *
  * Copies are node for node, attributes deep-copied into the graph's arena, constants of a body
  * copied once. Not flattened (the GPU build then names the node as it did before): bodies that
- * hold control flow or a node that must not be duplicated (T_NOFOLD: random ops), a Loop that may
- * stop early or has no constant trip count, an empty Loop or Scan, and anything that would copy
+ * hold control flow or a node that must not be duplicated (T_NOFOLD: random ops), a Loop whose
+ * stop depends on data or that has no constant trip count, an empty Loop or Scan, and anything that would copy
  * more than MAX_COPIED body nodes. The reference evaluator runs the nodes as they are (the pass
  * runs only when ampc_pipeline_options.gpu_build is set).
  */
@@ -187,7 +190,8 @@ static ampc_status flatten_loop(copier *c, ampc_value **out) {
     const ampc_value *cond_out = b->outputs[0]; /* the condition input, through Identity nodes */
     while (cond_out->producer && cond_out->producer->op == AMPC_OP_IDENTITY)
         cond_out = cond_out->producer->inputs[0];
-    if (cond_out != b->inputs[1] && !const_true(cond_out)) return AMPC_E_UNSUPPORTED;
+    /* otherwise each copy's condition must fold to a constant: a false one ends the loop there */
+    const bool always = cond_out == b->inputs[1] || const_true(cond_out);
     ampc_value **scans = calloc((size_t)(K * M + 1), sizeof *scans);
     if (!scans) return AMPC_E_OOM;
     ampc_value *carried[256];
@@ -198,7 +202,9 @@ static ampc_status flatten_loop(copier *c, ampc_value **out) {
     for (int32_t j = 0; j < N; j++) carried[j] = n->inputs[2 + j];
     uint8_t yes = 1;
     ampc_status st = AMPC_OK;
-    for (int64_t t = 0; t < M && st == AMPC_OK; t++) {
+    int64_t ran = 0;
+    for (bool stop = false; ran < M && st == AMPC_OK && !stop; ran++) {
+        const int64_t t = ran;
         memset(c->map, 0, (size_t)b->n_values * sizeof *c->map);
         c->map[b->inputs[0]->id] = const_i64(c->g, &b->inputs[0]->shape, t);
         c->map[b->inputs[1]->id] =
@@ -211,7 +217,11 @@ static ampc_status flatten_loop(copier *c, ampc_value **out) {
             if (!(carried[j] = mapped(c, b->outputs[1 + j]))) st = AMPC_E_UNSUPPORTED;
         for (int32_t j = 0; j < K && st == AMPC_OK; j++)
             if (!(scans[j * M + t] = mapped(c, b->outputs[1 + N + j]))) st = AMPC_E_UNSUPPORTED;
+        const ampc_value *co = always || st != AMPC_OK ? NULL : mapped(c, b->outputs[0]);
+        if (co && (!co->data || ampc_ir_numel(co) != 1)) st = AMPC_E_UNSUPPORTED;
+        else if (co) stop = ampc_ref_load_i64(co->data, co->dtype, 0) == 0;
     }
+    if (K > 0 && ran != M) st = AMPC_E_UNSUPPORTED; /* (inference makes such loops run M times) */
     for (int32_t j = 0; j < N && st == AMPC_OK; j++) out[j] = carried[j];
     for (int32_t j = 0; j < K && st == AMPC_OK; j++)
         if (!(out[N + j] = stack(c->g, n, scans + j * M, M, 0))) st = AMPC_E_OOM;

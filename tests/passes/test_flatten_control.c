@@ -39,9 +39,13 @@ static void optimize(ampc_graph *g, bool gpu_build) {
 
 /* ---- Loop ----------------------------------------------------------------------------------- */
 
+enum { LOOP_ALWAYS, LOOP_COUNTED, LOOP_DATA };
+
 /* Loop M = 4, carried s (f32[2] from input s0), captured x: s <- s + x * i, the scan output s
- * after each step; or, early, a condition output i < 2 that may stop it (and no scan output). */
-static ampc_graph *loop_graph(bool early) {
+ * after each step (LOOP_ALWAYS); or, with no scan output, a condition output that stops it: i < 2,
+ * which folds in each copy (LOOP_COUNTED), or sum(s) < 5, which depends on the data (LOOP_DATA). */
+static ampc_graph *loop_graph(int kind) {
+    const bool early = kind != LOOP_ALWAYS;
     ampc_graph *g = ampc_graph_create("loop");
     int64_t m = 4;
     ampc_value *M = t_const_i64(g, SHAPE(), &m);
@@ -53,9 +57,13 @@ static ampc_graph *loop_graph(bool early) {
     ampc_value *s = t_input(b, "s", AMPC_DTYPE_F32, SHAPE(2));
     ampc_value *xb = t_input(b, "x", AMPC_DTYPE_F32, SHAPE(2));
     ampc_value *s1 = ampc_add(b, s, ampc_mul(b, xb, ampc_cast(b, i, AMPC_DTYPE_F32)));
-    if (early) {
+    if (kind == LOOP_COUNTED) {
         int64_t two = 2;
         ampc_value *lt[2] = {i, t_const_i64(b, SHAPE(), &two)};
+        body_out(b, ampc_op(b, "Less", lt, 2, NULL, 0));
+    } else if (kind == LOOP_DATA) {
+        ampc_attr_arg keep = AMPC_ATTR_I("keepdims", 0);
+        ampc_value *lt[2] = {ampc_op(b, "ReduceSum", &s1, 1, &keep, 1), ampc_scalar_f32(b, 5)};
         body_out(b, ampc_op(b, "Less", lt, 2, NULL, 0));
     } else { /* the condition returned through an Identity, as exporters write it */
         body_out(b, ampc_op(b, "Identity", &c, 1, NULL, 0));
@@ -71,23 +79,26 @@ static ampc_graph *loop_graph(bool early) {
 }
 
 Test(flatten_control, a_loop_of_a_constant_trip_count_unrolls) {
-    ampc_graph *a = loop_graph(false), *b = loop_graph(false);
-    optimize(b, true);
-    cr_assert_eq(t_count_op(b, AMPC_OP_LOOP), 0);
-    float s0[2] = {0.5f, -1}, x[2] = {1, 2};
-    ampc_tensor in[2] = {t_tensor(AMPC_DTYPE_F32, SHAPE(2), s0),
-                         t_tensor(AMPC_DTYPE_F32, SHAPE(2), x)};
-    t_expect_same_outputs(a, b, in, 2, 0, 0);
-    ampc_graph_destroy(a);
-    ampc_graph_destroy(b);
+    /* every iteration, then one that stops after i = 2 (three iterations, not four) */
+    for (int kind = LOOP_ALWAYS; kind <= LOOP_COUNTED; kind++) {
+        ampc_graph *a = loop_graph(kind), *b = loop_graph(kind);
+        optimize(b, true);
+        cr_assert_eq(t_count_op(b, AMPC_OP_LOOP), 0);
+        float s0[2] = {0.5f, -1}, x[2] = {1, 2};
+        ampc_tensor in[2] = {t_tensor(AMPC_DTYPE_F32, SHAPE(2), s0),
+                             t_tensor(AMPC_DTYPE_F32, SHAPE(2), x)};
+        t_expect_same_outputs(a, b, in, 2, 0, 0);
+        ampc_graph_destroy(a);
+        ampc_graph_destroy(b);
+    }
 }
 
-Test(flatten_control, a_loop_that_may_stop_early_stays_and_only_gpu_builds_flatten) {
-    ampc_graph *g = loop_graph(true);
+Test(flatten_control, a_loop_whose_stop_depends_on_data_stays_and_only_gpu_builds_flatten) {
+    ampc_graph *g = loop_graph(LOOP_DATA);
     optimize(g, true);
     cr_assert_eq(t_count_op(g, AMPC_OP_LOOP), 1);
     ampc_graph_destroy(g);
-    g = loop_graph(false);
+    g = loop_graph(LOOP_ALWAYS);
     optimize(g, false);
     cr_assert_eq(t_count_op(g, AMPC_OP_LOOP), 1);
     ampc_graph_destroy(g);
