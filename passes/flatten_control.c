@@ -137,7 +137,8 @@ static ampc_status copy_body(copier *c, int64_t t) {
     return AMPC_OK;
 }
 
-/* One new node of g with one output; NULL on failure (the graph has the diagnostic). */
+/* One new node of g with one output; NULL on failure (out of memory, or inference refused it:
+ * either way the caller gives up on this node, and the diagnostics are dropped). */
 static ampc_value *node1(ampc_graph *g, ampc_opcode op, const char *name, ampc_value *const *in,
                          int32_t n_in, const ampc_attr *at, int32_t n_at) {
     ampc_node *n = NULL;
@@ -224,7 +225,7 @@ static ampc_status flatten_loop(copier *c, ampc_value **out) {
     if (K > 0 && ran != M) st = AMPC_E_UNSUPPORTED; /* (inference makes such loops run M times) */
     for (int32_t j = 0; j < N && st == AMPC_OK; j++) out[j] = carried[j];
     for (int32_t j = 0; j < K && st == AMPC_OK; j++)
-        if (!(out[N + j] = stack(c->g, n, scans + j * M, M, 0))) st = AMPC_E_OOM;
+        if (!(out[N + j] = stack(c->g, n, scans + j * M, M, 0))) st = AMPC_E_UNSUPPORTED;
     free(scans);
     return st;
 }
@@ -264,7 +265,7 @@ static ampc_status flatten_scan(copier *c, ampc_value **out) {
             char name[160];
             snprintf(name, sizeof name, "%.120s/slice", n->name);
             ampc_value *s = in[1] ? node1(c->g, AMPC_OP_GATHER, name, in, 2, &a, 1) : NULL;
-            if (!s) st = AMPC_E_OOM;
+            if (!s) st = AMPC_E_UNSUPPORTED;
             c->map[b->inputs[N + j]->id] = s;
         }
         for (int32_t i = 0; i < k; i++) c->map[b->inputs[N + M + i]->id] = n->inputs[N + M + i];
@@ -278,7 +279,7 @@ static ampc_status flatten_scan(copier *c, ampc_value **out) {
     }
     for (int32_t j = 0; j < N && st == AMPC_OK; j++) out[j] = state[j];
     for (int32_t j = 0; j < K && st == AMPC_OK; j++)
-        if (!(out[N + j] = stack(c->g, n, scans + j * L, L, out_ax[j]))) st = AMPC_E_OOM;
+        if (!(out[N + j] = stack(c->g, n, scans + j * L, L, out_ax[j]))) st = AMPC_E_UNSUPPORTED;
     free(scans);
     return st;
 }
@@ -323,10 +324,10 @@ static ampc_status flatten_if(copier *c, ampc_value **out) {
     ampc_value *c0 = cond->shape.rank == 0 ? cond
                      : shape ? node1(c->g, AMPC_OP_RESHAPE, name, rin, 2, NULL, 0)
                              : NULL;
-    if (!c0) return AMPC_E_OOM;
+    if (!c0) return AMPC_E_UNSUPPORTED;
     for (int32_t i = 0; i < n->n_outputs; i++) {
         ampc_value *w[3] = {c0, t_out[i], e_out[i]};
-        if (!(out[i] = node1(c->g, AMPC_OP_WHERE, name, w, 3, NULL, 0))) return AMPC_E_OOM;
+        if (!(out[i] = node1(c->g, AMPC_OP_WHERE, name, w, 3, NULL, 0))) return AMPC_E_UNSUPPORTED;
     }
     return AMPC_OK;
 }
