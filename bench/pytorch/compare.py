@@ -38,6 +38,10 @@ results of several runs into one table.
    AMPC_BENCH_PEERS=0 leaves PyTorch's timings out, for a profile-only run;
    AMPC_BENCH_STAGES=1 also times ampc, and records the context's state, after each step of
    PyTorch's setup, and with AMPC_BENCH_PROBES=1 or 2 after single steps of the kind (diagnostic);
+   AMPC_BENCH_BASELINE=NAME=PATH,... also builds each model with other ampc installations (PATH:
+   its bin/ampc, with its runtime in PATH/../../lib/ampc; NAME: what its rows are called, e.g.
+   the commit it was built from), each build by each its own row marked "[ampc NAME]" timed in
+   the same rounds as the others: before/after comparisons on one machine in one run;
    AMPC_BENCH_STREAM=side runs everything on one non-default stream instead of torch's legacy
    default stream; AMPC_BENCH_KEEP_LIBS=1 keeps each library alive after the rows of its model
    and batch instead of destroying it)
@@ -64,6 +68,8 @@ import merge  # noqa: E402
 import zoo  # noqa: E402
 
 AMPC = os.environ.get("AMPC", ".devbin/bin/ampc")
+BASELINES = [tuple(b.split("=", 1)) for b in os.environ.get("AMPC_BENCH_BASELINE", "").split(",")
+             if b]
 ITERS = int(os.environ.get("AMPC_BENCH_ITERS", "200"))
 PRECISION = os.environ.get("AMPC_BENCH_PRECISION", "fp16")
 PROFILE = os.environ.get("AMPC_BENCH_PROFILE", "0") == "1"
@@ -234,9 +240,14 @@ def compile_build(build, label, key, batch, onnx_path, work, out):
     name = "%s%s_b%d" % (key, build.key, batch)
     so_path = os.path.join(work, name + ".so")
     row = {"model": label + build.label, "key": key, "batch": batch, "ampc_flags": build.flags}
+    env = None
+    if build.ampc:  # another installation: it links its own runtime
+        row["baseline"], row["ampc_binary"] = build.baseline, build.ampc
+        env = dict(os.environ, AMPC_RUNTIME_DIR=os.path.join(
+            os.path.dirname(os.path.dirname(os.path.abspath(build.ampc))), "lib", "ampc"))
     t0 = time.time()
-    r = subprocess.run([AMPC, onnx_path, "-o", so_path, "--precision", PRECISION] + build.flags + EXTRA,
-                       capture_output=True, text=True)
+    r = subprocess.run([build.ampc or AMPC, onnx_path, "-o", so_path, "--precision", PRECISION]
+                       + build.flags + EXTRA, capture_output=True, text=True, env=env)
     row["ampc_compile_s"] = round(time.time() - t0, 2)
     if PROFILE and r.returncode == 0:
         profile_library(so_path, name, out)
@@ -298,11 +309,18 @@ def attempt(errors, name, fn):
         return None
 
 
+def builds_of(entry):
+    """The zoo entry's builds, and with AMPC_BENCH_BASELINE each of them again by each baseline."""
+    return entry.builds + [zoo.Build("%s [ampc %s]" % (b.label, name), "%s_%s" % (b.key, name),
+                                     b.flags, path, name)
+                           for name, path in BASELINES for b in entry.builds]
+
+
 def failed_rows(entry, order, batch, fields):
     """The rows of a model and batch that could not be measured: one per build, with `fields`
     (setup_error: what failed before ampc ran, and why)."""
     return [dict(fields, model=entry.label + b.label, key=entry.key, batch=batch,
-                 ampc_flags=b.flags, order=[order, batch, k]) for k, b in enumerate(entry.builds)]
+                 ampc_flags=b.flags, order=[order, batch, k]) for k, b in enumerate(builds_of(entry))]
 
 
 def bench_one(entry, order, model, batch, base, work, out):
@@ -310,7 +328,7 @@ def bench_one(entry, order, model, batch, base, work, out):
     the same rounds as one measurement of PyTorch's (eager and torch.compile, each from a CUDA
     graph). `order` places the rows in the zoo's order; `base` is what was allocated on the
     device before the model was loaded."""
-    label, key, builds = entry.label, entry.key, entry.builds
+    label, key, builds = entry.label, entry.key, builds_of(entry)
     torch.manual_seed(0)
     args = entry.make_inputs(batch, "cuda")
     errors = {}
@@ -519,6 +537,7 @@ def header(gpu):
     return {"gpu": gpu, "torch": torch.__version__, "ampc_version": ampc_version(), "iters": ITERS,
             "warmup": WARMUP, "precision": PRECISION, "extra": EXTRA,
             "selection": os.environ.get("AMPC_BENCH_MODELS", ""),
+            "baselines": dict(BASELINES),
             "zoo": [{"key": m.key, "label": m.label, "batches": m.batches} for m in zoo.ZOO]}
 
 

@@ -37,17 +37,39 @@ def failure(row):
     return None
 
 
+def _geomean(values):
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
 def summary(rows):
-    """The figures under the table: over the rows of the default build (no extra ampc option),
-    the geometric mean of ampc / best PyTorch over the rows that pass, how many rows are at or
-    below 1.0x, and the rows that fail."""
-    default = [r for r in rows if not r.get("ampc_flags")]
+    """The figures under the table: over the rows of the default build (no extra ampc option, the
+    ampc under test), the geometric mean of ampc / best PyTorch over the rows that pass, how many
+    rows are at or below 1.0x, and the rows that fail; for each baseline (compare.py's
+    AMPC_BENCH_BASELINE), the same geometric mean over its rows and that of this ampc's time over
+    the baseline's, over the builds of a model and batch where both pass."""
+    default = [r for r in rows if not r.get("ampc_flags") and not r.get("baseline")]
     ok = [r for r in default if failure(r) is None]
-    gm = math.exp(sum(math.log(r["ratio_vs_best_pytorch"]) for r in ok) / len(ok)) if ok else None
-    return {"rows": len(default), "passing": len(ok), "geomean_ratio": gm,
-            "at_or_below_1": sum(1 for r in ok if r["ratio_vs_best_pytorch"] <= 1.0),
-            "failed": ["%s b%d: %s" % (r["model"], r["batch"], failure(r))
-                       for r in rows if failure(r) is not None]}
+    s = {"rows": len(default), "passing": len(ok),
+         "geomean_ratio": _geomean([r["ratio_vs_best_pytorch"] for r in ok]),
+         "at_or_below_1": sum(1 for r in ok if r["ratio_vs_best_pytorch"] <= 1.0),
+         "failed": ["%s b%d: %s" % (r["model"], r["batch"], failure(r))
+                    for r in rows if failure(r) is not None]}
+
+    def build(r):
+        return (r["key"], r["batch"], tuple(r.get("ampc_flags", [])))
+
+    mine = {build(r): r for r in rows if not r.get("baseline") and failure(r) is None}
+    s["baselines"] = {}
+    for name in dict.fromkeys(r["baseline"] for r in rows if r.get("baseline")):
+        theirs = [r for r in rows if r.get("baseline") == name and failure(r) is None]
+        pairs = [(mine[build(r)], r) for r in theirs if build(r) in mine]
+        s["baselines"][name] = {
+            "binary": next((r["ampc_binary"] for r in rows if r.get("baseline") == name), None),
+            "geomean_ratio": _geomean([r["ratio_vs_best_pytorch"] for r in theirs
+                                       if not r.get("ampc_flags")]),
+            "pairs": len(pairs),
+            "geomean_over_baseline": _geomean([a["ampc_ms"] / b["ampc_ms"] for a, b in pairs])}
+    return s
 
 
 def _ms(v):
@@ -87,6 +109,13 @@ def write_markdown(rows, path, meta):
                    s["passing"], s["at_or_below_1"], s["rows"]))
         if s["failed"]:
             f.write(" %d rows fail: %s." % (len(s["failed"]), "; ".join(s["failed"])))
+        for name, b in s["baselines"].items():
+            f.write(" Rows marked [ampc %s] are the same builds by %s, timed in the same rounds: "
+                    "its geometric mean of ampc / best PyTorch %s; this ampc's time over its, "
+                    "geometric mean over the %d builds where both pass: %s."
+                    % (name, b["binary"],
+                       "%.2fx" % b["geomean_ratio"] if b["geomean_ratio"] else "-", b["pairs"],
+                       "%.3fx" % b["geomean_over_baseline"] if b["geomean_over_baseline"] else "-"))
         extra = "".join(" " + e for e in meta.get("extra", []))
         f.write("\n\nMedian of %d calls each timed with CUDA events after %d warm-up calls, in two "
                 "rounds (ampc's builds, eager, compiled, then the reverse order), the mean of the "

@@ -12,10 +12,13 @@ import collections
 import torch
 
 
-class Build(collections.namedtuple("Build", "label key flags")):
+class Build(collections.namedtuple("Build", "label key flags ampc baseline",
+                                   defaults=(None, None))):
     """One ampc build of a model: what its row's label adds to the model's, what its library's
-    name adds to the model's key, and the ampc options it adds to `--precision PRECISION` and
-    AMPC_BENCH_EXTRA. The first build of every model is the one a user gets by default."""
+    name adds to the model's key, the ampc options it adds to `--precision PRECISION` and
+    AMPC_BENCH_EXTRA, and the ampc that builds it (None: $AMPC; compare.py's baseline rows name
+    another installation and what to call it). The first build of every model is the one a user
+    gets by default."""
 
 
 DEFAULT_BUILD = [Build("", "", [])]
