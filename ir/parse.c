@@ -670,7 +670,7 @@ static bool parse_input_or_const(parser *P, bool is_input) {
 static bool parse_output(parser *P) {
     if (!next(P)) return false;
     do {
-        ampc_value *v;
+        ampc_value *v = NULL;
         if (!parse_use(P, &v)) return false;
         ampc_ir_graph_add_output(P->g, v);
     } while (accept_punct(P, ','));

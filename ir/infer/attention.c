@@ -217,7 +217,7 @@ ampc_status ampc_infer_attention(ampc_graph *g, ampc_node *n) {
     if (nonpad && nonpad->dtype != AMPC_DTYPE_I64)
         return AMPC_FAIL(g, n, AMPC_E_DTYPE, "input 6 '%s' (nonpad_kv_seqlen) must be i64, got %s",
                          nonpad->name, ampc_dtype_name(nonpad->dtype));
-    att_dims d;
+    att_dims d = {0};
     ampc_status st = attention_dims(g, n, &d);
     if (st == AMPC_OK) st = attention_attrs(g, n);
     if (st != AMPC_OK) return st;

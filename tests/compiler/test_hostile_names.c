@@ -45,9 +45,10 @@ static Onnx__NodeProto *node(mb *b, const char *op, const char *name, const char
 static Onnx__TensorProto *weight(mb *b, const char *name, int64_t rows, int64_t cols, int seed) {
     int64_t dims[2] = {rows, cols};
     float data[16 * 8];
-    for (int64_t i = 0; i < rows * cols; i++) data[i] = (float)(((i * 37 + seed) % 17) - 8) / 16.0f;
+    const int64_t n = rows * (cols ? cols : 1); /* cols 0: a vector of rows values */
+    for (int64_t i = 0; i < n; i++) data[i] = (float)(((i * 37 + seed) % 17) - 8) / 16.0f;
     Onnx__TensorProto *t = mb_tensor_raw(b, name, OT_FLOAT, cols ? 2 : 1, cols ? dims : &rows, data,
-                                         (size_t)(rows * (cols ? cols : 1)) * sizeof(float));
+                                         (size_t)n * sizeof(float));
     mb_initializer(b, t);
     return t;
 }
