@@ -2,7 +2,8 @@
 
 For each model of the zoo (zoo.py: the MLP, ResNet-50, BERT-base, ViT-B/16, GPT-2, DistilBERT,
 MobileNetV3, EfficientNet-B0, ConvNeXt-Tiny, Swin-T, T5-small's encoder, RegNetY-800MF,
-DenseNet-121 and a Llama-style decoder; random weights; fp16 via model.half()), at each of its
+DenseNet-121, a Llama-style decoder, a bidirectional LSTM encoder and an MLP that branches on data;
+random weights; fp16 via model.half()), at each of its
 batch sizes:
   1. export it to ONNX (opset 17) and compile it with `ampc MODEL.onnx -o MODEL.so --precision
      fp16` (timed; the model is already f16, and fp16 mode brings the parts torch's exporter
@@ -130,6 +131,19 @@ def graphed(fn, args):
     with torch.cuda.graph(g):
         out = fn(*args)
     return g.replay, out
+
+
+def replay_or_calls(errors, peer, fn, args):
+    """A peer's call replayed from a CUDA graph (graphed), or, when the model cannot be captured (a
+    branch on data reads a value back to the host, which capture forbids), fn(*args) called as it
+    is, with why in errors[peer + "_no_graph"] (the table marks the figure)."""
+    try:
+        return graphed(fn, args)[0]
+    except Exception as e:
+        errors[peer + "_no_graph"] = ("%s: %s" % (type(e).__name__, e))[-500:]
+        torch.cuda.synchronize()
+        fn(*args)  # still runs outside a capture, or the peer fails here
+        return lambda: fn(*args)
 
 
 class TensorInfo(ctypes.Structure):
@@ -424,7 +438,8 @@ def bench_one(entry, order, model, batch, base, work, out):
         torch.cuda.current_stream().wait_stream(gs)
         stage("side_stream_work")
     with torch.no_grad():
-        eager_replay = attempt(errors, "eager_graph_error", lambda: graphed(model, args)[0])
+        eager_replay = attempt(errors, "eager_graph_error",
+                               lambda: replay_or_calls(errors, "eager_graph", model, args))
         stage("eager_graph")
         # Compiled afresh for this batch: after the model's other batch, torch.compile would
         # otherwise recompile with dynamic shapes.
@@ -433,7 +448,8 @@ def bench_one(entry, order, model, batch, base, work, out):
         if attempt(errors, "compile_graph_error", lambda: compiled(*args)) is not None:
             stage("torch_compile")
             compile_replay = attempt(errors, "compile_graph_error",
-                                     lambda: graphed(compiled, args)[0])
+                                     lambda: replay_or_calls(errors, "compile_graph", compiled,
+                                                             args))
             stage("compile_graph")
         else:
             compile_replay = None

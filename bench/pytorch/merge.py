@@ -76,6 +76,13 @@ def _ms(v):
     return "%.3f ms" % v if v is not None else "-"
 
 
+def _peer_ms(row, peer):
+    """A peer's figure; "(no graph)" after it when the model could not be captured and the peer's
+    calls were timed as they are (compare.py's replay_or_calls)."""
+    ms = _ms(row.get(peer + "_ms"))
+    return ms + " (no graph)" if row.get(peer + "_no_graph") else ms
+
+
 def _mb(v):
     return "%.0f" % v if v is not None else "-"
 
@@ -100,8 +107,8 @@ def write_markdown(rows, path, meta):
                 match = "**FAILED**: %s" % (why or "-").replace("|", "\\|")
             compile_s = "%.1f s" % r["ampc_compile_s"] if "ampc_compile_s" in r else "-"
             f.write("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n"
-                    % (r["model"], r["batch"], _ms(r.get("eager_graph_ms")),
-                       _ms(r.get("compile_graph_ms")), amp, ratio, match,
+                    % (r["model"], r["batch"], _peer_ms(r, "eager_graph"),
+                       _peer_ms(r, "compile_graph"), amp, ratio, match,
                        _mb(r.get("ampc_device_mb")), _mb(r.get("torch_peak_mb")), compile_s))
         f.write("\nOver the %d rows of the default build: geometric mean of ampc / best PyTorch %s "
                 "(over the %d rows that pass); %d of the %d rows at or below 1.0x."
@@ -119,7 +126,8 @@ def write_markdown(rows, path, meta):
         extra = "".join(" " + e for e in meta.get("extra", []))
         f.write("\n\nMedian of %d calls each timed with CUDA events after %d warm-up calls, in two "
                 "rounds (ampc's builds, eager, compiled, then the reverse order), the mean of the "
-                "two medians; the rows of one model and batch share one measurement of "
+                "two medians (a PyTorch figure marked \"no graph\": the model branches on data, "
+                "which a CUDA graph cannot capture, so its calls were timed as they are); the rows of one model and batch share one measurement of "
                 "PyTorch's. Every library is `ampc MODEL.onnx -o MODEL.so --precision %s%s`, %s; "
                 "a row that names an option (`--fast-gelu`) adds it. ampc device MB: what the "
                 "library holds on the GPU (`<name>_device_bytes`: weights, arena, cuBLASLt/cuDNN "

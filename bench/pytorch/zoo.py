@@ -150,6 +150,44 @@ def llama():
     return LastHidden(LlamaModel(cfg), mask=False)
 
 
+class LstmEncoder(torch.nn.Module):
+    """A sequence encoder as speech and tagging models have it: two bidirectional LSTM layers
+    (batch first, hidden 512 a direction) over 256 features, and a linear head on every step."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(256, 512, num_layers=2, batch_first=True, bidirectional=True)
+        self.head = torch.nn.Linear(1024, 64)
+
+    def forward(self, x):
+        return self.head(self.lstm(x)[0])
+
+
+class RoutedMlp(torch.nn.Module):
+    """Residual MLP blocks, each choosing one of two expert MLPs by the sign of its input's mean: a
+    branch on data, which the ONNX export writes as an If (exported scripted: `onnx_script`)."""
+    onnx_script = True
+
+    def __init__(self, width=1024, blocks=4):
+        super().__init__()
+
+        def expert():
+            return torch.nn.Sequential(torch.nn.Linear(width, 4 * width), torch.nn.GELU(),
+                                       torch.nn.Linear(4 * width, width))
+        self.norms = torch.nn.ModuleList(torch.nn.LayerNorm(width) for _ in range(blocks))
+        self.a = torch.nn.ModuleList(expert() for _ in range(blocks))
+        self.b = torch.nn.ModuleList(expert() for _ in range(blocks))
+
+    def forward(self, x):
+        for norm, a, b in zip(self.norms, self.a, self.b):
+            h = norm(x)
+            if bool(h.mean() > 0):
+                x = x + a(h)
+            else:
+                x = x + b(h)
+        return x
+
+
 # BERT's erf GELU stays exact by default; --fast-gelu runs it as the tanh form in cuBLASLt's
 # epilogue after the f16 FFN GEMM (an extra row, labelled).
 BERT_BUILDS = DEFAULT_BUILD + [Build(" (`--fast-gelu`: tanh GELU)", "_fastgelu", ["--fast-gelu"])]
@@ -181,6 +219,11 @@ ZOO = [
           DEFAULT_BUILD),
     Model("Llama-style 120M seq256", "llama", llama, [1, 16], tokens(LLAMA_VOCAB, 256, mask=False),
           ["input_ids"], DEFAULT_BUILD),
+    # Recurrent layers and control flow: ONNX LSTM nodes, and an If on a value computed at run time.
+    Model("LSTM 2x bidirectional 512 seq128", "lstm", LstmEncoder, [1, 32],
+          lambda b, dev: (torch.randn(b, 128, 256, device=dev).half(),), ["x"], DEFAULT_BUILD),
+    Model("Routed MLP (If) 4x1024", "routed_mlp", RoutedMlp, [1, 64],
+          lambda b, dev: (torch.randn(b, 1024, device=dev).half(),), ["x"], DEFAULT_BUILD),
 ]
 
 
@@ -207,12 +250,17 @@ def export_onnx(model, args, path, input_names):
     """The model (already f16 and on its device) exported as compare.py compiles it: ONNX opset
     17 through the TorchScript exporter. nn.MultiheadAttention's inference fast path
     (aten::_native_multi_head_attention, which no ONNX exporter knows) is off while it exports, so
-    that attention is exported as its operators; PyTorch's own runs keep the fast path."""
+    that attention is exported as its operators; PyTorch's own runs keep the fast path. A model
+    with `onnx_script` set is exported from torch.jit.script(model), so that its branches on data
+    become If nodes."""
     fast = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)
     try:
         with torch.no_grad():
-            torch.onnx.export(model, args, path, input_names=input_names, opset_version=17,
+            # A model that branches on data is exported scripted: tracing would keep the branch
+            # the example inputs took.
+            exported = torch.jit.script(model) if getattr(model, "onnx_script", False) else model
+            torch.onnx.export(exported, args, path, input_names=input_names, opset_version=17,
                               dynamo=False)
     finally:
         torch.backends.mha.set_fastpath_enabled(fast)
