@@ -20,6 +20,10 @@
 
 /* An op without a GPU lowering yet (the op table's REFERENCE rows). */
 static ampc_status lower_reference(ampc_cg *cg, const ampc_node *n) {
+    const char *why = ampc_op_reference_why(n);
+    if (why)
+        return AMPC_FAIL(cg->g, n, AMPC_E_UNSUPPORTED,
+                         "%s; it runs on the reference evaluator only", why);
     return AMPC_FAIL(cg->g, n, AMPC_E_UNSUPPORTED,
                      "%s has no GPU lowering yet; it runs on the reference evaluator only",
                      ampc_op_get(n->op)->onnx);

@@ -154,6 +154,11 @@ static bool binary_expr(const ampc_node *n, const char *ct, bool fl, ampc_strbuf
     case AMPC_OP_BITWISE_OR: ampc_sb_puts(e, "(a | b)"); return true;
     case AMPC_OP_BITWISE_XOR: ampc_sb_puts(e, "(a ^ b)"); return true;
     case AMPC_OP_PRELU: ampc_sb_printf(e, "(a < (%s)0 ? b * a : a)", ct); return true;
+    case AMPC_OP_SWIGLU: /* a * sigmoid(alpha a) * b */
+        ampc_sb_puts(e, "(a * ampc::sigmoid(");
+        lit(e, ct, ampc_act_params_of(n).p);
+        ampc_sb_puts(e, " * a) * b)");
+        return true;
     case AMPC_OP_MOD:
         if (fl) ampc_sb_puts(e, "ampc::m_fmod(a, b)");
         else ampc_sb_printf(e, "ampc::imod(a, b, %s)",

@@ -127,6 +127,10 @@ static inline bool ampc_op_has(ampc_opcode op, uint32_t traits) {
 static inline bool ampc_op_is_strided_view(ampc_opcode op) {
     return op == AMPC_OP_TRANSPOSE || op == AMPC_OP_SLICE || op == AMPC_OP_EXPAND;
 }
+/* For a node of a reference-only op (lowering kind REFERENCE) that a GPU build's passes rewrite
+ * in most of its forms (onnx-attention), what makes this node not one of them, for code
+ * generation's message; NULL for every other op. */
+const char *ampc_op_reference_why(const ampc_node *n);
 /* The most inputs of a Concat that a kernel reads in place instead of a copy of it
  * (fuse-elementwise's concat_into_norm; codegen/lower_norm.c): each is a parameter of the
  * kernel reading it, and a branch where it picks the input holding an element. */

@@ -59,6 +59,13 @@ int64_t ampc_axis_default(ampc_opcode op) {
     }
 }
 
+const char *ampc_op_reference_why(const ampc_node *n) {
+    if (n->op == AMPC_OP_ATTENTION) /* passes/onnx_attention.c takes every other form */
+        return "an Attention with softcap, or whose qk_matmul_output is read, has no GPU lowering "
+               "yet (a GPU build runs any other Attention as ampc.FusedAttention)";
+    return NULL;
+}
+
 ampc_attr ampc_axis_attr_make(int64_t a) {
     return (ampc_attr){.name = "axis", .kind = AMPC_ATTR_INT, .i = a};
 }

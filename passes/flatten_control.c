@@ -137,19 +137,13 @@ static ampc_status copy_body(copier *c, int64_t t) {
     return AMPC_OK;
 }
 
-/* One new node of g with one output; NULL on failure (out of memory, or inference refused it:
- * either way the caller gives up on this node, and the diagnostics are dropped). */
 static ampc_value *node1(ampc_graph *g, ampc_opcode op, const char *name, ampc_value *const *in,
                          int32_t n_in, const ampc_attr *at, int32_t n_at) {
-    ampc_node *n = NULL;
-    return ampc_ir_node_build(g, op, name, in, n_in, at, n_at, 1, NULL, &n) == AMPC_OK
-               ? n->outputs[0]
-               : NULL;
+    return ampc_pass_node1(g, op, name, in, n_in, at, n_at);
 }
 
 static ampc_value *const_i64(ampc_graph *g, const ampc_shape *s, int64_t v) {
-    int64_t data[1] = {v};
-    return ampc_ir_const_new(g, NULL, AMPC_DTYPE_I64, s, data);
+    return ampc_pass_const_i64s(g, s->rank, s->dims, &v);
 }
 
 /* parts[0 .. k) (each one slice) stacked along axis: Unsqueeze each there, Concat along it. */
@@ -352,21 +346,10 @@ static ampc_status flatten(ampc_graph *g, ampc_node *cf) {
         free(c.map), free(c.consts);
     }
     if (st != AMPC_OK) { /* undo: the copies go, and so do their diagnostics */
-        for (int32_t i = first_new; i < g->n_nodes; i++) ampc_ir_node_remove(g, g->nodes[i]);
-        ampc_diag_truncate(&g->diag, diags);
-        ampc_ir_graph_compact(g); /* and the constants made for them */
+        ampc_pass_undo(g, first_new, diags);
         return st;
     }
-    ampc_value *results[256];
-    for (int32_t i = 0; i < cf->n_outputs; i++) results[i] = cf->outputs[i];
-    ampc_ir_node_remove(g, cf);
-    for (int32_t i = 0; i < cf->n_outputs; i++) {
-        if (!results[i]) continue;
-        if (!ampc_ir_node_append(g, AMPC_OP_IDENTITY, cf->name, &out[i], 1, NULL, 0, &results[i], 1))
-            return AMPC_E_OOM;
-    }
-    ampc_ir_graph_settle(g, first_new);
-    return AMPC_OK;
+    return ampc_pass_replace_node(g, cf, out, first_new);
 }
 
 ampc_status ampc_pass_flatten_control(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {

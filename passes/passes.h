@@ -161,11 +161,37 @@ ampc_status ampc_pass_rewrite(ampc_graph *g, ampc_node *n, ampc_opcode op, const
                               ampc_value *const *in, int32_t n_in, const ampc_attr *attrs,
                               int32_t n_attrs, ampc_uses *u);
 
+/* Passes that replace a node by several (flatten-control, onnx-attention, onnx-rotary) append the new nodes
+ * from position first_new on, then either undo them or replace the node. ampc_pass_undo removes
+ * every node from first_new on, the diagnostics recorded since there were diags of them, and the
+ * constants made for them. ampc_pass_replace_node removes n and gives each of its outputs i
+ * (keeping their names and places) the value out[i] through an Identity node (a NULL out[i]:
+ * an output nothing reads), then settles the new nodes; AMPC_E_OOM, or AMPC_E_UNSUPPORTED for a
+ * node of more than 256 outputs. */
+void ampc_pass_undo(ampc_graph *g, int32_t first_new, int32_t diags);
+/* Such a pass's builders. ampc_pass_node1: a new node of op with one output, returned; NULL when
+ * an input is NULL (a value the caller could not make), inference refuses the node or memory ran
+ * out (the caller then undoes). ampc_pass_const_i64s: an i64 constant of the given dims (rank 0:
+ * a scalar) holding v; NULL on OOM. */
+ampc_value *ampc_pass_node1(ampc_graph *g, ampc_opcode op, const char *name,
+                            ampc_value *const *in, int32_t n_in, const ampc_attr *at, int32_t n_at);
+ampc_value *ampc_pass_const_i64s(ampc_graph *g, int32_t rank, const int64_t *dims,
+                                 const int64_t *v);
+ampc_status ampc_pass_replace_node(ampc_graph *g, ampc_node *n, ampc_value *const *out,
+                                   int32_t first_new);
+
 /* ---- the passes --------------------------------------------------------------------------- */
 
+/* A GPU build's control flow known when compiling (constant trip counts, Scan, If) written into
+ * the graph (flatten_control.c). */
+ampc_status ampc_pass_flatten_control(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed);
+/* A GPU build's ONNX Attention as ampc.FusedAttention, its masks and caches as nodes
+ * (onnx_attention.c). */
+ampc_status ampc_pass_onnx_attention(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed);
+/* A GPU build's ONNX RotaryEmbedding as slices, products and joins (onnx_rotary.c). */
+ampc_status ampc_pass_onnx_rotary(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed);
 /* Constant folding: evaluates every node whose inputs are all known, turning its outputs into
  * constants (fold.c). */
-ampc_status ampc_pass_flatten_control(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed);
 ampc_status ampc_pass_fold(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed);
 /* Common-subexpression elimination: merges identical nodes and identical small constants
  * (cse.c). */

@@ -18,6 +18,12 @@ static const ampc_pass_info pass_table[] = {
     {"flatten-control", ampc_pass_flatten_control,
      "for a GPU build, write If, Loop and Scan nodes whose control flow is known when compiling "
      "into the graph: unrolled loops and scans, a branch taken or both selected by Where"},
+    {"onnx-attention", ampc_pass_onnx_attention,
+     "for a GPU build, make each ONNX Attention an ampc.FusedAttention, with its mask, causal and "
+     "window rules, key lengths and present caches as nodes"},
+    {"onnx-rotary", ampc_pass_onnx_rotary,
+     "for a GPU build, write each ONNX RotaryEmbedding as slices of its pairs, products with the "
+     "cached angles and joins"},
     /* the batch split first: every later pass (folding the shape arithmetic too) sees one GPU's
      * share of the batch */
     {"partition-data", ampc_pass_partition_data,

@@ -2,7 +2,7 @@
  * uses.c — what the fusion passes share: how many times each value is used and, for a value
  * used once, the node using it; and the in-place rewrite of a pattern's last node into the fused
  * op; the permutation of a Transpose; a value seen through the re-indexing ops before it as a
- * strided view of a tensor in memory.
+ * strided view of a tensor in memory; a node replaced by the nodes a pass built for it.
  */
 #include "passes.h"
 
@@ -183,4 +183,45 @@ bool ampc_pass_view_step(ampc_pass_view *v, int32_t r, const int64_t *dims) {
     if (!redigit(v, r, dims, &cur->shape, t, base)) return false;
     v->src = in;
     return true;
+}
+
+/* ---- a node replaced by nodes ----------------------------------------------------------------- */
+
+ampc_value *ampc_pass_node1(ampc_graph *g, ampc_opcode op, const char *name,
+                            ampc_value *const *in, int32_t n_in, const ampc_attr *at,
+                            int32_t n_at) {
+    for (int32_t i = 0; i < n_in; i++)
+        if (!in[i]) return NULL; /* a value the caller could not make */
+    ampc_node *n = NULL;
+    return ampc_ir_node_build(g, op, name, in, n_in, at, n_at, 1, NULL, &n) == AMPC_OK
+               ? n->outputs[0]
+               : NULL;
+}
+
+ampc_value *ampc_pass_const_i64s(ampc_graph *g, int32_t rank, const int64_t *dims,
+                                 const int64_t *v) {
+    ampc_shape s = {.rank = rank};
+    for (int32_t i = 0; i < rank; i++) s.dims[i] = dims[i];
+    return ampc_ir_const_new(g, NULL, AMPC_DTYPE_I64, &s, v);
+}
+
+void ampc_pass_undo(ampc_graph *g, int32_t first_new, int32_t diags) {
+    for (int32_t i = first_new; i < g->n_nodes; i++) ampc_ir_node_remove(g, g->nodes[i]);
+    ampc_diag_truncate(&g->diag, diags);
+    ampc_ir_graph_compact(g); /* and the constants made for them */
+}
+
+ampc_status ampc_pass_replace_node(ampc_graph *g, ampc_node *n, ampc_value *const *out,
+                                   int32_t first_new) {
+    ampc_value *results[256];
+    if (n->n_outputs > 256) return AMPC_E_UNSUPPORTED;
+    for (int32_t i = 0; i < n->n_outputs; i++) results[i] = n->outputs[i];
+    ampc_ir_node_remove(g, n);
+    for (int32_t i = 0; i < n->n_outputs; i++) {
+        if (!results[i] || !out[i]) continue;
+        if (!ampc_ir_node_append(g, AMPC_OP_IDENTITY, n->name, &out[i], 1, NULL, 0, &results[i], 1))
+            return AMPC_E_OOM;
+    }
+    ampc_ir_graph_settle(g, first_new);
+    return AMPC_OK;
 }

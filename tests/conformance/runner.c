@@ -230,7 +230,7 @@ static ampc_status import_case(const char *model, const dataset *ds, ampc_graph 
 /* Where the outputs come from: the reference evaluator, or the GPU through ampc_compile. */
 static ampc_status execute(ampc_graph *g, conf_mode mode, const ampc_tensor *in, int32_t ni,
                            ampc_tensor *out, int32_t no, conf_result *r) {
-    if (mode == CONF_REFERENCE) {
+    if (mode == CONF_REFERENCE || mode == CONF_GPU_GRAPH) {
         if (ampc_graph_evaluate(g, in, ni, out, no) == AMPC_OK) return AMPC_OK;
         set_reason(r, CONF_FAIL, "evaluate: ", ampc_graph_errors(g));
         return AMPC_E_EVAL;
@@ -274,6 +274,9 @@ void conf_data_tolerance(conf_mode mode, int dtype, double *rtol, double *atol) 
     *rtol = CONF_RTOL, *atol = CONF_ATOL;
     if (mode == CONF_GPU_DEFAULT && (ampc_dtype)dtype == AMPC_DTYPE_F32)
         *rtol = fmax(*rtol, CONF_TF32_RTOL), *atol = fmax(*atol, CONF_TF32_ATOL);
+    if (mode == CONF_GPU_GRAPH &&
+        ((ampc_dtype)dtype == AMPC_DTYPE_F16 || (ampc_dtype)dtype == AMPC_DTYPE_BF16))
+        conf_random_tolerance(NULL, dtype, rtol, atol);
 }
 
 /* Ops whose outputs are long sums of products: the reference accumulates in f64, the GPU in
@@ -291,7 +294,7 @@ void conf_random_tolerance(const ampc_graph *g, int dtype, double *rtol, double 
     case AMPC_DTYPE_BF16: *rtol = 2e-2, *atol = 1e-2; return; /* 8-bit significand */
     default: *rtol = 1e-4, *atol = 1e-5; break;               /* f32 (integers compare exactly) */
     }
-    for (int32_t i = 0; i < g->n_nodes; i++)
+    for (int32_t i = 0; g && i < g->n_nodes; i++)
         for (size_t k = 0; k < sizeof long_sums / sizeof *long_sums; k++)
             if (!g->nodes[i]->dead && !strcmp(ampc_op_get(g->nodes[i]->op)->onnx, long_sums[k].op)) {
                 *rtol = fmax(*rtol, long_sums[k].rtol);
@@ -567,7 +570,7 @@ static void run_dataset(const char *dir, const char *ds_dir, conf_mode mode, con
         dataset_free(&ds);
         return;
     }
-    ampc_pipeline_options po = {.verify = true};
+    ampc_pipeline_options po = {.verify = true, .gpu_build = mode == CONF_GPU_GRAPH};
     ampc_tensor in[MAX_TENSORS], out[MAX_TENSORS];
     int32_t ni = ampc_graph_input_count(g), no = ampc_graph_output_count(g);
     if (ampc_graph_optimize(g, &po) != AMPC_OK) {

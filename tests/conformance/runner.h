@@ -68,8 +68,16 @@ typedef enum conf_mode {
     CONF_RANDOM,
     CONF_GPU_DEFAULT,
     CONF_CLI,
-    CONF_CHECK
+    CONF_CHECK,
+    CONF_GPU_GRAPH
 } conf_mode;
+/* CONF_GPU_GRAPH runs the pipeline as a GPU build does (ampc_pipeline_options.gpu_build: control
+ * flow written into the graph, ONNX Attention as ampc.FusedAttention, ...) and evaluates that
+ * graph on the reference evaluator: what the GPU build's own rewrites compute, checked on the
+ * CPU. f32 and wider outputs compare at the suite's tolerances; f16 and bf16 ones at the random
+ * columns' (f16 rtol 4e-3, atol 1e-3; bf16 2e-2, 1e-2), since a fused node rounds its
+ * intermediates once, in f32, where the model as written rounds each of them to the low type
+ * (the suite's rtol 1e-3 is below one bf16 rounding step). */
 /* CONF_CHECK stops where `ampc inspect` does: ampc_compile_check (the pipeline and code
  * generation of CONF_COMPILE's build, without NVRTC); "pass" means inspect says `-o` builds it. */
 /* CONF_CLI drives the command line as a user would: `ampc run model.onnx --reference --input
@@ -80,11 +88,13 @@ typedef enum conf_mode {
 
 /* Output against the test data: |got - expected| <= atol + rtol * |expected|. The suite's
  * tolerances (CONF_RTOL, CONF_ATOL), except for f32 outputs under CONF_GPU_DEFAULT: the looser
- * of those and CONF_TF32_RTOL, CONF_TF32_ATOL. */
+ * of those and CONF_TF32_RTOL, CONF_TF32_ATOL; and for f16 and bf16 outputs under
+ * CONF_GPU_GRAPH: conf_random_tolerance's. */
 void conf_data_tolerance(conf_mode mode, int dtype, double *rtol, double *atol);
 
 /* GPU against reference on random inputs: |gpu - ref| <= atol + rtol * |ref|, by the output's
- * dtype, widened for f32 when the graph holds an op that sums many terms (DFT, STFT). */
+ * dtype, widened for f32 when the graph g (NULL: none) holds an op that sums many terms (DFT,
+ * STFT). */
 void conf_random_tolerance(const ampc_graph *g, int dtype, double *rtol, double *atol);
 
 /* Runs the case in directory `dir`. */

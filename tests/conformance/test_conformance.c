@@ -32,6 +32,27 @@ ParameterizedTest(conf_row *c, conformance, onnx_backend, .timeout = 120) {
         cr_skip_test("%s/%s: %s: %s", c->suite, c->name, conf_status_name(r.status), r.reason);
 }
 
+/* The graph a GPU build runs (its own rewrites: control flow written out, ONNX Attention as
+ * ampc.FusedAttention, ...) evaluated on the CPU: every case the reference passes passes there
+ * too, so those rewrites are checked against the test data without a GPU. */
+ParameterizedTestParameters(conformance, gpu_graph) {
+    size_t n = 0;
+    conf_row *cases = conf_test_params("expected.tsv", &n);
+    return cr_make_param_array(conf_row, cases, n, conf_free_params);
+}
+
+ParameterizedTest(conf_row *c, conformance, gpu_graph, .timeout = 120) {
+    char dir[4096];
+    conf_case_dir_or_skip(c, dir, sizeof dir);
+    if (c->status != CONF_PASS)
+        cr_skip_test("%s/%s: the reference does not pass it (%s)", c->suite, c->name,
+                     conf_status_name(c->status));
+    conf_result r;
+    conf_run_case(dir, CONF_GPU_GRAPH, &r);
+    cr_assert_eq(r.status, CONF_PASS, "%s/%s: the GPU build's graph on the reference: %s: %s",
+                 c->suite, c->name, conf_status_name(r.status), r.reason);
+}
+
 /* The GPU columns' tolerances against the test data: the TF32-off build at the suite's own for
  * every dtype; the default build (TF32 on) at rtol 1e-2, atol 1e-4 for f32 outputs, never tighter
  * than the suite's, and at the suite's for every other dtype (their products do not use TF32). */

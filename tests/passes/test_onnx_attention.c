@@ -1,0 +1,154 @@
+/*
+ * test_onnx_attention.c — the onnx-attention pass (a GPU build): ONNX Attention in its forms (3-D
+ * and 4-D, grouped K/V heads, a past cache with present outputs, causal and window rules, a bool
+ * or numeric mask shorter than the keys, key lengths given at run time) becomes one
+ * ampc.FusedAttention whose graph computes what the node does on the reference evaluator, and on
+ * the GPU; softcap and a read qk_matmul_output stay, and so does everything when the build is not
+ * for the GPU. (Every ONNX Attention node test runs through the GPU build's graph too:
+ * tests/conformance/test_conformance.c, gpu_graph.)
+ */
+#include "support.h"
+
+#include "ir/ref/ref.h"
+#include "passes/passes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { B = 2, HQ = 4, HKV = 2, SQ = 5, SKV = 6, PAST = 3, D = 16, DV = 8 };
+
+typedef struct form {
+    const char *what;
+    bool rank3, past, causal, bool_mask, float_mask, lengths, window, softcap, qk_out;
+    ampc_dtype t;
+} form;
+
+/* One Attention node in the form f: inputs q, k, v [, mask, past_key, past_value, lengths];
+ * outputs y [, present_key, present_value [, qk]]. */
+static ampc_graph *build(const form *f) {
+    ampc_graph *g = ampc_graph_create("attention");
+    const ampc_dtype t = f->t ? f->t : AMPC_DTYPE_F32;
+    ampc_value *in[7] = {NULL};
+    if (f->rank3) {
+        in[0] = t_input(g, "q", t, SHAPE(B, SQ, HQ * D));
+        in[1] = t_input(g, "k", t, SHAPE(B, SKV, HKV * D));
+        in[2] = t_input(g, "v", t, SHAPE(B, SKV, HKV * DV));
+    } else {
+        in[0] = t_input(g, "q", t, SHAPE(B, HQ, SQ, D));
+        in[1] = t_input(g, "k", t, SHAPE(B, HKV, SKV, D));
+        in[2] = t_input(g, "v", t, SHAPE(B, HKV, SKV, DV));
+    }
+    const int64_t total = SKV + (f->past ? PAST : 0);
+    /* a mask of one column fewer than the keys: the last key counts as masked */
+    if (f->bool_mask) in[3] = t_input(g, "mask", AMPC_DTYPE_BOOL, SHAPE(B, 1, SQ, total - 1));
+    if (f->float_mask) in[3] = t_input(g, "mask", t, SHAPE(SQ, total - 1));
+    if (f->past) {
+        in[4] = t_input(g, "past_k", t, SHAPE(B, HKV, PAST, D));
+        in[5] = t_input(g, "past_v", t, SHAPE(B, HKV, PAST, DV));
+    }
+    if (f->lengths) in[6] = t_input(g, "len", AMPC_DTYPE_I64, SHAPE(B));
+    ampc_attr_arg at[8];
+    int32_t na = 0;
+    if (f->rank3) at[na++] = AMPC_ATTR_I("q_num_heads", HQ), at[na++] = AMPC_ATTR_I("kv_num_heads", HKV);
+    if (f->causal) at[na++] = AMPC_ATTR_I("is_causal", 1);
+    if (f->window) at[na++] = AMPC_ATTR_I("left_window_size", 2);
+    if (f->softcap) at[na++] = AMPC_ATTR_F("softcap", 3.0f);
+    if (f->qk_out) at[na++] = AMPC_ATTR_I("qk_matmul_output_mode", 3);
+    const int32_t n_in = f->lengths ? 7 : f->past ? 6 : in[3] ? 4 : 3;
+    const int32_t n_out = f->qk_out ? 4 : f->past ? 3 : 1;
+    ampc_value *out[4];
+    cr_assert_eq(ampc_op_multi(g, "Attention", in, n_in, at, na, out, n_out), AMPC_OK, "%s: %s",
+                 f->what, ampc_graph_errors(g));
+    const char *names[4] = {"y", "present_k", "present_v", "qk"};
+    for (int32_t i = 0; i < n_out; i++) ampc_output(g, out[i], names[i]);
+    return g;
+}
+
+/* Random inputs: floats in [-1, 1), mask entries true 4 times in 5, lengths between SQ and the
+ * keys. */
+static void fill(ampc_tensor *t, const char *name, uint64_t *seed) {
+    const int64_t n = ampc_shape_numel(&t->shape);
+    for (int64_t i = 0; i < n; i++) {
+        *seed = *seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        const uint32_t r = (uint32_t)(*seed >> 33);
+        if (!strcmp(name, "len"))
+            ((int64_t *)t->data)[i] = SQ + (int64_t)(r % (SKV - SQ + 1));
+        else if (t->dtype == AMPC_DTYPE_BOOL)
+            ((uint8_t *)t->data)[i] = r % 5 != 0;
+        else
+            ampc_ref_store_f64(t->data, t->dtype, i, (double)r / 2147483648.0 - 1.0);
+    }
+}
+
+static void optimize(ampc_graph *g, bool gpu_build) {
+    ampc_pipeline_options po = {.verify = true, .gpu_build = gpu_build};
+    cr_assert_eq(ampc_graph_optimize(g, &po), AMPC_OK, "%s", ampc_graph_errors(g));
+}
+
+static const form forms[] = {
+    {.what = "4-D"},
+    {.what = "3-D, causal", .rank3 = true, .causal = true},
+    {.what = "4-D, past cache, causal", .past = true, .causal = true},
+    {.what = "3-D, past cache, bool mask", .rank3 = true, .past = true, .bool_mask = true},
+    {.what = "4-D, numeric mask, sliding window", .float_mask = true, .window = true,
+     .causal = true},
+    {.what = "4-D, key lengths, causal", .lengths = true, .causal = true},
+    {.what = "3-D, key lengths, bool mask", .rank3 = true, .lengths = true, .bool_mask = true},
+};
+
+Test(onnx_attention, each_form_becomes_one_fused_attention_computing_the_same) {
+    for (size_t i = 0; i < sizeof forms / sizeof *forms; i++) {
+        const form *f = &forms[i];
+        ampc_graph *a = build(f), *b = build(f);
+        optimize(b, true);
+        cr_assert_eq(t_count_op(b, AMPC_OP_ATTENTION), 0, "%s:\n%s", f->what,
+                     ampc_graph_to_text(b, false));
+        cr_assert_eq(t_count_op(b, AMPC_OP_FUSED_ATTENTION), 1, "%s:\n%s", f->what,
+                     ampc_graph_to_text(b, false));
+        ampc_tensor in[7];
+        const int32_t ni = ampc_graph_input_count(a);
+        uint64_t seed = 7 + i;
+        for (int32_t k = 0; k < ni; k++) {
+            const ampc_value *v = ampc_graph_input(a, k);
+            const ampc_shape s = ampc_value_shape(v);
+            const ampc_dtype t = ampc_value_dtype(v);
+            in[k] = t_tensor(t, s, calloc((size_t)ampc_shape_numel(&s), ampc_dtype_size(t)));
+            fill(&in[k], ampc_value_name(v), &seed);
+        }
+        t_expect_same_outputs(a, b, in, ni, 1e-5, 1e-6);
+        for (int32_t k = 0; k < ni; k++) free(in[k].data);
+        ampc_graph_destroy(a), ampc_graph_destroy(b);
+    }
+}
+
+Test(onnx_attention, stays_outside_a_gpu_build_and_with_what_the_kernel_lacks) {
+    const form keep[] = {{.what = "4-D, not a GPU build"},
+                         {.what = "softcap", .softcap = true},
+                         {.what = "qk_matmul_output read", .qk_out = true}};
+    for (size_t i = 0; i < sizeof keep / sizeof *keep; i++) {
+        ampc_graph *g = build(&keep[i]);
+        optimize(g, i > 0);
+        cr_assert_eq(t_count_op(g, AMPC_OP_ATTENTION), 1, "%s", keep[i].what);
+        cr_assert_eq(t_count_op(g, AMPC_OP_FUSED_ATTENTION), 0, "%s", keep[i].what);
+        ampc_graph_destroy(g);
+    }
+}
+
+Test(onnx_attention, second_run_changes_nothing) {
+    ampc_pipeline_options po = {.gpu_build = true};
+    t_expect_second_run_unchanged(build(&forms[3]), "onnx-attention", po);
+}
+
+Test(onnx_attention, gpu_matches_the_reference) {
+    t_skip_without_gpu();
+    for (size_t i = 0; i < sizeof forms / sizeof *forms; i++)
+        for (int h = 0; h < 2; h++) {
+            form f = forms[i];
+            f.t = h ? AMPC_DTYPE_F16 : AMPC_DTYPE_F32;
+            char what[128];
+            snprintf(what, sizeof what, "%s, %s", f.what, ampc_dtype_name(f.t));
+            const double tol = h ? 6e-3 : 1e-4;
+            t_gpu_check chk = {.fill = fill, .seed = 3 + i, .rtol = tol, .atol = tol, .what = what};
+            t_gpu_vs_reference(build(&f), &chk);
+        }
+}
