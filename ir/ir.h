@@ -128,7 +128,7 @@ static inline bool ampc_op_is_strided_view(ampc_opcode op) {
     return op == AMPC_OP_TRANSPOSE || op == AMPC_OP_SLICE || op == AMPC_OP_EXPAND;
 }
 /* For a node of a reference-only op (lowering kind REFERENCE) that a GPU build's passes rewrite
- * in most of its forms (onnx-attention), what makes this node not one of them, for code
+ * in all but some forms (onnx-attention), what makes this node one of those, for code
  * generation's message; NULL for every other op. */
 const char *ampc_op_reference_why(const ampc_node *n);
 /* The most inputs of a Concat that a kernel reads in place instead of a copy of it

@@ -25,9 +25,14 @@
  * Rounding: the definition scales Q and K each by sqrt(scale) and rounds the scores, biased
  * scores and probabilities to Q's type (or softmax_precision); the kernel multiplies the f32
  * dot product by scale once and runs the softmax in f32, as it does for every attention
- * fuse-attention finds. The node stays as it is (and the GPU build names it) when it asks for
- * what the kernel does not compute: softcap, or the qk_matmul_output output read by anything.
- * The reference evaluator runs the node as written (the pass runs only when
+ * fuse-attention finds.
+ *
+ * What the kernel does not compute, softcap or a qk_matmul_output that is read, makes the node
+ * its steps written out instead: Q and K (the present cache, each K/V head repeated for the
+ * query heads it serves) times sqrt(scale), MatMul, softcap as Div, Tanh and Mul, the bias
+ * above added, Softmax (between Casts to softmax_precision), a row the bias masks everywhere
+ * zeroed (ReduceMax, Equal, Where), MatMul by V; each node rounds as the definition does. The
+ * reference evaluator runs the node as written (the pass runs only when
  * ampc_pipeline_options.gpu_build is set).
  */
 #include "passes.h"
@@ -52,6 +57,7 @@ typedef struct att {
     bool rank3;
     int64_t B, H, KH, Sq, S, past, T, D, Dv;
     ampc_onnx_attention at;
+    bool written_out;       /* softcap, or qk_matmul_output read: the op's steps as nodes */
 } att;
 
 static ampc_value *in_of(const ampc_node *n, int32_t i) {
@@ -187,6 +193,8 @@ static ampc_value *bias(att *a, bool *none) {
     *none = false;
     if (failed) return NULL;
     ampc_value *lengths = in_of(a->n, 6), *ninf = const_scalar(a, -INFINITY);
+    const bool rules = a->at.causal || a->at.left >= 0 || a->at.right >= 0;
+    if ((lengths || rules) && a->Sq * a->T > MAX_BIAS) return NULL; /* too large a constant */
     if (lengths) {
         ampc_value *ex = excluded_by_lengths(a, lengths);
         ampc_value *zero = m ? m : const_scalar(a, 0);
@@ -194,7 +202,7 @@ static ampc_value *bias(att *a, bool *none) {
         return ex && zero && ninf ? node1(a, AMPC_OP_WHERE, in, 3, NULL, 0) : NULL;
     }
     bool any = false;
-    for (int64_t i = 0; i < a->Sq && !any; i++)
+    for (int64_t i = 0; rules && i < a->Sq && !any; i++)
         for (int64_t j = 0; j < a->T && !any; j++) any = excluded(a, i, j);
     if (!any) {
         *none = !m;
@@ -232,15 +240,106 @@ static void steps(bool rank3, int64_t h, int64_t s, int64_t d, int64_t st[4]) {
     }
 }
 
+/* ---- the op's steps written out (softcap, or qk_matmul_output read) ------------------------- */
+
+static ampc_value *binary(att *a, ampc_opcode op, ampc_value *x, ampc_value *y) {
+    ampc_value *in[2] = {x, y};
+    return node1(a, op, in, 2, NULL, 0);
+}
+
+static ampc_value *transposed(att *a, ampc_value *x, const int64_t *perm) {
+    const ampc_attr p = ampc_transpose_perm_attr(perm, 4);
+    return node1(a, AMPC_OP_TRANSPOSE, &x, 1, &p, 1);
+}
+
+static ampc_value *cast(att *a, ampc_value *x, ampc_dtype to) {
+    if (!x || x->dtype == to) return x;
+    const ampc_attr t = ampc_cast_to_attr(to);
+    return node1(a, AMPC_OP_CAST, &x, 1, &t, 1);
+}
+
+/* K or V as [B, KH, T, d] read by each of the H query heads: [B, H, T, d], query head h reading
+ * head h / (H / KH) (Reshape to [B, KH, 1, T, d], Expand, Reshape). */
+static ampc_value *per_query_head(att *a, ampc_value *x, int64_t d) {
+    if (!x || a->H == a->KH) return x;
+    const int64_t G = a->H / a->KH;
+    ampc_value *in[2] = {x, const_i64s(a, 1, (int64_t[]){5}, (int64_t[]){a->B, a->KH, 1, a->T, d})};
+    ampc_value *r = node1(a, AMPC_OP_RESHAPE, in, 2, NULL, 0);
+    ampc_value *ein[2] = {r, const_i64s(a, 1, (int64_t[]){5}, (int64_t[]){a->B, a->KH, G, a->T, d})};
+    ampc_value *e = node1(a, AMPC_OP_EXPAND, ein, 2, NULL, 0);
+    ampc_value *bin[2] = {e, const_i64s(a, 1, (int64_t[]){4}, (int64_t[]){a->B, a->H, a->T, d})};
+    return node1(a, AMPC_OP_RESHAPE, bin, 2, NULL, 0);
+}
+
+/* Y and qk_matmul_output by the op's steps (ir/ref/attention.c): Q and K each times sqrt(scale),
+ * their products, softcap (s / c, Tanh, times c), the bias added, Softmax in softmax_precision, a
+ * row the bias masks everywhere zeroed, the product with V. out[3] is the scores after softcap
+ * (modes 0 and 1), after the bias (mode 2) or the probabilities (mode 3). */
+static ampc_status build_written_out(att *a, ampc_value *k4, ampc_value *v4, ampc_value **out) {
+    static const int64_t heads_first[4] = {0, 2, 1, 3}, kt[4] = {0, 1, 3, 2};
+    ampc_node *n = a->n;
+    const double scale = a->at.has_scale ? a->at.scale : 1 / sqrt((double)a->D);
+    ampc_value *q4 = n->inputs[0];
+    if (a->rank3) {
+        ampc_value *in[2] = {q4, const_i64s(a, 1, (int64_t[]){4},
+                                            (int64_t[]){a->B, a->Sq, a->H, a->D})};
+        q4 = transposed(a, node1(a, AMPC_OP_RESHAPE, in, 2, NULL, 0), heads_first);
+    }
+    ampc_value *root = const_scalar(a, sqrt(scale));
+    ampc_value *qs = binary(a, AMPC_OP_MUL, q4, root);
+    ampc_value *ks = binary(a, AMPC_OP_MUL, transposed(a, per_query_head(a, k4, a->D), kt), root);
+    ampc_value *score = binary(a, AMPC_OP_MATMUL, qs, ks);
+    if (a->at.softcap > 0) {
+        ampc_value *c = const_scalar(a, a->at.softcap);
+        ampc_value *in[1] = {binary(a, AMPC_OP_DIV, score, c)};
+        score = binary(a, AMPC_OP_MUL, node1(a, AMPC_OP_TANH, in, 1, NULL, 0), c);
+    }
+    bool none;
+    ampc_value *mask = bias(a, &none);
+    if (!mask && !none) return AMPC_E_UNSUPPORTED;
+    ampc_value *biased = mask ? binary(a, AMPC_OP_ADD, score, mask) : score;
+    const ampc_dtype prec = a->at.softmax_precision ? ampc_dtype_from_onnx(a->at.softmax_precision)
+                                                    : a->t;
+    const ampc_attr last = ampc_axis_attr_make(-1);
+    ampc_value *sin[1] = {cast(a, biased, prec)};
+    ampc_value *prob = cast(a, node1(a, AMPC_OP_SOFTMAX, sin, 1, &last, 1), a->t);
+    if (mask) { /* a row no key may be attended to: zero probabilities */
+        ampc_value *rin[2] = {mask, const_i64s(a, 1, (int64_t[]){1}, (int64_t[]){-1})};
+        ampc_value *rmax = node1(a, AMPC_OP_REDUCE_MAX, rin, 2, NULL, 0);
+        ampc_value *w[3] = {binary(a, AMPC_OP_EQUAL, rmax, const_scalar(a, -INFINITY)),
+                            const_scalar(a, 0), prob};
+        prob = node1(a, AMPC_OP_WHERE, w, 3, NULL, 0);
+    }
+    ampc_value *y = binary(a, AMPC_OP_MATMUL, prob, per_query_head(a, v4, a->Dv));
+    if (y && a->rank3) {
+        ampc_value *in[2] = {transposed(a, y, heads_first),
+                             const_i64s(a, 1, (int64_t[]){3},
+                                        (int64_t[]){a->B, a->Sq, a->H * a->Dv})};
+        y = node1(a, AMPC_OP_RESHAPE, in, 2, NULL, 0);
+    }
+    if (!(out[0] = y)) return AMPC_E_UNSUPPORTED;
+    if (n->n_outputs > 3 && n->outputs[3]) {
+        const int64_t mode = a->at.qk_mode;
+        out[3] = mode == 3 ? prob : mode == 2 ? biased : score;
+        if (!out[3]) return AMPC_E_UNSUPPORTED;
+    }
+    return AMPC_OK;
+}
+
 /* Builds the replacement of a->n into out[0 .. n_outputs): AMPC_E_UNSUPPORTED when a node could
  * not be built. */
 static ampc_status build(att *a, ampc_value **out) {
     ampc_node *n = a->n;
     const bool want_k = n->n_outputs > 1 && n->outputs[1], want_v = n->n_outputs > 2 && n->outputs[2];
     ampc_value *pk = NULL, *pv = NULL;
-    if (a->past || want_k) pk = present(a, 1, a->D);
-    if (a->past || want_v) pv = present(a, 2, a->Dv);
-    if (((a->past || want_k) && !pk) || ((a->past || want_v) && !pv)) return AMPC_E_UNSUPPORTED;
+    const bool need_k = a->past || want_k || a->written_out, need_v = a->past || want_v ||
+                                                                        a->written_out;
+    if (need_k) pk = present(a, 1, a->D);
+    if (need_v) pv = present(a, 2, a->Dv);
+    if ((need_k && !pk) || (need_v && !pv)) return AMPC_E_UNSUPPORTED;
+    if (n->n_outputs > 1) out[1] = pk;
+    if (n->n_outputs > 2) out[2] = pv;
+    if (a->written_out) return build_written_out(a, pk, pv, out);
     bool none;
     ampc_value *mask = bias(a, &none);
     if (!mask && !none) return AMPC_E_UNSUPPORTED;
@@ -256,11 +355,9 @@ static ampc_status build(att *a, ampc_value **out) {
     if (ampc_attention_form_attrs(a->g, &f, &as, &n_as) != AMPC_OK) return AMPC_E_OOM;
     ampc_value *in[4] = {n->inputs[0], a->past ? pk : n->inputs[1], a->past ? pv : n->inputs[2],
                          mask};
-    if (!(out[0] = node1(a, AMPC_OP_FUSED_ATTENTION, in, mask ? 4 : 3, as, n_as)))
-        return AMPC_E_UNSUPPORTED;
-    if (n->n_outputs > 1) out[1] = pk;
-    if (n->n_outputs > 2) out[2] = pv;
-    return AMPC_OK;
+    return (out[0] = node1(a, AMPC_OP_FUSED_ATTENTION, in, mask ? 4 : 3, as, n_as))
+               ? AMPC_OK
+               : AMPC_E_UNSUPPORTED;
 }
 
 /* Whether value v is read: by a live node or as a graph output. */
@@ -280,8 +377,8 @@ static bool sizes(const ampc_graph *g, ampc_node *n, att *a) {
     const ampc_value *q = n->inputs[0], *k = n->inputs[1], *v = n->inputs[2];
     const ampc_value *past = in_of(n, 4);
     a->at = ampc_onnx_attention_of(n);
-    if (a->at.softcap > 0 || (n->n_outputs > 3 && n->outputs[3] && read(g, n->outputs[3])))
-        return false;
+    a->written_out =
+        a->at.softcap > 0 || (n->n_outputs > 3 && n->outputs[3] && read(g, n->outputs[3]));
     a->t = q->dtype;
     a->rank3 = q->shape.rank == 3;
     a->B = q->shape.dims[0];
@@ -296,7 +393,7 @@ static bool sizes(const ampc_graph *g, ampc_node *n, att *a) {
     }
     a->past = past ? past->shape.dims[2] : 0;
     a->T = a->past + a->S;
-    return a->H > 0 && a->KH > 0 && a->H % a->KH == 0 && a->Sq * a->T <= MAX_BIAS;
+    return a->H > 0 && a->KH > 0 && a->H % a->KH == 0;
 }
 
 /* Rewrites node n; AMPC_E_UNSUPPORTED leaves the graph as it was. */
