@@ -326,43 +326,26 @@ static ampc_status flatten_if(copier *c, ampc_value **out) {
     return AMPC_OK;
 }
 
-/* Flattens node cf: its outputs become Identity nodes of the flattened values (the outputs keep
- * their names and places). AMPC_E_UNSUPPORTED leaves the graph as it was. */
-static ampc_status flatten(ampc_graph *g, ampc_node *cf) {
-    const int32_t first_new = g->n_nodes, diags = g->diag.n;
+/* Node cf flattened into out (ampc_pass_replace_each: cf's outputs become Identity nodes of
+ * them, keeping their names and places). */
+static ampc_status flatten(ampc_graph *g, ampc_node *cf, ampc_value **out) {
     copier c = {.g = g, .cf = cf};
-    ampc_value *out[256];
-    ampc_status st = cf->n_outputs <= 256 ? AMPC_OK : AMPC_E_UNSUPPORTED;
-    if (st == AMPC_OK && cf->op == AMPC_OP_IF) {
-        st = flatten_if(&c, out);
-    } else if (st == AMPC_OK) {
-        c.body = ampc_ir_node_body(cf, "body");
-        if (!c.body || !copyable(c.body)) return AMPC_E_UNSUPPORTED;
-        c.map = calloc((size_t)c.body->n_values + 1, sizeof *c.map);
-        c.consts = calloc((size_t)c.body->n_values + 1, sizeof *c.consts);
-        st = !c.map || !c.consts ? AMPC_E_OOM
-             : cf->op == AMPC_OP_LOOP ? flatten_loop(&c, out)
-                                      : flatten_scan(&c, out);
-        free(c.map), free(c.consts);
-    }
-    if (st != AMPC_OK) { /* undo: the copies go, and so do their diagnostics */
-        ampc_pass_undo(g, first_new, diags);
-        return st;
-    }
-    return ampc_pass_replace_node(g, cf, out, first_new);
+    if (cf->op == AMPC_OP_IF) return flatten_if(&c, out);
+    c.body = ampc_ir_node_body(cf, "body");
+    if (!c.body || !copyable(c.body)) return AMPC_E_UNSUPPORTED;
+    c.map = calloc((size_t)c.body->n_values + 1, sizeof *c.map);
+    c.consts = calloc((size_t)c.body->n_values + 1, sizeof *c.consts);
+    const ampc_status st = !c.map || !c.consts ? AMPC_E_OOM
+                           : cf->op == AMPC_OP_LOOP ? flatten_loop(&c, out)
+                                                    : flatten_scan(&c, out);
+    free(c.map), free(c.consts);
+    return st;
 }
+
+static bool has_bodies(const ampc_node *n) { return ampc_ir_op_has_bodies(n->op); }
 
 ampc_status ampc_pass_flatten_control(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
     *changed = false;
     if (!cx->opt->gpu_build) return AMPC_OK;
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        ampc_node *cf = g->nodes[i];
-        if (cf->dead || !ampc_ir_op_has_bodies(cf->op)) continue;
-        ampc_status st = flatten(g, cf);
-        if (st == AMPC_OK) *changed = true;
-        else if (st != AMPC_E_UNSUPPORTED) return AMPC_FAIL(g, cf, st, "flattening failed: %s",
-                                                            ampc_status_str(st));
-    }
-    if (*changed) ampc_ir_graph_compact(g);
-    return AMPC_OK;
+    return ampc_pass_replace_each(g, has_bodies, flatten, "flattening", changed);
 }

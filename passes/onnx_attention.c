@@ -396,32 +396,18 @@ static bool sizes(const ampc_graph *g, ampc_node *n, att *a) {
     return a->H > 0 && a->KH > 0 && a->H % a->KH == 0;
 }
 
-/* Rewrites node n; AMPC_E_UNSUPPORTED leaves the graph as it was. */
-static ampc_status rewrite(ampc_graph *g, ampc_node *n) {
+/* Node n's replacement into out (ampc_pass_replace_each). */
+static ampc_status rewrite(ampc_graph *g, ampc_node *n, ampc_value **out) {
     att a = {.g = g, .n = n};
     if (n->n_outputs > 4 || !sizes(g, n, &a)) return AMPC_E_UNSUPPORTED;
     snprintf(a.name, sizeof a.name, "%.140s/fused", n->name);
-    const int32_t first_new = g->n_nodes, diags = g->diag.n;
-    ampc_value *out[4] = {NULL};
-    ampc_status st = build(&a, out);
-    if (st != AMPC_OK) {
-        ampc_pass_undo(g, first_new, diags);
-        return st;
-    }
-    return ampc_pass_replace_node(g, n, out, first_new);
+    return build(&a, out);
 }
+
+static bool is_attention(const ampc_node *n) { return n->op == AMPC_OP_ATTENTION; }
 
 ampc_status ampc_pass_onnx_attention(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
     *changed = false;
     if (!cx->opt->gpu_build) return AMPC_OK;
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        ampc_node *n = g->nodes[i];
-        if (n->dead || n->op != AMPC_OP_ATTENTION) continue;
-        ampc_status st = rewrite(g, n);
-        if (st == AMPC_OK) *changed = true;
-        else if (st != AMPC_E_UNSUPPORTED)
-            return AMPC_FAIL(g, n, st, "rewriting Attention failed: %s", ampc_status_str(st));
-    }
-    if (*changed) ampc_ir_graph_compact(g);
-    return AMPC_OK;
+    return ampc_pass_replace_each(g, is_attention, rewrite, "rewriting Attention", changed);
 }

@@ -111,8 +111,8 @@ static ampc_value *build(rot *r, const ampc_node *n) {
     return !y || r->rank4 ? y : reshape(r, y, x->shape.rank, x->shape.dims);
 }
 
-/* Rewrites node n; AMPC_E_UNSUPPORTED leaves the graph as it was. */
-static ampc_status rewrite(ampc_graph *g, ampc_node *n) {
+/* Node n's replacement into out (ampc_pass_replace_each). */
+static ampc_status rewrite(ampc_graph *g, ampc_node *n, ampc_value **out) {
     const ampc_value *x = n->inputs[0];
     const ampc_rotary_params rp = ampc_rotary_params_of(n);
     rot r = {.g = g, .rank4 = x->shape.rank == 4, .interleaved = rp.interleaved};
@@ -125,27 +125,13 @@ static ampc_status rewrite(ampc_graph *g, ampc_node *n) {
     r.half = r.rot / 2;
     if (r.half < 1 || 2 * r.half != r.rot || r.rot > r.head) return AMPC_E_UNSUPPORTED;
     snprintf(r.name, sizeof r.name, "%.140s/rotate", n->name);
-    const int32_t first_new = g->n_nodes, diags = g->diag.n;
-    ampc_value *y = build(&r, n);
-    if (!y) {
-        ampc_pass_undo(g, first_new, diags);
-        return AMPC_E_UNSUPPORTED;
-    }
-    return ampc_pass_replace_node(g, n, &y, first_new);
+    return (out[0] = build(&r, n)) ? AMPC_OK : AMPC_E_UNSUPPORTED;
 }
+
+static bool is_rotary(const ampc_node *n) { return n->op == AMPC_OP_ROTARY_EMBEDDING; }
 
 ampc_status ampc_pass_onnx_rotary(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
     *changed = false;
     if (!cx->opt->gpu_build) return AMPC_OK;
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        ampc_node *n = g->nodes[i];
-        if (n->dead || n->op != AMPC_OP_ROTARY_EMBEDDING) continue;
-        ampc_status st = rewrite(g, n);
-        if (st == AMPC_OK) *changed = true;
-        else if (st != AMPC_E_UNSUPPORTED)
-            return AMPC_FAIL(g, n, st, "rewriting RotaryEmbedding failed: %s",
-                             ampc_status_str(st));
-    }
-    if (*changed) ampc_ir_graph_compact(g);
-    return AMPC_OK;
+    return ampc_pass_replace_each(g, is_rotary, rewrite, "rewriting RotaryEmbedding", changed);
 }

@@ -161,14 +161,25 @@ ampc_status ampc_pass_rewrite(ampc_graph *g, ampc_node *n, ampc_opcode op, const
                               ampc_value *const *in, int32_t n_in, const ampc_attr *attrs,
                               int32_t n_attrs, ampc_uses *u);
 
-/* Passes that replace a node by several (flatten-control, onnx-attention, onnx-rotary) append the new nodes
- * from position first_new on, then either undo them or replace the node. ampc_pass_undo removes
- * every node from first_new on, the diagnostics recorded since there were diags of them, and the
- * constants made for them. ampc_pass_replace_node removes n and gives each of its outputs i
- * (keeping their names and places) the value out[i] through an Identity node (a NULL out[i]:
- * an output nothing reads), then settles the new nodes; AMPC_E_OOM, or AMPC_E_UNSUPPORTED for a
- * node of more than 256 outputs. */
+/* Passes that replace a node by several (flatten-control, onnx-attention, onnx-rotary) append
+ * the new nodes from position first_new on, then either undo them or replace the node.
+ * ampc_pass_undo removes every node from first_new on, the diagnostics recorded since there
+ * were diags of them, and the constants made for them. ampc_pass_replace_node removes n and
+ * gives each of its outputs i (keeping their names and places) the value out[i] through an
+ * Identity node (a NULL out[i]: an output nothing reads), then settles the new nodes; AMPC_E_OOM,
+ * or AMPC_E_UNSUPPORTED for a node of more than AMPC_PASS_MAX_OUTPUTS outputs.
+ * ampc_pass_replace_each is such a pass's loop: for each live node `match` takes, build(g, n, out)
+ * appends the replacement and sets out[0 .. n's outputs); AMPC_OK replaces the node,
+ * AMPC_E_UNSUPPORTED undoes and leaves it, any other status undoes and fails the pass naming the
+ * node ("<what> failed: ..."). *changed says whether a node was replaced (the graph is then
+ * compacted). */
+enum { AMPC_PASS_MAX_OUTPUTS = 256 };
+typedef ampc_status (*ampc_pass_build_fn)(ampc_graph *g, ampc_node *n, ampc_value **out);
 void ampc_pass_undo(ampc_graph *g, int32_t first_new, int32_t diags);
+ampc_status ampc_pass_replace_node(ampc_graph *g, ampc_node *n, ampc_value *const *out,
+                                   int32_t first_new);
+ampc_status ampc_pass_replace_each(ampc_graph *g, bool (*match)(const ampc_node *n),
+                                   ampc_pass_build_fn build, const char *what, bool *changed);
 /* Such a pass's builders. ampc_pass_node1: a new node of op with one output, returned; NULL when
  * an input is NULL (a value the caller could not make), inference refuses the node or memory ran
  * out (the caller then undoes). ampc_pass_const_i64s: an i64 constant of the given dims (rank 0:
@@ -177,8 +188,6 @@ ampc_value *ampc_pass_node1(ampc_graph *g, ampc_opcode op, const char *name,
                             ampc_value *const *in, int32_t n_in, const ampc_attr *at, int32_t n_at);
 ampc_value *ampc_pass_const_i64s(ampc_graph *g, int32_t rank, const int64_t *dims,
                                  const int64_t *v);
-ampc_status ampc_pass_replace_node(ampc_graph *g, ampc_node *n, ampc_value *const *out,
-                                   int32_t first_new);
 
 /* ---- the passes --------------------------------------------------------------------------- */
 

@@ -205,6 +205,26 @@ ampc_value *ampc_pass_const_i64s(ampc_graph *g, int32_t rank, const int64_t *dim
     return ampc_ir_const_new(g, NULL, AMPC_DTYPE_I64, &s, v);
 }
 
+ampc_status ampc_pass_replace_each(ampc_graph *g, bool (*match)(const ampc_node *n),
+                                   ampc_pass_build_fn build, const char *what, bool *changed) {
+    *changed = false;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        ampc_node *n = g->nodes[i];
+        if (n->dead || !match(n)) continue;
+        if (n->n_outputs > AMPC_PASS_MAX_OUTPUTS) continue;
+        const int32_t first_new = g->n_nodes, diags = g->diag.n;
+        ampc_value *out[AMPC_PASS_MAX_OUTPUTS] = {NULL};
+        ampc_status st = build(g, n, out);
+        if (st == AMPC_OK) st = ampc_pass_replace_node(g, n, out, first_new);
+        else ampc_pass_undo(g, first_new, diags); /* the copies go, and their diagnostics */
+        if (st == AMPC_OK) *changed = true;
+        else if (st != AMPC_E_UNSUPPORTED)
+            return AMPC_FAIL(g, n, st, "%s failed: %s", what, ampc_status_str(st));
+    }
+    if (*changed) ampc_ir_graph_compact(g);
+    return AMPC_OK;
+}
+
 void ampc_pass_undo(ampc_graph *g, int32_t first_new, int32_t diags) {
     for (int32_t i = first_new; i < g->n_nodes; i++) ampc_ir_node_remove(g, g->nodes[i]);
     ampc_diag_truncate(&g->diag, diags);
@@ -213,8 +233,8 @@ void ampc_pass_undo(ampc_graph *g, int32_t first_new, int32_t diags) {
 
 ampc_status ampc_pass_replace_node(ampc_graph *g, ampc_node *n, ampc_value *const *out,
                                    int32_t first_new) {
-    ampc_value *results[256];
-    if (n->n_outputs > 256) return AMPC_E_UNSUPPORTED;
+    ampc_value *results[AMPC_PASS_MAX_OUTPUTS];
+    if (n->n_outputs > AMPC_PASS_MAX_OUTPUTS) return AMPC_E_UNSUPPORTED;
     for (int32_t i = 0; i < n->n_outputs; i++) results[i] = n->outputs[i];
     ampc_ir_node_remove(g, n);
     for (int32_t i = 0; i < n->n_outputs; i++) {

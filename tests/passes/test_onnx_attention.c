@@ -112,18 +112,7 @@ Test(onnx_attention, each_form_becomes_one_fused_attention_computing_the_same) {
         const int32_t fused = f->softcap || f->qk_out ? 0 : 1;
         cr_assert_eq(t_count_op(b, AMPC_OP_FUSED_ATTENTION), fused, "%s:\n%s", f->what,
                      ampc_graph_to_text(b, false));
-        ampc_tensor in[7];
-        const int32_t ni = ampc_graph_input_count(a);
-        uint64_t seed = 7 + i;
-        for (int32_t k = 0; k < ni; k++) {
-            const ampc_value *v = ampc_graph_input(a, k);
-            const ampc_shape s = ampc_value_shape(v);
-            const ampc_dtype t = ampc_value_dtype(v);
-            in[k] = t_tensor(t, s, calloc((size_t)ampc_shape_numel(&s), ampc_dtype_size(t)));
-            fill(&in[k], ampc_value_name(v), &seed);
-        }
-        t_expect_same_outputs(a, b, in, ni, 1e-5, 1e-6);
-        for (int32_t k = 0; k < ni; k++) free(in[k].data);
+        t_expect_same_outputs_filled(a, b, fill, 7 + i, 1e-5, 1e-6);
         ampc_graph_destroy(a), ampc_graph_destroy(b);
     }
 }

@@ -282,6 +282,24 @@ void t_expect_same_outputs(ampc_graph *a, ampc_graph *b, const ampc_tensor *in, 
     free(yb);
 }
 
+void t_expect_same_outputs_filled(ampc_graph *a, ampc_graph *b, t_fill_fn fill, uint64_t seed,
+                                  double rtol, double atol) {
+    const int32_t n_in = ampc_graph_input_count(a);
+    ampc_tensor *in = calloc((size_t)n_in + 1, sizeof *in);
+    cr_assert_not_null(in);
+    for (int32_t k = 0; k < n_in; k++) {
+        const ampc_value *v = ampc_graph_input(a, k);
+        const ampc_shape s = ampc_value_shape(v);
+        const ampc_dtype t = ampc_value_dtype(v);
+        in[k] = t_tensor(t, s, calloc((size_t)ampc_shape_numel(&s) + 1, ampc_dtype_size(t)));
+        cr_assert_not_null(in[k].data);
+        fill(&in[k], ampc_value_name(v), &seed);
+    }
+    t_expect_same_outputs(a, b, in, n_in, rtol, atol);
+    for (int32_t k = 0; k < n_in; k++) free(in[k].data);
+    free(in);
+}
+
 void t_expect_second_run_unchanged(ampc_graph *g, const char *pass, ampc_pipeline_options o) {
     ampc_pass_record rec[1];
     int32_t n_rec = 0;

@@ -88,6 +88,10 @@ void t_gpu_vs_reference(ampc_graph *g, const t_gpu_check *c);
 void t_expect_same_outputs(ampc_graph *a, ampc_graph *b, const ampc_tensor *in, int32_t n_in,
                            double rtol, double atol);
 
+/* t_expect_same_outputs on inputs of a's names, dtypes and shapes filled by fill from seed. */
+void t_expect_same_outputs_filled(ampc_graph *a, ampc_graph *b, t_fill_fn fill, uint64_t seed,
+                                  double rtol, double atol);
+
 /* Runs pass `pass` on g twice with options o (its record fields are set here): the first run
  * must change g, the second must not (a pass leaves what it made alone). */
 void t_expect_second_run_unchanged(ampc_graph *g, const char *pass, ampc_pipeline_options o);
