@@ -161,7 +161,7 @@ ampc_status ampc_pass_rewrite(ampc_graph *g, ampc_node *n, ampc_opcode op, const
                               ampc_value *const *in, int32_t n_in, const ampc_attr *attrs,
                               int32_t n_attrs, ampc_uses *u);
 
-/* Passes that replace a node by several (flatten-control, onnx-attention, onnx-rotary) append
+/* Passes that replace a node by several (flatten-control and the onnx-* passes) append
  * the new nodes from position first_new on, then either undo them or replace the node.
  * ampc_pass_undo removes every node from first_new on, the diagnostics recorded since there
  * were diags of them, and the constants made for them. ampc_pass_replace_node removes n and
@@ -199,6 +199,9 @@ ampc_status ampc_pass_flatten_control(ampc_graph *g, const ampc_pass_ctx *cx, bo
 ampc_status ampc_pass_onnx_attention(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed);
 /* A GPU build's ONNX RotaryEmbedding as slices, products and joins (onnx_rotary.c). */
 ampc_status ampc_pass_onnx_rotary(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed);
+/* A GPU build's 2-D ONNX DeformConv as GridSample per offset group and MatMul
+ * (onnx_deform_conv.c). */
+ampc_status ampc_pass_onnx_deform_conv(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed);
 /* Constant folding: evaluates every node whose inputs are all known, turning its outputs into
  * constants (fold.c). */
 ampc_status ampc_pass_fold(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed);

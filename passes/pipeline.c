@@ -24,6 +24,9 @@ static const ampc_pass_info pass_table[] = {
     {"onnx-rotary", ampc_pass_onnx_rotary,
      "for a GPU build, write each ONNX RotaryEmbedding as slices of its pairs, products with the "
      "cached angles and joins"},
+    {"onnx-deform-conv", ampc_pass_onnx_deform_conv,
+     "for a GPU build, write each 2-D ONNX DeformConv as a GridSample per offset group and a "
+     "MatMul by the weights"},
     /* the batch split first: every later pass (folding the shape arithmetic too) sees one GPU's
      * share of the batch */
     {"partition-data", ampc_pass_partition_data,

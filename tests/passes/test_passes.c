@@ -624,7 +624,8 @@ Test(pipeline, runs_every_pass_and_traces_each) {
     cr_assert(strstr(t, "pass flatten-control changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass onnx-attention changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass onnx-rotary  changed no "), "trace:\n%s", t);
-    cr_assert_eq(lines, 24, "trace:\n%s", t);
+    cr_assert(strstr(t, "pass onnx-deform-conv changed no "), "trace:\n%s", t);
+    cr_assert_eq(lines, 25, "trace:\n%s", t);
     free(t);
     char *text = ampc_graph_to_text(g, true);
     cr_assert_str_eq(text, "graph \"p\" {\n"
@@ -686,7 +687,7 @@ Test(pipeline, unknown_pass_names_are_errors_listing_the_valid_ones) {
     ampc_pipeline_options o = {.disable = off, .n_disable = 2};
     cr_assert_eq(ampc_graph_optimize(g, &o), AMPC_E_INVALID_ARG);
     cr_assert_str_eq(ampc_graph_errors(g), "unknown pass 'nope' in the list of passes to disable; "
-                                           "the passes are: flatten-control, onnx-attention, onnx-rotary, partition-data, fold, cse, simplify, fuse-norm, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, fold-transpose, partition-pipeline, dce, fuse-elementwise, plan-memory");
+                                           "the passes are: flatten-control, onnx-attention, onnx-rotary, onnx-deform-conv, partition-data, fold, cse, simplify, fuse-norm, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, fold-transpose, partition-pipeline, dce, fuse-elementwise, plan-memory");
     cr_assert_eq(ampc_graph_node_count(g), 5); /* nothing ran */
     ampc_graph_destroy(g);
 
@@ -694,10 +695,10 @@ Test(pipeline, unknown_pass_names_are_errors_listing_the_valid_ones) {
     ampc_pipeline_options o2 = {.dump_after = "fuse"};
     cr_assert_eq(ampc_graph_optimize(g, &o2), AMPC_E_INVALID_ARG);
     cr_assert_str_eq(ampc_graph_errors(g), "unknown pass 'fuse' to dump the IR after; the passes "
-                                           "are: flatten-control, onnx-attention, onnx-rotary, partition-data, fold, cse, simplify, fuse-norm, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, fold-transpose, partition-pipeline, dce, fuse-elementwise, plan-memory");
+                                           "are: flatten-control, onnx-attention, onnx-rotary, onnx-deform-conv, partition-data, fold, cse, simplify, fuse-norm, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, fold-transpose, partition-pipeline, dce, fuse-elementwise, plan-memory");
     ampc_graph_clear_errors(g);
     cr_assert_eq(ampc_pipeline_run_pass(g, "cse2", &o2), AMPC_E_INVALID_ARG);
-    t_expect_diag(g, "unknown pass 'cse2' to run; the passes are: flatten-control, onnx-attention, onnx-rotary, partition-data, fold, cse, simplify, fuse-norm, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, fold-transpose, partition-pipeline, dce, fuse-elementwise, plan-memory");
+    t_expect_diag(g, "unknown pass 'cse2' to run; the passes are: flatten-control, onnx-attention, onnx-rotary, onnx-deform-conv, partition-data, fold, cse, simplify, fuse-norm, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, fold-transpose, partition-pipeline, dce, fuse-elementwise, plan-memory");
     ampc_graph_destroy(g);
 }
 
@@ -723,13 +724,14 @@ Test(pipeline, verifies_the_input_graph_and_refuses_graphs_with_errors) {
 Test(pipeline, the_registry_lists_and_finds_passes) {
     int32_t n;
     const ampc_pass_info *list = ampc_pass_list(&n);
-    cr_assert_eq(n, 24);
-    const char *names[24] = {"flatten-control", "onnx-attention", "onnx-rotary", "partition-data", "fold", "cse", "simplify", "fuse-norm", "precision", "sparsity", "fuse-gelu", "fuse-softmax",
+    cr_assert_eq(n, 25);
+    const char *names[25] = {"flatten-control", "onnx-attention", "onnx-rotary", "onnx-deform-conv",
+                             "partition-data", "fold", "cse", "simplify", "fuse-norm", "precision", "sparsity", "fuse-gelu", "fuse-softmax",
                              "partition", "fuse-conv", "fuse-attention", "fuse-qkv", "fuse-matmul",
                              "fold-scale", "layout", "fold-transpose", "partition-pipeline", "dce",
                              "fuse-elementwise",
                              "plan-memory"};
-    for (int i = 0; i < 24; i++) cr_assert_str_eq(list[i].name, names[i]);
+    for (int i = 0; i < 25; i++) cr_assert_str_eq(list[i].name, names[i]);
     cr_assert_eq(ampc_pass_find("cse")->run, ampc_pass_cse);
     cr_assert_null(ampc_pass_find("CSE"));
     cr_assert_null(ampc_pass_find(NULL));
@@ -745,47 +747,49 @@ Test(pipeline, the_registry_lists_and_finds_passes) {
                         "and present caches as nodes\n"
                         "   3. onnx-rotary  for a GPU build, write each ONNX RotaryEmbedding as "
                         "slices of its pairs, products with the cached angles and joins\n"
-                        "   4. partition-data with --gpus N --partition data, make the graph one GPU's share (B/N rows) of the batch; "
+                        "   4. onnx-deform-conv for a GPU build, write each 2-D ONNX DeformConv as a "
+                        "GridSample per offset group and a MatMul by the weights\n"
+                        "   5. partition-data with --gpus N --partition data, make the graph one GPU's share (B/N rows) of the batch; "
                         "with --partition pipeline, one micro-batch\n"
-                        "   5. fold         evaluate nodes whose inputs are all constant into "
+                        "   6. fold         evaluate nodes whose inputs are all constant into "
                         "constants\n"
-                        "   6. cse          merge identical nodes and identical small constants\n"
-                        "   7. simplify     drop Expands to their input's own shape, Concats of one "
+                        "   7. cse          merge identical nodes and identical small constants\n"
+                        "   8. simplify     drop Expands to their input's own shape, Concats of one "
                         "non-empty input, Pads by nothing and Slices of everything; a Gather of a "
                         "whole axis in order is a Reshape, a Concat of Slices of one tensor a "
                         "Gather\n"
-                        "   8. fuse-norm    turn the RMS norm written out (x / Sqrt(ReduceMean(x^2) + eps)) into one "
+                        "   9. fuse-norm    turn the RMS norm written out (x / Sqrt(ReduceMean(x^2) + eps)) into one "
                         "RMSNormalization\n"
-                        "   9. precision    with --precision fp16|bf16, move f32 tensors to the "
+                        "  10. precision    with --precision fp16|bf16, move f32 tensors to the "
                         "low type as the op table's policy says\n"
-                        "  10. sparsity     with --sparsity verify|prune, mark (prune: make) 2:4 "
+                        "  11. sparsity     with --sparsity verify|prune, mark (prune: make) 2:4 "
                         "sparse constant weights of matmuls/convs\n"
-                        "  11. fuse-gelu    turn GELU written out with Erf (x * 0.5 * (1 + erf(x / "
+                        "  12. fuse-gelu    turn GELU written out with Erf (x * 0.5 * (1 + erf(x / "
                         "sqrt 2))) into one Gelu\n"
-                        "  12. fuse-softmax turn Softmax guarded by Where(IsNaN(s), 0, s) into one "
+                        "  13. fuse-softmax turn Softmax guarded by Where(IsNaN(s), 0, s) into one "
                         "ampc.SafeSoftmax\n"
-                        "  13. partition    with --gpus N --partition tensor, split matmul pairs "
+                        "  14. partition    with --gpus N --partition tensor, split matmul pairs "
                         "and attention (by heads) across the GPUs, one all-reduce each\n"
-                        "  14. fuse-conv    fold a residual Add and a ReLU after a Conv into one "
+                        "  15. fuse-conv    fold a residual Add and a ReLU after a Conv into one "
                         "ampc.FusedConv\n"
-                        "  15. fuse-attention turn MatMul(Q, K^T), scale, mask, softmax and "
+                        "  16. fuse-attention turn MatMul(Q, K^T), scale, mask, softmax and "
                         "MatMul(., V) into one ampc.FusedAttention\n"
-                        "  16. fuse-qkv     join the Q, K and V projections of an "
+                        "  17. fuse-qkv     join the Q, K and V projections of an "
                         "ampc.FusedAttention into one MatMul it reads\n"
-                        "  17. fuse-matmul  fold a bias Add, a residual Add and a ReLU after a "
+                        "  18. fuse-matmul  fold a bias Add, a residual Add and a ReLU after a "
                         "MatMul into one ampc.FusedMatMul\n"
-                        "  18. fold-scale   fold a scalar product after a matmul with constant weights "
+                        "  19. fold-scale   fold a scalar product after a matmul with constant weights "
                         "into the weights\n"
-                        "  19. layout       run 2-D f16/bf16 convolutions, "
+                        "  20. layout       run 2-D f16/bf16 convolutions, "
                         "and what runs between them, channels-last (transposes where it changes; --layout nchw: off)\n"
-                        "  20. fold-transpose make a Transpose of a Transpose one Transpose, or none "
+                        "  21. fold-transpose make a Transpose of a Transpose one Transpose, or none "
                         "when they cancel\n"
-                        "  21. partition-pipeline with --gpus N --partition pipeline, cut the graph into N stages "
+                        "  22. partition-pipeline with --gpus N --partition pipeline, cut the graph into N stages "
                         "balanced by cost, one per GPU, with peer copies at the cuts\n"
-                        "  22. dce          remove nodes that no graph output depends on\n"
-                        "  23. fuse-elementwise compute chains of elementwise ops of one shape in one "
+                        "  23. dce          remove nodes that no graph output depends on\n"
+                        "  24. fuse-elementwise compute chains of elementwise ops of one shape in one "
                         "kernel (values between them never stored)\n"
-                        "  24. plan-memory  place constants in the weights blob and every other "
+                        "  25. plan-memory  place constants in the weights blob and every other "
                          "value in the arena (liveness)\n");
     free(t);
 }
