@@ -32,7 +32,8 @@ results of several runs into one table.
   AMPC=.devbin/bin/ampc python bench/pytorch/compare.py $OUT
   (AMPC_BENCH_MODELS=mlp,resnet50,swin_t:32 picks models, each optionally at one batch (zoo.py's
    keys); AMPC_BENCH_BUDGET_S=N starts no model and batch after N seconds, listing those left as
-   not run; AMPC_BENCH_ITERS the timed calls;
+   not run; AMPC_BENCH_ITERS the timed calls (a contender slower than 3 s over them all is timed
+   over fewer, at least 5: the row's ampc_calls, eager_calls, compile_calls);
    AMPC_BENCH_PRECISION the --precision given to ampc, default fp16; AMPC_BENCH_EXTRA more ampc
    options, space-separated, e.g. "--disable-pass layout"; AMPC_BENCH_PROFILE=1 also writes
    `ampc run MODEL.so --profile --iterations 200` of each library to OUT_DIR/profile-NAME.txt;
@@ -82,15 +83,39 @@ WARMUP = 30
 HOST_US = {}  # per timed function: the median host time of one call, microseconds
 
 
+# A contender slower than this per call is timed over fewer calls (warm-up and timed), so that
+# one slow row (a model at 300 ms a call) does not take the command's 10 minutes: its calls then
+# fill about SLOW_BUDGET_S, and never fewer than MIN_CALLS. The row records how many it took.
+SLOW_BUDGET_S = 3.0
+MIN_CALLS = 5
+CALLS = {}  # per timed function: how many calls were timed, when fewer than ITERS
+
+
+def call_counts(fn):
+    """(warm-up calls, timed calls) for fn: WARMUP and ITERS, or fewer for a slow fn (one call
+    timed first, after which it counts as a warm-up call)."""
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    per = time.perf_counter() - t0
+    if per * (WARMUP + ITERS) <= SLOW_BUDGET_S:
+        return WARMUP - 1, ITERS
+    fit = max(MIN_CALLS, int(SLOW_BUDGET_S / max(per, 1e-9)))
+    return min(WARMUP - 1, MIN_CALLS), min(ITERS, fit)
+
+
 def time_calls(fn, stream, name=None):
     if os.environ.get("AMPC_BENCH_MARKS"):  # when each timing starts, for a clock log beside it
         with open(os.environ["AMPC_BENCH_MARKS"], "a") as f:
             f.write("%.3f %s\n" % (time.time(), name or "ampc_before_peers"))
-    for _ in range(WARMUP):
+    warm, iters = call_counts(fn)
+    for _ in range(warm):
         fn()
     torch.cuda.synchronize()
+    if iters < ITERS and name:
+        CALLS[name] = iters
     times, host = [], []
-    for _ in range(ITERS):
+    for _ in range(iters):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record(stream)
         t0 = time.perf_counter()
@@ -106,7 +131,10 @@ def time_calls(fn, stream, name=None):
 
 def time_back_to_back(fn, stream, calls=50):
     """Milliseconds per call over `calls` calls enqueued back to back between two CUDA events (the
-    median of 5 such batches): what a call costs when the GPU never waits for the host."""
+    median of 5 such batches): what a call costs when the GPU never waits for the host. A slow fn
+    (call_counts) takes batches of MIN_CALLS."""
+    if call_counts(fn)[1] < ITERS:
+        calls = MIN_CALLS
     per = []
     for _ in range(5):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -370,6 +398,7 @@ def bench_one(entry, order, model, batch, base, work, out):
         return rows
     stream = torch.cuda.current_stream()
     HOST_US.clear()
+    CALLS.clear()
     libs = [load_and_check(row, so_path, name, r, args, ref)
             for row, so_path, name, r in compiled_builds]
     for row, lib in zip(rows, libs):
@@ -485,8 +514,12 @@ def bench_one(entry, order, model, batch, base, work, out):
         for host_key in ("eager_host_us", "compile_host_us"):
             if host_key in HOST_US:
                 row[host_key] = HOST_US[host_key]
+            if host_key in CALLS:  # a slow peer, timed over fewer calls
+                row[host_key.replace("_host_us", "_calls")] = CALLS[host_key]
         if lib is not None:
             row["ampc_host_us"] = HOST_US["ampc%s_host_us" % build.key]
+            if "ampc%s_host_us" % build.key in CALLS:
+                row["ampc_calls"] = CALLS["ampc%s_host_us" % build.key]
     for row, lib in zip(rows, libs):
         if lib is not None and os.environ.get("AMPC_BENCH_REBIND") == "1" and compile_replay \
                 and eager_replay:

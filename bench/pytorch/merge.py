@@ -124,7 +124,9 @@ def write_markdown(rows, path, meta):
                        "%.2fx" % b["geomean_ratio"] if b["geomean_ratio"] else "-", b["pairs"],
                        "%.3fx" % b["geomean_over_baseline"] if b["geomean_over_baseline"] else "-"))
         extra = "".join(" " + e for e in meta.get("extra", []))
-        f.write("\n\nMedian of %d calls each timed with CUDA events after %d warm-up calls, in two "
+        f.write("\n\nMedian of %d calls (fewer, at least 5, for a contender slower than 3 s over "
+                "them all: the row's *_calls) each timed with CUDA events after %d warm-up calls, "
+                "in two "
                 "rounds (ampc's builds, eager, compiled, then the reverse order), the mean of the "
                 "two medians (a PyTorch figure marked \"no graph\": the model branches on data, "
                 "which a CUDA graph cannot capture, so its calls were timed as they are); the rows of one model and batch share one measurement of "
