@@ -18,6 +18,13 @@ static const ampc_pass_info pass_table[] = {
     {"flatten-control", ampc_pass_flatten_control,
      "for a GPU build, write If, Loop and Scan nodes whose control flow is known when compiling "
      "into the graph: unrolled loops and scans, a branch taken or both selected by Where"},
+    /* the batch split first: every later pass (folding the shape arithmetic too) sees one GPU's
+     * share of the batch */
+    {"partition-data", ampc_pass_partition_data,
+     "with --gpus N --partition data, make the graph one GPU's share (B/N rows) of the batch; "
+     "with --partition pipeline, one micro-batch"},
+    /* ONNX ops a GPU build computes as other ops, written out on one GPU's share of the batch
+     * (the shapes they bake are its) and before the passes that fuse what they write */
     {"onnx-attention", ampc_pass_onnx_attention,
      "for a GPU build, make each ONNX Attention an ampc.FusedAttention, with its mask, causal and "
      "window rules, key lengths and present caches as nodes"},
@@ -27,11 +34,6 @@ static const ampc_pass_info pass_table[] = {
     {"onnx-deform-conv", ampc_pass_onnx_deform_conv,
      "for a GPU build, write each 2-D ONNX DeformConv as a GridSample per offset group and a "
      "MatMul by the weights"},
-    /* the batch split first: every later pass (folding the shape arithmetic too) sees one GPU's
-     * share of the batch */
-    {"partition-data", ampc_pass_partition_data,
-     "with --gpus N --partition data, make the graph one GPU's share (B/N rows) of the batch; "
-     "with --partition pipeline, one micro-batch"},
     /* canonicalise: rewrite equivalent forms into one (goes first, when it lands) */
     {"fold", ampc_pass_fold, "evaluate nodes whose inputs are all constant into constants"},
     {"cse", ampc_pass_cse, "merge identical nodes and identical small constants"},

@@ -687,7 +687,7 @@ Test(pipeline, unknown_pass_names_are_errors_listing_the_valid_ones) {
     ampc_pipeline_options o = {.disable = off, .n_disable = 2};
     cr_assert_eq(ampc_graph_optimize(g, &o), AMPC_E_INVALID_ARG);
     cr_assert_str_eq(ampc_graph_errors(g), "unknown pass 'nope' in the list of passes to disable; "
-                                           "the passes are: flatten-control, onnx-attention, onnx-rotary, onnx-deform-conv, partition-data, fold, cse, simplify, fuse-norm, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, fold-transpose, partition-pipeline, dce, fuse-elementwise, plan-memory");
+                                           "the passes are: flatten-control, partition-data, onnx-attention, onnx-rotary, onnx-deform-conv, fold, cse, simplify, fuse-norm, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, fold-transpose, partition-pipeline, dce, fuse-elementwise, plan-memory");
     cr_assert_eq(ampc_graph_node_count(g), 5); /* nothing ran */
     ampc_graph_destroy(g);
 
@@ -695,10 +695,10 @@ Test(pipeline, unknown_pass_names_are_errors_listing_the_valid_ones) {
     ampc_pipeline_options o2 = {.dump_after = "fuse"};
     cr_assert_eq(ampc_graph_optimize(g, &o2), AMPC_E_INVALID_ARG);
     cr_assert_str_eq(ampc_graph_errors(g), "unknown pass 'fuse' to dump the IR after; the passes "
-                                           "are: flatten-control, onnx-attention, onnx-rotary, onnx-deform-conv, partition-data, fold, cse, simplify, fuse-norm, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, fold-transpose, partition-pipeline, dce, fuse-elementwise, plan-memory");
+                                           "are: flatten-control, partition-data, onnx-attention, onnx-rotary, onnx-deform-conv, fold, cse, simplify, fuse-norm, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, fold-transpose, partition-pipeline, dce, fuse-elementwise, plan-memory");
     ampc_graph_clear_errors(g);
     cr_assert_eq(ampc_pipeline_run_pass(g, "cse2", &o2), AMPC_E_INVALID_ARG);
-    t_expect_diag(g, "unknown pass 'cse2' to run; the passes are: flatten-control, onnx-attention, onnx-rotary, onnx-deform-conv, partition-data, fold, cse, simplify, fuse-norm, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, fold-transpose, partition-pipeline, dce, fuse-elementwise, plan-memory");
+    t_expect_diag(g, "unknown pass 'cse2' to run; the passes are: flatten-control, partition-data, onnx-attention, onnx-rotary, onnx-deform-conv, fold, cse, simplify, fuse-norm, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, fold-transpose, partition-pipeline, dce, fuse-elementwise, plan-memory");
     ampc_graph_destroy(g);
 }
 
@@ -725,8 +725,8 @@ Test(pipeline, the_registry_lists_and_finds_passes) {
     int32_t n;
     const ampc_pass_info *list = ampc_pass_list(&n);
     cr_assert_eq(n, 25);
-    const char *names[25] = {"flatten-control", "onnx-attention", "onnx-rotary", "onnx-deform-conv",
-                             "partition-data", "fold", "cse", "simplify", "fuse-norm", "precision", "sparsity", "fuse-gelu", "fuse-softmax",
+    const char *names[25] = {"flatten-control", "partition-data", "onnx-attention", "onnx-rotary",
+                             "onnx-deform-conv", "fold", "cse", "simplify", "fuse-norm", "precision", "sparsity", "fuse-gelu", "fuse-softmax",
                              "partition", "fuse-conv", "fuse-attention", "fuse-qkv", "fuse-matmul",
                              "fold-scale", "layout", "fold-transpose", "partition-pipeline", "dce",
                              "fuse-elementwise",
@@ -742,15 +742,15 @@ Test(pipeline, the_registry_lists_and_finds_passes) {
     cr_assert_str_eq(t, "ampc pass pipeline (in order):\n"
                         "   1. flatten-control for a GPU build, write If, Loop and Scan nodes whose control flow is known when compiling "
                         "into the graph: unrolled loops and scans, a branch taken or both selected by Where\n"
-                        "   2. onnx-attention for a GPU build, make each ONNX Attention an "
+                        "   2. partition-data with --gpus N --partition data, make the graph one GPU's share (B/N rows) of the batch; "
+                        "with --partition pipeline, one micro-batch\n"
+                        "   3. onnx-attention for a GPU build, make each ONNX Attention an "
                         "ampc.FusedAttention, with its mask, causal and window rules, key lengths "
                         "and present caches as nodes\n"
-                        "   3. onnx-rotary  for a GPU build, write each ONNX RotaryEmbedding as "
+                        "   4. onnx-rotary  for a GPU build, write each ONNX RotaryEmbedding as "
                         "slices of its pairs, products with the cached angles and joins\n"
-                        "   4. onnx-deform-conv for a GPU build, write each 2-D ONNX DeformConv as a "
+                        "   5. onnx-deform-conv for a GPU build, write each 2-D ONNX DeformConv as a "
                         "GridSample per offset group and a MatMul by the weights\n"
-                        "   5. partition-data with --gpus N --partition data, make the graph one GPU's share (B/N rows) of the batch; "
-                        "with --partition pipeline, one micro-batch\n"
                         "   6. fold         evaluate nodes whose inputs are all constant into "
                         "constants\n"
                         "   7. cse          merge identical nodes and identical small constants\n"
