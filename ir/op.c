@@ -61,9 +61,9 @@ int64_t ampc_axis_default(ampc_opcode op) {
 
 const char *ampc_op_reference_why(const ampc_node *n) {
     if (n->op == AMPC_OP_ATTENTION) /* passes/onnx_attention.c takes every other form */
-        return "an Attention whose causal, window or key-length rules span more than 2^24 "
-               "(query, key) pairs has no GPU lowering yet (a GPU build writes those rules as a "
-               "mask of that size)";
+        return "an Attention whose causal or window rules span more than 2^24 (query, key) "
+               "pairs has no GPU lowering yet (a GPU build writes those rules as a constant mask "
+               "of that size)";
     return NULL;
 }
 

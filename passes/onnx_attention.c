@@ -16,7 +16,8 @@
  *                                 is_causal, the sliding window or nonpad_kv_seqlen exclude a key
  *                                 (the rules of ir/ref/attention.c). Without nonpad_kv_seqlen
  *                                 the exclusions are a constant [Sq, T]; with it they are computed
- *                                 on the GPU from the lengths (Add, comparisons, Or, Where).
+ *                                 on the GPU from the lengths, a column of query and a row of key
+ *                                 positions (Add, Sub, comparisons, Or, Where).
  *   Y                             ampc.FusedAttention: kv_group = q_heads / kv_heads, the scale
  *                                 given or 1 / sqrt(head size), `safe` (a row that attends to no
  *                                 key gives zeros, as the op's definition says), the heads merged
@@ -71,6 +72,11 @@ static ampc_value *node1(att *a, ampc_opcode op, ampc_value *const *in, int32_t 
 
 static ampc_value *const_i64s(att *a, int32_t rank, const int64_t *dims, const int64_t *v) {
     return ampc_pass_const_i64s(a->g, rank, dims, v);
+}
+
+static ampc_value *binary(att *a, ampc_opcode op, ampc_value *x, ampc_value *y) {
+    ampc_value *in[2] = {x, y};
+    return node1(a, op, in, 2, NULL, 0);
 }
 
 /* A scalar of Q's type. */
@@ -152,20 +158,20 @@ static ampc_value *excluded_by_lengths(att *a, ampc_value *lengths) {
     if (!shape) return NULL;
     ampc_value *rin[2] = {lengths, shape};
     ampc_value *len = node1(a, AMPC_OP_RESHAPE, rin, 2, NULL, 0);
-    const size_t cells = (size_t)(a->Sq * a->T);
-    int64_t *ij = malloc(cells * sizeof *ij), *j1 = malloc((size_t)a->T * sizeof *j1);
-    ampc_value *base = NULL, *next = NULL;
-    if (ij && j1) {
-        for (int64_t i = 0; i < a->Sq; i++)
-            for (int64_t j = 0; j < a->T; j++) ij[i * a->T + j] = i - a->Sq - j;
-        for (int64_t j = 0; j < a->T; j++) j1[j] = j + 1;
-        base = const_i64s(a, 2, (int64_t[]){a->Sq, a->T}, ij);
-        next = const_i64s(a, 1, (int64_t[]){a->T}, j1);
+    /* i + L[b] - Sq - j from a column of i - Sq and a row of j (no [Sq, T] constant) */
+    int64_t *col = malloc((size_t)a->Sq * sizeof *col), *row = malloc((size_t)a->T * sizeof *row),
+            *next_row = malloc((size_t)a->T * sizeof *next_row);
+    ampc_value *ci = NULL, *rj = NULL, *next = NULL;
+    if (col && row && next_row) {
+        for (int64_t i = 0; i < a->Sq; i++) col[i] = i - a->Sq;
+        for (int64_t j = 0; j < a->T; j++) row[j] = j, next_row[j] = j + 1;
+        ci = const_i64s(a, 2, (int64_t[]){a->Sq, 1}, col);
+        rj = const_i64s(a, 2, (int64_t[]){1, a->T}, row);
+        next = const_i64s(a, 1, (int64_t[]){a->T}, next_row);
     }
-    free(ij), free(j1);
-    if (!len || !base || !next) return NULL;
-    ampc_value *din[2] = {len, base};
-    ampc_value *diff = node1(a, AMPC_OP_ADD, din, 2, NULL, 0); /* i + L[b] - Sq - j */
+    free(col), free(row), free(next_row);
+    if (!len || !ci || !rj || !next) return NULL;
+    ampc_value *diff = binary(a, AMPC_OP_SUB, binary(a, AMPC_OP_ADD, len, ci), rj);
     ampc_value *vin[2] = {next, len};
     ampc_value *out = diff ? node1(a, AMPC_OP_GREATER, vin, 2, NULL, 0) : NULL; /* j >= L[b] */
     const struct {
@@ -194,7 +200,7 @@ static ampc_value *bias(att *a, bool *none) {
     if (failed) return NULL;
     ampc_value *lengths = in_of(a->n, 6), *ninf = const_scalar(a, -INFINITY);
     const bool rules = a->at.causal || a->at.left >= 0 || a->at.right >= 0;
-    if ((lengths || rules) && a->Sq * a->T > MAX_BIAS) return NULL; /* too large a constant */
+    if (!lengths && rules && a->Sq * a->T > MAX_BIAS) return NULL; /* too large a constant */
     if (lengths) {
         ampc_value *ex = excluded_by_lengths(a, lengths);
         ampc_value *zero = m ? m : const_scalar(a, 0);
@@ -241,11 +247,6 @@ static void steps(bool rank3, int64_t h, int64_t s, int64_t d, int64_t st[4]) {
 }
 
 /* ---- the op's steps written out (softcap, or qk_matmul_output read) ------------------------- */
-
-static ampc_value *binary(att *a, ampc_opcode op, ampc_value *x, ampc_value *y) {
-    ampc_value *in[2] = {x, y};
-    return node1(a, op, in, 2, NULL, 0);
-}
 
 static ampc_value *transposed(att *a, ampc_value *x, const int64_t *perm) {
     const ampc_attr p = ampc_transpose_perm_attr(perm, 4);
