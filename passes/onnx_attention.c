@@ -75,8 +75,7 @@ static ampc_value *const_i64s(att *a, int32_t rank, const int64_t *dims, const i
 }
 
 static ampc_value *binary(att *a, ampc_opcode op, ampc_value *x, ampc_value *y) {
-    ampc_value *in[2] = {x, y};
-    return node1(a, op, in, 2, NULL, 0);
+    return ampc_pass_binary(a->g, op, a->name, x, y);
 }
 
 /* A scalar of Q's type. */

@@ -44,22 +44,15 @@ static ampc_value *node1(dcn *d, ampc_opcode op, ampc_value *const *in, int32_t 
 }
 
 static ampc_value *reshape(dcn *d, ampc_value *x, int32_t rank, const int64_t *dims) {
-    ampc_value *in[2] = {x, ampc_pass_const_i64s(d->g, 1, (int64_t[]){rank}, dims)};
-    return node1(d, AMPC_OP_RESHAPE, in, 2, NULL, 0);
+    return ampc_pass_reshape(d->g, d->name, x, rank, dims);
 }
 
-/* x[from:to] along axis. */
 static ampc_value *slice(dcn *d, ampc_value *x, int64_t axis, int64_t from, int64_t to) {
-    const int64_t one[1] = {1};
-    ampc_value *in[4] = {x, ampc_pass_const_i64s(d->g, 1, one, &from),
-                         ampc_pass_const_i64s(d->g, 1, one, &to),
-                         ampc_pass_const_i64s(d->g, 1, one, &axis)};
-    return node1(d, AMPC_OP_SLICE, in, 4, NULL, 0);
+    return ampc_pass_slice(d->g, d->name, x, axis, from, to);
 }
 
 static ampc_value *binary(dcn *d, ampc_opcode op, ampc_value *a, ampc_value *b) {
-    ampc_value *in[2] = {a, b};
-    return node1(d, op, in, 2, NULL, 0);
+    return ampc_pass_binary(d->g, op, d->name, a, b);
 }
 
 static ampc_value *f64s(dcn *d, int32_t rank, const int64_t *dims, const double *v) {

@@ -38,28 +38,21 @@ static ampc_value *node1(rot *r, ampc_opcode op, ampc_value *const *in, int32_t 
 }
 
 static ampc_value *reshape(rot *r, ampc_value *x, int32_t rank, const int64_t *dims) {
-    ampc_value *in[2] = {x, ampc_pass_const_i64s(r->g, 1, (int64_t[]){rank}, dims)};
-    return node1(r, AMPC_OP_RESHAPE, in, 2, NULL, 0);
+    return ampc_pass_reshape(r->g, r->name, x, rank, dims);
 }
 
-/* x[..., from:to] along axis. */
 static ampc_value *slice(rot *r, ampc_value *x, int64_t axis, int64_t from, int64_t to) {
-    const int64_t one[1] = {1};
-    ampc_value *in[4] = {x, ampc_pass_const_i64s(r->g, 1, one, &from),
-                         ampc_pass_const_i64s(r->g, 1, one, &to),
-                         ampc_pass_const_i64s(r->g, 1, one, &axis)};
-    return node1(r, AMPC_OP_SLICE, in, 4, NULL, 0);
+    return ampc_pass_slice(r->g, r->name, x, axis, from, to);
+}
+
+static ampc_value *binary(rot *r, ampc_opcode op, ampc_value *a, ampc_value *b) {
+    return ampc_pass_binary(r->g, op, r->name, a, b);
 }
 
 static ampc_value *concat(rot *r, ampc_value *a, ampc_value *b, int64_t axis) {
     ampc_value *in[2] = {a, b};
     const ampc_attr ax = ampc_axis_attr_make(axis);
     return node1(r, AMPC_OP_CONCAT, in, 2, &ax, 1);
-}
-
-static ampc_value *binary(rot *r, ampc_opcode op, ampc_value *a, ampc_value *b) {
-    ampc_value *in[2] = {a, b};
-    return node1(r, op, in, 2, NULL, 0);
 }
 
 /* A cache's rows for every (b, s), shaped to broadcast over X's 4-D view. */

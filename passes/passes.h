@@ -188,6 +188,14 @@ ampc_value *ampc_pass_node1(ampc_graph *g, ampc_opcode op, const char *name,
                             ampc_value *const *in, int32_t n_in, const ampc_attr *at, int32_t n_at);
 ampc_value *ampc_pass_const_i64s(ampc_graph *g, int32_t rank, const int64_t *dims,
                                  const int64_t *v);
+/* And the common nodes, each NULL as ampc_pass_node1 is: a binary op of a and b; x reshaped to
+ * dims[0 .. rank); x[from:to] along axis. */
+ampc_value *ampc_pass_binary(ampc_graph *g, ampc_opcode op, const char *name, ampc_value *a,
+                             ampc_value *b);
+ampc_value *ampc_pass_reshape(ampc_graph *g, const char *name, ampc_value *x, int32_t rank,
+                              const int64_t *dims);
+ampc_value *ampc_pass_slice(ampc_graph *g, const char *name, ampc_value *x, int64_t axis,
+                            int64_t from, int64_t to);
 
 /* ---- the passes --------------------------------------------------------------------------- */
 

@@ -198,6 +198,27 @@ ampc_value *ampc_pass_node1(ampc_graph *g, ampc_opcode op, const char *name,
                : NULL;
 }
 
+ampc_value *ampc_pass_binary(ampc_graph *g, ampc_opcode op, const char *name, ampc_value *a,
+                             ampc_value *b) {
+    ampc_value *in[2] = {a, b};
+    return ampc_pass_node1(g, op, name, in, 2, NULL, 0);
+}
+
+ampc_value *ampc_pass_reshape(ampc_graph *g, const char *name, ampc_value *x, int32_t rank,
+                              const int64_t *dims) {
+    const int64_t r = rank;
+    return ampc_pass_binary(g, AMPC_OP_RESHAPE, name, x, ampc_pass_const_i64s(g, 1, &r, dims));
+}
+
+ampc_value *ampc_pass_slice(ampc_graph *g, const char *name, ampc_value *x, int64_t axis,
+                            int64_t from, int64_t to) {
+    const int64_t one = 1;
+    ampc_value *in[4] = {x, ampc_pass_const_i64s(g, 1, &one, &from),
+                         ampc_pass_const_i64s(g, 1, &one, &to),
+                         ampc_pass_const_i64s(g, 1, &one, &axis)};
+    return ampc_pass_node1(g, AMPC_OP_SLICE, name, in, 4, NULL, 0);
+}
+
 ampc_value *ampc_pass_const_i64s(ampc_graph *g, int32_t rank, const int64_t *dims,
                                  const int64_t *v) {
     ampc_shape s = {.rank = rank};

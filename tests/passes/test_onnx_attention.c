@@ -12,7 +12,6 @@
 #include "ir/ref/ref.h"
 #include "passes/passes.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 enum { B = 2, HQ = 4, HKV = 2, SQ = 5, SKV = 6, PAST = 3, D = 16, DV = 8 };
@@ -102,19 +101,24 @@ static const form forms[] = {
      .qk_out = true},
 };
 
+static ampc_graph *build_case(size_t i, ampc_dtype t) {
+    form f = forms[i];
+    if (t) f.t = t;
+    return build(&f);
+}
+
+static const char *case_what(size_t i) { return forms[i].what; }
+
+/* No Attention left: one ampc.FusedAttention, or the written-out steps (softcap, qk output). */
+static void fused(size_t i, const ampc_graph *g) {
+    const form *f = &forms[i];
+    cr_assert_eq(t_count_op(g, AMPC_OP_ATTENTION), 0, "%s", f->what);
+    cr_assert_eq(t_count_op(g, AMPC_OP_FUSED_ATTENTION), f->softcap || f->qk_out ? 0 : 1, "%s",
+                 f->what);
+}
+
 Test(onnx_attention, each_form_becomes_one_fused_attention_computing_the_same) {
-    for (size_t i = 0; i < sizeof forms / sizeof *forms; i++) {
-        const form *f = &forms[i];
-        ampc_graph *a = build(f), *b = build(f);
-        optimize(b, true);
-        cr_assert_eq(t_count_op(b, AMPC_OP_ATTENTION), 0, "%s:\n%s", f->what,
-                     ampc_graph_to_text(b, false));
-        const int32_t fused = f->softcap || f->qk_out ? 0 : 1;
-        cr_assert_eq(t_count_op(b, AMPC_OP_FUSED_ATTENTION), fused, "%s:\n%s", f->what,
-                     ampc_graph_to_text(b, false));
-        t_expect_same_outputs_filled(a, b, fill, 7 + i, 1e-5, 1e-6);
-        ampc_graph_destroy(a), ampc_graph_destroy(b);
-    }
+    t_expect_gpu_build_same(build_case, sizeof forms / sizeof *forms, fill, 7, 1e-5, 1e-6, fused);
 }
 
 Test(onnx_attention, stays_outside_a_gpu_build) {
@@ -146,15 +150,6 @@ Test(onnx_attention, second_run_changes_nothing) {
 }
 
 Test(onnx_attention, gpu_matches_the_reference) {
-    t_skip_without_gpu();
-    for (size_t i = 0; i < sizeof forms / sizeof *forms; i++)
-        for (int h = 0; h < 2; h++) {
-            form f = forms[i];
-            f.t = h ? AMPC_DTYPE_F16 : AMPC_DTYPE_F32;
-            char what[128];
-            snprintf(what, sizeof what, "%s, %s", f.what, ampc_dtype_name(f.t));
-            const double tol = h ? 6e-3 : 1e-4;
-            t_gpu_check chk = {.fill = fill, .seed = 3 + i, .rtol = tol, .atol = tol, .what = what};
-            t_gpu_vs_reference(build(&f), &chk);
-        }
+    t_gpu_vs_reference_cases(build_case, sizeof forms / sizeof *forms, case_what, fill, 3, 1e-4,
+                             6e-3);
 }

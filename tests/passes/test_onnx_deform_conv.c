@@ -10,7 +10,6 @@
 #include "ir/ref/ref.h"
 #include "passes/passes.h"
 
-#include <stdio.h>
 
 enum { N = 2, H = 6, W = 5 };
 
@@ -67,17 +66,23 @@ static const form forms[] = {
      .pad = 2, .dil = 2, .mask = true},
 };
 
+static ampc_graph *build_case(size_t i, ampc_dtype t) {
+    form f = forms[i];
+    if (t) f.t = t;
+    return build(&f);
+}
+
+static const char *case_what(size_t i) { return forms[i].what; }
+
+/* No DeformConv left: a GridSample per offset group. */
+static void sampled(size_t i, const ampc_graph *g) {
+    cr_assert_eq(t_count_op(g, AMPC_OP_DEFORM_CONV), 0, "%s", forms[i].what);
+    cr_assert_eq(t_count_op(g, AMPC_OP_GRID_SAMPLE), forms[i].og, "%s", forms[i].what);
+}
+
 Test(onnx_deform_conv, each_form_becomes_grid_samples_computing_the_same) {
-    for (size_t i = 0; i < sizeof forms / sizeof *forms; i++) {
-        ampc_graph *a = build(&forms[i]), *b = build(&forms[i]);
-        ampc_pipeline_options po = {.verify = true, .gpu_build = true};
-        cr_assert_eq(ampc_graph_optimize(b, &po), AMPC_OK, "%s", ampc_graph_errors(b));
-        cr_assert_eq(t_count_op(b, AMPC_OP_DEFORM_CONV), 0, "%s:\n%s", forms[i].what,
-                     ampc_graph_to_text(b, false));
-        cr_assert_eq(t_count_op(b, AMPC_OP_GRID_SAMPLE), forms[i].og, "%s", forms[i].what);
-        t_expect_same_outputs_filled(a, b, fill, 3 + i, 1e-5, 1e-6);
-        ampc_graph_destroy(a), ampc_graph_destroy(b);
-    }
+    t_expect_gpu_build_same(build_case, sizeof forms / sizeof *forms, fill, 3, 1e-5, 1e-6,
+                            sampled);
 }
 
 Test(onnx_deform_conv, stays_outside_a_gpu_build) {
@@ -89,15 +94,6 @@ Test(onnx_deform_conv, stays_outside_a_gpu_build) {
 }
 
 Test(onnx_deform_conv, gpu_matches_the_reference) {
-    t_skip_without_gpu();
-    for (size_t i = 0; i < sizeof forms / sizeof *forms; i++)
-        for (int h = 0; h < 2; h++) {
-            form f = forms[i];
-            f.t = h ? AMPC_DTYPE_F16 : AMPC_DTYPE_F32;
-            char what[128];
-            snprintf(what, sizeof what, "%s, %s", f.what, ampc_dtype_name(f.t));
-            const double tol = h ? 1e-2 : 1e-4;
-            t_gpu_check chk = {.fill = fill, .seed = 17 + i, .rtol = tol, .atol = tol, .what = what};
-            t_gpu_vs_reference(build(&f), &chk);
-        }
+    t_gpu_vs_reference_cases(build_case, sizeof forms / sizeof *forms, case_what, fill, 17, 1e-4,
+                             1e-2);
 }

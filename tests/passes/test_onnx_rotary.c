@@ -11,8 +11,6 @@
 #include "ir/ref/ref.h"
 #include "passes/passes.h"
 
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 enum { B = 2, H = 3, S = 5, HEAD = 8, MAX_POS = 12 };
@@ -70,17 +68,21 @@ static const form forms[] = {
     {.what = "4-D, halves, partial", .rot = 6},
 };
 
+static ampc_graph *build_case(size_t i, ampc_dtype t) {
+    form f = forms[i];
+    if (t) f.t = t;
+    return build(&f);
+}
+
+static const char *case_what(size_t i) { return forms[i].what; }
+
+static void rotary_gone(size_t i, const ampc_graph *g) {
+    cr_assert_eq(t_count_op(g, AMPC_OP_ROTARY_EMBEDDING), 0, "%s", forms[i].what);
+}
+
 Test(onnx_rotary, each_form_becomes_nodes_computing_the_same) {
-    for (size_t i = 0; i < sizeof forms / sizeof *forms; i++) {
-        const form *f = &forms[i];
-        ampc_graph *a = build(f), *b = build(f);
-        ampc_pipeline_options po = {.verify = true, .gpu_build = true};
-        cr_assert_eq(ampc_graph_optimize(b, &po), AMPC_OK, "%s", ampc_graph_errors(b));
-        cr_assert_eq(t_count_op(b, AMPC_OP_ROTARY_EMBEDDING), 0, "%s:\n%s", f->what,
-                     ampc_graph_to_text(b, false));
-        t_expect_same_outputs_filled(a, b, fill, 5 + i, 1e-6, 1e-7);
-        ampc_graph_destroy(a), ampc_graph_destroy(b);
-    }
+    t_expect_gpu_build_same(build_case, sizeof forms / sizeof *forms, fill, 5, 1e-6, 1e-7,
+                            rotary_gone);
 }
 
 Test(onnx_rotary, stays_outside_a_gpu_build) {
@@ -92,15 +94,6 @@ Test(onnx_rotary, stays_outside_a_gpu_build) {
 }
 
 Test(onnx_rotary, gpu_matches_the_reference) {
-    t_skip_without_gpu();
-    for (size_t i = 0; i < sizeof forms / sizeof *forms; i++)
-        for (int h = 0; h < 2; h++) {
-            form f = forms[i];
-            f.t = h ? AMPC_DTYPE_F16 : AMPC_DTYPE_F32;
-            char what[128];
-            snprintf(what, sizeof what, "%s, %s", f.what, ampc_dtype_name(f.t));
-            const double tol = h ? 2e-3 : 1e-5;
-            t_gpu_check chk = {.fill = fill, .seed = 9 + i, .rtol = tol, .atol = tol, .what = what};
-            t_gpu_vs_reference(build(&f), &chk);
-        }
+    t_gpu_vs_reference_cases(build_case, sizeof forms / sizeof *forms, case_what, fill, 9, 1e-5,
+                             2e-3);
 }

@@ -300,6 +300,34 @@ void t_expect_same_outputs_filled(ampc_graph *a, ampc_graph *b, t_fill_fn fill, 
     free(in);
 }
 
+void t_expect_gpu_build_same(t_case_build build, size_t n, t_fill_fn fill, uint64_t seed,
+                             double rtol, double atol,
+                             void (*check)(size_t i, const ampc_graph *optimised)) {
+    for (size_t i = 0; i < n; i++) {
+        ampc_graph *a = build(i, 0), *b = build(i, 0);
+        ampc_pipeline_options po = {.verify = true, .gpu_build = true};
+        cr_assert_eq(ampc_graph_optimize(b, &po), AMPC_OK, "case %zu: %s", i, ampc_graph_errors(b));
+        if (check) check(i, b);
+        t_expect_same_outputs_filled(a, b, fill, seed + i, rtol, atol);
+        ampc_graph_destroy(a), ampc_graph_destroy(b);
+    }
+}
+
+void t_gpu_vs_reference_cases(t_case_build build, size_t n, const char *(*what)(size_t i),
+                              t_fill_fn fill, uint64_t seed, double tol32, double tol16) {
+    t_skip_without_gpu();
+    for (size_t i = 0; i < n; i++)
+        for (int h = 0; h < 2; h++) {
+            const ampc_dtype t = h ? AMPC_DTYPE_F16 : AMPC_DTYPE_F32;
+            char name[160];
+            snprintf(name, sizeof name, "%s, %s", what(i), ampc_dtype_name(t));
+            const double tol = h ? tol16 : tol32;
+            t_gpu_check chk = {.fill = fill, .seed = seed + i, .rtol = tol, .atol = tol,
+                               .what = name};
+            t_gpu_vs_reference(build(i, t), &chk);
+        }
+}
+
 void t_expect_second_run_unchanged(ampc_graph *g, const char *pass, ampc_pipeline_options o) {
     ampc_pass_record rec[1];
     int32_t n_rec = 0;

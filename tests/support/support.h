@@ -92,6 +92,19 @@ void t_expect_same_outputs(ampc_graph *a, ampc_graph *b, const ampc_tensor *in, 
 void t_expect_same_outputs_filled(ampc_graph *a, ampc_graph *b, t_fill_fn fill, uint64_t seed,
                                   double rtol, double atol);
 
+/* Case i of a test's table of forms, built with its floats in dtype t (0: the form's own). */
+typedef ampc_graph *(*t_case_build)(size_t i, ampc_dtype t);
+/* For cases 0 .. n-1: the graph a GPU build runs (the pipeline with gpu_build) computes on the
+ * reference evaluator what the graph as built does (inputs by fill from seed + i), within rtol
+ * and atol; check (may be NULL) then looks at the optimised graph. */
+void t_expect_gpu_build_same(t_case_build build, size_t n, t_fill_fn fill, uint64_t seed,
+                             double rtol, double atol,
+                             void (*check)(size_t i, const ampc_graph *optimised));
+/* For cases 0 .. n-1, in f32 and in f16: t_gpu_vs_reference at tol32 and tol16, each failure
+ * named by what(i) and the dtype. */
+void t_gpu_vs_reference_cases(t_case_build build, size_t n, const char *(*what)(size_t i),
+                              t_fill_fn fill, uint64_t seed, double tol32, double tol16);
+
 /* Runs pass `pass` on g twice with options o (its record fields are set here): the first run
  * must change g, the second must not (a pass leaves what it made alone). */
 void t_expect_second_run_unchanged(ampc_graph *g, const char *pass, ampc_pipeline_options o);
