@@ -128,8 +128,8 @@ static inline bool ampc_op_is_strided_view(ampc_opcode op) {
     return op == AMPC_OP_TRANSPOSE || op == AMPC_OP_SLICE || op == AMPC_OP_EXPAND;
 }
 /* For a node of a reference-only op (lowering kind REFERENCE) that a GPU build's passes rewrite
- * in all but some forms (onnx-attention), what makes this node one of those, for code
- * generation's message; NULL for every other op. */
+ * in all but some forms (onnx-attention, onnx-deform-conv), what makes this node one of those,
+ * for code generation's message; NULL for every other node. */
 const char *ampc_op_reference_why(const ampc_node *n);
 /* The most inputs of a Concat that a kernel reads in place instead of a copy of it
  * (fuse-elementwise's concat_into_norm; codegen/lower_norm.c): each is a parameter of the

@@ -64,6 +64,9 @@ const char *ampc_op_reference_why(const ampc_node *n) {
         return "an Attention whose causal or window rules span more than 2^24 (query, key) "
                "pairs has no GPU lowering yet (a GPU build writes those rules as a constant mask "
                "of that size)";
+    if (n->op == AMPC_OP_DEFORM_CONV && n->inputs[0]->shape.rank != 4) /* onnx_deform_conv.c */
+        return "a DeformConv over other than 2 spatial dims has no GPU lowering yet (a GPU build "
+               "runs a 2-D one as GridSample and MatMul)";
     return NULL;
 }
 

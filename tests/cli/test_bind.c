@@ -6,7 +6,7 @@
  * input read only at run time, a name the model does not have, a file of another type, and IR
  * text; without a value the error says how to give one. And `ampc inspect` says whether `-o`
  * builds the model (its GPU line: the same pipeline and code generation), with -o's own reason
- * when it does not (a DeformConv, which has no GPU lowering yet).
+ * when it does not (a 1-D DeformConv, which has no GPU lowering yet).
  */
 #include "support.h"
 
@@ -140,15 +140,15 @@ Test(bind, bind_refuses_what_it_cannot_bind) {
     t_rmdir_all(f.dir);
 }
 
-/* A DeformConv (no GPU lowering): what inspect calls not buildable. */
+/* A 1-D DeformConv (a GPU build runs only 2-D ones): what inspect calls not buildable. */
 static void write_deform_conv(const char *path) {
     mb b;
     mb_init(&b, 8, 19);
-    mb_input(&b, "x", OT_FLOAT, "1,1,3,3");
-    mb_input(&b, "off", OT_FLOAT, "1,8,2,2");
+    mb_input(&b, "x", OT_FLOAT, "1,1,3");
+    mb_input(&b, "off", OT_FLOAT, "1,2,2");
     mb_output(&b, "y", OT_FLOAT, NULL);
-    float w[4] = {0.1f, 0.1f, 0.1f, 0.1f};
-    mb_initializer(&b, mb_tensor_raw(&b, "W", OT_FLOAT, 4, (int64_t[]){1, 1, 2, 2}, w, sizeof w));
+    float w[2] = {0.1f, 0.1f};
+    mb_initializer(&b, mb_tensor_raw(&b, "W", OT_FLOAT, 3, (int64_t[]){1, 1, 2}, w, sizeof w));
     mb_node(&b, "DeformConv", "dc", "x,W,off", "y");
     save(&b, path);
 }
@@ -164,7 +164,7 @@ Test(bind, inspect_says_what_o_does) {
     write_deform_conv(dc);
     cr_assert_eq(ampc(&out, "inspect %s", dc), 0, "%s", out);
     cr_assert(strstr(out, "GPU build: not possible; `-o` refuses it with:"), "%s", out);
-    const char *reason = "DeformConv has no GPU lowering yet";
+    const char *reason = "a DeformConv over other than 2 spatial dims has no GPU lowering yet";
     cr_assert(strstr(out, reason), "%s", out);
     free(out);
     cr_assert_eq(ampc(&out, "%s -o %s", dc, lib), 1);
