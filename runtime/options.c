@@ -23,6 +23,33 @@ static bool zero(const char *name) {
     return v != NULL && strcmp(v, "0") == 0;
 }
 
+/* A variable that is exactly "0" or "1": 0 or 1; unset: -1 (automatic); anything else: other. */
+static int tristate(const char *name, int other) {
+    const char *v = getenv(name);
+    return v == NULL ? -1 : !strcmp(v, "0") ? 0 : !strcmp(v, "1") ? 1 : other;
+}
+
+/* The index of the variable's value among words[0 .. n), else -1 (unset too). */
+static int word(const char *name, const char *const *words, int n) {
+    const char *v = getenv(name);
+    for (int i = 0; v != NULL && i < n; i++)
+        if (!strcmp(v, words[i])) return i;
+    return -1;
+}
+
+/* Whether the variable is set and holds the character c. */
+static bool holds(const char *name, char c) {
+    const char *v = getenv(name);
+    return v != NULL && strchr(v, c) != NULL;
+}
+
+/* A positive number of seconds, else dflt. */
+static double seconds(const char *name, double dflt) {
+    const char *v = getenv(name);
+    const double s = v != NULL ? atof(v) : 0;
+    return s > 0 ? s : dflt;
+}
+
 /* A whole number in [lo, hi], else dflt (unset, empty, not a number, out of range). */
 static int64_t number(const char *name, int64_t lo, int64_t hi, int64_t dflt) {
     const char *v = getenv(name);
@@ -34,44 +61,32 @@ static int64_t number(const char *name, int64_t lo, int64_t hi, int64_t dflt) {
 
 void ampc_rt_options_init(ampc_rt_options *o) {
     if (o == NULL) return;
-    const char *v;
+    static const char *const sparse[] = {"0", "1", "cusparselt", "kernel"}; /* -1: automatic */
+    static const char *const verbosity[] = {"0", "1", "2"};
+    const int cudnn_verbose = word("AMPC_CUDNN_VERBOSE", verbosity, 3);
     *o = (ampc_rt_options){
         .cuda_graphs = !zero("AMPC_CUDA_GRAPHS"),
         .io_graph = !zero("AMPC_IO_GRAPH"),
         .zero_copy = !zero("AMPC_ZERO_COPY"),
         .pdl = !zero("AMPC_PDL"),
-        .multi_gpu_graphs = (v = getenv("AMPC_MULTI_GPU_GRAPHS")) == NULL ? -1
-                            : !strcmp(v, "0")                      ? 0
-                            : !strcmp(v, "1")                      ? 1
-                                                                   : -1,
-        .nccl_timeout_s = (v = getenv("AMPC_NCCL_TIMEOUT_S")) != NULL && atof(v) > 0 ? atof(v)
-                                                                                     : 300,
+        .multi_gpu_graphs = tristate("AMPC_MULTI_GPU_GRAPHS", -1),
+        .nccl_timeout_s = seconds("AMPC_NCCL_TIMEOUT_S", 300),
         .gemm_workspace = number("AMPC_GEMM_WORKSPACE", 0, INT64_MAX, -1),
         .gemm_reduction = number("AMPC_GEMM_REDUCTION", 0, INT32_MAX, -1),
-        .gemm_tune = (v = getenv("AMPC_GEMM_TUNE")) != NULL && !strcmp(v, "1"),
-        .gemm_kernel = (v = getenv("AMPC_GEMM_KERNEL")) == NULL ? -1
-                       : !strcmp(v, "1")                         ? 1
-                       : !strcmp(v, "0")                         ? 0
-                                                                 : -1,
-        .cudnn_graph = (v = getenv("AMPC_CUDNN_GRAPH")) == NULL ? -1
-                       : !strcmp(v, "1")                         ? 1
-                       : !strcmp(v, "0")                         ? 0
-                                                                 : -2,
+        .gemm_tune = word("AMPC_GEMM_TUNE", (const char *const[]){"1"}, 1) == 0,
+        .gemm_kernel = tristate("AMPC_GEMM_KERNEL", -1),
+        .cudnn_graph = tristate("AMPC_CUDNN_GRAPH", -2),
         .cudnn_tries = (int32_t)number("AMPC_CUDNN_TRIES", 1, 32, 0),
-        .cudnn_heur_b = (v = getenv("AMPC_CUDNN_HEUR")) != NULL && strchr(v, 'B') != NULL,
-        .sparse = (v = getenv("AMPC_SPARSE")) == NULL  ? -1
-                  : !strcmp(v, "0")                     ? 0
-                  : !strcmp(v, "1")                     ? 1
-                  : !strcmp(v, "cusparselt")            ? 2
-                  : !strcmp(v, "kernel")                ? 3
-                                                        : -1,
+        .cudnn_heur_b = holds("AMPC_CUDNN_HEUR", 'B'),
+        .sparse = word("AMPC_SPARSE", sparse, 4),
         .sparse_check = !zero("AMPC_SPARSE_CHECK"),
         .sparse_search = !zero("AMPC_SPARSE_SEARCH"),
         .tune_cold = !zero("AMPC_TUNE_COLD"),
         .graph_verbose = (int32_t)number("AMPC_GRAPH_VERBOSE", 0, 2, 0),
-        .cudnn_verbose = (v = getenv("AMPC_CUDNN_VERBOSE")) == NULL || !strcmp(v, "0") ? 0
-                         : !strcmp(v, "2")                                              ? 2
-                                                                                        : 1,
+        /* unset or "0": 0; "2": 2; anything else: 1 */
+        .cudnn_verbose = getenv("AMPC_CUDNN_VERBOSE") == NULL ? 0
+                         : cudnn_verbose < 0                  ? 1
+                                                              : cudnn_verbose,
         .gemm_verbose = on("AMPC_GEMM_VERBOSE"),
         .sparse_verbose = on("AMPC_SPARSE_VERBOSE"),
         .tune_verbose = on("AMPC_TUNE_VERBOSE"),
