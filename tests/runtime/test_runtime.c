@@ -684,6 +684,51 @@ Test(tune_cache, the_timing_mode_is_cold_unless_asked_hot) {
     unsetenv("AMPC_TUNE_COLD");
 }
 
+/* The environment's overrides read as docs/options.md says, each kind of value: a switch with an
+ * automatic default, a word among several, a character held, a positive number of seconds,
+ * verbosity levels. */
+Test(options, environment_overrides_read_as_documented) {
+    static const struct {
+        const char *var, *value;
+        int field; /* 0 sparse, 1 cudnn_graph, 2 cudnn_verbose, 3 gemm_tune, 4 cudnn_heur_b,
+                      5 multi_gpu_graphs, 6 gemm_kernel */
+        int want;
+    } cases[] = {
+        {"AMPC_SPARSE", NULL, 0, -1},          {"AMPC_SPARSE", "kernel", 0, 3},
+        {"AMPC_SPARSE", "cusparselt", 0, 2},   {"AMPC_SPARSE", "0", 0, 0},
+        {"AMPC_SPARSE", "fast", 0, -1},        {"AMPC_CUDNN_GRAPH", NULL, 1, -1},
+        {"AMPC_CUDNN_GRAPH", "1", 1, 1},       {"AMPC_CUDNN_GRAPH", "x", 1, -2},
+        {"AMPC_CUDNN_VERBOSE", NULL, 2, 0},    {"AMPC_CUDNN_VERBOSE", "0", 2, 0},
+        {"AMPC_CUDNN_VERBOSE", "2", 2, 2},     {"AMPC_CUDNN_VERBOSE", "yes", 2, 1},
+        {"AMPC_GEMM_TUNE", "1", 3, 1},         {"AMPC_GEMM_TUNE", "2", 3, 0},
+        {"AMPC_CUDNN_HEUR", "AB", 4, 1},       {"AMPC_CUDNN_HEUR", "A", 4, 0},
+        {"AMPC_MULTI_GPU_GRAPHS", "0", 5, 0},  {"AMPC_MULTI_GPU_GRAPHS", "on", 5, -1},
+        {"AMPC_GEMM_KERNEL", "1", 6, 1},       {"AMPC_GEMM_KERNEL", "7", 6, -1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        if (cases[i].value) setenv(cases[i].var, cases[i].value, 1);
+        else unsetenv(cases[i].var);
+        ampc_rt_options o;
+        ampc_rt_options_init(&o);
+        const int got[] = {o.sparse, o.cudnn_graph, o.cudnn_verbose, o.gemm_tune, o.cudnn_heur_b,
+                           o.multi_gpu_graphs, o.gemm_kernel};
+        cr_assert_eq(got[cases[i].field], cases[i].want, "%s=%s: got %d", cases[i].var,
+                     cases[i].value ? cases[i].value : "(unset)", got[cases[i].field]);
+        unsetenv(cases[i].var);
+    }
+    const char *secs[] = {NULL, "12.5", "-1", "x"};
+    const double want[] = {300, 12.5, 300, 300};
+    for (int i = 0; i < 4; i++) {
+        if (secs[i]) setenv("AMPC_NCCL_TIMEOUT_S", secs[i], 1);
+        else unsetenv("AMPC_NCCL_TIMEOUT_S");
+        ampc_rt_options o;
+        ampc_rt_options_init(&o);
+        cr_assert_float_eq(o.nccl_timeout_s, want[i], 1e-12, "AMPC_NCCL_TIMEOUT_S=%s",
+                           secs[i] ? secs[i] : "(unset)");
+    }
+    unsetenv("AMPC_NCCL_TIMEOUT_S");
+}
+
 static double rnd(uint64_t *s) {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;
     return (double)(*s >> 11) / (double)(1ull << 53) * 2.0 - 1.0;
