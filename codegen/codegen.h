@@ -184,6 +184,11 @@ void ampc_cg_kernel_cluster_z(ampc_cg_kernel *k, int32_t z);
 /* The body calls ampc::pdl_enter itself, after reading only constants (common.cuh), instead of
  * as its first statement. */
 void ampc_cg_kernel_pdl_in_body(ampc_cg_kernel *k);
+/* The kernel becomes `count` launch steps, one after another, that differ only in its last
+ * parameter, `const int rep`: 0, 1, ..., count - 1 (a recurrence: launch rep reads what launch
+ * rep - 1 wrote; each waits for the one before, as every step does). Call once, after the other
+ * parameters; returns the parameter's name. */
+const char *ampc_cg_kernel_repeat(ampc_cg_kernel *k, int32_t count);
 /* Finishes with an explicit launch shape and dynamic shared memory. */
 ampc_status ampc_cg_kernel_end_launch(ampc_cg_kernel *k, const uint32_t grid[3],
                                       const uint32_t block[3], uint32_t smem);

@@ -62,28 +62,46 @@ void ampc_cg_kernel_covers(ampc_cg_kernel *k, const ampc_node *n) {
     ampc_sb_putc(&k->covers_comment, '\'');
 }
 
-const char *ampc_cg_param_ref(ampc_cg_kernel *k, ampc_rt_ref ref, const char *ctype, bool written) {
+/* Adds an argument slot (zeroed) and the declaration `decl` of parameter `name` to k's lists. */
+static ampc_rt_arg *add_param(ampc_cg_kernel *k, const char *decl, const char *decl_restrict,
+                              bool written) {
     if (k->n_args == k->cap_args) {
         k->cap_args = k->cap_args ? k->cap_args * 2 : 8;
         k->args = ampc_xrealloc(k->args, (size_t)k->cap_args * sizeof *k->args);
         k->written = ampc_xrealloc(k->written, (size_t)k->cap_args * sizeof *k->written);
     }
     k->written[k->n_args] = written;
-    ampc_rt_arg *a = &k->args[k->n_args];
+    ampc_rt_arg *a = &k->args[k->n_args++];
     memset(a, 0, sizeof *a);
-    a->kind = AMPC_RT_ARG_PTR;
-    a->ref = ref;
-    ampc_strbuf name = {0};
-    ampc_sb_printf(&name, "p%d", k->n_args);
     if (k->params.len) ampc_sb_puts(&k->params, ", ");
-    ampc_sb_printf(&k->params, "%s%s *%s", written ? "" : "const ", ctype, name.data);
+    ampc_sb_puts(&k->params, decl);
     if (k->restrict_ptrs) {
         if (k->params_restrict.len) ampc_sb_puts(&k->params_restrict, ", ");
-        ampc_sb_printf(&k->params_restrict, "%s%s *__restrict__ %s", written ? "" : "const ", ctype,
-                       name.data);
+        ampc_sb_puts(&k->params_restrict, decl_restrict);
     }
-    k->n_args++;
+    return a;
+}
+
+const char *ampc_cg_param_ref(ampc_cg_kernel *k, ampc_rt_ref ref, const char *ctype, bool written) {
+    ampc_strbuf name = {0}, decl = {0}, decl_r = {0};
+    ampc_sb_printf(&name, "p%d", k->n_args);
+    ampc_sb_printf(&decl, "%s%s *%s", written ? "" : "const ", ctype, name.data);
+    ampc_sb_printf(&decl_r, "%s%s *__restrict__ %s", written ? "" : "const ", ctype, name.data);
+    ampc_rt_arg *a = add_param(k, decl.data, decl_r.data, written);
+    a->kind = AMPC_RT_ARG_PTR;
+    a->ref = ref;
+    ampc_sb_free(&decl);
+    ampc_sb_free(&decl_r);
     return keep_name(k, ampc_sb_take(&name));
+}
+
+const char *ampc_cg_kernel_repeat(ampc_cg_kernel *k, int32_t count) {
+    AMPC_ASSERT(count >= 1 && k->repeat == 0);
+    k->repeat = count;
+    ampc_rt_arg *a = add_param(k, "const int rep", "const int rep", false);
+    a->kind = AMPC_RT_ARG_I32;
+    a->i32 = 0;
+    return "rep";
 }
 
 const char *ampc_cg_param(ampc_cg_kernel *k, const ampc_value *v, bool written) {
@@ -283,9 +301,23 @@ static ampc_status finish(ampc_cg_kernel *k, const uint32_t grid[3], const uint3
     s.kernel.n_args = k->n_args;
     s.kernel.args = ampc_arena_memdup(&cg->out->arena, k->args,
                                       (size_t)(k->n_args ? k->n_args : 1) * sizeof *k->args);
-    int32_t step = alt_of;
+    int32_t step = alt_of, n_steps = 1;
     if (alt_of < 0) step = ampc_cg_add_step(cg, &s);
     else cg->steps[alt_of].gemm.own_kernel = s.kernel;
+    /* a repeated kernel: one more step a launch, its last argument (`rep`) the launch's index */
+    AMPC_ASSERT(k->repeat == 0 || alt_of < 0);
+    for (int32_t r = 1; r < k->repeat && step >= 0; r++, n_steps++) {
+        ampc_rt_arg *args = ampc_arena_memdup(&cg->out->arena, s.kernel.args,
+                                              (size_t)k->n_args * sizeof *args);
+        if (args == NULL) {
+            step = -1;
+            break;
+        }
+        args[k->n_args - 1].i32 = r;
+        ampc_rt_step sr = s;
+        sr.kernel.args = args;
+        if (ampc_cg_add_step(cg, &sr) < 0) step = -1;
+    }
     if (cg->n_kernels > cg->cap_kernels) {
         int32_t old = cg->cap_kernels;
         cg->cap_kernels = cg->n_kernels * 2;
@@ -296,7 +328,7 @@ static ampc_status finish(ampc_cg_kernel *k, const uint32_t grid[3], const uint3
     /* The kernel's index was reserved at begin; its text lands in that slot. */
     int32_t index = atoi(k->name + 1);
     cg->kernels[index] = (cg_kernel_rec){ampc_sb_take(&text), name_at, params_end, body_at, step,
-                                         alt_of >= 0, -1, 0, 0};
+                                         n_steps, alt_of >= 0, -1, 0, 0};
     for (int32_t i = 0; i < k->n_names; i++) free(k->names[i]);
     free(k->names);
     free(k->args);
@@ -387,7 +419,8 @@ ampc_status ampc_cg_prefetch_weights(ampc_cg *cg) {
     if (cg->o.no_l2_prefetch || cg->n_ranks > 1) return AMPC_OK;
     for (int32_t i = 0; i < cg->n_kernels; i++) {
         cg_kernel_rec *rec = &cg->kernels[i];
-        if (rec->text == NULL || rec->gemm_alt) continue;
+        /* (a repeated kernel's steps share one definition: its next step is itself) */
+        if (rec->text == NULL || rec->gemm_alt || rec->n_steps > 1) continue;
         ampc_rt_ref w = next_weight(cg, rec->step + 1);
         if (w.bytes == 0) continue;
         ampc_status st = add_prefetch(cg, rec, w);
@@ -484,7 +517,10 @@ ampc_status ampc_cg_share_kernels(ampc_cg *cg) {
             continue;
         }
         cg_kernel_rec *first = &cg->kernels[slots[s] - 1];
-        rec_kernel(cg, rec)->name = rec_kernel(cg, first)->name;
+        const char *name = rec_kernel(cg, first)->name;
+        if (rec->gemm_alt) rec_kernel(cg, rec)->name = name;
+        else
+            for (int32_t j = 0; j < rec->n_steps; j++) cg->steps[rec->step + j].kernel.name = name;
         rec->same_as = slots[s] - 1;
         first->n_sharers++;
         free(rec->text);

@@ -365,7 +365,8 @@ static ampc_status build_units(ampc_cg *cg) {
         if (!rec->text && rec->same_as < 0) continue;
         int32_t unit = cg->kernels[rec->same_as >= 0 ? rec->same_as : k].unit;
         if (rec->gemm_alt) cg->steps[rec->step].gemm.own_kernel.unit = unit;
-        else cg->steps[rec->step].kernel.unit = unit;
+        else
+            for (int32_t j = 0; j < rec->n_steps; j++) cg->steps[rec->step + j].kernel.unit = unit;
     }
     return AMPC_OK;
 }

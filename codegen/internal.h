@@ -14,6 +14,7 @@ typedef struct cg_kernel_rec {
     size_t params_end; /* text's offset of the ')' that closes the parameter list */
     size_t body_at;    /* text's offset of the body's first statement (ampc::pdl_enter) */
     int32_t step;    /* index of its launch step, or of the GEMM step it is the own_kernel of */
+    int32_t n_steps; /* its launch steps: steps [step, step + n_steps) (ampc_cg_kernel_repeat) */
     bool gemm_alt;   /* the kernel is steps[step].gemm.own_kernel, not a step of its own */
     int32_t same_as; /* the earlier kernel whose definition this one repeats (its step launches
                       * that one), or -1 (ampc_cg_share_kernels) */
@@ -50,6 +51,7 @@ struct ampc_cg_kernel {
     int32_t cluster_z;       /* clusters of 1 x 1 x cluster_z blocks on sm_90+; 0: none */
     bool pdl_in_body;        /* the body calls ampc::pdl_enter itself (emit.c's finish) */
     bool restrict_ptrs;      /* pointer parameters are __restrict__ (ampc_cg_kernel_restrict) */
+    int32_t repeat;          /* launches, one step each (ampc_cg_kernel_repeat); 0: one */
     int32_t n_args, cap_args;
     ampc_rt_arg *args;
     bool *written;           /* per argument: the kernel writes through it */

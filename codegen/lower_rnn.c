@@ -1,17 +1,20 @@
 /*
- * lower_rnn.c — generated kernels for the recurrent layers RNN, GRU and LSTM (LOWER_CONTRACT rows,
- * dispatched from lower_contract.c), mirroring ir/ref/rnn.c equation for equation.
+ * lower_rnn.c — RNN, GRU and LSTM on the GPU (LOWER_CONTRACT rows, dispatched from
+ * lower_contract.c), equation for equation as ir/ref/rnn.c.
  *
- * One block per (direction, batch entry): blockIdx.x = dir * batch + b. The threads stride over
- * the hidden units; the loop over time steps runs inside the block with __syncthreads between
- * steps. The hidden state lives in dynamic shared memory, double-buffered (h read, hn written,
- * swapped after each step); LSTM's cell state is per unit and stays in place; GRU keeps the step's
- * z, r, the input part of the h gate and rt . Ht-1 in shared memory between its two phases.
- * Shapes, strides, sequence lengths (a compile-time input), clip and the activations (with
- * alpha / beta baked in) are literals. Math is in the compute type (f32 for f32/f16/bf16, f64 for
- * f64) with the reference's order of additions; Ht and Ct are rounded to the tensor dtype after
- * every step, as the reference does. Y past an entry's length, and Y_h / Y_c of an entry of
- * length 0, are written as zeros (the arena is not zero-filled).
+ * A layer is two parts. The input projection of every time step at once, Xt . W^T for each
+ * direction, is one batched GEMM step (cuBLASLt; TF32 for f32 under the compile's math, as every
+ * f32 matmul) into scratch, in the compute type. The recurrence is then one launch of a
+ * generated kernel a time step (ampc_cg_kernel_repeat; two for GRU with linear_before_reset 0,
+ * whose h gate needs every unit's r first): its blocks split the hidden units (all the gate rows
+ * feeding them) and the batch, multiply their rows of R by the previous state (rnn.cuh's
+ * rnn_recurrent), add the biases and the step's projection, and apply the gates. The state lives
+ * in scratch between launches (h double-buffered, LSTM's c in place); step s of an entry of
+ * length len reads time t = s (or len - 1 - s backwards), and for s >= len writes the zeros of Y
+ * at time s instead. Y_h and Y_c are written at the entry's last step (zeros for length 0).
+ * Sequence lengths (a compile-time input), clip and the activations (alpha / beta baked in) are
+ * literals. Math is in the compute type (f32 for f32/f16/bf16, f64 for f64); Ht and Ct are rounded
+ * to the tensor dtype after every step, as the reference does.
  */
 #include "codegen.h"
 
@@ -21,8 +24,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Shared-memory budget: the state must fit (f32 GRU: hidden_size up to 4096). */
-enum { RNN_SMEM_MAX = 96 * 1024, RNN_BLOCK_MAX = 512 };
+/* The step kernel's blocks: 256 threads; about RNN_BLOCKS of them a launch (two an SM of an
+ * H100, so the rows of R stream from L2 through many SMs at once); at most RNN_BT batch entries
+ * and RNN_U units a block; the state's chunk in shared memory at most RNN_HS_BYTES. Launches a
+ * layer: at most RNN_MAX_LAUNCHES (sequence length, twice it for GRU's two phases). */
+enum {
+    RNN_THREADS = 256,
+    RNN_BLOCKS = 256,
+    RNN_BT = 32,
+    RNN_U = 16,
+    RNN_HS_BYTES = 64 * 1024,
+    RNN_MAX_LAUNCHES = 1 << 16,
+};
 
 /* ---- activations (the table of ir/rnn.h) ------------------------------------------------ */
 
@@ -86,263 +99,385 @@ static void emit_act(ampc_cg_kernel *k, const char *name, const act *acts, int32
     ampc_sb_free(&e1);
 }
 
-/* ---- the kernel ----------------------------------------------------------------------------- */
+/* ---- the layer ------------------------------------------------------------------------------ */
 
-typedef struct rnn_gen {
-    ampc_cg_kernel *k;
+/* What a layer's lowering works with. */
+typedef struct rnn_layer {
+    const ampc_node *n;
+    const ampc_value *X, *W, *R, *B, *L, *H0, *C0, *P, *Y, *YH, *YC;
+    ampc_rnn_params rp;
+    bool lstm, gru, two_phase; /* two_phase: GRU with linear_before_reset 0 */
+    int64_t seq, batch, I, H, G, GH, rows; /* rows: seq * batch, the projection's rows */
+    int32_t dirs, per;
     const char *ct;
-    int64_t H, I, GH;
-    const char *x, *w, *r, *b; /* parameter names (b NULL when absent) */
-} rnn_gen;
+    ampc_dtype cdt; /* the compute type's dtype: f64 or f32 */
+    int64_t es;     /* its size */
+} rnn_layer;
 
-/* Emits the pre-activation of gate `gate` for unit j into local `out`, in the reference's order:
- * acc = Wb + Xt . W (then, when `rec`, acc += Rb + Ht-1 . R with the state read from `h`). */
-static void emit_pre(const rnn_gen *q, const char *out, int32_t gate, bool rec, const char *h) {
-    ampc_cg_kernel *k = q->k;
-    const char *ct = q->ct;
-    if (q->b)
-        ampc_cg_line(k, "%s %s = ampc::ld(%s, wbo + %lldLL + j);", ct, out, q->b,
-                     (long long)(gate * q->H));
+/* The scratch regions: gx the projection [dirs, rows, GH]; hb the state h, two of [dirs, batch,
+ * H]; cb LSTM's c; zb and rb GRU's z and r . Ht-1 between its phases. */
+typedef struct rnn_scratch {
+    ampc_rt_ref gx, hb, cb, zb, rb;
+} rnn_scratch;
+
+/* How a step kernel's launch splits the work. */
+typedef struct rnn_geom {
+    int64_t bt, btiles; /* batch entries a block, tiles of the batch */
+    int64_t kc;         /* state values a chunk (of H) in shared memory */
+    int64_t u, nblk;    /* units a block, blocks a direction and tile */
+    int32_t rw;         /* rows of R a warp takes at once */
+    int32_t rows;       /* rows of R a block multiplies at most in one launch */
+} rnn_geom;
+
+static rnn_layer layer_of(const ampc_node *n) {
+    rnn_layer l = {.n = n, .lstm = n->op == AMPC_OP_LSTM, .gru = n->op == AMPC_OP_GRU};
+#define OPT_IN(i) (n->n_inputs > (i) ? n->inputs[i] : NULL)
+    l.X = n->inputs[0], l.W = n->inputs[1], l.R = n->inputs[2];
+    l.B = OPT_IN(3), l.L = OPT_IN(4), l.H0 = OPT_IN(5);
+    l.C0 = l.lstm ? OPT_IN(6) : NULL, l.P = l.lstm ? OPT_IN(7) : NULL;
+#undef OPT_IN
+    l.Y = n->outputs[0];
+    l.YH = n->n_outputs > 1 ? n->outputs[1] : NULL;
+    l.YC = l.lstm && n->n_outputs > 2 ? n->outputs[2] : NULL;
+    l.rp = ampc_rnn_params_of(n);
+    l.two_phase = l.gru && !l.rp.lbr;
+    l.seq = l.X->shape.dims[l.rp.layout1 ? 1 : 0];
+    l.batch = l.X->shape.dims[l.rp.layout1 ? 0 : 1];
+    l.I = l.X->shape.dims[2], l.H = l.R->shape.dims[2];
+    l.dirs = (int32_t)l.W->shape.dims[0];
+    l.G = l.gru ? 3 : l.lstm ? 4 : 1, l.per = l.gru ? 2 : l.lstm ? 3 : 1;
+    l.GH = l.G * l.H;
+    l.rows = l.seq * l.batch;
+    l.ct = ampc_cg_compute_type(l.X->dtype);
+    l.cdt = l.X->dtype == AMPC_DTYPE_F64 ? AMPC_DTYPE_F64 : AMPC_DTYPE_F32;
+    l.es = l.cdt == AMPC_DTYPE_F64 ? 8 : 4;
+    return l;
+}
+
+static rnn_geom geom_of(const rnn_layer *l) {
+    rnn_geom m;
+    m.bt = AMPC_MIN(l->batch, (int64_t)RNN_BT);
+    m.btiles = (l->batch + m.bt - 1) / m.bt;
+    m.kc = AMPC_MIN(l->H, AMPC_MAX((int64_t)1, RNN_HS_BYTES / (m.bt * l->es)));
+    const int64_t units = (int64_t)l->dirs * m.btiles * l->H;
+    m.u = AMPC_MIN((int64_t)RNN_U, AMPC_MAX((int64_t)1, (units + RNN_BLOCKS - 1) / RNN_BLOCKS));
+    m.u = AMPC_MIN(m.u, l->H);
+    m.nblk = (l->H + m.u - 1) / m.u;
+    m.rw = m.bt >= 8 ? 2 : 1;
+    m.rows = (int32_t)((l->two_phase ? 2 : l->G) * m.u);
+    return m;
+}
+
+/* The scratch the layer needs, or fails naming the node when its size overflows. */
+static ampc_status scratch_of(ampc_cg *cg, const rnn_layer *l, rnn_scratch *sc) {
+    int64_t sizes[5] = {0}, total = 0, st = 0;
+    const bool over = __builtin_mul_overflow(l->rows, l->GH, &sizes[0]) ||
+                      __builtin_mul_overflow(sizes[0], (int64_t)l->dirs * l->es, &sizes[0]) ||
+                      __builtin_mul_overflow((int64_t)l->dirs * l->batch, l->H, &st) ||
+                      __builtin_mul_overflow(st, l->es, &st);
+    if (over || sizes[0] > ((int64_t)1 << 46))
+        return AMPC_FAIL(ampc_cg_graph(cg), l->n, AMPC_E_UNSUPPORTED,
+                         "%s's input projection (%lld steps x %lld entries x %lld gate rows x %d "
+                         "directions) is too large for the GPU's scratch memory",
+                         ampc_op_get(l->n->op)->onnx, (long long)l->seq, (long long)l->batch,
+                         (long long)l->GH, l->dirs);
+    sizes[1] = 2 * st;
+    sizes[2] = l->lstm ? st : 0;
+    sizes[3] = sizes[4] = l->two_phase ? st : 0;
+    int64_t offs[5];
+    for (int32_t i = 0; i < 5; i++) {
+        offs[i] = total;
+        total += (sizes[i] + 255) / 256 * 256;
+    }
+    const ampc_rt_ref all = ampc_cg_scratch(cg, total);
+    ampc_rt_ref *const out[5] = {&sc->gx, &sc->hb, &sc->cb, &sc->zb, &sc->rb};
+    for (int32_t i = 0; i < 5; i++)
+        *out[i] = (ampc_rt_ref){all.space, all.offset + offs[i], sizes[i]};
+    return AMPC_OK;
+}
+
+/* The input projection: gx[dir] = X [rows, I] . W[dir]^T [I, GH], one batched GEMM step (a
+ * memset when I is 0). */
+static ampc_status emit_projection(ampc_cg *cg, const rnn_layer *l, const rnn_scratch *sc) {
+    if (l->I == 0) return ampc_cg_step_memset(cg, l->n, sc->gx);
+    ampc_rt_gemm p;
+    memset(&p, 0, sizeof p);
+    p.m = l->rows, p.n = l->GH, p.k = l->I, p.batch = l->dirs;
+    p.trans_b = true; /* W[dir] is stored [GH, I] */
+    p.lda = l->I, p.ldb = l->I, p.ldc = l->GH, p.ldd = l->GH;
+    p.stride_a = 0, p.stride_b = l->GH * l->I, p.stride_d = l->rows * l->GH;
+    p.dtype_ab = l->X->dtype;
+    p.dtype_cd = p.dtype_bias = l->cdt;
+    p.math = l->X->dtype == AMPC_DTYPE_F32 ? ampc_cg_opts(cg)->math : (uint8_t)AMPC_RT_MATH_DEFAULT;
+    p.epilogue = AMPC_RT_EPI_NONE;
+    p.alpha = 1.0f;
+    p.a = ampc_cg_ref(cg, l->X);
+    p.b = ampc_cg_ref(cg, l->W);
+    p.d = sc->gx;
+    return ampc_cg_step_gemm(cg, l->n, &p);
+}
+
+/* The parameter names of the step kernel. */
+typedef struct rnn_params {
+    const char *gx, *r, *b, *p, *h0, *c0, *hb, *cb, *zb, *rb, *y, *yh, *yc, *rep;
+} rnn_params;
+
+static rnn_params params_of(ampc_cg_kernel *k, const rnn_layer *l, const rnn_scratch *sc,
+                            int32_t launches) {
+    rnn_params q = {0};
+    q.gx = ampc_cg_param_ref(k, sc->gx, l->ct, false);
+    q.r = ampc_cg_param(k, l->R, false);
+    if (l->B) q.b = ampc_cg_param(k, l->B, false);
+    if (l->P) q.p = ampc_cg_param(k, l->P, false);
+    if (l->H0) q.h0 = ampc_cg_param(k, l->H0, false);
+    if (l->C0) q.c0 = ampc_cg_param(k, l->C0, false);
+    q.hb = ampc_cg_param_ref(k, sc->hb, l->ct, true);
+    if (l->lstm) q.cb = ampc_cg_param_ref(k, sc->cb, l->ct, true);
+    if (l->two_phase) {
+        q.zb = ampc_cg_param_ref(k, sc->zb, l->ct, true);
+        q.rb = ampc_cg_param_ref(k, sc->rb, l->ct, true);
+    }
+    q.y = ampc_cg_param(k, l->Y, true);
+    if (l->YH) q.yh = ampc_cg_param(k, l->YH, true);
+    if (l->YC) q.yc = ampc_cg_param(k, l->YC, true);
+    q.rep = ampc_cg_kernel_repeat(k, launches);
+    return q;
+}
+
+/* Declarations every step needs: the block's place, the step, the lengths, the state's
+ * previous and next buffers, the activations, and the previous state h_prev(b, k). */
+static void emit_prologue(ampc_cg_kernel *k, const rnn_layer *l, const rnn_geom *m,
+                          const rnn_params *q) {
+    const char *ct = l->ct;
+    const long long H = (long long)l->H, batch = (long long)l->batch;
+    ampc_cg_line(k, "extern __shared__ __align__(16) unsigned char smem_[];");
+    ampc_cg_line(k, "%s *const hs = reinterpret_cast<%s *>(smem_), *const acc = hs + %lldLL;", ct,
+                 ct, (long long)(m->bt * m->kc));
+    ampc_cg_line(k, "const int dir = (int)blockIdx.y;");
+    ampc_cg_line(k, "const long long j0 = (long long)blockIdx.x * %lldLL, b0 = (long long)blockIdx.z "
+                    "* %lldLL;",
+                 (long long)m->u, (long long)m->bt);
+    if (l->two_phase) ampc_cg_line(k, "const long long s = %s >> 1; const int ph = %s & 1;", q->rep,
+                                   q->rep);
+    else ampc_cg_line(k, "const long long s = %s;", q->rep);
+    ampc_cg_line(k, "const bool rev = %s;", l->rp.reverse_only ? "true" : "dir == 1");
+    ampc_strbuf lb = {0};
+    for (int64_t b = 0; b < l->batch; b++) {
+        int64_t v = l->L && l->L->data ? ampc_ref_load_i64(l->L->data, l->L->dtype, b) : l->seq;
+        ampc_sb_printf(&lb, "%lldLL,", (long long)(v < 0 ? 0 : v > l->seq ? l->seq : v));
+    }
+    ampc_cg_line(k, "static const long long lens_[%lld] = {%s};", batch, lb.data);
+    ampc_sb_free(&lb);
+    /* the state buffers [dirs, batch, H]: step s writes buffer s & 1, reads the other */
+    const long long sst = (long long)l->dirs * batch * H;
+    ampc_cg_line(k, "const %s *const hp = %s + ((s + 1) & 1) * %lldLL;", ct, q->hb, sst);
+    ampc_cg_line(k, "%s *const hn = %s + (s & 1) * %lldLL;", ct, q->hb, sst);
+    /* offsets of h0 / c0 / Y_h / Y_c ([dirs, batch, H], layout 1 [batch, dirs, H]) and Y */
+    if (l->rp.layout1) {
+        ampc_cg_line(k, "auto so_of = [=](long long b) { return (b * %dLL + dir) * %lldLL; };",
+                     l->dirs, H);
+        ampc_cg_line(k, "auto yo_of = [=](long long b, long long t) { return ((b * %lldLL + t) * "
+                        "%dLL + dir) * %lldLL; };",
+                     (long long)l->seq, l->dirs, H);
+    } else {
+        ampc_cg_line(k, "auto so_of = [=](long long b) { return ((long long)dir * %lldLL + b) * "
+                        "%lldLL; };",
+                     batch, H);
+        ampc_cg_line(k, "auto yo_of = [=](long long b, long long t) { return ((t * %dLL + dir) * "
+                        "%lldLL + b) * %lldLL; };",
+                     l->dirs, batch, H);
+    }
+    ampc_cg_line(k, "(void)so_of;");
+    ampc_cg_line(k, "auto h_prev = [=](long long b, long long j) -> %s { return s == 0 ? %s%s%s : "
+                    "hp[((long long)dir * %lldLL + b) * %lldLL + j]; };",
+                 ct, q->h0 ? "ampc::ld(" : "(", q->h0 ? q->h0 : ct, q->h0 ? ", so_of(b) + j)" : ")0",
+                 batch, H);
+    if (l->X->dtype == AMPC_DTYPE_F16 || l->X->dtype == AMPC_DTYPE_BF16)
+        ampc_cg_line(k, "auto rnd = [](%s v) -> %s { return ampc::to_f32(ampc::cvt<%s>(v)); };", ct,
+                     ct, ampc_cg_ctype(l->X->dtype));
     else
-        ampc_cg_line(k, "%s %s = (%s)0;", ct, out, ct);
-    ampc_cg_open(k, "%s", "");
-    ampc_cg_line(k, "const long long wr = wo + (%lldLL + j) * %lldLL;", (long long)(gate * q->H),
-                 (long long)q->I);
-    ampc_cg_line(k, "for (long long kk = 0; kk < %lldLL; kk++) %s += ampc::ld(%s, xo + kk) * "
-                    "ampc::ld(%s, wr + kk);",
-                 (long long)q->I, out, q->x, q->w);
+        ampc_cg_line(k, "auto rnd = [](%s v) -> %s { return v; };", ct, ct);
+    act acts[6];
+    ampc_rnn_acts_resolve(l->n, l->per, l->dirs, acts);
+    emit_act(k, "af", acts, l->per, l->dirs, 0, ct, l->rp.has_clip, l->rp.clip);
+    if (l->per > 1) emit_act(k, "ag", acts, l->per, l->dirs, 1, ct, l->rp.has_clip, l->rp.clip);
+    if (l->per > 2) emit_act(k, "ah", acts, l->per, l->dirs, 2, ct, false, 0); /* h(Ct): unclipped */
+}
+
+/* The recurrent product of the block's rows (rnn.cuh): for GRU's second phase the h gate's rows
+ * times r . Ht-1, else every gate's rows (GRU's first phase: z and r) times Ht-1. */
+static void emit_recurrent(ampc_cg_kernel *k, const rnn_layer *l, const rnn_geom *m,
+                           const rnn_params *q) {
+    const long long H = (long long)l->H, batch = (long long)l->batch;
+    if (l->two_phase)
+        ampc_cg_line(k, "auto src = [=](long long b, long long j) -> %s { return ph ? %s[((long "
+                        "long)dir * %lldLL + b) * %lldLL + j] : h_prev(b, j); };",
+                     l->ct, q->rb, batch, H);
+    else ampc_cg_line(k, "auto src = h_prev;");
+    char rows[64];
+    if (l->two_phase) snprintf(rows, sizeof rows, "ph ? %lld : %d", (long long)m->u, m->rows);
+    else snprintf(rows, sizeof rows, "%d", m->rows);
+    ampc_cg_line(k, "ampc::rnn_recurrent<%lld, %d>(acc, hs, %lldLL, %s + (long long)dir * %lldLL, "
+                    "%lldLL, %lldLL, %s, %s, j0, b0, %lldLL, src);",
+                 (long long)m->bt, m->rw, (long long)m->kc, q->r, (long long)(l->GH * l->H), H,
+                 (long long)m->u, rows, l->two_phase ? "ph ? 2 : 0" : "0", batch);
+}
+
+/* Emits `pre` = (Wb + Xt . W) + (Rb + Ht-1 . R) of gate g, the reference's grouping, with the
+ * recurrent sum from acc's row `row` (without it when !rec: GRU's h gate before r applies). */
+static void emit_pre(ampc_cg_kernel *k, const rnn_layer *l, const rnn_geom *m, const rnn_params *q,
+                     const char *pre, int32_t g, const char *row, bool rec) {
+    const char *ct = l->ct;
+    const long long gH = (long long)(g * l->H);
+    ampc_strbuf wb = {0}, rb = {0};
+    if (q->b) {
+        ampc_sb_printf(&wb, "ampc::ld(%s, wbo + %lldLL + j)", q->b, gH);
+        ampc_sb_printf(&rb, "ampc::ld(%s, wbo + %lldLL + j)", q->b, (long long)l->GH + gH);
+    } else {
+        ampc_sb_printf(&wb, "(%s)0", ct);
+        ampc_sb_printf(&rb, "(%s)0", ct);
+    }
+    if (rec)
+        ampc_cg_line(k, "const %s %s = (%s + %s[xr + %lldLL + j]) + (%s + acc[(%s) * %lldLL + bb]);",
+                     ct, pre, wb.data, q->gx, gH, rb.data, row, (long long)m->bt);
+    else ampc_cg_line(k, "const %s %s = %s + %s[xr + %lldLL + j];", ct, pre, wb.data, q->gx, gH);
+    ampc_sb_free(&wb);
+    ampc_sb_free(&rb);
+}
+
+/* The gates of unit j of entry b at time t, from the block's sums: Ht (and Ct) written to the
+ * next state, Y, and at the entry's last step Y_h / Y_c. */
+static void emit_gates(ampc_cg_kernel *k, const rnn_layer *l, const rnn_geom *m,
+                       const rnn_params *q) {
+    const char *ct = l->ct;
+    const long long H = (long long)l->H, U = (long long)m->u;
+    char row[4][48];
+    for (int32_t g = 0; g < 4; g++) snprintf(row[g], sizeof row[g], "%lldLL + u", (long long)g * U);
+    switch (l->n->op) {
+    case AMPC_OP_RNN:
+        emit_pre(k, l, m, q, "pi", 0, row[0], true);
+        ampc_cg_line(k, "const %s v = rnd(af(pi));", ct);
+        break;
+    case AMPC_OP_GRU: /* rows z, r (and h); with linear_before_reset 0, two phases */
+        if (l->two_phase) {
+            ampc_cg_open(k, "if (ph == 0)");
+            emit_pre(k, l, m, q, "pz", 0, row[0], true);
+            emit_pre(k, l, m, q, "pr", 1, row[1], true);
+            ampc_cg_line(k, "%s[st_] = af(pz);", q->zb);
+            ampc_cg_line(k, "%s[st_] = af(pr) * h_prev(b, j);", q->rb);
+            ampc_cg_line(k, "continue;");
+            ampc_cg_close(k);
+            emit_pre(k, l, m, q, "hx", 2, NULL, false);
+            ampc_cg_line(k, "%s rec = acc[u * %lldLL + bb];", ct, (long long)m->bt);
+            if (q->b) ampc_cg_line(k, "rec += ampc::ld(%s, wbo + %lldLL + j);", q->b, (long long)(l->GH + 2 * l->H));
+            ampc_cg_line(k, "const %s hh = hx + rec, z = %s[st_];", ct, q->zb);
+        } else {
+            emit_pre(k, l, m, q, "pz", 0, row[0], true);
+            emit_pre(k, l, m, q, "pr", 1, row[1], true);
+            emit_pre(k, l, m, q, "hx", 2, NULL, false);
+            ampc_cg_line(k, "%s rec = acc[(%s) * %lldLL + bb];", ct, row[2], (long long)m->bt);
+            if (q->b) ampc_cg_line(k, "rec += ampc::ld(%s, wbo + %lldLL + j);", q->b, (long long)(l->GH + 2 * l->H));
+            ampc_cg_line(k, "const %s z = af(pz), hh = hx + af(pr) * rec;", ct);
+        }
+        ampc_cg_line(k, "const %s v = rnd(((%s)1 - z) * ag(hh) + z * h_prev(b, j));", ct, ct);
+        break;
+    default: /* LSTM: rows i, o, f, c; peepholes i, o, f */
+        emit_pre(k, l, m, q, "pi", 0, row[0], true);
+        emit_pre(k, l, m, q, "po", 1, row[1], true);
+        emit_pre(k, l, m, q, "pf", 2, row[2], true);
+        emit_pre(k, l, m, q, "pc", 3, row[3], true);
+        ampc_cg_line(k, "const %s cprev = s == 0 ? %s%s%s : %s[st_];", ct, q->c0 ? "ampc::ld(" : "(",
+                     q->c0 ? q->c0 : ct, q->c0 ? ", so_of(b) + j)" : ")0", q->cb);
+        if (q->p) {
+            ampc_cg_line(k, "const long long po_ = (long long)dir * %lldLL + j;", 3 * H);
+            ampc_cg_line(k, "const %s ig = af(pi + ampc::ld(%s, po_) * cprev);", ct, q->p);
+        } else {
+            ampc_cg_line(k, "const %s ig = af(pi);", ct);
+        }
+        if (l->rp.input_forget) ampc_cg_line(k, "const %s fg = (%s)1 - ig;", ct, ct);
+        else if (q->p)
+            ampc_cg_line(k, "const %s fg = af(pf + ampc::ld(%s, po_ + %lldLL) * cprev);", ct, q->p,
+                         2 * H);
+        else ampc_cg_line(k, "const %s fg = af(pf);", ct);
+        if (l->rp.input_forget) ampc_cg_line(k, "(void)pf;");
+        ampc_cg_line(k, "const %s cell = rnd(fg * cprev + ig * ag(pc));", ct);
+        if (q->p)
+            ampc_cg_line(k, "const %s og = af(po + ampc::ld(%s, po_ + %lldLL) * cell);", ct, q->p, H);
+        else ampc_cg_line(k, "const %s og = af(po);", ct);
+        ampc_cg_line(k, "%s[st_] = cell;", q->cb);
+        ampc_cg_line(k, "const %s v = rnd(og * ah(cell));", ct);
+        if (q->yc) ampc_cg_line(k, "if (s == len - 1) ampc::st(%s, so_of(b) + j, cell);", q->yc);
+        break;
+    }
+    ampc_cg_line(k, "hn[st_] = v;");
+    ampc_cg_line(k, "ampc::st(%s, yo_of(b, t) + j, v);", q->y);
+    if (q->yh) ampc_cg_line(k, "if (s == len - 1) ampc::st(%s, so_of(b) + j, v);", q->yh);
+}
+
+/* After the product, each of the block's (unit, entry) pairs: the entry's step s, or past its
+ * length the zeros of Y at time s (and Y_h / Y_c of an entry of length 0). */
+static void emit_units(ampc_cg_kernel *k, const rnn_layer *l, const rnn_geom *m,
+                       const rnn_params *q) {
+    const char *ct = l->ct;
+    ampc_cg_line(k, "const long long wbo = (long long)dir * %lldLL;", (long long)(2 * l->GH));
+    ampc_cg_line(k, "(void)wbo;");
+    ampc_cg_open(k, "for (int i_ = (int)threadIdx.x; i_ < %lld; i_ += (int)blockDim.x)",
+                 (long long)(m->u * m->bt));
+    ampc_cg_line(k, "const long long u = i_ %% %lldLL, bb = i_ / %lldLL;", (long long)m->u,
+                 (long long)m->u);
+    ampc_cg_line(k, "const long long j = j0 + u, b = b0 + bb;");
+    ampc_cg_line(k, "if (j >= %lldLL || b >= %lldLL) continue;", (long long)l->H, (long long)l->batch);
+    ampc_cg_line(k, "const long long len = lens_[b];");
+    ampc_cg_open(k, "if (s >= len)");
+    if (l->two_phase) ampc_cg_line(k, "if (ph == 0) continue;");
+    ampc_cg_line(k, "ampc::st(%s, yo_of(b, s) + j, (%s)0);", q->y, ct);
+    if (q->yh) ampc_cg_line(k, "if (len == 0 && s == 0) ampc::st(%s, so_of(b) + j, (%s)0);", q->yh, ct);
+    if (q->yc) ampc_cg_line(k, "if (len == 0 && s == 0) ampc::st(%s, so_of(b) + j, (%s)0);", q->yc, ct);
+    ampc_cg_line(k, "continue;");
     ampc_cg_close(k);
-    if (!rec) return;
-    ampc_cg_open(k, "%s", "");
-    if (q->b)
-        ampc_cg_line(k, "%s rec = ampc::ld(%s, wbo + %lldLL + j);", ct, q->b,
-                     (long long)(q->GH + gate * q->H));
+    ampc_cg_line(k, "const long long t = rev ? len - 1 - s : s;");
+    /* the projection's row of (b, t): X's row order */
+    if (l->rp.layout1)
+        ampc_cg_line(k, "const long long xr = ((long long)dir * %lldLL + b * %lldLL + t) * %lldLL;",
+                     (long long)l->rows, (long long)l->seq, (long long)l->GH);
     else
-        ampc_cg_line(k, "%s rec = (%s)0;", ct, ct);
-    ampc_cg_line(k, "const long long rr = ro + (%lldLL + j) * %lldLL;", (long long)(gate * q->H),
-                 (long long)q->H);
-    ampc_cg_line(k, "for (long long kk = 0; kk < %lldLL; kk++) rec += %s[kk] * ampc::ld(%s, rr + kk);",
-                 (long long)q->H, h, q->r);
-    ampc_cg_line(k, "%s += rec;", out);
+        ampc_cg_line(k, "const long long xr = ((long long)dir * %lldLL + t * %lldLL + b) * %lldLL;",
+                     (long long)l->rows, (long long)l->batch, (long long)l->GH);
+    ampc_cg_line(k, "const long long st_ = ((long long)dir * %lldLL + b) * %lldLL + j;",
+                 (long long)l->batch, (long long)l->H);
+    emit_gates(k, l, m, q);
     ampc_cg_close(k);
 }
 
 ampc_status ampc_cg_lower_rnn(ampc_cg *cg, const ampc_node *n) {
-    ampc_graph *g = ampc_cg_graph(cg);
-    const bool lstm = n->op == AMPC_OP_LSTM, gru = n->op == AMPC_OP_GRU;
-    const ampc_value *X = n->inputs[0], *W = n->inputs[1], *R = n->inputs[2];
-#define OPT_IN(i) (n->n_inputs > (i) ? n->inputs[i] : NULL)
-    const ampc_value *B = OPT_IN(3), *L = OPT_IN(4), *H0 = OPT_IN(5);
-    const ampc_value *C0 = lstm ? OPT_IN(6) : NULL, *P = lstm ? OPT_IN(7) : NULL;
-#undef OPT_IN
-    const ampc_value *Y = n->outputs[0], *YH = n->n_outputs > 1 ? n->outputs[1] : NULL;
-    const ampc_value *YC = lstm && n->n_outputs > 2 ? n->outputs[2] : NULL;
-
-    const ampc_rnn_params rp = ampc_rnn_params_of(n);
-    const bool layout1 = rp.layout1;
-    const int64_t seq = X->shape.dims[layout1 ? 1 : 0], batch = X->shape.dims[layout1 ? 0 : 1];
-    const int64_t I = X->shape.dims[2], H = R->shape.dims[2];
-    const int32_t dirs = (int32_t)W->shape.dims[0];
-    const int32_t G = gru ? 3 : lstm ? 4 : 1, per = gru ? 2 : lstm ? 3 : 1;
-    const int64_t GH = G * H;
-    const bool reverse_only = rp.reverse_only, lbr = rp.lbr, input_forget = rp.input_forget;
-    const bool has_clip = rp.has_clip;
-    const double clip = rp.clip;
-
-    if (batch == 0 || H == 0) return AMPC_OK; /* every output is empty */
-    if (seq == 0) {                          /* no step runs: Y is empty, Y_h and Y_c zero */
+    const rnn_layer l = layer_of(n);
+    if (l.batch == 0 || l.H == 0) return AMPC_OK; /* every output is empty */
+    if (l.seq == 0) {                            /* no step runs: Y is empty, Y_h and Y_c zero */
         ampc_status st = AMPC_OK;
-        if (YH && ampc_ir_numel(YH)) st = ampc_cg_step_memset(cg, n, ampc_cg_ref(cg, YH));
-        if (st == AMPC_OK && YC && ampc_ir_numel(YC))
-            st = ampc_cg_step_memset(cg, n, ampc_cg_ref(cg, YC));
+        if (l.YH && ampc_ir_numel(l.YH)) st = ampc_cg_step_memset(cg, n, ampc_cg_ref(cg, l.YH));
+        if (st == AMPC_OK && l.YC && ampc_ir_numel(l.YC))
+            st = ampc_cg_step_memset(cg, n, ampc_cg_ref(cg, l.YC));
         return st;
     }
+    const int64_t launches = l.two_phase ? 2 * l.seq : l.seq;
+    if (launches > RNN_MAX_LAUNCHES)
+        return AMPC_FAIL(ampc_cg_graph(cg), n, AMPC_E_UNSUPPORTED,
+                         "%s over %lld time steps: the GPU runs a layer as one launch a step, at "
+                         "most %d; it runs on the reference evaluator only",
+                         ampc_op_get(n->op)->onnx, (long long)l.seq, RNN_MAX_LAUNCHES);
+    rnn_scratch sc;
+    ampc_status st = scratch_of(cg, &l, &sc);
+    if (st == AMPC_OK) st = emit_projection(cg, &l, &sc);
+    if (st != AMPC_OK) return st;
 
-    const char *ct = ampc_cg_compute_type(X->dtype);
-    const size_t es = X->dtype == AMPC_DTYPE_F64 ? 8 : 4;
-    /* Each state vector starts 16-byte aligned (stride Hp): NVRTC vectorises the loops over
-     * the state into 16-byte shared loads, which fault at an unaligned start (hn of an odd H). */
-    const int64_t per16 = 16 / (int64_t)es, Hp = (H + per16 - 1) / per16 * per16;
-    const int64_t words = (gru ? 6 : lstm ? 3 : 2) * Hp;
-    if ((uint64_t)words * es > RNN_SMEM_MAX)
-        return AMPC_FAIL(g, n, AMPC_E_UNSUPPORTED,
-                         "%s with hidden_size %lld needs %lld bytes of shared memory for its "
-                         "state, more than the %d the GPU kernel uses; it runs on the reference "
-                         "evaluator only",
-                         ampc_op_get(n->op)->onnx, (long long)H, (long long)(words * (int64_t)es),
-                         RNN_SMEM_MAX);
-
-    /* sequence lengths, a compile-time input (clamped as inference guarantees [0, seq]) */
-    int64_t *lens = ampc_xcalloc((size_t)batch, sizeof *lens);
-    for (int64_t b = 0; b < batch; b++) {
-        int64_t v = L && L->data ? ampc_ref_load_i64(L->data, L->dtype, b) : seq;
-        lens[b] = v < 0 ? 0 : v > seq ? seq : v;
-    }
-    act acts[6];
-    ampc_rnn_acts_resolve(n, per, dirs, acts);
-
+    const rnn_geom m = geom_of(&l);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
-    rnn_gen q = {.k = k, .ct = ct, .H = H, .I = I, .GH = GH};
-    q.x = ampc_cg_param(k, X, false);
-    q.w = ampc_cg_param(k, W, false);
-    q.r = ampc_cg_param(k, R, false);
-    q.b = B ? ampc_cg_param(k, B, false) : NULL;
-    const char *ph0 = H0 ? ampc_cg_param(k, H0, false) : NULL;
-    const char *pc0 = C0 ? ampc_cg_param(k, C0, false) : NULL;
-    const char *pp = P ? ampc_cg_param(k, P, false) : NULL;
-    const char *py = ampc_cg_param(k, Y, true);
-    const char *pyh = YH ? ampc_cg_param(k, YH, true) : NULL;
-    const char *pyc = YC ? ampc_cg_param(k, YC, true) : NULL;
-
-    ampc_cg_line(k, "extern __shared__ __align__(16) unsigned char smem_[];");
-    ampc_cg_line(k, "%s *const sh = reinterpret_cast<%s *>(smem_);", ct, ct);
-    ampc_cg_line(k, "const int dir = (int)(blockIdx.x / %lldULL);", (unsigned long long)batch);
-    ampc_cg_line(k, "const long long b = (long long)(blockIdx.x %% %lldULL);", (unsigned long long)batch);
-    ampc_cg_line(k, "const bool rev = %s;", reverse_only ? "true" : "dir == 1");
-    ampc_strbuf lb = {0};
-    for (int64_t b = 0; b < batch; b++) ampc_sb_printf(&lb, "%lldLL,", (long long)lens[b]);
-    ampc_cg_line(k, "static const long long lens_[%lld] = {%s};", (long long)batch, lb.data);
-    ampc_sb_free(&lb);
-    free(lens);
-    ampc_cg_line(k, "const long long len = lens_[b];");
-    /* element offsets, as ref/rnn.c's x_off / y_off / s_off */
-    if (layout1)
-        ampc_cg_line(k, "const long long so = (b * %dLL + dir) * %lldLL;", dirs, (long long)H);
-    else
-        ampc_cg_line(k, "const long long so = ((long long)dir * %lldLL + b) * %lldLL;",
-                     (long long)batch, (long long)H);
-    ampc_cg_line(k, "const long long wo = (long long)dir * %lldLL, ro = (long long)dir * %lldLL, "
-                    "wbo = (long long)dir * %lldLL;",
-                 (long long)(GH * I), (long long)(GH * H), (long long)(2 * GH));
-    ampc_cg_line(k, "(void)wbo;");
-    ampc_cg_line(k, "%s *h = sh, *hn = sh + %lldLL;", ct, (long long)Hp);
-    if (lstm) ampc_cg_line(k, "%s *const c = sh + %lldLL;", ct, (long long)(2 * Hp));
-    if (gru)
-        ampc_cg_line(k, "%s *const tmp = sh + %lldLL, *const zs = sh + %lldLL, *const rs = sh + "
-                        "%lldLL, *const hx = sh + %lldLL;",
-                     ct, (long long)(2 * Hp), (long long)(3 * Hp), (long long)(4 * Hp),
-                     (long long)(5 * Hp));
-    /* Ht and Ct are values of the tensor dtype: round them after every step */
-    if (X->dtype == AMPC_DTYPE_F16 || X->dtype == AMPC_DTYPE_BF16)
-        ampc_cg_line(k, "auto rnd = [](%s v) -> %s { return ampc::to_f32(ampc::cvt<%s>(v)); };", ct,
-                     ct, ampc_cg_ctype(X->dtype));
-    else
-        ampc_cg_line(k, "auto rnd = [](%s v) -> %s { return v; };", ct, ct);
-    emit_act(k, "af", acts, per, dirs, 0, ct, has_clip, clip);
-    if (per > 1) emit_act(k, "ag", acts, per, dirs, 1, ct, has_clip, clip);
-    if (per > 2) emit_act(k, "ah", acts, per, dirs, 2, ct, false, 0); /* h(Ct): Ct unclipped */
-
-    /* initial state */
-    ampc_cg_open(k, "for (long long j = threadIdx.x; j < %lldLL; j += blockDim.x)", (long long)H);
-    if (ph0) ampc_cg_line(k, "h[j] = ampc::ld(%s, so + j);", ph0);
-    else ampc_cg_line(k, "h[j] = (%s)0;", ct);
-    if (lstm) {
-        if (pc0) ampc_cg_line(k, "c[j] = ampc::ld(%s, so + j);", pc0);
-        else ampc_cg_line(k, "c[j] = (%s)0;", ct);
-    }
-    ampc_cg_close(k);
-    ampc_cg_line(k, "__syncthreads();");
-
-    /* the time steps */
-    ampc_cg_open(k, "for (long long s = 0; s < len; s++)");
-    ampc_cg_line(k, "const long long t = rev ? len - 1 - s : s;");
-    if (layout1) {
-        ampc_cg_line(k, "const long long xo = (b * %lldLL + t) * %lldLL;", (long long)seq, (long long)I);
-        ampc_cg_line(k, "const long long yo = ((b * %lldLL + t) * %dLL + dir) * %lldLL;",
-                     (long long)seq, dirs, (long long)H);
-    } else {
-        ampc_cg_line(k, "const long long xo = (t * %lldLL + b) * %lldLL;", (long long)batch, (long long)I);
-        ampc_cg_line(k, "const long long yo = ((t * %dLL + dir) * %lldLL + b) * %lldLL;", dirs,
-                     (long long)batch, (long long)H);
-    }
-    ampc_cg_open(k, "for (long long j = threadIdx.x; j < %lldLL; j += blockDim.x)", (long long)H);
-    switch (n->op) {
-    case AMPC_OP_RNN:
-        emit_pre(&q, "pi", 0, true, "h");
-        ampc_cg_line(k, "const %s v = rnd(af(pi));", ct);
-        ampc_cg_line(k, "hn[j] = v;");
-        ampc_cg_line(k, "ampc::st(%s, yo + j, v);", py);
-        break;
-    case AMPC_OP_GRU: /* phase 1: z, r, the input part of the h gate (and rt . Ht-1) */
-        emit_pre(&q, "pz", 0, true, "h");
-        emit_pre(&q, "pr", 1, true, "h");
-        emit_pre(&q, "ph", 2, false, "h");
-        ampc_cg_line(k, "zs[j] = af(pz);");
-        ampc_cg_line(k, "rs[j] = af(pr);");
-        ampc_cg_line(k, "hx[j] = ph;");
-        if (!lbr) ampc_cg_line(k, "tmp[j] = rs[j] * h[j];");
-        ampc_cg_close(k);
-        ampc_cg_line(k, "__syncthreads();");
-        ampc_cg_open(k, "for (long long j = threadIdx.x; j < %lldLL; j += blockDim.x)", (long long)H);
-        ampc_cg_line(k, "%s rec = (%s)0;", ct, ct);
-        ampc_cg_line(k, "const long long rr = ro + (%lldLL + j) * %lldLL;", (long long)(2 * H),
-                     (long long)H);
-        ampc_cg_line(k, "for (long long kk = 0; kk < %lldLL; kk++) rec += %s[kk] * ampc::ld(%s, rr + kk);",
-                     (long long)H, lbr ? "h" : "tmp", q.r);
-        if (B) ampc_cg_line(k, "rec += ampc::ld(%s, wbo + %lldLL + j);", q.b, (long long)(GH + 2 * H));
-        else ampc_cg_line(k, "rec += (%s)0;", ct);
-        ampc_cg_line(k, "const %s hh = hx[j] + %s;", ct, lbr ? "rs[j] * rec" : "rec");
-        ampc_cg_line(k, "const %s cand = ag(hh), z = zs[j];", ct);
-        ampc_cg_line(k, "const %s v = rnd(((%s)1 - z) * cand + z * h[j]);", ct, ct);
-        ampc_cg_line(k, "hn[j] = v;");
-        ampc_cg_line(k, "ampc::st(%s, yo + j, v);", py);
-        break;
-    default: /* LSTM: rows i, o, f, c; peepholes i, o, f */
-        emit_pre(&q, "pi", 0, true, "h");
-        emit_pre(&q, "po", 1, true, "h");
-        emit_pre(&q, "pf", 2, true, "h");
-        emit_pre(&q, "pc", 3, true, "h");
-        ampc_cg_line(k, "const %s cprev = c[j];", ct);
-        if (pp) {
-            ampc_cg_line(k, "const long long po_ = (long long)dir * %lldLL + j;", (long long)(3 * H));
-            ampc_cg_line(k, "const %s ig = af(pi + ampc::ld(%s, po_) * cprev);", ct, pp);
-        } else {
-            ampc_cg_line(k, "const %s ig = af(pi);", ct);
-        }
-        if (input_forget) ampc_cg_line(k, "const %s fg = (%s)1 - ig;", ct, ct);
-        else if (pp)
-            ampc_cg_line(k, "const %s fg = af(pf + ampc::ld(%s, po_ + %lldLL) * cprev);", ct, pp,
-                         (long long)(2 * H));
-        else ampc_cg_line(k, "const %s fg = af(pf);", ct);
-        if (input_forget) ampc_cg_line(k, "(void)pf;");
-        ampc_cg_line(k, "const %s cg = ag(pc);", ct);
-        ampc_cg_line(k, "const %s cell = rnd(fg * cprev + ig * cg);", ct);
-        if (pp)
-            ampc_cg_line(k, "const %s og = af(po + ampc::ld(%s, po_ + %lldLL) * cell);", ct, pp,
-                         (long long)H);
-        else ampc_cg_line(k, "const %s og = af(po);", ct);
-        ampc_cg_line(k, "c[j] = cell;");
-        ampc_cg_line(k, "const %s v = rnd(og * ah(cell));", ct);
-        ampc_cg_line(k, "hn[j] = v;");
-        ampc_cg_line(k, "ampc::st(%s, yo + j, v);", py);
-        break;
-    }
-    ampc_cg_close(k); /* units */
-    ampc_cg_line(k, "__syncthreads();");
-    ampc_cg_line(k, "%s *const sw = h; h = hn; hn = sw;", ct);
-    ampc_cg_close(k); /* steps */
-
-    /* Y is zero past the entry's length; Y_h / Y_c the last state, zero for length 0 */
-    ampc_cg_open(k, "for (long long t = len; t < %lldLL; t++)", (long long)seq);
-    if (layout1)
-        ampc_cg_line(k, "const long long yo = ((b * %lldLL + t) * %dLL + dir) * %lldLL;",
-                     (long long)seq, dirs, (long long)H);
-    else
-        ampc_cg_line(k, "const long long yo = ((t * %dLL + dir) * %lldLL + b) * %lldLL;", dirs,
-                     (long long)batch, (long long)H);
-    ampc_cg_line(k, "for (long long j = threadIdx.x; j < %lldLL; j += blockDim.x) ampc::st(%s, yo + j, "
-                    "(%s)0);",
-                 (long long)H, py, ct);
-    ampc_cg_close(k);
-    if (pyh || pyc) {
-        ampc_cg_open(k, "for (long long j = threadIdx.x; j < %lldLL; j += blockDim.x)", (long long)H);
-        if (pyh) ampc_cg_line(k, "ampc::st(%s, so + j, len ? h[j] : (%s)0);", pyh, ct);
-        if (pyc) ampc_cg_line(k, "ampc::st(%s, so + j, len ? c[j] : (%s)0);", pyc, ct);
-        ampc_cg_close(k);
-    }
-
-    int64_t threads = (H + 31) / 32 * 32;
-    if (threads > RNN_BLOCK_MAX) threads = RNN_BLOCK_MAX;
-    uint32_t grid[3] = {(uint32_t)(dirs * batch), 1, 1}, block[3] = {(uint32_t)threads, 1, 1};
-    return ampc_cg_kernel_end_launch(k, grid, block, (uint32_t)(words * (int64_t)es));
+    const rnn_params q = params_of(k, &l, &sc, (int32_t)launches);
+    emit_prologue(k, &l, &m, &q);
+    emit_recurrent(k, &l, &m, &q);
+    emit_units(k, &l, &m, &q);
+    const uint32_t grid[3] = {(uint32_t)m.nblk, (uint32_t)l.dirs, (uint32_t)m.btiles};
+    const uint32_t block[3] = {RNN_THREADS, 1, 1};
+    const int64_t smem = (m.bt * m.kc + (int64_t)m.rows * m.bt) * l.es;
+    return ampc_cg_kernel_end_launch(k, grid, block, (uint32_t)smem);
 }

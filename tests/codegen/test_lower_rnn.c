@@ -99,6 +99,38 @@ static ampc_graph *build_lstm_common(bool input_forget) {
 static ampc_graph *build_lstm(void) { return build_lstm_common(false); }
 static ampc_graph *build_lstm_if(void) { return build_lstm_common(true); }
 
+/* Wide layers, several blocks a step: a bidirectional GRU with linear_before_reset 0, hidden 600
+ * (the state comes to shared memory in chunks) and 33 entries (two tiles of the batch) of
+ * lengths 5, 0, 3, ...; an LSTM of layout 1, hidden 40, 35 entries, bidirectional, with Y_h and
+ * Y_c. */
+static ampc_graph *build_gru_wide(void) {
+    ampc_graph *g = ampc_graph_create("gru_wide");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(5, 33, 7));
+    ampc_value *w = t_input(g, "w", AMPC_DTYPE_F32, SHAPE(2, 1800, 7));
+    ampc_value *r = t_input(g, "r", AMPC_DTYPE_F32, SHAPE(2, 1800, 600));
+    ampc_value *b = t_input(g, "b", AMPC_DTYPE_F32, SHAPE(2, 3600));
+    int32_t lens[33];
+    for (int32_t i = 0; i < 33; i++) lens[i] = (5 * i + 5) % 6;
+    ampc_value *in[5] = {x, w, r, b, lens_i32(g, lens, 33)};
+    ampc_attr_arg at[2] = {AMPC_ATTR_S("direction", "bidirectional"), AMPC_ATTR_I("hidden_size", 600)};
+    rnn_node(g, "GRU", in, 5, at, 2, 2);
+    return g;
+}
+static ampc_graph *build_lstm_wide(void) {
+    ampc_graph *g = ampc_graph_create("lstm_wide");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(35, 4, 6));
+    ampc_value *w = t_input(g, "w", AMPC_DTYPE_F32, SHAPE(2, 160, 6));
+    ampc_value *r = t_input(g, "r", AMPC_DTYPE_F32, SHAPE(2, 160, 40));
+    ampc_value *b = t_input(g, "b", AMPC_DTYPE_F32, SHAPE(2, 320));
+    ampc_value *h0 = t_input(g, "h0", AMPC_DTYPE_F32, SHAPE(35, 2, 40));
+    int32_t lens[35];
+    for (int32_t i = 0; i < 35; i++) lens[i] = 4 - i % 5;
+    ampc_value *in[6] = {x, w, r, b, lens_i32(g, lens, 35), h0};
+    ampc_attr_arg at[2] = {AMPC_ATTR_S("direction", "bidirectional"), AMPC_ATTR_I("layout", 1)};
+    rnn_node(g, "LSTM", in, 6, at, 2, 3);
+    return g;
+}
+
 /* GridSample: X [1, 2, 3, 4] at a grid [1, 3, 2, 2] (or 3-D), one node per mode. */
 static ampc_graph *build_grid_common(const char *mode, const char *pad, int64_t align, bool vol) {
     ampc_graph *g = ampc_graph_create("grid");
@@ -163,15 +195,24 @@ static const char *source(const ampc_cg_output *o) {
     return o->sources[0];
 }
 
-/* The only kernel step of a plan. */
-static const ampc_rt_step *kernel_step(const ampc_cg_output *o) {
-    const ampc_rt_step *s = NULL;
-    for (int32_t i = 0; i < o->plan.n_steps; i++)
-        if (o->plan.steps[i].kind == AMPC_RT_STEP_KERNEL) {
-            cr_assert_null(s, "more than one kernel step");
-            s = &o->plan.steps[i];
-        }
-    cr_assert_not_null(s, "no kernel step among %d steps", o->plan.n_steps);
+/* The plan of a recurrent layer: its projection (a GEMM step, `gemm`) then `launches` steps of
+ * one kernel, the launch index its last argument; returns the first of them. */
+static const ampc_rt_step *layer_steps(const ampc_cg_output *o, const ampc_rt_gemm **gemm,
+                                       int32_t launches) {
+    cr_assert_eq(o->plan.n_steps, 1 + launches, "a GEMM and %d launches, got %d steps", launches,
+                 o->plan.n_steps);
+    cr_assert_eq(o->plan.steps[0].kind, AMPC_RT_STEP_GEMM);
+    *gemm = &o->plan.steps[0].gemm;
+    const ampc_rt_step *s = &o->plan.steps[1];
+    for (int32_t i = 0; i < launches; i++) {
+        const ampc_rt_kernel *k = &o->plan.steps[1 + i].kernel;
+        cr_assert_eq(o->plan.steps[1 + i].kind, AMPC_RT_STEP_KERNEL);
+        cr_assert_str_eq(k->name, s->kernel.name);
+        cr_assert_eq(k->n_args, s->kernel.n_args);
+        cr_assert_eq(k->args[k->n_args - 1].kind, AMPC_RT_ARG_I32);
+        cr_expect_eq(k->args[k->n_args - 1].i32, i, "launch %d has rep %d", i,
+                     k->args[k->n_args - 1].i32);
+    }
     return s;
 }
 
@@ -191,31 +232,40 @@ static ampc_module *compile(ampc_graph *g) {
 
 /* ---- golden: recurrent layers ---------------------------------------------------------------- */
 
-Test(lower_rnn, rnn_is_one_block_per_direction_and_entry) {
+Test(lower_rnn, rnn_projects_once_then_launches_a_kernel_each_step) {
     ampc_graph *g = build_rnn();
     ampc_cg_output *o = gen(g);
-    const ampc_rt_step *s = kernel_step(o);
-    cr_expect_eq(s->kernel.grid[0], 4u, "2 directions x 2 entries, got %u", s->kernel.grid[0]);
-    cr_expect_eq(s->kernel.block[0], 32u, "hidden 5 rounds up to a warp, got %u", s->kernel.block[0]);
-    /* h and hn in f32, each 16-byte aligned (hidden 5 takes 8 floats): NVRTC reads the state
-     * with 16-byte shared loads */
-    cr_expect_eq(s->kernel.smem, 2u * 8u * 4u, "h and hn in f32, got %u", s->kernel.smem);
+    const ampc_rt_gemm *p;
+    const ampc_rt_step *s = layer_steps(o, &p, 4);
+    /* X [4 x 2, 3] times each direction's W^T [3, 5], in f32, TF32 as the compile asked */
+    cr_expect(p->m == 8 && p->n == 5 && p->k == 3 && p->batch == 2 && p->trans_b && !p->trans_a,
+              "m %lld n %lld k %lld batch %lld", (long long)p->m, (long long)p->n, (long long)p->k,
+              (long long)p->batch);
+    cr_expect(p->stride_a == 0 && p->stride_b == 15 && p->stride_d == 40);
+    cr_expect(p->dtype_ab == AMPC_DTYPE_F32 && p->dtype_cd == AMPC_DTYPE_F32);
+    cr_expect_eq(p->math, AMPC_RT_MATH_TF32);
+    /* a block a unit (5), a direction (2), the batch's one tile */
+    cr_expect(s->kernel.grid[0] == 5 && s->kernel.grid[1] == 2 && s->kernel.grid[2] == 1,
+              "grid %u %u %u", s->kernel.grid[0], s->kernel.grid[1], s->kernel.grid[2]);
+    cr_expect_eq(s->kernel.block[0], 256u);
+    cr_expect_eq(s->kernel.smem, (2u * 5u + 1u * 2u) * 4u, "the state's 2 x 5, 1 row x 2 sums");
     const char *cu = source(o);
-    EXPECT_SRC(cu, "extern __shared__ __align__(16) unsigned char smem_[];");
-    EXPECT_SRC(cu, "float *h = sh, *hn = sh + 8LL;");
+    EXPECT_SRC(cu, "const int rep) {");
     EXPECT_SRC(cu, "static const long long lens_[2] = {3LL,1LL,};");
-    EXPECT_SRC(cu, "const int dir = (int)(blockIdx.x / 2ULL);");
     EXPECT_SRC(cu, "const bool rev = dir == 1;");
+    EXPECT_SRC(cu, "ampc::rnn_recurrent<2, 1>(acc, hs, 5LL, p1 + (long long)dir * 25LL, 5LL, 1LL, 1, 0, j0, b0, 2LL, src);");
     /* the activations differ per direction; clip bounds their input */
     EXPECT_SRC(cu, "x = fmin(fmax(x, (float)-3), (float)3); return dir == 0 ? (x > (float)0 ? x : "
                    "(float)0) : (x >= (float)0 ? x : (float)0.25 * x);");
-    /* state offsets [dirs, batch, H], Y [seq, dirs, batch, H] */
-    EXPECT_SRC(cu, "const long long so = ((long long)dir * 2LL + b) * 5LL;");
-    EXPECT_SRC(cu, "const long long yo = ((t * 2LL + dir) * 2LL + b) * 5LL;");
-    EXPECT_SRC(cu, "const long long xo = (t * 2LL + b) * 3LL;");
-    /* Y past the length is zero, Y_h zero for length 0 */
-    EXPECT_SRC(cu, "for (long long t = len; t < 4LL; t++)");
-    EXPECT_SRC(cu, "len ? h[j] : (float)0");
+    /* (Wb + Xt . W) + (Rb + Ht-1 . R); the state [dirs, batch, H], Y [seq, dirs, batch, H] */
+    EXPECT_SRC(cu, "const float pi = (ampc::ld(p2, wbo + 0LL + j) + p0[xr + 0LL + j]) + "
+                   "(ampc::ld(p2, wbo + 5LL + j) + acc[(0LL + u) * 2LL + bb]);");
+    EXPECT_SRC(cu, "auto yo_of = [=](long long b, long long t) { return ((t * 2LL + dir) * 2LL + b) * 5LL; };");
+    EXPECT_SRC(cu, "const long long xr = ((long long)dir * 8LL + t * 2LL + b) * 5LL;");
+    EXPECT_SRC(cu, "s == 0 ? ampc::ld(p3, so_of(b) + j) : hp[");
+    /* past the length: Y's zeros at time s, Y_h zero for length 0; else Y_h at the last step */
+    EXPECT_SRC(cu, "ampc::st(p5, yo_of(b, s) + j, (float)0);");
+    EXPECT_SRC(cu, "if (s == len - 1) ampc::st(p6, so_of(b) + j, v);");
     ampc_cg_output_free(o);
     ampc_graph_destroy(g);
 }
@@ -223,14 +273,16 @@ Test(lower_rnn, rnn_is_one_block_per_direction_and_entry) {
 Test(lower_rnn, gru_phases_and_linear_before_reset) {
     ampc_graph *g = build_gru();
     ampc_cg_output *o = gen(g);
-    const ampc_rt_step *s = kernel_step(o);
-    cr_expect_eq(s->kernel.grid[0], 2u);
-    cr_expect_eq(s->kernel.smem, 6u * 8u * 4u, "h, hn, tmp, z, r, hx in f32, got %u", s->kernel.smem);
+    const ampc_rt_gemm *p;
+    const ampc_rt_step *s = layer_steps(o, &p, 6); /* two phases a step */
+    cr_expect_eq(s->kernel.grid[0], 6u);
+    cr_expect_eq(s->kernel.smem, (2u * 6u + 2u * 2u) * 4u, "state 2 x 6, rows z and r x 2");
     const char *cu = source(o);
-    EXPECT_SRC(cu, "tmp[j] = rs[j] * h[j];");
-    EXPECT_SRC(cu, "rec += tmp[kk] * ampc::ld(p2, rr + kk);");
-    EXPECT_SRC(cu, "const float hh = hx[j] + rec;");
-    EXPECT_SRC(cu, "const float v = rnd(((float)1 - z) * cand + z * h[j]);");
+    EXPECT_SRC(cu, "const long long s = rep >> 1; const int ph = rep & 1;");
+    EXPECT_SRC(cu, "ampc::rnn_recurrent<2, 1>(acc, hs, 6LL, p1 + (long long)dir * 108LL, 6LL, 1LL, ph ? 1 : 2, ph ? 2 : 0, j0, b0, 2LL, src);");
+    EXPECT_SRC(cu, "p5[st_] = af(pr) * h_prev(b, j);");
+    EXPECT_SRC(cu, "const float hh = hx + rec, z = p4[st_];");
+    EXPECT_SRC(cu, "const float v = rnd(((float)1 - z) * ag(hh) + z * h_prev(b, j));");
     EXPECT_SRC(cu, "auto af = [=](float x) -> float { return ((float)1 / ((float)1 + ampc::m_exp(-x))); };");
     EXPECT_SRC(cu, "auto ag = [=](float x) -> float { return ampc::m_tanh(x); };");
     ampc_cg_output_free(o);
@@ -238,14 +290,14 @@ Test(lower_rnn, gru_phases_and_linear_before_reset) {
 
     g = build_gru_lbr();
     o = gen(g);
+    layer_steps(o, &p, 3);
     cu = source(o);
-    cr_expect_null(strstr(cu, "tmp[j] ="), "%s", cu);
-    EXPECT_SRC(cu, "rec += h[kk] * ampc::ld(p2, rr + kk);");
-    EXPECT_SRC(cu, "const float hh = hx[j] + rs[j] * rec;");
+    cr_expect_null(strstr(cu, "ph ?"), "%s", cu);
+    EXPECT_SRC(cu, "const float z = af(pz), hh = hx + af(pr) * rec;");
     /* layout 1: X [batch, seq, I], Y [batch, seq, dirs, H], states [batch, dirs, H] */
-    EXPECT_SRC(cu, "const long long xo = (b * 3LL + t) * 4LL;");
-    EXPECT_SRC(cu, "const long long yo = ((b * 3LL + t) * 1LL + dir) * 6LL;");
-    EXPECT_SRC(cu, "const long long so = (b * 1LL + dir) * 6LL;");
+    EXPECT_SRC(cu, "const long long xr = ((long long)dir * 6LL + b * 3LL + t) * 18LL;");
+    EXPECT_SRC(cu, "auto yo_of = [=](long long b, long long t) { return ((b * 3LL + t) * 1LL + dir) * 6LL; };");
+    EXPECT_SRC(cu, "auto so_of = [=](long long b) { return (b * 1LL + dir) * 6LL; };");
     ampc_cg_output_free(o);
     ampc_graph_destroy(g);
 }
@@ -253,12 +305,18 @@ Test(lower_rnn, gru_phases_and_linear_before_reset) {
 Test(lower_rnn, half_precision_rounds_the_state_every_step) {
     ampc_graph *g = build_gru_f16();
     ampc_cg_output *o = gen(g);
+    const ampc_rt_gemm *p;
+    layer_steps(o, &p, 6);
+    /* f16 operands, the projection kept in f32 */
+    cr_expect(p->dtype_ab == AMPC_DTYPE_F16 && p->dtype_cd == AMPC_DTYPE_F32);
     EXPECT_SRC(source(o), "auto rnd = [](float v) -> float { return ampc::to_f32(ampc::cvt<__half>(v)); };");
     ampc_cg_output_free(o);
     ampc_graph_destroy(g);
     g = build_gru_f64();
     o = gen(g);
-    cr_expect_eq(kernel_step(o)->kernel.smem, 6u * 6u * 8u, "f64 state");
+    const ampc_rt_step *s = layer_steps(o, &p, 3);
+    cr_expect(p->dtype_cd == AMPC_DTYPE_F64 && p->math == AMPC_RT_MATH_DEFAULT);
+    cr_expect_eq(s->kernel.smem, (2u * 6u + 3u * 2u) * 8u, "f64 state and sums");
     EXPECT_SRC(source(o), "auto rnd = [](double v) -> double { return v; };");
     ampc_cg_output_free(o);
     ampc_graph_destroy(g);
@@ -267,16 +325,19 @@ Test(lower_rnn, half_precision_rounds_the_state_every_step) {
 Test(lower_rnn, lstm_peepholes_and_input_forget) {
     ampc_graph *g = build_lstm();
     ampc_cg_output *o = gen(g);
-    const ampc_rt_step *s = kernel_step(o);
-    cr_expect_eq(s->kernel.smem, 3u * 8u * 4u, "h, hn, c in f32, got %u", s->kernel.smem);
+    const ampc_rt_gemm *p;
+    const ampc_rt_step *s = layer_steps(o, &p, 3);
+    cr_expect_eq(s->kernel.smem, (2u * 5u + 4u * 2u) * 4u, "state 2 x 5, rows i o f c x 2");
     const char *cu = source(o);
     EXPECT_SRC(cu, "const bool rev = true;");
     EXPECT_SRC(cu, "static const long long lens_[2] = {0LL,3LL,};");
-    EXPECT_SRC(cu, "const float ig = af(pi + ampc::ld(p6, po_) * cprev);");
-    EXPECT_SRC(cu, "const float fg = af(pf + ampc::ld(p6, po_ + 10LL) * cprev);");
-    EXPECT_SRC(cu, "const float og = af(po + ampc::ld(p6, po_ + 5LL) * cell);");
+    EXPECT_SRC(cu, "const float cprev = s == 0 ? ampc::ld(p5, so_of(b) + j) : p7[st_];");
+    EXPECT_SRC(cu, "const float ig = af(pi + ampc::ld(p3, po_) * cprev);");
+    EXPECT_SRC(cu, "const float fg = af(pf + ampc::ld(p3, po_ + 10LL) * cprev);");
+    EXPECT_SRC(cu, "const float og = af(po + ampc::ld(p3, po_ + 5LL) * cell);");
     EXPECT_SRC(cu, "const float v = rnd(og * ah(cell));");
-    EXPECT_SRC(cu, "len ? c[j] : (float)0");
+    EXPECT_SRC(cu, "if (s == len - 1) ampc::st(p10, so_of(b) + j, cell);");
+    EXPECT_SRC(cu, "if (len == 0 && s == 0) ampc::st(p10, so_of(b) + j, (float)0);");
     ampc_cg_output_free(o);
     ampc_graph_destroy(g);
 
@@ -287,13 +348,28 @@ Test(lower_rnn, lstm_peepholes_and_input_forget) {
     ampc_graph_destroy(g);
 }
 
-Test(lower_rnn, a_hidden_state_too_large_for_shared_memory_names_the_node) {
+Test(lower_rnn, wide_layers_split_units_and_batch_and_stream_the_state) {
+    ampc_graph *g = build_gru_wide();
+    ampc_cg_output *o = gen(g);
+    const ampc_rt_gemm *p;
+    const ampc_rt_step *s = layer_steps(o, &p, 10);
+    /* 2 directions x 600 units x 2 tiles of the batch: 10 units a block, about 256 blocks; the
+     * state of 32 entries in chunks of 512 of its 600 units */
+    cr_expect(s->kernel.grid[0] == 60 && s->kernel.grid[1] == 2 && s->kernel.grid[2] == 2,
+              "grid %u %u %u", s->kernel.grid[0], s->kernel.grid[1], s->kernel.grid[2]);
+    cr_expect_eq(s->kernel.smem, (32u * 512u + 20u * 32u) * 4u);
+    EXPECT_SRC(source(o), "ampc::rnn_recurrent<32, 2>(acc, hs, 512LL, ");
+    ampc_cg_output_free(o);
+    ampc_graph_destroy(g);
+}
+
+Test(lower_rnn, too_many_time_steps_for_a_launch_each_names_the_node) {
     ampc_graph *g = ampc_graph_create("t");
-    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(1, 1, 1));
-    ampc_value *w = t_input(g, "w", AMPC_DTYPE_F32, SHAPE(1, 3 * 5000, 1));
-    ampc_value *r = t_input(g, "r", AMPC_DTYPE_F32, SHAPE(1, 3 * 5000, 5000));
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(70000, 1, 1));
+    ampc_value *w = t_input(g, "w", AMPC_DTYPE_F32, SHAPE(1, 1, 1));
+    ampc_value *r = t_input(g, "r", AMPC_DTYPE_F32, SHAPE(1, 1, 1));
     ampc_value *in[3] = {x, w, r};
-    out(g, ampc_op(g, "GRU", in, 3, NULL, 0));
+    out(g, ampc_op(g, "RNN", in, 3, NULL, 0));
     ampc_pipeline_options po = {.verify = true};
     cr_assert_eq(ampc_graph_optimize(g, &po), AMPC_OK, "%s", ampc_graph_errors(g));
     bool changed;
@@ -301,7 +377,8 @@ Test(lower_rnn, a_hidden_state_too_large_for_shared_memory_names_the_node) {
     ampc_cg_options co = {0};
     ampc_cg_output *o = NULL;
     cr_assert_eq(ampc_cg_generate(g, &co, &o), AMPC_E_UNSUPPORTED);
-    t_expect_diag(g, "(GRU 'GRU_0'): GRU with hidden_size 5000 needs 120000 bytes of shared memory");
+    t_expect_diag(g, "(RNN 'RNN_0'): RNN over 70000 time steps: the GPU runs a layer as one launch "
+                     "a step, at most 65536");
     ampc_graph_destroy(g);
 }
 
@@ -350,7 +427,8 @@ Test(lower_rnn, dft_direct_sums) {
     ampc_graph *g = build_dft_onesided();
     ampc_cg_output *o = gen(g);
     const char *cu = source(o);
-    cr_expect_eq(kernel_step(o)->kernel.grid[0], 1u);
+    cr_expect_eq(o->plan.n_steps, 1);
+    cr_expect_eq(o->plan.steps[0].kernel.grid[0], 1u);
     EXPECT_SRC(cu, "for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < 8LL;");
     EXPECT_SRC(cu, "const long long m = (kb * t) % 6LL;");
     EXPECT_SRC(cu, "sincospif((float)(2 * m) / (float)6, &sn, &cs);");
@@ -396,7 +474,8 @@ Test(lower_rnn, stft_frames_and_window) {
 
 static ampc_graph *(*const all_builds[])(void) = {
     build_rnn,         build_gru,           build_gru_lbr,      build_gru_f16,
-    build_gru_f64,     build_lstm,          build_lstm_if,      build_grid_linear,
+    build_gru_f64,     build_lstm,          build_lstm_if,      build_gru_wide,
+    build_lstm_wide,   build_grid_linear,
     build_grid_nearest, build_grid_cubic,   build_grid_3d,      build_grid_3d_nearest,
     build_dft_real,    build_dft_onesided,  build_dft_inverse,  build_dft_irfft,
     build_stft_window, build_stft_complex,
@@ -440,6 +519,10 @@ Test(lower_rnn, gpu_gru_f16_matches_the_reference) { run_vs_reference(build_gru_
 Test(lower_rnn, gpu_gru_f64_matches_the_reference) { run_vs_reference(build_gru_f64, 1e-9, 1e-12); }
 Test(lower_rnn, gpu_lstm_matches_the_reference) { run_vs_reference(build_lstm, 1e-3, 1e-4); }
 Test(lower_rnn, gpu_lstm_input_forget_matches_the_reference) { run_vs_reference(build_lstm_if, 1e-3, 1e-4); }
+Test(lower_rnn, gpu_wide_layers_match_the_reference) {
+    run_vs_reference(build_gru_wide, 1e-3, 1e-4);
+    run_vs_reference(build_lstm_wide, 1e-3, 1e-4);
+}
 Test(lower_rnn, gpu_grid_sample_matches_the_reference) {
     run_vs_reference(build_grid_linear, 1e-3, 1e-4);
     run_vs_reference(build_grid_nearest, 1e-3, 1e-4);
