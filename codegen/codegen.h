@@ -192,6 +192,23 @@ const char *ampc_cg_kernel_repeat(ampc_cg_kernel *k, int32_t count);
 /* Finishes with an explicit launch shape and dynamic shared memory. */
 ampc_status ampc_cg_kernel_end_launch(ampc_cg_kernel *k, const uint32_t grid[3],
                                       const uint32_t block[3], uint32_t smem);
+/* The launch shape of the row kernels (reductions, scans, normalisations: lower_reduce.c,
+ * lower_norm.c): n rows, w threads a row (1, 32 or a multiple of 32), per_block rows a block
+ * (w 32: 8 rows, one a warp; w > 32: 1). */
+typedef struct ampc_cg_rows {
+    int64_t n;
+    int32_t w, per_block;
+} ampc_cg_rows;
+/* How many threads share a row of `len` elements (contiguous: stride 1) among n_rows rows: one
+ * when rows are short, or strided with enough rows that neighbouring threads read neighbouring
+ * elements; else a warp (contiguous up to 1024) or a block. */
+ampc_cg_rows ampc_cg_rows_make(int64_t n_rows, int64_t len, bool contiguous);
+/* The first element of a row a thread handles ("0" for a thread a row). */
+const char *ampc_cg_rows_tid(const ampc_cg_rows *r);
+/* Opens the loop over the rows with index variable `row` (uniform across a row's threads). */
+void ampc_cg_rows_open(ampc_cg_kernel *k, const ampc_cg_rows *r);
+/* Finishes the kernel with the launch shape of r. */
+ampc_status ampc_cg_rows_end(ampc_cg_kernel *k, const ampc_cg_rows *r);
 /* Opens the grid-stride loop over [0, n) with index variable `i` (close with ampc_cg_close). */
 void ampc_cg_grid_loop(ampc_cg_kernel *k, int64_t n);
 /* The element loop of a memory-bound kernel: the body between ampc_cg_elem_open and

@@ -22,58 +22,18 @@
 #include <stdio.h>
 #include <string.h>
 
-/* ---- rows (as in lower_reduce.c) ------------------------------------------------------------ */
-
-/* n rows of len elements, w threads a row (1, 32 or a multiple of 32), per_block rows a block. */
-typedef struct rows {
-    int64_t n;
-    int32_t w, per_block;
-} rows;
-
-/* A thread a row for short rows, or strided rows numerous enough that neighbouring threads read
- * neighbouring elements; else a warp (contiguous up to 1024 elements) or a block. */
-static rows make_rows(int64_t n_rows, int64_t len, bool contiguous) {
-    rows r = {n_rows, 1, 1};
-    if (contiguous ? len < 32 : (len < 256 || n_rows >= 2048)) return r;
-    if (contiguous && len <= 1024) r.w = 32, r.per_block = 8;
-    else r.w = len <= 4096 ? 128 : 512;
-    return r;
-}
-
-static const char *rows_tid(const rows *r) { return r->w == 1 ? "0" : "threadIdx.x"; }
-
-/* Opens the loop over rows (variable `row`, uniform across a row's threads). */
-static void rows_open(ampc_cg_kernel *k, const rows *r) {
-    if (r->w == 1) {
-        ampc_cg_grid_loop(k, r->n);
-        ampc_cg_line(k, "const long long row = i;");
-    } else {
-        ampc_cg_open(k, "for (long long row = (long long)blockIdx.x * %d + threadIdx.y; row < %lldLL; "
-                        "row += (long long)gridDim.x * %d)",
-                     r->per_block, (long long)r->n, r->per_block);
-    }
-}
-
-static ampc_status rows_end(ampc_cg_kernel *k, const rows *r) {
-    if (r->w == 1) return ampc_cg_kernel_end(k, r->n, 256);
-    int64_t blocks = (r->n + r->per_block - 1) / r->per_block;
-    if (blocks > 65536) blocks = 65536;
-    const uint32_t grid[3] = {(uint32_t)blocks, 1, 1}, block[3] = {(uint32_t)r->w, (uint32_t)r->per_block, 1};
-    return ampc_cg_kernel_end_launch(k, grid, block, 0);
-}
-
 /* Opens "for (long long j = <first>; j < len; j += w)": the row elements of this thread. */
-static void open_row_loop(ampc_cg_kernel *k, const rows *r, int64_t len) {
-    ampc_cg_open(k, "for (long long j = %s; j < %lldLL; j += %d)", rows_tid(r), (long long)len, r->w);
+static void open_row_loop(ampc_cg_kernel *k, const ampc_cg_rows *r, int64_t len) {
+    ampc_cg_open(k, "for (long long j = %s; j < %lldLL; j += %d)", ampc_cg_rows_tid(r), (long long)len, r->w);
 }
 
 /* Emits "v = row_allreduce<w>(v, op, id);" when a row has several threads. */
-static void allreduce(ampc_cg_kernel *k, const rows *r, const char *v, const char *op, const char *id) {
+static void allreduce(ampc_cg_kernel *k, const ampc_cg_rows *r, const char *v, const char *op, const char *id) {
     if (r->w > 1) ampc_cg_line(k, "%s = ampc::row_allreduce<%d>(%s, %s, %s);", v, r->w, v, op, id);
 }
 
 /* "if (threadIdx.x == 0) " when a row has several threads: per-row writes happen once. */
-static const char *first_only(const rows *r) { return r->w > 1 ? "if (threadIdx.x == 0) " : ""; }
+static const char *first_only(const ampc_cg_rows *r) { return r->w > 1 ? "if (threadIdx.x == 0) " : ""; }
 
 /* ---- attributes and shapes ------------------------------------------------------------------ */
 
@@ -108,12 +68,12 @@ static ampc_status lower_axis_op(ampc_cg *cg, const ampc_node *n) {
     const int64_t len = x->shape.dims[ax], inner = ampc_cg_dims_prod(&x->shape, ax + 1, rank);
     const int64_t outer = ampc_cg_dims_prod(&x->shape, 0, ax);
     const char *at = ampc_cg_acc_type(&x, 1), *yt = ampc_cg_ctype(y->dtype);
-    rows r = make_rows(outer * inner, len, inner == 1);
+    ampc_cg_rows r = ampc_cg_rows_make(outer * inner, len, inner == 1);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
     const char *px = ampc_cg_param(k, x, false), *py = ampc_cg_param(k, y, true);
     char elem[64]; /* element j of the row */
     snprintf(elem, sizeof elem, "%s[b + j * %lldLL]", px, (long long)inner);
-    rows_open(k, &r);
+    ampc_cg_rows_open(k, &r);
     emit_axis_base(k, len, inner);
 
     switch (n->op) {
@@ -180,7 +140,7 @@ static ampc_status lower_axis_op(ampc_cg *cg, const ampc_node *n) {
     default: AMPC_ASSERT(!"not an axis op");
     }
     ampc_cg_close(k);
-    return rows_end(k, &r);
+    return ampc_cg_rows_end(k, &r);
 }
 
 /* ---- LayerNorm, RMSNorm, InstanceNorm, GroupNorm: contiguous rows with statistics ------------ */
@@ -195,7 +155,7 @@ typedef struct stat_row {
 
 /* Emits the statistics of row `row` (elements px[b + j], j < len): `mean` (0 when not centred)
  * and `inv` = 1 / sqrt(var + eps), var the mean squared deviation. */
-static void emit_stats(ampc_cg_kernel *k, const rows *r, const stat_row *s, const char *px) {
+static void emit_stats(ampc_cg_kernel *k, const ampc_cg_rows *r, const stat_row *s, const char *px) {
     const char *at = s->at;
     char id[48];
     snprintf(id, sizeof id, "(%s)0", at);
@@ -338,7 +298,7 @@ static ampc_status lower_layer_norm(ampc_cg *cg, const ampc_node *n, const ampc_
                        inv_out && ampc_ir_numel(inv_out) ? inv_out : NULL, ax, out, cast, post};
     const int32_t vec = ampc_ir_numel(y) ? warp_rows_vec(&s, &t) : 0;
     if (vec > 0) return lower_norm_warp_rows(cg, n, &s, &t, vec);
-    rows r = make_rows(s.n_rows, s.len, true);
+    ampc_cg_rows r = ampc_cg_rows_make(s.n_rows, s.len, true);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
     if (cast) ampc_cg_kernel_covers(k, cast);
     const char *px = norm_input(cg, k, x), *ps = ampc_cg_param(k, scale, false);
@@ -346,7 +306,7 @@ static ampc_status lower_layer_norm(ampc_cg *cg, const ampc_node *n, const ampc_
     const char *py = ampc_cg_param(k, out, true);
     const char *pm = mean_out ? ampc_cg_param(k, mean_out, true) : NULL;
     const char *pi = inv_out ? ampc_cg_param(k, inv_out, true) : NULL;
-    rows_open(k, &r);
+    ampc_cg_rows_open(k, &r);
     emit_stats(k, &r, &s, px);
     open_row_loop(k, &r, s.len);
     ampc_cg_line(k, "const long long e = b + j;");
@@ -367,7 +327,7 @@ static ampc_status lower_layer_norm(ampc_cg *cg, const ampc_node *n, const ampc_
     if (pm) ampc_cg_line(k, "%s%s[row] = ampc::cvt<%s>(mean);", first_only(&r), pm, ampc_cg_ctype(mean_out->dtype));
     if (pi) ampc_cg_line(k, "%s%s[row] = ampc::cvt<%s>(inv);", first_only(&r), pi, ampc_cg_ctype(inv_out->dtype));
     ampc_cg_close(k);
-    return rows_end(k, &r);
+    return ampc_cg_rows_end(k, &r);
 }
 
 /* InstanceNormalization (rows [N * C, spatial], scale and B per channel row % C) and
@@ -382,11 +342,11 @@ static ampc_status lower_channel_norm(ampc_cg *cg, const ampc_node *n) {
     const ampc_value *all[3] = {x, scale, bias};
     stat_row s = {batch * groups, per * spatial, true, ampc_norm_params_of(n).eps,
                   stash_acc_type(n, all, 3)};
-    rows r = make_rows(s.n_rows, s.len, true);
+    ampc_cg_rows r = ampc_cg_rows_make(s.n_rows, s.len, true);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
     const char *px = ampc_cg_param(k, x, false), *ps = ampc_cg_param(k, scale, false);
     const char *pb = ampc_cg_param(k, bias, false), *py = ampc_cg_param(k, y, true);
-    rows_open(k, &r);
+    ampc_cg_rows_open(k, &r);
     emit_stats(k, &r, &s, px);
     if (!group) {
         ampc_cg_line(k, "const long long ch = row %% %lldLL;", (long long)c);
@@ -404,7 +364,7 @@ static ampc_status lower_channel_norm(ampc_cg *cg, const ampc_node *n) {
                  ampc_cg_ctype(y->dtype), s.at, px);
     ampc_cg_close(k);
     ampc_cg_close(k);
-    return rows_end(k, &r);
+    return ampc_cg_rows_end(k, &r);
 }
 
 /* ---- MeanVarianceNormalization: statistics over any axes ------------------------------------- */
@@ -465,12 +425,12 @@ static ampc_status lower_mvn(ampc_cg *cg, const ampc_node *n) {
     split_dims(&x->shape, on, &kept, &red);
     const char *at = ampc_cg_acc_type(&x, 1), *yt = ampc_cg_ctype(y->dtype);
     const bool contiguous = red.n == 1 && red.stride[0] == 1;
-    rows r = make_rows(ampc_ir_numel(x) / group, group, contiguous);
+    ampc_cg_rows r = ampc_cg_rows_make(ampc_ir_numel(x) / group, group, contiguous);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
     const char *px = ampc_cg_param(k, x, false), *py = ampc_cg_param(k, y, true);
     char id[48];
     snprintf(id, sizeof id, "(%s)0", at);
-    rows_open(k, &r);
+    ampc_cg_rows_open(k, &r);
     const char *base = emit_offset(k, &kept, "row");
     /* Three passes over the group: sum, squared deviations, write (x - mean) / (sd + 1e-9). */
     for (int pass = 0; pass < 3; pass++) {
@@ -494,7 +454,7 @@ static ampc_status lower_mvn(ampc_cg *cg, const ampc_node *n) {
         }
     }
     ampc_cg_close(k);
-    return rows_end(k, &r);
+    return ampc_cg_rows_end(k, &r);
 }
 
 /* ---- BatchNormalization and LRN: a thread per element --------------------------------------- */

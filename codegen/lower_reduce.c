@@ -29,31 +29,19 @@
 #include <stdio.h>
 #include <string.h>
 
-/* ---- rows: the launch shapes every kernel here shares ---------------------------------------- */
+/* ---- rows: the launch shapes of the row kernels (codegen.h) --------------------------------- */
 
-/* n rows of len elements each, handled w threads a row (1, 32 or a multiple of 32), per_block
- * rows a block (w 32: 8 rows, one a warp; w > 32: 1). */
-typedef struct rows {
-    int64_t n;
-    int32_t w, per_block;
-} rows;
-
-/* How many threads share a row of `len` elements (contiguous: stride 1) among n_rows rows. A
- * thread a row when rows are short, or strided with enough rows that neighbouring threads read
- * neighbouring elements; else a warp (contiguous up to 1024) or a block. */
-static rows make_rows(int64_t n_rows, int64_t len, bool contiguous) {
-    rows r = {n_rows, 1, 1};
+ampc_cg_rows ampc_cg_rows_make(int64_t n_rows, int64_t len, bool contiguous) {
+    ampc_cg_rows r = {n_rows, 1, 1};
     if (contiguous ? len < 32 : (len < 256 || n_rows >= 2048)) return r;
     if (contiguous && len <= 1024) r.w = 32, r.per_block = 8;
     else r.w = len <= 4096 ? 128 : 512;
     return r;
 }
 
-/* The first element of a row a thread handles ("0" for a thread a row). */
-static const char *rows_tid(const rows *r) { return r->w == 1 ? "0" : "threadIdx.x"; }
+const char *ampc_cg_rows_tid(const ampc_cg_rows *r) { return r->w == 1 ? "0" : "threadIdx.x"; }
 
-/* Opens the loop over the rows with index variable `row` (uniform across a row's threads). */
-static void rows_open(ampc_cg_kernel *k, const rows *r) {
+void ampc_cg_rows_open(ampc_cg_kernel *k, const ampc_cg_rows *r) {
     if (r->w == 1) {
         ampc_cg_grid_loop(k, r->n);
         ampc_cg_line(k, "const long long row = i;");
@@ -64,12 +52,12 @@ static void rows_open(ampc_cg_kernel *k, const rows *r) {
     }
 }
 
-/* Finishes the kernel with the launch shape of r. */
-static ampc_status rows_end(ampc_cg_kernel *k, const rows *r) {
+ampc_status ampc_cg_rows_end(ampc_cg_kernel *k, const ampc_cg_rows *r) {
     if (r->w == 1) return ampc_cg_kernel_end(k, r->n, 256);
     int64_t blocks = (r->n + r->per_block - 1) / r->per_block;
     if (blocks > 65536) blocks = 65536; /* the row loop strides over the rest */
-    const uint32_t grid[3] = {(uint32_t)blocks, 1, 1}, block[3] = {(uint32_t)r->w, (uint32_t)r->per_block, 1};
+    const uint32_t grid[3] = {(uint32_t)blocks, 1, 1};
+    const uint32_t block[3] = {(uint32_t)r->w, (uint32_t)r->per_block, 1};
     return ampc_cg_kernel_end_launch(k, grid, block, 0);
 }
 
@@ -127,7 +115,7 @@ static const char *emit_offset(ampc_cg_kernel *k, const dims *l, const char *idx
  * their input offset, whose name it returns; *scopes receives the scopes to close. A thread a
  * row nests one loop per reduced dim (no divisions); a shared row strides a flat index over
  * them. */
-static const char *open_elems(ampc_cg_kernel *k, const dims *red, int64_t group, const rows *r,
+static const char *open_elems(ampc_cg_kernel *k, const dims *red, int64_t group, const ampc_cg_rows *r,
                               const char *base, int32_t *scopes) {
     const char *e = ampc_cg_local(k, "e");
     if (r->w == 1) {
@@ -397,8 +385,8 @@ static ampc_status lower_reduction(ampc_cg *cg, const ampc_node *n) {
     default: snprintf(fin, sizeof fin, "acc"); break;
     }
     const bool contiguous = red.n == 1 && red.stride[0] == 1;
-    rows r = make_rows(out_count, group, contiguous);
-    if (red.n == 0) r = (rows){out_count, 1, 1};
+    ampc_cg_rows r = ampc_cg_rows_make(out_count, group, contiguous);
+    if (red.n == 0) r = (ampc_cg_rows){out_count, 1, 1};
     const int32_t parts = lse || r.w == 1 ? 1 : split_parts(out_count, group);
     const columns cols = lse || contiguous ? (columns){0, 1, group} : column_shape(&kept, &red, out_count, group);
     reduction_kinds kinds = {at, ct, id, comb, map, fin};
@@ -406,7 +394,7 @@ static ampc_status lower_reduction(ampc_cg *cg, const ampc_node *n) {
     if (parts > 1) return lower_split(cg, n, &kinds, &kept, &red, group, parts);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(op)->name);
     const char *px = ampc_cg_param(k, x, false), *py = ampc_cg_param(k, y, true);
-    rows_open(k, &r);
+    ampc_cg_rows_open(k, &r);
     const char *base = emit_offset(k, &kept, "row");
     int32_t scopes;
     if (lse) {
@@ -433,7 +421,7 @@ static ampc_status lower_reduction(ampc_cg *cg, const ampc_node *n) {
         ampc_cg_line(k, "%s[row] = ampc::cvt<%s>(%s);", py, ampc_cg_ctype(y->dtype), fin);
     }
     ampc_cg_close(k);
-    return rows_end(k, &r);
+    return ampc_cg_rows_end(k, &r);
 }
 
 /* ---- ArgMax, ArgMin ------------------------------------------------------------------------- */
@@ -460,14 +448,14 @@ static ampc_status lower_arg(ampc_cg *cg, const ampc_node *n) {
     if (count == 0) return AMPC_OK;
     const char *ct = ampc_cg_compute_type(x->dtype);
     const bool mx = n->op == AMPC_OP_ARG_MAX;
-    rows r = make_rows(count, len, inner == 1);
+    ampc_cg_rows r = ampc_cg_rows_make(count, len, inner == 1);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
     const char *px = ampc_cg_param(k, x, false), *py = ampc_cg_param(k, y, true);
-    rows_open(k, &r);
+    ampc_cg_rows_open(k, &r);
     const char *b = emit_axis_base(k, len, inner);
     ampc_cg_line(k, "%s bv = (%s)0;", ct, ct);
     ampc_cg_line(k, "long long bi = -1;");
-    ampc_cg_open(k, "for (long long j = %s; j < %lldLL; j += %d)", rows_tid(&r), (long long)len, r.w);
+    ampc_cg_open(k, "for (long long j = %s; j < %lldLL; j += %d)", ampc_cg_rows_tid(&r), (long long)len, r.w);
     ampc_cg_line(k, "const %s v = ampc::cvt<%s>(%s[%s + j * %lldLL]);", ct, ct, px, b, (long long)inner);
     ampc_cg_line(k, "if (ampc::arg_better<%s, %s>(bv, bi, v, j)) bv = v, bi = j;", mx ? "true" : "false",
                  last ? "true" : "false");
@@ -476,7 +464,7 @@ static ampc_status lower_arg(ampc_cg *cg, const ampc_node *n) {
                  last ? "true" : "false");
     ampc_cg_line(k, "%s%s[row] = bi;", r.w > 1 ? "if (threadIdx.x == 0) " : "", py);
     ampc_cg_close(k);
-    return rows_end(k, &r);
+    return ampc_cg_rows_end(k, &r);
 }
 
 /* ---- CumSum, CumProd ------------------------------------------------------------------------ */
@@ -507,8 +495,8 @@ static ampc_status lower_scan(ampc_cg *cg, const ampc_node *n) {
 
     if (inner == 1 && len >= 64) {
         /* A block per line: chunks of w elements scanned together, the carry between them. */
-        rows r = {count / len, len >= 1024 ? 256 : 64, 1};
-        rows_open(k, &r);
+        ampc_cg_rows r = {count / len, len >= 1024 ? 256 : 64, 1};
+        ampc_cg_rows_open(k, &r);
         ampc_cg_line(k, "const long long b = row * %lldLL;", (long long)len);
         ampc_cg_line(k, "%s carry = %s;", at, id);
         ampc_cg_open(k, "for (long long c = 0; c < %lldLL; c += %d)", (long long)len, r.w);
@@ -523,12 +511,12 @@ static ampc_status lower_scan(ampc_cg *cg, const ampc_node *n) {
         ampc_cg_line(k, "carry = %s(carry, tot);", comb);
         ampc_cg_close(k);
         ampc_cg_close(k);
-        return rows_end(k, &r);
+        return ampc_cg_rows_end(k, &r);
     }
 
     /* A thread per line, walking it in order. */
-    rows r = {count / len, 1, 1};
-    rows_open(k, &r);
+    ampc_cg_rows r = {count / len, 1, 1};
+    ampc_cg_rows_open(k, &r);
     emit_axis_base(k, len, inner);
     ampc_cg_line(k, "%s acc = %s;", at, id);
     ampc_cg_open(k, "for (long long s = 0; s < %lldLL; s++)", (long long)len);
@@ -539,7 +527,7 @@ static ampc_status lower_scan(ampc_cg *cg, const ampc_node *n) {
     if (!excl) ampc_cg_line(k, "%s[e] = ampc::cvt<%s>(acc);", py, yt);
     ampc_cg_close(k);
     ampc_cg_close(k);
-    return rows_end(k, &r);
+    return ampc_cg_rows_end(k, &r);
 }
 
 ampc_status ampc_cg_lower_reduce(ampc_cg *cg, const ampc_node *n) {
