@@ -317,9 +317,9 @@ static void emit_recurrent(ampc_cg_kernel *k, const rnn_layer *l, const rnn_geom
     char rows[64];
     if (l->two_phase) snprintf(rows, sizeof rows, "ph ? %lld : %d", (long long)m->u, m->rows);
     else snprintf(rows, sizeof rows, "%d", m->rows);
-    ampc_cg_line(k, "ampc::rnn_recurrent<%lld, %d>(acc, hs, %lldLL, %s + (long long)dir * %lldLL, "
-                    "%lldLL, %lldLL, %s, %s, j0, b0, %lldLL, src);",
-                 (long long)m->bt, m->rw, (long long)m->kc, q->r, (long long)(l->GH * l->H), H,
+    ampc_cg_line(k, "ampc::rnn_recurrent<%d, %lld, %d>(acc, hs, %lldLL, %s + (long long)dir * "
+                    "%lldLL, %lldLL, %lldLL, %s, %s, j0, b0, %lldLL, src);",
+                 RNN_THREADS, (long long)m->bt, m->rw, (long long)m->kc, q->r, (long long)(l->GH * l->H), H,
                  (long long)m->u, rows, l->two_phase ? "ph ? 2 : 0" : "0", batch);
 }
 

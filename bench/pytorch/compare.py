@@ -372,7 +372,10 @@ def bench_one(entry, order, model, batch, base, work, out):
     device before the model was loaded."""
     label, key, builds = entry.label, entry.key, builds_of(entry)
     torch.manual_seed(0)
-    args = entry.make_inputs(batch, "cuda")
+    # drawn by the CPU's generator: a peer whose capture failed (replay_or_calls) leaves the
+    # CUDA generator in capture ("Offset increment outside graph capture encountered unexpectedly"
+    # at the next draw on the device)
+    args = tuple(t.to("cuda") for t in entry.make_inputs(batch, "cpu"))
     errors = {}
     got = attempt(errors, "setup_error", lambda: eager_peak_bytes(model, args, base))
     if got is None:

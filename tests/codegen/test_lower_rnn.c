@@ -253,7 +253,7 @@ Test(lower_rnn, rnn_projects_once_then_launches_a_kernel_each_step) {
     EXPECT_SRC(cu, "const int rep) {");
     EXPECT_SRC(cu, "static const long long lens_[2] = {3LL,1LL,};");
     EXPECT_SRC(cu, "const bool rev = dir == 1;");
-    EXPECT_SRC(cu, "ampc::rnn_recurrent<2, 1>(acc, hs, 5LL, p1 + (long long)dir * 25LL, 5LL, 1LL, 1, 0, j0, b0, 2LL, src);");
+    EXPECT_SRC(cu, "ampc::rnn_recurrent<256, 2, 1>(acc, hs, 5LL, p1 + (long long)dir * 25LL, 5LL, 1LL, 1, 0, j0, b0, 2LL, src);");
     /* the activations differ per direction; clip bounds their input */
     EXPECT_SRC(cu, "x = fmin(fmax(x, (float)-3), (float)3); return dir == 0 ? (x > (float)0 ? x : "
                    "(float)0) : (x >= (float)0 ? x : (float)0.25 * x);");
@@ -279,7 +279,7 @@ Test(lower_rnn, gru_phases_and_linear_before_reset) {
     cr_expect_eq(s->kernel.smem, (2u * 6u + 2u * 2u) * 4u, "state 2 x 6, rows z and r x 2");
     const char *cu = source(o);
     EXPECT_SRC(cu, "const long long s = rep >> 1; const int ph = rep & 1;");
-    EXPECT_SRC(cu, "ampc::rnn_recurrent<2, 1>(acc, hs, 6LL, p1 + (long long)dir * 108LL, 6LL, 1LL, ph ? 1 : 2, ph ? 2 : 0, j0, b0, 2LL, src);");
+    EXPECT_SRC(cu, "ampc::rnn_recurrent<256, 2, 1>(acc, hs, 6LL, p1 + (long long)dir * 108LL, 6LL, 1LL, ph ? 1 : 2, ph ? 2 : 0, j0, b0, 2LL, src);");
     EXPECT_SRC(cu, "p5[st_] = af(pr) * h_prev(b, j);");
     EXPECT_SRC(cu, "const float hh = hx + rec, z = p4[st_];");
     EXPECT_SRC(cu, "const float v = rnd(((float)1 - z) * ag(hh) + z * h_prev(b, j));");
@@ -358,7 +358,7 @@ Test(lower_rnn, wide_layers_split_units_and_batch_and_stream_the_state) {
     cr_expect(s->kernel.grid[0] == 60 && s->kernel.grid[1] == 2 && s->kernel.grid[2] == 2,
               "grid %u %u %u", s->kernel.grid[0], s->kernel.grid[1], s->kernel.grid[2]);
     cr_expect_eq(s->kernel.smem, (32u * 512u + 20u * 32u) * 4u);
-    EXPECT_SRC(source(o), "ampc::rnn_recurrent<32, 2>(acc, hs, 512LL, ");
+    EXPECT_SRC(source(o), "ampc::rnn_recurrent<256, 32, 2>(acc, hs, 512LL, ");
     ampc_cg_output_free(o);
     ampc_graph_destroy(g);
 }
