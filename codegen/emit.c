@@ -62,7 +62,8 @@ void ampc_cg_kernel_covers(ampc_cg_kernel *k, const ampc_node *n) {
     ampc_sb_putc(&k->covers_comment, '\'');
 }
 
-/* Adds an argument slot (zeroed) and the declaration `decl` of parameter `name` to k's lists. */
+/* Adds an argument slot (zeroed) and the parameter's declaration (decl, or decl_restrict when k's
+ * pointers are __restrict__) to k's parameter lists. */
 static ampc_rt_arg *add_param(ampc_cg_kernel *k, const char *decl, const char *decl_restrict,
                               bool written) {
     if (k->n_args == k->cap_args) {
@@ -305,7 +306,7 @@ static ampc_status finish(ampc_cg_kernel *k, const uint32_t grid[3], const uint3
     if (alt_of < 0) step = ampc_cg_add_step(cg, &s);
     else cg->steps[alt_of].gemm.own_kernel = s.kernel;
     /* a repeated kernel: one more step a launch, its last argument (`rep`) the launch's index */
-    AMPC_ASSERT(k->repeat == 0 || alt_of < 0);
+    AMPC_ASSERT(k->repeat == 0 || (alt_of < 0 && k->args[k->n_args - 1].kind == AMPC_RT_ARG_I32));
     for (int32_t r = 1; r < k->repeat && step >= 0; r++, n_steps++) {
         ampc_rt_arg *args = ampc_arena_memdup(&cg->out->arena, s.kernel.args,
                                               (size_t)k->n_args * sizeof *args);
