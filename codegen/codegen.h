@@ -79,6 +79,12 @@ ampc_status ampc_cg_lower_movement(ampc_cg *cg, const ampc_node *n);
 ampc_status ampc_cg_lower_index(ampc_cg *cg, const ampc_node *n);
 ampc_status ampc_cg_lower_control(ampc_cg *cg, const ampc_node *n);
 ampc_status ampc_cg_lower_collective(ampc_cg *cg, const ampc_node *n);
+/* A data-dependent Loop's jumps (generate.c, for lower_control.c). ampc_cg_loop_open adds the
+ * entry jump (past the loop when the int32 at go is 0) and marks the next step as the body's
+ * first; ampc_cg_loop_close adds the back edge (to the body's first step while go is set, at
+ * most `limit` iterations) and points the entry jump at the step after it. Regions do not nest. */
+ampc_status ampc_cg_loop_open(ampc_cg *cg, const ampc_node *begin, ampc_rt_ref go);
+ampc_status ampc_cg_loop_close(ampc_cg *cg, const ampc_node *end, ampc_rt_ref go, int64_t limit);
 /* The families whose ops take another family's lower kind, which dispatches to them:
  * RNN/GRU/LSTM (lower_rnn.c, from the contractions), ampc.FusedAttention (lower_attention.c,
  * from the contractions), Einsum and Det (lower_linalg.c, from the contractions and the

@@ -14,6 +14,7 @@
  */
 #include "internal.h"
 #include "kernels.h"
+#include "ir/subgraph.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -49,15 +50,37 @@ _Static_assert(AMPC_ARRAY_LEN(lowerers) == LOWER_REFERENCE + 1, "a lower kind ha
 ampc_graph *ampc_cg_graph(ampc_cg *cg) { return cg->g; }
 const ampc_cg_options *ampc_cg_opts(ampc_cg *cg) { return &cg->o; }
 
-/* Control flow (If, Loop, Scan) that reaches code generation is what flatten-control could not
- * write into the graph (passes/flatten_control.c): a plan has no step that runs a subgraph. */
-ampc_status ampc_cg_lower_control(ampc_cg *cg, const ampc_node *n) {
-    return AMPC_FAIL(cg->g, n, AMPC_E_UNSUPPORTED,
-                     "%s has no GPU lowering yet (control flow): a GPU build unrolls a Loop of a "
-                     "constant trip count whose stop does not depend on data, a Scan and an If "
-                     "whose bodies hold no control flow or random op, up to 4096 copied nodes, "
-                     "and this one is not such; it runs on the reference evaluator only",
-                     ampc_op_get(n->op)->onnx);
+/* ---- a data-dependent Loop's jumps (lower_control.c) ---------------------------------------- */
+
+static ampc_status add_jump(ampc_cg *cg, const ampc_node *n, ampc_rt_ref go, bool if_set,
+                            int32_t target, int64_t limit, int32_t *at) {
+    ampc_rt_step s = {.kind = AMPC_RT_STEP_BRANCH, .label = ampc_cg_label(cg, n)};
+    s.branch = (ampc_rt_branch){go, target, if_set, limit};
+    return (*at = ampc_cg_add_step(cg, &s)) < 0 ? AMPC_E_OOM : AMPC_OK;
+}
+
+ampc_status ampc_cg_loop_open(ampc_cg *cg, const ampc_node *begin, ampc_rt_ref go) {
+    if (cg->loop)
+        return AMPC_FAIL(cg->g, begin, AMPC_E_UNSUPPORTED, "a data-dependent Loop inside another "
+                         "one's region ('%s'): loops on the GPU do not nest", cg->loop->name);
+    if (cg->n_ranks > 1 || cg->g->pipeline_stages > 1 || cg->g->data_ranks > 1)
+        return AMPC_FAIL(cg->g, begin, AMPC_E_UNSUPPORTED, "a Loop whose stop depends on data "
+                         "runs on one GPU: compile without --gpus / --partition");
+    cg->loop = begin;
+    ampc_status st = add_jump(cg, begin, go, false, -1, 1, &cg->loop_entry);
+    cg->loop_body = cg->n_steps;
+    return st;
+}
+
+ampc_status ampc_cg_loop_close(ampc_cg *cg, const ampc_node *end, ampc_rt_ref go, int64_t limit) {
+    if (!cg->loop || ampc_loop_begin_of(end) != cg->loop)
+        return AMPC_FAIL(cg->g, end, AMPC_E_INTERNAL, "a LoopEnd whose LoopBegin's region is not "
+                         "the one open");
+    int32_t back = -1;
+    ampc_status st = add_jump(cg, end, go, true, cg->loop_body, limit, &back);
+    if (st == AMPC_OK) cg->steps[cg->loop_entry].branch.target = cg->n_steps;
+    cg->loop = NULL;
+    return st;
 }
 
 /* ampc.AllReduce(p_0, ..., p_{N-1}) -> y: on rank r, y = the sum over the ranks of p_r (one step
@@ -409,6 +432,8 @@ ampc_status ampc_cg_generate(ampc_graph *g, const ampc_cg_options *o, ampc_cg_ou
         cg.cur_rank = node_rank(n);
         st = lower_node(&cg, n, &known_at);
     }
+    if (st == AMPC_OK && cg.loop)
+        st = AMPC_FAIL(g, cg.loop, AMPC_E_INTERNAL, "a LoopBegin without its LoopEnd");
     if (cg.scratch_bytes) plan->arena_bytes = scratch_at(g) + cg.scratch_bytes;
     if (st == AMPC_OK) st = ampc_cg_prefetch_weights(&cg);
     if (st == AMPC_OK) st = ampc_cg_share_kernels(&cg);

@@ -35,6 +35,9 @@ struct ampc_cg {
     int32_t n_kernels, cap_kernels;
     ampc_status status;      /* first failure of an emitter call */
     int64_t scratch_bytes;   /* the largest ampc_cg_scratch asked: past the planned arena */
+    const ampc_node *loop;   /* the LoopBegin whose region is being lowered, or NULL */
+    int32_t loop_entry;      /* its entry jump (the target set when the region closes) */
+    int32_t loop_body;       /* the first step of its body */
 };
 
 struct ampc_cg_kernel {

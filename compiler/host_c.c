@@ -194,6 +194,13 @@ static void put_step_peer(ampc_strbuf *sb, const char *tag, int32_t i, const amp
     ampc_sb_printf(sb, ", .from = %d}", s->peer.from);
 }
 
+static void put_step_branch(ampc_strbuf *sb, const char *tag, int32_t i, const ampc_rt_step *s) {
+    (void)tag, (void)i;
+    put_member_refs(sb, s);
+    ampc_sb_printf(sb, ", .target = %d, .jump_if_set = %u, .limit = %lldLL}", s->branch.target,
+                   s->branch.jump_if_set, (long long)s->branch.limit);
+}
+
 static void put_step(ampc_strbuf *sb, const char *tag, int32_t i, const ampc_rt_step *s) {
     static void (*const put[])(ampc_strbuf *, const char *, int32_t, const ampc_rt_step *) = {
 #define AMPC_STEP(KIND, member, type, provider, work, serialise, name) \

@@ -57,7 +57,7 @@ typedef enum ampc_lower_kind {
     LOWER_POOL,        /* generated window kernel */
     LOWER_MOVE,        /* generated gather/copy kernel (transpose, concat, slice...) */
     LOWER_INDEX,       /* data-dependent indexing (Gather, Scatter, TopK...) */
-    LOWER_CONTROL,     /* control flow (If, Loop, Scan): bodies lowered on their own, host-driven */
+    LOWER_CONTROL,     /* a data-dependent Loop's marks (ampc.LoopBegin, ampc.LoopEnd): jumps */
     LOWER_COLLECTIVE,  /* a collective between GPUs (ampc.AllReduce): an NCCL step */
     LOWER_REFERENCE,   /* no GPU lowering yet: the reference evaluator only (docs/adding-an-op.md) */
 } ampc_lower_kind;
@@ -137,11 +137,14 @@ const char *ampc_op_reference_why(const ampc_node *n);
 enum { AMPC_CONCAT_READ_MAX = 64 };
 /* Whether input i of an op must be present (a NULL slot is ONNX's omitted optional input):
  * the first min_in are, and so is every input of a variadic op (ONNX cannot omit one of
- * Sum's or Concat's inputs) except Loop's trip count and condition. */
+ * Sum's or Concat's inputs) except Loop's trip count and condition (and those of its marks,
+ * ampc.LoopBegin's inputs 0 and 1 and ampc.LoopEnd's 2 and 3: ir/subgraph.h). */
 static inline bool ampc_op_input_required(ampc_opcode op, int32_t i) {
     const ampc_op_info *info = &ampc_op_table[op];
+    if (op == AMPC_OP_LOOP || op == AMPC_OP_LOOP_BEGIN) return i >= 2;
+    if (op == AMPC_OP_LOOP_END) return i != 2 && i != 3;
     if (i < info->min_in) return true;
-    return info->max_in < 0 && !(op == AMPC_OP_LOOP && i < 2);
+    return info->max_in < 0;
 }
 /* Looks an op up by ONNX op type; false when it is not in the table. */
 bool ampc_op_from_onnx(const char *onnx, ampc_opcode *out);

@@ -64,6 +64,12 @@ const char *ampc_op_reference_why(const ampc_node *n) {
         return "an Attention whose causal or window rules span more than 2^24 (query, key) "
                "pairs has no GPU lowering yet (a GPU build writes those rules as a constant mask "
                "of that size)";
+    if (n->op == AMPC_OP_IF || n->op == AMPC_OP_LOOP || n->op == AMPC_OP_SCAN)
+        return "control flow that a GPU build cannot write into its plan: it unrolls a Loop of a "
+               "constant trip count whose stop does not depend on data, a Scan and an If whose "
+               "bodies hold no control flow or random op (up to 4096 copied nodes), and runs a "
+               "Loop without scan outputs whose body holds none again while it goes on; this one "
+               "is neither";
     if (n->op == AMPC_OP_DEFORM_CONV && n->inputs[0]->shape.rank != 4) /* onnx_deform_conv.c */
         return "a DeformConv over other than 2 spatial dims has no GPU lowering yet (a GPU build "
                "runs a 2-D one as GridSample and MatMul)";

@@ -78,6 +78,22 @@ int32_t ampc_ir_node_captures(const ampc_node *n) {
     return (int32_t)a->i;
 }
 
+int32_t ampc_loop_carried(const ampc_node *n) {
+    const ampc_attr *a = ampc_ir_attr_find(n, "carried");
+    if (!a || a->kind != AMPC_ATTR_INT || a->i < 0 || a->i > n->n_inputs) return -1;
+    return (int32_t)a->i;
+}
+
+ampc_attr ampc_loop_carried_attr(int32_t n) {
+    return (ampc_attr){.name = "carried", .kind = AMPC_ATTR_INT, .i = n};
+}
+
+const ampc_node *ampc_loop_begin_of(const ampc_node *end) {
+    const ampc_value *it = end->n_inputs > 0 ? end->inputs[0] : NULL;
+    const ampc_node *b = it ? it->producer : NULL;
+    return b && b->op == AMPC_OP_LOOP_BEGIN ? b : NULL;
+}
+
 ampc_graph *ampc_ir_node_body(const ampc_node *n, const char *name) {
     const ampc_attr *a = ampc_ir_attr_find(n, name);
     return a && a->kind == AMPC_ATTR_GRAPH ? a->graph : NULL;

@@ -65,4 +65,24 @@ int ampc_ir_subgraph_verify_node(ampc_graph *g, const ampc_node *n);
  * (T_NOFOLD: random ops, Loop), so that folding n would fold that node too. */
 bool ampc_ir_node_bodies_foldable(const ampc_node *n);
 
+/* ---- ampc.LoopBegin and ampc.LoopEnd -----------------------------------------------------------
+ * A Loop whose stop depends on data, in a GPU build's graph (passes/flatten_control.c), with N
+ * loop-carried values (both marks' int attribute `carried`):
+ *
+ *   LoopBegin(M?, cond?, v_0 .. v_N-1, captures...)           -> (iter, go, s_0 .. s_N-1)
+ *   LoopEnd(iter, go, M?, cond_out?, o_0 .. o_N-1, s_0 .. s_N-1) -> (f_0 .. f_N-1)
+ *
+ * iter (i64, one element) is the iteration number the body reads, s_j carried value j as the body
+ * reads it, go (i32, one element) whether the loop goes on; the marks' steps write all three
+ * (codegen/lower_loop.c). o_j and cond_out are what the body returns, f_j the Loop's outputs.
+ * M, cond and cond_out may be absent and keep their places. A LoopBegin's captures (the outer
+ * values the body reads) only order it after them, so that the body follows it. */
+enum { AMPC_LOOP_ITER = 0, AMPC_LOOP_GO = 1, AMPC_LOOP_STATE = 2 };
+
+/* A mark's `carried` attribute (N), -1 when absent or not an int; the attribute for N. */
+int32_t ampc_loop_carried(const ampc_node *n);
+ampc_attr ampc_loop_carried_attr(int32_t n);
+/* The LoopBegin a LoopEnd closes (the producer of its input 0), NULL when it is not one. */
+const ampc_node *ampc_loop_begin_of(const ampc_node *end);
+
 #endif /* AMPC_SUBGRAPH_H */

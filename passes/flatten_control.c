@@ -23,10 +23,15 @@
  *          error when taken (an index out of range) is not one on the GPU, whose kernels do not
  *          raise errors, and is not selected.
  *
+ *   Loop   that the above does not take (its stop depends on data, its trip count is computed at
+ *          run time or is too long to copy) and that has no scan outputs: its body copied once
+ *          between an ampc.LoopBegin and an ampc.LoopEnd (ir/subgraph.h), whose steps run it
+ *          again while the loop goes on (codegen/lower_control.c).
+ *
  * Copies are node for node, attributes deep-copied into the graph's arena, constants of a body
  * copied once. Not flattened (the GPU build then names the node as it did before): bodies that
- * hold control flow or a node that must not be duplicated (T_NOFOLD: random ops), a Loop whose
- * stop depends on data or that has no constant trip count, an empty Loop or Scan, and anything that would copy
+ * hold control flow or a node that must not be duplicated (T_NOFOLD: random ops), an empty Loop
+ * or Scan, a Loop with scan outputs that cannot be unrolled, and a Scan or If that would copy
  * more than MAX_COPIED body nodes. The reference evaluator runs the nodes as they are (the pass
  * runs only when ampc_pipeline_options.gpu_build is set).
  */
@@ -224,6 +229,65 @@ static ampc_status flatten_loop(copier *c, ampc_value **out) {
     return st;
 }
 
+/* A Loop flatten_loop does not take (its stop depends on data, its trip count is computed at run
+ * time or is too long to copy), when it has no scan outputs: its body copied once between an
+ * ampc.LoopBegin and an ampc.LoopEnd (ir/subgraph.h), whose steps run the body again while the
+ * loop goes on. The body's condition input is true whenever it runs. */
+static ampc_status mark_loop(copier *c, ampc_value **out) {
+    const ampc_node *n = c->cf;
+    ampc_graph *g = c->g, *b = c->body;
+    const int32_t k = ampc_ir_node_captures(n), N = n->n_inputs - 2 - k, K = n->n_outputs - N;
+    if (K != 0 || N < 1 || live_nodes(b) > MAX_COPIED) return AMPC_E_UNSUPPORTED;
+    ampc_value **in = calloc((size_t)(4 + 2 * N + k), sizeof *in);
+    if (!in) return AMPC_E_OOM;
+    for (int32_t i = 0; i < 2 + N + k; i++) in[i] = n->inputs[i]; /* M, cond, carried, captures */
+    const ampc_attr carried = ampc_loop_carried_attr(N);
+    char name[160];
+    snprintf(name, sizeof name, "%.120s/begin", n->name);
+    ampc_node *lb = NULL, *le = NULL;
+    ampc_status st = ampc_ir_node_build(g, AMPC_OP_LOOP_BEGIN, name, in, 2 + N + k, &carried, 1,
+                                        AMPC_LOOP_STATE + N, NULL, &lb);
+    if (st != AMPC_OK) goto done;
+    /* the body's inputs: the iteration number (in its declared shape), true, the carried values
+     * as LoopBegin gives them, the captures */
+    memset(c->map, 0, (size_t)b->n_values * sizeof *c->map);
+    ampc_value *iter = lb->outputs[AMPC_LOOP_ITER];
+    const ampc_shape *is = &b->inputs[0]->shape;
+    if (is->rank > 0) {
+        ampc_value *rs[2] = {iter, ampc_pass_const_i64s(g, 1, (int64_t[]){is->rank}, is->dims)};
+        iter = rs[1] ? node1(g, AMPC_OP_RESHAPE, name, rs, 2, NULL, 0) : NULL;
+    }
+    const uint8_t yes = 1;
+    c->map[b->inputs[0]->id] = iter;
+    c->map[b->inputs[1]->id] = ampc_ir_const_new(g, NULL, AMPC_DTYPE_BOOL, &b->inputs[1]->shape, &yes);
+    if (!c->map[b->inputs[0]->id] || !c->map[b->inputs[1]->id]) {
+        st = AMPC_E_OOM;
+        goto done;
+    }
+    for (int32_t j = 0; j < N; j++) c->map[b->inputs[2 + j]->id] = lb->outputs[AMPC_LOOP_STATE + j];
+    for (int32_t i = 0; i < k; i++) c->map[b->inputs[2 + N + i]->id] = n->inputs[2 + N + i];
+    if ((st = copy_body(c, 0)) != AMPC_OK) goto done;
+    /* LoopEnd(iter, go, M, cond_out, the body's values, LoopBegin's values) */
+    ampc_value *cond = mapped(c, b->outputs[0]);
+    in[0] = lb->outputs[AMPC_LOOP_ITER];
+    in[1] = lb->outputs[AMPC_LOOP_GO];
+    in[2] = n->inputs[0];
+    in[3] = const_true(cond) ? NULL : cond;
+    for (int32_t j = 0; j < N; j++) {
+        in[4 + j] = mapped(c, b->outputs[1 + j]);
+        in[4 + N + j] = lb->outputs[AMPC_LOOP_STATE + j];
+        if (!in[4 + j]) st = AMPC_E_UNSUPPORTED;
+    }
+    if (!cond) st = AMPC_E_UNSUPPORTED;
+    snprintf(name, sizeof name, "%.120s/end", n->name);
+    if (st == AMPC_OK)
+        st = ampc_ir_node_build(g, AMPC_OP_LOOP_END, name, in, 4 + 2 * N, &carried, 1, N, NULL, &le);
+    for (int32_t j = 0; j < N && st == AMPC_OK; j++) out[j] = le->outputs[j];
+done:
+    free(in);
+    return st == AMPC_OK || st == AMPC_E_OOM ? st : AMPC_E_UNSUPPORTED;
+}
+
 static ampc_status flatten_scan(copier *c, ampc_value **out) {
     const ampc_node *n = c->cf;
     ampc_graph *b = c->body;
@@ -335,9 +399,15 @@ static ampc_status flatten(ampc_graph *g, ampc_node *cf, ampc_value **out) {
     if (!c.body || !copyable(c.body)) return AMPC_E_UNSUPPORTED;
     c.map = calloc((size_t)c.body->n_values + 1, sizeof *c.map);
     c.consts = calloc((size_t)c.body->n_values + 1, sizeof *c.consts);
-    const ampc_status st = !c.map || !c.consts ? AMPC_E_OOM
-                           : cf->op == AMPC_OP_LOOP ? flatten_loop(&c, out)
-                                                    : flatten_scan(&c, out);
+    const int32_t first_new = g->n_nodes, diags = g->diag.n;
+    ampc_status st = !c.map || !c.consts ? AMPC_E_OOM
+                     : cf->op == AMPC_OP_LOOP ? flatten_loop(&c, out)
+                                              : flatten_scan(&c, out);
+    if (st == AMPC_E_UNSUPPORTED && cf->op == AMPC_OP_LOOP) {
+        ampc_pass_undo(g, first_new, diags); /* the copies flatten_loop made before it gave up */
+        memset(c.consts, 0, ((size_t)c.body->n_values + 1) * sizeof *c.consts);
+        st = mark_loop(&c, out);
+    }
     free(c.map), free(c.consts);
     return st;
 }

@@ -10,7 +10,9 @@
  *   3. Each buffer is live from the node that defines it to the last node that reads any of its
  *      values; a buffer holding a graph input or output is live for the whole run, so no other
  *      value ever shares its bytes and the runtime may point its steps at the caller's own
- *      buffers instead (runtime/io_bind.c).
+ *      buffers instead (runtime/io_bind.c). A data-dependent Loop's region (ampc.LoopBegin to
+ *      ampc.LoopEnd) runs again while the loop goes on, so what it reads from before it lives to
+ *      its end.
  *   A value marked AMPC_VALUE_FUSED (fuse_elementwise.c) gets no bytes: it lives in registers of
  *   the kernel of its chain's last node, which reads the chain's other inputs, so a node of the
  *   chain counts as reading them at that last node's position.
@@ -22,6 +24,7 @@
  * value id.
  */
 #include "passes.h"
+#include "ir/subgraph.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +88,20 @@ static bool reads_elsewhere(const ampc_node *n, int32_t *parent, int32_t r) {
     return false;
 }
 
+/* A data-dependent Loop's region, ampc.LoopBegin to its ampc.LoopEnd (ir/subgraph.h), runs again
+ * while the loop goes on: a value defined before the region (or by its LoopBegin) and read in it
+ * is read again by the next iteration, so it lives to the region's end. */
+static void extend_over_loops(const ampc_graph *g, const int32_t *def, int32_t *last) {
+    for (int32_t k = 0; k < g->n_nodes; k++) {
+        const ampc_node *n = g->nodes[k];
+        const ampc_node *b = n->dead || n->op != AMPC_OP_LOOP_END ? NULL : ampc_loop_begin_of(n);
+        if (!b || !n->n_outputs) continue;
+        const int32_t begin = def[b->outputs[0]->id], end = def[n->outputs[0]->id];
+        for (int32_t i = 0; i < g->n_values; i++)
+            if (def[i] <= begin && last[i] > begin && last[i] < end) last[i] = end;
+    }
+}
+
 ampc_status ampc_pass_plan_memory(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
     (void)cx;
     int32_t nv = g->n_values;
@@ -141,6 +158,7 @@ ampc_status ampc_pass_plan_memory(ampc_graph *g, const ampc_pass_ctx *cx, bool *
     }
     free(at);
     free(reached);
+    extend_over_loops(g, def, last);
     int32_t end = pos;
     for (int32_t i = 0; i < g->n_outputs; i++) last[g->outputs[i]->id] = end;
     /* The last use of each buffer, kept per root as values join it. */

@@ -351,6 +351,13 @@ extern const rt_provider rt_provider_copy;
 extern const rt_provider rt_provider_memset;
 extern const rt_provider rt_provider_nccl;
 extern const rt_provider rt_provider_peer; /* ranks_pipe.c: a pipeline's peer copies */
+extern const rt_provider rt_provider_branch; /* prov_branch.c: a data-dependent Loop's jumps */
+
+/* The step after jump step s (index i), whose launch has read its flag (state): its target or
+ * i + 1. *back counts the backward jumps taken in a row (loops do not nest); -1 with e set when
+ * the loop would run past the step's limit. */
+int32_t rt_branch_next(const ampc_rt_step *s, int32_t i, const void *state, int64_t *back,
+                       rt_err *e);
 
 /* The provider of a step kind (NULL for an unknown kind). */
 const rt_provider *rt_provider_for(uint8_t kind);

@@ -73,6 +73,9 @@ static const char *step_eligible(ampc_rt_model *m, int32_t s, const ampc_rt_ref 
 /* Why model m cannot bind (a static string), or NULL when it can; fills m->zc_steps. */
 static const char *eligible(ampc_rt_model *m) {
     int32_t n_io = m->n_inputs + m->n_outputs;
+    for (int32_t s = 0; s < m->n_steps; s++)
+        if (m->steps[s].kind == AMPC_RT_STEP_BRANCH)
+            return "the plan jumps (a Loop whose stop depends on data): no graph to bind";
     for (int32_t i = 0; i < n_io; i++) {
         ampc_rt_ref r = io_at(m, i)->ref;
         if (r.bytes > 0 && r.space != AMPC_RT_ARENA) return "an input or output is a constant";

@@ -288,6 +288,12 @@ ampc_status rt_model_build(ampc_rt_model *m, const ampc_rt_plan *p, rt_err *e) {
         m->graph_status = AMPC_RT_GRAPH_OFF;
         m->graph_why = strdup("turned off by the cuda_graphs option (AMPC_CUDA_GRAPHS=0)");
     }
+    for (int32_t i = 0; i < m->n_steps && m->graph_status != AMPC_RT_GRAPH_OFF; i++)
+        if (m->steps[i].kind == AMPC_RT_STEP_BRANCH) {
+            m->graph_status = AMPC_RT_GRAPH_OFF;
+            m->graph_why = strdup("the plan jumps (a Loop whose stop depends on data): its steps "
+                                  "are launched one by one");
+        }
     if (!m->opts.io_graph) m->io_state = IO_GRAPH_OFF; /* copies on the stream around the graph */
     rt_io_bind_setup(m);
     return AMPC_OK;
@@ -474,9 +480,14 @@ static ampc_status check_tensors(const ampc_rt_model *m, const ampc_tensor *in, 
 /* Enqueues every step on s, with ev[i] recorded before step i and ev[n] after the last when ev
  * is not NULL. */
 ampc_status rt_model_launch_steps(ampc_rt_model *m, cudaStream_t s, cudaEvent_t *ev, rt_err *e) {
-    for (int32_t i = 0; i < m->n_steps; i++) {
+    int64_t back = 0;
+    for (int32_t i = 0, next; i < m->n_steps; i = next) {
         if (ev) RT_CUDA(e, cudaEventRecord(ev[i], s));
-        if (m->prov[i]->launch(&m->ctx, m->state[i], s, e) != AMPC_OK) {
+        next = m->prov[i]->launch(&m->ctx, m->state[i], s, e) != AMPC_OK ? -1
+               : m->steps[i].kind == AMPC_RT_STEP_BRANCH
+                   ? rt_branch_next(&m->steps[i], i, m->state[i], &back, e)
+                   : i + 1;
+        if (next < 0) {
             rt_step_prefix(e, &m->steps[i], i);
             return e->status;
         }

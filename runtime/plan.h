@@ -12,8 +12,9 @@
  *
  * Steps are: a generated kernel launch (kernels come from the plan's images: PTX for compute_80
  * that runs on every GPU of compute capability >= 8.0, plus cubins for the architectures
- * compiled), a cuBLASLt matmul, a cuDNN convolution, a device copy, a memset, or an all-reduce
- * between GPUs (NCCL).
+ * compiled), a cuBLASLt matmul, a cuDNN convolution, a device copy, a memset, an all-reduce
+ * between GPUs (NCCL), or a jump (a data-dependent Loop: the only step that makes the order
+ * other than the steps' own).
  *
  * Multi-GPU (a graph partitioned over N GPUs, docs/multi-gpu.md): the plan of the model has
  * n_ranks = N and `ranks` pointing at N per-rank plans. Rank r's plan is a complete single-GPU
@@ -48,11 +49,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum { AMPC_RT_PLAN_VERSION = 7 }; /* 2: all-reduce steps, ranks; 3: split_batch; 4:
+enum { AMPC_RT_PLAN_VERSION = 8 }; /* 2: all-reduce steps, ranks; 3: split_batch; 4:
                                      ampc_rt_gemm.sparse_kernel; 5: inputs and outputs have
                                      arena bytes no other value shares; 6: pipelines
                                      (micro_batches, peer-copy steps); 7: sparse_kernel becomes
-                                     own_kernel, on dense steps too (the GELU epilogue) */
+                                     own_kernel, on dense steps too (the GELU epilogue); 8: jumps
+                                     (branch steps) */
 
 /* Where a tensor lives. */
 typedef enum ampc_rt_space {
@@ -198,6 +200,20 @@ typedef struct ampc_rt_copy {
 typedef struct ampc_rt_memset {
     ampc_rt_ref dst;
 } ampc_rt_memset;
+
+/* A jump: a Loop whose stop depends on data (codegen/lower_control.c) runs its body's steps
+ * again while it goes on. Once the steps before it have finished, the runtime reads the int32 at
+ * flag (arena); when (flag != 0) == jump_if_set the next step is `target` (0 .. n_steps; n_steps
+ * ends the run), else the one after this. A backward jump (target <= this step) is taken at most
+ * limit - 1 times in a row, so that the loop runs at most `limit` iterations: the run fails past
+ * them, naming the step (the Loop). A plan with a jump is not captured into a CUDA graph: its
+ * steps are launched one by one, and the host waits for the flag at each jump. */
+typedef struct ampc_rt_branch {
+    ampc_rt_ref flag;
+    int32_t target;
+    uint8_t jump_if_set;
+    int64_t limit;
+} ampc_rt_branch;
 
 /* The kinds of step: the rows of runtime/steps.def, in order. */
 typedef enum ampc_rt_step_kind {

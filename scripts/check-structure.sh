@@ -19,7 +19,7 @@
 # 3. The environment: getenv only in runtime/options.c, the compiler's tool locator and cli/.
 # 4. Every AMPC_* variable the source names is in docs/options.md.
 # 5. Every op-table row has a GPU lowering or is on the reference-only list: a row of lowering
-#    kind REFERENCE (or CONTROL, control flow) is named nowhere in codegen/; every other row
+#    kind REFERENCE is named nowhere in codegen/; every other row
 #    (but NONE, resolved at compile time) is named by its family's lowering in codegen/.
 # 6. Attributes are named in one place: the family headers of ir/ (ir/activation.h, ir/conv.h,
 #    ...; docs/adding-an-op.md), inference and the importer. The reference, code generation, the
@@ -82,7 +82,7 @@ while read -r id kind; do
   grep -rqE "AMPC_OP_${id}\b" codegen --include='*.c' && named=1
   case "$kind" in
     NONE) ;;
-    REFERENCE|CONTROL)
+    REFERENCE)
       [ $named = 1 ] && { echo "check-structure: ir/ops.def: $id is on the reference-only list ($kind) but codegen/ lowers it: give its row its family's lowering kind"; bad=1; } ;;
     *)
       [ $named = 0 ] && { echo "check-structure: ir/ops.def: $id has lowering kind $kind but codegen/ never names AMPC_OP_$id: lower it, or make its kind REFERENCE and add it to docs/adding-an-op.md"; bad=1; } ;;

@@ -462,3 +462,53 @@ ampc_status ampc_infer_scan(ampc_graph *g, ampc_node *n) {
     }
     return AMPC_OK;
 }
+
+/* ---- ampc.LoopBegin and ampc.LoopEnd (ir/subgraph.h) ---------------------------------------- */
+
+ampc_status ampc_infer_loop_begin(ampc_graph *g, ampc_node *n) {
+    const int32_t N = ampc_loop_carried(n);
+    if (N < 0 || n->n_inputs < 2 + N || n->n_outputs != AMPC_LOOP_STATE + N)
+        return AMPC_FAIL(g, n, AMPC_E_INVALID_ARG, "a LoopBegin with %d inputs and %d outputs "
+                         "and `carried` %d: expected M, cond, the N carried values and the "
+                         "captures in, the iteration number, the go flag and N values out",
+                         n->n_inputs, n->n_outputs, N);
+    const ampc_value *m = n->inputs[0], *c = n->inputs[1];
+    if ((m && (m->dtype != AMPC_DTYPE_I64 || !one_element(m))) ||
+        (c && (c->dtype != AMPC_DTYPE_BOOL || !one_element(c))))
+        return AMPC_FAIL(g, n, AMPC_E_DTYPE, "a LoopBegin's M must be one i64 and its cond one "
+                         "bool");
+    const ampc_shape scalar = {0};
+    ampc_infer_set(n, AMPC_LOOP_ITER, AMPC_DTYPE_I64, &scalar);
+    ampc_infer_set(n, AMPC_LOOP_GO, AMPC_DTYPE_I32, &scalar);
+    for (int32_t j = 0; j < N; j++) {
+        const ampc_value *v = n->inputs[2 + j];
+        if (!v) return AMPC_FAIL(g, n, AMPC_E_INVALID_ARG, "carried value %d is absent", j);
+        ampc_infer_set(n, AMPC_LOOP_STATE + j, v->dtype, &v->shape);
+    }
+    return AMPC_OK;
+}
+
+ampc_status ampc_infer_loop_end(ampc_graph *g, ampc_node *n) {
+    const int32_t N = ampc_loop_carried(n);
+    const ampc_node *b = ampc_loop_begin_of(n);
+    if (N < 0 || n->n_inputs != 4 + 2 * N || n->n_outputs != N || !b ||
+        ampc_loop_carried(b) != N || n->inputs[1] != b->outputs[AMPC_LOOP_GO])
+        return AMPC_FAIL(g, n, AMPC_E_INVALID_ARG, "a LoopEnd takes its LoopBegin's iteration "
+                         "number and go flag, M, cond, the body's N values and the LoopBegin's N "
+                         "values, and gives N (`carried`)");
+    const ampc_value *m = n->inputs[2], *c = n->inputs[3];
+    if ((m && (m->dtype != AMPC_DTYPE_I64 || !one_element(m))) ||
+        (c && (c->dtype != AMPC_DTYPE_BOOL || !one_element(c))))
+        return AMPC_FAIL(g, n, AMPC_E_DTYPE, "a LoopEnd's M must be one i64 and its condition "
+                         "one bool");
+    for (int32_t j = 0; j < N; j++) {
+        const ampc_value *o = n->inputs[4 + j], *s = n->inputs[4 + N + j];
+        if (!o || !s || s != b->outputs[AMPC_LOOP_STATE + j] || o->dtype != s->dtype ||
+            !ampc_shape_eq(&o->shape, &s->shape))
+            return AMPC_FAIL(g, n, AMPC_E_SHAPE, "carried value %d: the body's '%s' must have "
+                             "the dtype and shape of the LoopBegin's '%s'", j,
+                             o ? o->name : "", s ? s->name : "");
+        ampc_infer_set(n, j, s->dtype, &s->shape);
+    }
+    return AMPC_OK;
+}

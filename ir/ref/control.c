@@ -254,3 +254,12 @@ ampc_status ampc_ref_scan(ampc_graph *g, const ampc_node *n, const ampc_tensor *
     free(out_ax);
     return st;
 }
+
+/* ampc.LoopBegin and ampc.LoopEnd mark a Loop in a GPU build's graph (ir/subgraph.h); the
+ * reference evaluator runs the Loop node itself. */
+ampc_status ampc_ref_loop_mark(ampc_graph *g, const ampc_node *n, const ampc_tensor *const *in,
+                               ampc_tensor *const *out) {
+    (void)in, (void)out;
+    return AMPC_FAIL(g, n, AMPC_E_UNSUPPORTED, "%s marks a Loop for the GPU's plan; the reference "
+                     "evaluator runs the Loop node, not its marks", ampc_op_get(n->op)->onnx);
+}

@@ -65,16 +65,15 @@ static int listed_reference_ops(const char *list) {
         ampc_opcode op;
         cr_assert(ampc_op_from_onnx(name, &op), "the list names '%s', not an op", name);
         ampc_lower_kind k = ampc_op_get(op)->lower;
-        cr_assert(k == LOWER_REFERENCE || k == LOWER_CONTROL,
-                  "the list names %s, which has a GPU lowering", name);
+        cr_assert(k == LOWER_REFERENCE, "the list names %s, which has a GPU lowering", name);
         listed++;
         p = q + 1;
     }
     return listed;
 }
 
-/* The reference-only list of docs/adding-an-op.md is the op table's REFERENCE (and CONTROL)
- * rows, no more and no fewer. */
+/* The reference-only list of docs/adding-an-op.md is the op table's REFERENCE rows, no more and
+ * no fewer. */
 Test(optable, the_reference_only_list_is_the_documented_one) {
     char *doc = t_read_text(AMPC_SOURCE_DIR "/docs/adding-an-op.md");
     const char *list = strstr(doc, "## Ops without a GPU lowering");
@@ -82,7 +81,7 @@ Test(optable, the_reference_only_list_is_the_documented_one) {
     int n = 0;
     for (int i = 0; i < AMPC_OP_COUNT; i++) {
         const ampc_op_info *op = ampc_op_get((ampc_opcode)i);
-        if (op->lower != LOWER_REFERENCE && op->lower != LOWER_CONTROL) continue;
+        if (op->lower != LOWER_REFERENCE) continue;
         char item[80];
         snprintf(item, sizeof item, "`%s`", op->onnx);
         cr_assert(strstr(list, item), "%s is reference-only but not in docs/adding-an-op.md's list",

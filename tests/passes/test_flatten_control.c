@@ -2,13 +2,19 @@
  * test_flatten_control.c — the flatten-control pass (a GPU build): a Loop of a constant trip
  * count, a Scan (axes and directions) and an If with a run-time condition become nodes of the
  * graph that compute what the control-flow node computes on the reference evaluator; a Loop
- * that may stop early stays, and so does everything when the build is not for the GPU.
+ * whose stop depends on data becomes its body once between ampc.LoopBegin and ampc.LoopEnd,
+ * whose plan jumps back to the body while the loop goes on (and, on a GPU, computes what the
+ * reference does: swapped carried values, the iteration number, a trip count given at run time,
+ * the iteration limit); nothing is flattened when the build is not for the GPU.
  */
 #include "support.h"
 
+#include "codegen/codegen.h"
+#include "ir/ref/ref.h"
 #include "ir/subgraph.h"
 #include "passes/passes.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static ampc_node *build_cf(ampc_graph *g, ampc_opcode op, ampc_value *const *in, int32_t n_in,
@@ -45,7 +51,7 @@ enum { LOOP_ALWAYS, LOOP_COUNTED, LOOP_DATA };
  * after each step (LOOP_ALWAYS); or, with no scan output, a condition output that stops it: i < 2,
  * which folds in each copy (LOOP_COUNTED), or sum(s) < 5, which depends on the data (LOOP_DATA). */
 static ampc_graph *loop_graph(int kind) {
-    const bool early = kind != LOOP_ALWAYS;
+    const bool scans = kind == LOOP_ALWAYS;
     ampc_graph *g = ampc_graph_create("loop");
     int64_t m = 4;
     ampc_value *M = t_const_i64(g, SHAPE(), &m);
@@ -69,12 +75,12 @@ static ampc_graph *loop_graph(int kind) {
         body_out(b, ampc_op(b, "Identity", &c, 1, NULL, 0));
     }
     body_out(b, s1);
-    if (!early) body_out(b, ampc_op(b, "Identity", &s1, 1, NULL, 0));
+    if (scans) body_out(b, ampc_op(b, "Identity", &s1, 1, NULL, 0));
     ampc_value *in[4] = {M, NULL, s0, x};
     const char *names[1] = {"body"};
-    ampc_node *n = build_cf(g, AMPC_OP_LOOP, in, 4, names, &b, 1, 1, NULL, 0, early ? 1 : 2);
+    ampc_node *n = build_cf(g, AMPC_OP_LOOP, in, 4, names, &b, 1, 1, NULL, 0, scans ? 2 : 1);
     ampc_output(g, n->outputs[0], "s");
-    if (!early) ampc_output(g, n->outputs[1], "rows");
+    if (scans) ampc_output(g, n->outputs[1], "rows");
     return g;
 }
 
@@ -93,15 +99,145 @@ Test(flatten_control, a_loop_of_a_constant_trip_count_unrolls) {
     }
 }
 
-Test(flatten_control, a_loop_whose_stop_depends_on_data_stays_and_only_gpu_builds_flatten) {
+Test(flatten_control, a_loop_whose_stop_depends_on_data_is_marked_and_only_gpu_builds_flatten) {
     ampc_graph *g = loop_graph(LOOP_DATA);
     optimize(g, true);
-    cr_assert_eq(t_count_op(g, AMPC_OP_LOOP), 1);
+    cr_assert_eq(t_count_op(g, AMPC_OP_LOOP), 0);
+    cr_assert_eq(t_count_op(g, AMPC_OP_LOOP_BEGIN), 1);
+    cr_assert_eq(t_count_op(g, AMPC_OP_LOOP_END), 1);
+    cr_assert_eq(t_count_op(g, AMPC_OP_REDUCE_SUM), 1, "the body copied once");
     ampc_graph_destroy(g);
     g = loop_graph(LOOP_ALWAYS);
     optimize(g, false);
     cr_assert_eq(t_count_op(g, AMPC_OP_LOOP), 1);
     ampc_graph_destroy(g);
+}
+
+/* The plan of g (optimised for the GPU, then its memory planned). */
+static ampc_cg_output *plan_of(ampc_graph *g) {
+    optimize(g, true);
+    bool changed;
+    cr_assert_eq(ampc_pass_plan_memory(g, NULL, &changed), AMPC_OK, "%s", ampc_graph_errors(g));
+    ampc_cg_output *o = NULL;
+    cr_assert_eq(ampc_cg_generate(g, NULL, &o), AMPC_OK, "%s", ampc_graph_errors(g));
+    return o;
+}
+
+Test(flatten_control, the_plan_of_a_data_dependent_loop_jumps_back_to_its_body) {
+    for (int64_t limit = 0; limit <= 7; limit += 7) {
+        ampc_graph *g = loop_graph(LOOP_DATA);
+        ampc_graph_set_max_loop_iterations(g, limit);
+        ampc_cg_output *o = plan_of(g);
+        int32_t at[3], n = 0;
+        for (int32_t i = 0; i < o->plan.n_steps; i++)
+            if (o->plan.steps[i].kind == AMPC_RT_STEP_BRANCH && n < 3) at[n++] = i;
+        cr_assert_eq(n, 2, "an entry jump and a back edge, got %d jumps", n);
+        const ampc_rt_branch *entry = &o->plan.steps[at[0]].branch;
+        const ampc_rt_branch *back = &o->plan.steps[at[1]].branch;
+        cr_expect(!entry->jump_if_set && back->jump_if_set);
+        cr_expect_eq(entry->target, at[1] + 1, "the entry jump lands after the back edge");
+        cr_expect_eq(back->target, at[0] + 1, "the back edge returns to the body's first step");
+        cr_expect(entry->flag.offset == back->flag.offset && entry->flag.bytes == 4);
+        cr_expect_eq(back->limit, limit ? limit : AMPC_DEFAULT_MAX_LOOP_ITERATIONS);
+        bool reduces = false; /* the body's steps lie between the jumps */
+        for (int32_t i = at[0] + 1; i < at[1]; i++)
+            reduces |= strstr(o->plan.steps[i].label, "ReduceSum") != NULL;
+        cr_expect(reduces, "the body's ReduceSum runs between the jumps");
+        ampc_cg_output_free(o);
+        ampc_graph_destroy(g);
+    }
+}
+
+/* A while loop: no trip count (or M given at run time), carried (a, b, t) with
+ * (a, b) <- (b, a + b * i), t <- i, while sum(b) < 40 (WHILE_DATA) or until M (WHILE_COUNT):
+ * the body returns a carried value and the iteration number through views of other state. */
+enum { WHILE_DATA, WHILE_COUNT };
+
+static ampc_graph *while_graph(int kind) {
+    ampc_graph *g = ampc_graph_create(kind == WHILE_DATA ? "while" : "counted");
+    ampc_value *M = kind == WHILE_COUNT ? t_input(g, "M", AMPC_DTYPE_I64, SHAPE()) : NULL;
+    ampc_value *a0 = t_input(g, "a0", AMPC_DTYPE_F32, SHAPE(3));
+    ampc_value *b0 = t_input(g, "b0", AMPC_DTYPE_F32, SHAPE(3));
+    int64_t minus = -1;
+    ampc_value *t0 = t_const_i64(g, SHAPE(), &minus);
+    ampc_graph *b = ampc_ir_subgraph_new(g, "body");
+    ampc_value *i = t_input(b, "i", AMPC_DTYPE_I64, SHAPE());
+    ampc_value *c = t_input(b, "cond", AMPC_DTYPE_BOOL, SHAPE());
+    ampc_value *a = t_input(b, "a", AMPC_DTYPE_F32, SHAPE(3));
+    ampc_value *bb = t_input(b, "b", AMPC_DTYPE_F32, SHAPE(3));
+    t_input(b, "t", AMPC_DTYPE_I64, SHAPE());
+    ampc_value *b1 = ampc_add(b, a, ampc_mul(b, bb, ampc_cast(b, ampc_add(b, i, t_const_i64(b, SHAPE(), (int64_t[]){1})), AMPC_DTYPE_F32)));
+    if (kind == WHILE_DATA) {
+        ampc_attr_arg keep = AMPC_ATTR_I("keepdims", 0);
+        ampc_value *lt[2] = {ampc_op(b, "ReduceSum", &b1, 1, &keep, 1), ampc_scalar_f32(b, 40)};
+        body_out(b, ampc_op(b, "Less", lt, 2, NULL, 0));
+    } else {
+        body_out(b, ampc_op(b, "Identity", &c, 1, NULL, 0));
+    }
+    body_out(b, ampc_op(b, "Identity", &bb, 1, NULL, 0));
+    body_out(b, b1);
+    body_out(b, ampc_op(b, "Identity", &i, 1, NULL, 0));
+    uint8_t yes = 1;
+    ampc_value *in[5] = {M, kind == WHILE_DATA ? t_const(g, AMPC_DTYPE_BOOL, SHAPE(), &yes) : NULL,
+                         a0, b0, t0};
+    const char *names[1] = {"body"};
+    ampc_node *n = build_cf(g, AMPC_OP_LOOP, in, 5, names, &b, 1, 0, NULL, 0, 3);
+    ampc_output(g, n->outputs[0], "a");
+    ampc_output(g, n->outputs[1], "b");
+    ampc_output(g, n->outputs[2], "t");
+    return g;
+}
+
+/* Floats in [0.25, 1) (the while loop then runs a few times), M = 5. */
+static void fill_while(ampc_tensor *t, const char *name, uint64_t *seed) {
+    (void)name;
+    for (int64_t k = 0; k < ampc_shape_numel(&t->shape); k++) {
+        *seed ^= *seed << 13, *seed ^= *seed >> 7, *seed ^= *seed << 17;
+        ampc_ref_store_f64(t->data, t->dtype, k,
+                           t->dtype == AMPC_DTYPE_I64 ? 5.0 : 0.25 + (double)(*seed >> 11 & 63) / 84.0);
+    }
+}
+
+Test(flatten_control, gpu_a_data_dependent_loop_matches_the_reference) {
+    const int kinds[3] = {LOOP_DATA, WHILE_DATA, WHILE_COUNT};
+    for (int k = 0; k < 3; k++) {
+        ampc_graph *g = k == 0 ? loop_graph(LOOP_DATA) : while_graph(kinds[k]);
+        t_gpu_check c = {.fill = fill_while, .seed = 0x2545f4914f6cdd1dull + (uint64_t)k,
+                         .rtol = 1e-5, .atol = 1e-6, .what = g->name};
+        t_gpu_vs_reference(g, &c);
+    }
+}
+
+/* Past --max-loop-iterations the run fails, naming the Loop; at the limit it runs. */
+Test(flatten_control, gpu_a_loop_past_its_iteration_limit_fails_naming_it) {
+    t_skip_without_gpu();
+    for (int64_t M = 3; M <= 4; M++) {
+        ampc_graph *g = while_graph(WHILE_COUNT);
+        ampc_graph_set_max_loop_iterations(g, 3);
+        static const int32_t none = 0;
+        ampc_compile_options co = {.archs = &none, .n_archs = 0, .cache_dir = ""};
+        ampc_module *m = NULL;
+        cr_assert_eq(ampc_compile(g, &co, &m), AMPC_OK, "%s", ampc_graph_errors(g));
+        float a0[3] = {1, 2, 3}, b0[3] = {1, 1, 1}, ra[3], rb[3];
+        int64_t t = 0;
+        ampc_tensor in[3] = {t_tensor(AMPC_DTYPE_I64, SHAPE(), &M),
+                             t_tensor(AMPC_DTYPE_F32, SHAPE(3), a0),
+                             t_tensor(AMPC_DTYPE_F32, SHAPE(3), b0)};
+        ampc_tensor out[3] = {t_tensor(AMPC_DTYPE_F32, SHAPE(3), ra),
+                              t_tensor(AMPC_DTYPE_F32, SHAPE(3), rb),
+                              t_tensor(AMPC_DTYPE_I64, SHAPE(), &t)};
+        const ampc_status st = ampc_module_run(m, in, 3, out, 3, NULL);
+        if (M == 3) {
+            cr_expect_eq(st, AMPC_OK, "%s", ampc_module_errors(m));
+            cr_expect_eq(t, 2, "the last iteration number, got %lld", (long long)t);
+        } else {
+            const char *err = ampc_module_errors(m);
+            cr_expect_eq(st, AMPC_E_EVAL, "%s", err);
+            cr_expect(strstr(err, "'cf/end'") && strstr(err, "more than 3 iterations"), "%s", err);
+        }
+        ampc_module_destroy(m);
+        ampc_graph_destroy(g);
+    }
 }
 
 /* ---- Scan ----------------------------------------------------------------------------------- */
