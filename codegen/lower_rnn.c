@@ -8,7 +8,9 @@
  * generated kernel a time step (ampc_cg_kernel_repeat; two for GRU with linear_before_reset 0,
  * whose h gate needs every unit's r first): its blocks split the hidden units (all the gate rows
  * feeding them) and the batch, multiply their rows of R by the previous state (rnn.cuh's
- * rnn_recurrent), add the biases and the step's projection, and apply the gates. The state lives
+ * rnn_recurrent; rnn_recurrent_tc on the tensor cores, TF32, when the compile's math allows TF32
+ * for f32 matmuls and the layer is f32 with a batch tile of 8s: geom_of), add the biases and the
+ * step's projection, and apply the gates. The state lives
  * in scratch between launches (h double-buffered, LSTM's c in place); step s of an entry of
  * length len reads time t = s (or len - 1 - s backwards), and for s >= len writes the zeros of Y
  * at time s instead. Y_h and Y_c are written at the entry's last step (zeros for length 0).
@@ -33,6 +35,8 @@ enum {
     RNN_BLOCKS = 256,
     RNN_BT = 32,
     RNN_U = 16,
+    RNN_TC_BLOCKS = 128,
+    RNN_TC_MIN_H = 64,
     RNN_HS_BYTES = 64 * 1024,
     RNN_MAX_LAUNCHES = 1 << 16,
 };
@@ -127,6 +131,8 @@ typedef struct rnn_geom {
     int64_t u, nblk;    /* units a block, blocks a direction and tile */
     int32_t rw;         /* rows of R a warp takes at once */
     int32_t rows;       /* rows of R a block multiplies at most in one launch */
+    bool tc;            /* the product on the tensor cores (rnn_recurrent_tc) */
+    int64_t hs;         /* values of shared memory before acc (the state's chunk) */
 } rnn_geom;
 
 static rnn_layer layer_of(const ampc_node *n) {
@@ -154,17 +160,32 @@ static rnn_layer layer_of(const ampc_node *n) {
     return l;
 }
 
-static rnn_geom geom_of(const rnn_layer *l) {
+/* The launch's split. The product runs on the tensor cores (TF32) when the compile's math allows
+ * TF32 for f32 matmuls and the layer is f32, its hidden size at least RNN_TC_MIN_H and a batch
+ * tile a multiple of 8: then a block takes a multiple of 16 rows (units rounded up to make them
+ * so), about RNN_TC_BLOCKS blocks a launch (the state a block reloads each step costs L2 traffic
+ * as much as R does). */
+static rnn_geom geom_of(const rnn_layer *l, uint8_t math) {
     rnn_geom m;
     m.bt = AMPC_MIN(l->batch, (int64_t)RNN_BT);
     m.btiles = (l->batch + m.bt - 1) / m.bt;
     m.kc = AMPC_MIN(l->H, AMPC_MAX((int64_t)1, RNN_HS_BYTES / (m.bt * l->es)));
+    m.tc = math == AMPC_RT_MATH_TF32 && l->X->dtype == AMPC_DTYPE_F32 &&
+           l->R->dtype == AMPC_DTYPE_F32 && l->H >= RNN_TC_MIN_H && m.bt % 8 == 0;
     const int64_t units = (int64_t)l->dirs * m.btiles * l->H;
-    m.u = AMPC_MIN((int64_t)RNN_U, AMPC_MAX((int64_t)1, (units + RNN_BLOCKS - 1) / RNN_BLOCKS));
-    m.u = AMPC_MIN(m.u, l->H);
+    const int64_t blocks = m.tc ? RNN_TC_BLOCKS : RNN_BLOCKS;
+    m.u = AMPC_MIN((int64_t)RNN_U, AMPC_MAX((int64_t)1, (units + blocks - 1) / blocks));
+    if (m.tc) { /* rows a multiple of 16 in every phase */
+        const int64_t step = l->lstm ? 4 : 16;
+        m.u = AMPC_MIN((int64_t)RNN_U, (m.u + step - 1) / step * step);
+    }
+    m.u = m.tc ? m.u : AMPC_MIN(m.u, l->H);
     m.nblk = (l->H + m.u - 1) / m.u;
     m.rw = m.bt >= 8 ? 2 : 1;
     m.rows = (int32_t)((l->two_phase ? 2 : l->G) * m.u);
+    m.hs = m.bt * m.kc;
+    if (m.tc) /* rows kc8 + 4 apart, and room for the warps' parts (rnn.cuh) */
+        m.hs = AMPC_MAX(m.bt * (((m.kc + 7) & ~(int64_t)7) + 4), 16 * (RNN_THREADS / 32) * m.bt);
     return m;
 }
 
@@ -252,7 +273,7 @@ static void emit_prologue(ampc_cg_kernel *k, const rnn_layer *l, const rnn_geom 
     const long long H = (long long)l->H, batch = (long long)l->batch;
     ampc_cg_line(k, "extern __shared__ __align__(16) unsigned char smem_[];");
     ampc_cg_line(k, "%s *const hs = reinterpret_cast<%s *>(smem_), *const acc = hs + %lldLL;", ct,
-                 ct, (long long)(m->bt * m->kc));
+                 ct, (long long)m->hs);
     ampc_cg_line(k, "const int dir = (int)blockIdx.y;");
     ampc_cg_line(k, "const long long j0 = (long long)blockIdx.x * %lldLL, b0 = (long long)blockIdx.z "
                     "* %lldLL;",
@@ -317,10 +338,18 @@ static void emit_recurrent(ampc_cg_kernel *k, const rnn_layer *l, const rnn_geom
     char rows[64];
     if (l->two_phase) snprintf(rows, sizeof rows, "ph ? %lld : %d", (long long)m->u, m->rows);
     else snprintf(rows, sizeof rows, "%d", m->rows);
-    ampc_cg_line(k, "ampc::rnn_recurrent<%d, %lld, %d>(acc, hs, %lldLL, %s + (long long)dir * "
-                    "%lldLL, %lldLL, %lldLL, %s, %s, j0, b0, %lldLL, src);",
-                 RNN_THREADS, (long long)m->bt, m->rw, (long long)m->kc, q->r, (long long)(l->GH * l->H), H,
-                 (long long)m->u, rows, l->two_phase ? "ph ? 2 : 0" : "0", batch);
+    if (m->tc)
+        ampc_cg_line(k, "ampc::rnn_recurrent_tc<%d, %lld>(acc, hs, %lldLL, %s + (long long)dir * "
+                        "%lldLL, %lldLL, %lldLL, %s, %s, j0, b0, %lldLL, src);",
+                     RNN_THREADS, (long long)m->bt, (long long)m->kc, q->r,
+                     (long long)(l->GH * l->H), H, (long long)m->u, rows,
+                     l->two_phase ? "ph ? 2 : 0" : "0", batch);
+    else
+        ampc_cg_line(k, "ampc::rnn_recurrent<%d, %lld, %d>(acc, hs, %lldLL, %s + (long long)dir * "
+                        "%lldLL, %lldLL, %lldLL, %s, %s, j0, b0, %lldLL, src);",
+                     RNN_THREADS, (long long)m->bt, m->rw, (long long)m->kc, q->r,
+                     (long long)(l->GH * l->H), H, (long long)m->u, rows,
+                     l->two_phase ? "ph ? 2 : 0" : "0", batch);
 }
 
 /* Emits `pre` = (Wb + Xt . W) + (Rb + Ht-1 . R) of gate g, the reference's grouping, with the
@@ -470,7 +499,7 @@ ampc_status ampc_cg_lower_rnn(ampc_cg *cg, const ampc_node *n) {
     if (st == AMPC_OK) st = emit_projection(cg, &l, &sc);
     if (st != AMPC_OK) return st;
 
-    const rnn_geom m = geom_of(&l);
+    const rnn_geom m = geom_of(&l, ampc_cg_opts(cg)->math);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, ampc_op_get(n->op)->name);
     const rnn_params q = params_of(k, &l, &sc, (int32_t)launches);
     emit_prologue(k, &l, &m, &q);
@@ -478,6 +507,6 @@ ampc_status ampc_cg_lower_rnn(ampc_cg *cg, const ampc_node *n) {
     emit_units(k, &l, &m, &q);
     const uint32_t grid[3] = {(uint32_t)m.nblk, (uint32_t)l.dirs, (uint32_t)m.btiles};
     const uint32_t block[3] = {RNN_THREADS, 1, 1};
-    const int64_t smem = (m.bt * m.kc + (int64_t)m.rows * m.bt) * l.es;
+    const int64_t smem = (m.hs + (int64_t)m.rows * m.bt) * l.es;
     return ampc_cg_kernel_end_launch(k, grid, block, (uint32_t)smem);
 }

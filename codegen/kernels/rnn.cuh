@@ -104,4 +104,97 @@ __device__ __forceinline__ void rnn_recurrent(C *acc, C *hs, long long kc, const
     __syncthreads();
 }
 
+/* rnn_recurrent on the tensor cores: the same sums, of f32 state and f32 rows of R rounded to
+ * TF32 (10 of f32's 23 mantissa bits, as the compile's math allows for f32 matmuls) and
+ * accumulated in f32, with mma.sync m16n8k8. nrows is a multiple of 16 and at most 16 * NT / 32,
+ * BT of 8. PTX ISA fragment layouts (tf32 m16n8k8), with g = lane / 4, t = lane % 4:
+ *   A (16 x 8, row): a0 = (row g, col t), a1 = (row g + 8, col t), a2 / a3 the same at col t + 4
+ *   B (8 x 8, col):  b0 = (row t, col g), b1 = (row t + 4, col g)
+ *   C (16 x 8):      c0, c1 = (row g, cols 2t, 2t + 1), c2, c3 = row g + 8
+ * Warp w takes the rows of tile w % tm (tm = nrows / 16) times every batch column, over the k
+ * steps of 8 numbered w / tm modulo NT / 32 / tm (the warps of one tile split k); each keeps its
+ * sums in registers across the chunks of the state, then the parts are added in a fixed order
+ * (the result does not depend on timing). The state's rows in shared memory are kc8 + 4 values
+ * apart (kc8: kc rounded up to 8), so that the eight columns a B fragment reads fall in distinct
+ * banks; hs needs max(BT * (kc8 + 4), 16 * (NT / 32) * BT) values. */
+__device__ __forceinline__ unsigned rnn_tf32(float x) {
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
+
+template <int NT, int BT, typename TR, typename Src>
+__device__ __forceinline__ void rnn_recurrent_tc(float *acc, float *hs, long long kc, const TR *r,
+                                                 long long h, long long u, int nrows, int g0,
+                                                 long long j0, long long b0, long long batch,
+                                                 Src src) {
+    constexpr int NW = NT / 32, NN = BT / 8;
+    const int lane = (int)(threadIdx.x & 31u), warp = (int)(threadIdx.x >> 5);
+    const int g = lane >> 2, t = lane & 3;
+    const long long kc8 = (kc + 7) & ~7LL, stride = kc8 + 4;
+    const int tm = nrows / 16, parts = NW / tm, mt = warp % tm, part = warp / tm;
+    const bool active = part < parts;
+    /* the warp's two rows of R (g and g + 8 of its tile) */
+    const TR *w[2];
+    bool live[2];
+#pragma unroll
+    for (int q = 0; q < 2; q++) {
+        const int row = mt * 16 + g + 8 * q;
+        const long long j = j0 + row % u;
+        live[q] = active && j < h;
+        w[q] = r + ((long long)(g0 + row / u) * h + (live[q] ? j : 0)) * h;
+    }
+    float d[NN][4];
+#pragma unroll
+    for (int n = 0; n < NN; n++) d[n][0] = d[n][1] = d[n][2] = d[n][3] = 0.f;
+    for (long long k0 = 0; k0 < h; k0 += kc) {
+        const long long kn = h - k0 < kc ? h - k0 : kc;
+        __syncthreads(); /* the previous chunk is consumed */
+        const int trips = (int)((kc8 + NT - 1) / NT);
+#pragma unroll 4
+        for (int i = 0; i < trips; i++) {
+            const long long kk = (long long)threadIdx.x + (long long)i * NT;
+#pragma unroll
+            for (int bb = 0; bb < BT; bb++)
+                if (kk < kc8)
+                    hs[bb * stride + kk] = b0 + bb < batch && kk < kn ? (float)src(b0 + bb, k0 + kk) : 0.f;
+        }
+        __syncthreads();
+        if (!active) continue;
+        for (long long ks = (long long)part * 8; ks < kn; ks += (long long)parts * 8) {
+            unsigned a[4];
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const long long k = ks + t + (q >> 1) * 4;
+                a[q] = live[q & 1] && k < kn ? rnn_tf32((float)ld(w[q & 1], k0 + k)) : 0u;
+            }
+#pragma unroll
+            for (int n = 0; n < NN; n++) {
+                const float *col = hs + (long long)(n * 8 + g) * stride + ks + t;
+                const unsigned b0r = rnn_tf32(col[0]), b1r = rnn_tf32(col[4]);
+                asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
+                             "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                             : "+f"(d[n][0]), "+f"(d[n][1]), "+f"(d[n][2]), "+f"(d[n][3])
+                             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0r), "r"(b1r));
+            }
+        }
+    }
+    __syncthreads(); /* hs is free: it holds the parts */
+    if (active)
+#pragma unroll
+        for (int n = 0; n < NN; n++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const int row = mt * 16 + g + (q >> 1) * 8, c = n * 8 + 2 * t + (q & 1);
+                hs[((long long)part * nrows + row) * BT + c] = d[n][q];
+            }
+    __syncthreads();
+    for (int i = (int)threadIdx.x; i < nrows * BT; i += NT) {
+        float sum = 0.f;
+        for (int p = 0; p < parts; p++) sum += hs[(long long)p * nrows * BT + i];
+        acc[i] = sum;
+    }
+    __syncthreads();
+}
+
 } // namespace ampc

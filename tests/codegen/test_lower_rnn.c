@@ -131,6 +131,20 @@ static ampc_graph *build_lstm_wide(void) {
     return g;
 }
 
+/* An LSTM whose product runs on the tensor cores under TF32: 16 entries (a tile of 8s), hidden
+ * 72 (18 blocks of 4 units, the last partly past it; 9 k steps over 8 warps), bidirectional. */
+static ampc_graph *build_lstm_tc(void) {
+    ampc_graph *g = ampc_graph_create("lstm_tc");
+    ampc_value *x = t_input(g, "x", AMPC_DTYPE_F32, SHAPE(6, 16, 5));
+    ampc_value *w = t_input(g, "w", AMPC_DTYPE_F32, SHAPE(2, 288, 5));
+    ampc_value *r = t_input(g, "r", AMPC_DTYPE_F32, SHAPE(2, 288, 72));
+    ampc_value *b = t_input(g, "b", AMPC_DTYPE_F32, SHAPE(2, 576));
+    ampc_value *in[4] = {x, w, r, b};
+    ampc_attr_arg at[2] = {AMPC_ATTR_S("direction", "bidirectional"), AMPC_ATTR_I("hidden_size", 72)};
+    rnn_node(g, "LSTM", in, 4, at, 2, 3);
+    return g;
+}
+
 /* GridSample: X [1, 2, 3, 4] at a grid [1, 3, 2, 2] (or 3-D), one node per mode. */
 static ampc_graph *build_grid_common(const char *mode, const char *pad, int64_t align, bool vol) {
     ampc_graph *g = ampc_graph_create("grid");
@@ -179,16 +193,19 @@ static ampc_graph *build_stft_complex(void) { return build_stft_common(2, false,
 
 /* ---- generating ------------------------------------------------------------------------------ */
 
-static ampc_cg_output *gen(ampc_graph *g) {
+/* g's plan under the compile's math `math` (gen: TF32, the default). */
+static ampc_cg_output *gen_math(ampc_graph *g, uint8_t math) {
     ampc_pipeline_options po = {.verify = true};
     cr_assert_eq(ampc_graph_optimize(g, &po), AMPC_OK, "%s", ampc_graph_errors(g));
     bool changed;
     cr_assert_eq(ampc_pass_plan_memory(g, NULL, &changed), AMPC_OK, "%s", ampc_graph_errors(g));
-    ampc_cg_options co = {.math = AMPC_RT_MATH_TF32};
+    ampc_cg_options co = {.math = math};
     ampc_cg_output *o = NULL;
     cr_assert_eq(ampc_cg_generate(g, &co, &o), AMPC_OK, "%s", ampc_graph_errors(g));
     return o;
 }
+
+static ampc_cg_output *gen(ampc_graph *g) { return gen_math(g, AMPC_RT_MATH_TF32); }
 
 static const char *source(const ampc_cg_output *o) {
     cr_assert_eq(o->n_units, 1, "one unit expected, got %d", o->n_units);
@@ -218,10 +235,11 @@ static const ampc_rt_step *layer_steps(const ampc_cg_output *o, const ampc_rt_ge
 
 #define EXPECT_SRC(cu, s) cr_expect(strstr((cu), (s)), "missing \"%s\" in:\n%s", (s), (cu))
 
-/* Compiles g with NVRTC for compute_80 and sm_80 (no cache). */
-static ampc_module *compile(ampc_graph *g) {
+/* Compiles g with NVRTC for compute_80 and sm_80 (no cache), in full f32 (compile) or with TF32
+ * for f32 matmuls (compile_math). */
+static ampc_module *compile_math(ampc_graph *g, bool tf32) {
     static const int32_t sm80 = 80;
-    ampc_compile_options o = {.archs = &sm80, .n_archs = 1, .cache_dir = "", .no_tf32 = true};
+    ampc_compile_options o = {.archs = &sm80, .n_archs = 1, .cache_dir = "", .no_tf32 = !tf32};
     ampc_module *m = NULL;
     ampc_status st = ampc_compile(g, &o, &m);
     cr_assert_eq(st, AMPC_OK, "%s: %s", ampc_status_str(st), ampc_graph_errors(g));
@@ -229,6 +247,7 @@ static ampc_module *compile(ampc_graph *g) {
         cr_assert(ampc_module_ptx(m, u) && strstr(ampc_module_ptx(m, u), ".target sm_80"));
     return m;
 }
+static ampc_module *compile(ampc_graph *g) { return compile_math(g, false); }
 
 /* ---- golden: recurrent layers ---------------------------------------------------------------- */
 
@@ -349,16 +368,27 @@ Test(lower_rnn, lstm_peepholes_and_input_forget) {
 }
 
 Test(lower_rnn, wide_layers_split_units_and_batch_and_stream_the_state) {
+    /* full f32: 2 directions x 600 units x 2 tiles of the batch: 10 units a block, about 256
+     * blocks; the state of 32 entries in chunks of 512 of its 600 units */
     ampc_graph *g = build_gru_wide();
-    ampc_cg_output *o = gen(g);
+    ampc_cg_output *o = gen_math(g, AMPC_RT_MATH_DEFAULT);
     const ampc_rt_gemm *p;
     const ampc_rt_step *s = layer_steps(o, &p, 10);
-    /* 2 directions x 600 units x 2 tiles of the batch: 10 units a block, about 256 blocks; the
-     * state of 32 entries in chunks of 512 of its 600 units */
     cr_expect(s->kernel.grid[0] == 60 && s->kernel.grid[1] == 2 && s->kernel.grid[2] == 2,
               "grid %u %u %u", s->kernel.grid[0], s->kernel.grid[1], s->kernel.grid[2]);
     cr_expect_eq(s->kernel.smem, (32u * 512u + 20u * 32u) * 4u);
     EXPECT_SRC(source(o), "ampc::rnn_recurrent<256, 32, 2>(acc, hs, 512LL, ");
+    ampc_cg_output_free(o);
+    ampc_graph_destroy(g);
+    /* TF32 (the default): the tensor cores, 16 units a block (rows a multiple of 16 in both
+     * phases), about 128 blocks; the state's rows 516 values apart */
+    g = build_gru_wide();
+    o = gen(g);
+    s = layer_steps(o, &p, 10);
+    cr_expect(s->kernel.grid[0] == 38 && s->kernel.grid[1] == 2 && s->kernel.grid[2] == 2,
+              "grid %u %u %u", s->kernel.grid[0], s->kernel.grid[1], s->kernel.grid[2]);
+    cr_expect_eq(s->kernel.smem, (32u * 516u + 32u * 32u) * 4u);
+    EXPECT_SRC(source(o), "ampc::rnn_recurrent_tc<256, 32>(acc, hs, 512LL, ");
     ampc_cg_output_free(o);
     ampc_graph_destroy(g);
 }
@@ -475,7 +505,7 @@ Test(lower_rnn, stft_frames_and_window) {
 static ampc_graph *(*const all_builds[])(void) = {
     build_rnn,         build_gru,           build_gru_lbr,      build_gru_f16,
     build_gru_f64,     build_lstm,          build_lstm_if,      build_gru_wide,
-    build_lstm_wide,   build_grid_linear,
+    build_lstm_wide,   build_lstm_tc,       build_grid_linear,
     build_grid_nearest, build_grid_cubic,   build_grid_3d,      build_grid_3d_nearest,
     build_dft_real,    build_dft_onesided,  build_dft_inverse,  build_dft_irfft,
     build_stft_window, build_stft_complex,
@@ -485,6 +515,16 @@ Test(lower_rnn, every_variant_compiles_with_nvrtc, .timeout = 600) {
     for (int32_t i = 0; i < AMPC_ARRAY_LEN(all_builds); i++) {
         ampc_graph *g = all_builds[i]();
         ampc_module *m = compile(g);
+        ampc_module_destroy(m);
+        ampc_graph_destroy(g);
+    }
+    /* under TF32 the wide GRU (two phases) and the LSTM take the tensor cores */
+    ampc_graph *(*const tc[2])(void) = {build_gru_wide, build_lstm_tc};
+    for (int32_t i = 0; i < 2; i++) {
+        ampc_graph *g = tc[i]();
+        ampc_module *m = compile_math(g, true);
+        cr_expect(strstr(ampc_module_ptx(m, 0), "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"),
+                  "%s: no TF32 mma in the PTX", g->name);
         ampc_module_destroy(m);
         ampc_graph_destroy(g);
     }
@@ -505,11 +545,14 @@ static void fill(ampc_tensor *t, const char *name, uint64_t *seed) {
 /* Runs build()'s graph on the GPU and on the reference evaluator with random inputs and
  * compares every output (f16/bf16 within 1e-2); outputs are poisoned first, so an element no
  * kernel writes fails. Skips without a GPU. */
-static void run_vs_reference(ampc_graph *(*build)(void), double rtol, double atol) {
+static void run_math(ampc_graph *(*build)(void), bool tf32, double rtol, double atol) {
     ampc_graph *g = build();
     t_gpu_check c = {.fill = fill, .seed = 0x9e3779b97f4a7c15ull, .rtol = rtol, .atol = atol,
-                     .what = g->name};
+                     .tf32 = tf32, .what = g->name};
     t_gpu_vs_reference(g, &c);
+}
+static void run_vs_reference(ampc_graph *(*build)(void), double rtol, double atol) {
+    run_math(build, false, rtol, atol);
 }
 
 Test(lower_rnn, gpu_rnn_matches_the_reference) { run_vs_reference(build_rnn, 1e-3, 1e-4); }
@@ -522,6 +565,12 @@ Test(lower_rnn, gpu_lstm_input_forget_matches_the_reference) { run_vs_reference(
 Test(lower_rnn, gpu_wide_layers_match_the_reference) {
     run_vs_reference(build_gru_wide, 1e-3, 1e-4);
     run_vs_reference(build_lstm_wide, 1e-3, 1e-4);
+}
+/* TF32 (the default math): the product on the tensor cores (rnn_recurrent_tc), within TF32's
+ * rounding of the state (the inputs are exact in TF32). */
+Test(lower_rnn, gpu_tensor_core_products_match_the_reference) {
+    run_math(build_gru_wide, true, 2e-2, 2e-3);
+    run_math(build_lstm_tc, true, 2e-2, 2e-3);
 }
 Test(lower_rnn, gpu_grid_sample_matches_the_reference) {
     run_vs_reference(build_grid_linear, 1e-3, 1e-4);
