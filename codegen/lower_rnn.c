@@ -160,18 +160,22 @@ static rnn_layer layer_of(const ampc_node *n) {
     return l;
 }
 
-/* The launch's split. The product runs on the tensor cores (TF32) when the compile's math allows
- * TF32 for f32 matmuls and the layer is f32, its hidden size at least RNN_TC_MIN_H and a batch
- * tile a multiple of 8: then a block takes a multiple of 16 rows (units rounded up to make them
- * so), about RNN_TC_BLOCKS blocks a launch (the state a block reloads each step costs L2 traffic
- * as much as R does). */
+/* The launch's split. The product runs on the tensor cores (rnn_recurrent_tc) for a hidden size
+ * of at least RNN_TC_MIN_H and a batch tile of 8s when it computes what the CUDA cores would: a
+ * layer of f16 or bf16 whose state is of that type (every one but GRU's second phase, whose
+ * r . Ht-1 is a product in f32), or one of f32 when the compile's math allows TF32 for f32
+ * matmuls. A block then takes a multiple of 16 rows (units rounded up to make them so), about
+ * RNN_TC_BLOCKS blocks a launch (the state a block reloads each step costs L2 traffic as much as
+ * R does). */
 static rnn_geom geom_of(const rnn_layer *l, uint8_t math) {
     rnn_geom m;
     m.bt = AMPC_MIN(l->batch, (int64_t)RNN_BT);
     m.btiles = (l->batch + m.bt - 1) / m.bt;
     m.kc = AMPC_MIN(l->H, AMPC_MAX((int64_t)1, RNN_HS_BYTES / (m.bt * l->es)));
-    m.tc = math == AMPC_RT_MATH_TF32 && l->X->dtype == AMPC_DTYPE_F32 &&
-           l->R->dtype == AMPC_DTYPE_F32 && l->H >= RNN_TC_MIN_H && m.bt % 8 == 0;
+    const ampc_dtype t = l->X->dtype;
+    const bool half = (t == AMPC_DTYPE_F16 || t == AMPC_DTYPE_BF16) && !l->two_phase;
+    m.tc = (half || (t == AMPC_DTYPE_F32 && math == AMPC_RT_MATH_TF32)) && l->R->dtype == t &&
+           l->H >= RNN_TC_MIN_H && m.bt % 8 == 0;
     const int64_t units = (int64_t)l->dirs * m.btiles * l->H;
     const int64_t blocks = m.tc ? RNN_TC_BLOCKS : RNN_BLOCKS;
     m.u = AMPC_MIN((int64_t)RNN_U, AMPC_MAX((int64_t)1, (units + blocks - 1) / blocks));
@@ -184,8 +188,10 @@ static rnn_geom geom_of(const rnn_layer *l, uint8_t math) {
     m.rw = m.bt >= 8 ? 2 : 1;
     m.rows = (int32_t)((l->two_phase ? 2 : l->G) * m.u);
     m.hs = m.bt * m.kc;
-    if (m.tc) /* rows kc8 + 4 apart, and room for the warps' parts (rnn.cuh) */
-        m.hs = AMPC_MAX(m.bt * (((m.kc + 7) & ~(int64_t)7) + 4), 16 * (RNN_THREADS / 32) * m.bt);
+    if (m.tc) { /* rows kcr + 4 apart (kc rounded up to a k step), room for the warps' parts */
+        const int64_t ks = t == AMPC_DTYPE_F32 ? 8 : 16, kcr = (m.kc + ks - 1) / ks * ks;
+        m.hs = AMPC_MAX(m.bt * (kcr + 4), 16 * (RNN_THREADS / 32) * m.bt);
+    }
     return m;
 }
 

@@ -165,7 +165,9 @@ class LstmEncoder(torch.nn.Module):
 
 class RoutedMlp(torch.nn.Module):
     """Residual MLP blocks, each choosing one of two expert MLPs by the sign of its input's mean: a
-    branch on data, which the ONNX export writes as an If (exported scripted: `onnx_script`)."""
+    branch on data, which the ONNX export writes as an If (exported scripted: `onnx_script`). The
+    sign is the block input's (x), not the normalised h's: h's mean is zero up to rounding, so a
+    branch on it is decided by rounding noise, which no two implementations share."""
     onnx_script = True
 
     def __init__(self, width=1024, blocks=4):
@@ -181,7 +183,7 @@ class RoutedMlp(torch.nn.Module):
     def forward(self, x):
         for norm, a, b in zip(self.norms, self.a, self.b):
             h = norm(x)
-            if bool(h.mean() > 0):
+            if bool(x.mean() > 0):
                 x = x + a(h)
             else:
                 x = x + b(h)

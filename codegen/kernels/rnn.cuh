@@ -11,6 +11,7 @@
 #pragma once
 
 #include "ampc/common.cuh"
+#include "ampc/mma.cuh"
 
 namespace ampc {
 
@@ -104,41 +105,100 @@ __device__ __forceinline__ void rnn_recurrent(C *acc, C *hs, long long kc, const
     __syncthreads();
 }
 
-/* rnn_recurrent on the tensor cores: the same sums, of f32 state and f32 rows of R rounded to
- * TF32 (10 of f32's 23 mantissa bits, as the compile's math allows for f32 matmuls) and
- * accumulated in f32, with mma.sync m16n8k8. nrows is a multiple of 16 and at most 16 * NT / 32,
- * BT of 8. PTX ISA fragment layouts (tf32 m16n8k8), with g = lane / 4, t = lane % 4:
- *   A (16 x 8, row): a0 = (row g, col t), a1 = (row g + 8, col t), a2 / a3 the same at col t + 4
- *   B (8 x 8, col):  b0 = (row t, col g), b1 = (row t + 4, col g)
- *   C (16 x 8):      c0, c1 = (row g, cols 2t, 2t + 1), c2, c3 = row g + 8
- * Warp w takes the rows of tile w % tm (tm = nrows / 16) times every batch column, over the k
- * steps of 8 numbered w / tm modulo NT / 32 / tm (the warps of one tile split k); each keeps its
- * sums in registers across the chunks of the state, then the parts are added in a fixed order
- * (the result does not depend on timing). The state's rows in shared memory are kc8 + 4 values
- * apart (kc8: kc rounded up to 8), so that the eight columns a B fragment reads fall in distinct
- * banks; hs needs max(BT * (kc8 + 4), 16 * (NT / 32) * BT) values. */
+/* The tensor-core step of rnn_recurrent_tc for R's element type TR, with g = lane / 4 and
+ * t = lane % 4 (PTX ISA fragment layouts):
+ *   f32 (TF32, mma.sync m16n8k8; R and the state rounded to TF32, as the compile's math allows
+ *   for f32 matmuls):
+ *     A (16 x 8, row): a0 = (row g, col t), a1 = (row g + 8, col t), a2 / a3 the same at col t + 4
+ *     B (8 x 8, col):  b0 = (row t, col g), b1 = (row t + 4, col g)
+ *   f16 and bf16 (m16n8k16; the state is already of R's type, so nothing is rounded):
+ *     A (16 x 16, row): a0 = (row g, cols 2t, 2t + 1), a1 = row g + 8, a2 / a3 at cols + 8
+ *     B (16 x 8, col):  b0 = (rows 2t, 2t + 1, col g), b1 = rows + 8
+ *   C (16 x 8, f32): c0, c1 = (row g, cols 2t, 2t + 1), c2, c3 = row g + 8.
+ * a_frag reads the warp's two rows w[0] (g) and w[1] (g + 8) at k0 + ks + ...; entries at or
+ * past kn are zero. b_frag reads the state of one batch column, col = its row of hs + ks. */
 __device__ __forceinline__ unsigned rnn_tf32(float x) {
     unsigned r;
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
     return r;
 }
 
+template <typename TR> struct rnn_mma;
+template <> struct rnn_mma<float> {
+    static constexpr int KS = 8;
+    static __device__ __forceinline__ void a_frag(unsigned (&a)[4], const float *const (&w)[2],
+                                                  const bool (&live)[2], long long k0,
+                                                  long long ks, long long kn, int t) {
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const long long k = ks + t + (q >> 1) * 4;
+            a[q] = live[q & 1] && k < kn ? rnn_tf32(w[q & 1][k0 + k]) : 0u;
+        }
+    }
+    static __device__ __forceinline__ void b_frag(unsigned &b0, unsigned &b1, const float *col,
+                                                  int t) {
+        b0 = rnn_tf32(col[t]);
+        b1 = rnn_tf32(col[t + 4]);
+    }
+    static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                               unsigned b1) {
+        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+template <typename H> struct rnn_mma16 {
+    static constexpr int KS = 16;
+    static __device__ __forceinline__ void a_frag(unsigned (&a)[4], const H *const (&w)[2],
+                                                  const bool (&live)[2], long long k0,
+                                                  long long ks, long long kn, int t) {
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const long long k = ks + 2 * t + (q >> 1) * 8;
+            const H *p = w[q & 1] + k0 + k;
+            const float lo = live[q & 1] && k < kn ? (float)p[0] : 0.f;
+            const float hi = live[q & 1] && k + 1 < kn ? (float)p[1] : 0.f;
+            a[q] = mma_op<H>::pack(lo, hi);
+        }
+    }
+    static __device__ __forceinline__ void b_frag(unsigned &b0, unsigned &b1, const float *col,
+                                                  int t) {
+        b0 = mma_op<H>::pack(col[2 * t], col[2 * t + 1]);
+        b1 = mma_op<H>::pack(col[2 * t + 8], col[2 * t + 9]);
+    }
+    static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                               unsigned b1) {
+        mma_op<H>::run(d, a, b0, b1);
+    }
+};
+template <> struct rnn_mma<f16> : rnn_mma16<f16> {};
+template <> struct rnn_mma<bf16> : rnn_mma16<bf16> {};
+
+/* rnn_recurrent on the tensor cores (rnn_mma<TR>): the same sums, accumulated in f32. nrows is a
+ * multiple of 16 and at most 16 * NT / 32, BT of 8. Warp w takes the rows of tile w % tm
+ * (tm = nrows / 16) times every batch column, over the k steps numbered w / tm modulo
+ * NT / 32 / tm (the warps of one tile split k); each keeps its sums in registers across the
+ * chunks of the state, then the parts are added in a fixed order (the result does not depend on
+ * timing). The state's rows in shared memory are kcr + 4 values apart (kcr: kc rounded up to a k
+ * step), so that a B fragment's eight columns fall in distinct banks; hs needs
+ * max(BT * (kcr + 4), 16 * (NT / 32) * BT) values. */
 template <int NT, int BT, typename TR, typename Src>
 __device__ __forceinline__ void rnn_recurrent_tc(float *acc, float *hs, long long kc, const TR *r,
                                                  long long h, long long u, int nrows, int g0,
                                                  long long j0, long long b0, long long batch,
                                                  Src src) {
+    typedef rnn_mma<TR> M;
     constexpr int NW = NT / 32, NN = BT / 8;
     const int lane = (int)(threadIdx.x & 31u), warp = (int)(threadIdx.x >> 5);
     const int g = lane >> 2, t = lane & 3;
-    const long long kc8 = (kc + 7) & ~7LL, stride = kc8 + 4;
+    const long long kcr = (kc + M::KS - 1) / M::KS * M::KS, stride = kcr + 4;
     const int tm = nrows / 16, parts = NW / tm, mt = warp % tm, part = warp / tm;
     const bool active = part < parts;
-    /* the warp's two rows of R (g and g + 8 of its tile) */
     const TR *w[2];
     bool live[2];
 #pragma unroll
-    for (int q = 0; q < 2; q++) {
+    for (int q = 0; q < 2; q++) { /* the warp's rows g and g + 8 of its tile */
         const int row = mt * 16 + g + 8 * q;
         const long long j = j0 + row % u;
         live[q] = active && j < h;
@@ -150,32 +210,26 @@ __device__ __forceinline__ void rnn_recurrent_tc(float *acc, float *hs, long lon
     for (long long k0 = 0; k0 < h; k0 += kc) {
         const long long kn = h - k0 < kc ? h - k0 : kc;
         __syncthreads(); /* the previous chunk is consumed */
-        const int trips = (int)((kc8 + NT - 1) / NT);
+        const int trips = (int)((kcr + NT - 1) / NT);
 #pragma unroll 4
         for (int i = 0; i < trips; i++) {
             const long long kk = (long long)threadIdx.x + (long long)i * NT;
 #pragma unroll
             for (int bb = 0; bb < BT; bb++)
-                if (kk < kc8)
-                    hs[bb * stride + kk] = b0 + bb < batch && kk < kn ? (float)src(b0 + bb, k0 + kk) : 0.f;
+                if (kk < kcr)
+                    hs[bb * stride + kk] =
+                        b0 + bb < batch && kk < kn ? (float)src(b0 + bb, k0 + kk) : 0.f;
         }
         __syncthreads();
         if (!active) continue;
-        for (long long ks = (long long)part * 8; ks < kn; ks += (long long)parts * 8) {
+        for (long long ks = (long long)part * M::KS; ks < kn; ks += (long long)parts * M::KS) {
             unsigned a[4];
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                const long long k = ks + t + (q >> 1) * 4;
-                a[q] = live[q & 1] && k < kn ? rnn_tf32((float)ld(w[q & 1], k0 + k)) : 0u;
-            }
+            M::a_frag(a, w, live, k0, ks, kn, t);
 #pragma unroll
             for (int n = 0; n < NN; n++) {
-                const float *col = hs + (long long)(n * 8 + g) * stride + ks + t;
-                const unsigned b0r = rnn_tf32(col[0]), b1r = rnn_tf32(col[4]);
-                asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
-                             "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                             : "+f"(d[n][0]), "+f"(d[n][1]), "+f"(d[n][2]), "+f"(d[n][3])
-                             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0r), "r"(b1r));
+                unsigned b0r, b1r;
+                M::b_frag(b0r, b1r, hs + (long long)(n * 8 + g) * stride + ks, t);
+                M::run(d[n], a, b0r, b1r);
             }
         }
     }
