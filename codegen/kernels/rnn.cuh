@@ -178,9 +178,9 @@ template <> struct rnn_mma<bf16> : rnn_mma16<bf16> {};
 /* rnn_recurrent on the tensor cores (rnn_mma<TR>): the same sums, accumulated in f32. nrows is a
  * multiple of 16 and at most 16 * NT / 32, BT of 8. Warp w takes the rows of tile w % tm
  * (tm = nrows / 16) times every batch column, over the k steps numbered w / tm modulo
- * NT / 32 / tm (the warps of one tile split k); each keeps its sums in registers across the
- * chunks of the state, then the parts are added in a fixed order (the result does not depend on
- * timing). The state's rows in shared memory are kcr + 4 values apart (kcr: kc rounded up to a k
+ * NT / 32 / tm (the warps of one tile split k), the rows of R of four k steps loaded at once;
+ * each keeps its sums in registers across the chunks of the state, then the parts are added in a
+ * fixed order (the result does not depend on timing). The state's rows in shared memory are kcr + 4 values apart (kcr: kc rounded up to a k
  * step), so that a B fragment's eight columns fall in distinct banks; hs needs
  * max(BT * (kcr + 4), 16 * (NT / 32) * BT) values. */
 template <int NT, int BT, typename TR, typename Src>
@@ -222,14 +222,23 @@ __device__ __forceinline__ void rnn_recurrent_tc(float *acc, float *hs, long lon
         }
         __syncthreads();
         if (!active) continue;
-        for (long long ks = (long long)part * M::KS; ks < kn; ks += (long long)parts * M::KS) {
-            unsigned a[4];
-            M::a_frag(a, w, live, k0, ks, kn, t);
+        /* DEPTH k steps' rows of R loaded before their products, so that their trips to L2
+         * overlap (one at a time, each k step would wait for its own) */
+        constexpr int DEPTH = 4;
+        const long long step = (long long)parts * M::KS;
+        for (long long ks = (long long)part * M::KS; ks < kn; ks += DEPTH * step) {
+            unsigned a[DEPTH][4];
 #pragma unroll
-            for (int n = 0; n < NN; n++) {
-                unsigned b0r, b1r;
-                M::b_frag(b0r, b1r, hs + (long long)(n * 8 + g) * stride + ks, t);
-                M::run(d[n], a, b0r, b1r);
+            for (int e = 0; e < DEPTH; e++) M::a_frag(a[e], w, live, k0, ks + e * step, kn, t);
+#pragma unroll
+            for (int e = 0; e < DEPTH; e++) {
+                if (ks + e * step >= kn) break; /* past the chunk: hs holds nothing there */
+#pragma unroll
+                for (int n = 0; n < NN; n++) {
+                    unsigned b0r, b1r;
+                    M::b_frag(b0r, b1r, hs + (long long)(n * 8 + g) * stride + ks + e * step, t);
+                    M::run(d[n], a[e], b0r, b1r);
+                }
             }
         }
     }
