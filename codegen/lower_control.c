@@ -108,13 +108,14 @@ static ampc_status lower_end(ampc_cg *cg, const ampc_node *n) {
     if (stage_cond) at = cond_at + cond.bytes;
     const ampc_rt_ref scratch = at ? ampc_cg_scratch(cg, at) : (ampc_rt_ref){0};
     ampc_status st = AMPC_OK;
-    for (int32_t j = 0, off = 0; j < N && st == AMPC_OK; j++) {
+    int64_t off = 0;
+    for (int32_t j = 0; j < N && st == AMPC_OK; j++) {
         if (!staged[j]) continue;
-        off = (int32_t)align16(off);
+        off = align16(off);
         ampc_rt_ref tmp = {AMPC_RT_ARENA, scratch.offset + off, src[j].bytes};
         st = ampc_cg_step_copy(cg, n, src[j], tmp);
         src[j] = tmp;
-        off += (int32_t)tmp.bytes;
+        off += tmp.bytes;
     }
     if (st == AMPC_OK && stage_cond) {
         ampc_rt_ref tmp = {AMPC_RT_ARENA, scratch.offset + cond_at, cond.bytes};

@@ -188,6 +188,26 @@ static ampc_graph *while_graph(int kind) {
     return g;
 }
 
+/* The body returns carried value b as a and its iteration number as t, each the bytes of
+ * another value of the loop's state: both go through scratch (past the planned arena) before
+ * the state is written, as one parallel assignment. */
+Test(flatten_control, values_returned_in_the_state_s_own_bytes_go_through_scratch) {
+    ampc_graph *g = while_graph(WHILE_DATA);
+    ampc_cg_output *o = plan_of(g);
+    int32_t staged = 0, jumps = 0;
+    for (int32_t i = 0; i < o->plan.n_steps; i++) {
+        const ampc_rt_step *s = &o->plan.steps[i];
+        jumps += s->kind == AMPC_RT_STEP_BRANCH;
+        if (s->kind == AMPC_RT_STEP_COPY && s->copy.dst.offset >= g->arena_bytes) {
+            cr_expect_eq(jumps, 1, "step %d stages a value outside the loop's body", i);
+            staged++;
+        }
+    }
+    cr_expect_eq(staged, 2, "a and t staged, got %d copies into scratch", staged);
+    ampc_cg_output_free(o);
+    ampc_graph_destroy(g);
+}
+
 /* Floats in [0.25, 1) (the while loop then runs a few times), M = 5. */
 static void fill_while(ampc_tensor *t, const char *name, uint64_t *seed) {
     (void)name;
