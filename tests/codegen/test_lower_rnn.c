@@ -371,30 +371,30 @@ Test(lower_rnn, lstm_peepholes_and_input_forget) {
     ampc_graph_destroy(g);
 }
 
+/* The wide GRU's plan under `math`: 10 launches of a grid of (blocks, 2 directions, 2 tiles of
+ * the batch), `smem` bytes of shared memory, the product called as `call`. */
+static void expect_wide_gru(uint8_t math, uint32_t blocks, uint32_t smem, const char *call) {
+    ampc_graph *g = build_gru_wide();
+    ampc_cg_output *o = gen_math(g, math);
+    const ampc_rt_gemm *p;
+    const ampc_rt_step *s = layer_steps(o, &p, 10);
+    cr_expect(s->kernel.grid[0] == blocks && s->kernel.grid[1] == 2 && s->kernel.grid[2] == 2,
+              "grid %u %u %u", s->kernel.grid[0], s->kernel.grid[1], s->kernel.grid[2]);
+    cr_expect_eq(s->kernel.smem, smem);
+    EXPECT_SRC(source(o), call);
+    ampc_cg_output_free(o);
+    ampc_graph_destroy(g);
+}
+
 Test(lower_rnn, wide_layers_split_units_and_batch_and_stream_the_state) {
     /* full f32: 2 directions x 600 units x 2 tiles of the batch: 10 units a block, about 256
      * blocks; the state of 32 entries in chunks of 512 of its 600 units */
-    ampc_graph *g = build_gru_wide();
-    ampc_cg_output *o = gen_math(g, AMPC_RT_MATH_DEFAULT);
-    const ampc_rt_gemm *p;
-    const ampc_rt_step *s = layer_steps(o, &p, 10);
-    cr_expect(s->kernel.grid[0] == 60 && s->kernel.grid[1] == 2 && s->kernel.grid[2] == 2,
-              "grid %u %u %u", s->kernel.grid[0], s->kernel.grid[1], s->kernel.grid[2]);
-    cr_expect_eq(s->kernel.smem, (32u * 512u + 20u * 32u) * 4u);
-    EXPECT_SRC(source(o), "ampc::rnn_recurrent<256, 32, 2>(acc, hs, 512LL, ");
-    ampc_cg_output_free(o);
-    ampc_graph_destroy(g);
+    expect_wide_gru(AMPC_RT_MATH_DEFAULT, 60, (32u * 512u + 20u * 32u) * 4u,
+                    "ampc::rnn_recurrent<256, 32, 2>(acc, hs, 512LL, ");
     /* TF32 (the default): the tensor cores, 16 units a block (rows a multiple of 16 in both
      * phases), about 128 blocks; the state's rows 516 values apart */
-    g = build_gru_wide();
-    o = gen(g);
-    s = layer_steps(o, &p, 10);
-    cr_expect(s->kernel.grid[0] == 38 && s->kernel.grid[1] == 2 && s->kernel.grid[2] == 2,
-              "grid %u %u %u", s->kernel.grid[0], s->kernel.grid[1], s->kernel.grid[2]);
-    cr_expect_eq(s->kernel.smem, (32u * 516u + 32u * 32u) * 4u);
-    EXPECT_SRC(source(o), "ampc::rnn_recurrent_tc<256, 32>(acc, hs, 512LL, ");
-    ampc_cg_output_free(o);
-    ampc_graph_destroy(g);
+    expect_wide_gru(AMPC_RT_MATH_TF32, 38, (32u * 516u + 32u * 32u) * 4u,
+                    "ampc::rnn_recurrent_tc<256, 32>(acc, hs, 512LL, ");
 }
 
 Test(lower_rnn, too_many_time_steps_for_a_launch_each_names_the_node) {
