@@ -28,11 +28,13 @@
  *          between an ampc.LoopBegin and an ampc.LoopEnd (ir/subgraph.h), whose steps run it
  *          again while the loop goes on (codegen/lower_control.c).
  *
- * Copies are node for node, attributes deep-copied into the graph's arena, constants of a body
- * copied once. Not flattened (the GPU build then names the node as it did before): bodies that
- * hold control flow or a node that must not be duplicated (T_NOFOLD: random ops), an empty Loop
- * or Scan, a Loop with scan outputs that cannot be unrolled, and a Scan or If that would copy
- * more than MAX_COPIED body nodes. The reference evaluator runs the nodes as they are (the pass
+ * Bodies are flattened first, innermost out (an If inside a Loop's body becomes its Where before
+ * the Loop is unrolled or marked). Copies are node for node, attributes deep-copied into the
+ * graph's arena, constants of a body copied once. Not flattened (the GPU build then names the
+ * node as it did before): bodies that still hold control flow (a data-dependent Loop: loops on
+ * the GPU do not nest) or a node that must not be duplicated (T_NOFOLD: random ops), an empty
+ * Loop or Scan, a Loop with scan outputs that cannot be unrolled, and a Scan or If that would
+ * copy more than MAX_COPIED body nodes. The reference evaluator runs the nodes as they are (the pass
  * runs only when ampc_pipeline_options.gpu_build is set).
  */
 #include "passes.h"
@@ -414,8 +416,27 @@ static ampc_status flatten(ampc_graph *g, ampc_node *cf, ampc_value **out) {
 
 static bool has_bodies(const ampc_node *n) { return ampc_ir_op_has_bodies(n->op); }
 
+/* g's control flow, that of its bodies first (innermost out), so that a body whose own If or
+ * Loop is written into it can be copied in turn. */
+static ampc_status flatten_graph(ampc_graph *g, bool *changed) {
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ampc_node *n = g->nodes[i];
+        for (int32_t a = 0; !n->dead && has_bodies(n) && a < n->n_attrs; a++) {
+            if (n->attrs[a].kind != AMPC_ATTR_GRAPH || !n->attrs[a].graph) continue;
+            bool inner = false;
+            ampc_status st = flatten_graph(n->attrs[a].graph, &inner);
+            if (st != AMPC_OK) return st;
+            *changed |= inner;
+        }
+    }
+    bool here = false;
+    ampc_status st = ampc_pass_replace_each(g, has_bodies, flatten, "flattening", &here);
+    *changed |= here;
+    return st;
+}
+
 ampc_status ampc_pass_flatten_control(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
     *changed = false;
     if (!cx->opt->gpu_build) return AMPC_OK;
-    return ampc_pass_replace_each(g, has_bodies, flatten, "flattening", changed);
+    return flatten_graph(g, changed);
 }

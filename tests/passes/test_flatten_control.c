@@ -150,11 +150,29 @@ Test(flatten_control, the_plan_of_a_data_dependent_loop_jumps_back_to_its_body) 
 
 /* A while loop: no trip count (or M given at run time), carried (a, b, t) with
  * (a, b) <- (b, a + b * i), t <- i, while sum(b) < 40 (WHILE_DATA) or until M (WHILE_COUNT):
- * the body returns a carried value and the iteration number through views of other state. */
-enum { WHILE_DATA, WHILE_COUNT };
+ * the body returns a carried value and the iteration number through views of other state.
+ * WHILE_IF: WHILE_DATA whose new b goes through an If on data, b * 0.5 when its sum passes 20,
+ * else b + 1 (control flow inside the body). */
+enum { WHILE_DATA, WHILE_COUNT, WHILE_IF };
+
+/* If(sum(v) > 20) { v * 0.5 } else { v + 1 } in body b, capturing v. */
+static ampc_value *halve_or_step(ampc_graph *b, ampc_value *v) {
+    ampc_attr_arg keep = AMPC_ATTR_I("keepdims", 0);
+    ampc_value *gt[2] = {ampc_op(b, "ReduceSum", &v, 1, &keep, 1), ampc_scalar_f32(b, 20)};
+    ampc_value *c = ampc_op(b, "Greater", gt, 2, NULL, 0);
+    ampc_graph *th = ampc_ir_subgraph_new(b, "then"), *el = ampc_ir_subgraph_new(b, "else");
+    ampc_value *vt = t_input(th, "vt", AMPC_DTYPE_F32, SHAPE(3));
+    body_out(th, ampc_mul(th, vt, ampc_scalar_f32(th, 0.5f)));
+    ampc_value *ve = t_input(el, "ve", AMPC_DTYPE_F32, SHAPE(3));
+    body_out(el, ampc_add(el, ve, ampc_scalar_f32(el, 1)));
+    ampc_value *in[2] = {c, v};
+    const char *names[2] = {"then_branch", "else_branch"};
+    ampc_graph *bodies[2] = {th, el};
+    return build_cf(b, AMPC_OP_IF, in, 2, names, bodies, 2, 1, NULL, 0, 1)->outputs[0];
+}
 
 static ampc_graph *while_graph(int kind) {
-    ampc_graph *g = ampc_graph_create(kind == WHILE_DATA ? "while" : "counted");
+    ampc_graph *g = ampc_graph_create(kind == WHILE_COUNT ? "counted" : kind == WHILE_IF ? "while_if" : "while");
     ampc_value *M = kind == WHILE_COUNT ? t_input(g, "M", AMPC_DTYPE_I64, SHAPE()) : NULL;
     ampc_value *a0 = t_input(g, "a0", AMPC_DTYPE_F32, SHAPE(3));
     ampc_value *b0 = t_input(g, "b0", AMPC_DTYPE_F32, SHAPE(3));
@@ -167,7 +185,8 @@ static ampc_graph *while_graph(int kind) {
     ampc_value *bb = t_input(b, "b", AMPC_DTYPE_F32, SHAPE(3));
     t_input(b, "t", AMPC_DTYPE_I64, SHAPE());
     ampc_value *b1 = ampc_add(b, a, ampc_mul(b, bb, ampc_cast(b, ampc_add(b, i, t_const_i64(b, SHAPE(), (int64_t[]){1})), AMPC_DTYPE_F32)));
-    if (kind == WHILE_DATA) {
+    if (kind == WHILE_IF) b1 = halve_or_step(b, b1);
+    if (kind != WHILE_COUNT) {
         ampc_attr_arg keep = AMPC_ATTR_I("keepdims", 0);
         ampc_value *lt[2] = {ampc_op(b, "ReduceSum", &b1, 1, &keep, 1), ampc_scalar_f32(b, 40)};
         body_out(b, ampc_op(b, "Less", lt, 2, NULL, 0));
@@ -178,7 +197,7 @@ static ampc_graph *while_graph(int kind) {
     body_out(b, b1);
     body_out(b, ampc_op(b, "Identity", &i, 1, NULL, 0));
     uint8_t yes = 1;
-    ampc_value *in[5] = {M, kind == WHILE_DATA ? t_const(g, AMPC_DTYPE_BOOL, SHAPE(), &yes) : NULL,
+    ampc_value *in[5] = {M, kind != WHILE_COUNT ? t_const(g, AMPC_DTYPE_BOOL, SHAPE(), &yes) : NULL,
                          a0, b0, t0};
     const char *names[1] = {"body"};
     ampc_node *n = build_cf(g, AMPC_OP_LOOP, in, 5, names, &b, 1, 0, NULL, 0, 3);
@@ -218,9 +237,21 @@ static void fill_while(ampc_tensor *t, const char *name, uint64_t *seed) {
     }
 }
 
+/* An If inside a data-dependent Loop's body is written into the body first (its Where), and the
+ * Loop is then marked. */
+Test(flatten_control, control_flow_inside_a_body_is_flattened_first) {
+    ampc_graph *g = while_graph(WHILE_IF);
+    optimize(g, true);
+    cr_assert_eq(t_count_op(g, AMPC_OP_LOOP), 0);
+    cr_assert_eq(t_count_op(g, AMPC_OP_IF), 0);
+    cr_assert_eq(t_count_op(g, AMPC_OP_LOOP_BEGIN), 1);
+    cr_assert_eq(t_count_op(g, AMPC_OP_WHERE), 1);
+    ampc_graph_destroy(g);
+}
+
 Test(flatten_control, gpu_a_data_dependent_loop_matches_the_reference) {
-    const int kinds[3] = {LOOP_DATA, WHILE_DATA, WHILE_COUNT};
-    for (int k = 0; k < 3; k++) {
+    const int kinds[4] = {LOOP_DATA, WHILE_DATA, WHILE_COUNT, WHILE_IF};
+    for (int k = 0; k < 4; k++) {
         ampc_graph *g = k == 0 ? loop_graph(LOOP_DATA) : while_graph(kinds[k]);
         t_gpu_check c = {.fill = fill_while, .seed = 0x2545f4914f6cdd1dull + (uint64_t)k,
                          .rtol = 1e-5, .atol = 1e-6, .what = g->name};
