@@ -338,7 +338,10 @@ AMPC_API ampc_status ampc_rt_model_run(ampc_rt_model *m, const ampc_tensor *inpu
  * one for the model's memory). Errors inside kernels show at the next call that synchronises.
  * The checks before anything is touched are ampc_rt_model_run's. This is the call to use from a
  * framework's stream, next to its own work, as CUDA graph replays are. NULL is the model's own
- * stream, not the legacy default stream: to order with work there, pass cudaStreamLegacy. */
+ * stream, not the legacy default stream: to order with work there, pass cudaStreamLegacy. A
+ * model with a Loop whose stop depends on data (a plan with jumps) waits on the stream at each
+ * jump to read the loop's flag, so its enqueue returns only once the stream has passed the last
+ * jump. */
 AMPC_API ampc_status ampc_rt_model_enqueue(ampc_rt_model *m, const ampc_tensor *inputs,
                                            int32_t n_in, ampc_tensor *outputs, int32_t n_out,
                                            void *stream, char **err);

@@ -116,13 +116,14 @@ static ampc_value *mapped(copier *c, const ampc_value *v) {
     return c->consts[v->id];
 }
 
-/* Copies every node of the body once (copy number t, for the names), the body's inputs already
- * mapped; afterwards map holds the body's outputs. */
-static ampc_status copy_body(copier *c, int64_t t) {
+/* Copies the nodes of the body once (copy number t, for the names), every one or those whose
+ * pick[node index] equals want, the inputs they read already mapped; afterwards map holds what
+ * they computed (the body's outputs, when every node is copied). */
+static ampc_status copy_nodes(copier *c, int64_t t, const uint8_t *pick, uint8_t want) {
     ampc_graph *g = c->g;
     for (int32_t i = 0; i < c->body->n_nodes; i++) {
         const ampc_node *n = c->body->nodes[i];
-        if (n->dead) continue;
+        if (n->dead || (pick && pick[i] != want)) continue;
         ampc_value *in[64];
         ampc_attr at[64];
         if (n->n_inputs > 64 || n->n_attrs > 64) return AMPC_E_UNSUPPORTED;
@@ -143,6 +144,8 @@ static ampc_status copy_body(copier *c, int64_t t) {
     }
     return AMPC_OK;
 }
+
+static ampc_status copy_body(copier *c, int64_t t) { return copy_nodes(c, t, NULL, 0); }
 
 static ampc_value *node1(ampc_graph *g, ampc_opcode op, const char *name, ampc_value *const *in,
                          int32_t n_in, const ampc_attr *at, int32_t n_at) {
@@ -231,44 +234,73 @@ static ampc_status flatten_loop(copier *c, ampc_value **out) {
     return st;
 }
 
+/* Per body node: 1 when it reads, at any distance, the iteration number or a carried value
+ * (inputs 0 and 2 .. 2 + N of the body); 0 when it computes the same thing every iteration. */
+static uint8_t *varying_nodes(const ampc_graph *b, int32_t N) {
+    uint8_t *vv = calloc((size_t)b->n_values + 1, 1), *vn = calloc((size_t)b->n_nodes + 1, 1);
+    if (!vv || !vn) {
+        free(vv), free(vn);
+        return NULL;
+    }
+    vv[b->inputs[0]->id] = 1;
+    for (int32_t j = 0; j < N; j++) vv[b->inputs[2 + j]->id] = 1;
+    for (int32_t i = 0; i < b->n_nodes; i++) {
+        const ampc_node *n = b->nodes[i];
+        for (int32_t j = 0; !n->dead && j < n->n_inputs; j++) vn[i] |= n->inputs[j] && vv[n->inputs[j]->id];
+        for (int32_t j = 0; vn[i] && j < n->n_outputs; j++)
+            if (n->outputs[j]) vv[n->outputs[j]->id] = 1;
+    }
+    free(vv);
+    return vn;
+}
+
 /* A Loop flatten_loop does not take (its stop depends on data, its trip count is computed at run
  * time or is too long to copy), when it has no scan outputs: its body copied once between an
  * ampc.LoopBegin and an ampc.LoopEnd (ir/subgraph.h), whose steps run the body again while the
- * loop goes on. The body's condition input is true whenever it runs. */
+ * loop goes on. The body's condition input is true whenever it runs. The nodes that compute the
+ * same thing every iteration are copied before the LoopBegin, so that they run once, before the
+ * loop, whether or not it runs (a node outside the loop that later passes find equal to one of
+ * them, and merge, reads a value that exists even when the loop runs no iteration). */
 static ampc_status mark_loop(copier *c, ampc_value **out) {
     const ampc_node *n = c->cf;
     ampc_graph *g = c->g, *b = c->body;
     const int32_t k = ampc_ir_node_captures(n), N = n->n_inputs - 2 - k, K = n->n_outputs - N;
     if (K != 0 || N < 1 || live_nodes(b) > MAX_COPIED) return AMPC_E_UNSUPPORTED;
     ampc_value **in = calloc((size_t)(4 + 2 * N + k), sizeof *in);
-    if (!in) return AMPC_E_OOM;
+    uint8_t *varying = varying_nodes(b, N);
+    if (!in || !varying) {
+        free(in), free(varying);
+        return AMPC_E_OOM;
+    }
     for (int32_t i = 0; i < 2 + N + k; i++) in[i] = n->inputs[i]; /* M, cond, carried, captures */
     const ampc_attr carried = ampc_loop_carried_attr(N);
     char name[160];
-    snprintf(name, sizeof name, "%.120s/begin", n->name);
     ampc_node *lb = NULL, *le = NULL;
-    ampc_status st = ampc_ir_node_build(g, AMPC_OP_LOOP_BEGIN, name, in, 2 + N + k, &carried, 1,
-                                        AMPC_LOOP_STATE + N, NULL, &lb);
-    if (st != AMPC_OK) goto done;
-    /* the body's inputs: the iteration number (in its declared shape), true, the carried values
-     * as LoopBegin gives them, the captures */
+    /* the body's inputs: true, the captures; the nodes that read nothing else (before the
+     * LoopBegin); then the iteration number (in its declared shape) and the carried values as
+     * LoopBegin gives them, and the other nodes */
+    const uint8_t yes = 1;
     memset(c->map, 0, (size_t)b->n_values * sizeof *c->map);
+    c->map[b->inputs[1]->id] = ampc_ir_const_new(g, NULL, AMPC_DTYPE_BOOL, &b->inputs[1]->shape, &yes);
+    for (int32_t i = 0; i < k; i++) c->map[b->inputs[2 + N + i]->id] = n->inputs[2 + N + i];
+    ampc_status st = c->map[b->inputs[1]->id] ? copy_nodes(c, 0, varying, 0) : AMPC_E_OOM;
+    snprintf(name, sizeof name, "%.120s/begin", n->name);
+    if (st == AMPC_OK)
+        st = ampc_ir_node_build(g, AMPC_OP_LOOP_BEGIN, name, in, 2 + N + k, &carried, 1,
+                                AMPC_LOOP_STATE + N, NULL, &lb);
+    if (st != AMPC_OK) goto done;
     ampc_value *iter = lb->outputs[AMPC_LOOP_ITER];
     const ampc_shape *is = &b->inputs[0]->shape;
     if (is->rank > 0) {
         ampc_value *rs[2] = {iter, ampc_pass_const_i64s(g, 1, (int64_t[]){is->rank}, is->dims)};
         iter = rs[1] ? node1(g, AMPC_OP_RESHAPE, name, rs, 2, NULL, 0) : NULL;
     }
-    const uint8_t yes = 1;
-    c->map[b->inputs[0]->id] = iter;
-    c->map[b->inputs[1]->id] = ampc_ir_const_new(g, NULL, AMPC_DTYPE_BOOL, &b->inputs[1]->shape, &yes);
-    if (!c->map[b->inputs[0]->id] || !c->map[b->inputs[1]->id]) {
+    if (!(c->map[b->inputs[0]->id] = iter)) {
         st = AMPC_E_OOM;
         goto done;
     }
     for (int32_t j = 0; j < N; j++) c->map[b->inputs[2 + j]->id] = lb->outputs[AMPC_LOOP_STATE + j];
-    for (int32_t i = 0; i < k; i++) c->map[b->inputs[2 + N + i]->id] = n->inputs[2 + N + i];
-    if ((st = copy_body(c, 0)) != AMPC_OK) goto done;
+    if ((st = copy_nodes(c, 0, varying, 1)) != AMPC_OK) goto done;
     /* LoopEnd(iter, go, M, cond_out, the body's values, LoopBegin's values) */
     ampc_value *cond = mapped(c, b->outputs[0]);
     in[0] = lb->outputs[AMPC_LOOP_ITER];
@@ -286,7 +318,7 @@ static ampc_status mark_loop(copier *c, ampc_value **out) {
         st = ampc_ir_node_build(g, AMPC_OP_LOOP_END, name, in, 4 + 2 * N, &carried, 1, N, NULL, &le);
     for (int32_t j = 0; j < N && st == AMPC_OK; j++) out[j] = le->outputs[j];
 done:
-    free(in);
+    free(in), free(varying);
     return st == AMPC_OK || st == AMPC_E_OOM ? st : AMPC_E_UNSUPPORTED;
 }
 

@@ -163,16 +163,18 @@ ampc_status ampc_pass_rewrite(ampc_graph *g, ampc_node *n, ampc_opcode op, const
 
 /* Passes that replace a node by several (flatten-control and the onnx-* passes) append
  * the new nodes from position first_new on, then either undo them or replace the node.
- * ampc_pass_undo removes every node from first_new on, the diagnostics recorded since there
- * were diags of them, and the constants made for them. ampc_pass_replace_node removes n and
+ * ampc_pass_undo removes every node from first_new on and the diagnostics recorded since there
+ * were diags of them, without compacting the graph (the nodes stay, dead, in their places: the
+ * caller compacts, which drops them and the constants made for them, once it no longer walks
+ * the nodes or holds a first_new). ampc_pass_replace_node removes n and
  * gives each of its outputs i (keeping their names and places) the value out[i] through an
  * Identity node (a NULL out[i]: an output nothing reads), then settles the new nodes; AMPC_E_OOM,
  * or AMPC_E_UNSUPPORTED for a node of more than AMPC_PASS_MAX_OUTPUTS outputs.
  * ampc_pass_replace_each is such a pass's loop: for each live node `match` takes, build(g, n, out)
  * appends the replacement and sets out[0 .. n's outputs); AMPC_OK replaces the node,
  * AMPC_E_UNSUPPORTED undoes and leaves it, any other status undoes and fails the pass naming the
- * node ("<what> failed: ..."). *changed says whether a node was replaced (the graph is then
- * compacted). */
+ * node ("<what> failed: ..."). *changed says whether a node was replaced (the graph is
+ * compacted at the end of the sweep, and after an undo). */
 enum { AMPC_PASS_MAX_OUTPUTS = 256 };
 typedef ampc_status (*ampc_pass_build_fn)(ampc_graph *g, ampc_node *n, ampc_value **out);
 void ampc_pass_undo(ampc_graph *g, int32_t first_new, int32_t diags);

@@ -90,16 +90,24 @@ static bool reads_elsewhere(const ampc_node *n, int32_t *parent, int32_t r) {
 
 /* A data-dependent Loop's region, ampc.LoopBegin to its ampc.LoopEnd (ir/subgraph.h), runs again
  * while the loop goes on: a value defined before the region (or by its LoopBegin) and read in it
- * is read again by the next iteration, so it lives to the region's end. */
-static void extend_over_loops(const ampc_graph *g, const int32_t *def, int32_t *last) {
+ * is read again by the next iteration, so it lives to the region's end. A value computed inside
+ * the region and read after it would not exist when the loop runs no iteration: a pass that
+ * made one is at fault (AMPC_E_INTERNAL). */
+static ampc_status extend_over_loops(ampc_graph *g, const int32_t *def, int32_t *last) {
     for (int32_t k = 0; k < g->n_nodes; k++) {
         const ampc_node *n = g->nodes[k];
         const ampc_node *b = n->dead || n->op != AMPC_OP_LOOP_END ? NULL : ampc_loop_begin_of(n);
         if (!b || !n->n_outputs) continue;
         const int32_t begin = def[b->outputs[0]->id], end = def[n->outputs[0]->id];
-        for (int32_t i = 0; i < g->n_values; i++)
+        for (int32_t i = 0; i < g->n_values; i++) {
             if (def[i] <= begin && last[i] > begin && last[i] < end) last[i] = end;
+            if (def[i] > begin && def[i] < end && last[i] > end)
+                return AMPC_FAIL(g, n, AMPC_E_INTERNAL, "value '%s' is computed inside the region "
+                                 "of the Loop this ends and read after it",
+                                 g->values[i]->name);
+        }
     }
+    return AMPC_OK;
 }
 
 ampc_status ampc_pass_plan_memory(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
@@ -158,7 +166,7 @@ ampc_status ampc_pass_plan_memory(ampc_graph *g, const ampc_pass_ctx *cx, bool *
     }
     free(at);
     free(reached);
-    extend_over_loops(g, def, last);
+    const ampc_status loops = extend_over_loops(g, def, last);
     int32_t end = pos;
     for (int32_t i = 0; i < g->n_outputs; i++) last[g->outputs[i]->id] = end;
     /* The last use of each buffer, kept per root as values join it. */
@@ -274,5 +282,5 @@ ampc_status ampc_pass_plan_memory(ampc_graph *g, const ampc_pass_ctx *cx, bool *
     free(root_flags);
     free(space);
     free(offset);
-    return AMPC_OK;
+    return loops;
 }

@@ -229,6 +229,7 @@ ampc_value *ampc_pass_const_i64s(ampc_graph *g, int32_t rank, const int64_t *dim
 ampc_status ampc_pass_replace_each(ampc_graph *g, bool (*match)(const ampc_node *n),
                                    ampc_pass_build_fn build, const char *what, bool *changed) {
     *changed = false;
+    bool undone = false;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         ampc_node *n = g->nodes[i];
         if (n->dead || !match(n)) continue;
@@ -237,19 +238,23 @@ ampc_status ampc_pass_replace_each(ampc_graph *g, bool (*match)(const ampc_node 
         ampc_value *out[AMPC_PASS_MAX_OUTPUTS] = {NULL};
         ampc_status st = build(g, n, out);
         if (st == AMPC_OK) st = ampc_pass_replace_node(g, n, out, first_new);
-        else ampc_pass_undo(g, first_new, diags); /* the copies go, and their diagnostics */
+        else ampc_pass_undo(g, first_new, diags), undone = true; /* copies and diagnostics go */
         if (st == AMPC_OK) *changed = true;
-        else if (st != AMPC_E_UNSUPPORTED)
+        else if (st != AMPC_E_UNSUPPORTED) {
+            ampc_ir_graph_compact(g);
             return AMPC_FAIL(g, n, st, "%s failed: %s", what, ampc_status_str(st));
+        }
     }
-    if (*changed) ampc_ir_graph_compact(g);
+    /* once the sweep is over: compacting inside it would move the nodes it walks and those a
+     * build appended (first_new) */
+    if (*changed || undone) ampc_ir_graph_compact(g);
     return AMPC_OK;
 }
 
 void ampc_pass_undo(ampc_graph *g, int32_t first_new, int32_t diags) {
-    for (int32_t i = first_new; i < g->n_nodes; i++) ampc_ir_node_remove(g, g->nodes[i]);
+    for (int32_t i = first_new; i < g->n_nodes; i++)
+        if (!g->nodes[i]->dead) ampc_ir_node_remove(g, g->nodes[i]);
     ampc_diag_truncate(&g->diag, diags);
-    ampc_ir_graph_compact(g); /* and the constants made for them */
 }
 
 ampc_status ampc_pass_replace_node(ampc_graph *g, ampc_node *n, ampc_value *const *out,

@@ -491,6 +491,8 @@ ampc_status rt_model_launch_steps(ampc_rt_model *m, cudaStream_t s, cudaEvent_t 
             rt_step_prefix(e, &m->steps[i], i);
             return e->status;
         }
+        for (int32_t k = i + 1; ev && k < next; k++) /* steps a jump skips: no time */
+            RT_CUDA(e, cudaEventRecord(ev[k], s));
     }
     if (ev) RT_CUDA(e, cudaEventRecord(ev[m->n_steps], s));
     return AMPC_OK;

@@ -113,6 +113,66 @@ Test(flatten_control, a_loop_whose_stop_depends_on_data_is_marked_and_only_gpu_b
     ampc_graph_destroy(g);
 }
 
+/* A Loop in g of M = 4 carrying s (from s0), capturing x: s <- s + relu(x) * i while
+ * sum(s) < 5; relu(x) reads nothing the loop changes. */
+static ampc_value *add_data_loop(ampc_graph *g, ampc_value *s0, ampc_value *x) {
+    int64_t m = 4;
+    ampc_graph *b = ampc_ir_subgraph_new(g, "body");
+    ampc_value *i = t_input(b, "i", AMPC_DTYPE_I64, SHAPE());
+    t_input(b, "cond", AMPC_DTYPE_BOOL, SHAPE());
+    ampc_value *s = t_input(b, "s", AMPC_DTYPE_F32, SHAPE(2));
+    ampc_value *xb = t_input(b, "x", AMPC_DTYPE_F32, SHAPE(2));
+    ampc_value *rx = ampc_op(b, "Relu", &xb, 1, NULL, 0);
+    ampc_value *s1 = ampc_add(b, s, ampc_mul(b, rx, ampc_cast(b, i, AMPC_DTYPE_F32)));
+    ampc_attr_arg keep = AMPC_ATTR_I("keepdims", 0);
+    ampc_value *lt[2] = {ampc_op(b, "ReduceSum", &s1, 1, &keep, 1), ampc_scalar_f32(b, 5)};
+    body_out(b, ampc_op(b, "Less", lt, 2, NULL, 0));
+    body_out(b, s1);
+    ampc_value *in[4] = {t_const_i64(g, SHAPE(), &m), NULL, s0, x};
+    const char *names[1] = {"body"};
+    return build_cf(g, AMPC_OP_LOOP, in, 4, names, &b, 1, 1, NULL, 0, 1)->outputs[0];
+}
+
+static ampc_graph *if_graph(void);
+
+/* Two such loops, the second reading the first's result through a node, an If before them,
+ * relu(x) outside too: every Loop and If is flattened (the graph stays ordered: a sweep that
+ * undid one attempt and marked the Loop instead kept its place), and the loop-invariant relu(xs)
+ * runs once, before the loops (the graph output's own relu(xs) apart), not in either loop. */
+Test(flatten_control, two_data_dependent_loops_and_an_if_keep_the_graph_ordered) {
+    ampc_graph *g = if_graph();
+    ampc_value *x = g->inputs[1];
+    ampc_value *x2 = ampc_op(g, "Relu", &x, 1, NULL, 0);
+    ampc_value *s0 = t_input(g, "s0", AMPC_DTYPE_F32, SHAPE(2));
+    ampc_value *xs = t_input(g, "xs", AMPC_DTYPE_F32, SHAPE(2));
+    ampc_value *l1 = add_data_loop(g, s0, xs);
+    ampc_value *l2 = add_data_loop(g, ampc_op(g, "Neg", &l1, 1, NULL, 0), xs);
+    ampc_output(g, ampc_add(g, l2, l2), "l");
+    ampc_output(g, ampc_op(g, "Relu", &xs, 1, NULL, 0), "r");
+    ampc_output(g, x2, "x2");
+    optimize(g, true); /* verifies the graph after every pass */
+    cr_assert_eq(t_count_op(g, AMPC_OP_LOOP) + t_count_op(g, AMPC_OP_IF), 0);
+    cr_assert_eq(t_count_op(g, AMPC_OP_LOOP_BEGIN), 2);
+    bool inside = false; /* between a LoopBegin and its LoopEnd */
+    int32_t relus = 0;
+    for (int32_t k = 0; k < g->n_nodes; k++) {
+        const ampc_node *n = g->nodes[k];
+        if (n->dead) continue;
+        inside = n->op == AMPC_OP_LOOP_BEGIN || (inside && n->op != AMPC_OP_LOOP_END);
+        if (n->op == AMPC_OP_RELU && n->inputs[0] == xs) {
+            cr_expect(!inside, "relu(xs) at %d runs inside a loop", k);
+            relus++;
+        }
+    }
+    cr_expect_eq(relus, 2, "the loops' relu(xs) merged into one, the output's apart: %d", relus);
+    ampc_cg_output *o = NULL;
+    bool changed;
+    cr_assert_eq(ampc_pass_plan_memory(g, NULL, &changed), AMPC_OK, "%s", ampc_graph_errors(g));
+    cr_assert_eq(ampc_cg_generate(g, NULL, &o), AMPC_OK, "%s", ampc_graph_errors(g));
+    ampc_cg_output_free(o);
+    ampc_graph_destroy(g);
+}
+
 /* The plan of g (optimised for the GPU, then its memory planned). */
 static ampc_cg_output *plan_of(ampc_graph *g) {
     optimize(g, true);
