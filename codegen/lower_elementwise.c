@@ -331,7 +331,9 @@ static bool node_expr(const ampc_node *n, ampc_strbuf *e, bool *variadic) {
  * Gather heading the chain reads its table and indices at the gathered position instead
  * (ampc_cg_gather_element, the Gather kernel's own body); a Transpose, Slice or Expand heading
  * it reads its input where the view's element is (ampc_cg_view_of), so the view is never
- * copied. */
+ * copied. A Concat in the chain takes each element from the input that holds it: the element's
+ * index along the axis picks the input, and the input's own chain (or its load) is computed
+ * there, at the element's index in the input's shape (chain_concat). */
 enum { CHAIN_MAX = 32 };
 
 typedef struct chain {
@@ -341,9 +343,18 @@ typedef struct chain {
     int32_t n_leaves;
 } chain;
 
-/* A node heading a chain: a Gather or a view, whose inputs the kernel reads itself. */
+/* Where a chain is computed: the name of its root's element index and the prefix of its
+ * locals (a Concat's inputs are chains of their own, computed in its branches: chain_concat). */
+typedef struct chain_at {
+    const char *idx, *pre;
+} chain_at;
+
+/* Concats nest in chains at most this deep (the pass fuses none into another's input chain). */
+enum { CHAIN_DEPTH_MAX = 4 };
+
+/* A node heading a chain: a Gather, a view or a Concat, whose inputs the kernel reads itself. */
 static bool chain_head(const ampc_node *n) {
-    return n->op == AMPC_OP_GATHER || ampc_op_is_strided_view(n->op);
+    return n->op == AMPC_OP_GATHER || n->op == AMPC_OP_CONCAT || ampc_op_is_strided_view(n->op);
 }
 
 static bool chain_collect(chain *c, const ampc_node *n) {
@@ -364,16 +375,17 @@ static bool chain_collect(chain *c, const ampc_node *n) {
     return true;
 }
 
-/* The local holding value v inside the kernel: a leaf's "l<j>", a chain value's "v<k>". */
-static void chain_local(const chain *c, const ampc_value *v, char *buf, size_t size) {
+/* The local holding value v inside the kernel: a leaf's "<pre>l<j>", a chain value's
+ * "<pre>v<k>". */
+static void chain_local(const chain *c, const char *pre, const ampc_value *v, char *buf, size_t size) {
     for (int32_t j = 0; j < c->n_leaves; j++)
         if (c->leaves[j] == v) {
-            snprintf(buf, size, "l%d", j);
+            snprintf(buf, size, "%sl%d", pre, j);
             return;
         }
     for (int32_t k = 0; k < c->n; k++)
         if (c->nodes[k]->outputs[0] == v) {
-            snprintf(buf, size, "v%d", k);
+            snprintf(buf, size, "%sv%d", pre, k);
             return;
         }
     snprintf(buf, size, "?");
@@ -393,15 +405,29 @@ static void store_result(ampc_cg_kernel *k, const char *dst, int32_t m, ampc_dty
 }
 
 /* Collects the chain ending at node `last` into c and checks that every node has an
- * expression, as alone it would need. */
-static ampc_status chain_of(ampc_cg *cg, const ampc_node *last, chain *c) {
+ * expression, as alone it would need, the chains of its Concats' inputs too (depth: how many
+ * Concats hold this chain). */
+static ampc_status chain_of_at(ampc_cg *cg, const ampc_node *last, chain *c, int32_t depth) {
     ampc_graph *g = ampc_cg_graph(cg);
     c->n = c->n_leaves = 0;
     if (!chain_collect(c, last))
         return AMPC_FAIL(g, last, AMPC_E_INTERNAL, "a fused elementwise chain of more than %d "
                          "nodes", CHAIN_MAX);
     for (int32_t m = 0; m < c->n; m++) {
-        if (chain_head(c->nodes[m])) continue;
+        const ampc_node *n = c->nodes[m];
+        if (n->op == AMPC_OP_CONCAT) {
+            if (depth >= CHAIN_DEPTH_MAX)
+                return AMPC_FAIL(g, n, AMPC_E_INTERNAL, "Concats nested more than %d deep in a "
+                                 "fused elementwise chain", CHAIN_DEPTH_MAX);
+            for (int32_t i = 0; i < n->n_inputs; i++) {
+                const ampc_value *x = n->inputs[i];
+                if (!x || !(x->flags & AMPC_VALUE_FUSED)) continue;
+                chain inner;
+                ampc_status st = chain_of_at(cg, x->producer, &inner, depth + 1);
+                if (st != AMPC_OK) return st;
+            }
+        }
+        if (chain_head(n)) continue;
         ampc_strbuf e = {0};
         bool variadic = false, ok = node_expr(c->nodes[m], &e, &variadic) && !variadic;
         ampc_sb_free(&e);
@@ -414,58 +440,116 @@ static ampc_status chain_of(ampc_cg *cg, const ampc_node *last, chain *c) {
     return AMPC_OK;
 }
 
+static ampc_status chain_of(ampc_cg *cg, const ampc_node *last, chain *c) {
+    return chain_of_at(cg, last, c, 0);
+}
+
 ampc_status ampc_cg_chain_check(ampc_cg *cg, const ampc_node *last) {
     chain c;
     return chain_of(cg, last, &c);
 }
 
-/* The chain's nodes, each into its local v<m>, from the leaves' locals l<j>. */
-static void chain_nodes(ampc_cg *cg, ampc_cg_kernel *k, const chain *c) {
+static void chain_element_at(ampc_cg *cg, ampc_cg_kernel *k, const ampc_node *last, bool cover_last,
+                             chain_at at, char *result, size_t size);
+
+/* Node m of chain c, a Concat, into its local <pre>v<m>: the element's index along the axis
+ * picks the input that holds it; that input's element index (the same but for the axis, shifted
+ * by the input's start) is computed, and the input read there, or its chain computed there. */
+static void chain_concat(ampc_cg *cg, ampc_cg_kernel *k, const ampc_node *n, int32_t m, chain_at at) {
+    const ampc_value *y = n->outputs[0];
+    int64_t axis = ampc_axis_attr(n);
+    if (axis < 0) axis += y->shape.rank;
+    const int64_t inner = ampc_cg_dims_prod(&y->shape, (int32_t)axis + 1, y->shape.rank);
+    const int64_t dim = y->shape.dims[axis];
+    ampc_cg_line(k, "%s %sv%d;", ampc_cg_ctype(y->dtype), at.pre, m);
+    ampc_cg_open(k, "/* node %d of the chain: a Concat read in place */", m);
+    const char *c = ampc_cg_local(k, "c");
+    ampc_cg_line(k, "const long long %s = %s / %lldLL %% %lldLL;", c, at.idx, (long long)inner,
+                 (long long)dim);
+    int32_t last = -1; /* the last input with elements: the final else */
+    for (int32_t i = 0; i < n->n_inputs; i++)
+        if (n->inputs[i]->shape.dims[axis] > 0) last = i;
+    int64_t start = 0;
+    bool first = true;
+    for (int32_t i = 0; i <= last; i++) {
+        const ampc_value *x = n->inputs[i];
+        const int64_t d = x->shape.dims[axis];
+        if (d == 0) continue;
+        if (i == last) ampc_cg_open(k, "%s", first ? "" : "else");
+        else ampc_cg_open(k, "%sif (%s < %lldLL)", first ? "" : "else ", c, (long long)(start + d));
+        first = false;
+        const char *xi = ampc_cg_local(k, "i");
+        ampc_cg_line(k, "const long long %s = %s / %lldLL * %lldLL + (%s - %lldLL) * %lldLL + %s %% %lldLL;",
+                     xi, at.idx, (long long)(dim * inner), (long long)(d * inner), c,
+                     (long long)start, (long long)inner, at.idx, (long long)inner);
+        if (x->flags & AMPC_VALUE_FUSED) {
+            char pre[48], r[64];
+            snprintf(pre, sizeof pre, "%sc%d_%d_", at.pre, m, i);
+            chain_element_at(cg, k, x->producer, true, (chain_at){xi, pre}, r, sizeof r);
+            ampc_cg_line(k, "%sv%d = %s;", at.pre, m, r);
+        } else {
+            ampc_cg_line(k, "%sv%d = %s[%s];", at.pre, m, ampc_cg_param(k, x, false), xi);
+        }
+        ampc_cg_close(k);
+        start += d;
+    }
+    ampc_cg_close(k);
+}
+
+/* The chain's nodes, each into its local <pre>v<m>, from the leaves' locals <pre>l<j>, at
+ * element index at.idx. */
+static void chain_nodes(ampc_cg *cg, ampc_cg_kernel *k, const chain *c, chain_at at) {
     static const char *const names[3] = {"a", "b", "c"};
     for (int32_t m = 0; m < c->n; m++) {
         const ampc_node *n = c->nodes[m];
         const ampc_value *o = n->outputs[0];
         if (n->op == AMPC_OP_GATHER) {
-            char dst[16];
-            snprintf(dst, sizeof dst, "v%d", m);
-            ampc_cg_line(k, "%s v%d;", ampc_cg_ctype(o->dtype), m);
+            char dst[64];
+            snprintf(dst, sizeof dst, "%sv%d", at.pre, m);
+            ampc_cg_line(k, "%s %s;", ampc_cg_ctype(o->dtype), dst);
             ampc_cg_open(k, "/* node %d of the chain: the lookup */", m);
             ampc_cg_gather_element(k, n, ampc_cg_param(k, n->inputs[0], false),
-                                   ampc_cg_param(k, n->inputs[1], false), "i", dst);
+                                   ampc_cg_param(k, n->inputs[1], false), at.idx, dst);
             ampc_cg_close(k);
+            continue;
+        }
+        if (n->op == AMPC_OP_CONCAT) {
+            chain_concat(cg, k, n, m, at);
             continue;
         }
         int64_t src0, steps[AMPC_MAX_RANK];
         const ampc_value *src = ampc_cg_view_of(cg, n, &src0, steps);
         if (src) {
-            const char *off = ampc_cg_strided_offset(k, &o->shape, steps, "i");
-            ampc_cg_line(k, "const %s v%d = %s[%lldLL + %s]; /* node %d of the chain: a view */",
-                         ampc_cg_ctype(o->dtype), m, ampc_cg_param(k, src, false),
+            const char *off = ampc_cg_strided_offset(k, &o->shape, steps, at.idx);
+            ampc_cg_line(k, "const %s %sv%d = %s[%lldLL + %s]; /* node %d of the chain: a view */",
+                         ampc_cg_ctype(o->dtype), at.pre, m, ampc_cg_param(k, src, false),
                          (long long)src0, off, m);
             continue;
         }
         ampc_strbuf e = {0};
         bool variadic = false;
         node_expr(n, &e, &variadic); /* checked above */
-        ampc_cg_line(k, "%s v%d;", ampc_cg_ctype(o->dtype), m);
+        ampc_cg_line(k, "%s %sv%d;", ampc_cg_ctype(o->dtype), at.pre, m);
         ampc_cg_open(k, "/* node %d of the chain */", m);
         for (int32_t i = 0; i < n->n_inputs && i < 3; i++) {
             const ampc_value *v = n->inputs[i];
             if (!v) continue;
-            char local[16];
-            chain_local(c, v, local, sizeof local);
+            char local[64];
+            chain_local(c, at.pre, v, local, sizeof local);
             const char *ct = ampc_cg_compute_type(v->dtype);
             ampc_cg_line(k, "const %s %s = ampc::cvt<%s>(%s);", ct, names[i], ct, local);
         }
         ampc_cg_line(k, "const auto r = %s;", e.data);
-        store_result(k, "v", m, o->dtype);
+        char dst[64];
+        snprintf(dst, sizeof dst, "%sv", at.pre);
+        store_result(k, dst, m, o->dtype);
         ampc_cg_close(k);
         ampc_sb_free(&e);
     }
 }
 
-void ampc_cg_chain_element(ampc_cg *cg, ampc_cg_kernel *k, const ampc_node *last, bool cover_last,
-                           char *result, size_t size) {
+static void chain_element_at(ampc_cg *cg, ampc_cg_kernel *k, const ampc_node *last, bool cover_last,
+                             chain_at at, char *result, size_t size) {
     chain c;
     chain_of(cg, last, &c); /* checked by ampc_cg_chain_check */
     const ampc_value *y = last->outputs[0];
@@ -473,12 +557,17 @@ void ampc_cg_chain_element(ampc_cg *cg, ampc_cg_kernel *k, const ampc_node *last
         if (cover_last || c.nodes[m] != last) ampc_cg_kernel_covers(k, c.nodes[m]);
     for (int32_t j = 0; j < c.n_leaves; j++) {
         const ampc_value *v = c.leaves[j];
-        const char *off = ampc_cg_bcast_offset(k, &y->shape, &v->shape, "i");
-        ampc_cg_line(k, "const %s l%d = %s[%s];", ampc_cg_ctype(v->dtype), j,
+        const char *off = ampc_cg_bcast_offset(k, &y->shape, &v->shape, at.idx);
+        ampc_cg_line(k, "const %s %sl%d = %s[%s];", ampc_cg_ctype(v->dtype), at.pre, j,
                      ampc_cg_param(k, v, false), off);
     }
-    chain_nodes(cg, k, &c);
-    snprintf(result, size, "v%d", c.n - 1);
+    chain_nodes(cg, k, &c, at);
+    snprintf(result, size, "%sv%d", at.pre, c.n - 1);
+}
+
+void ampc_cg_chain_element(ampc_cg *cg, ampc_cg_kernel *k, const ampc_node *last, bool cover_last,
+                           char *result, size_t size) {
+    chain_element_at(cg, k, last, cover_last, (chain_at){"i", ""}, result, size);
 }
 
 /* Elements a thread takes at once when the chain's kernel has the vector form (as a single
@@ -535,7 +624,7 @@ static ampc_status lower_chain_vector(ampc_cg *cg, const ampc_node *root, const 
         const char *t = ampc_cg_ctype(c->leaves[j]->dtype);
         ampc_cg_line(k, "const %s l%d = ampc::cvt<%s>(lf%d[u]);", t, j, t, j);
     }
-    chain_nodes(cg, k, c);
+    chain_nodes(cg, k, c, (chain_at){"i", ""});
     ampc_cg_line(k, "r_[u] = ampc::to_f32(v%d);", c->n - 1);
     ampc_cg_close(k);
     ampc_cg_line(k, "ampc::st_vec<%d>(%s + %s, r_);", w, ampc_cg_param(k, y, true), first);

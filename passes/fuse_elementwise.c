@@ -39,6 +39,13 @@
  * that holds it (DenseNet: every dense layer concatenates the block's earlier feature maps and
  * normalises them; the concatenation, written and read again, was a fifth of its time). At most
  * AMPC_CONCAT_READ_MAX inputs.
+ * A Concat read only by an elementwise node of its shape is never stored either
+ * (concat_in_chain): it joins that node's chain, whose kernel takes each element from the
+ * input that holds it, and each of its inputs made by an elementwise op or a view that only it
+ * reads is computed there, where the element lies (a chain of the input's shape, fused by the
+ * rules above, but with no Concat inside). A rotary embedding's rotate-half (two Slices of the
+ * heads, a Neg, a Concat, then the Muls by the sine and cosine tables and their Add) is one
+ * kernel; so is ViT's class token joined to the patches before the position embedding's Add.
  * The graph itself is unchanged: the reference evaluator runs the nodes one by one, and the
  * fused kernel rounds each value of the chain to its type as the separate kernels stored it,
  * so the results are the same bit for bit. It runs after the passes that rewrite the graph,
@@ -164,9 +171,28 @@ static void feeds_norm(const ampc_uses *uses, const int32_t *size, ampc_node *u,
     *changed = true;
 }
 
+/* Whether Concat p is read in place by the chain of its one reader (the rule in the header): an
+ * elementwise node of its output's shape on its GPU, at most AMPC_CONCAT_READ_MAX inputs of its
+ * type. */
+static bool concat_in_chain(const ampc_uses *uses, const ampc_node *p) {
+    if (p->dead || p->op != AMPC_OP_CONCAT || p->n_outputs != 1 || p->n_inputs < 1 ||
+        p->n_inputs > AMPC_CONCAT_READ_MAX)
+        return false;
+    const ampc_value *v = p->outputs[0];
+    if (!computed(v) || (v->flags & (AMPC_VALUE_OUTPUT | AMPC_VALUE_FUSED)) || v->shape.rank < 1)
+        return false;
+    for (int32_t k = 0; k < p->n_inputs; k++)
+        if (!p->inputs[k] || p->inputs[k]->dtype != v->dtype) return false;
+    const ampc_node *u = ampc_pass_only_user(uses, v);
+    return u && fusable(u) && ampc_node_rank(u) == ampc_node_rank(p) &&
+           ampc_shape_eq(&v->shape, &u->outputs[0]->shape);
+}
+
 /* Whether node r, reading view v (made by p) as its input k, can read it where it lies: an
- * elementwise node of v's shape (v heads its chain) or another view, as its data. */
-static bool reads_through(const ampc_node *r, int32_t k, const ampc_node *p) {
+ * elementwise node of v's shape (v heads its chain), a Concat read in place by a chain (the
+ * view heads the chain of r's input k) or another view, as its data. */
+static bool reads_through(const ampc_uses *uses, const ampc_node *r, int32_t k, const ampc_node *p) {
+    if (concat_in_chain(uses, r)) return ampc_node_rank(r) == ampc_node_rank(p);
     if (ampc_op_is_strided_view(r->op)) return k == 0 && ampc_node_rank(r) == ampc_node_rank(p);
     return fusable(r) && ampc_shape_eq(&r->inputs[k]->shape, &r->outputs[0]->shape) &&
            ampc_node_rank(r) == ampc_node_rank(p);
@@ -175,7 +201,7 @@ static bool reads_through(const ampc_node *r, int32_t k, const ampc_node *p) {
 /* Views that every reader reads through (reads_through) are never stored: each reader's kernel
  * reads the tensor under them (a rotary embedding's heads, permuted and then multiplied, sliced
  * and negated, sliced and joined: no copy of the permuted heads). */
-static void virtual_views(ampc_graph *g, bool *changed) {
+static void virtual_views(ampc_graph *g, const ampc_uses *uses, bool *changed) {
     uint8_t *ok = calloc((size_t)g->n_values + 1, 1);
     if (!ok) return; /* an optimisation only: nothing is marked */
     for (int32_t i = 0; i < g->n_nodes; i++) {
@@ -189,7 +215,7 @@ static void virtual_views(ampc_graph *g, bool *changed) {
         for (int32_t k = 0; !r->dead && k < r->n_inputs; k++) {
             const ampc_value *v = r->inputs[k];
             if (!v || !ok[v->id]) continue;
-            ok[v->id] = reads_through(r, k, v->producer) ? 2 : 0; /* 2: read, and so far fine */
+            ok[v->id] = reads_through(uses, r, k, v->producer) ? 2 : 0; /* 2: read, and so far fine */
         }
     }
     /* A view of a view never stored composes with it; past MAX_VIEW_DEPTH such views in a row
@@ -247,6 +273,32 @@ static void concat_into_norm(ampc_graph *g, const ampc_uses *uses, bool *changed
     }
 }
 
+/* Each input of Concat p (concat_in_chain) that an elementwise op or a Gather makes for p alone,
+ * of no Concat's chain, is computed where the Concat's reader reads it (its output is marked). */
+static void concat_inputs(const ampc_uses *uses, const int32_t *size, const uint8_t *in_cat,
+                          const ampc_node *p, bool *changed) {
+    for (int32_t k = 0; k < p->n_inputs; k++) {
+        ampc_value *v = p->inputs[k];
+        const ampc_node *q = v->producer;
+        if (!q || !(fusable(q) || heads(q)) || ampc_pass_only_user(uses, v) != p) continue;
+        if (writes_norm(q) || in_cat[q->id]) continue;
+        if ((v->flags & (AMPC_VALUE_OUTPUT | AMPC_VALUE_FUSED)) || v->data) continue;
+        if (ampc_node_rank(q) != ampc_node_rank(p) || (fusable(q) ? size[q->id] : 1) > MAX_CHAIN)
+            continue;
+        v->flags |= AMPC_VALUE_FUSED;
+        *changed = true;
+    }
+}
+
+/* Whether node n's chain (so far) holds a Concat read in place: in_cat[n] after the main loop. */
+static bool holds_concat(const ampc_node *n, const uint8_t *in_cat) {
+    for (int32_t k = 0; k < n->n_inputs; k++) {
+        const ampc_value *v = n->inputs[k];
+        if (v && (v->flags & AMPC_VALUE_FUSED) && v->producer && in_cat[v->producer->id]) return true;
+    }
+    return false;
+}
+
 /* The views heading node u's chain, fused by virtual_views: each counts towards the chain. */
 static int32_t views_read(const ampc_node *u) {
     int32_t n = 0;
@@ -264,16 +316,26 @@ ampc_status ampc_pass_fuse_elementwise(ampc_graph *g, const ampc_pass_ctx *cx, b
     ampc_uses uses;
     if (ampc_pass_uses(g, &uses) != AMPC_OK) return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
     int32_t *size = calloc((size_t)g->n_nodes + 1, sizeof *size); /* nodes in each node's chain */
-    if (!size) {
+    uint8_t *in_cat = calloc((size_t)g->n_nodes + 1, 1); /* the node's chain holds a Concat */
+    if (!size || !in_cat) {
+        free(size);
+        free(in_cat);
         ampc_pass_uses_free(&uses);
         return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
     }
-    virtual_views(g, changed);
+    virtual_views(g, &uses, changed);
     concat_into_norm(g, &uses, changed);
     for (int32_t i = 0; i < g->n_nodes; i++) {
         ampc_node *u = g->nodes[i];
         if (is_norm(u) && !u->dead) {
             feeds_norm(&uses, size, u, changed);
+            continue;
+        }
+        if (concat_in_chain(&uses, u)) {
+            u->outputs[0]->flags |= AMPC_VALUE_FUSED;
+            concat_inputs(&uses, size, in_cat, u, changed);
+            in_cat[i] = 1;
+            *changed = true;
             continue;
         }
         if (!fusable(u)) continue;
@@ -295,8 +357,10 @@ ampc_status ampc_pass_fuse_elementwise(ampc_graph *g, const ampc_pass_ctx *cx, b
             size[i] += with;
             *changed = true;
         }
+        in_cat[i] = holds_concat(u, in_cat);
     }
     free(size);
+    free(in_cat);
     ampc_pass_uses_free(&uses);
     return AMPC_OK;
 }

@@ -71,18 +71,21 @@ static bool can_reuse(const ampc_node *n, const ampc_value *x, const int32_t *la
 }
 
 /* Whether the kernel of node n reads buffer root r other than element for element: through a
- * view or a lookup heading its fused chain (fuse-elementwise). Writing n's output over r would
- * then overwrite elements other threads have still to read. */
+ * view, a lookup or a Concat in its fused chain (fuse-elementwise). Writing n's output over r
+ * would then overwrite elements other threads have still to read. */
 static bool reads_elsewhere(const ampc_node *n, int32_t *parent, int32_t r) {
     for (int32_t j = 0; j < n->n_inputs; j++) {
         const ampc_value *v = n->inputs[j];
         const ampc_node *p = v ? v->producer : NULL;
         if (!p || !(v->flags & AMPC_VALUE_FUSED)) continue;
         const bool head = ampc_op_is_strided_view(p->op) || p->op == AMPC_OP_GATHER;
-        const ampc_value *src = p->inputs[0];
-        if (head && src && !(src->flags & AMPC_VALUE_FUSED) && !is_constant(src) &&
-            find(parent, src->id) == r)
-            return true;
+        const int32_t srcs = p->op == AMPC_OP_CONCAT ? p->n_inputs : head ? 1 : 0;
+        for (int32_t k = 0; k < srcs; k++) {
+            const ampc_value *src = p->inputs[k];
+            if (src && !(src->flags & AMPC_VALUE_FUSED) && !is_constant(src) &&
+                find(parent, src->id) == r)
+                return true;
+        }
         if (reads_elsewhere(p, parent, r)) return true;
     }
     return false;

@@ -9,6 +9,11 @@
  *     view's input in place, no copy step, equal to the reference on a GPU; a view every
  *     reader of which reads through it (a chain, another view) is never stored, and a chain
  *     reading a buffer through a view is not written over that buffer;
+ *   - a Concat read only by an elementwise node of its shape is computed in that node's chain,
+ *     its inputs' chains (a rotary embedding's Neg of a Slice) and views (a class token's
+ *     Expand) in its branches: a rotary embedding, and a class token joined to the patches
+ *     before the position embedding's Add, are one kernel each, equal to the reference on a GPU;
+ *     a Concat read twice, or by a reduction, is stored;
  *   - a Cast after a LayerNormalization, and a Relu after a BatchNormalization, is written by
  *     the norm's kernel, equal bit for bit on a GPU to the two kernels it replaces;
  *   - the padding mask as transformers exports it (a Gather in order, an Expand to the shape
@@ -882,5 +887,122 @@ Test(fuse_elementwise_gpu, mask_chain_and_a_leaf_across_a_reduction) {
     static const double tol[2] = {0, 1e-5};
     same_on_gpu(g, in, 2, 2, tol);
     free(in[0].data), free(in[1].data);
+    ampc_graph_destroy(g);
+}
+
+/* ---- Concats read in place by a chain ----------------------------------------------------- */
+
+/* A rotary embedding as Hugging Face's Llama writes it, on heads permuted from x [2, 3, 4, 8]
+ * (type t): h = Transpose(x, (0, 2, 1, 3)) [2, 4, 3, 8]; rot = Concat(Neg(Slice(h, last axis
+ * 4:8)), Slice(h, last axis 0:4)); y = h * cos + rot * sin (cos, sin [3, 8], graph inputs). */
+static ampc_graph *rotary(ampc_dtype t) {
+    ampc_graph *g = ampc_graph_create("rotary");
+    ampc_value *x = t_input(g, "x", t, SHAPE(2, 3, 4, 8));
+    ampc_value *cs = t_input(g, "cos", t, SHAPE(3, 8)), *sn = t_input(g, "sin", t, SHAPE(3, 8));
+    ampc_attr_arg perm = AMPC_ATTR_IS("perm", ((int64_t[]){0, 2, 1, 3}), 4);
+    ampc_value *h = ampc_op(g, "Transpose", &x, 1, &perm, 1);
+    int64_t k0 = 0, k4 = 4, k8 = 8, k3 = 3;
+    ampc_value *ax = t_const_i64(g, SHAPE(1), &k3), *c4 = t_const_i64(g, SHAPE(1), &k4);
+    ampc_value *lo_in[4] = {h, t_const_i64(g, SHAPE(1), &k0), c4, ax};
+    ampc_value *hi_in[4] = {h, c4, t_const_i64(g, SHAPE(1), &k8), ax};
+    ampc_value *lo = ampc_op(g, "Slice", lo_in, 4, NULL, 0);
+    ampc_value *hi = ampc_op(g, "Slice", hi_in, 4, NULL, 0);
+    ampc_value *neg = ampc_op(g, "Neg", &hi, 1, NULL, 0);
+    ampc_attr_arg last = AMPC_ATTR_I("axis", -1);
+    ampc_value *rot = ampc_op(g, "Concat", (ampc_value *[]){neg, lo}, 2, &last, 1);
+    ampc_value *y = ampc_add(g, ampc_mul(g, h, cs), ampc_mul(g, rot, sn));
+    cr_assert_eq(ampc_output(g, y, "y"), AMPC_OK, "%s", ampc_graph_errors(g));
+    return g;
+}
+
+/* A class token joined to the patches along a middle axis, then a position embedding added:
+ * y = Concat(Expand(cls [1, 1, 8] to [2, 1, 8]), p * 2, q, axis 1) + pos [8, 8], p [2, 5, 8] and
+ * q [2, 2, 8] graph inputs: a view, a chain and a stored value as the Concat's inputs. */
+static ampc_graph *class_token(void) {
+    ampc_graph *g = ampc_graph_create("class_token");
+    ampc_value *cls = t_input(g, "cls", AMPC_DTYPE_F32, SHAPE(1, 1, 8));
+    ampc_value *p = t_input(g, "p", AMPC_DTYPE_F32, SHAPE(2, 5, 8));
+    ampc_value *q = t_input(g, "q", AMPC_DTYPE_F32, SHAPE(2, 2, 8));
+    ampc_value *pos = t_input(g, "pos", AMPC_DTYPE_F32, SHAPE(8, 8));
+    int64_t to[3] = {2, 1, 8};
+    double two = 2;
+    ampc_value *ex_in[2] = {cls, t_const_i64(g, SHAPE(3), to)};
+    ampc_value *e = ampc_op(g, "Expand", ex_in, 2, NULL, 0);
+    ampc_value *twice = ampc_mul(g, p, t_const_f32(g, SHAPE(), &two));
+    ampc_attr_arg axis = AMPC_ATTR_I("axis", 1);
+    ampc_value *cat = ampc_op(g, "Concat", (ampc_value *[]){e, twice, q}, 3, &axis, 1);
+    cr_assert_eq(ampc_output(g, ampc_add(g, cat, pos), "y"), AMPC_OK, "%s", ampc_graph_errors(g));
+    return g;
+}
+
+/* The graph's live steps and whether its Concat's output is stored. */
+static void concat_fused_in(ampc_graph *g, int32_t steps) {
+    ampc_module *m = compile(g);
+    const ampc_rt_plan *p = &m->cg->plan;
+    cr_assert_eq(p->n_steps, steps, "%d steps", p->n_steps);
+    bool found = false;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ampc_node *n = g->nodes[i];
+        if (n->dead || n->op != AMPC_OP_CONCAT) continue;
+        found = true;
+        cr_assert(n->outputs[0]->flags & AMPC_VALUE_FUSED, "the Concat is read in place");
+        cr_assert_eq(n->outputs[0]->mem_space, AMPC_MEM_NONE, "and never stored");
+    }
+    cr_assert(found, "the Concat is in the optimised graph");
+    bool covered = false;
+    for (int32_t j = 0; j < p->n_steps && !covered; j++) covered = strstr(p->steps[j].label, "Concat");
+    cr_assert(covered, "a chain's kernel covers the Concat");
+    ampc_module_destroy(m);
+    ampc_graph_destroy(g);
+}
+
+Test(fuse_elementwise, a_concat_read_by_a_chain_is_computed_in_it) {
+    concat_fused_in(rotary(AMPC_DTYPE_F16), 1); /* the Slices, the Neg, the Concat, the Muls, the Add */
+    concat_fused_in(class_token(), 1);          /* the Expand, the Mul, the Concat, the Add */
+}
+
+/* A Concat read by two nodes, or by a node that is no elementwise op, is stored. */
+Test(fuse_elementwise, a_concat_read_twice_or_by_a_reduction_is_stored) {
+    for (int32_t twice = 0; twice < 2; twice++) {
+        ampc_graph *g = ampc_graph_create("cat");
+        ampc_value *a = t_input(g, "a", AMPC_DTYPE_F32, SHAPE(4, 2));
+        ampc_value *b = t_input(g, "b", AMPC_DTYPE_F32, SHAPE(4, 3));
+        ampc_attr_arg axis = AMPC_ATTR_I("axis", 1);
+        ampc_value *cat = ampc_op(g, "Concat", (ampc_value *[]){ampc_relu(g, a), b}, 2, &axis, 1);
+        int64_t ax = 1;
+        ampc_attr_arg keep = AMPC_ATTR_I("keepdims", 1);
+        ampc_value *red_in[2] = {cat, t_const_i64(g, SHAPE(1), &ax)};
+        ampc_value *y = twice ? ampc_mul(g, ampc_relu(g, cat), ampc_op(g, "Neg", &cat, 1, NULL, 0))
+                              : ampc_op(g, "ReduceMax", red_in, 2, &keep, 1);
+        cr_assert_eq(ampc_output(g, y, "y"), AMPC_OK, "%s", ampc_graph_errors(g));
+        ampc_module *m = compile(g);
+        for (int32_t i = 0; i < g->n_nodes; i++)
+            if (!g->nodes[i]->dead && g->nodes[i]->op == AMPC_OP_CONCAT)
+                cr_assert(!(g->nodes[i]->outputs[0]->flags & AMPC_VALUE_FUSED), "stored (%d)", twice);
+        ampc_module_destroy(m);
+        ampc_graph_destroy(g);
+    }
+}
+
+Test(fuse_elementwise_gpu, concats_read_in_place) {
+    static const double exact[1] = {0}; /* Neg, Mul, Add and copies: correctly rounded */
+    ampc_dtype ts[2] = {AMPC_DTYPE_F16, AMPC_DTYPE_F32};
+    for (int32_t i = 0; i < 2; i++) {
+        ampc_graph *g = rotary(ts[i]);
+        ampc_tensor in[3] = {{ts[i], SHAPE(2, 3, 4, 8), calloc(192, 4)},
+                             {ts[i], SHAPE(3, 8), calloc(24, 4)}, {ts[i], SHAPE(3, 8), calloc(24, 4)}};
+        for (int32_t j = 0; j < 3; j++) fill(&in[j], 41 + (uint64_t)j);
+        same_on_gpu(g, in, 3, 1, exact);
+        for (int32_t j = 0; j < 3; j++) free(in[j].data);
+        ampc_graph_destroy(g);
+    }
+    ampc_graph *g = class_token();
+    ampc_tensor in[4] = {{AMPC_DTYPE_F32, SHAPE(1, 1, 8), calloc(8, 4)},
+                         {AMPC_DTYPE_F32, SHAPE(2, 5, 8), calloc(80, 4)},
+                         {AMPC_DTYPE_F32, SHAPE(2, 2, 8), calloc(32, 4)},
+                         {AMPC_DTYPE_F32, SHAPE(8, 8), calloc(64, 4)}};
+    for (int32_t j = 0; j < 4; j++) fill(&in[j], 51 + (uint64_t)j);
+    same_on_gpu(g, in, 4, 1, exact);
+    for (int32_t j = 0; j < 4; j++) free(in[j].data);
     ampc_graph_destroy(g);
 }
