@@ -37,6 +37,24 @@ template <typename C> __device__ __forceinline__ void rnn_transpose_sum(C (&v)[3
  * at the direction's R, [gates * h, h]; hs is shared room for BT x kc values of the state (kc <=
  * h); acc is shared, nrows x BT. Every thread of the block calls it; it ends with
  * __syncthreads, acc complete. */
+/* The chunk [k0, k0 + kn) of the state of batch entries b0 .. b0 + BT - 1 into hs, BT rows
+ * `stride` values apart, `width` values of each written (zeros past kn and past the batch), by
+ * the block's NT threads. A trip count the compiler knows, so that a thread's loads are all
+ * issued before the first is stored (BT * width / NT of them in flight, not one). */
+template <int NT, int BT, typename C, typename Src>
+__device__ __forceinline__ void rnn_load_state(C *hs, long long stride, long long width, long long k0,
+                                               long long kn, long long b0, long long batch, Src src) {
+    const int trips = (int)((width + NT - 1) / NT);
+#pragma unroll 4
+    for (int i = 0; i < trips; i++) {
+        const long long kk = (long long)threadIdx.x + (long long)i * NT;
+#pragma unroll
+        for (int bb = 0; bb < BT; bb++)
+            if (kk < width)
+                hs[bb * stride + kk] = b0 + bb < batch && kk < kn ? (C)src(b0 + bb, k0 + kk) : C(0);
+    }
+}
+
 template <int NT, int BT, int RW, typename C, typename TR, typename Src>
 __device__ __forceinline__ void rnn_recurrent(C *acc, C *hs, long long kc, const TR *r, long long h,
                                               long long u, int nrows, int g0, long long j0,
@@ -47,17 +65,7 @@ __device__ __forceinline__ void rnn_recurrent(C *acc, C *hs, long long kc, const
     for (long long k0 = 0; k0 < h; k0 += kc) {
         const long long kn = h - k0 < kc ? h - k0 : kc;
         __syncthreads(); /* the previous chunk is consumed (and acc zeroed) */
-        /* a trip count the compiler knows, so that a thread's loads are all issued before the
-         * first is stored (BT * kc / NT of them in flight, not one) */
-        const int trips = (int)((kc + NT - 1) / NT);
-#pragma unroll 4
-        for (int t = 0; t < trips; t++) {
-            const long long kk = (long long)threadIdx.x + (long long)t * NT;
-#pragma unroll
-            for (int bb = 0; bb < BT; bb++)
-                if (kk < kc)
-                    hs[bb * kc + kk] = b0 + bb < batch && kk < kn ? src(b0 + bb, k0 + kk) : C(0);
-        }
+        rnn_load_state<NT, BT>(hs, kc, kc, k0, kn, b0, batch, src);
         __syncthreads();
         for (int row0 = warp * RW; row0 < nrows; row0 += nw * RW) {
             const TR *w[RW];
@@ -210,16 +218,7 @@ __device__ __forceinline__ void rnn_recurrent_tc(float *acc, float *hs, long lon
     for (long long k0 = 0; k0 < h; k0 += kc) {
         const long long kn = h - k0 < kc ? h - k0 : kc;
         __syncthreads(); /* the previous chunk is consumed */
-        const int trips = (int)((kcr + NT - 1) / NT);
-#pragma unroll 4
-        for (int i = 0; i < trips; i++) {
-            const long long kk = (long long)threadIdx.x + (long long)i * NT;
-#pragma unroll
-            for (int bb = 0; bb < BT; bb++)
-                if (kk < kcr)
-                    hs[bb * stride + kk] =
-                        b0 + bb < batch && kk < kn ? (float)src(b0 + bb, k0 + kk) : 0.f;
-        }
+        rnn_load_state<NT, BT>(hs, stride, kcr, k0, kn, b0, batch, src);
         __syncthreads();
         if (!active) continue;
         /* DEPTH k steps' rows of R loaded before their products, so that their trips to L2

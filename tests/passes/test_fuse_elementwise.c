@@ -425,6 +425,16 @@ Test(fuse_elementwise_gpu, views_heading_chains) {
     ampc_graph_destroy(g);
 }
 
+/* The two halves of t's last axis (of 8 elements), as Slices: lo = 0:4, hi = 4:8 (t of rank 4). */
+static void halves(ampc_graph *g, ampc_value *t, ampc_value **lo, ampc_value **hi) {
+    int64_t k0 = 0, k4 = 4, k8 = 8, k3 = 3;
+    ampc_value *ax = t_const_i64(g, SHAPE(1), &k3), *c4 = t_const_i64(g, SHAPE(1), &k4);
+    ampc_value *lo_in[4] = {t, t_const_i64(g, SHAPE(1), &k0), c4, ax};
+    ampc_value *hi_in[4] = {t, c4, t_const_i64(g, SHAPE(1), &k8), ax};
+    *lo = ampc_op(g, "Slice", lo_in, 4, NULL, 0);
+    *hi = ampc_op(g, "Slice", hi_in, 4, NULL, 0);
+}
+
 /* A view with three readers, each reading through it (a rotary embedding's heads):
  *   a = Neg(x [2, 4, 4, 8]); t = Transpose(a, (0, 2, 1, 3))
  *   z = Concat(Slice(t, last axis 0:4), Neg(Slice(t, last axis 4:8)))   (a copy and a chain)
@@ -436,15 +446,13 @@ static ampc_graph *shared_view(void) {
     ampc_value *a = ampc_op(g, "Neg", &x, 1, NULL, 0);
     ampc_attr_arg perm = AMPC_ATTR_IS("perm", ((int64_t[]){0, 2, 1, 3}), 4);
     ampc_value *t = ampc_op(g, "Transpose", &a, 1, &perm, 1);
-    int64_t k0 = 0, k4 = 4, k8 = 8, k3 = 3;
-    ampc_value *ax = t_const_i64(g, SHAPE(1), &k3), *c4 = t_const_i64(g, SHAPE(1), &k4);
-    ampc_value *lo_in[4] = {t, t_const_i64(g, SHAPE(1), &k0), c4, ax};
-    ampc_value *hi_in[4] = {t, c4, t_const_i64(g, SHAPE(1), &k8), ax};
-    ampc_value *lo = ampc_op(g, "Slice", lo_in, 4, NULL, 0);
-    ampc_value *hi = ampc_op(g, "Slice", hi_in, 4, NULL, 0);
+    ampc_value *lo, *hi;
+    halves(g, t, &lo, &hi);
     ampc_value *neg = ampc_op(g, "Neg", &hi, 1, NULL, 0);
     ampc_attr_arg last = AMPC_ATTR_I("axis", -1);
     ampc_value *z = ampc_op(g, "Concat", (ampc_value *[]){lo, neg}, 2, &last, 1);
+    int64_t k3 = 3;
+    ampc_value *ax = t_const_i64(g, SHAPE(1), &k3);
     cr_assert_eq(ampc_output(g, z, "z"), AMPC_OK, "%s", ampc_graph_errors(g));
     /* made last, so that it is a's last reader, and read by a reduction, so that it is no
      * graph output (which is never written over an input) */
@@ -901,12 +909,8 @@ static ampc_graph *rotary(ampc_dtype t) {
     ampc_value *cs = t_input(g, "cos", t, SHAPE(3, 8)), *sn = t_input(g, "sin", t, SHAPE(3, 8));
     ampc_attr_arg perm = AMPC_ATTR_IS("perm", ((int64_t[]){0, 2, 1, 3}), 4);
     ampc_value *h = ampc_op(g, "Transpose", &x, 1, &perm, 1);
-    int64_t k0 = 0, k4 = 4, k8 = 8, k3 = 3;
-    ampc_value *ax = t_const_i64(g, SHAPE(1), &k3), *c4 = t_const_i64(g, SHAPE(1), &k4);
-    ampc_value *lo_in[4] = {h, t_const_i64(g, SHAPE(1), &k0), c4, ax};
-    ampc_value *hi_in[4] = {h, c4, t_const_i64(g, SHAPE(1), &k8), ax};
-    ampc_value *lo = ampc_op(g, "Slice", lo_in, 4, NULL, 0);
-    ampc_value *hi = ampc_op(g, "Slice", hi_in, 4, NULL, 0);
+    ampc_value *lo, *hi;
+    halves(g, h, &lo, &hi);
     ampc_value *neg = ampc_op(g, "Neg", &hi, 1, NULL, 0);
     ampc_attr_arg last = AMPC_ATTR_I("axis", -1);
     ampc_value *rot = ampc_op(g, "Concat", (ampc_value *[]){neg, lo}, 2, &last, 1);
