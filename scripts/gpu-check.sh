@@ -11,6 +11,8 @@
 #                cuSPARSELt" and "runs only without ..." (a no-GPU path; CI runs those), each
 #                printed with its reason. A failure listed in tests/gpu-known-faults.tsv counts as
 #                a known fault, not a failure; a listed test that passes is reported.
+#                AMPC_GPU_SUITES=REGEX runs only the suites whose names match (a change's own
+#                suites when device time is short); the record's tests section then names it.
 #   conformance  every ONNX backend test case compiled and run on the GPU (ampc-conformance --gpu
 #                --tf32 --random): gpu.tsv (TF32 off, the suite's tolerances), gpu-tf32.tsv (the
 #                default build, TF32 on, f32 outputs at rtol 1e-2, atol 1e-4) and gpu-random.tsv,
@@ -108,12 +110,14 @@ part_tests() {
   for t in .devbin/tests/*; do
     [ -x "$t" ] || continue
     name=$(basename "$t")
+    [ -z "${AMPC_GPU_SUITES:-}" ] || [[ $name =~ $AMPC_GPU_SUITES ]] || continue
     log=/tmp/gpu-check.$name.log
     AMPC_REQUIRE_GPU=1 timeout 540 "$t" --verbose --jobs="$shards" > "$log" 2>&1
     local rc=$?
     { echo "== $name (exit $rc)"; cat "$log"; } >> "$out/tests.log"
     suite_row "$name" "$log" "$rc" || status=1
   done
+  [ -z "${AMPC_GPU_SUITES:-}" ] || echo "# only the suites matching AMPC_GPU_SUITES=$AMPC_GPU_SUITES" | tee -a "$record" >> "$summary"
   echo "tests took $(( $(date +%s) - start )) s" >> "$summary"
 }
 
