@@ -242,26 +242,6 @@ __device__ __forceinline__ void attn_load_q(const T *qb, i64 r0, i64 r1, const a
     }
 }
 
-/* x[0] and x[1] rounded to T and back, as one pair (the value a tensor of type T holds). */
-template <typename T> __device__ __forceinline__ void attn_round2(float (&x)[2]) {
-    const unsigned w = mma_op<T>::pack(x[0], x[1]);
-    ld_vec<2>(reinterpret_cast<const T *>(&w), x);
-}
-
-/* 2^x by the ex2 instruction, flushing results below 2^-126 to 0: a probability that small
- * beside the row's largest (which is 1) changes no sum and rounds to 0 in T. exp2f computes the
- * same approximation and scales around it to keep those results. */
-__device__ __forceinline__ float attn_exp2(float x) {
-#ifdef AMPC_EMULATE_MMA
-    const float r = exp2f(x);
-    return r < 1.17549435e-38f ? 0.0f : r;
-#else
-    float r;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
-    return r;
-#endif
-}
-
 /* One warp's 16 query rows against NK keys in shared memory (NK a multiple of 16), the first at
  * sequence index jn: scores from K (kw: element pairs, rows of (D + PAD) / 2 words), scale, mask
  * (mk: the mask tile at the first key, or null; mo0 and mo1: this thread's two rows in it, in
@@ -284,27 +264,20 @@ __device__ __forceinline__ void attn_tile(const unsigned (&qa)[D / 16][4], const
         for (int kk = 0; kk < D / 16; kk++)
             mma_op<T>::run(s[n], qa[kk], kr[kk * 8 + t], kr[kk * 8 + t + 4]);
     }
-    /* scale, mask, round to T, two keys at a time (a pair of T: one mask load, one rounding
-     * of both); keys past Sk count as -inf; the tile's row maxima */
+    /* scale, mask, round to T; keys past Sk count as -inf; the tile's row maxima */
     float mt[2] = {-INFINITY, -INFINITY};
     #pragma unroll
     for (int n = 0; n < NK / 8; n++)
-        #pragma unroll
-        for (int w = 0; w < 2; w++) {
-            const int jj = n * 8 + 2 * t;
-            float x[2] = {s[n][2 * w] * a.scale, s[n][2 * w + 1] * a.scale};
-            if (mk) {
-                float mv[2];
-                ld_vec<2>(mk + (w ? mo1 : mo0) + jj, mv);
-                x[0] += mv[0], x[1] += mv[1];
+        for (int e = 0; e < 4; e++) {
+            const int jj = n * 8 + 2 * t + (e & 1);
+            float x = -INFINITY;
+            if (full || jn + jj < a.Sk) {
+                x = s[n][e] * a.scale;
+                if (mk) x += to_f32(mk[(e < 2 ? mo0 : mo1) + jj]);
+                x = attn_round<T>(x);
             }
-            attn_round2<T>(x);
-            #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                if (!full && jn + jj + e >= a.Sk) x[e] = -INFINITY;
-                s[n][2 * w + e] = x[e];
-                mt[w] = fmaxf(mt[w], x[e]);
-            }
+            s[n][e] = x;
+            mt[e >> 1] = fmaxf(mt[e >> 1], x);
         }
     #pragma unroll
     for (int w = 0; w < 2; w++) {
@@ -312,14 +285,12 @@ __device__ __forceinline__ void attn_tile(const unsigned (&qa)[D / 16][4], const
         mt[w] = fmaxf(mt[w], __shfl_xor_sync(0xffffffffu, mt[w], 2));
     }
     /* online softmax: what is accumulated is rescaled to the new maximum; until a finite score
-     * shows up the base is 0, so every p and every correction is exp(-inf) = 0. p = 2^(s log2 e
-     * - base log2 e), one multiply-add and the ex2 instruction (attn_exp2) */
-    float base[2], nb[2];
+     * shows up the base is 0, so every p and every correction is exp(-inf) = 0 */
+    float base[2];
     #pragma unroll
     for (int w = 0; w < 2; w++) {
         const float mn = fmaxf(m[w], mt[w]);
         base[w] = mn == -INFINITY ? 0.0f : mn;
-        nb[w] = -base[w] * log2e;
         const float corr = exp2f((m[w] - base[w]) * log2e);
         l[w] *= corr;
         #pragma unroll
@@ -329,7 +300,7 @@ __device__ __forceinline__ void attn_tile(const unsigned (&qa)[D / 16][4], const
     #pragma unroll
     for (int n = 0; n < NK / 8; n++)
         for (int e = 0; e < 4; e++) {
-            const float p = attn_exp2(fmaf(s[n][e], log2e, nb[e >> 1]));
+            const float p = exp2f((s[n][e] - base[e >> 1]) * log2e);
             s[n][e] = p;
             l[e >> 1] += p;
         }
@@ -468,7 +439,6 @@ __device__ __forceinline__ void attn_mma_run(const T *q, const T *k, const T *v,
     const int mo = kv + BN * (DV + ATTN_PAD); /* the mask tile, in a stage */
     const int tiles = (int)((a.Sk + BN - 1) / BN);
     const bool full = a.Sk % BN == 0;
-    const int rem = (int)(a.Sk - (i64)(tiles - 1) * BN); /* keys in the last tile */
     attn_fetch<T, D, DV, MVEC, BN, BM>(kb, vb, mb, i0, 0, a, smem, smem + kv, smem + mo);
     cp_commit();
     unsigned qa[D / 16][4];
@@ -497,26 +467,10 @@ __device__ __forceinline__ void attn_mma_run(const T *q, const T *k, const T *v,
         if (mb && !MVEC) attn_load_mask<T, BM, BN>(mb, i0, j0, a, cur + mo);
         __syncthreads(); /* this tile is in shared memory for every thread */
         /* (a split warp's part past Sk: all -inf, zero values, no change) */
-        if (finite_q && attn_tile_hidden<T, D, DV, BN, BM>(cur, cur + kv, cur + mo, a)) {
-            __syncthreads();
-            continue;
-        }
-        const unsigned *const kw = reinterpret_cast<const unsigned *>(cur) + part * ((D + ATTN_PAD) / 2);
-        const T *const vw = cur + kv + part * (DV + ATTN_PAD);
-        const T *const mw = mb ? cur + mo + part : (const T *)0;
-        /* attn_mma's last tile is computed over its keys rounded up to 16 (rem, known when the
-         * kernel is compiled: ViT's 197 keys are three tiles of 64 and one of 16, not four of 64);
-         * every other tile is whole */
-        if (SPLIT)
-            attn_tile<T, D, DV, NK>(qa, kw, vw, mw, m0 * BN, m1 * BN, j0 + part, full, a, m, l, o);
-        else if (jt + 1 < tiles || rem > 48)
-            attn_tile<T, D, DV, NK>(qa, kw, vw, mw, m0 * BN, m1 * BN, j0, jt + 1 < tiles || full, a, m, l, o);
-        else if (rem > 32)
-            attn_tile<T, D, DV, 48>(qa, kw, vw, mw, m0 * BN, m1 * BN, j0, false, a, m, l, o);
-        else if (rem > 16)
-            attn_tile<T, D, DV, 32>(qa, kw, vw, mw, m0 * BN, m1 * BN, j0, false, a, m, l, o);
-        else
-            attn_tile<T, D, DV, 16>(qa, kw, vw, mw, m0 * BN, m1 * BN, j0, false, a, m, l, o);
+        if (!finite_q || !attn_tile_hidden<T, D, DV, BN, BM>(cur, cur + kv, cur + mo, a))
+            attn_tile<T, D, DV, NK>(qa, reinterpret_cast<const unsigned *>(cur) + part * ((D + ATTN_PAD) / 2),
+                                    cur + kv + part * (DV + ATTN_PAD), mb ? cur + mo + part : (const T *)0,
+                                    m0 * BN, m1 * BN, j0 + part, full, a, m, l, o);
         __syncthreads(); /* every thread is done with this stage before it is refilled */
     }
     attn_row_sums(l);
