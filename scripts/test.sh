@@ -4,7 +4,8 @@
 # tests/fuzz for 20 s (scripts/fuzz.sh), then the short crash-safety and valgrind runs on a small
 # model (a convolution block of the fuzz seeds; docs/reliability.md has the long ones), then the
 # tensor-core kernels (attention, dense GEMM) and the warp-row norm emulated on the CPU against
-# double-precision references (bench/kernels/*-emu.sh). Fails when a suite fails, the fuzzers
+# double-precision references, and generated elementwise chains against the reference evaluator
+# (bench/kernels/*-emu.sh). Fails when a suite fails, the fuzzers
 # find anything, a kill tears a file, valgrind reports an error or a leak, or an emulated kernel
 # differs.
 set -euo pipefail
@@ -35,5 +36,6 @@ start=$(date +%s)
 "$root/bench/kernels/attention-emu.sh" || status=1
 "$root/bench/kernels/gemm-emu.sh" || status=1
 "$root/bench/kernels/norm-emu.sh" || status=1
+"$root/bench/kernels/chain-emu.sh" || status=1
 echo "test.sh: kernel emulation took $(( $(date +%s) - start )) s"
 exit $status
