@@ -274,18 +274,22 @@ static void concat_into_norm(ampc_graph *g, const ampc_uses *uses, bool *changed
 }
 
 /* Each input of Concat p (concat_in_chain) that an elementwise op or a Gather makes for p alone,
- * of no Concat's chain, is computed where the Concat's reader reads it (its output is marked). */
+ * of no Concat's chain, is computed where the Concat's reader reads it (its output is marked),
+ * the chains of all its inputs together at most MAX_CHAIN nodes (each node's inputs are kernel
+ * parameters of the reader's kernel). */
 static void concat_inputs(const ampc_uses *uses, const int32_t *size, const uint8_t *in_cat,
                           const ampc_node *p, bool *changed) {
+    int32_t total = 0;
     for (int32_t k = 0; k < p->n_inputs; k++) {
         ampc_value *v = p->inputs[k];
         const ampc_node *q = v->producer;
         if (!q || !(fusable(q) || heads(q)) || ampc_pass_only_user(uses, v) != p) continue;
         if (writes_norm(q) || in_cat[q->id]) continue;
         if ((v->flags & (AMPC_VALUE_OUTPUT | AMPC_VALUE_FUSED)) || v->data) continue;
-        if (ampc_node_rank(q) != ampc_node_rank(p) || (fusable(q) ? size[q->id] : 1) > MAX_CHAIN)
-            continue;
+        const int32_t with = fusable(q) ? size[q->id] : 1;
+        if (ampc_node_rank(q) != ampc_node_rank(p) || total + with > MAX_CHAIN) continue;
         v->flags |= AMPC_VALUE_FUSED;
+        total += with;
         *changed = true;
     }
 }
@@ -299,12 +303,15 @@ static bool holds_concat(const ampc_node *n, const uint8_t *in_cat) {
     return false;
 }
 
-/* The views heading node u's chain, fused by virtual_views: each counts towards the chain. */
-static int32_t views_read(const ampc_node *u) {
+/* The views heading node u's chain (fused by virtual_views) and the Concats read in it: each
+ * is a node of the chain, and counts towards it (a Concat's input chains are chains of their
+ * own, bounded by concat_inputs). */
+static int32_t heads_read(const ampc_node *u) {
     int32_t n = 0;
     for (int32_t k = 0; k < u->n_inputs; k++) {
         const ampc_value *v = u->inputs[k];
-        n += v && (v->flags & AMPC_VALUE_FUSED) && v->producer && ampc_op_is_strided_view(v->producer->op);
+        n += v && (v->flags & AMPC_VALUE_FUSED) && v->producer &&
+             (ampc_op_is_strided_view(v->producer->op) || v->producer->op == AMPC_OP_CONCAT);
     }
     return n;
 }
@@ -339,7 +346,7 @@ ampc_status ampc_pass_fuse_elementwise(ampc_graph *g, const ampc_pass_ctx *cx, b
             continue;
         }
         if (!fusable(u)) continue;
-        size[i] = 1 + views_read(u);
+        size[i] = 1 + heads_read(u);
         const ampc_value *y = u->outputs[0];
         for (int32_t k = 0; k < u->n_inputs; k++) {
             ampc_value *v = u->inputs[k];

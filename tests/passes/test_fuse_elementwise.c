@@ -13,7 +13,8 @@
  *     its inputs' chains (a rotary embedding's Neg of a Slice) and views (a class token's
  *     Expand) in its branches: a rotary embedding, and a class token joined to the patches
  *     before the position embedding's Add, are one kernel each, equal to the reference on a GPU;
- *     a Concat read twice, or by a reduction, is stored;
+ *     a Concat read twice, or by a reduction, is stored; each Concat read in place counts
+ *     towards its chain's size (a sum of 17 compiles);
  *   - a Cast after a LayerNormalization, and a Relu after a BatchNormalization, is written by
  *     the norm's kernel, equal bit for bit on a GPU to the two kernels it replaces;
  *   - the padding mask as transformers exports it (a Gather in order, an Expand to the shape
@@ -980,9 +981,13 @@ Test(fuse_elementwise, a_concat_read_twice_or_by_a_reduction_is_stored) {
                               : ampc_op(g, "ReduceMax", red_in, 2, &keep, 1);
         cr_assert_eq(ampc_output(g, y, "y"), AMPC_OK, "%s", ampc_graph_errors(g));
         ampc_module *m = compile(g);
+        bool found = false;
         for (int32_t i = 0; i < g->n_nodes; i++)
-            if (!g->nodes[i]->dead && g->nodes[i]->op == AMPC_OP_CONCAT)
+            if (!g->nodes[i]->dead && g->nodes[i]->op == AMPC_OP_CONCAT) {
+                found = true;
                 cr_assert(!(g->nodes[i]->outputs[0]->flags & AMPC_VALUE_FUSED), "stored (%d)", twice);
+            }
+        cr_assert(found, "the Concat is in the optimised graph (%d)", twice);
         ampc_module_destroy(m);
         ampc_graph_destroy(g);
     }
@@ -1008,5 +1013,33 @@ Test(fuse_elementwise_gpu, concats_read_in_place) {
     for (int32_t j = 0; j < 4; j++) fill(&in[j], 51 + (uint64_t)j);
     same_on_gpu(g, in, 4, 1, exact);
     for (int32_t j = 0; j < 4; j++) free(in[j].data);
+    ampc_graph_destroy(g);
+}
+
+/* A sum of 17 Concats, each of two graph inputs [4, 1] and [4, 2]: every Concat is read in place
+ * by an Add, and each counts towards its chain, so that no chain outgrows code generation's
+ * limit (an internal error "a fused elementwise chain of more than 32 nodes" when the Concats
+ * were not counted). */
+Test(fuse_elementwise, concats_read_in_place_count_towards_the_chain) {
+    ampc_graph *g = ampc_graph_create("cats");
+    ampc_attr_arg axis = AMPC_ATTR_I("axis", 1);
+    ampc_value *y = NULL;
+    for (int32_t i = 0; i < 17; i++) {
+        char an[8], bn[8];
+        snprintf(an, sizeof an, "a%d", i);
+        snprintf(bn, sizeof bn, "b%d", i);
+        ampc_value *ab[2] = {t_input(g, an, AMPC_DTYPE_F32, SHAPE(4, 1)), t_input(g, bn, AMPC_DTYPE_F32, SHAPE(4, 2))};
+        ampc_value *cat = ampc_op(g, "Concat", ab, 2, &axis, 1);
+        y = y ? ampc_add(g, y, cat) : cat;
+    }
+    cr_assert_eq(ampc_output(g, y, "y"), AMPC_OK, "%s", ampc_graph_errors(g));
+    ampc_module *m = compile(g);
+    int32_t fused = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        fused += !g->nodes[i]->dead && g->nodes[i]->op == AMPC_OP_CONCAT &&
+                 (g->nodes[i]->outputs[0]->flags & AMPC_VALUE_FUSED);
+    cr_assert_eq(fused, 17, "every Concat read in place: %d", fused);
+    cr_assert_gt(m->cg->plan.n_steps, 1, "more than one chain");
+    ampc_module_destroy(m);
     ampc_graph_destroy(g);
 }
