@@ -18,6 +18,8 @@
  * follow merge_heads, or y_perm and y_shape (ir/attention.h). The mask's steps are those of its
  * right-aligned broadcast to [B, H, Sq, Sk] (0 where it has a unit dim); with mask_period W its
  * first dim has W entries and batch b reads entry b % W (windowed attention's shift mask).
+ * causal (no mask input) is the kernels' CAUSAL flag with its offset in the descriptor: no mask
+ * is read, and attn_mma's blocks compute only the key tiles their rows see.
  */
 #include "codegen.h"
 
@@ -89,7 +91,8 @@ static void emit_desc(ampc_cg_kernel *k, const ampc_attention_params *s, double 
     emit_steps(k, "v", s->vs);
     emit_steps(k, "mask", s->ms);
     emit_steps(k, "y", s->ys);
-    ampc_cg_line(k, "    %s};", ampc_cg_f32((float)scale).s);
+    ampc_cg_line(k, "    %s, /* causal */ %lldLL};", ampc_cg_f32((float)scale).s,
+                 (long long)s->causal_off);
 }
 
 ampc_status ampc_cg_lower_attention(ampc_cg *cg, const ampc_node *n) {
@@ -107,12 +110,15 @@ ampc_status ampc_cg_lower_attention(ampc_cg *cg, const ampc_node *n) {
     const char *mask = n->n_inputs > 3 && n->inputs[3] ? ampc_cg_param(k, n->inputs[3], false) : NULL;
     const char *y = ampc_cg_param(k, n->outputs[0], true);
     emit_desc(k, &s, scale);
-    char m[96];
+    char m[96], flags[32];
     snprintf(m, sizeof m, "(const %s *)0", t);
+    /* the template's last flags: MVEC (attn_mma's) and CAUSAL */
+    if (mma) snprintf(flags, sizeof flags, ", %s, %s", mask_vector(cg, n, &s) ? "true" : "false",
+                      s.causal ? "true" : "false");
+    else snprintf(flags, sizeof flags, ", %s", s.causal ? "true" : "false");
     ampc_cg_line(k, "ampc::%s<%s, %lld, %lld, %s%s>(%s, %s, %s, %s, %s, a);",
-                 split ? "attn_mma_split" : mma ? "attn_mma" : "attn_rows", t, (long long)s.D, (long long)s.Dv,
-                 is_safe ? "true" : "false", mma && mask_vector(cg, n, &s) ? ", true" : "", q,
-                 kk, v, mask ? mask : m, y);
+                 split ? "attn_mma_split" : mma ? "attn_mma" : "attn_rows", t, (long long)s.D,
+                 (long long)s.Dv, is_safe ? "true" : "false", flags, q, kk, v, mask ? mask : m, y);
     if (mma) {
         const int64_t rows = split ? 16 : 64;
         const uint32_t grid[3] = {(uint32_t)((s.Sq + rows - 1) / rows), (uint32_t)s.H, (uint32_t)s.B};

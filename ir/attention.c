@@ -66,6 +66,8 @@ void ampc_attention_params_of(const ampc_node *n, ampc_attention_params *p) {
     p->mp = f.mask_period ? f.mask_period : p->B;
     p->scale = f.scale;
     p->safe = f.safe;
+    p->causal = f.causal;
+    p->causal_off = f.causal_off;
     (void)ampc_attention_y_layout(n, dm, p->ys, &p->y);
     if (n->n_inputs > 3 && n->inputs[3]) {
         const ampc_shape *m = &n->inputs[3]->shape;
@@ -91,7 +93,9 @@ bool ampc_attention_form_of(const ampc_node *n, ampc_attention_form *f) {
                                .safe = ampc_attr_int_or(n, "safe", 0) != 0,
                                .merge_heads = ampc_attr_int_or(n, "merge_heads", 0) != 0,
                                .group = ampc_attr_int_or(n, "kv_group", 1),
-                               .mask_period = ampc_attr_int_or(n, "mask_period", 0)};
+                               .mask_period = ampc_attr_int_or(n, "mask_period", 0),
+                               .causal = ampc_attr_int_or(n, "causal", 0) != 0,
+                               .causal_off = ampc_attr_int_or(n, "causal_offset", 0)};
     (void)ints_exact(n, "offsets", 3, f->off);
     f->has_perm = ints_exact(n, "y_perm", 4, f->y_perm);
     const ampc_attr *ys = ampc_attr_ints_of(n, "y_shape");
@@ -116,7 +120,7 @@ static ampc_attr int_attr(const char *name, int64_t v) {
 
 ampc_status ampc_attention_form_attrs(ampc_graph *g, const ampc_attention_form *f, ampc_attr **attrs,
                                       int32_t *n) {
-    ampc_attr *as = ampc_ir_alloc(g, 12 * sizeof *as);
+    ampc_attr *as = ampc_ir_alloc(g, 14 * sizeof *as);
     if (!as) return AMPC_E_OOM;
     int32_t k = 0;
     as[k++] = ints_attr(g, "dims", f->dims, 6);
@@ -131,6 +135,8 @@ ampc_status ampc_attention_form_attrs(ampc_graph *g, const ampc_attention_form *
     if (f->has_perm && !f->merge_heads) as[k++] = ints_attr(g, "y_perm", f->y_perm, 4);
     if (f->y_rank > 0 && !f->merge_heads) as[k++] = ints_attr(g, "y_shape", f->y_shape, f->y_rank);
     if (f->mask_period) as[k++] = int_attr("mask_period", f->mask_period);
+    if (f->causal) as[k++] = int_attr("causal", 1);
+    if (f->causal && f->causal_off) as[k++] = int_attr("causal_offset", f->causal_off);
     for (int32_t i = 0; i < k; i++)
         if (as[i].kind == AMPC_ATTR_INTS && !as[i].ints) return AMPC_E_OOM;
     *attrs = as;
@@ -140,7 +146,8 @@ ampc_status ampc_attention_form_attrs(ampc_graph *g, const ampc_attention_form *
 
 static const char *const form_names[] = {"dims",    "q_strides", "k_strides", "v_strides",
                                          "scale",   "safe",      "merge_heads", "offsets",
-                                         "kv_group", "y_perm",   "y_shape",   "mask_period"};
+                                         "kv_group", "y_perm",   "y_shape",   "mask_period",
+                                         "causal",  "causal_offset"};
 
 static bool in_form(const char *name) {
     for (size_t i = 0; i < sizeof form_names / sizeof *form_names; i++)

@@ -23,7 +23,10 @@ const char *ampc_attention_y_layout(const ampc_node *n, const int64_t dims[6], i
 
 /* Everything an ampc.FusedAttention node says, decoded once (inference has checked it): Y[b, h,
  * i, :] = softmax(scale * Q[b, h, i, :] K[b, h / group]^T + mask[b % mp, h, i, :]) V[b, h / group],
- * each operand read through its element steps from its offset. */
+ * each operand read through its element steps from its offset. With causal the mask is not an
+ * input but implied: 0 at keys j <= i + causal_off, -inf past them (passes/fuse_attention.c
+ * finds it in a constant mask), so kernels skip the keys no row of theirs sees without reading
+ * a mask. */
 typedef struct ampc_attention_params {
     int64_t B, H, Sq, Sk, D, Dv; /* dims */
     int64_t qs[4], ks[4], vs[4]; /* the element steps of (b, h, s, d) in Q, K and V */
@@ -36,6 +39,8 @@ typedef struct ampc_attention_params {
     int64_t mp;     /* mask_period: batch b reads the mask's entry b % mp (B) */
     double scale;   /* 1 when absent */
     bool safe;      /* a row with no finite score gives 0 (else NaN) */
+    bool causal;    /* the mask is implied (no mask input): 0 for key j <= i + causal_off, */
+    int64_t causal_off; /* -inf past it (a causal mask, bottom-right aligned: Sk - Sq) */
 } ampc_attention_params;
 
 void ampc_attention_params_of(const ampc_node *n, ampc_attention_params *p);
@@ -55,6 +60,8 @@ typedef struct ampc_attention_form {
     int32_t y_rank;              /* y_shape's rank, 0 when not given */
     int64_t y_shape[AMPC_MAX_RANK];
     int64_t mask_period;         /* 0 when not given (B) */
+    bool causal;                 /* causal (0) and causal_offset (0): the implied mask */
+    int64_t causal_off;
 } ampc_attention_form;
 
 /* False when n lacks dims or a stride attribute of 4 entries (a node inference has accepted

@@ -29,6 +29,8 @@
  *   4. Permuted rows around the projections (nn.MultiheadAttention with batch_first): a packed
  *      projection of a permuted x is made a projection of x itself (sink_permutation), and a
  *      row permutation after the output projection is written by the fused node (hoist_rows).
+ *   5. A constant causal mask, on every ampc.FusedAttention (onnx-attention's too), becomes the
+ *      attributes causal and causal_offset, and a mask of zeros goes (mask_structure).
  *
  * Numerics (ir/ref/attention.c): the scores are rounded once to the tensors' type, as the
  * unfused graph holds them, so a large negative mask overflows to -inf in f16 as it did there;
@@ -519,6 +521,57 @@ static ampc_status hoist_rows(ampc_graph *g, ampc_uses *u, ampc_node *f) {
     return st;
 }
 
+/* ---- a constant causal mask becomes structure ---------------------------------------------- *
+ * A constant mask that is, for every batch entry and head, 0 at keys j <= i + c and -inf past
+ * them (a decoder's causal mask as exporters write it, often expanded over the batch, one per
+ * layer; onnx-attention's is_causal) leaves the node for the attributes causal = 1,
+ * causal_offset = c: the kernels skip the key tiles no row of a block sees without reading a
+ * mask (codegen/kernels/attention.cuh), and the constants leave the weights. A mask of zeros
+ * only is dropped outright: adding 0 changes no probability. Any other value (a large finite
+ * negative, a NaN) keeps the mask as it is. */
+
+/* Whether constant mask m of node p is causal (*c its offset) or all zeros (*zero). */
+static bool causal_mask(const ampc_value *m, const ampc_attention_params *p, int64_t *c,
+                        bool *zero) {
+    const int32_t r = m->shape.rank;
+    const int64_t n = ampc_ir_numel(m);
+    *zero = true;
+    for (int64_t e = 0; e < n && *zero; e++) *zero = ampc_ref_load_f64(m->data, m->dtype, e) == 0;
+    if (*zero) return true;
+    const int64_t rows = r >= 2 ? m->shape.dims[r - 2] : 1;
+    if (r < 1 || m->shape.dims[r - 1] != p->Sk || rows != p->Sq) return false;
+    /* the offset from the first row that sees a key: it sees keys 0 .. i + c */
+    int64_t i = 0, z = 0;
+    for (; i < rows && z == 0; i++)
+        while (z < p->Sk && ampc_ref_load_f64(m->data, m->dtype, i * p->Sk + z) == 0) z++;
+    if (z == 0) return false; /* every key masked: no offset says it */
+    *c = z - i; /* i is one past that row */
+    for (int64_t e = 0; e < n; e++) {
+        const int64_t j = e % p->Sk, row = e / p->Sk % rows;
+        const double x = ampc_ref_load_f64(m->data, m->dtype, e);
+        if (j <= row + *c ? x != 0 : x != -INFINITY) return false;
+    }
+    return true;
+}
+
+static ampc_status mask_structure(ampc_graph *g, ampc_node *n, bool *changed) {
+    const ampc_value *m = n->n_inputs > 3 ? n->inputs[3] : NULL;
+    ampc_attention_params p;
+    ampc_attention_form f;
+    int64_t c = 0;
+    bool zero;
+    if (!m || !m->data || !ampc_attention_form_of(n, &f)) return AMPC_OK;
+    ampc_attention_params_of(n, &p);
+    if (!causal_mask(m, &p, &c, &zero)) return AMPC_OK;
+    f.mask_period = 0;
+    f.causal = !zero;
+    f.causal_off = zero ? 0 : c;
+    n->n_inputs = 3; /* the constant goes with dce when nothing else reads it */
+    if (ampc_attention_form_set(g, n, &f) != AMPC_OK) return AMPC_E_OOM;
+    *changed = true;
+    return ampc_ir_node_infer(g, n);
+}
+
 ampc_status ampc_pass_fuse_attention(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed) {
     *changed = false;
     ampc_uses uses;
@@ -539,6 +592,9 @@ ampc_status ampc_pass_fuse_attention(ampc_graph *g, const ampc_pass_ctx *cx, boo
     }
     ampc_pass_uses_free(&uses);
     if (g->n_nodes > n_old) ampc_ir_graph_settle(g, n_old); /* the projections of x */
+    for (int32_t i = 0; i < g->n_nodes && st == AMPC_OK; i++)
+        if (!g->nodes[i]->dead && g->nodes[i]->op == AMPC_OP_FUSED_ATTENTION)
+            st = mask_structure(g, g->nodes[i], changed);
     if (st == AMPC_E_OOM) return AMPC_FAIL(g, NULL, AMPC_E_OOM, "out of host memory");
     /* The operands' skipped nodes nobody reads any more go now: the scale folding must not see
      * the Muls the fused op already applies, nor fuse-qkv count the Reshapes as readers. */

@@ -6,7 +6,8 @@
  *
  * AB_MASK: 0 none, 1 causal (a [1, 1, Sq, Sk] tensor of 0 and -inf, as exporters write it), 2
  * padding ([B, 1, 1, Sk]: the last quarter of each entry's keys -inf), 3 an additive bias of
- * [H, Sq, Sk] (relative positions). Q, K, V and Y are [B, heads, S, D] contiguous, f16, values
+ * [H, Sq, Sk] (relative positions), 4 the causal mask implied (the CAUSAL kernels, no tensor:
+ * what fuse-attention makes of mask 1; the reference still reads the tensor). Q, K, V and Y are [B, heads, S, D] contiguous, f16, values
  * uniform in [-1, 1). The kernel the lowering picks (attn_mma, or attn_mma_split for small grids:
  * codegen/lower_attention.c) runs against attn_rows, the generic kernel, as a reference (max abs
  * difference printed), then 20 warm-up and 5 rounds of 100 back-to-back launches timed with CUDA
@@ -42,7 +43,7 @@ enum { B = AB_B, H = AB_H, HKV = AB_HKV, SQ = AB_SQ, SK = AB_SK, D = AB_D, MASK 
 #define MS_PAD {(long long)SK, 0LL, 0LL, 1LL}
 #define MS_BIAS {0LL, (long long)SQ * SK, (long long)SK, 1LL}
 #define MS_NONE {0LL, 0LL, 0LL, 0LL}
-#if AB_MASK == 1
+#if AB_MASK == 1 || AB_MASK == 4
 #define MS MS_CAUSAL
 #elif AB_MASK == 2
 #define MS MS_PAD
@@ -59,19 +60,21 @@ enum { B = AB_B, H = AB_H, HKV = AB_HKV, SQ = AB_SQ, SK = AB_SK, D = AB_D, MASK 
                                {(long long)HKV * SK * D, (long long)SK * D, D, 1},              \
                                MS,                                                              \
                                {(long long)H * SQ * D, (long long)SQ * D, D, 1},                \
-                               0.125f}
+                               0.125f, (long long)(SK - SQ)}
 
-/* Whether the mask loads in 16-byte chunks (lower_attention.c mask_vector). */
-static const bool MVEC = MASK != 0 && SK % 8 == 0;
+/* The causal mask implied: the kernels under test read no mask. Whether the mask loads in
+ * 16-byte chunks (lower_attention.c mask_vector). */
+static const bool IMPLIED = MASK == 4;
+static const bool MVEC = MASK != 0 && !IMPLIED && SK % 8 == 0;
 
 __global__ void __launch_bounds__(128, 4) k_mma(const T *q, const T *k, const T *v, const T *m, T *y) {
     DESC;
-    ampc::attn_mma<T, D, D, false, MVEC>(q, k, v, m, y, a);
+    ampc::attn_mma<T, D, D, false, MVEC, IMPLIED>(q, k, v, IMPLIED ? nullptr : m, y, a);
 }
 
 __global__ void __launch_bounds__(128) k_split(const T *q, const T *k, const T *v, const T *m, T *y) {
     DESC;
-    ampc::attn_mma_split<T, D, D, false, MVEC>(q, k, v, m, y, a);
+    ampc::attn_mma_split<T, D, D, false, MVEC, IMPLIED>(q, k, v, IMPLIED ? nullptr : m, y, a);
 }
 
 __global__ void __launch_bounds__(128) k_rows(const T *q, const T *k, const T *v, const T *m, T *y) {
@@ -91,7 +94,7 @@ static std::vector<T> random_half(size_t n, unsigned seed) {
 static std::vector<T> make_mask(size_t *n) {
     const float ninf = -INFINITY;
     std::vector<T> m;
-    if (MASK == 1) {
+    if (MASK == 1 || MASK == 4) {
         m.resize((size_t)SQ * SK);
         for (int i = 0; i < SQ; i++)
             for (int j = 0; j < SK; j++) m[(size_t)i * SK + j] = __float2half(j > i + (SK - SQ) ? ninf : 0.0f);
@@ -127,7 +130,7 @@ int main() {
     const int rows = split ? 16 : 64;
     const dim3 grid((SQ + rows - 1) / rows, H, B), block(128);
     const int keys = split ? 128 : 64, mrows = split ? 16 : 64;
-    const size_t smem = 2 * ((size_t)keys * (D + 8) * 2 + (MASK ? mrows * keys : 0)) * sizeof(T);
+    const size_t smem = 2 * ((size_t)keys * (D + 8) * 2 + (MASK && !IMPLIED ? mrows * keys : 0)) * sizeof(T);
     void (*kern)(const T *, const T *, const T *, const T *, T *) = split ? k_split : k_mma;
     CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     k_rows<<<(unsigned)std::min<long long>(((long long)B * H * SQ + 3) / 4, 65535), 128>>>(q, k, v, m, yref);
@@ -157,9 +160,10 @@ int main() {
         us.push_back(ms * 10.0f);
     }
     std::sort(us.begin(), us.end());
-    const double flop = 4.0 * B * H * SQ * SK * D * (MASK == 1 ? 0.5 : 1.0);
+    const double flop = 4.0 * B * H * SQ * SK * D * (MASK == 1 || IMPLIED ? 0.5 : 1.0);
     printf("B=%d H=%d Hkv=%d Sq=%d Sk=%d D=%d mask=%s  %-14s %8.2f us %7.1f TFLOP/s  max err %.3g of %.3g\n",
-           B, H, HKV, SQ, SK, D, MASK == 1 ? "causal" : MASK == 2 ? "padding" : MASK == 3 ? "bias" : "none",
+           B, H, HKV, SQ, SK, D,
+           MASK == 1 ? "causal" : MASK == 2 ? "padding" : MASK == 3 ? "bias" : IMPLIED ? "implied" : "none",
            split ? "attn_mma_split" : "attn_mma", us[2], flop / (us[2] * 1e-6) / 1e12, err, mag);
     return err <= 0.02 * mag + 1e-3 ? 0 : 1;
 }

@@ -28,13 +28,13 @@ enum { THREADS = 128 };
 
 /* Runs the kernel over every block of the grid, THREADS threads a block. split: attn_mma_split,
  * else mma: attn_mma, else attn_rows. */
-template <class T, int D, bool SAFE, bool MVEC>
+template <class T, int D, bool SAFE, bool MVEC, bool CAUSAL>
 static void run_grid(emu_dim3 grid, const T *q, const T *k, const T *v, const T *m, T *y,
                      const ampc::attn_desc &a, bool mma, bool split) {
     emu_launch(grid, THREADS, [&] {
-        if (split) ampc::attn_mma_split<T, D, D, SAFE, MVEC>(q, k, v, m, y, a);
-        else if (mma) ampc::attn_mma<T, D, D, SAFE, MVEC>(q, k, v, m, y, a);
-        else ampc::attn_rows<T, D, D, SAFE>(q, k, v, m, y, a);
+        if (split) ampc::attn_mma_split<T, D, D, SAFE, MVEC, CAUSAL>(q, k, v, m, y, a);
+        else if (mma) ampc::attn_mma<T, D, D, SAFE, MVEC, CAUSAL>(q, k, v, m, y, a);
+        else ampc::attn_rows<T, D, D, SAFE, CAUSAL>(q, k, v, m, y, a);
     });
 }
 
@@ -42,12 +42,13 @@ static void run_grid(emu_dim3 grid, const T *q, const T *k, const T *v, const T 
  * quarter -inf, all -inf, the last half -10000) or, with per_row, [B, 1, Sq, Sk] (the same by
  * batch, keys past i + b masked for odd b: causal, and a NaN in row 3, +inf in row 5), Y [B, Sq,
  * H*D], scale 1/8. With group g, K and V have H / g heads ([B, Sk, (H / g) * D]), head h reading
- * head h / g; with period P, the mask has P batch entries, batch b reading entry b % P. Returns
- * the number of elements outside 1e-2 absolute + 1e-2 relative of the reference (NaN must match
- * NaN). */
-template <class T, int D, bool SAFE, bool MVEC = false>
+ * head h / g; with period P, the mask has P batch entries, batch b reading entry b % P. causal 2
+ * puts an infinity in K and a NaN in V at keys most rows mask, 3 an infinity in one row of Q.
+ * CAUSAL: the kernels' implied mask, -inf past key i + coff (no mask tensor). Returns the number
+ * of elements outside 1e-2 absolute + 1e-2 relative of the reference (NaN must match NaN). */
+template <class T, int D, bool SAFE, bool MVEC = false, bool CAUSAL = false>
 static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool per_row = false,
-                 bool split = false, int group = 1, int period = 0, int causal = 0) {
+                 bool split = false, int group = 1, int period = 0, int causal = 0, int coff = 0) {
     const int mrows = per_row ? Sq : 1, P = period ? period : B;
     const int E = H * D, Ekv = H / group * D;
     std::vector<T> q((size_t)B * Sq * E), k((size_t)B * Sk * Ekv), v((size_t)B * Sk * Ekv);
@@ -77,14 +78,15 @@ static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool pe
         k[((size_t)1 * Sk + Sk - 1) * Ekv] = from_float<T>(INFINITY);
         v[((size_t)3 % B * Sk + Sk - 2) * Ekv + 1] = from_float<T>(NAN);
     }
+    if (causal == 3) q[((size_t)1 % B * Sq + Sq / 2) * E + 2] = from_float<T>(INFINITY);
     const long long mb = (long long)mrows * Sk, mi = per_row ? Sk : 0;
     const long long sq = (long long)Sq * E, sk = (long long)Sk * Ekv;
     const ampc::attn_desc a = {B,     H,   Sq, Sk, group, P, {sq, D, E, 1}, {sk, D, Ekv, 1},
-                               {sk, D, Ekv, 1}, {mb, 0, mi, 1}, {sq, D, E, 1}, 0.125f};
+                               {sk, D, Ekv, 1}, {mb, 0, mi, 1}, {sq, D, E, 1}, 0.125f, coff};
     const emu_dim3 grid = split ? emu_dim3{(unsigned)((Sq + 15) / 16), (unsigned)H, (unsigned)B}
                           : mma ? emu_dim3{(unsigned)((Sq + 63) / 64), (unsigned)H, (unsigned)B}
                                 : emu_dim3{(unsigned)((B * H * Sq + 3) / 4), 1, 1};
-    run_grid<T, D, SAFE, MVEC>(grid, q.data(), k.data(), v.data(), with_mask ? m.data() : nullptr,
+    run_grid<T, D, SAFE, MVEC, CAUSAL>(grid, q.data(), k.data(), v.data(), with_mask ? m.data() : nullptr,
                                y.data(), a, mma, split);
 
     int bad = 0;
@@ -101,7 +103,9 @@ static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool pe
                         dot += (double)to_float(q[((size_t)b * Sq + i) * E + h * D + e]) *
                                to_float(k[((size_t)b * Sk + j) * Ekv + h / group * D + e]);
                     const size_t mr = (size_t)(b % P) * mrows + (per_row ? i : 0);
-                    const double bias = with_mask ? to_float(m[mr * Sk + j]) : 0;
+                    const double bias = CAUSAL && j > i + coff ? -INFINITY
+                                        : with_mask            ? to_float(m[mr * Sk + j])
+                                                               : 0;
                     s[j] = to_float(from_float<T>((float)(0.125 * dot + bias)));
                     nan |= std::isnan(s[j]);
                     if (s[j] > mx) mx = s[j];
@@ -131,7 +135,13 @@ static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool pe
            SAFE ? "safe  " : "unsafe", B, H, Sq, Sk, with_mask,
            per_row ? MVEC ? " (per row, 16-byte loads)" : " (per row)" : "",
            group > 1 ? " (grouped K/V)" : "", period ? " (mask period)" : "",
-           causal ? causal == 2 ? " (causal, inf in K, NaN in V)" : " (causal)" : "", worst, bad);
+           CAUSAL ? causal == 2 ? " (implied causal, inf in K, NaN in V)"
+                    : causal == 3 ? " (implied causal, inf in Q)"
+                                  : " (implied causal)"
+           : causal ? causal == 2 ? " (causal, inf in K, NaN in V)" : " (causal)"
+                    : "",
+           worst, bad);
+    if (CAUSAL) printf("          (causal offset %d)\n", coff);
     return bad;
 }
 
@@ -161,6 +171,19 @@ int main() {
     bad += check<__half, 64, true>(4, 1, 200, 200, true, true, true, false, 1, 0, 2);
     bad += check<__half, 64, false>(4, 1, 200, 200, true, true, true, false, 1, 0, 2);
     bad += check<__nv_bfloat16, 64, false, true>(4, 1, 48, 300, true, true, true, true, 1, 0, 2);
+    /* the implied causal mask (attribute causal): no mask read, the tiles past a block's last row
+     * not computed unless K, V or Q hold a non-finite value there; bottom-right aligned (offset Sk
+     * - Sq), rows that see no key (a negative offset), the split and generic kernels */
+    bad += check<__half, 64, true, false, true>(2, 2, 200, 200, false, true);
+    bad += check<__half, 64, false, false, true>(4, 1, 200, 200, false, true, false, false, 1, 0, 2);
+    bad += check<__half, 64, true, false, true>(4, 1, 200, 200, false, true, false, false, 1, 0, 2);
+    bad += check<__half, 64, false, false, true>(2, 1, 130, 130, false, true, false, false, 1, 0, 3);
+    bad += check<__half, 64, false, false, true>(2, 4, 70, 150, false, true, false, false, 2, 0, 0, 80);
+    bad += check<__half, 64, true, false, true>(2, 1, 100, 100, false, true, false, false, 1, 0, 0, -20);
+    bad += check<__half, 64, false, false, true>(2, 1, 100, 100, false, true, false, false, 1, 0, 0, -20);
+    bad += check<__half, 64, true, false, true>(2, 2, 40, 264, false, true, false, true, 1, 0, 0, 224);
+    bad += check<__nv_bfloat16, 128, false, false, true>(4, 1, 33, 150, false, true, false, true, 1, 0, 2, 117);
+    bad += check<__half, 32, false, false, true>(4, 2, 9, 33, false, false, false, false, 1, 0, 2, 24);
     printf(bad ? "attention_emu: FAILED\n" : "attention_emu: all cases match\n");
     return bad != 0;
 }

@@ -36,6 +36,7 @@ struct attn_desc {
     i64 mp;    /* the mask's batch entries: batch b reads entry b % mp (B: one each) */
     i64 qs[4], ks[4], vs[4], ms[4], ys[4];
     float scale;
+    i64 causal; /* CAUSAL kernels: the implied mask hides key j from query i past i + causal */
 };
 
 /* x rounded to T and back: the value a tensor of type T holds. */
@@ -48,14 +49,16 @@ template <bool SAFE> __device__ __forceinline__ float attn_empty() { return SAFE
 
 /* ---- attn_rows: the generic kernel ---------------------------------------------------------- */
 
-/* Score of query row qr and key row kr, rounded to T; mr is the query's mask row or null. */
-template <typename T, typename A, int D>
-__device__ __forceinline__ A attn_score(const T *qr, const T *kr, const T *mr, i64 j,
+/* Score of query row qr (sequence index i) and key row kr (j), rounded to T; mr is the query's
+ * mask row or null; with CAUSAL, -inf is added past i + a.causal. */
+template <typename T, typename A, int D, bool CAUSAL>
+__device__ __forceinline__ A attn_score(const T *qr, const T *kr, const T *mr, i64 i, i64 j,
                                         const attn_desc &a) {
     A dot = 0;
     for (int d = 0; d < D; d++) dot += ld(qr, d * a.qs[3]) * ld(kr, d * a.ks[3]);
     A s = (A)a.scale * dot;
     if (mr) s += ld(mr, j * a.ms[3]);
+    if (CAUSAL && j > i + a.causal) s += -(A)INFINITY;
     return attn_round<T>(s);
 }
 
@@ -73,7 +76,7 @@ template <typename A> __device__ __forceinline__ A attn_warp_sum(A v) {
 }
 
 /* One warp per query row (blockDim.x a multiple of 32, rows grid-strided). */
-template <typename T, int D, int DV, bool SAFE>
+template <typename T, int D, int DV, bool SAFE, bool CAUSAL = false>
 __device__ __forceinline__ void attn_rows(const T *q, const T *k, const T *v, const T *mask, T *y,
                                           const attn_desc &a) {
     typedef acc_t<T> A;
@@ -90,7 +93,7 @@ __device__ __forceinline__ void attn_rows(const T *q, const T *k, const T *v, co
         A mx = -(A)INFINITY;
         int bad = 0; /* a NaN score */
         for (i64 j = lane; j < a.Sk; j += 32) {
-            const A s = attn_score<T, A, D>(qr, kb + j * a.ks[2], mr, j, a);
+            const A s = attn_score<T, A, D, CAUSAL>(qr, kb + j * a.ks[2], mr, i, j, a);
             bad |= s != s;
             mx = s > mx ? s : mx;
         }
@@ -101,14 +104,15 @@ __device__ __forceinline__ void attn_rows(const T *q, const T *k, const T *v, co
         }
         A sum = 0;
         for (i64 j = lane; j < a.Sk; j += 32)
-            sum += m_exp(attn_score<T, A, D>(qr, kb + j * a.ks[2], mr, j, a) - mx);
+            sum += m_exp(attn_score<T, A, D, CAUSAL>(qr, kb + j * a.ks[2], mr, i, j, a) - mx);
         sum = attn_warp_sum(sum);
         A acc[(DV + 31) / 32];
         for (int c = 0; c < (DV + 31) / 32; c++) acc[c] = 0;
         for (i64 j0 = 0; j0 < a.Sk; j0 += 32) {
             A p = 0;
             if (j0 + lane < a.Sk) {
-                const A s = attn_score<T, A, D>(qr, kb + (j0 + lane) * a.ks[2], mr, j0 + lane, a);
+                const i64 j = j0 + lane;
+                const A s = attn_score<T, A, D, CAUSAL>(qr, kb + j * a.ks[2], mr, i, j, a);
                 p = attn_round<T>(m_exp(s - mx) / sum);
             }
             for (int t = 0; t < 32 && j0 + t < a.Sk; t++) {
@@ -211,6 +215,19 @@ __device__ __forceinline__ bool attn_block_all(const T *p, int rows, int words, 
     return __syncthreads_and(ok);
 }
 
+/* Whether every element of rows [j0, j1) of the DN-wide rows at p (step `step` elements; DN a
+ * multiple of 8, rows 16-byte aligned) is finite, this thread's share of them. */
+template <typename T, int DN>
+__device__ __forceinline__ bool attn_rows_finite(const T *p, i64 step, i64 j0, i64 j1) {
+    bool ok = true;
+    #pragma unroll 4
+    for (i64 c = j0 * (DN / 8) + threadIdx.x; c < j1 * (DN / 8); c += blockDim.x) {
+        const uint4 w = *reinterpret_cast<const uint4 *>(p + c / (DN / 8) * step + c % (DN / 8) * 8);
+        ok &= attn_finite2<T>(w.x) & attn_finite2<T>(w.y) & attn_finite2<T>(w.z) & attn_finite2<T>(w.w);
+    }
+    return ok;
+}
+
 /* Whether the tile in shared memory changes nothing the block computes, so that it can be
  * skipped: every element of its mask tile is -inf (a causal mask's tiles above the diagonal)
  * and every element of its K and V tiles is finite (the block's Q too: `finite_q`). Then each
@@ -245,14 +262,16 @@ __device__ __forceinline__ void attn_load_q(const T *qb, i64 r0, i64 r1, const a
 /* One warp's 16 query rows against NK keys in shared memory (NK a multiple of 16), the first at
  * sequence index jn: scores from K (kw: element pairs, rows of (D + PAD) / 2 words), scale, mask
  * (mk: the mask tile at the first key, or null; mo0 and mo1: this thread's two rows in it, in
- * elements), rounding to T (keys past
- * Sk -inf unless `full`), the online softmax update of the running max m, sum l and output o, and
- * P (rounded to T) times V from vs (rows of DV + PAD). */
+ * elements; with `hide`, -inf added past key lim0 for the first row and lim1 for the second: the
+ * implied causal mask), rounding to T (keys past Sk -inf unless `full`), the online softmax
+ * update of the running max m, sum l and output o, and P (rounded to T) times V from vs (rows of
+ * DV + PAD). */
 template <typename T, int D, int DV, int NK>
 __device__ __forceinline__ void attn_tile(const unsigned (&qa)[D / 16][4], const unsigned *kw,
                                           const T *vs, const T *mk, int mo0, int mo1, i64 jn,
-                                          bool full, const attn_desc &a, float (&m)[2],
-                                          float (&l)[2], float (&o)[DV / 8][4]) {
+                                          bool full, bool hide, i64 lim0, i64 lim1,
+                                          const attn_desc &a, float (&m)[2], float (&l)[2],
+                                          float (&o)[DV / 8][4]) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const float log2e = 1.4426950408889634f;
     float s[NK / 8][4];
@@ -274,6 +293,7 @@ __device__ __forceinline__ void attn_tile(const unsigned (&qa)[D / 16][4], const
             if (full || jn + jj < a.Sk) {
                 x = s[n][e] * a.scale;
                 if (mk) x += to_f32(mk[(e < 2 ? mo0 : mo1) + jj]);
+                if (hide && jn + jj > (e < 2 ? lim0 : lim1)) x += -INFINITY;
                 x = attn_round<T>(x);
             }
             s[n][e] = x;
@@ -418,7 +438,7 @@ __device__ __forceinline__ bool attn_combine(unsigned char *smem, float (&m)[2],
  *                key); BM = 16 query rows a block, the same for the four warps; BN = 128 keys, a
  *                32-key part for each warp, with a softmax state of its own; at the end the four
  *                states meet (attn_combine). Four times the blocks, a quarter of the keys a warp. */
-template <typename T, int D, int DV, bool SAFE, bool MVEC, bool SPLIT>
+template <typename T, int D, int DV, bool SAFE, bool MVEC, bool SPLIT, bool CAUSAL>
 __device__ __forceinline__ void attn_mma_run(const T *q, const T *k, const T *v, const T *mask,
                                              T *y, const attn_desc &a) {
     enum { BN = SPLIT ? ATTN_SPLIT_BN : ATTN_BN, BM = SPLIT ? ATTN_SPLIT_BM : ATTN_BM };
@@ -427,7 +447,8 @@ __device__ __forceinline__ void attn_mma_run(const T *q, const T *k, const T *v,
     T *const smem = reinterpret_cast<T *>(smem_raw);
     const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
     const i64 b = blockIdx.z, h = blockIdx.y;
-    const i64 i0 = (i64)blockIdx.x * BM;
+    /* causal: the blocks of the last rows, which see the most keys, start first */
+    const i64 i0 = (i64)(CAUSAL ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * BM;
     const int row = SPLIT ? g : warp * 16 + g; /* this thread's first row in the block */
     const i64 r0 = i0 + row, r1 = r0 + 8;
     const int m0 = a.ms[2] == 0 ? 0 : row, m1 = a.ms[2] == 0 ? 0 : row + 8; /* in the mask tile */
@@ -439,6 +460,11 @@ __device__ __forceinline__ void attn_mma_run(const T *q, const T *k, const T *v,
     const int mo = kv + BN * (DV + ATTN_PAD); /* the mask tile, in a stage */
     const int tiles = (int)((a.Sk + BN - 1) / BN);
     const bool full = a.Sk % BN == 0;
+    int end = tiles; /* the key tiles computed: causal, those up to the block's last row's */
+    if (CAUSAL) {
+        const i64 last = (i0 + BM < a.Sq ? i0 + BM : a.Sq) - 1 + a.causal;
+        end = last < 0 ? 0 : last / BN + 1 < tiles ? (int)(last / BN + 1) : tiles;
+    }
     attn_fetch<T, D, DV, MVEC, BN, BM>(kb, vb, mb, i0, 0, a, smem, smem + kv, smem + mo);
     cp_commit();
     unsigned qa[D / 16][4];
@@ -447,15 +473,22 @@ __device__ __forceinline__ void attn_mma_run(const T *q, const T *k, const T *v,
     #pragma unroll
     for (int kk = 0; kk < D / 16; kk++)
         for (int e = 0; e < 4; e++) finite_q &= attn_finite2<T>(qa[kk][e]);
+    /* causal: the keys past `end` change nothing when they, their values and the block's Q are
+     * finite (each biased score -inf, each p exactly 0); else they are computed, as the reference
+     * does, to carry the NaN they make. One vote, before the first tile. */
+    if (CAUSAL && end < tiles &&
+        !__syncthreads_and(finite_q && attn_rows_finite<T, D>(kb, a.ks[2], (i64)end * BN, a.Sk) &&
+                           attn_rows_finite<T, DV>(vb, a.vs[2], (i64)end * BN, a.Sk)))
+        end = tiles;
     finite_q = mb && __syncthreads_and(finite_q);
     float o[DV / 8][4];
     #pragma unroll
     for (int n = 0; n < DV / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-    for (int jt = 0; jt < tiles; jt++) {
+    for (int jt = 0; jt < end; jt++) {
         const i64 j0 = (i64)jt * BN;
         T *const cur = smem + (jt & 1) * stage;
-        if (jt + 1 < tiles) { /* the next tile's copies go into the other stage (free since the
+        if (jt + 1 < end) { /* the next tile's copies go into the other stage (free since the
                                  end of the previous tile) while this one is computed */
             T *const nx = smem + ((jt + 1) & 1) * stage;
             attn_fetch<T, D, DV, MVEC, BN, BM>(kb, vb, mb, i0, j0 + BN, a, nx, nx + kv, nx + mo);
@@ -467,27 +500,31 @@ __device__ __forceinline__ void attn_mma_run(const T *q, const T *k, const T *v,
         if (mb && !MVEC) attn_load_mask<T, BM, BN>(mb, i0, j0, a, cur + mo);
         __syncthreads(); /* this tile is in shared memory for every thread */
         /* (a split warp's part past Sk: all -inf, zero values, no change) */
+        /* causal: the tiles the diagonal crosses hide keys past it */
+        const bool hide = CAUSAL && j0 + BN - 1 > i0 + a.causal;
         if (!finite_q || !attn_tile_hidden<T, D, DV, BN, BM>(cur, cur + kv, cur + mo, a))
             attn_tile<T, D, DV, NK>(qa, reinterpret_cast<const unsigned *>(cur) + part * ((D + ATTN_PAD) / 2),
                                     cur + kv + part * (DV + ATTN_PAD), mb ? cur + mo + part : (const T *)0,
-                                    m0 * BN, m1 * BN, j0 + part, full, a, m, l, o);
+                                    m0 * BN, m1 * BN, j0 + part, full, hide, r0 + a.causal,
+                                    r1 + a.causal, a, m, l, o);
         __syncthreads(); /* every thread is done with this stage before it is refilled */
     }
+    if (end == 0) cp_wait<0>(); /* the first tile's copies, not needed */
     attn_row_sums(l);
     if (SPLIT && !attn_combine<DV>(smem_raw, m, l, o)) return;
     attn_store<T, DV, SAFE>(y + b * a.ys[0] + h * a.ys[1], r0, r1, a, m, l, o);
 }
 
-template <typename T, int D, int DV, bool SAFE, bool MVEC = false>
+template <typename T, int D, int DV, bool SAFE, bool MVEC = false, bool CAUSAL = false>
 __device__ __forceinline__ void attn_mma(const T *q, const T *k, const T *v, const T *mask, T *y,
                                          const attn_desc &a) {
-    attn_mma_run<T, D, DV, SAFE, MVEC, false>(q, k, v, mask, y, a);
+    attn_mma_run<T, D, DV, SAFE, MVEC, false, CAUSAL>(q, k, v, mask, y, a);
 }
 
-template <typename T, int D, int DV, bool SAFE, bool MVEC = false>
+template <typename T, int D, int DV, bool SAFE, bool MVEC = false, bool CAUSAL = false>
 __device__ __forceinline__ void attn_mma_split(const T *q, const T *k, const T *v, const T *mask,
                                                T *y, const attn_desc &a) {
-    attn_mma_run<T, D, DV, SAFE, MVEC, true>(q, k, v, mask, y, a);
+    attn_mma_run<T, D, DV, SAFE, MVEC, true, CAUSAL>(q, k, v, mask, y, a);
 }
 
 } // namespace ampc

@@ -317,8 +317,9 @@ static bool strided_fits(ampc_graph *g, const ampc_node *n, int32_t i, const cha
 /* ampc.FusedAttention: one float dtype for Q, K, V and the mask; dims all > 0; kv_group divides
  * H (K and V have H / kv_group heads); each input holds what its offset and strides read; the
  * mask broadcasts to [B, H, Sq, Sk] (with mask_period W: its first dim has W entries, batch b
- * reading entry b % W). Y is [B, H, Sq, Dv], stored as merge_heads or y_perm and y_shape say
- * (ir/attention.h). */
+ * reading entry b % W); causal = 1 (the mask implied) excludes a mask input, its causal_offset
+ * within [-Sq, Sk] (beyond, every key or none is masked). Y is [B, H, Sq, Dv], stored as
+ * merge_heads or y_perm and y_shape say (ir/attention.h). */
 ampc_status ampc_infer_fused_attention(ampc_graph *g, ampc_node *n) {
     const ampc_value *mask = opt_input(n, 3);
     for (int32_t i = 1; i < n->n_inputs; i++)
@@ -366,6 +367,22 @@ ampc_status ampc_infer_fused_attention(ampc_graph *g, ampc_node *n) {
                          ampc_shape_str(&scores, ts, sizeof ts),
                          ampc_shape_str(&mask->shape, ms, sizeof ms));
     }
+    int64_t causal, coff;
+    if (!read_int(g, n, "causal", 0, &causal) || !read_int(g, n, "causal_offset", 0, &coff))
+        return AMPC_E_ATTR;
+    if (causal != 0 && causal != 1)
+        return AMPC_FAIL(g, n, AMPC_E_ATTR, "attribute 'causal' must be 0 or 1, got %lld",
+                         (long long)causal);
+    if (causal && mask)
+        return AMPC_FAIL(g, n, AMPC_E_ATTR,
+                         "attribute 'causal' = 1 implies the mask, so input 3 '%s' must be absent",
+                         mask->name);
+    if (!causal && ampc_ir_attr_find(n, "causal_offset"))
+        return AMPC_FAIL(g, n, AMPC_E_ATTR, "attribute 'causal_offset' needs causal = 1");
+    if (coff < -dm[2] || coff > dm[3])
+        return AMPC_FAIL(g, n, AMPC_E_ATTR,
+                         "attribute 'causal_offset' must be within [-Sq, Sk] = [%lld, %lld], got "
+                         "%lld", (long long)-dm[2], (long long)dm[3], (long long)coff);
     ampc_shape y;
     const char *bad = ampc_attention_y_layout(n, dm, ys, &y);
     if (bad) return AMPC_FAIL(g, n, AMPC_E_ATTR, "output layout: %s", bad);

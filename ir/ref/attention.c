@@ -257,7 +257,8 @@ ampc_status ampc_ref_attention(ampc_graph *g, const ampc_node *n, const ampc_ten
 /* ---- ampc.FusedAttention -------------------------------------------------------------------- */
 
 /* One query row of ampc.FusedAttention: scores s_j = round(scale * q.k_j + mask_j) in Q's type
- * (the scores tensor the unfused graph holds), probabilities rounded to it as well, the sum over
+ * (the scores tensor the unfused graph holds; with causal, mask_j is 0 for j <= i + causal_off
+ * and -inf past it), probabilities rounded to it as well, the sum over
  * V in double and one rounding on store. A row whose maximum is not finite (every key masked
  * with -inf, an overflow, a NaN) gives 0 when safe, else NaN: what Softmax and ampc.SafeSoftmax
  * give there. */
@@ -281,6 +282,7 @@ static void fa_row(const fa *a, int64_t b, int64_t h, int64_t i, double *s, doub
             dot += ampc_ref_load_f64(a->q->data, t, qr + d * p->qs[3]) *
                    ampc_ref_load_f64(a->k->data, t, kb + j * p->ks[2] + d * p->ks[3]);
         double bias = a->mask ? ampc_ref_load_f64(a->mask->data, t, mr + j * p->ms[3]) : 0;
+        if (p->causal && j > i + p->causal_off) bias = -INFINITY;
         s[j] = round_to(t, p->scale * dot + bias);
         nan |= isnan(s[j]);
         if (s[j] > mx) mx = s[j];

@@ -41,6 +41,9 @@ enum variant {
     OUT_PROJ,     /* MHA: the output projection (Gemm, transB) on the [S*B, E] rows, reshaped to
                    * [S, B, E], permuted back to batch-first and added to x: fuses, Y written
                    * batch-first, the projection and the Add one FusedMatMul */
+    CAUSAL,       /* a decoder's constant causal mask [B, 1, S, S] (0 up to the diagonal, -inf
+                   * past it, expanded over the batch): fuses, the mask implied (causal = 1) */
+    CAUSAL_FINITE, /* the same with -10000 for -inf: fuses, the mask stays an input */
 };
 
 typedef struct acase {
@@ -220,6 +223,14 @@ static ampc_graph *build(const acase *c) {
         ampc_value *m = ampc_cast(g, t_const_f32(g, t_shape(md, 5), bias), t);
         s = ampc_reshape(g, ampc_add(g, ampc_reshape(g, s, w5, 5), m), s4, 4);
         free(bias);
+    }
+    if (c->variant == CAUSAL || c->variant == CAUSAL_FINITE) {
+        const ampc_shape md = {4, {c->B, 1, c->S, c->S}};
+        double *m = malloc((size_t)(c->B * c->S * c->S) * sizeof *m);
+        for (int64_t e = 0; e < c->B * c->S * c->S; e++)
+            m[e] = e % c->S <= e / c->S % c->S ? 0 : c->variant == CAUSAL ? -INFINITY : -10000;
+        s = ampc_add(g, s, ampc_cast(g, t_const_f32(g, md, m), t));
+        free(m);
     }
     if (c->mask) {
         const int64_t md[4] = {c->B, 1, 1, c->S};
@@ -466,6 +477,94 @@ Test(fuse_attention, windowed_masks_become_one_periodic_mask) {
     ampc_graph_destroy(g);
 }
 
+/* A decoder's causal mask, a constant of 0 and -inf expanded over the batch: the fused node
+ * implies it (causal = 1, no mask input) and the constant leaves the graph; with -10000 for
+ * -inf it stays a mask. */
+Test(fuse_attention, a_constant_causal_mask_becomes_structure) {
+    const acase c = SMALL(SDPA, false, CAUSAL), d = {4, 3, 10, 8, BERT, false, CAUSAL, AMPC_DTYPE_F16},
+                e = SMALL(SDPA, false, CAUSAL_FINITE), p = {4, 3, 10, 8, SDPA, false, CAUSAL, 0, true};
+    check(&c, AMPC_PRECISION_KEEP, 1, 1e-5);
+    check(&d, AMPC_PRECISION_KEEP, 1, 1e-2);
+    check(&e, AMPC_PRECISION_KEEP, 1, 1e-5);
+    check(&p, AMPC_PRECISION_FP16, 1, 1e-2); /* the f32 mask's -inf in f16 */
+    ampc_graph *g = optimised(&c, AMPC_PRECISION_KEEP, true);
+    const ampc_node *n = attention_of(g);
+    cr_assert_eq(n->n_inputs, 3, "%s", ampc_graph_to_text(g, false));
+    cr_assert_eq(ampc_attr_int_or(n, "causal", 0), 1);
+    cr_assert_null(ampc_ir_attr_find(n, "causal_offset"), "offset 0 is the default");
+    for (int32_t i = 0; i < g->n_values; i++)
+        cr_assert(!g->values[i]->data || ampc_ir_numel(g->values[i]) < c.S * c.S,
+                  "the mask's constant is gone: %s", ampc_graph_to_text(g, false));
+    ampc_graph_destroy(g);
+    g = optimised(&e, AMPC_PRECISION_KEEP, true);
+    n = attention_of(g);
+    cr_assert_eq(n->n_inputs, 4);
+    cr_assert_null(ampc_ir_attr_find(n, "causal"));
+    ampc_graph_destroy(g);
+}
+
+/* An ampc.FusedAttention of one head (D = 4, safe) as onnx-attention writes it, over a constant
+ * mask of `rows` x Sk values (rank 2; batch 2 with a batch dim when `batch`), before and after
+ * fuse-attention. */
+static ampc_graph *fused_over(const double *mask, int64_t Sq, int64_t Sk, int64_t rows, bool batch) {
+    ampc_graph *g = ampc_graph_create("over_mask");
+    const int64_t B = batch ? 2 : 1, qd[4] = {B, 1, Sq, 4}, kd[4] = {B, 1, Sk, 4};
+    const ampc_shape md = batch ? (ampc_shape){4, {B, 1, rows, Sk}} : (ampc_shape){2, {rows, Sk}};
+    const int64_t dims[6] = {B, 1, Sq, Sk, 4, 4}, qs[4] = {Sq * 4, Sq * 4, 4, 1}, ks[4] = {Sk * 4, Sk * 4, 4, 1};
+    ampc_value *in[4] = {ampc_input(g, "q", AMPC_DTYPE_F32, 4, qd), ampc_input(g, "k", AMPC_DTYPE_F32, 4, kd),
+                         ampc_input(g, "v", AMPC_DTYPE_F32, 4, kd),
+                         t_const_f32(g, md, mask)};
+    ampc_attr_arg a[5] = {AMPC_ATTR_IS("dims", dims, 6), AMPC_ATTR_IS("q_strides", qs, 4),
+                          AMPC_ATTR_IS("k_strides", ks, 4), AMPC_ATTR_IS("v_strides", ks, 4),
+                          AMPC_ATTR_I("safe", 1)};
+    ampc_output(g, ampc_op(g, "ampc.FusedAttention", in, 4, a, 5), "y");
+    cr_assert_eq(ampc_graph_status(g), AMPC_OK, "%s", ampc_graph_errors(g));
+    return g;
+}
+
+/* Runs fuse-attention on the node over mask and checks that it computes what it did: the
+ * attribute causal (want_causal: 1, 0 absent) and causal_offset (want_off), and whether the mask
+ * input stays (want_inputs 4) or goes (3). */
+static void mask_becomes(const double *mask, int64_t Sq, int64_t Sk, int64_t rows, bool batch,
+                         int64_t want_causal, int64_t want_off, int32_t want_inputs) {
+    ampc_graph *a = fused_over(mask, Sq, Sk, rows, batch), *b = fused_over(mask, Sq, Sk, rows, batch);
+    bool changed = false;
+    cr_assert_eq(ampc_pass_fuse_attention(a, NULL, &changed), AMPC_OK, "%s", ampc_graph_errors(a));
+    const ampc_node *n = attention_of(a);
+    cr_assert_eq(changed, want_inputs == 3);
+    cr_assert_eq(n->n_inputs, want_inputs, "%s", ampc_graph_to_text(a, false));
+    cr_assert_eq(ampc_attr_int_or(n, "causal", 0), want_causal, "%s", ampc_graph_to_text(a, false));
+    cr_assert_eq(ampc_attr_int_or(n, "causal_offset", 0), want_off, "%s", ampc_graph_to_text(a, false));
+    t_expect_same_outputs_filled(a, b, fill, 5, 1e-6, 1e-6);
+    ampc_graph_destroy(a);
+    ampc_graph_destroy(b);
+}
+
+/* Causal masks with any offset (bottom-right aligned: Sk - Sq; negative: the first rows see no
+ * key, which `safe` makes zeros), a mask of zeros (dropped), and near misses that stay: a row
+ * out of the pattern, an entry of the batch that differs, a NaN, +inf, a finite -10000. */
+Test(fuse_attention, causal_masks_of_any_offset_and_near_misses) {
+    const double I = -INFINITY;
+    const double right[3 * 5] = {0, 0, 0, I, I, 0, 0, 0, 0, I, 0, 0, 0, 0, 0};
+    mask_becomes(right, 3, 5, 3, false, 1, 2, 3);
+    const double late[4 * 4] = {I, I, I, I, 0, I, I, I, 0, 0, I, I, 0, 0, 0, I};
+    mask_becomes(late, 4, 4, 4, false, 1, -1, 3);
+    const double zeros[2 * 1 * 3 * 3] = {0};
+    mask_becomes(zeros, 3, 3, 3, true, 0, 0, 3);
+    const double odd[4 * 4] = {0, I, I, I, 0, 0, I, I, 0, I, 0, I, 0, 0, 0, 0};
+    mask_becomes(odd, 4, 4, 4, false, 0, 0, 4);
+    double per_batch[2 * 3 * 3] = {0, I, I, 0, 0, I, 0, 0, 0, 0, I, I, 0, 0, I, 0, 0, 0};
+    mask_becomes(per_batch, 3, 3, 3, true, 1, 0, 3); /* both entries causal: implied */
+    per_batch[9 + 1] = 0;                            /* the second sees one key more */
+    mask_becomes(per_batch, 3, 3, 3, true, 0, 0, 4);
+    const double values[3][3 * 3] = {{0, NAN, I, 0, 0, I, 0, 0, 0},
+                                     {0, INFINITY, I, 0, 0, I, 0, 0, 0},
+                                     {0, -10000, I, 0, 0, I, 0, 0, 0}};
+    for (int32_t i = 0; i < 3; i++) mask_becomes(values[i], 3, 3, 3, false, 0, 0, 4);
+    const double one_row[4] = {0, 0, I, I}; /* one row broadcast to 3 queries: not causal */
+    mask_becomes(one_row, 3, 4, 1, false, 0, 0, 4);
+}
+
 Test(fuse_attention, near_misses_stay) {
     const acase axis = SMALL(BERT, true, AXIS_2), read = SMALL(BERT, true, SCORES_READ),
                 scale = SMALL(BERT, false, TENSOR_SCALE);
@@ -544,6 +643,27 @@ Test(fuse_attention, inference_reports_bad_strides_and_masks) {
     t_expect_diag(g, "attribute 'mask_period' 3 needs a mask of rank 4 whose first dim has that "
                      "many entries, dividing B = 1");
     ampc_graph_destroy(g);
+    /* causal: 0 or 1, no mask input beside it, its offset within [-Sq, Sk] */
+    static const char *const causal_why[4] = {
+        "attribute 'causal' must be 0 or 1, got 2",
+        "attribute 'causal' = 1 implies the mask, so input 3 'm' must be absent",
+        "attribute 'causal_offset' needs causal = 1",
+        "attribute 'causal_offset' must be within [-Sq, Sk] = [-4, 4], got 5"};
+    const ampc_attr_arg causal_attrs[4][2] = {
+        {AMPC_ATTR_I("causal", 2), AMPC_ATTR_I("causal_offset", 0)},
+        {AMPC_ATTR_I("causal", 1), AMPC_ATTR_I("causal_offset", 0)},
+        {AMPC_ATTR_I("causal", 0), AMPC_ATTR_I("causal_offset", 1)},
+        {AMPC_ATTR_I("causal", 1), AMPC_ATTR_I("causal_offset", 5)}};
+    for (int32_t i = 0; i < 4; i++) {
+        ampc_attr_arg ac[7] = {a[0], a[1], a[2], a[3], a[4], causal_attrs[i][0], causal_attrs[i][1]};
+        g = ampc_graph_create("bad_causal");
+        in[0] = in[1] = in[2] = ampc_input(g, "x", AMPC_DTYPE_F32, 3, d3);
+        const int64_t m2[2] = {4, 4};
+        in[3] = ampc_input(g, "m", AMPC_DTYPE_F32, 2, m2);
+        ampc_op(g, "ampc.FusedAttention", in, i == 1 ? 4 : 3, ac, 7);
+        t_expect_diag(g, causal_why[i]);
+        ampc_graph_destroy(g);
+    }
     static const char *const why[3] = {"output layout: y_perm must be a permutation of 0, 1, 2, 3",
                                        "output layout: y_shape must hold B * H * Sq * Dv elements",
                                        "output layout: merge_heads = 1 excludes y_perm and y_shape"};
@@ -645,8 +765,8 @@ Test(fuse_qkv, inference_checks_the_offsets) {
 /* ---- NVRTC: the kernels compile without a GPU ----------------------------------------------- */
 
 /* Compiles case c under precision p for sm_80 and checks which kernel the CUDA calls (mma.sync
- * in the PTX for the tensor-core ones). */
-static void compiles(const acase *c, ampc_precision p, const char *kernel) {
+ * in the PTX for the tensor-core ones) and, when `also` is given, that the CUDA holds it. */
+static void compiles(const acase *c, ampc_precision p, const char *kernel, const char *also) {
     ampc_graph *g = build(c);
     static const int32_t sm80 = 80;
     ampc_pipeline_options po = pipeline(p, true);
@@ -657,12 +777,14 @@ static void compiles(const acase *c, ampc_precision p, const char *kernel) {
     const bool tensor_cores = strcmp(kernel, "attn_rows") != 0;
     char call[64];
     snprintf(call, sizeof call, "ampc::%s<", kernel);
-    bool mma = false, found = false;
+    bool mma = false, found = false, has = !also;
     for (int32_t u = 0; u < ampc_module_unit_count(m); u++) {
         mma |= strstr(ampc_module_ptx(m, u), "mma.sync.aligned.m16n8k16") != NULL;
         found |= strstr(ampc_module_cuda(m, u), call) != NULL;
+        has |= also && strstr(ampc_module_cuda(m, u), also) != NULL;
     }
     cr_assert(found, "the kernel calls %s", call);
+    cr_assert(has, "the kernel's CUDA holds '%s'", also);
     cr_assert_eq(mma, tensor_cores);
     ampc_module_destroy(m);
     ampc_graph_destroy(g);
@@ -672,25 +794,33 @@ static void compiles(const acase *c, ampc_precision p, const char *kernel) {
  * are split over the warps; 8 * 12 * 2 = 192 fill it. */
 Test(fuse_attention_nvrtc, f16_takes_the_tensor_cores, .timeout = 300) {
     const acase c = {2, 12, 77, 64, BERT, true, FUSES, 0, true}, d = {8, 12, 77, 64, BERT, true, FUSES, 0, true};
-    compiles(&c, AMPC_PRECISION_FP16, "attn_mma_split");
-    compiles(&d, AMPC_PRECISION_FP16, "attn_mma");
+    compiles(&c, AMPC_PRECISION_FP16, "attn_mma_split", NULL);
+    compiles(&d, AMPC_PRECISION_FP16, "attn_mma", NULL);
 }
 
 /* Q, K and V read from one joined projection at their offsets. */
 Test(fuse_attention_nvrtc, joined_projections_take_the_tensor_cores, .timeout = 300) {
     const acase c = {8, 12, 128, 64, BERT, true, FUSES, 0, true, true};
-    compiles(&c, AMPC_PRECISION_FP16, "attn_mma");
+    compiles(&c, AMPC_PRECISION_FP16, "attn_mma", NULL);
 }
 
 Test(fuse_attention_nvrtc, bf16_head_128_takes_the_tensor_cores, .timeout = 300) {
     const acase c = {1, 2, 40, 128, SDPA, true, FUSES, AMPC_DTYPE_BF16};
-    compiles(&c, AMPC_PRECISION_KEEP, "attn_mma_split");
+    compiles(&c, AMPC_PRECISION_KEEP, "attn_mma_split", NULL);
+}
+
+/* The implied causal mask: the CAUSAL flag and no mask argument, on both kernels. */
+Test(fuse_attention_nvrtc, implied_causal_mask_compiles, .timeout = 300) {
+    const acase c = {8, 16, 256, 64, SDPA, false, CAUSAL, AMPC_DTYPE_F16, .group = 4},
+                d = {2, 3, 20, 32, BERT, false, CAUSAL};
+    compiles(&c, AMPC_PRECISION_KEEP, "attn_mma", "false, true>(");
+    compiles(&d, AMPC_PRECISION_KEEP, "attn_rows", "false, true>(");
 }
 
 Test(fuse_attention_nvrtc, f32_and_odd_heads_take_the_generic_kernel, .timeout = 300) {
     const acase c = {2, 3, 20, 64, BERT, true, FUSES}, d = {1, 2, 20, 24, PLAIN, false, FUSES, AMPC_DTYPE_F16};
-    compiles(&c, AMPC_PRECISION_KEEP, "attn_rows");
-    compiles(&d, AMPC_PRECISION_KEEP, "attn_rows");
+    compiles(&c, AMPC_PRECISION_KEEP, "attn_rows", NULL);
+    compiles(&d, AMPC_PRECISION_KEEP, "attn_rows", NULL);
 }
 
 /* ---- GPU against the reference evaluator ----------------------------------------------------- */
@@ -810,6 +940,29 @@ Test(fuse_attention_gpu, fp16_s197_multihead_attention_packed, .timeout = 300) {
  * repeating every 2 windows here. */
 Test(fuse_attention_gpu, fp16_s49_windowed_masks, .timeout = 300) {
     const acase c = {128, 3, 49, 32, SDPA, false, WINDOWED, F16};
+    on_gpu(&c, AMPC_PRECISION_KEEP);
+}
+
+/* A decoder's causal mask implied by the kernels (fuse-attention drops the constant): the key
+ * tiles past a block's last row not computed. A Llama-style shape (grouped K/V, attn_mma), batch
+ * 1 (attn_mma_split), bf16 with a tail, and the generic kernel. */
+Test(fuse_attention_gpu, fp16_s256_implied_causal_grouped, .timeout = 300) {
+    const acase c = {4, 16, 256, 64, SDPA, false, CAUSAL, F16, .group = 4};
+    on_gpu(&c, AMPC_PRECISION_KEEP);
+}
+
+Test(fuse_attention_gpu, fp16_s256_implied_causal_batch_1_split, .timeout = 300) {
+    const acase c = {1, 12, 256, 64, SDPA, false, CAUSAL, F16};
+    on_gpu(&c, AMPC_PRECISION_KEEP);
+}
+
+Test(fuse_attention_gpu, bf16_s77_implied_causal, .timeout = 300) {
+    const acase c = {8, 8, 77, 64, BERT, false, CAUSAL, BF16};
+    on_gpu(&c, AMPC_PRECISION_KEEP);
+}
+
+Test(fuse_attention_gpu, f32_generic_implied_causal, .timeout = 300) {
+    const acase c = {2, 3, 40, 32, SDPA, false, CAUSAL};
     on_gpu(&c, AMPC_PRECISION_KEEP);
 }
 
