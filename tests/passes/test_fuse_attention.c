@@ -536,6 +536,13 @@ static void mask_becomes(const double *mask, int64_t Sq, int64_t Sk, int64_t row
     cr_assert_eq(ampc_attr_int_or(n, "causal", 0), want_causal, "%s", ampc_graph_to_text(a, false));
     cr_assert_eq(ampc_attr_int_or(n, "causal_offset", 0), want_off, "%s", ampc_graph_to_text(a, false));
     t_expect_same_outputs_filled(a, b, fill, 5, 1e-6, 1e-6);
+    /* the attributes survive the IR text: parsed back, the node computes the same */
+    char *text = ampc_graph_to_text(a, true), *err = NULL;
+    ampc_graph *c = NULL;
+    cr_assert_eq(ampc_graph_parse(text, strlen(text), &c, &err), AMPC_OK, "%s", err ? err : "");
+    t_expect_same_outputs_filled(c, b, fill, 5, 0, 0);
+    free(text);
+    ampc_graph_destroy(c);
     ampc_graph_destroy(a);
     ampc_graph_destroy(b);
 }
