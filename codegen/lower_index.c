@@ -133,6 +133,38 @@ static ampc_status gather_runs(ampc_cg *cg, const ampc_node *n, int32_t ax) {
     return AMPC_OK;
 }
 
+/* The 16-byte units of each slice a Gather copies (the dims after its axis), when the slices
+ * are whole units and both tensors start 16-byte aligned; else 0. A Gather of rows (row-gather:
+ * a window's rows of C channels) then moves 16 bytes a thread. */
+static int64_t gather_units(ampc_cg *cg, const ampc_node *n, int32_t ax) {
+    const ampc_value *x = n->inputs[0], *y = n->outputs[0];
+    const int64_t bytes = prod(x->shape.dims, ax + 1, x->shape.rank) * (int64_t)ampc_dtype_size(x->dtype);
+    if (bytes % 16 || ampc_cg_ref(cg, x).offset % 16 || ampc_cg_ref(cg, y).offset % 16) return 0;
+    return bytes / 16;
+}
+
+/* Gather by slices of whole 16-byte units (gather_units): output unit (o, j, w) is data unit
+ * (o, indices[j], w); an index out of range gives zeros (run-time indices; constant ones were
+ * checked). */
+static ampc_status gather_16(ampc_cg *cg, const ampc_node *n, int32_t ax) {
+    const ampc_value *x = n->inputs[0], *ix = n->inputs[1], *y = n->outputs[0];
+    const int64_t units = gather_units(cg, n, ax), dim = x->shape.dims[ax], ni = ampc_ir_numel(ix);
+    const int64_t count = ampc_ir_numel(y) * (int64_t)ampc_dtype_size(y->dtype) / 16;
+    ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, "gather");
+    const char *px = ampc_cg_param_ref(k, ampc_cg_ref(cg, x), "uint4", false);
+    const char *pi = ampc_cg_param(k, ix, false);
+    const char *py = ampc_cg_param_ref(k, ampc_cg_ref(cg, y), "uint4", true);
+    ampc_cg_grid_loop(k, count);
+    ampc_cg_line(k, "const long long w = i %% %lldLL, j = i / %lldLL %% %lldLL, o = i / %lldLL;",
+                 (long long)units, (long long)units, (long long)ni, (long long)(units * ni));
+    const char *v = load_index(k, pi, "j", dim);
+    ampc_cg_line(k, "%s[i] = %s >= 0 && %s < %lldLL ? %s[(o * %lldLL + %s) * %lldLL + w] : "
+                 "make_uint4(0u, 0u, 0u, 0u);", py, v, v, (long long)dim, px, (long long)dim, v,
+                 (long long)units);
+    ampc_cg_close(k);
+    return ampc_cg_kernel_end(k, count, 256);
+}
+
 /* Gather: output (o, j, w) is data (o, indices[j], w) over the dims before the axis, the index
  * entries and the dims after it. */
 static ampc_status lower_gather(ampc_cg *cg, const ampc_node *n) {
@@ -145,6 +177,7 @@ static ampc_status lower_gather(ampc_cg *cg, const ampc_node *n) {
     ampc_status st = check_const_indices(cg, n, 1, &dim, whats, 1);
     if (st != AMPC_OK || !count) return st;
     if (runs_of(ix, dim, NULL) <= RUNS_MAX) return gather_runs(cg, n, ax);
+    if (gather_units(cg, n, ax)) return gather_16(cg, n, ax);
     ampc_cg_kernel *k = ampc_cg_kernel_begin(cg, n, "gather");
     const char *px = ampc_cg_param(k, x, false), *pi = ampc_cg_param(k, ix, false);
     const char *py = ampc_cg_param(k, y, true);

@@ -34,4 +34,9 @@ typedef struct ampc_index_params {
 
 ampc_index_params ampc_index_params_of(const ampc_node *n);
 
+/* Whether Gather n's indices are a constant (no graph input) of int32 or int64 entries each in
+ * range of its axis (negative ones counting from its end): what a pass may rely on, where an
+ * index out of range is the Gather's own lowering's to report. */
+bool ampc_gather_const_in_range(const ampc_node *n);
+
 #endif

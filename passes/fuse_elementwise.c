@@ -52,6 +52,7 @@
  * right before dce and plan-memory.
  */
 #include "passes.h"
+#include "ir/index.h"
 
 #include <stdlib.h>
 
@@ -75,12 +76,13 @@ static bool fusable(const ampc_node *n) {
 }
 
 /* A Gather may head a chain (its inputs are read by the chain's kernel itself, at the gathered
- * positions, not as leaves): a table lookup followed by elementwise ops, as BERT's embeddings. */
+ * positions, not as leaves): a table lookup followed by elementwise ops, as BERT's embeddings,
+ * or a constant table of rows (row-gather: a window's rows read by its residual Add). */
 static bool heads(const ampc_node *n) {
     if (n->dead || n->n_outputs != 1 || !n->inputs[0] || !computed(n->outputs[0])) return false;
     if (n->op != AMPC_OP_GATHER || n->n_inputs != 2 || !n->inputs[1]) return false;
-    /* constant indices are checked at compile time by the Gather's own lowering */
-    return !(n->inputs[1]->data && !(n->inputs[1]->flags & AMPC_VALUE_INPUT));
+    const bool constant = n->inputs[1]->data && !(n->inputs[1]->flags & AMPC_VALUE_INPUT);
+    return !constant || ampc_gather_const_in_range(n);
 }
 
 /* An op cheap enough to compute again for each element of a broadcast (a few instructions). */

@@ -283,6 +283,9 @@ ampc_status ampc_pass_fuse_norm(ampc_graph *g, const ampc_pass_ctx *cx, bool *ch
 /* A Transpose of a Transpose becomes one Transpose of the first's input, or nothing when the
  * two cancel (fold_transpose.c). */
 ampc_status ampc_pass_fold_transpose(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed);
+/* A run of movement ops that keep the last dim (Transposes, Gathers by constant indices,
+ * reshapes) becomes one Gather of rows by a constant table (row_gather.c). */
+ampc_status ampc_pass_row_gather(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed);
 /* Memory planning: weights offsets for constants, arena offsets for everything else by
  * liveness, views and in-place elementwise sharing bytes (plan_memory.c). */
 ampc_status ampc_pass_plan_memory(ampc_graph *g, const ampc_pass_ctx *cx, bool *changed);

@@ -70,6 +70,9 @@ static const ampc_pass_info pass_table[] = {
      "it changes; --layout nchw: off)"},
     {"fold-transpose", ampc_pass_fold_transpose,
      "make a Transpose of a Transpose one Transpose, or none when they cancel"},
+    {"row-gather", ampc_pass_row_gather,
+     "make a run of Transposes, Gathers and reshapes that keep the last dim one Gather of rows "
+     "(torch.roll and window partitions: one copy, or none where an elementwise op reads it)"},
     /* the pipeline cut weighs the nodes that will run (after fusion and layout), before the
      * memory plan, which then sees the order the GPUs run them in */
     {"partition-pipeline", ampc_pass_partition_pipeline,

@@ -8,8 +8,10 @@ generated index arithmetic (views, broadcasts, Concats read in place), not the G
 
     python bench/kernels/chain_emu.py AMPC   (AMPC: the ampc binary; bench/kernels/chain-emu.sh)
 
-Each model's tensors are all graph inputs (no weights), so the plan's one kernel reads only its
-arena; a model whose plan is not one kernel fails. Exit status 0 when every model matches.
+Each model's float tensors are graph inputs, so the plan's one kernel reads its arena and, at
+most, integer tables among the weights (a Gather of rows: passes/row_gather.c), whose values come
+from `--emit ir`; a model whose plan is not one kernel fails. Exit status 0 when every model
+matches.
 """
 import os
 import re
@@ -81,8 +83,39 @@ def views():
                  value("y", [4, 6, 8], f))
 
 
+def window_reverse():
+    """Swin's shifted window reverse and residual Add: windows [2, 2, 2, 3, 3, 8] back to the image
+    (Transpose, Reshape), rolled by 2 on both axes (two Gathers), plus z: one Gather of rows by a
+    constant table, read by the Add's chain in place."""
+    f = TensorProto.FLOAT16
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 1, 3, 2, 4, 5]),
+             helper.make_node("Reshape", ["t", "img"], ["r"]),
+             helper.make_node("Gather", ["r", "shift"], ["g1"], axis=1),
+             helper.make_node("Gather", ["g1", "shift"], ["g2"], axis=2),
+             helper.make_node("Add", ["g2", "z"], ["y"])]
+    return model("window_reverse", nodes,
+                 [value("x", [2, 2, 2, 3, 3, 8], f), value("z", [2, 6, 6, 8], f)],
+                 value("y", [2, 6, 6, 8], f),
+                 [ints("img", [2, 6, 6, 8]), ints("shift", [(j + 2) % 6 for j in range(6)])])
+
+
+def window_partition():
+    """The other way, as a matmul would read it: the image [2, 6, 6, 8] rolled by 2 on both axes,
+    into windows [8, 9, 8]: one Gather of rows, a kernel of its own."""
+    f = TensorProto.FLOAT16
+    nodes = [helper.make_node("Gather", ["x", "shift"], ["g1"], axis=1),
+             helper.make_node("Gather", ["g1", "shift"], ["g2"], axis=2),
+             helper.make_node("Reshape", ["g2", "split"], ["r"]),
+             helper.make_node("Transpose", ["r"], ["t"], perm=[0, 1, 3, 2, 4, 5]),
+             helper.make_node("Reshape", ["t", "windows"], ["y"])]
+    return model("window_partition", nodes, [value("x", [2, 6, 6, 8], f)], value("y", [8, 9, 8], f),
+                 [ints("split", [2, 2, 3, 2, 3, 8]), ints("windows", [8, 9, 8]),
+                  ints("shift", [(j + 2) % 6 for j in range(6)])])
+
+
 MODELS = [("rotary f16", rotary(TensorProto.FLOAT16)), ("rotary f32", rotary(TensorProto.FLOAT)),
-          ("class token", class_token()), ("views", views())]
+          ("class token", class_token()), ("views", views()), ("window rev", window_reverse()),
+          ("window part", window_partition())]
 DTYPES = {TensorProto.FLOAT16: np.float16, TensorProto.FLOAT: np.float32}
 
 
@@ -96,16 +129,36 @@ def run(cmd, **kw):
 IO = r'\{"([^"]+)", \d+, \{\d+, \{[^}]*\}\}, \{(\d+), (\d+), (\d+)\}\}'
 
 
-def harness(cu, c):
-    """The host C++ of the plan's one kernel (cu: --emit cuda, c: --emit c) and a main that runs
-    every thread of its grid over an arena holding the inputs, then writes the outputs."""
+CONST = r"const %\"?[^\s\"]+\"? : (i32|i64)\[[\d,]*\] = \[([-\d, ]*)\]"
+
+
+def tables(ir, refs):
+    """The weights the kernel reads, each an integer constant of --emit ir (ir) matched to its
+    reference by size: C++ lines filling `weights`, and the blob's size."""
+    consts = [np.array([int(v) for v in vals.split(",")], np.int32 if t == "i32" else np.int64)
+              for t, vals in re.findall(CONST, ir)]
+    lines, size = [], 16
+    for _, off, nb in (r for r in refs if r[0] != 0):
+        fit = [a for a in consts if a.nbytes == nb]
+        if len(fit) != 1:
+            raise RuntimeError("the kernel reads %d bytes of weights that are no one integer table" % nb)
+        vals = ", ".join(str(v) for v in fit[0])
+        ct = "int" if fit[0].dtype == np.int32 else "long long"
+        lines.append("    { static const %s t[] = {%s}; memcpy(weights + %d, t, %d); }" % (ct, vals, off, nb))
+        size = max(size, off + nb)
+    return lines, size
+
+
+def harness(cu, c, ir):
+    """The host C++ of the plan's one kernel (cu: --emit cuda, c: --emit c, ir: --emit ir) and a
+    main that runs every thread of its grid over an arena holding the inputs and the weights'
+    integer tables, then writes the outputs."""
     refs = [tuple(int(x) for x in g) for g in re.findall(r"\.ref = \{(\d+), (\d+), (\d+)\}", c)]
     grids = re.findall(r"\.grid = \{(\d+), (\d+), (\d+)\}, \.block = \{(\d+), (\d+), (\d+)\}", c)
     if len(grids) != 1:
         raise RuntimeError("the plan has %d kernels, not one" % len(grids))
     grid, block = int(grids[0][0]), int(grids[0][3])
-    if any(r[0] != 0 for r in refs):
-        raise RuntimeError("the kernel reads the weights: make every tensor a graph input")
+    fill, wsize = tables(ir, refs)
     ins_text, rest = c.split("plan_inputs[]")[1].split("plan_outputs[]")
     ins, outs = re.findall(IO, ins_text), re.findall(IO, rest.split("images[]")[0])
     arena = int(re.search(r"\.arena_bytes = (\d+)", c).group(1))
@@ -113,9 +166,12 @@ def harness(cu, c):
     body = re.sub(r'extern "C" __global__ void __launch_bounds__\([^)]*\) ', "static void ", body)
     sig = re.search(r"static void (k0_\w+)\(([^)]*)\)", body)
     types = [re.sub(r"\s*p\d+$", "", p.strip()) for p in sig.group(2).split(",")]
-    call = ", ".join("(%s)(arena + %d)" % (types[j], refs[j][1]) for j in range(len(refs)))
-    lines = ['#include "emu.h"', '#include "ampc/common.cuh"', '#include "ampc/elementwise.cuh"', body,
-             "int main() {", "    static unsigned char arena[%d + 16] __attribute__((aligned(16)));" % arena]
+    call = ", ".join("(%s)(%s + %d)" % (types[j], "weights" if refs[j][0] else "arena", refs[j][1])
+                     for j in range(len(refs)))
+    lines = ['#include "emu.h"', '#include "ampc/common.cuh"', '#include "ampc/elementwise.cuh"',
+             '#include "ampc/move.cuh"', "#include <cstring>", body, "int main() {",
+             "    static unsigned char arena[%d + 16] __attribute__((aligned(16)));" % arena,
+             "    static unsigned char weights[%d] __attribute__((aligned(16)));" % wsize] + fill
     for name, _, off, nb in ins:
         lines.append('    { FILE *f = fopen("%s.in", "rb"); if (!f || fread(arena + %s, 1, %s, f) != %s) return 2; fclose(f); }'
                      % (name, off, nb, nb))
@@ -145,7 +201,8 @@ def check(ampc, label, m, work):
         args += ["--input", "%s=%s.npy" % (inp.name, inp.name)]
     run([ampc, "run", "model.onnx", "--reference", "--save-outputs", "ref"] + args, cwd=d)
     src, outs = harness(run([ampc, "model.onnx", "--emit", "cuda", "-o", "-"], cwd=d),
-                        run([ampc, "model.onnx", "--emit", "c", "-o", "-"], cwd=d))
+                        run([ampc, "model.onnx", "--emit", "c", "-o", "-"], cwd=d),
+                        run([ampc, "model.onnx", "--emit", "ir", "-o", "-"], cwd=d))
     with open(os.path.join(d, "k.cpp"), "w") as f:
         f.write(src)
     run([os.environ.get("CXX", "g++"), "-std=c++17", "-O1", "-fno-strict-aliasing", "-w",

@@ -6,7 +6,8 @@
  *
  * It defines threadIdx (per thread), blockIdx, blockDim and gridDim, __syncthreads,
  * __syncthreads_and, the warp
- * shuffles (__shfl_xor_sync, __shfl_sync, __any_sync), __int_as_float, and the emu_* functions
+ * shuffles (__shfl_xor_sync, __shfl_sync, __any_sync), __int_as_float, __longlong_as_double
+ * (move.cuh's bit casts), and the emu_* functions
  * that codegen/kernels/mma.cuh calls under AMPC_EMULATE_MMA (defined here): mma.sync m16n8k16,
  * cp.async and ldmatrix.x4 (plain and transposed). __shared__ becomes static: with one block
  * at a time a function's statics are its block's shared memory.
@@ -80,6 +81,11 @@ inline float __int_as_float(int i) {
     float f;
     memcpy(&f, &i, sizeof f);
     return f;
+}
+inline double __longlong_as_double(long long i) {
+    double d;
+    memcpy(&d, &i, sizeof d);
+    return d;
 }
 
 /* ---- mma.cuh's primitives ------------------------------------------------------------------- */

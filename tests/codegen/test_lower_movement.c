@@ -561,9 +561,13 @@ Test(lower_index, constant_even_indices_are_a_view_copy) {
                               2, (ampc_attr_arg[]){AMPC_ATTR_I("axis", 1)}, 1);
     ampc_value *three = ampc_op(g, "Gather", (ampc_value *[]){x, t_const_i64(g, SHAPE(18), uneven)},
                                 2, (ampc_attr_arg[]){AMPC_ATTR_I("axis", 1)}, 1);
-    out(g, one), out(g, two), out(g, three);
+    /* slices of 6 floats, 24 bytes: no whole 16-byte units, an element a thread */
+    ampc_value *x6 = t_input(g, "x6", AMPC_DTYPE_F32, SHAPE(3, 4, 6));
+    ampc_value *four = ampc_op(g, "Gather", (ampc_value *[]){x6, t_const_i64(g, SHAPE(18), uneven)},
+                               2, (ampc_attr_arg[]){AMPC_ATTR_I("axis", 1)}, 1);
+    out(g, one), out(g, two), out(g, three), out(g, four);
     ampc_cg_output *o = generate(g, &pipe_default);
-    cr_assert_eq(o->plan.n_steps, 3);
+    cr_assert_eq(o->plan.n_steps, 4);
     expect_copy(o, 0, x, 2 * 32 * 4, one, 0, 32 * 4); /* index -1 of 3: the last [4, 8] */
     /* Rows 1 and 3 of each [4, 8]: 32-byte rows of two 16-byte units, every other row from the
      * second (unit 2), the three [4, 8] and the two rows one dim of six rows 4 units apart. */
@@ -572,8 +576,14 @@ Test(lower_index, constant_even_indices_are_a_view_copy) {
     expect_src(src, "k0_gather(const uint4 *p0, uint4 *p1) {\n");
     expect_src(src, "i < 12LL;");
     expect_src(src, "p1[i] = p0[2LL + c2 * 4LL + c0];\n");
+    /* the uneven indices from memory; each [8] slice is two 16-byte units, moved a unit a thread:
+     * 3 x 18 x 2 of them */
     step(o, 2, AMPC_RT_STEP_KERNEL);
-    expect_src(src, "k1_gather(const float *p0, const long long *p1, float *p2) {\n");
+    expect_src(src, "k1_gather(const uint4 *p0, const long long *p1, uint4 *p2) {\n");
+    expect_src(src, "i < 108LL;");
+    expect_src(src, "p2[i] = v0 >= 0 && v0 < 4LL ? p0[(o * 4LL + v0) * 2LL + w] : make_uint4(0u, 0u, 0u, 0u);");
+    step(o, 3, AMPC_RT_STEP_KERNEL);
+    expect_src(src, "k2_gather(const float *p0, const long long *p1, float *p2) {\n");
     ampc_cg_output_free(o);
     ampc_graph_destroy(g);
 }

@@ -615,6 +615,7 @@ Test(pipeline, runs_every_pass_and_traces_each) {
     cr_assert(strstr(t, "pass fold-scale   changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass layout       changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass fold-transpose changed no "), "trace:\n%s", t);
+    cr_assert(strstr(t, "pass row-gather   changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass partition    changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass partition-data changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass partition-pipeline changed no "), "trace:\n%s", t);
@@ -625,7 +626,7 @@ Test(pipeline, runs_every_pass_and_traces_each) {
     cr_assert(strstr(t, "pass onnx-attention changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass onnx-rotary  changed no "), "trace:\n%s", t);
     cr_assert(strstr(t, "pass onnx-deform-conv changed no "), "trace:\n%s", t);
-    cr_assert_eq(lines, 25, "trace:\n%s", t);
+    cr_assert_eq(lines, 26, "trace:\n%s", t);
     free(t);
     char *text = ampc_graph_to_text(g, true);
     cr_assert_str_eq(text, "graph \"p\" {\n"
@@ -687,7 +688,7 @@ Test(pipeline, unknown_pass_names_are_errors_listing_the_valid_ones) {
     ampc_pipeline_options o = {.disable = off, .n_disable = 2};
     cr_assert_eq(ampc_graph_optimize(g, &o), AMPC_E_INVALID_ARG);
     cr_assert_str_eq(ampc_graph_errors(g), "unknown pass 'nope' in the list of passes to disable; "
-                                           "the passes are: flatten-control, partition-data, onnx-attention, onnx-rotary, onnx-deform-conv, fold, cse, simplify, fuse-norm, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, fold-transpose, partition-pipeline, dce, fuse-elementwise, plan-memory");
+                                           "the passes are: flatten-control, partition-data, onnx-attention, onnx-rotary, onnx-deform-conv, fold, cse, simplify, fuse-norm, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, fold-transpose, row-gather, partition-pipeline, dce, fuse-elementwise, plan-memory");
     cr_assert_eq(ampc_graph_node_count(g), 5); /* nothing ran */
     ampc_graph_destroy(g);
 
@@ -695,10 +696,10 @@ Test(pipeline, unknown_pass_names_are_errors_listing_the_valid_ones) {
     ampc_pipeline_options o2 = {.dump_after = "fuse"};
     cr_assert_eq(ampc_graph_optimize(g, &o2), AMPC_E_INVALID_ARG);
     cr_assert_str_eq(ampc_graph_errors(g), "unknown pass 'fuse' to dump the IR after; the passes "
-                                           "are: flatten-control, partition-data, onnx-attention, onnx-rotary, onnx-deform-conv, fold, cse, simplify, fuse-norm, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, fold-transpose, partition-pipeline, dce, fuse-elementwise, plan-memory");
+                                           "are: flatten-control, partition-data, onnx-attention, onnx-rotary, onnx-deform-conv, fold, cse, simplify, fuse-norm, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, fold-transpose, row-gather, partition-pipeline, dce, fuse-elementwise, plan-memory");
     ampc_graph_clear_errors(g);
     cr_assert_eq(ampc_pipeline_run_pass(g, "cse2", &o2), AMPC_E_INVALID_ARG);
-    t_expect_diag(g, "unknown pass 'cse2' to run; the passes are: flatten-control, partition-data, onnx-attention, onnx-rotary, onnx-deform-conv, fold, cse, simplify, fuse-norm, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, fold-transpose, partition-pipeline, dce, fuse-elementwise, plan-memory");
+    t_expect_diag(g, "unknown pass 'cse2' to run; the passes are: flatten-control, partition-data, onnx-attention, onnx-rotary, onnx-deform-conv, fold, cse, simplify, fuse-norm, precision, sparsity, fuse-gelu, fuse-softmax, partition, fuse-conv, fuse-attention, fuse-qkv, fuse-matmul, fold-scale, layout, fold-transpose, row-gather, partition-pipeline, dce, fuse-elementwise, plan-memory");
     ampc_graph_destroy(g);
 }
 
@@ -724,14 +725,14 @@ Test(pipeline, verifies_the_input_graph_and_refuses_graphs_with_errors) {
 Test(pipeline, the_registry_lists_and_finds_passes) {
     int32_t n;
     const ampc_pass_info *list = ampc_pass_list(&n);
-    cr_assert_eq(n, 25);
-    const char *names[25] = {"flatten-control", "partition-data", "onnx-attention", "onnx-rotary",
+    cr_assert_eq(n, 26);
+    const char *names[26] = {"flatten-control", "partition-data", "onnx-attention", "onnx-rotary",
                              "onnx-deform-conv", "fold", "cse", "simplify", "fuse-norm", "precision", "sparsity", "fuse-gelu", "fuse-softmax",
                              "partition", "fuse-conv", "fuse-attention", "fuse-qkv", "fuse-matmul",
-                             "fold-scale", "layout", "fold-transpose", "partition-pipeline", "dce",
+                             "fold-scale", "layout", "fold-transpose", "row-gather", "partition-pipeline", "dce",
                              "fuse-elementwise",
                              "plan-memory"};
-    for (int i = 0; i < 25; i++) cr_assert_str_eq(list[i].name, names[i]);
+    for (int i = 0; i < 26; i++) cr_assert_str_eq(list[i].name, names[i]);
     cr_assert_eq(ampc_pass_find("cse")->run, ampc_pass_cse);
     cr_assert_null(ampc_pass_find("CSE"));
     cr_assert_null(ampc_pass_find(NULL));
@@ -784,12 +785,15 @@ Test(pipeline, the_registry_lists_and_finds_passes) {
                         "and what runs between them, channels-last (transposes where it changes; --layout nchw: off)\n"
                         "  21. fold-transpose make a Transpose of a Transpose one Transpose, or none "
                         "when they cancel\n"
-                        "  22. partition-pipeline with --gpus N --partition pipeline, cut the graph into N stages "
+                        "  22. row-gather   make a run of Transposes, Gathers and reshapes that keep the last "
+                        "dim one Gather of rows (torch.roll and window partitions: one copy, or none where an "
+                        "elementwise op reads it)\n"
+                        "  23. partition-pipeline with --gpus N --partition pipeline, cut the graph into N stages "
                         "balanced by cost, one per GPU, with peer copies at the cuts\n"
-                        "  23. dce          remove nodes that no graph output depends on\n"
-                        "  24. fuse-elementwise compute chains of elementwise ops of one shape in one "
+                        "  24. dce          remove nodes that no graph output depends on\n"
+                        "  25. fuse-elementwise compute chains of elementwise ops of one shape in one "
                         "kernel (values between them never stored)\n"
-                        "  25. plan-memory  place constants in the weights blob and every other "
+                        "  26. plan-memory  place constants in the weights blob and every other "
                          "value in the arena (liveness)\n");
     free(t);
 }
