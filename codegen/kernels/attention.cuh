@@ -220,7 +220,7 @@ __device__ __forceinline__ bool attn_block_all(const T *p, int rows, int words, 
 template <typename T, int DN>
 __device__ __forceinline__ bool attn_rows_finite(const T *p, i64 step, i64 j0, i64 j1) {
     bool ok = true;
-    #pragma unroll 4
+    #pragma unroll 8
     for (i64 c = j0 * (DN / 8) + threadIdx.x; c < j1 * (DN / 8); c += blockDim.x) {
         const uint4 w = *reinterpret_cast<const uint4 *>(p + c / (DN / 8) * step + c % (DN / 8) * 8);
         ok &= attn_finite2<T>(w.x) & attn_finite2<T>(w.y) & attn_finite2<T>(w.z) & attn_finite2<T>(w.w);
