@@ -560,7 +560,9 @@ static ampc_status mask_structure(ampc_graph *g, ampc_node *n, bool *changed) {
     ampc_attention_form f;
     int64_t c = 0;
     bool zero;
-    if (!m || !m->data || !ampc_attention_form_of(n, &f)) return AMPC_OK;
+    /* a graph input's data is a default the caller may replace: no constant */
+    if (!m || !m->data || (m->flags & AMPC_VALUE_INPUT) || !ampc_attention_form_of(n, &f))
+        return AMPC_OK;
     ampc_attention_params_of(n, &p);
     if (!causal_mask(m, &p, &c, &zero)) return AMPC_OK;
     f.mask_period = 0;

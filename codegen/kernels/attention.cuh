@@ -509,7 +509,11 @@ __device__ __forceinline__ void attn_mma_run(const T *q, const T *k, const T *v,
                                     r1 + a.causal, a, m, l, o);
         __syncthreads(); /* every thread is done with this stage before it is refilled */
     }
-    if (end == 0) cp_wait<0>(); /* the first tile's copies, not needed */
+    if (end == 0) { /* the first tile's copies, not needed, landed before attn_combine reuses
+                       the stage (every thread's: end is the block's) */
+        cp_wait<0>();
+        __syncthreads();
+    }
     attn_row_sums(l);
     if (SPLIT && !attn_combine<DV>(smem_raw, m, l, o)) return;
     attn_store<T, DV, SAFE>(y + b * a.ys[0] + h * a.ys[1], r0, r1, a, m, l, o);

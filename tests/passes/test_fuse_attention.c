@@ -572,6 +572,30 @@ Test(fuse_attention, causal_masks_of_any_offset_and_near_misses) {
     mask_becomes(one_row, 3, 4, 1, false, 0, 0, 4);
 }
 
+/* A mask that is a graph input with a causal default stays an input: the caller may pass
+ * another (a padding mask) at run time. */
+Test(fuse_attention, a_mask_input_with_a_causal_default_stays) {
+    static const char text[] =
+        "graph \"d\" {\n"
+        "  input %q : f32[1,1,2,4]\n"
+        "  input %k : f32[1,1,2,4]\n"
+        "  input %v : f32[1,1,2,4]\n"
+        "  input %m : f32[2,2] = [0, -inf, 0, 0]\n"
+        "  %y : f32[1,1,2,4] = ampc.FusedAttention(%q, %k, %v, %m) {dims = [1, 1, 2, 2, 4, 4], "
+        "q_strides = [8, 8, 4, 1], k_strides = [8, 8, 4, 1], v_strides = [8, 8, 4, 1]}\n"
+        "  output %y\n"
+        "}\n";
+    ampc_graph *g = NULL;
+    char *err = NULL;
+    cr_assert_eq(ampc_graph_parse(text, strlen(text), &g, &err), AMPC_OK, "%s", err ? err : "");
+    bool changed = true;
+    cr_assert_eq(ampc_pass_fuse_attention(g, NULL, &changed), AMPC_OK, "%s", ampc_graph_errors(g));
+    cr_assert_not(changed);
+    cr_assert_eq(attention_of(g)->n_inputs, 4);
+    cr_assert_null(ampc_ir_attr_find(attention_of(g), "causal"));
+    ampc_graph_destroy(g);
+}
+
 Test(fuse_attention, near_misses_stay) {
     const acase axis = SMALL(BERT, true, AXIS_2), read = SMALL(BERT, true, SCORES_READ),
                 scale = SMALL(BERT, false, TENSOR_SCALE);

@@ -128,11 +128,11 @@ Test(row_gather, shifted_partition_is_one_gather_and_single_transposes_stay) {
  * range is the Gather's own lowering's to report: no run includes it. */
 Test(row_gather, runs_stop_at_ops_outside_the_rule) {
     ampc_graph *g = ampc_graph_create("last_axis");
-    const int64_t xd[3] = {2, 3, 4};
+    const int64_t xd[3] = {2, 3, 3}; /* the last dim's size kept, its axis moved */
     static const int64_t perm[3] = {0, 2, 1};
     ampc_value *x = ampc_input(g, "x", AMPC_DTYPE_F32, 3, xd);
     ampc_value *t = ampc_transpose(g, x, perm, 3);
-    ampc_output(g, gather(g, t, t_const_i64(g, t_shape((int64_t[]){0, 3}, 1), (int64_t[]){1, 3, 0}), 1),
+    ampc_output(g, gather(g, t, t_const_i64(g, t_shape((int64_t[]){0, 3}, 1), (int64_t[]){1, 2, 0}), 1),
                 "y");
     bool changed = true;
     cr_assert_eq(ampc_pass_row_gather(g, NULL, &changed), AMPC_OK, "%s", ampc_graph_errors(g));
@@ -147,4 +147,29 @@ Test(row_gather, runs_stop_at_ops_outside_the_rule) {
     cr_assert_eq(ampc_pass_row_gather(g, NULL, &changed), AMPC_OK, "%s", ampc_graph_errors(g));
     cr_assert_not(changed, "%s", ampc_graph_to_text(g, false));
     ampc_graph_destroy(g);
+}
+
+/* Gathers by indices of any rank (a scalar drops the axis, a matrix adds two), Unsqueeze and
+ * Squeeze between them, the run's end a graph output: one Gather, the same elements. */
+Test(row_gather, gathers_of_any_index_rank_and_reshapes) {
+    ampc_graph *a = NULL, *b = NULL;
+    for (int32_t k = 0; k < 2; k++) {
+        ampc_graph *g = ampc_graph_create("ranks");
+        const int64_t xd[3] = {4, 3, 8}, zero[1] = {0};
+        ampc_value *x = ampc_input(g, "x", AMPC_DTYPE_F32, 3, xd);
+        ampc_value *y = gather(g, x, ampc_scalar_i64(g, -2), 1);                        /* [4, 8] */
+        y = ampc_op(g, "Unsqueeze", (ampc_value *[]){y, t_const_i64(g, SHAPE(1), zero)}, 2, NULL, 0);
+        y = ampc_op(g, "Squeeze", (ampc_value *[]){y, t_const_i64(g, SHAPE(1), zero)}, 2, NULL, 0);
+        y = gather(g, y, t_const_i64(g, SHAPE(2, 2), ((int64_t[]){3, 0, -1, 2})), 0); /* [2, 2, 8] */
+        static const int64_t swap[3] = {1, 0, 2};
+        ampc_output(g, ampc_transpose(g, y, swap, 3), "y");
+        cr_assert_eq(ampc_graph_status(g), AMPC_OK, "%s", ampc_graph_errors(g));
+        optimise(g, k == 0);
+        if (k == 0) a = g; else b = g;
+    }
+    cr_assert_eq(t_count_op(a, AMPC_OP_GATHER), 1, "%s", ampc_graph_to_text(a, false));
+    cr_assert_eq(t_count_op(a, AMPC_OP_TRANSPOSE) + t_count_op(b, AMPC_OP_GATHER), 0 + 2);
+    t_expect_same_outputs_filled(a, b, t_fill_uniform_f32, 9, 0, 0);
+    ampc_graph_destroy(a);
+    ampc_graph_destroy(b);
 }
