@@ -376,10 +376,10 @@ static ampc_status gemm_int(ampc_cg *cg, const ampc_node *n, const mm_geom *g,
         char al[80], be[80];
         dlit(al, sizeof al, at->alpha);
         dlit(be, sizeof be, at->beta);
-        ampc_cg_line(k, "double v_ = ampc::cv::mul_rn(%s, (double)(%s)acc_);", al,
+        ampc_cg_line(k, "double v_ = ampc::mul_rn(%s, (double)(%s)acc_);", al,
                      y->dtype == AMPC_DTYPE_U64 ? "unsigned long long" : "long long");
         if (c)
-            ampc_cg_line(k, "v_ = ampc::cv::add_rn(v_, ampc::cv::mul_rn(%s, ampc::cvt<double>(%s[%s])));",
+            ampc_cg_line(k, "v_ = ampc::add_rn(v_, ampc::mul_rn(%s, ampc::cvt<double>(%s[%s])));",
                          be, pc, off);
         ampc_cg_line(k, "%s[i] = ampc::cv::store_f64<%s>(v_);", py, yt);
     }
@@ -498,7 +498,7 @@ static ampc_status lower_int_matmul(ampc_cg *cg, const ampc_node *n) {
         ampc_cg_line(k, "const float s_ = ampc::cv::requant_scale(ampc::cvt<float>(%s[%s]), "
                         "ampc::cvt<float>(%s[%s]), ampc::cvt<float>(%s[0]));",
                      psa, sa1 ? "0" : "row_", psb, sb1 ? "0" : "col_", psy);
-        ampc_cg_line(k, "const double v_ = ampc::cv::add_rn(ampc::cv::mul_rn((double)(long long)acc_, "
+        ampc_cg_line(k, "const double v_ = ampc::add_rn(ampc::mul_rn((double)(long long)acc_, "
                         "(double)s_), (double)(long long)%s[0]);", pzy);
         bool s8 = y->dtype == AMPC_DTYPE_I8;
         ampc_cg_line(k, "%s[i] = (%s)ampc::cv::sat_rint(v_, %s, %s);", py, ampc_cg_ctype(y->dtype),

@@ -373,7 +373,7 @@ static ampc_status direct_forward(ampc_cg *cg, const ampc_node *n, const conv_de
                         "ampc::cvt<float>(%s[%s]), ampc::cvt<float>(%s[0]));",
                      psx, psw, per_channel ? "m_" : "0", psy);
         bool s8 = d->y->dtype == AMPC_DTYPE_I8;
-        ampc_cg_line(k, "%s[i] = (%s)ampc::cv::sat_rint(ampc::cv::add_rn(ampc::cv::mul_rn(v_, "
+        ampc_cg_line(k, "%s[i] = (%s)ampc::cv::sat_rint(ampc::add_rn(ampc::mul_rn(v_, "
                         "(double)s2_), (double)(long long)%s[0]), %s, %s);",
                      py, ampc_cg_ctype(d->y->dtype), pzy, s8 ? "-128.0" : "0.0",
                      s8 ? "127.0" : "255.0");

@@ -127,7 +127,9 @@ static bool binary_expr(const ampc_node *n, const char *ct, bool fl, ampc_strbuf
     switch (n->op) {
     case AMPC_OP_ADD: ampc_sb_puts(e, wrap ? "ampc::wrap_add(a, b)" : "(a + b)"); return true;
     case AMPC_OP_SUB: ampc_sb_puts(e, wrap ? "ampc::wrap_sub(a, b)" : "(a - b)"); return true;
-    case AMPC_OP_MUL: ampc_sb_puts(e, wrap ? "ampc::wrap_mul(a, b)" : "(a * b)"); return true;
+    /* A float product rounds on its own (ampc::mul_rn): a Mul read by an Add in the same chain
+     * would otherwise be contracted into one fused multiply-add, rounded once. */
+    case AMPC_OP_MUL: ampc_sb_puts(e, wrap ? "ampc::wrap_mul(a, b)" : "ampc::mul_rn(a, b)"); return true;
     case AMPC_OP_DIV: ampc_sb_puts(e, wrap ? "ampc::idiv(a, b)" : "(a / b)"); return true;
     case AMPC_OP_POW:
         /* Integer bases go through double, truncated and saturated into the 64-bit compute
@@ -136,7 +138,7 @@ static bool binary_expr(const ampc_node *n, const char *ct, bool fl, ampc_strbuf
          * exact and so is the cube in double, so both round once, as the reference's pow in
          * double does, where powf may be a few units off (and a general powf, ~40 instructions
          * an element, is what limits GELU's tanh form written out: x + 0.044715 x^3). */
-        if (fl && exponent_is(n, 2)) ampc_sb_puts(e, "(a * a)");
+        if (fl && exponent_is(n, 2)) ampc_sb_puts(e, "ampc::mul_rn(a, a)");
         else if (fl && exponent_is(n, 3) && !strcmp(ct, "float"))
             ampc_sb_puts(e, "(float)((double)a * a * a)");
         else if (fl) ampc_sb_puts(e, "ampc::m_pow(a, (decltype(a))b)");

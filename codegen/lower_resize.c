@@ -156,7 +156,7 @@ static ampc_status resize_kernel(ampc_cg *cg, const ampc_node *n, const rs_cfg *
         else
             ampc_cg_line(k, "double xo%d_ = (double)o%d_ * rl%d_ * %lld.0 / %s;", d, d, d,
                          (long long)(in - 1), ampc_cg_f64(ow - 1).s);
-        ampc_cg_line(k, "xo%d_ = ampc::cv::add_rn(xo%d_, ampc::cv::mul_rn(rs%d_, %lld.0));", d, d, d,
+        ampc_cg_line(k, "xo%d_ = ampc::add_rn(xo%d_, ampc::mul_rn(rs%d_, %lld.0));", d, d, d,
                      (long long)(in - 1));
         ampc_cg_line(k, "const int rn%d_ = ampc_resize_taps(%d, %d, %s, %s, %s, %s, %lldLL, "
                         "xo%d_, ri%d_, rw%d_);",
@@ -200,7 +200,7 @@ static ampc_status resize_kernel(ampc_cg *cg, const ampc_node *n, const rs_cfg *
             ampc_cg_line(k, "const %s w%d_ = %s;", ct, d, wv);
             ampc_cg_line(k, "const long long x%d_ = b_ + %s;", d, iv);
         } else {
-            if (exact) ampc_cg_line(k, "const %s w%d_ = ampc::cv::mul_rn(w%d_, %s);", ct, d, prev, wv);
+            if (exact) ampc_cg_line(k, "const %s w%d_ = ampc::mul_rn(w%d_, %s);", ct, d, prev, wv);
             else ampc_cg_line(k, "const %s w%d_ = w%d_ * %s;", ct, d, prev, wv);
             ampc_cg_line(k, "const long long x%d_ = x%d_ + %s;", d, prev, iv);
         }

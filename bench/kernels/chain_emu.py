@@ -205,7 +205,7 @@ def check(ampc, label, m, work):
                         run([ampc, "model.onnx", "--emit", "ir", "-o", "-"], cwd=d))
     with open(os.path.join(d, "k.cpp"), "w") as f:
         f.write(src)
-    run([os.environ.get("CXX", "g++"), "-std=c++17", "-O1", "-fno-strict-aliasing", "-w",
+    run([os.environ.get("CXX", "g++"), "-std=c++17", "-O1", "-fno-strict-aliasing", "-ffp-contract=off", "-w",
          "-I" + os.path.join(work, "inc"), "-I" + os.path.join(ROOT, "bench", "kernels"),
          "-I" + os.path.join(CUDA, "include"), "k.cpp", "-o", "k", "-lpthread"], cwd=d)
     run(["./k"], cwd=d)

@@ -11,6 +11,6 @@ mkdir -p "$work/ampc"
 cp "$root"/codegen/kernels/*.cuh "$work/ampc/"
 # -fno-strict-aliasing: the kernels read vectors through a pointer of another type (ld_vec),
 # which device compilers take as written and host g++ at -O2 may not.
-"${CXX:-g++}" -std=c++17 -O2 -fno-strict-aliasing -Wall -Wno-unknown-pragmas -I"$work" -I"$cuda/include" \
+"${CXX:-g++}" -std=c++17 -O2 -fno-strict-aliasing -ffp-contract=off -Wall -Wno-unknown-pragmas -I"$work" -I"$cuda/include" \
   "$root/bench/kernels/$1.cpp" -o "$work/$1" -lpthread
 "$work/$1"

@@ -5,9 +5,9 @@
  * per CUDA thread, one block at a time.
  *
  * It defines threadIdx (per thread), blockIdx, blockDim and gridDim, __syncthreads,
- * __syncthreads_and, the warp
- * shuffles (__shfl_xor_sync, __shfl_sync, __any_sync), __int_as_float, __longlong_as_double
- * (move.cuh's bit casts), and the emu_* functions
+ * __syncthreads_and, the warp shuffles (__shfl_xor_sync, __shfl_sync, __any_sync),
+ * __int_as_float and __longlong_as_double (move.cuh's bit casts), __fmul_rn and its kin
+ * (common.cuh's steps without contraction), and the emu_* functions
  * that codegen/kernels/mma.cuh calls under AMPC_EMULATE_MMA (defined here): mma.sync m16n8k16,
  * cp.async and ldmatrix.x4 (plain and transposed). __shared__ becomes static: with one block
  * at a time a function's statics are its block's shared memory.
@@ -87,6 +87,12 @@ inline double __longlong_as_double(long long i) {
     memcpy(&d, &i, sizeof d);
     return d;
 }
+/* The steps rounded on their own (common.cuh's mul_rn, add_rn): the emulators build with
+ * -ffp-contract=off, so a product and a sum round as on the device. */
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __dadd_rn(double a, double b) { return a + b; }
 
 /* ---- mma.cuh's primitives ------------------------------------------------------------------- */
 

@@ -111,6 +111,14 @@ template <typename To, typename From> __device__ __forceinline__ To cvt(From x) 
     return cvt_impl<To>::run(x);
 }
 
+/* ---- exact steps ---------------------------------------------------------------------------- */
+/* A product or sum rounded on its own, as the reference rounds each op: the _rn intrinsics are
+ * never contracted into a fused multiply-add (NVRTC contracts a * b + c by default). */
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+
 /* ---- launch order ---------------------------------------------------------------------------- */
 /* The first statement of every generated kernel (codegen/emit.c). On sm_90 and newer: wait until
  * the grid this one depends on has completed and its memory is visible (a no-op unless the

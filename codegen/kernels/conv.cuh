@@ -4,8 +4,8 @@
  * with their geometry baked in; what lives here is what must match the reference evaluator bit
  * for bit where it matters:
  *   - arithmetic that the reference does in double and then truncates or rounds to an integer
- *     (integer Resize, requantisation): done with the _rn intrinsics, which the compiler never
- *     contracts into a fused multiply-add, so the products and sums round as the host's do;
+ *     (integer Resize, requantisation): done with the _rn steps of common.cuh, which the
+ *     compiler never contracts into a fused multiply-add, so they round as the host's do;
  *   - float -> integer stores that wrap as the reference's store does (through int64);
  *   - the pools' NaN-propagating maximum (the first maximum wins ties, NaN beats everything);
  *   - warp reductions for the global pools.
@@ -21,12 +21,7 @@
 namespace ampc {
 namespace cv {
 
-/* ---- exact double / float steps -------------------------------------------------------------- */
-__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
-__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
-__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
-__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
-
+/* ---- exact double / float steps (mul_rn, add_rn: common.cuh) ------------------------------- */
 /* acc + w * v with the product and the sum rounded separately (no FMA), as the host computes. */
 template <typename T> __device__ __forceinline__ T madd_rn(T acc, T w, T v) {
     return add_rn(acc, mul_rn(w, v));
