@@ -3,13 +3,15 @@
  * generated kernel calling a template of codegen/kernels/attention.cuh with the node's sizes and
  * strides baked in as constants:
  *
- *   - ampc::attn_mma (tensor cores, flash-attention style; grid (ceil(Sq / 64), H, B), 128
- *     threads, two stages of key tiles in dynamic shared memory: mma_smem) for f16/bf16 (and
- *     ampc::attn_mma_split, 16 query rows a block and the keys split over its four warps, when
- *     attn_mma's grid would leave most of the GPU idle: SPLIT_BELOW) when both head sizes are multiples of 16 up to 128, every head dim is
- *     contiguous (step 1), every other step of Q, K, V and Y is a multiple of 8 elements and the
- *     tensors start 16-byte aligned, so tiles load in 16-byte chunks (the mask's too when its
- *     rows are contiguous and aligned the same way: mask_vector);
+ *   - ampc::attn_mma (tensor cores, flash-attention style; grid (ceil(Sq / 16 W), H, B), 32 W
+ *     threads for W warps, 8 where Sq fills their rows, else 4: mma_warps; two stages of key
+ *     tiles in dynamic shared memory: mma_smem) for f16/bf16 (and ampc::attn_mma_split, 16
+ *     query rows a block and the keys split over its four warps, when attn_mma's grid would
+ *     leave most of the GPU idle: SPLIT_BELOW) when both head sizes are multiples of 16 up to
+ *     128, every head dim is contiguous (step 1), every other step of Q, K, V and Y is a
+ *     multiple of 8 elements and the tensors start 16-byte aligned, so tiles load in 16-byte
+ *     chunks (the mask's too when its rows are contiguous and aligned the same way:
+ *     mask_vector);
  *   - ampc::attn_rows otherwise (f32, f64, other head sizes or layouts): one warp a query row.
  *
  * Q, K and V start at their inputs' element offsets (the columns of a joined projection,
@@ -55,12 +57,18 @@ static bool mma_fits(ampc_cg *cg, const ampc_node *n, const ampc_attention_param
  * attn_mma_split takes the node instead: four times the blocks, the keys split over the warps. */
 enum { SPLIT_BELOW = 128 };
 
+/* attn_mma's warps a block (16 query rows each): 8 once the sequence fills their 128 rows, so
+ * that each key tile copied into shared memory serves twice the rows (the copies from L2 halve),
+ * else 4. */
+static int32_t mma_warps(const ampc_attention_params *s) { return s->Sq >= 128 ? 8 : 4; }
+
 /* The dynamic shared memory of attn_mma (split: attn_mma_split), attn_stage in attention.cuh:
  * two stages of a K tile and a V tile (64 keys; split: 128) with rows padded by 8 elements and,
- * with a mask, its tile (64 query rows; split: 16). For D = 64 with a mask 53 KB (split: 80 KB),
- * for D = 128 86 KB: over the 48 KB default, which the runtime opts into. */
+ * with a mask, its tile (16 rows a warp; split: 16). For D = 64 with a mask of 64 rows 53 KB (128
+ * rows 69 KB; split: 80 KB), for D = 128 86 KB: over the 48 KB default, which the runtime opts
+ * into. */
 static uint32_t mma_smem(const ampc_node *n, const ampc_attention_params *s, bool split) {
-    const int64_t keys = split ? 128 : 64, mrows = split ? 16 : 64;
+    const int64_t keys = split ? 128 : 64, mrows = split ? 16 : 16 * mma_warps(s);
     const int64_t mask = n->n_inputs > 3 && n->inputs[3] ? mrows * keys : 0;
     const int64_t stage = keys * (s->D + 8) + keys * (s->Dv + 8) + mask;
     return (uint32_t)(2 * stage * (int64_t)ampc_dtype_size(n->inputs[0]->dtype));
@@ -112,19 +120,23 @@ ampc_status ampc_cg_lower_attention(ampc_cg *cg, const ampc_node *n) {
     emit_desc(k, &s, scale);
     char m[96], flags[32];
     snprintf(m, sizeof m, "(const %s *)0", t);
-    /* the template's last flags: MVEC (attn_mma's) and CAUSAL */
-    if (mma) snprintf(flags, sizeof flags, ", %s, %s", mask_vector(cg, n, &s) ? "true" : "false",
-                      s.causal ? "true" : "false");
+    /* the template's last parameters: MVEC (attn_mma's), CAUSAL and attn_mma's warps */
+    const int32_t warps = split ? 4 : mma_warps(&s);
+    if (split) snprintf(flags, sizeof flags, ", %s, %s", mask_vector(cg, n, &s) ? "true" : "false",
+                        s.causal ? "true" : "false");
+    else if (mma) snprintf(flags, sizeof flags, ", %s, %s, %d", mask_vector(cg, n, &s) ? "true" : "false",
+                           s.causal ? "true" : "false", warps);
     else snprintf(flags, sizeof flags, ", %s", s.causal ? "true" : "false");
     ampc_cg_line(k, "ampc::%s<%s, %lld, %lld, %s%s>(%s, %s, %s, %s, %s, a);",
                  split ? "attn_mma_split" : mma ? "attn_mma" : "attn_rows", t, (long long)s.D,
                  (long long)s.Dv, is_safe ? "true" : "false", flags, q, kk, v, mask ? mask : m, y);
     if (mma) {
-        const int64_t rows = split ? 16 : 64;
+        const int64_t rows = split ? 16 : 16 * warps;
         const uint32_t grid[3] = {(uint32_t)((s.Sq + rows - 1) / rows), (uint32_t)s.H, (uint32_t)s.B};
-        const uint32_t block[3] = {128, 1, 1};
-        /* four blocks an SM at head size 64 (127 registers for sm_90 instead of 130: three) */
-        if (!split && s.D <= 64 && s.Dv <= 64) ampc_cg_kernel_min_blocks(k, 4);
+        const uint32_t block[3] = {(uint32_t)(32 * warps), 1, 1};
+        /* 16 warps an SM at head size 64 (four blocks of 4, two of 8: 128 registers a thread at
+         * most; 130 for sm_90 unbounded, which would leave three and one) */
+        if (!split && s.D <= 64 && s.Dv <= 64) ampc_cg_kernel_min_blocks(k, 16 / warps);
         return ampc_cg_kernel_end_launch(k, grid, block, mma_smem(n, &s, split));
     }
     int64_t blocks = (s.B * s.H * s.Sq + 3) / 4; /* 4 warps a block, one a row, grid-strided */

@@ -4,7 +4,10 @@
 # on the GPU machine (nvcc there; PyTorch from AMPC_TORCH_PYTHON):
 #   bash bench/kernels/attention-bench.sh [KERNELS_DIR]
 # KERNELS_DIR: the folder of .cuh files to build against (default codegen/kernels), so that a
-# changed kernel and the committed one can be timed in one run.
+# changed kernel and the committed one can be timed in one run (AMPC_ATTN_FLAGS=-DAB_ONE_WIDTH
+# for kernels from before attn_mma's block width was a template parameter).
+# Each shape times the kernel the lowering picks, then the other attn_mma widths (in brackets
+# when the lowering would not pick that kernel family).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cuda=${CUDA_HOME:-/usr/local/cuda}
@@ -29,12 +32,14 @@ swin-b32 2048 3 3 49 49 32 3"
 build() {
   set -- $1
   "$cuda/bin/nvcc" -std=c++17 -O3 -arch=sm_90 -I"$work" -DAB_B=$2 -DAB_H=$3 -DAB_HKV=$4 \
-    -DAB_SQ=$5 -DAB_SK=$6 -DAB_D=$7 -DAB_MASK=$8 "$root/bench/kernels/attention_bench.cu" -o "$work/$1"
+    -DAB_SQ=$5 -DAB_SK=$6 -DAB_D=$7 -DAB_MASK=$8 ${AMPC_ATTN_FLAGS:-} \
+    "$root/bench/kernels/attention_bench.cu" -o "$work/$1"
 }
-export -f build; export cuda work root
+export -f build; export cuda work root AMPC_ATTN_FLAGS
 printf '%s\n' "$shapes" | xargs -P "$(nproc)" -I{} bash -c 'build "{}"'
 printf '%s\n' "$shapes" | while read -r name rest; do
-  printf '%-16s ' "$name"; "$work/$name" || echo "(mismatch or failure: $?)"
+  "$work/$name" | sed "s/^/$(printf '%-16s ' "$name")/"
+  [ "${PIPESTATUS[0]}" = 0 ] || echo "$name (mismatch or failure)"
 done
 [ -n "${AMPC_ATTN_PEER:-1}" ] && [ "${AMPC_ATTN_PEER:-1}" != 0 ] || exit 0
 printf '%s\n' "$shapes" | "${AMPC_TORCH_PYTHON:-/opt/torch/.venv/bin/python}" -c '

@@ -9,8 +9,8 @@
  * [H, Sq, Sk] (relative positions), 4 the causal mask implied (the CAUSAL kernels, no tensor:
  * what fuse-attention makes of mask 1; the reference still reads the tensor). Q, K, V and Y are [B, heads, S, D] contiguous, f16, values
  * uniform in [-1, 1). The kernel the lowering picks (attn_mma, or attn_mma_split for small grids:
- * codegen/lower_attention.c) runs against attn_rows, the generic kernel, as a reference (max abs
- * difference printed), then 20 warm-up and 5 rounds of 100 back-to-back launches timed with CUDA
+ * codegen/lower_attention.c), then attn_mma at its other block widths (4 and 8 warps), each runs
+ * against attn_rows, the generic kernel, as a reference (max abs difference printed), then 20 warm-up and 5 rounds of 100 back-to-back launches timed with CUDA
  * events; the median round's time a call is printed in microseconds with the FLOP rate (a causal
  * mask counts half the products). Built and run by bench/kernels/attention-bench.sh on a GPU
  * machine, beside PyTorch's scaled_dot_product_attention at the same shapes.
@@ -67,9 +67,15 @@ enum { B = AB_B, H = AB_H, HKV = AB_HKV, SQ = AB_SQ, SK = AB_SK, D = AB_D, MASK 
 static const bool IMPLIED = MASK == 4;
 static const bool MVEC = MASK != 0 && !IMPLIED && SK % 8 == 0;
 
-__global__ void __launch_bounds__(128, 4) k_mma(const T *q, const T *k, const T *v, const T *m, T *y) {
+/* attn_mma with W warps a block (128 / W: at most 128 registers a thread at head size 64) */
+template <int W>
+__global__ void __launch_bounds__(32 * W, 16 / W) k_mma(const T *q, const T *k, const T *v, const T *m, T *y) {
     DESC;
+#ifdef AB_ONE_WIDTH /* kernels from before the block width was a template parameter */
     ampc::attn_mma<T, D, D, false, MVEC, IMPLIED>(q, k, v, IMPLIED ? nullptr : m, y, a);
+#else
+    ampc::attn_mma<T, D, D, false, MVEC, IMPLIED, W>(q, k, v, IMPLIED ? nullptr : m, y, a);
+#endif
 }
 
 __global__ void __launch_bounds__(128) k_split(const T *q, const T *k, const T *v, const T *m, T *y) {
@@ -118,27 +124,23 @@ static T *upload(const std::vector<T> &x) {
     return d;
 }
 
-int main() {
-    const size_t nq = (size_t)B * H * SQ * D, nk = (size_t)B * HKV * SK * D;
-    size_t nm;
-    T *q = upload(random_half(nq, 1)), *k = upload(random_half(nk, 2)), *v = upload(random_half(nk, 3));
-    T *m = MASK ? upload(make_mask(&nm)) : (T *)0;
-    T *y, *yref;
-    CHECK(cudaMalloc(&y, nq * sizeof(T)));
-    CHECK(cudaMalloc(&yref, nq * sizeof(T)));
-    const bool split = (long long)B * H * ((SQ + 63) / 64) < 128;
-    const int rows = split ? 16 : 64;
-    const dim3 grid((SQ + rows - 1) / rows, H, B), block(128);
-    const int keys = split ? 128 : 64, mrows = split ? 16 : 64;
+typedef void (*kernel_fn)(const T *, const T *, const T *, const T *, T *);
+
+/* Runs kern (blocks of `rows` query rows, `threads` threads; key tiles of `keys`, mask tiles of
+ * `mrows` rows) against the reference output hr, then times it; prints one line; 1 on a
+ * mismatch. */
+static int run(kernel_fn kern, int rows, int keys, int mrows, const char *label, const T *q,
+               const T *k, const T *v, const T *m, T *y, const std::vector<T> &hr) {
+    const int threads = rows == 16 ? 128 : rows * 2;
+    const size_t nq = hr.size();
+    const dim3 grid((SQ + rows - 1) / rows, H, B), block(threads);
     const size_t smem = 2 * ((size_t)keys * (D + 8) * 2 + (MASK && !IMPLIED ? mrows * keys : 0)) * sizeof(T);
-    void (*kern)(const T *, const T *, const T *, const T *, T *) = split ? k_split : k_mma;
     CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    k_rows<<<(unsigned)std::min<long long>(((long long)B * H * SQ + 3) / 4, 65535), 128>>>(q, k, v, m, yref);
+    CHECK(cudaMemset(y, 0, nq * sizeof(T)));
     kern<<<grid, block, smem>>>(q, k, v, m, y);
     CHECK(cudaDeviceSynchronize());
-    std::vector<T> hy(nq), hr(nq);
+    std::vector<T> hy(nq);
     CHECK(cudaMemcpy(hy.data(), y, nq * sizeof(T), cudaMemcpyDeviceToHost));
-    CHECK(cudaMemcpy(hr.data(), yref, nq * sizeof(T), cudaMemcpyDeviceToHost));
     double err = 0, mag = 0;
     for (size_t i = 0; i < nq; i++) {
         const double a = __half2float(hy[i]), r = __half2float(hr[i]);
@@ -161,9 +163,32 @@ int main() {
     }
     std::sort(us.begin(), us.end());
     const double flop = 4.0 * B * H * SQ * SK * D * (MASK == 1 || IMPLIED ? 0.5 : 1.0);
-    printf("B=%d H=%d Hkv=%d Sq=%d Sk=%d D=%d mask=%s  %-14s %8.2f us %7.1f TFLOP/s  max err %.3g of %.3g\n",
+    printf("B=%d H=%d Hkv=%d Sq=%d Sk=%d D=%d mask=%s  %-16s %8.2f us %7.1f TFLOP/s  max err %.3g of %.3g\n",
            B, H, HKV, SQ, SK, D,
            MASK == 1 ? "causal" : MASK == 2 ? "padding" : MASK == 3 ? "bias" : IMPLIED ? "implied" : "none",
-           split ? "attn_mma_split" : "attn_mma", us[2], flop / (us[2] * 1e-6) / 1e12, err, mag);
+           label, us[2], flop / (us[2] * 1e-6) / 1e12, err, mag);
     return err <= 0.02 * mag + 1e-3 ? 0 : 1;
+}
+
+int main() {
+    const size_t nq = (size_t)B * H * SQ * D, nk = (size_t)B * HKV * SK * D;
+    size_t nm;
+    T *q = upload(random_half(nq, 1)), *k = upload(random_half(nk, 2)), *v = upload(random_half(nk, 3));
+    T *m = MASK ? upload(make_mask(&nm)) : (T *)0;
+    T *y, *yref;
+    CHECK(cudaMalloc(&y, nq * sizeof(T)));
+    CHECK(cudaMalloc(&yref, nq * sizeof(T)));
+    k_rows<<<(unsigned)std::min<long long>(((long long)B * H * SQ + 3) / 4, 65535), 128>>>(q, k, v, m, yref);
+    CHECK(cudaDeviceSynchronize());
+    std::vector<T> hr(nq);
+    CHECK(cudaMemcpy(hr.data(), yref, nq * sizeof(T), cudaMemcpyDeviceToHost));
+    /* the lowering's choice first (attn_mma_split below 128 blocks of 64 rows), then the others */
+    const bool split = (long long)B * H * ((SQ + 63) / 64) < 128;
+    int bad = 0;
+    if (split) bad |= run(k_split, 16, 128, 16, "attn_mma_split", q, k, v, m, y, hr);
+    bad |= run(k_mma<4>, 64, 64, 64, split ? "(attn_mma)" : "attn_mma", q, k, v, m, y, hr);
+#ifndef AB_ONE_WIDTH
+    bad |= run(k_mma<8>, 128, 64, 128, "attn_mma 8 warps", q, k, v, m, y, hr);
+#endif
+    return bad;
 }

@@ -4,9 +4,10 @@
  * ir/ref/attention.c), so the tensor-core kernel's indexing, tails, online softmax and masking
  * can be validated on a machine without a GPU. Run with bench/kernels/attention-emu.sh.
  *
- * A block is 128 POSIX threads, one per CUDA thread (bench/kernels/emu.h: __syncthreads, the
- * warp shuffles, ldmatrix and mma.sync are block-wide barriers, so every warp of a block must
- * run its warp operations as often: the generic kernel's cases fill their last block). emu.h's
+ * A block is 128 POSIX threads (attn_mma's of 8 warps: 256), one per CUDA thread
+ * (bench/kernels/emu.h: __syncthreads is a block-wide barrier, the warp shuffles, ldmatrix and
+ * mma.sync barriers of the warp's threads, so every lane of a warp must run its warp operations
+ * as often: the generic kernel's cases fill their last warp). emu.h's
  * mma.sync and ldmatrix follow the PTX ISA's fragment layouts; that layout is this emulator's
  * assumption: it validates everything around the instructions, the GPU tests
  * (tests/passes/test_fuse_attention.c, fuse_attention_gpu) validate the instructions themselves.
@@ -21,19 +22,17 @@
 #include "emu.h" /* the CUDA execution model; defines AMPC_EMULATE_MMA */
 #include "ampc/attention.cuh"
 
-enum { THREADS = 128 };
-
 /* ---- a case: inputs, launch, reference --------------------------------------------------- */
 
 
-/* Runs the kernel over every block of the grid, THREADS threads a block. split: attn_mma_split,
- * else mma: attn_mma, else attn_rows. */
-template <class T, int D, bool SAFE, bool MVEC, bool CAUSAL>
+/* Runs the kernel over every block of the grid, 128 threads a block (attn_mma: 32 W). split:
+ * attn_mma_split, else mma: attn_mma of W warps, else attn_rows. */
+template <class T, int D, bool SAFE, bool MVEC, bool CAUSAL, int W>
 static void run_grid(emu_dim3 grid, const T *q, const T *k, const T *v, const T *m, T *y,
                      const ampc::attn_desc &a, bool mma, bool split) {
-    emu_launch(grid, THREADS, [&] {
+    emu_launch(grid, mma && !split ? 32 * W : 128, [&] {
         if (split) ampc::attn_mma_split<T, D, D, SAFE, MVEC, CAUSAL>(q, k, v, m, y, a);
-        else if (mma) ampc::attn_mma<T, D, D, SAFE, MVEC, CAUSAL>(q, k, v, m, y, a);
+        else if (mma) ampc::attn_mma<T, D, D, SAFE, MVEC, CAUSAL, W>(q, k, v, m, y, a);
         else ampc::attn_rows<T, D, D, SAFE, CAUSAL>(q, k, v, m, y, a);
     });
 }
@@ -45,8 +44,9 @@ static void run_grid(emu_dim3 grid, const T *q, const T *k, const T *v, const T 
  * head h / g; with period P, the mask has P batch entries, batch b reading entry b % P. causal 2
  * puts an infinity in K and a NaN in V at keys most rows mask, 3 an infinity in one row of Q.
  * CAUSAL: the kernels' implied mask, -inf past key i + coff (no mask tensor). Returns the number
- * of elements outside 1e-2 absolute + 1e-2 relative of the reference (NaN must match NaN). */
-template <class T, int D, bool SAFE, bool MVEC = false, bool CAUSAL = false>
+ * of elements outside 1e-2 absolute + 1e-2 relative of the reference (NaN must match NaN). W:
+ * attn_mma's warps a block. */
+template <class T, int D, bool SAFE, bool MVEC = false, bool CAUSAL = false, int W = 4>
 static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool per_row = false,
                  bool split = false, int group = 1, int period = 0, int causal = 0, int coff = 0) {
     const int mrows = per_row ? Sq : 1, P = period ? period : B;
@@ -84,9 +84,9 @@ static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool pe
     const ampc::attn_desc a = {B,     H,   Sq, Sk, group, P, {sq, D, E, 1}, {sk, D, Ekv, 1},
                                {sk, D, Ekv, 1}, {mb, 0, mi, 1}, {sq, D, E, 1}, 0.125f, coff};
     const emu_dim3 grid = split ? emu_dim3{(unsigned)((Sq + 15) / 16), (unsigned)H, (unsigned)B}
-                          : mma ? emu_dim3{(unsigned)((Sq + 63) / 64), (unsigned)H, (unsigned)B}
+                          : mma ? emu_dim3{(unsigned)((Sq + 16 * W - 1) / (16 * W)), (unsigned)H, (unsigned)B}
                                 : emu_dim3{(unsigned)((B * H * Sq + 3) / 4), 1, 1};
-    run_grid<T, D, SAFE, MVEC, CAUSAL>(grid, q.data(), k.data(), v.data(), with_mask ? m.data() : nullptr,
+    run_grid<T, D, SAFE, MVEC, CAUSAL, W>(grid, q.data(), k.data(), v.data(), with_mask ? m.data() : nullptr,
                                y.data(), a, mma, split);
 
     int bad = 0;
@@ -131,7 +131,7 @@ static int check(int B, int H, int Sq, int Sk, bool with_mask, bool mma, bool pe
             }
     printf("%-9s %-4s D=%-3d %s B=%d H=%d Sq=%-3d Sk=%-3d mask=%d%s%s%s%s: worst |error| %.3g, %d "
            "bad\n",
-           split ? "split" : mma ? "attn_mma" : "attn_rows", std::is_same<T, __half>::value ? "f16" : "bf16", D,
+           split ? "split" : !mma ? "attn_rows" : W == 8 ? "attn_mma8" : "attn_mma", std::is_same<T, __half>::value ? "f16" : "bf16", D,
            SAFE ? "safe  " : "unsafe", B, H, Sq, Sk, with_mask,
            per_row ? MVEC ? " (per row, 16-byte loads)" : " (per row)" : "",
            group > 1 ? " (grouped K/V)" : "", period ? " (mask period)" : "",
@@ -183,14 +183,24 @@ int main() {
     bad += check<__half, 64, false, false, true>(2, 1, 100, 100, false, true, false, false, 1, 0, 0, -20);
     bad += check<__half, 64, true, false, true>(2, 2, 40, 264, false, true, false, true, 1, 0, 0, 224);
     bad += check<__nv_bfloat16, 128, false, false, true>(4, 1, 33, 150, false, true, false, true, 1, 0, 2, 117);
-    /* (the generic kernel computes every key, so nothing is skipped; no infinity here: a row that
-     * ends early would leave its warp's shuffles, block-wide barriers in emu.h, unmatched) */
+    /* (the generic kernel computes every key, so nothing is skipped) */
     bad += check<__half, 32, false, false, true>(4, 2, 9, 33, false, false, false, false, 1, 0, 0, 24);
     /* split blocks whose rows see no key (end 0: the first tile's copies waited for before the
      * warps' states reuse its stage), and split blocks that skip tiles holding an infinity in K
      * and a NaN in V */
     bad += check<__half, 64, true, false, true>(1, 1, 64, 32, false, true, false, true, 1, 0, 0, -32);
     bad += check<__half, 64, false, false, true>(4, 1, 48, 300, false, true, false, true, 1, 0, 2, 0);
+    /* attn_mma of 8 warps (128 query rows a block): tails, masks per row in chunks, and the
+     * implied causal mask with the warps of a block skipping the tiles past their own rows
+     * (and not where K, V or Q hold an infinity or a NaN there), offsets either way */
+    bad += check<__half, 64, false, false, false, 8>(4, 2, 77, 77, true, true);
+    bad += check<__half, 64, true, true, false, 8>(2, 2, 200, 136, true, true, true);
+    bad += check<__half, 64, false, true, false, 8>(2, 1, 256, 256, true, true, true, false, 1, 0, 1);
+    bad += check<__half, 64, true, false, true, 8>(2, 2, 256, 256, false, true);
+    bad += check<__half, 64, false, false, true, 8>(2, 1, 200, 200, false, true, false, false, 1, 0, 2);
+    bad += check<__half, 64, false, false, true, 8>(2, 1, 200, 200, false, true, false, false, 1, 0, 3);
+    bad += check<__half, 64, true, false, true, 8>(2, 4, 150, 230, false, true, false, false, 2, 0, 0, 80);
+    bad += check<__nv_bfloat16, 64, false, false, true, 8>(2, 1, 140, 140, false, true, false, false, 1, 0, 0, -20);
     printf(bad ? "attention_emu: FAILED\n" : "attention_emu: all cases match\n");
     return bad != 0;
 }

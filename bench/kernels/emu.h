@@ -12,9 +12,9 @@
  * cp.async and ldmatrix.x4 (plain and transposed). __shared__ becomes static: with one block
  * at a time a function's statics are its block's shared memory.
  *
- * The warp operations (shuffles, ldmatrix, mma.sync) are block-wide barriers here: every thread
- * of the block must reach them in the same order, and every warp as often (a kernel whose warps
- * diverge around them deadlocks). mma.sync is computed from the fragments of the warp's 32
+ * The warp operations (shuffles, ldmatrix, mma.sync) are barriers of the warp's threads here:
+ * the 32 threads of a warp must reach them in the same order and as often (a warp whose lanes
+ * diverge around them deadlocks), while different warps may take different branches. mma.sync is computed from the fragments of the warp's 32
  * threads as the PTX ISA lays them out (see mma.cuh), ldmatrix from the row addresses of the
  * warp's lanes, cp.async as an immediate copy (so its commit and wait do nothing). That layout is
  * the emulators' assumption: they validate everything around the instructions, the GPU tests
@@ -41,6 +41,7 @@ inline emu_dim3 blockIdx, blockDim, gridDim;
 
 enum { EMU_MAX_THREADS = 256 }; /* the largest block emu_launch runs */
 inline pthread_barrier_t emu_block_barrier; /* all the threads of the running block */
+inline pthread_barrier_t emu_warp_barrier[EMU_MAX_THREADS / 32]; /* each warp's threads */
 
 inline void __syncthreads() { pthread_barrier_wait(&emu_block_barrier); }
 
@@ -48,13 +49,14 @@ inline void __syncthreads() { pthread_barrier_wait(&emu_block_barrier); }
 
 inline double emu_shfl_slot[EMU_MAX_THREADS];
 
-/* The value thread `src` (a lane) of the caller's warp passed in. */
+/* The value thread `src` (a lane) of the caller's warp passed in: a barrier of the warp's
+ * threads only, so that warps may take different branches around their shuffles. */
 template <class T> T emu_shfl_from(T v, int src) {
     const int me = (int)threadIdx.x;
     emu_shfl_slot[me] = (double)v;
-    pthread_barrier_wait(&emu_block_barrier);
+    pthread_barrier_wait(&emu_warp_barrier[me >> 5]);
     const T r = (T)emu_shfl_slot[(me & ~31) | src];
-    pthread_barrier_wait(&emu_block_barrier);
+    pthread_barrier_wait(&emu_warp_barrier[me >> 5]);
     return r;
 }
 template <class T> T __shfl_xor_sync(unsigned, T v, int m) {
@@ -78,6 +80,11 @@ inline int __syncthreads_and(int p) {
     return all;
 }
 inline float __int_as_float(int i) {
+    float f;
+    memcpy(&f, &i, sizeof f);
+    return f;
+}
+inline float __uint_as_float(unsigned i) {
     float f;
     memcpy(&f, &i, sizeof f);
     return f;
@@ -117,7 +124,7 @@ template <class T> void emu_mma(float c[4], const unsigned a[4], unsigned b0, un
     const int me = (int)threadIdx.x, warp = me & ~31;
     memcpy(emu_frag_a[me], a, sizeof emu_frag_a[me]);
     emu_frag_b[me][0] = b0, emu_frag_b[me][1] = b1;
-    pthread_barrier_wait(&emu_block_barrier);
+    pthread_barrier_wait(&emu_warp_barrier[me >> 5]);
     float A[16][16], B[16][8];
     for (int lane = 0; lane < 32; lane++) {
         const int g = lane >> 2, t = lane & 3;
@@ -131,7 +138,7 @@ template <class T> void emu_mma(float c[4], const unsigned a[4], unsigned b0, un
             B[2 * t + 8 + h][g] = half_of<T>(rb[1], h);
         }
     }
-    pthread_barrier_wait(&emu_block_barrier);
+    pthread_barrier_wait(&emu_warp_barrier[me >> 5]);
     const int g = (me & 31) >> 2, t = me & 3;
     for (int e = 0; e < 4; e++) {
         const int row = g + (e >= 2 ? 8 : 0), col = 2 * t + (e & 1);
@@ -155,7 +162,7 @@ inline const void *emu_ldsm_row[EMU_MAX_THREADS];
 inline void emu_ldsm_x4(unsigned r[4], const void *p, bool trans) {
     const int me = (int)threadIdx.x, warp = me & ~31, g = (me & 31) >> 2, t = me & 3;
     emu_ldsm_row[me] = p;
-    pthread_barrier_wait(&emu_block_barrier);
+    pthread_barrier_wait(&emu_warp_barrier[me >> 5]);
     for (int i = 0; i < 4; i++) {
         const unsigned short *row = (const unsigned short *)emu_ldsm_row[warp + 8 * i + g];
         const unsigned short *lo = (const unsigned short *)emu_ldsm_row[warp + 8 * i + 2 * t];
@@ -163,7 +170,7 @@ inline void emu_ldsm_x4(unsigned r[4], const void *p, bool trans) {
         r[i] = trans ? (unsigned)lo[g] | (unsigned)hi[g] << 16
                      : (unsigned)row[2 * t] | (unsigned)row[2 * t + 1] << 16;
     }
-    pthread_barrier_wait(&emu_block_barrier);
+    pthread_barrier_wait(&emu_warp_barrier[me >> 5]);
 }
 
 #define AMPC_EMULATE_MMA 1
@@ -192,6 +199,9 @@ template <class F> void emu_launch(emu_dim3 grid, unsigned threads, const F &bod
     };
     gridDim = grid, blockDim = {threads, 1, 1};
     pthread_barrier_init(&emu_block_barrier, nullptr, threads);
+    const unsigned warps = (threads + 31) / 32;
+    for (unsigned w = 0; w < warps; w++)
+        pthread_barrier_init(&emu_warp_barrier[w], nullptr, w + 1 < warps ? 32 : threads - 32 * w);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 1 << 20);
@@ -212,6 +222,7 @@ template <class F> void emu_launch(emu_dim3 grid, unsigned threads, const F &bod
             }
     pthread_attr_destroy(&attr);
     pthread_barrier_destroy(&emu_block_barrier);
+    for (unsigned w = 0; w < warps; w++) pthread_barrier_destroy(&emu_warp_barrier[w]);
 }
 
 /* f16 / bf16 <-> float on the host, for the emulators' inputs and references. */

@@ -6,11 +6,11 @@
  * with bench/kernels/gemm-emu.sh.
  *
  * A block is WM * WN * 32 POSIX threads, one per CUDA thread (bench/kernels/emu.h: ldmatrix and
- * mma.sync are block-wide barriers, cp.async an immediate copy; their fragment layouts are the
- * emulator's assumption, the GPU tests validate the instructions themselves). The padding of
- * every pitch of x, W and c holds NaN, so a read past K shows in y; the padding of y holds a
- * sentinel that must survive. Not seen here: a missing __syncthreads or a wrong cp_wait count
- * (the copies land at once, and the emulated warp operations already keep the block in step).
+ * mma.sync are barriers of the warp's threads, cp.async an immediate copy; their fragment
+ * layouts are the emulator's assumption, the GPU tests validate the instructions themselves).
+ * The padding of every pitch of x, W and c holds NaN, so a read past K shows in y; the padding
+ * of y holds a sentinel that must survive. Not seen here: a wrong cp_wait count (the copies land
+ * at once), and a missing __syncthreads only where the threads' scheduling happens to expose it.
  */
 #include <cmath>
 #include <cstdint>

@@ -8,15 +8,16 @@
  * Two kernels:
  *   attn_mma  — f16/bf16, head sizes multiples of 16 up to 128, contiguous head dims: flash
  *               attention on the tensor cores (mma.sync m16n8k16, f32 accumulation). A block of
- *               4 warps takes 64 query rows of one (batch, head); each warp keeps its 16 rows of
- *               Q as A fragments in registers; K, V (and a per-row mask) stream through two
- *               stages of shared memory 64 keys at a time, copied with cp.async one tile ahead
- *               of the tensor cores; K's fragments load as 32-bit pairs, V's by
- *               ldmatrix.trans; the scores stay in registers, the softmax is online (running
- *               max and sum in f32) and the probabilities, rounded to T, feed the second
- *               product straight from the score fragments. A tile that changes nothing (its
- *               mask tile all -inf, its K and V and the block's Q finite: attn_tile_hidden, a
- *               causal mask's tiles above the diagonal) is skipped.
+ *               W warps (4 or 8: the lowering's choice) takes 16 W query rows of one (batch,
+ *               head); each warp keeps its 16 rows of Q as A fragments in registers; K, V (and a
+ *               per-row mask) stream through two stages of shared memory 64 keys at a time,
+ *               copied with cp.async one tile ahead of the tensor cores, each tile serving every
+ *               warp; K's fragments load by ldmatrix, V's by ldmatrix.trans; the scores stay in
+ *               registers, the softmax is online (running max and sum in f32, 2^x by the special
+ *               function unit) and the probabilities, rounded to T, feed the second product
+ *               straight from the score fragments. A tile that changes nothing (its mask tile
+ *               all -inf, its K and V and the block's Q finite: attn_tile_hidden; a causal
+ *               mask's tiles past a block's or a warp's rows) is skipped.
  *   attn_rows — any float type and shape: one warp per query row, three passes over the keys
  *               (max, sum, weighted sum of V), arithmetic in acc_t<T>.
  */
@@ -134,7 +135,8 @@ template <typename T> __device__ __forceinline__ unsigned attn_pair(const T *p, 
     return ok ? *reinterpret_cast<const unsigned *>(p) : 0u;
 }
 
-enum { ATTN_BM = 64, ATTN_BN = 64, ATTN_PAD = 8 };
+/* attn_mma: 16 query rows a warp, 64-key tiles (a block of W warps takes 16 W rows). */
+enum { ATTN_WARP_ROWS = 16, ATTN_BN = 64, ATTN_PAD = 8 };
 /* attn_mma_split: 16 query rows a block, super-tiles of 4 x 32 keys, one 32-key part a warp. */
 enum { ATTN_SPLIT_BM = 16, ATTN_SPLIT_BN = 128, ATTN_SPLIT_WARP_KEYS = 32 };
 
@@ -259,45 +261,81 @@ __device__ __forceinline__ void attn_load_q(const T *qb, i64 r0, i64 r1, const a
     }
 }
 
+/* 2^x by the special function unit (ex2.approx.ftz: relative error about 2^-22, results below
+ * 2^-126 flushed to 0; -inf gives 0, NaN NaN): the probabilities, rounded to T before they
+ * multiply V, lose nothing to it. */
+__device__ __forceinline__ float attn_exp2(float x) {
+#ifdef AMPC_EMULATE_MMA
+    return exp2f(x);
+#else
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+#endif
+}
+
 /* One warp's 16 query rows against NK keys in shared memory (NK a multiple of 16), the first at
- * sequence index jn: scores from K (kw: element pairs, rows of (D + PAD) / 2 words), scale, mask
- * (mk: the mask tile at the first key, or null; mo0 and mo1: this thread's two rows in it, in
- * elements; with `hide`, -inf added past key lim0 for the first row and lim1 for the second: the
- * implied causal mask), rounding to T (keys past Sk -inf unless `full`), the online softmax
- * update of the running max m, sum l and output o, and P (rounded to T) times V from vs (rows of
- * DV + PAD). */
-template <typename T, int D, int DV, int NK>
-__device__ __forceinline__ void attn_tile(const unsigned (&qa)[D / 16][4], const unsigned *kw,
+ * sequence index jn: scores from K (ks: rows of D + PAD), scale, mask (MASK: mk, the mask tile at
+ * the first key; mo0 and mo1: this thread's two rows in it, in elements; with `hide`, -inf added
+ * past key lim0 for the first row and lim1 for the second: the implied causal mask), rounding to
+ * T (keys past Sk -inf unless `full`), the online softmax update of the running max m, sum l and
+ * output o, and P (rounded to T) times V from vs (rows of DV + PAD). */
+template <typename T, int D, int DV, int NK, bool MASK>
+__device__ __forceinline__ void attn_tile(const unsigned (&qa)[D / 16][4], const T *ks,
                                           const T *vs, const T *mk, int mo0, int mo1, i64 jn,
                                           bool full, bool hide, i64 lim0, i64 lim1,
                                           const attn_desc &a, float (&m)[2], float (&l)[2],
                                           float (&o)[DV / 8][4]) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int lane = threadIdx.x & 31, t = lane & 3;
     const float log2e = 1.4426950408889634f;
     float s[NK / 8][4];
     #pragma unroll
-    for (int n = 0; n < NK / 8; n++) {
-        s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-        const unsigned *kr = kw + (n * 8 + g) * ((D + ATTN_PAD) / 2);
+    for (int n = 0; n < NK / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+    /* K's B fragments for two 8-key tiles at once: one ldmatrix.x4 (lanes 8i..8i+7 address the
+     * rows of its matrix i: keys +8 for i >= 2, columns +8 for odd i) */
+    const T *kl = ks + ((lane >> 4) * 8 + (lane & 7)) * (D + ATTN_PAD) + (lane >> 3 & 1) * 8;
+    #pragma unroll
+    for (int n = 0; n < NK / 8; n += 2)
         #pragma unroll
-        for (int kk = 0; kk < D / 16; kk++)
-            mma_op<T>::run(s[n], qa[kk], kr[kk * 8 + t], kr[kk * 8 + t + 4]);
+        for (int kk = 0; kk < D / 16; kk++) {
+            unsigned kb4[4];
+            ldsm_x4(kb4, kl + n * 8 * (D + ATTN_PAD) + kk * 16);
+            mma_op<T>::run(s[n], qa[kk], kb4[0], kb4[1]);
+            mma_op<T>::run(s[n + 1], qa[kk], kb4[2], kb4[3]);
+        }
+    /* scale, mask, round to T (a row's pair of keys at once); keys past Sk count as -inf; the
+     * tile's row maxima. Limits relative to this thread's first key of the tile (2t), clamped
+     * into [-1, NK]: keys from `kend` on are past Sk, past hl[w] hidden from row w. */
+    const int kend = full ? NK : (int)(a.Sk - jn < NK ? a.Sk - jn : NK) - 2 * t;
+    int hl[2] = {NK, NK};
+    #pragma unroll
+    for (int w = 0; w < 2; w++) {
+        const i64 r = (w ? lim1 : lim0) - jn - 2 * t;
+        if (hide) hl[w] = (int)(r < -1 ? -1 : r > NK ? NK : r);
     }
-    /* scale, mask, round to T; keys past Sk count as -inf; the tile's row maxima */
     float mt[2] = {-INFINITY, -INFINITY};
     #pragma unroll
     for (int n = 0; n < NK / 8; n++)
-        for (int e = 0; e < 4; e++) {
-            const int jj = n * 8 + 2 * t + (e & 1);
-            float x = -INFINITY;
-            if (full || jn + jj < a.Sk) {
-                x = s[n][e] * a.scale;
-                if (mk) x += to_f32(mk[(e < 2 ? mo0 : mo1) + jj]);
-                if (hide && jn + jj > (e < 2 ? lim0 : lim1)) x += -INFINITY;
-                x = attn_round<T>(x);
+        #pragma unroll
+        for (int w = 0; w < 2; w++) {
+            float x[2], b[2];
+            if (MASK) {
+                const T *mp = mk + (w ? mo1 : mo0) + n * 8 + 2 * t;
+                mma_op<T>::unpack(*reinterpret_cast<const unsigned *>(mp), b[0], b[1]);
             }
-            s[n][e] = x;
-            mt[e >> 1] = fmaxf(mt[e >> 1], x);
+            #pragma unroll
+            for (int e = 0; e < 2; e++) {
+                x[e] = s[n][2 * w + e] * a.scale;
+                if (MASK) x[e] += b[e];
+                if (hide && n * 8 + e > hl[w]) x[e] += -INFINITY;
+            }
+            mma_op<T>::unpack(mma_op<T>::pack(x[0], x[1]), x[0], x[1]);
+            #pragma unroll
+            for (int e = 0; e < 2; e++) {
+                if (n * 8 + e >= kend) x[e] = -INFINITY;
+                s[n][2 * w + e] = x[e];
+                mt[w] = fmaxf(mt[w], x[e]);
+            }
         }
     #pragma unroll
     for (int w = 0; w < 2; w++) {
@@ -305,22 +343,24 @@ __device__ __forceinline__ void attn_tile(const unsigned (&qa)[D / 16][4], const
         mt[w] = fmaxf(mt[w], __shfl_xor_sync(0xffffffffu, mt[w], 2));
     }
     /* online softmax: what is accumulated is rescaled to the new maximum; until a finite score
-     * shows up the base is 0, so every p and every correction is exp(-inf) = 0 */
+     * shows up the base is 0, so every p and every correction is exp(-inf) = 0. p = 2^(s log2e -
+     * base log2e), one fused multiply-add a score. */
     float base[2];
     #pragma unroll
     for (int w = 0; w < 2; w++) {
         const float mn = fmaxf(m[w], mt[w]);
         base[w] = mn == -INFINITY ? 0.0f : mn;
-        const float corr = exp2f((m[w] - base[w]) * log2e);
+        const float corr = attn_exp2((m[w] - base[w]) * log2e);
         l[w] *= corr;
         #pragma unroll
         for (int n = 0; n < DV / 8; n++) o[n][2 * w] *= corr, o[n][2 * w + 1] *= corr;
         m[w] = mn;
+        base[w] *= log2e;
     }
     #pragma unroll
     for (int n = 0; n < NK / 8; n++)
         for (int e = 0; e < 4; e++) {
-            const float p = exp2f((s[n][e] - base[e >> 1]) * log2e);
+            const float p = attn_exp2(fmaf(s[n][e], log2e, -base[e >> 1]));
             s[n][e] = p;
             l[e >> 1] += p;
         }
@@ -427,21 +467,23 @@ __device__ __forceinline__ bool attn_combine(unsigned char *smem, float (&m)[2],
     return true;
 }
 
-/* attn_mma (SPLIT false) and attn_mma_split (SPLIT true), 128 threads, two stages of
- * attn_stage<D, DV, BN, BM> elements of dynamic shared memory; per thread rows g and g + 8 of its
- * warp's 16 (g = lane / 4) and, in each 8-column tile, columns 2 * (lane % 4) and the next. Key
- * tiles of BN are double-buffered: the copies of tile j + 1 run while tile j is computed.
- *   SPLIT false: grid (ceil(Sq / 64), H, B); BM = 64 query rows a block, 16 a warp; BN = 64 keys,
- *                all of them for every warp.
+/* attn_mma (SPLIT false) and attn_mma_split (SPLIT true), 32 WARPS threads (split: 128), two
+ * stages of attn_stage<D, DV, BN, BM> elements of dynamic shared memory; per thread rows g and
+ * g + 8 of its warp's 16 (g = lane / 4) and, in each 8-column tile, columns 2 * (lane % 4) and
+ * the next. Key tiles of BN are double-buffered: the copies of tile j + 1 run while tile j is
+ * computed.
+ *   SPLIT false: grid (ceil(Sq / BM), H, B); BM = 16 WARPS query rows a block, 16 a warp; BN =
+ *                64 keys, all of them for every warp.
  *   SPLIT true:  grid (ceil(Sq / 16), H, B), for grids too small to fill the GPU (batch 1: B * H *
  *                ceil(Sq / 64) blocks of 64 rows leave most SMs idle, and each warp walks every
  *                key); BM = 16 query rows a block, the same for the four warps; BN = 128 keys, a
  *                32-key part for each warp, with a softmax state of its own; at the end the four
  *                states meet (attn_combine). Four times the blocks, a quarter of the keys a warp. */
-template <typename T, int D, int DV, bool SAFE, bool MVEC, bool SPLIT, bool CAUSAL>
+template <typename T, int D, int DV, bool SAFE, bool MVEC, bool SPLIT, bool CAUSAL, int WARPS>
 __device__ __forceinline__ void attn_mma_run(const T *q, const T *k, const T *v, const T *mask,
                                              T *y, const attn_desc &a) {
-    enum { BN = SPLIT ? ATTN_SPLIT_BN : ATTN_BN, BM = SPLIT ? ATTN_SPLIT_BM : ATTN_BM };
+    enum { BN = SPLIT ? (int)ATTN_SPLIT_BN : (int)ATTN_BN };
+    enum { BM = SPLIT ? (int)ATTN_SPLIT_BM : (int)ATTN_WARP_ROWS * WARPS };
     enum { NK = SPLIT ? ATTN_SPLIT_WARP_KEYS : ATTN_BN }; /* a warp's keys of a tile */
     AMPC_ATTN_SMEM(2 * (BN * (D + ATTN_PAD) + BN * (DV + ATTN_PAD) + BM * BN) * sizeof(T));
     T *const smem = reinterpret_cast<T *>(smem_raw);
@@ -474,12 +516,20 @@ __device__ __forceinline__ void attn_mma_run(const T *q, const T *k, const T *v,
     for (int kk = 0; kk < D / 16; kk++)
         for (int e = 0; e < 4; e++) finite_q &= attn_finite2<T>(qa[kk][e]);
     /* causal: the keys past `end` change nothing when they, their values and the block's Q are
-     * finite (each biased score -inf, each p exactly 0); else they are computed, as the reference
-     * does, to carry the NaN they make. One vote, before the first tile. */
-    if (CAUSAL && end < tiles &&
-        !__syncthreads_and(finite_q && attn_rows_finite<T, D>(kb, a.ks[2], (i64)end * BN, a.Sk) &&
-                           attn_rows_finite<T, DV>(vb, a.vs[2], (i64)end * BN, a.Sk)))
-        end = tiles;
+     * finite (each biased score -inf, each p exactly 0), nor those past a warp's last row for
+     * that warp (attn_mma: from tile `skip` on, the first past warp 0's rows); else they are
+     * computed, as the reference does, to carry the NaN they make. One vote, before the first
+     * tile. */
+    int skip = end;
+    if (CAUSAL && !SPLIT) {
+        const i64 w0 = i0 + ATTN_WARP_ROWS - 1 + a.causal;
+        const int t0 = w0 < 0 ? 0 : w0 / BN + 1 < tiles ? (int)(w0 / BN + 1) : tiles;
+        skip = t0 < end ? t0 : end;
+    }
+    if (CAUSAL && skip < tiles &&
+        !__syncthreads_and(finite_q && attn_rows_finite<T, D>(kb, a.ks[2], (i64)skip * BN, a.Sk) &&
+                           attn_rows_finite<T, DV>(vb, a.vs[2], (i64)skip * BN, a.Sk)))
+        end = skip = tiles;
     finite_q = mb && __syncthreads_and(finite_q);
     float o[DV / 8][4];
     #pragma unroll
@@ -502,11 +552,16 @@ __device__ __forceinline__ void attn_mma_run(const T *q, const T *k, const T *v,
         /* (a split warp's part past Sk: all -inf, zero values, no change) */
         /* causal: the tiles the diagonal crosses hide keys past it */
         const bool hide = CAUSAL && j0 + BN - 1 > i0 + a.causal;
-        if (!finite_q || !attn_tile_hidden<T, D, DV, BN, BM>(cur, cur + kv, cur + mo, a))
-            attn_tile<T, D, DV, NK>(qa, reinterpret_cast<const unsigned *>(cur) + part * ((D + ATTN_PAD) / 2),
-                                    cur + kv + part * (DV + ATTN_PAD), mb ? cur + mo + part : (const T *)0,
-                                    m0 * BN, m1 * BN, j0 + part, full, hide, r0 + a.causal,
-                                    r1 + a.causal, a, m, l, o);
+        const T *const kt = cur + part * (D + ATTN_PAD);
+        const T *const vt = cur + kv + part * (DV + ATTN_PAD);
+        if (CAUSAL && !SPLIT && jt >= skip && j0 > i0 + (warp + 1) * ATTN_WARP_ROWS - 1 + a.causal)
+            ; /* every key of the tile past this warp's rows */
+        else if (!mb)
+            attn_tile<T, D, DV, NK, false>(qa, kt, vt, (const T *)0, 0, 0, j0 + part, full, hide,
+                                           r0 + a.causal, r1 + a.causal, a, m, l, o);
+        else if (!finite_q || !attn_tile_hidden<T, D, DV, BN, BM>(cur, cur + kv, cur + mo, a))
+            attn_tile<T, D, DV, NK, true>(qa, kt, vt, cur + mo + part, m0 * BN, m1 * BN, j0 + part,
+                                          full, hide, r0 + a.causal, r1 + a.causal, a, m, l, o);
         __syncthreads(); /* every thread is done with this stage before it is refilled */
     }
     if (end == 0) { /* the first tile's copies, not needed, landed before attn_combine reuses
@@ -519,16 +574,17 @@ __device__ __forceinline__ void attn_mma_run(const T *q, const T *k, const T *v,
     attn_store<T, DV, SAFE>(y + b * a.ys[0] + h * a.ys[1], r0, r1, a, m, l, o);
 }
 
-template <typename T, int D, int DV, bool SAFE, bool MVEC = false, bool CAUSAL = false>
+template <typename T, int D, int DV, bool SAFE, bool MVEC = false, bool CAUSAL = false,
+          int WARPS = 4>
 __device__ __forceinline__ void attn_mma(const T *q, const T *k, const T *v, const T *mask, T *y,
                                          const attn_desc &a) {
-    attn_mma_run<T, D, DV, SAFE, MVEC, false, CAUSAL>(q, k, v, mask, y, a);
+    attn_mma_run<T, D, DV, SAFE, MVEC, false, CAUSAL, WARPS>(q, k, v, mask, y, a);
 }
 
 template <typename T, int D, int DV, bool SAFE, bool MVEC = false, bool CAUSAL = false>
 __device__ __forceinline__ void attn_mma_split(const T *q, const T *k, const T *v, const T *mask,
                                                T *y, const attn_desc &a) {
-    attn_mma_run<T, D, DV, SAFE, MVEC, true, CAUSAL>(q, k, v, mask, y, a);
+    attn_mma_run<T, D, DV, SAFE, MVEC, true, CAUSAL, 4>(q, k, v, mask, y, a);
 }
 
 } // namespace ampc

@@ -34,10 +34,15 @@ template <> struct mma_op<f16> {
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #endif
     }
-    /* two floats rounded into one register, lo in the low half */
+    /* two floats rounded into one register, lo in the low half (one F2FP.PACK_AB) */
     static __device__ __forceinline__ unsigned pack(float lo, float hi) {
-        const __half_raw a = __float2half_rn(lo), b = __float2half_rn(hi);
-        return (unsigned)a.x | (unsigned)b.x << 16;
+        const __half2 h = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<const unsigned *>(&h);
+    }
+    /* the two halves of w as floats (exactly) */
+    static __device__ __forceinline__ void unpack(unsigned w, float &lo, float &hi) {
+        const __half2 h = *reinterpret_cast<const __half2 *>(&w);
+        lo = __low2float(h), hi = __high2float(h);
     }
 };
 template <> struct mma_op<bf16> {
@@ -53,8 +58,11 @@ template <> struct mma_op<bf16> {
 #endif
     }
     static __device__ __forceinline__ unsigned pack(float lo, float hi) {
-        const __nv_bfloat16_raw a = __float2bfloat16_rn(lo), b = __float2bfloat16_rn(hi);
-        return (unsigned)a.x | (unsigned)b.x << 16;
+        const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<const unsigned *>(&h);
+    }
+    static __device__ __forceinline__ void unpack(unsigned w, float &lo, float &hi) {
+        lo = __uint_as_float(w << 16), hi = __uint_as_float(w & 0xffff0000u);
     }
 };
 

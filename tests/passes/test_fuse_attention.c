@@ -822,17 +822,19 @@ static void compiles(const acase *c, ampc_precision p, const char *kernel, const
 }
 
 /* B * H * ceil(S / 64) blocks of 64 query rows: 2 * 12 * 2 = 48 leave the GPU idle, so the keys
- * are split over the warps; 8 * 12 * 2 = 192 fill it. */
+ * are split over the warps; 8 * 12 * 2 = 192 fill it, with blocks of 4 warps (77 query rows do
+ * not fill 8 warps' 128). */
 Test(fuse_attention_nvrtc, f16_takes_the_tensor_cores, .timeout = 300) {
     const acase c = {2, 12, 77, 64, BERT, true, FUSES, 0, true}, d = {8, 12, 77, 64, BERT, true, FUSES, 0, true};
     compiles(&c, AMPC_PRECISION_FP16, "attn_mma_split", NULL);
-    compiles(&d, AMPC_PRECISION_FP16, "attn_mma", NULL);
+    compiles(&d, AMPC_PRECISION_FP16, "attn_mma", ", 4>(");
 }
 
-/* Q, K and V read from one joined projection at their offsets. */
+/* Q, K and V read from one joined projection at their offsets; 128 query rows: blocks of 8
+ * warps. */
 Test(fuse_attention_nvrtc, joined_projections_take_the_tensor_cores, .timeout = 300) {
     const acase c = {8, 12, 128, 64, BERT, true, FUSES, 0, true, true};
-    compiles(&c, AMPC_PRECISION_FP16, "attn_mma", NULL);
+    compiles(&c, AMPC_PRECISION_FP16, "attn_mma", ", 8>(");
 }
 
 Test(fuse_attention_nvrtc, bf16_head_128_takes_the_tensor_cores, .timeout = 300) {
@@ -844,7 +846,7 @@ Test(fuse_attention_nvrtc, bf16_head_128_takes_the_tensor_cores, .timeout = 300)
 Test(fuse_attention_nvrtc, implied_causal_mask_compiles, .timeout = 300) {
     const acase c = {8, 16, 256, 64, SDPA, false, CAUSAL, AMPC_DTYPE_F16, .group = 4},
                 d = {2, 3, 20, 32, BERT, false, CAUSAL};
-    compiles(&c, AMPC_PRECISION_KEEP, "attn_mma", "false, true>(");
+    compiles(&c, AMPC_PRECISION_KEEP, "attn_mma", "false, true, 8>(");
     compiles(&d, AMPC_PRECISION_KEEP, "attn_rows", "false, true>(");
 }
 
