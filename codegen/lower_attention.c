@@ -4,14 +4,14 @@
  * strides baked in as constants:
  *
  *   - ampc::attn_mma (tensor cores, flash-attention style; grid (ceil(Sq / 16 W), H, B), 32 W
- *     threads for W warps, 8 where Sq fills their rows, else 4: mma_warps; two stages of key
- *     tiles in dynamic shared memory: mma_smem) for f16/bf16 (and ampc::attn_mma_split, 16
- *     query rows a block and the keys split over its four warps, when attn_mma's grid would
- *     leave most of the GPU idle: SPLIT_BELOW) when both head sizes are multiples of 16 up to
- *     128, every head dim is contiguous (step 1), every other step of Q, K, V and Y is a
- *     multiple of 8 elements and the tensors start 16-byte aligned, so tiles load in 16-byte
- *     chunks (the mask's too when its rows are contiguous and aligned the same way:
- *     mask_vector);
+ *     threads for W warps, 8 where Sq fills their rows at D <= 64, else 4: mma_warps; two
+ *     stages of key tiles in dynamic shared memory: mma_smem) for f16/bf16 (and
+ *     ampc::attn_mma_split, 16 query rows a block and the keys split over its four warps, when
+ *     attn_mma's grid would leave most of the GPU idle: SPLIT_BELOW) when both head sizes are
+ *     multiples of 16 up to 128, every head dim is contiguous (step 1), every other step of Q,
+ *     K, V and Y is a multiple of 8 elements and the tensors start 16-byte aligned, so tiles
+ *     load in 16-byte chunks (the mask's too when its rows are contiguous and aligned the same
+ *     way: mask_vector);
  *   - ampc::attn_rows otherwise (f32, f64, other head sizes or layouts): one warp a query row.
  *
  * Q, K and V start at their inputs' element offsets (the columns of a joined projection,
@@ -59,8 +59,12 @@ enum { SPLIT_BELOW = 128 };
 
 /* attn_mma's warps a block (16 query rows each): 8 once the sequence fills their 128 rows, so
  * that each key tile copied into shared memory serves twice the rows (the copies from L2 halve),
- * else 4. */
-static int32_t mma_warps(const ampc_attention_params *s) { return s->Sq >= 128 ? 8 : 4; }
+ * at head sizes up to 64, where two such blocks fit an SM in 128 registers a thread (16 warps,
+ * as four blocks of 4); else 4 (at D = 128 about 170 registers a thread: one block of 8 warps an
+ * SM against three of 4). */
+static int32_t mma_warps(const ampc_attention_params *s) {
+    return s->Sq >= 128 && s->D <= 64 && s->Dv <= 64 ? 8 : 4;
+}
 
 /* The dynamic shared memory of attn_mma (split: attn_mma_split), attn_stage in attention.cuh:
  * two stages of a K tile and a V tile (64 keys; split: 128) with rows padded by 8 elements and,
@@ -122,11 +126,11 @@ ampc_status ampc_cg_lower_attention(ampc_cg *cg, const ampc_node *n) {
     snprintf(m, sizeof m, "(const %s *)0", t);
     /* the template's last parameters: MVEC (attn_mma's), CAUSAL and attn_mma's warps */
     const int32_t warps = split ? 4 : mma_warps(&s);
-    if (split) snprintf(flags, sizeof flags, ", %s, %s", mask_vector(cg, n, &s) ? "true" : "false",
-                        s.causal ? "true" : "false");
-    else if (mma) snprintf(flags, sizeof flags, ", %s, %s, %d", mask_vector(cg, n, &s) ? "true" : "false",
-                           s.causal ? "true" : "false", warps);
-    else snprintf(flags, sizeof flags, ", %s", s.causal ? "true" : "false");
+    const char *mvec = mask_vector(cg, n, &s) ? "true" : "false";
+    const char *causal = s.causal ? "true" : "false";
+    if (split) snprintf(flags, sizeof flags, ", %s, %s", mvec, causal);
+    else if (mma) snprintf(flags, sizeof flags, ", %s, %s, %d", mvec, causal, warps);
+    else snprintf(flags, sizeof flags, ", %s", causal);
     ampc_cg_line(k, "ampc::%s<%s, %lld, %lld, %s%s>(%s, %s, %s, %s, %s, a);",
                  split ? "attn_mma_split" : mma ? "attn_mma" : "attn_rows", t, (long long)s.D,
                  (long long)s.Dv, is_safe ? "true" : "false", flags, q, kk, v, mask ? mask : m, y);
