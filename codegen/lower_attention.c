@@ -3,15 +3,14 @@
  * generated kernel calling a template of codegen/kernels/attention.cuh with the node's sizes and
  * strides baked in as constants:
  *
- *   - ampc::attn_mma (tensor cores, flash-attention style; grid (ceil(Sq / 16 W), H, B), 32 W
- *     threads for W warps, 8 where Sq fills their rows at D <= 64, else 4: mma_warps; two
- *     stages of key tiles in dynamic shared memory: mma_smem) for f16/bf16 (and
- *     ampc::attn_mma_split, 16 query rows a block and the keys split over its four warps, when
- *     attn_mma's grid would leave most of the GPU idle: SPLIT_BELOW) when both head sizes are
- *     multiples of 16 up to 128, every head dim is contiguous (step 1), every other step of Q,
- *     K, V and Y is a multiple of 8 elements and the tensors start 16-byte aligned, so tiles
- *     load in 16-byte chunks (the mask's too when its rows are contiguous and aligned the same
- *     way: mask_vector);
+ *   - ampc::attn_mma (tensor cores, flash-attention style; grid (ceil(Sq / 64), H, B), blocks
+ *     of 4 warps: MMA_WARPS; two stages of key tiles in dynamic shared memory: mma_smem) for
+ *     f16/bf16 (and ampc::attn_mma_split, 16 query rows a block and the keys split over its four
+ *     warps, when attn_mma's grid would leave most of the GPU idle: SPLIT_BELOW) when both head
+ *     sizes are multiples of 16 up to 128, every head dim is contiguous (step 1), every other
+ *     step of Q, K, V and Y is a multiple of 8 elements and the tensors start 16-byte aligned,
+ *     so tiles load in 16-byte chunks (the mask's too when its rows are contiguous and aligned
+ *     the same way: mask_vector);
  *   - ampc::attn_rows otherwise (f32, f64, other head sizes or layouts): one warp a query row.
  *
  * Q, K and V start at their inputs' element offsets (the columns of a joined projection,
@@ -52,27 +51,26 @@ static bool mma_fits(ampc_cg *cg, const ampc_node *n, const ampc_attention_param
     return ampc_cg_ref(cg, n->outputs[0]).offset % 16 == 0;
 }
 
-/* Below this many blocks of attn_mma (B * H * ceil(Sq / 64)) the GPU is mostly idle (about one
- * block an SM on the GPUs ampc targets: 108 on an A100, 132 on an H100 or H200) and
- * attn_mma_split takes the node instead: four times the blocks, the keys split over the warps. */
-enum { SPLIT_BELOW = 128 };
+/* Below this many blocks of attn_mma (B * H * ceil(Sq / 64)) most of the GPU is idle (108 SMs
+ * on an A100, 132 on an H100 or H200) and attn_mma_split takes the node instead: four times the
+ * blocks, the keys split over the warps, their states combined at the end. Measured on an H100
+ * (docs/benchmarks.md, attention-bench.sh): at 48 and 64 blocks (batch 1 of GPT-2, ViT-B/16 and
+ * the Llama-style decoder) attn_mma is 8-19 % faster than the split kernel. */
+enum { SPLIT_BELOW = 32 };
 
-/* attn_mma's warps a block (16 query rows each): 8 once the sequence fills their 128 rows, so
- * that each key tile copied into shared memory serves twice the rows (the copies from L2 halve),
- * at head sizes up to 64, where two such blocks fit an SM in 128 registers a thread (16 warps,
- * as four blocks of 4); else 4 (at D = 128 about 170 registers a thread: one block of 8 warps an
- * SM against three of 4). */
-static int32_t mma_warps(const ampc_attention_params *s) {
-    return s->Sq >= 128 && s->D <= 64 && s->Dv <= 64 ? 8 : 4;
-}
+/* attn_mma's warps a block (16 query rows each; the kernel takes 4 or 8). Blocks of 8 warps
+ * share each key tile copied into shared memory among twice the rows, but on an H100
+ * (attention-bench.sh at the zoo's shapes, D = 64) they were slower everywhere but ViT-B/16 at
+ * batch 32 (38.8 against 40.6 us): 6 % slower for the causal decoders (a block waits at each
+ * tile for its warp with the most keys), 4 % for BERT's and T5's 128 x 128. */
+enum { MMA_WARPS = 4 };
 
 /* The dynamic shared memory of attn_mma (split: attn_mma_split), attn_stage in attention.cuh:
  * two stages of a K tile and a V tile (64 keys; split: 128) with rows padded by 8 elements and,
- * with a mask, its tile (16 rows a warp; split: 16). For D = 64 with a mask of 64 rows 53 KB (128
- * rows 69 KB; split: 80 KB), for D = 128 86 KB: over the 48 KB default, which the runtime opts
- * into. */
+ * with a mask, its tile (16 rows a warp; split: 16). For D = 64 with a mask 53 KB (split: 80
+ * KB), for D = 128 86 KB: over the 48 KB default, which the runtime opts into. */
 static uint32_t mma_smem(const ampc_node *n, const ampc_attention_params *s, bool split) {
-    const int64_t keys = split ? 128 : 64, mrows = split ? 16 : 16 * mma_warps(s);
+    const int64_t keys = split ? 128 : 64, mrows = split ? 16 : 16 * MMA_WARPS;
     const int64_t mask = n->n_inputs > 3 && n->inputs[3] ? mrows * keys : 0;
     const int64_t stage = keys * (s->D + 8) + keys * (s->Dv + 8) + mask;
     return (uint32_t)(2 * stage * (int64_t)ampc_dtype_size(n->inputs[0]->dtype));
@@ -125,7 +123,7 @@ ampc_status ampc_cg_lower_attention(ampc_cg *cg, const ampc_node *n) {
     char m[96], flags[32];
     snprintf(m, sizeof m, "(const %s *)0", t);
     /* the template's last parameters: MVEC (attn_mma's), CAUSAL and attn_mma's warps */
-    const int32_t warps = split ? 4 : mma_warps(&s);
+    const int32_t warps = split ? 4 : MMA_WARPS;
     const char *mvec = mask_vector(cg, n, &s) ? "true" : "false";
     const char *causal = s.causal ? "true" : "false";
     if (split) snprintf(flags, sizeof flags, ", %s, %s", mvec, causal);

@@ -182,8 +182,8 @@ int main() {
     CHECK(cudaDeviceSynchronize());
     std::vector<T> hr(nq);
     CHECK(cudaMemcpy(hr.data(), yref, nq * sizeof(T), cudaMemcpyDeviceToHost));
-    /* the lowering's choice first (attn_mma_split below 128 blocks of 64 rows), then the others */
-    const bool split = (long long)B * H * ((SQ + 63) / 64) < 128;
+    /* the lowering's choice first (attn_mma_split below 32 blocks of 64 rows), then the others */
+    const bool split = (long long)B * H * ((SQ + 63) / 64) < 32;
     int bad = 0;
     if (split) bad |= run(k_split, 16, 128, 16, "attn_mma_split", q, k, v, m, y, hr);
     bad |= run(k_mma<4>, 64, 64, 64, split ? "(attn_mma)" : "attn_mma", q, k, v, m, y, hr);
