@@ -136,8 +136,8 @@ ampc_status ampc_cg_lower_attention(ampc_cg *cg, const ampc_node *n) {
         const int64_t rows = split ? 16 : 16 * warps;
         const uint32_t grid[3] = {(uint32_t)((s.Sq + rows - 1) / rows), (uint32_t)s.H, (uint32_t)s.B};
         const uint32_t block[3] = {(uint32_t)(32 * warps), 1, 1};
-        /* 16 warps an SM at head size 64 (four blocks of 4, two of 8: 128 registers a thread at
-         * most; 130 for sm_90 unbounded, which would leave three and one) */
+        /* 16 warps an SM at head size 64 (four blocks of 4 warps: 128 registers a thread at
+         * most; 130 for sm_90 unbounded, which would leave three) */
         if (!split && s.D <= 64 && s.Dv <= 64) ampc_cg_kernel_min_blocks(k, 16 / warps);
         return ampc_cg_kernel_end_launch(k, grid, block, mma_smem(n, &s, split));
     }

@@ -8,7 +8,7 @@
  * Two kernels:
  *   attn_mma  — f16/bf16, head sizes multiples of 16 up to 128, contiguous head dims: flash
  *               attention on the tensor cores (mma.sync m16n8k16, f32 accumulation). A block of
- *               W warps (4 or 8: the lowering's choice) takes 16 W query rows of one (batch,
+ *               W warps (4 as the lowering picks them, or 8) takes 16 W query rows of one (batch,
  *               head); each warp keeps its 16 rows of Q as A fragments in registers; K, V (and a
  *               per-row mask) stream through two stages of shared memory 64 keys at a time,
  *               copied with cp.async one tile ahead of the tensor cores, each tile serving every
